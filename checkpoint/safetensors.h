@@ -1,0 +1,58 @@
+// safetensors reader and writer (Hugging Face's format): u64 little-endian header
+// length N, N bytes of JSON {name: {dtype, shape, data_offsets}}, then the data.
+// Reader validates everything in ../docs/formats.md before handing out a tensor.
+// defines: zt_st_file, zt_st_open, zt_st_find, zt_st_read_f32, zt_st_writer_*
+#ifndef ZT_SAFETENSORS_H
+#define ZT_SAFETENSORS_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { ZT_ST_F32, ZT_ST_BF16, ZT_ST_F16, ZT_ST_F64, ZT_ST_I64, ZT_ST_I32, ZT_ST_U32, ZT_ST_U8, ZT_ST_OTHER } zt_st_dtype;
+
+typedef struct {
+    char name[256];
+    zt_st_dtype dtype;
+    int ndim;
+    int64_t shape[8];
+    int64_t numel;
+    uint64_t begin, end;     // absolute byte offsets in the file
+} zt_st_tensor;
+
+typedef struct {
+    char path[4096];
+    int fd;
+    const uint8_t *map;      // whole file mapped
+    size_t size;
+    int ntensors;
+    zt_st_tensor *tensors;
+} zt_st_file;
+
+// Open and validate: header length within file and <= 100 MB, valid JSON,
+// known dtypes, data_offsets contiguous from 0 with no gaps/overlaps, inside the
+// file, end - begin == numel * dtype size. -1 + zt_err naming the file and tensor.
+int zt_st_open(zt_st_file *f, const char *path);
+void zt_st_close(zt_st_file *f);
+const zt_st_tensor *zt_st_find(const zt_st_file *f, const char *name);
+// Convert a F32/BF16/F16/F64 tensor to fp32 into out (numel floats).
+int zt_st_read_f32(const zt_st_file *f, const zt_st_tensor *t, float *out);
+// Copy a I32/I64/U32 tensor into int64 out.
+int zt_st_read_i64(const zt_st_file *f, const zt_st_tensor *t, int64_t *out);
+const char *zt_st_dtype_name(zt_st_dtype d);
+size_t zt_st_dtype_size(zt_st_dtype d);
+
+// Writer: add tensors (data copied on add is NOT required: pointers must stay
+// valid until zt_st_write), then write atomically (tmp + rename).
+typedef struct zt_st_writer zt_st_writer;
+zt_st_writer *zt_st_writer_new(void);
+// data holds numel fp32 values; stored as `dtype` (F32 or BF16, round-to-nearest-even).
+int zt_st_writer_add_f32(zt_st_writer *w, const char *name, const float *data, int ndim, const int64_t *shape,
+                         zt_st_dtype dtype);
+int zt_st_writer_metadata(zt_st_writer *w, const char *key, const char *value);
+int zt_st_write(zt_st_writer *w, const char *path);
+void zt_st_writer_free(zt_st_writer *w);
+
+// bf16 helpers (round to nearest even; NaN stays NaN)
+uint16_t zt_f32_to_bf16(float f);
+float zt_bf16_to_f32(uint16_t h);
+float zt_f16_to_f32(uint16_t h);
+#endif

@@ -1,0 +1,73 @@
+// The token dataset directory: dataset.json plus headerless little-endian
+// uint32 block files (blocks = bytes / 4 / seq_len), memory-mapped read-only.
+// defines: zt_dataset, zt_dataset_open, zt_dataset_block, zt_dataset_close
+#ifndef ZT_DATASET_H
+#define ZT_DATASET_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZT_DATASET_FORMAT "zerotrain-tokens"
+#define ZT_DATASET_VERSION 1
+
+typedef struct {
+    char name[256];          // file name relative to the dataset directory
+    char path[4096];         // full path
+    int64_t blocks;          // from dataset.json, verified against the file size
+    int64_t tokens;          // blocks * seq_len
+    uint32_t crc32c;         // of the whole file, from dataset.json
+    const uint32_t *data;    // mmap'd tokens (NULL when blocks == 0)
+    size_t bytes;
+} zt_data_file;
+
+typedef struct {
+    char dir[4096];
+    int seq_len;
+    int64_t vocab_size;      // from dataset.json
+    int64_t eos_id;          // -1 when absent
+    char tokenizer[256];     // tokenizer hash / name, "" when absent
+    int nfiles;
+    zt_data_file *files;
+    int64_t total_blocks;
+} zt_dataset;
+
+typedef struct {
+    int verify_crc;          // recompute every file's crc32c and compare with dataset.json
+    int check_tokens;        // scan every token id and check < model_vocab
+    int64_t model_vocab;     // model's vocab_size; 0 = use dataset.json vocab_size
+} zt_dataset_opts;
+
+// Open and validate. Errors (returned as -1 with zt_err) name the file and the
+// rule: missing/corrupt dataset.json, size not a multiple of 4*seq_len, block
+// count differing from dataset.json, crc mismatch, token id >= vocab (with file,
+// block index and position inside the block).
+int zt_dataset_open(zt_dataset *ds, const char *dir, const zt_dataset_opts *opts);
+// Pointer to seq_len tokens of block `block` of file `file`.
+const uint32_t *zt_dataset_block(const zt_dataset *ds, int file, int64_t block);
+void zt_dataset_close(zt_dataset *ds);
+
+// ---- pack: token ids -> dataset directory ----
+typedef enum { ZT_PACK_U32 = 0, ZT_PACK_TEXT_IDS = 1, ZT_PACK_BYTES = 2 } zt_pack_input;
+
+typedef struct {
+    zt_pack_input input;     // u32: raw little-endian uint32 ids; text-ids: whitespace-separated
+                             // decimal ids, one document per line; bytes: each input file is a
+                             // document of UTF-8 bytes, token = byte value (0..255)
+    int seq_len;             // default 2048
+    int64_t vocab_size;      // ids must be < vocab_size
+    int64_t eos_id;          // inserted after every document when >= 0
+    int per_rank;            // 0: one file "data.u32"; W > 0: files rank-00000.u32 ... (documents dealt
+                             // round-robin by row, each rank packed separately: uneven block counts)
+    const char *tokenizer;   // recorded in dataset.json ("bytes", "ids", or a tokenizer hash)
+    int quiet;
+} zt_pack_opts;
+
+typedef struct {
+    int64_t documents, tokens, blocks, dropped_tokens;
+    double seconds;
+} zt_pack_stats;
+
+// Pack the given input files into out_dir (created; must not already hold a dataset.json).
+int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const zt_pack_opts *opts,
+            zt_pack_stats *stats);
+
+#endif

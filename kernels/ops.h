@@ -1,0 +1,74 @@
+// The op table: every numerical kernel the model and optimizer need, as function
+// pointers so that a CUDA table can sit beside the CPU reference. All tensors
+// are row-major fp32 here; weights are [out, in] as in Hugging Face (y = x W^T).
+// Gradient rule (as in llm.c): parameter gradients accumulate (+=), activation
+// gradients assign (=) unless the argument says otherwise.
+// defines: zt_ops, zt_cpu_ops
+#ifndef ZT_OPS_H
+#define ZT_OPS_H
+#include <stdint.h>
+
+typedef struct zt_ops {
+    const char *name;
+
+    // y[M,N] = x[M,K] W[N,K]^T
+    void (*matmul_fwd)(float *y, const float *x, const float *w, int64_t M, int64_t K, int64_t N);
+    // dx[M,K] = dy W (accumulate_dx: +=), dw[N,K] += dy^T x. Either output may be NULL.
+    void (*matmul_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t M, int64_t K,
+                       int64_t N, int accumulate_dx);
+
+    // x[N,d] = W[tokens[i], :]
+    void (*embedding_fwd)(float *x, const float *w, const uint32_t *tokens, int64_t N, int64_t d);
+    // dw[tokens[i], :] += dx[i, :]  (deterministic: rows in order)
+    void (*embedding_bwd)(float *dw, const float *dx, const uint32_t *tokens, int64_t N, int64_t d);
+
+    // y = w * x * rsqrt(mean(x^2) + eps) per row of length d; rstd[rows] saved.
+    void (*rmsnorm_fwd)(float *y, float *rstd, const float *x, const float *w, int64_t rows, int64_t d, float eps);
+    // dx = (assign), dw += ; may be called in place only if dx != dy.
+    void (*rmsnorm_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
+                        int64_t rows, int64_t d);
+
+    // Half-split RoPE in place on x[B*S, nheads, D]; positions restart at 0 each block.
+    // cos/sin tables are [S, D/2].
+    void (*rope_fwd)(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nheads,
+                     int64_t D);
+    void (*rope_bwd)(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nheads,
+                     int64_t D);
+
+    // Causal GQA attention. q[B*S, H*D], k/v[B*S, Hkv*D], o[B*S, H*D].
+    // probs[B, H, S, S] is saved for backward (CPU reference keeps it).
+    void (*attention_fwd)(float *o, float *probs, const float *q, const float *k, const float *v, int64_t B,
+                          int64_t S, int64_t H, int64_t Hkv, int64_t D);
+    // dq, dk, dv assigned.
+    void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
+                          const float *k, const float *v, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+
+    // h = silu(g) * u
+    void (*swiglu_fwd)(float *h, const float *g, const float *u, int64_t n);
+    // dg, du assigned
+    void (*swiglu_bwd)(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n);
+
+    // Fused lm_head + cross-entropy: logits = x[N,d] W[V,d]^T computed a chunk of
+    // rows at a time (never N x V at once). targets[i] < 0 means "no target".
+    // Returns the sum of -log p(target) over rows with a target. When dx/dw are
+    // non-NULL, also dx = scale * dlogits W (assign) and dw += scale * dlogits^T x,
+    // where dlogits = softmax - onehot.
+    double (*lmhead_xent)(float *dx, float *dw, const float *x, const float *w, const int32_t *targets, int64_t N,
+                          int64_t d, int64_t V, float scale);
+
+    // Decoupled-weight-decay Adam (torch.optim.AdamW semantics), step t >= 1.
+    void (*adamw)(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
+                  float eps, float weight_decay, int64_t t);
+    // sum of squares in double
+    double (*sumsq)(const float *x, int64_t n);
+    // x *= s
+    void (*scale)(float *x, float s, int64_t n);
+} zt_ops;
+
+extern const zt_ops zt_cpu_ops;
+
+// RoPE cos/sin table [S, D/2] with torch's fp32 arithmetic:
+// inv_freq_i = 1 / theta^(2i/D) (fp32), angle = pos * inv_freq_i (fp32).
+void zt_rope_table(float *cos_t, float *sin_t, int64_t S, int64_t D, double theta);
+
+#endif

@@ -1,0 +1,197 @@
+// Error buffer, checked allocation, clocks, RNG and small file helpers.
+#define _GNU_SOURCE
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Thread_local char zt_errbuf[ZT_ERR_MAX];
+
+int zt_err(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(zt_errbuf, sizeof zt_errbuf, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int zt_err_prefix(const char *fmt, ...) {
+    char pre[ZT_ERR_MAX], old[ZT_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    snprintf(old, sizeof old, "%s", zt_errbuf);
+    snprintf(zt_errbuf, sizeof zt_errbuf, "%s: %s", pre, old);
+    return -1;
+}
+
+const char *zt_errmsg(void) { return zt_errbuf[0] ? zt_errbuf : "unknown error"; }
+void zt_err_clear(void) { zt_errbuf[0] = 0; }
+
+void zt_fatal(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("zerotrain: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+void zt_die_on_err(void) { zt_fatal("%s", zt_errmsg()); }
+
+void *zt_xmalloc_at(size_t n, const char *file, int line) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "zerotrain: error: out of host memory allocating %zu bytes at %s:%d\n", n, file, line);
+        exit(1);
+    }
+    return p;
+}
+
+void *zt_xcalloc_at(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fprintf(stderr, "zerotrain: error: out of host memory allocating %zu x %zu bytes at %s:%d\n", n, size, file,
+                line);
+        exit(1);
+    }
+    return p;
+}
+
+double zt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void zt_rng_seed(zt_rng *r, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t zt_rng_u64(zt_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double zt_rng_uniform(zt_rng *r) { return (double)(zt_rng_u64(r) >> 11) * 0x1.0p-53; }
+
+double zt_rng_normal(zt_rng *r) {
+    double u1 = zt_rng_uniform(r), u2 = zt_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+uint64_t zt_rng_below(zt_rng *r, uint64_t n) {
+    if (n <= 1) return 0;
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    uint64_t x;
+    do x = zt_rng_u64(r);
+    while (x >= limit);
+    return x % n;
+}
+
+int zt_write_file_atomic(const char *path, const void *data, size_t n) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return zt_err("%s: cannot create: %s", tmp, strerror(errno));
+    const char *p = data;
+    size_t left = n;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return zt_err("%s: write failed after %zu of %zu bytes: %s", tmp, n - left, n, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return zt_err("%s: flush failed: %s", tmp, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return zt_err("%s: rename to %s failed: %s", tmp, path, strerror(e));
+    }
+    return 0;
+}
+
+char *zt_read_file(const char *path, size_t *len_out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        zt_err("%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        zt_err("%s: cannot seek", path);
+        return NULL;
+    }
+    long len = ftell(f);
+    rewind(f);
+    if (len < 0) {
+        fclose(f);
+        zt_err("%s: cannot determine size", path);
+        return NULL;
+    }
+    char *buf = zt_xmalloc((size_t)len + 1);
+    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        fclose(f);
+        free(buf);
+        zt_err("%s: short read", path);
+        return NULL;
+    }
+    fclose(f);
+    buf[len] = 0;
+    if (len_out) *len_out = (size_t)len;
+    return buf;
+}
+
+int zt_mkdirs(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    size_t n = strlen(buf);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return zt_err("%s: cannot create directory: %s", buf, strerror(errno));
+            buf[i] = c;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,56 @@
+// Shared plumbing for every zerotrain module: error reporting, checked
+// allocation, timing and a small deterministic RNG.
+// defines: zt_err, zt_errmsg, zt_fatal, zt_xmalloc, zt_xcalloc, zt_now, zt_rng_*
+#ifndef ZT_COMMON_H
+#define ZT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZT_ERR_MAX 2048
+
+// Library functions report failure by returning -1 (or NULL) after formatting a
+// message with zt_err(); the caller (CLI, test) decides whether to print and exit.
+// The message names the file, the position and the rule that was broken.
+int zt_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// Prefix the current error message with more context ("loading X: <old msg>").
+int zt_err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *zt_errmsg(void);
+void zt_err_clear(void);
+
+// Print "zerotrain: error: <msg>" (and optional hint) to stderr and exit(1).
+void zt_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+// Print the pending zt_err message and exit(1).
+void zt_die_on_err(void) __attribute__((noreturn));
+
+void *zt_xmalloc_at(size_t n, const char *file, int line);
+void *zt_xcalloc_at(size_t n, size_t size, const char *file, int line);
+#define zt_xmalloc(n) zt_xmalloc_at((n), __FILE__, __LINE__)
+#define zt_xcalloc(n, s) zt_xcalloc_at((n), (s), __FILE__, __LINE__)
+
+double zt_now(void);  // monotonic seconds
+
+// splitmix64-seeded xoshiro256** generator: reproducible across machines.
+typedef struct { uint64_t s[4]; } zt_rng;
+void zt_rng_seed(zt_rng *r, uint64_t seed);
+uint64_t zt_rng_u64(zt_rng *r);
+double zt_rng_uniform(zt_rng *r);  // [0, 1)
+double zt_rng_normal(zt_rng *r);   // N(0, 1), Box-Muller
+uint64_t zt_rng_below(zt_rng *r, uint64_t n);  // uniform in [0, n), unbiased
+
+// Write `data` to `path` atomically (tmp file + fsync + rename). 0 on success.
+int zt_write_file_atomic(const char *path, const void *data, size_t n);
+// Read a whole file into a malloc'd, NUL-terminated buffer. NULL + zt_err on failure.
+char *zt_read_file(const char *path, size_t *len_out);
+// mkdir -p. 0 on success.
+int zt_mkdirs(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
