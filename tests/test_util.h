@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 static int zt_test_failures = 0;
 static int zt_test_checks = 0;

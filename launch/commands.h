@@ -1,0 +1,7 @@
+// Subcommands of the zerotrain executable. Each takes the arguments after its
+// name (argv[0] is the command name) and returns the process exit code.
+#ifndef ZT_COMMANDS_H
+#define ZT_COMMANDS_H
+int zt_cmd_train(int argc, char **argv);
+int zt_cmd_pack(int argc, char **argv);
+#endif

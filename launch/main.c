@@ -1,0 +1,50 @@
+// zerotrain: one executable, one subcommand per job (train, pack, ...).
+#include <stdio.h>
+#include <string.h>
+
+#include "launch/commands.h"
+
+#ifndef ZT_VERSION
+#define ZT_VERSION "dev"
+#endif
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} zt_command;
+
+static const zt_command commands[] = {
+    {"train", zt_cmd_train, "train or fine-tune a Qwen3 model on a token dataset"},
+    {"pack", zt_cmd_pack, "turn token ids (or bytes) into a dataset directory of uint32 blocks"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "zerotrain %s: native FSDP/ZeRO-3 trainer for Qwen3 dense models\n\n"
+            "usage: zerotrain <command> [options]\n       zerotrain <command> --help\n\ncommands:\n",
+            ZT_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
+#ifdef ZT_HAVE_CUDA
+    fprintf(out, "\nbuilt with the CUDA backend compiled in\n");
+#else
+    fprintf(out, "\nbuilt without CUDA (CPU backend only)\n");
+#endif
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("zerotrain %s\n", ZT_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "zerotrain: error: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
