@@ -657,3 +657,21 @@ int zt_st_write(zt_st_writer *w, const char *path) {
     }
     return 0;
 }
+
+// ---- metadata ----------------------------------------------------------------
+
+int zt_st_metadata(const zt_st_file *f, const char *key, char *out, size_t out_len) {
+    uint64_t hlen;
+    memcpy(&hlen, f->map, 8);  // validated by zt_st_open
+    cJSON *root = cJSON_ParseWithLength((const char *)f->map + 8, (size_t)hlen);
+    if (!root) return zt_err("%s: header is not valid JSON", f->path);
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    const cJSON *v = md ? cJSON_GetObjectItemCaseSensitive(md, key) : NULL;
+    int rc = 0;
+    if (!v || !cJSON_IsString(v))
+        rc = zt_err("%s: __metadata__ has no string entry \"%s\"", f->path, key);
+    else
+        snprintf(out, out_len, "%s", v->valuestring);
+    cJSON_Delete(root);
+    return rc;
+}
