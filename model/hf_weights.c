@@ -152,3 +152,26 @@ int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const 
     free(seen);
     return rc;
 }
+
+// Writes config.json and model.safetensors (HF names) for the given full unit
+// vectors; dtype is ZT_ST_BF16 or ZT_ST_F32. Files are written atomically.
+int zt_qwen3_save_hf(const zt_qwen3_layout *lay, float *const *params, const char *dir, int dtype) {
+    if (zt_mkdirs(dir) != 0) return -1;
+    char path[4200];
+    char *cfg = zt_qwen3_config_json(&lay->cfg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = zt_write_file_atomic(path, cfg, strlen(cfg));
+    free(cfg);
+    if (rc != 0) return -1;
+    zt_st_writer *w = zt_st_writer_new();
+    zt_st_writer_metadata(w, "format", "pt");
+    for (int u = 0; u < lay->nunits && rc == 0; u++)
+        for (int k = 0; k < lay->units[u].ntensors && rc == 0; k++) {
+            const zt_tensor_desc *d = &lay->units[u].t[k];
+            rc = zt_st_writer_add_f32(w, d->name, params[u] + d->offset, d->ndim, d->shape, (zt_st_dtype)dtype);
+        }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (rc == 0) rc = zt_st_write(w, path);
+    zt_st_writer_free(w);
+    return rc;
+}

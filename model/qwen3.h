@@ -104,4 +104,6 @@ const float *zt_qwen3_lm_head(const zt_qwen3_layout *lay, float *const *params);
 // model.safetensors.index.json) or a single .safetensors file. Fills every
 // unit's full vector (fp32). Errors name the file, the tensor and the rule.
 int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const *params);
+// Write config.json + model.safetensors (dtype: ZT_ST_BF16 or ZT_ST_F32) into dir.
+int zt_qwen3_save_hf(const zt_qwen3_layout *lay, float *const *params, const char *dir, int dtype);
 #endif
