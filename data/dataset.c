@@ -194,6 +194,13 @@ static int parse_json(zt_dataset *ds, const char *jpath, const char *text, size_
     ds->eos_id = -1;
     if (json_int(jpath, root, "", "eos_id", 0, 0, ds->vocab_size - 1, &ds->eos_id)) goto out;
     if (json_str(jpath, root, "", "tokenizer", 0, ds->tokenizer, sizeof ds->tokenizer)) goto out;
+    char layout[32] = "single";
+    if (json_str(jpath, root, "", "layout", 0, layout, sizeof layout)) goto out;
+    if (strcmp(layout, "single") && strcmp(layout, "per-rank")) {
+        zt_err("%s: layout: \"%s\" is not one of \"single\", \"per-rank\"", jpath, layout);
+        goto out;
+    }
+    ds->per_rank = !strcmp(layout, "per-rank");
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files");
     if (!files) {
         zt_err("%s: files: required field is missing", jpath);

@@ -25,6 +25,7 @@ typedef struct {
     int64_t vocab_size;      // from dataset.json
     int64_t eos_id;          // -1 when absent
     char tokenizer[256];     // tokenizer hash / name, "" when absent
+    int per_rank;            // layout "per-rank": file i (rank-%05d.u32) belongs to rank i
     int nfiles;
     zt_data_file *files;
     int64_t total_blocks;
