@@ -295,7 +295,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, zt_fsdp_stats *out) 
     double loss = 0;
     for (int mb = 0; mb < f->grad_accum; mb++) {
         f->micro = mb;
-        zt_comm_set_context(f->comm, f->step, f->epoch, mb);
+        zt_comm_set_context(f->comm, f->step + 1, f->epoch, mb);  // 1-based step in progress
         for (int64_t b = 0; b < B; b++) memcpy(f->batch + b * S, blocks[mb * B + b], (size_t)S * sizeof(uint32_t));
         loss += micro_step(f, f->batch, scale);
     }
