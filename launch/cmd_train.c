@@ -48,6 +48,7 @@ static void usage(FILE *f) {
             "  --collective-timeout S     a rank stuck longer in one collective reports it and aborts the\n"
             "                        job (default 300)\n"
             "  --first-collective-timeout S  the same until the first step has finished (default 1800)\n"
+            "  --alive-interval S    seconds between liveness ticks in RUN/ranks/rank-N.alive (default 5)\n"
             "\n"
             "execution and output:\n"
             "  --device D            cpu (the CUDA backend is not built yet; see docs/status.md)\n"
@@ -62,7 +63,7 @@ static void usage(FILE *f) {
 enum {
     O_MODEL = 256, O_INIT, O_DATA, O_RUN, O_OVERWRITE, O_NOVERIFY, O_STEPS, O_EPOCHS, O_MB, O_GA, O_LR, O_SCHED,
     O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE,
-    O_NOEVEN, O_CTIMEOUT, O_FTIMEOUT
+    O_NOEVEN, O_CTIMEOUT, O_FTIMEOUT, O_ALIVE
 };
 
 int zt_cmd_train(int argc, char **argv) {
@@ -82,6 +83,7 @@ int zt_cmd_train(int argc, char **argv) {
         {"no-save-final", no_argument, 0, O_NOSAVE},  {"help", no_argument, 0, 'h'},
         {"no-evenfix", no_argument, 0, O_NOEVEN},     {"collective-timeout", required_argument, 0, O_CTIMEOUT},
         {"first-collective-timeout", required_argument, 0, O_FTIMEOUT},
+        {"alive-interval", required_argument, 0, O_ALIVE},
         {0, 0, 0, 0}};
     zt_train_opts o;
     zt_train_defaults(&o);
@@ -130,6 +132,7 @@ int zt_cmd_train(int argc, char **argv) {
         case O_NOSAVE: o.save_final = 0; break;
         case O_NOEVEN: o.evenfix = 0; break;
         case O_CTIMEOUT: rc = zt_arg_f64("--collective-timeout", optarg, 0.1, 1e7, &o.collective_timeout); break;
+        case O_ALIVE: rc = zt_arg_f64("--alive-interval", optarg, 0.05, 3600, &o.alive_interval); break;
         case O_FTIMEOUT:
             rc = zt_arg_f64("--first-collective-timeout", optarg, 0.1, 1e7, &o.first_collective_timeout);
             break;

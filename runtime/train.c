@@ -23,6 +23,7 @@
 #include "runtime/comm_mpi.h"
 #include "runtime/common.h"
 #include "runtime/fsdp.h"
+#include "runtime/liveness.h"
 
 void openblas_set_num_threads(int);  // OpenBLAS extension, not in cblas.h everywhere
 
@@ -39,6 +40,7 @@ void zt_train_defaults(zt_train_opts *o) {
     o->save_final = 1;
     o->save_dtype = ZT_ST_BF16;
     o->evenfix = 1;
+    o->alive_interval = 5;
 }
 
 typedef struct { int file; int64_t block; } block_ref;
@@ -144,6 +146,9 @@ typedef struct {
     block_ref *order;
     const uint32_t **blocks;
     FILE *metrics;
+    zt_liveness *alive;
+    char run_id[64];
+    int64_t step;             // optimizer steps completed
 } run_state;
 
 static void run_cleanup(run_state *r) {
@@ -302,9 +307,8 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     // ---- run.json, metrics.jsonl (rank 0) ----
     char path[4200];
     if (R0) {
-        char id[64];
-        make_run_id(id, sizeof id);
-        ok = write_run_json(o, &cfg, ds, id, r->world, total_steps, steps_per_epoch, threads, &mem) == 0;
+        make_run_id(r->run_id, sizeof r->run_id);
+        ok = write_run_json(o, &cfg, ds, r->run_id, r->world, total_steps, steps_per_epoch, threads, &mem) == 0;
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
             r->metrics = fopen(path, "w");
@@ -351,6 +355,8 @@ static int train_body(const zt_train_opts *o, run_state *r) {
             return zt_err("step %lld: the loss or gradient norm is not finite (on %d rank%s); stopping before the "
                           "update. Lower --lr or check the data",
                           (long long)step + 1, s.nonfinite, s.nonfinite == 1 ? "" : "s");
+        r->step = step + 1;
+        zt_liveness_set_step(r->alive, r->step);
         tokens_seen += s.tokens;
         t_wait_total += s.t_comm_wait;
         t_compute_total += s.t_compute;
@@ -358,6 +364,18 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         loss_last = s.loss;
         const double tok_s = (double)s.tokens / s.t_step;
         if (R0) {
+            // GPU-hours (rank-hours on the CPU backend): spent so far, projected per epoch at the
+            // mean step time so far, and at risk = spent since the last durable state (no
+            // checkpoints yet: since the start of the loop).
+            const double el = zt_now() - t_loop, mean_step = el / (double)(step + 1);
+            zt_heartbeat hb = {.run_id = r->run_id, .state = "running", .step = step + 1, .total_steps = total_steps,
+                               .epoch = epoch, .tokens = tokens_seen, .elapsed_s = zt_now() - t_start,
+                               .step_time_s = s.t_step, .tok_per_s = tok_s, .loss = s.loss, .world_size = r->world,
+                               .gpu_hours = r->world * el / 3600.0,
+                               .gpu_hours_per_epoch = r->world * mean_step * (double)steps_per_epoch / 3600.0,
+                               .gpu_hours_at_risk = r->world * el / 3600.0};
+            if (zt_heartbeat_write(o->run_dir, &hb) != 0)
+                fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
             fprintf(r->metrics,
                     "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"clip_coef\":%.6f,"
                     "\"tokens\":%lld,\"tok_per_s\":%.1f,\"tok_per_s_per_rank\":%.1f,\"step_time_s\":%.4f,"
@@ -403,6 +421,22 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         free(full);
         if (agree(r->comm, ok, "saving final weights") != 0) return -1;
     }
+    if (R0) {  // COMPLETE for the watcher: everything durable is written
+        const double el = zt_now() - t_loop;
+        zt_heartbeat hb = {.run_id = r->run_id, .state = "complete", .step = total_steps, .total_steps = total_steps,
+                           .epoch = epoch, .tokens = tokens_seen, .elapsed_s = zt_now() - t_start,
+                           .tok_per_s = tokens_seen / el, .loss = loss_last, .world_size = r->world,
+                           .gpu_hours = r->world * el / 3600.0,
+                           .gpu_hours_per_epoch = r->world * el / (double)total_steps * (double)steps_per_epoch / 3600.0};
+        zt_heartbeat_write(o->run_dir, &hb);
+        char text[4600];
+        snprintf(text, sizeof text, "{\"run_id\": \"%s\", \"step\": %lld, \"time\": %.3f, \"final\": \"%s/final\"}\n",
+                 r->run_id, (long long)total_steps, (double)time(NULL), o->save_final ? o->run_dir : "");
+        snprintf(path, sizeof path, "%s/complete.json", o->run_dir);
+        if (zt_write_file_atomic(path, text, strlen(text)) != 0) return -1;
+        printf("GPU-hours (rank-hours on cpu): %.4f spent, %.4f per epoch projected\n", hb.gpu_hours,
+               hb.gpu_hours_per_epoch);
+    }
     return 0;
 }
 
@@ -433,8 +467,14 @@ int zt_train_run(const zt_train_opts *o) {
     zt_comm_get_info(r.comm, &info);
     r.rank = info.rank;
     r.world = info.world;
+    r.alive = zt_liveness_start(o->run_dir, r.rank, o->alive_interval);
     int rc = train_body(o, &r);
     run_cleanup(&r);
+    zt_liveness_stop(r.alive, rc == 0 ? "done" : "failed");
+    if (rc != 0 && r.rank == 0 && r.run_id[0]) {
+        zt_heartbeat hb = {.run_id = r.run_id, .state = "failed", .step = r.step, .world_size = r.world};
+        zt_heartbeat_write(o->run_dir, &hb);
+    }
     if (rc != 0) {  // failures are agreed (every rank is here); name the rank in multi-rank jobs
         char msg[ZT_ERR_MAX];
         snprintf(msg, sizeof msg, "%s", zt_errmsg());

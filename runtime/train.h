@@ -26,6 +26,7 @@ typedef struct {
     int save_dtype;          // ZT_ST_BF16 or ZT_ST_F32
     int evenfix;             // stop every rank at the global minimum block count (default 1)
     double collective_timeout, first_collective_timeout;  // seconds; 0 = defaults
+    double alive_interval;   // seconds between RUN/ranks/rank-N.alive ticks (default 5)
 } zt_train_opts;
 
 void zt_train_defaults(zt_train_opts *o);
