@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "  --run-dir RUN         output: run.json, metrics.jsonl, final/ (created)\n"
             "  --overwrite           reuse a run directory that already holds a run\n"
             "  --no-verify-data      skip the crc32c check of the data files (token ids are always checked)\n"
+            "  --no-preflight        skip the six-check gate (`zerotrain preflight`) that runs before training\n"
             "\n"
             "length and batch:\n"
             "  --steps N             optimizer steps (default: --epochs worth)\n"
@@ -63,7 +64,7 @@ static void usage(FILE *f) {
 enum {
     O_MODEL = 256, O_INIT, O_DATA, O_RUN, O_OVERWRITE, O_NOVERIFY, O_STEPS, O_EPOCHS, O_MB, O_GA, O_LR, O_SCHED,
     O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE,
-    O_NOEVEN, O_CTIMEOUT, O_FTIMEOUT, O_ALIVE
+    O_NOEVEN, O_CTIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE
 };
 
 int zt_cmd_train(int argc, char **argv) {
@@ -83,7 +84,7 @@ int zt_cmd_train(int argc, char **argv) {
         {"no-save-final", no_argument, 0, O_NOSAVE},  {"help", no_argument, 0, 'h'},
         {"no-evenfix", no_argument, 0, O_NOEVEN},     {"collective-timeout", required_argument, 0, O_CTIMEOUT},
         {"first-collective-timeout", required_argument, 0, O_FTIMEOUT},
-        {"alive-interval", required_argument, 0, O_ALIVE},
+        {"alive-interval", required_argument, 0, O_ALIVE},    {"no-preflight", no_argument, 0, O_NOPRE},
         {0, 0, 0, 0}};
     zt_train_opts o;
     zt_train_defaults(&o);
@@ -132,6 +133,7 @@ int zt_cmd_train(int argc, char **argv) {
         case O_NOSAVE: o.save_final = 0; break;
         case O_NOEVEN: o.evenfix = 0; break;
         case O_CTIMEOUT: rc = zt_arg_f64("--collective-timeout", optarg, 0.1, 1e7, &o.collective_timeout); break;
+        case O_NOPRE: o.preflight = 0; break;
         case O_ALIVE: rc = zt_arg_f64("--alive-interval", optarg, 0.05, 3600, &o.alive_interval); break;
         case O_FTIMEOUT:
             rc = zt_arg_f64("--first-collective-timeout", optarg, 0.1, 1e7, &o.first_collective_timeout);

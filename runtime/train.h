@@ -26,6 +26,8 @@ typedef struct {
     int save_dtype;          // ZT_ST_BF16 or ZT_ST_F32
     int evenfix;             // stop every rank at the global minimum block count (default 1)
     double collective_timeout, first_collective_timeout;  // seconds; 0 = defaults
+    int preflight;           // run the six-check gate first (default 1)
+    int keep_last;           // checkpoints to keep (preflight sizes the disk check with it)
     double alive_interval;   // seconds between RUN/ranks/rank-N.alive ticks (default 5)
 } zt_train_opts;
 

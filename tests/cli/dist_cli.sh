@@ -35,7 +35,7 @@ no_evenfix_deadlock)
     uneven_data
     start=$(date +%s)
     timeout 90 "${MPIRUN[@]}" -n 2 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" \
-        --epochs 1 --lr 1e-3 --no-evenfix --collective-timeout 3 --first-collective-timeout 30 --log-every 10 \
+        --epochs 1 --lr 1e-3 --no-evenfix --no-preflight --collective-timeout 3 --first-collective-timeout 30 --log-every 10 \
         >"$W/out.txt" 2>&1
     rc=$? elapsed=$(( $(date +%s) - start ))
     cat "$W/out.txt"
@@ -47,20 +47,37 @@ no_evenfix_deadlock)
     ls "$W/run/ranks/"rank-0000[01].flight.json >/dev/null 2>&1 || fail "flight recorder dumps missing in RUN/ranks"
     echo "ok [$CASE]: aborted with exit $rc after ${elapsed} s"
     ;;
+preflight_catches_uneven)
+    # The gate refuses --no-evenfix on uneven ranks in seconds instead of hanging at the epoch end.
+    uneven_data
+    start=$(date +%s)
+    timeout 60 "${MPIRUN[@]}" -n 2 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" \
+        --epochs 1 --no-evenfix >"$W/out.txt" 2>&1 && { cat "$W/out.txt"; fail "should be refused by preflight"; }
+    grep -q "WILL deadlock" "$W/out.txt" || { cat "$W/out.txt"; fail "preflight message"; }
+    grep -q "spread 1" "$W/out.txt" || fail "preflight should report the spread"
+    echo "ok [$CASE]: refused in $(( $(date +%s) - start )) s: $(grep -m1 'WILL deadlock' "$W/out.txt" | cut -c1-160)"
+    ;;
 per_rank_mismatch)
     uneven_data
     timeout 60 "${MPIRUN[@]}" -n 3 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" \
         --steps 1 >"$W/out.txt" 2>&1 && { cat "$W/out.txt"; fail "should refuse 2 per-rank files on 3 ranks"; }
-    grep -q "needs exactly 2 ranks, but the job has 3" "$W/out.txt" || { cat "$W/out.txt"; fail "message"; }
-    echo "ok [$CASE]: $(grep -m1 'needs exactly' "$W/out.txt")"
+    grep -q "per-rank layout has 2 files for 3 ranks" "$W/out.txt" || { cat "$W/out.txt"; fail "preflight message"; }
+    # Without the gate, the trainer itself refuses too.
+    timeout 60 "${MPIRUN[@]}" -n 3 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run2" \
+        --steps 1 --no-preflight >"$W/out2.txt" 2>&1 && { cat "$W/out2.txt"; fail "should refuse without preflight"; }
+    grep -q "needs exactly 2 ranks, but the job has 3" "$W/out2.txt" || { cat "$W/out2.txt"; fail "message"; }
+    echo "ok [$CASE]: $(grep -m1 'needs exactly' "$W/out2.txt")"
     ;;
 more_ranks_than_blocks)
     awk 'BEGIN{for(d=0; d<3; d++){ line=""; for(i=0;i<16;i++) line=line (d*16+i)%90 " "; print line }}' >"$W/docs.txt"
     "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
     timeout 60 "${MPIRUN[@]}" -n 4 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" \
         --steps 1 >"$W/out.txt" 2>&1 && { cat "$W/out.txt"; fail "should refuse 3 blocks on 4 ranks"; }
-    grep -q "fewer than one step needs" "$W/out.txt" || { cat "$W/out.txt"; fail "message"; }
-    echo "ok [$CASE]: $(grep -m1 'fewer than' "$W/out.txt")"
+    grep -q "fewer blocks than one step needs" "$W/out.txt" || { cat "$W/out.txt"; fail "preflight message"; }
+    timeout 60 "${MPIRUN[@]}" -n 4 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run2" \
+        --steps 1 --no-preflight >"$W/out2.txt" 2>&1 && { cat "$W/out2.txt"; fail "should refuse without preflight"; }
+    grep -q "fewer than one step needs" "$W/out2.txt" || { cat "$W/out2.txt"; fail "message"; }
+    echo "ok [$CASE]: $(grep -m1 'fewer than' "$W/out2.txt")"
     ;;
 w2_matches_w1)
     # Same global batch: W=1 x grad-accum 2 vs W=2 x grad-accum 1 (rank r takes slice r of each step).
