@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "runtime/common.h"
+#include "runtime/nvml.h"
 
 struct zt_liveness {
     char path[4200];
@@ -121,4 +122,58 @@ int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h) {
              (long long)h->tokens, unix_now(), h->elapsed_s, h->step_time_s, h->tok_per_s, h->loss, h->world_size,
              h->gpu_hours, h->gpu_hours_per_epoch, h->gpu_hours_at_risk);
     return replace_file(path, text);
+}
+
+struct zt_power_sampler {
+    FILE *f;
+    int gpu;
+    double interval_s;
+    atomic_int stop;
+    pthread_t thread;
+};
+
+static void *power_main(void *arg) {
+    zt_power_sampler *p = arg;
+    while (!atomic_load(&p->stop)) {
+        double w, u, mem;
+        if (zt_nvml_sample(p->gpu, &w, &u, &mem) == 0) {
+            fprintf(p->f, "%.3f,%d,%.1f,%.0f,%.0f\n", unix_now(), p->gpu, w, u, mem);
+            fflush(p->f);
+        }
+        for (double slept = 0; slept < p->interval_s && !atomic_load(&p->stop); slept += 0.05) usleep(50000);
+    }
+    return NULL;
+}
+
+zt_power_sampler *zt_power_start(const char *run_dir, int rank, int gpu, double interval_s) {
+    double w, u, mem;
+    if (zt_nvml_open() != 0 || zt_nvml_sample(gpu, &w, &u, &mem) != 0) return NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/ranks/rank-%05d.power.csv", run_dir, rank);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        zt_err("%s: cannot create: %s", path, strerror(errno));
+        return NULL;
+    }
+    fprintf(f, "time,gpu,power_w,util_pct,mem_used_mib\n");
+    zt_power_sampler *p = zt_xcalloc(1, sizeof *p);
+    p->f = f;
+    p->gpu = gpu;
+    p->interval_s = interval_s > 0 ? interval_s : 1.0;
+    atomic_init(&p->stop, 0);
+    if (pthread_create(&p->thread, NULL, power_main, p) != 0) {
+        fclose(f);
+        free(p);
+        zt_err("rank %d: cannot start the power sampler thread", rank);
+        return NULL;
+    }
+    return p;
+}
+
+void zt_power_stop(zt_power_sampler *p) {
+    if (!p) return;
+    atomic_store(&p->stop, 1);
+    pthread_join(p->thread, NULL);
+    fclose(p->f);
+    free(p);
 }

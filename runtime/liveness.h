@@ -25,4 +25,11 @@ typedef struct {
 
 // RUN/heartbeat.json, replaced atomically (no fsync: it is rewritten every step).
 int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h);
+
+// Board power and utilization of GPU `gpu` (NVML) appended every interval_s to
+// RUN/ranks/rank-NNNNN.power.csv (time,gpu,power_w,util_pct,mem_used_mib).
+// NULL (with zt_err) when NVML or the GPU is unavailable.
+typedef struct zt_power_sampler zt_power_sampler;
+zt_power_sampler *zt_power_start(const char *run_dir, int rank, int gpu, double interval_s);
+void zt_power_stop(zt_power_sampler *p);
 #endif

@@ -150,6 +150,7 @@ typedef struct {
     const uint32_t **blocks;
     FILE *metrics;
     zt_liveness *alive;
+    zt_power_sampler *power;
     char run_id[64];
     int64_t step;             // optimizer steps completed
 } run_state;
@@ -484,8 +485,12 @@ int zt_train_run(const zt_train_opts *o) {
     r.rank = info.rank;
     r.world = info.world;
     r.alive = zt_liveness_start(o->run_dir, r.rank, o->alive_interval);
+    // Power telemetry whenever this rank's GPU is visible to NVML (health is judged by
+    // board power, not utilization); silently absent on machines without NVIDIA GPUs.
+    r.power = zt_power_start(o->run_dir, r.rank, info.local_rank, 1.0);
     int rc = train_body(o, &r);
     run_cleanup(&r);
+    zt_power_stop(r.power);
     zt_liveness_stop(r.alive, rc == 0 ? "done" : "failed");
     if (rc != 0 && r.rank == 0 && r.run_id[0]) {
         zt_heartbeat hb = {.run_id = r.run_id, .state = "failed", .step = r.step, .world_size = r.world};
