@@ -178,6 +178,15 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     if (threads > 0) {
         omp_set_num_threads(threads);
         openblas_set_num_threads(threads);
+    } else if (!getenv("OMP_NUM_THREADS")) {
+        // Ranks sharing a node split its cores instead of each taking all of them.
+        zt_comm_info ci;
+        zt_comm_get_info(r->comm, &ci);
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = (int)(cores / (ci.local_world > 0 ? ci.local_world : 1));
+        if (threads < 1) threads = 1;
+        omp_set_num_threads(threads);
+        openblas_set_num_threads(threads);
     } else {
         threads = omp_get_max_threads();
     }
