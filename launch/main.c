@@ -18,6 +18,7 @@ static const zt_command commands[] = {
     {"train", zt_cmd_train, "train or fine-tune a Qwen3 model on a token dataset"},
     {"pack", zt_cmd_pack, "turn token ids (or bytes) into a dataset directory of uint32 blocks"},
     {"preflight", zt_cmd_preflight, "the six-check gate before launch (data balance, disk, devices, network)"},
+    {"plan", zt_cmd_plan, "predict per-GPU memory and step time of FSDP sharding choices on GPUs"},
 };
 
 static void usage(FILE *out) {
