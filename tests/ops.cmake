@@ -1,0 +1,13 @@
+# Operations tools (launch/triage.c, launch/watch.c and their subcommands): triage on
+# synthetic field-table traces in the three log formats, malformed inputs, band files,
+# calibration, the watcher's rules on run directories written by the test; the CLI
+# (tests/cli/ops_cli.sh); the Slurm batch script on a real one-node Slurm
+# (tests/cli/slurm_test.sh, skipped with a reason where Slurm cannot run).
+add_executable(test_triage ${ZT_TEST_DIR}/test_triage.c ${CMAKE_SOURCE_DIR}/launch/triage.c
+               ${CMAKE_SOURCE_DIR}/launch/watch.c ${CMAKE_SOURCE_DIR}/runtime/flight.c
+               ${CMAKE_SOURCE_DIR}/runtime/comm.c)
+target_link_libraries(test_triage PRIVATE zt_common ${ZT_CJSON} m)
+target_compile_definitions(test_triage PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}")
+foreach(part triage errors bands calibrate watch)
+  add_test(NAME ops_${part} COMMAND test_triage ${CMAKE_CURRENT_BINARY_DIR}/ops/${part} ${part})
+endforeach()
