@@ -140,7 +140,9 @@ int zt_cmd_watch(int argc, char **argv) {
         return 2;
     }
     const char *run = argv[optind];
-    if (access(run, R_OK | X_OK) != 0) {
+    // In a loop the run directory may not exist yet (the launcher starts the watcher
+    // with the job); it is waited for like any other start.
+    if (once && access(run, R_OK | X_OK) != 0) {
         fprintf(stderr, "zerotrain watch: error: %s: cannot read the run directory: %m\n", run);
         return 1;
     }
