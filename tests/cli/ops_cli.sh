@@ -180,6 +180,37 @@ train_hang)
     grep -q '"state":.*"HUNG"' "$W/run/watch.json" || fail "watch.json"
     echo "ok [$CASE]"
     ;;
+launch_2node)
+    # The two-node launcher: its 2 x 8 command lines (dry run), then for real on this
+    # host as 1 node x 2 ranks on the CPU: preflight, train, watcher verdict COMPLETE.
+    echo "node01 slots=8" >"$W/hosts"; echo "node02 slots=8" >>"$W/hosts"
+    expect 0 env ZT_BIN="$ZT" bash "$SRC/launch/zerotrain-2node.sh" --dry-run "$W/hosts" --init "$GOLD/tiny_untied_gqa" \
+        --data=/shared/data --run-dir /shared/runs/r1 --micro-batch 1 --lr 1e-4
+    has "+ mpirun -np 16 --hostfile $W/hosts --map-by ppr:8:node --bind-to numa -x NCCL_SOCKET_IFNAME -x NCCL_IB_HCA -x NCCL_DEBUG"
+    has "$ZT preflight --data /shared/data --run-dir /shared/runs/r1 --micro-batch 1 --model $GOLD/tiny_untied_gqa"
+    has "$ZT train --init $GOLD/tiny_untied_gqa --data=/shared/data --run-dir /shared/runs/r1 --micro-batch 1 --lr 1e-4 --no-preflight"
+    has "$ZT watch /shared/runs/r1 --interval 30 --on-hang"
+    expect 2 env ZT_BIN="$ZT" bash "$SRC/launch/zerotrain-2node.sh" "$W/hosts" --data /x --steps 1
+    has "need --run-dir"
+    awk 'BEGIN{srand(3); for(d=0; d<16; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+    echo "localhost slots=2" >"$W/local"
+    expect 0 env ZT_BIN="$ZT" ZT_NODES=1 ZT_GPUS_PER_NODE=2 NCCL_SOCKET_IFNAME=lo ZT_WATCH_ARGS="--interval 0.5" \
+        ZT_MPIRUN_ARGS="--oversubscribe --allow-run-as-root --mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none" \
+        timeout 120 bash "$SRC/launch/zerotrain-2node.sh" "$W/local" --init "$GOLD/tiny_untied_gqa" --data "$W/data" \
+        --run-dir "$W/run" --steps 4 --threads 1 --log-every 0
+    has "preflight: all checks passed"
+    has "zerotrain-2node: watcher: .* COMPLETE: complete.json: step 4"
+    has "zerotrain-2node: mpirun exited with 0"
+    # a failing gate stops the launch: no such interface
+    expect 1 env ZT_BIN="$ZT" ZT_NODES=1 ZT_GPUS_PER_NODE=2 NCCL_SOCKET_IFNAME=zt-nonexistent0 \
+        ZT_MPIRUN_ARGS="--oversubscribe --allow-run-as-root --mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none" \
+        timeout 120 bash "$SRC/launch/zerotrain-2node.sh" "$W/local" --init "$GOLD/tiny_untied_gqa" --data "$W/data" \
+        --run-dir "$W/run2" --steps 4
+    has "preflight failed (exit 1): not launching"
+    [ ! -e "$W/run2/run.json" ] || fail "training started after a failed gate"
+    echo "ok [$CASE]"
+    ;;
 *)
     fail "unknown case"
     ;;
