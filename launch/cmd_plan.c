@@ -22,7 +22,7 @@ static void usage(FILE *f) {
             "Predicts per-GPU memory and step time of FSDP training on GPUs for three sharding choices:\n"
             "  full    ZeRO-3: all-gather each unit for forward and again for backward, reduce-scatter its\n"
             "          gradient every micro-batch\n"
-            "  nosync  ZeRO-3 parameters, gradients accumulated unsharded (fp32) over the micro-batches and\n"
+            "  nosync  ZeRO-3 parameters, gradients accumulated unsharded (--accum-dtype) over the micro-batches and\n"
             "          reduce-scattered once per step\n"
             "  hsdp    full shard inside a group (default: a node), replicated across groups; one all-reduce of\n"
             "          the gradient shards across replicas per step\n"
@@ -42,6 +42,7 @@ static void usage(FILE *f) {
             "  --shard C             full, nosync, hsdp or all (all)\n"
             "  --shard-group G       HSDP shard group (default: GPUs per node)\n"
             "  --reduce-dtype T      fp32 (default) or bf16 gradient reduction\n"
+            "  --accum-dtype T       nosync's unsharded gradient accumulator: fp32 (default) or bf16\n"
             "  --recompute           recompute every decoder layer's activations in backward\n"
             "  --epoch-tokens N      tokens per epoch for GPU-hours (1.01e9)\n"
             "\n"
@@ -89,7 +90,7 @@ static void print_header(const char *model_src, const zt_qwen3_config *c, const 
 static const char *choice_text(zt_shard_choice c) {
     switch (c) {
     case ZT_SHARD_FULL: return "ZeRO-3, reshard after forward, reduce-scatter every micro-batch";
-    case ZT_SHARD_NOSYNC: return "ZeRO-3 parameters, unsharded fp32 gradient accumulation, one reduce-scatter per step";
+    case ZT_SHARD_NOSYNC: return "ZeRO-3 parameters, unsharded gradient accumulation, one reduce-scatter per step";
     default: return "shard within a group, replicate across groups, gradient all-reduce across replicas per step";
     }
 }
@@ -111,8 +112,10 @@ static void print_detail(const zt_plan_result *r) {
            r->tokens_per_gpu * j->world);
     printf("memory per GPU (GB):\n");
     row_gb("parameters (fp32 master + bf16 shard)", m->params, NULL);
-    row_gb(j->choice == ZT_SHARD_NOSYNC ? "gradients (fp32 shard + unsharded fp32 sum)" : "gradients (fp32 shard)",
-        m->grads, NULL);
+    row_gb(j->choice != ZT_SHARD_NOSYNC ? "gradients (fp32 shard)"
+           : j->accum_bytes == 2    ? "gradients (fp32 shard + unsharded bf16 sum)"
+                                    : "gradients (fp32 shard + unsharded fp32 sum)",
+           m->grads, NULL);
     row_gb("optimizer (Adam m, v in fp32)", m->optimizer, NULL);
     row_gb(j->choice == ZT_SHARD_NOSYNC ? "gathered-unit buffers (bf16 params)" : "gathered-unit buffers (params, grads)",
         m->buffers, NULL);
@@ -231,8 +234,11 @@ static int print_field(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_
             }
             if (ok[k] && !r.mem.fits) {
                 ok[k] = 0;
-                snprintf(why[k], sizeof why[k], "%d GPUs: needs %.0f GB per GPU, %.0f GB usable", f->world,
-                         r.mem.total / 1e9, r.mem.usable / 1e9);
+                snprintf(why[k], sizeof why[k], "%d GPUs: needs %.0f GB per GPU, %.0f GB usable%s", f->world,
+                         r.mem.total / 1e9, r.mem.usable / 1e9,
+                         k != ZT_SHARD_NOSYNC       ? ""
+                         : t->job.accum_bytes == 2 ? ", with a bf16 unsharded gradient"
+                                                   : ", with an fp32 unsharded gradient; try --accum-dtype bf16");
             }
         }
         printf("\n");
@@ -268,7 +274,7 @@ static int parse_worlds(const char *s, int *out, int max, int *n) {
 enum {
     O_MODEL = 256, O_FIELD, O_WORLD, O_WORLDS, O_SEQ, O_MB, O_GA, O_GB, O_SHARD, O_SGROUP, O_RDT, O_RECOMP, O_EPT,
     O_GPU, O_GPUFILE, O_PEAK, O_HBMGB, O_HBMBW, O_NVL, O_NET, O_GPN, O_MFU, O_NVLEFF, O_NETEFF, O_ANVL, O_ANET,
-    O_HBMEFF, O_MEMUSE
+    O_HBMEFF, O_MEMUSE, O_ADT
 };
 
 int zt_cmd_plan(int argc, char **argv) {
@@ -279,6 +285,7 @@ int zt_cmd_plan(int argc, char **argv) {
         {"grad-accum", required_argument, 0, O_GA},      {"global-batch", required_argument, 0, O_GB},
         {"shard", required_argument, 0, O_SHARD},        {"shard-group", required_argument, 0, O_SGROUP},
         {"reduce-dtype", required_argument, 0, O_RDT},   {"recompute", no_argument, 0, O_RECOMP},
+        {"accum-dtype", required_argument, 0, O_ADT},
         {"epoch-tokens", required_argument, 0, O_EPT},   {"gpu", required_argument, 0, O_GPU},
         {"gpu-file", required_argument, 0, O_GPUFILE},   {"peak-tflops", required_argument, 0, O_PEAK},
         {"hbm-gb", required_argument, 0, O_HBMGB},       {"hbm-tbps", required_argument, 0, O_HBMBW},
@@ -292,7 +299,7 @@ int zt_cmd_plan(int argc, char **argv) {
     int field = 0, world = 16, shard = -1;
     double epoch_tokens = ZT_FIELD_EPOCH_TOKENS;
     double ov[6] = {-1, -1, -1, -1, -1, -1};  // peak, hbm, hbm bw, nvlink, net, gpus per node
-    job_tmpl t = {.job = {.micro_batch = 1, .grad_accum = 8, .seq_len = 2048, .reduce_bytes = 4}};
+    job_tmpl t = {.job = {.micro_batch = 1, .grad_accum = 8, .seq_len = 2048, .reduce_bytes = 4, .accum_bytes = 4}};
     zt_plan_assumptions a;
     zt_plan_assumptions_default(&a);
     int64_t iv;
@@ -322,6 +329,11 @@ int zt_cmd_plan(int argc, char **argv) {
             if (!strcmp(optarg, "fp32")) t.job.reduce_bytes = 4;
             else if (!strcmp(optarg, "bf16")) t.job.reduce_bytes = 2;
             else rc = zt_err("--reduce-dtype: '%s' is not one of fp32, bf16", optarg);
+            break;
+        case O_ADT:
+            if (!strcmp(optarg, "fp32")) t.job.accum_bytes = 4;
+            else if (!strcmp(optarg, "bf16")) t.job.accum_bytes = 2;
+            else rc = zt_err("--accum-dtype: '%s' is not one of fp32, bf16", optarg);
             break;
         case O_RECOMP: t.job.recompute = 1; break;
         case O_EPT: rc = zt_arg_f64("--epoch-tokens", optarg, 1, 1e18, &epoch_tokens); break;

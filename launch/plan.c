@@ -320,7 +320,8 @@ static void plan_memory(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt
     }
     const double n = (double)lay->total_numel;
     mem->params = 6.0 * shard;  // fp32 master + bf16 all-gather source
-    mem->grads = 4.0 * shard + (job->choice == ZT_SHARD_NOSYNC ? 4.0 * n : 0.0);
+    const double accum = job->accum_bytes > 0 ? job->accum_bytes : 4;
+    mem->grads = 4.0 * shard + (job->choice == ZT_SHARD_NOSYNC ? accum * n : 0.0);
     mem->optimizer = 8.0 * shard;
     // ZT_FSDP_PARAM_SLOTS bf16 gathered units; ZT_FSDP_GRAD_SLOTS full-unit gradients in the reduce
     // dtype (NOSYNC accumulates straight into its unsharded fp32 buffer and needs none).
@@ -360,6 +361,8 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
                       job->grad_accum, (long long)job->seq_len);
     if (job->reduce_bytes != 2 && job->reduce_bytes != 4)
         return zt_err("reduce dtype must be bf16 (2 bytes) or fp32 (4 bytes), got %d bytes", job->reduce_bytes);
+    if (job->accum_bytes != 0 && job->accum_bytes != 2 && job->accum_bytes != 4)
+        return zt_err("accumulator dtype must be bf16 (2 bytes) or fp32 (4 bytes), got %d bytes", job->accum_bytes);
     if (gpn < 1) return zt_err("gpus per node must be >= 1");
     if (W > gpn && W % gpn)
         return zt_err("world size %d spans nodes of %d GPUs but is not a multiple of %d (whole nodes only)", W, gpn,

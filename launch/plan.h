@@ -50,6 +50,7 @@ typedef struct {
     zt_shard_choice choice;
     int shard_group;      // HSDP only; 0 = min(world, gpus_per_node)
     int reduce_bytes;     // gradient reduction dtype: 4 (fp32, default) or 2 (bf16)
+    int accum_bytes;      // NOSYNC's unsharded gradient accumulator: 4 (fp32; 0 means 4) or 2 (bf16)
     int recompute;        // full activation recomputation (checkpoint every decoder layer)
 } zt_plan_job;
 

@@ -186,6 +186,13 @@ static void test_field(const zt_qwen3_config *c) {
                                                .choice = ZT_SHARD_NOSYNC, .reduce_bytes = 4},
                     &r);
     CHECK(!r.mem.fits, "nosync at 4 B300s should not fit (%.0f GB)", r.mem.total / 1e9);
+    // ... with a bf16 accumulator (2 bytes per parameter instead of 4) it would
+    zt_plan_result r2;
+    zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 4, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048,
+                                               .choice = ZT_SHARD_NOSYNC, .reduce_bytes = 4, .accum_bytes = 2},
+                    &r2);
+    CHECK(fabs(r.mem.grads - r2.mem.grads - 2 * 32762123264.0) < 1 && r2.mem.fits,
+          "bf16 accumulator: %.1f GB of gradients, fits %d", r2.mem.grads / 1e9, r2.mem.fits);
     // at 1,024 GPUs the ring latency of full sharding dominates; HSDP keeps the gathers inside a node
     zt_plan_result full, hsdp;
     zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 1024, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048,
