@@ -58,8 +58,9 @@ typedef struct {
 // lay (model/qwen3.h) gives the config and each unit's tensor table, which the file
 // stores so that export, inspect and other tools need no model code.
 // Sequence: barrier; rank 0 checks free space and creates step-N.partial/; collective
-// H5Fcreate; every rank writes its slices; crc32c pieces are all-gathered and combined
-// into per-chunk attributes; H5Fclose; every rank fsyncs the file; rank 0 writes
+// H5Fcreate; rank 0 reserves the file's blocks (fallocate); crc32c pieces are
+// all-gathered and combined into per-chunk attributes; every rank writes its slices
+// (ok flag all-reduced after each unit); H5Fclose; every rank fsyncs the file; rank 0 writes
 // meta.json, renames .partial -> step-N, fsyncs the directory, points `latest` at it
 // (tmp + rename + fsync), then removes complete checkpoints beyond keep_last (0: keep
 // all; never the new one) and stale .partial directories. Any failure on any rank
@@ -69,7 +70,8 @@ typedef struct {
 // out_path (may be NULL) receives the committed directory on success.
 // Test hooks (environment): ZT_CKPT_FAIL_AFTER_BYTES=N makes this rank's data writes
 // fail like ENOSPC once it has written N bytes; ZT_CKPT_NO_SPACE_CHECK=1 skips the
-// free-space check; ZT_CKPT_CRC_CHUNK=E sets elements per crc32c chunk (rank 0's value).
+// free-space check; ZT_CKPT_NO_RESERVE=1 skips the reservation; ZT_CKPT_CRC_CHUNK=E
+// sets elements per crc32c chunk (rank 0's value).
 int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta, const zt_qwen3_layout *lay,
                  const char *train_json, const zt_ckpt_shards *sh, int keep_last, char *out_path, size_t out_len);
 
