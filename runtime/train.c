@@ -530,6 +530,8 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         }
         if (epoch_end || last || stop || (o->save_every > 0 && (step + 1) % o->save_every == 0)) {
             const double ts = zt_now();
+            // Deadline-guarded: a rank that is not here is reported instead of hanging in HDF5's own barrier.
+            if (!epoch_end && zt_barrier(r->comm, "checkpoint save") != 0) { rc = -1; break; }
             zt_ckpt_meta meta;
             memset(&meta, 0, sizeof meta);
             meta.step = step + 1;
