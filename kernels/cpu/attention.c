@@ -1,90 +1,99 @@
-// Causal grouped-query attention, the plain O(S^2) reference: query head h reads
-// KV head h / (H / Hkv) without copying KV heads; probabilities are kept for backward.
+// Causal grouped-query attention, the reference: per (batch, head) the score and
+// value products go through OpenBLAS (the masked upper triangle is computed and
+// zeroed: simple, and still far faster than scalar loops); query head h reads KV
+// head h / (H / Hkv) in place, never copied. Probabilities are kept for backward.
 // defines: cpu_attention_fwd, cpu_attention_bwd
+#include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
+#include "runtime/common.h"
+
+// OpenBLAS extensions. Inside our OpenMP loop each thread runs its own small GEMMs,
+// so OpenBLAS must not start threads of its own there (nested pools thrash a busy
+// machine: measured 12x slower); its thread count is restored afterwards.
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int);
 
 void cpu_attention_fwd(float *o, float *probs, const float *q, const float *k, const float *v, int64_t B, int64_t S,
                        int64_t H, int64_t Hkv, int64_t D) {
     const int64_t group = H / Hkv, qs = H * D, kvs = Hkv * D;
     const float scale = 1.0f / sqrtf((float)D);
+    const int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             const int64_t kh = h / group;
-            for (int64_t i = 0; i < S; i++) {
-                const float *qi = q + (b * S + i) * qs + h * D;
-                float *p = probs + ((b * H + h) * S + i) * S;
-                float mx = -INFINITY;
-                for (int64_t j = 0; j <= i; j++) {
-                    const float *kj = k + (b * S + j) * kvs + kh * D;
-                    float dot = 0;
-                    for (int64_t e = 0; e < D; e++) dot += qi[e] * kj[e];
-                    p[j] = dot * scale;
-                    if (p[j] > mx) mx = p[j];
-                }
+            const float *Q = q + b * S * qs + h * D, *K = k + b * S * kvs + kh * D, *V = v + b * S * kvs + kh * D;
+            float *P = probs + (b * H + h) * S * S;
+            // scores = Q K^T / sqrt(D)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)S, (int)S, (int)D, scale, Q, (int)qs, K,
+                        (int)kvs, 0.0f, P, (int)S);
+            for (int64_t i = 0; i < S; i++) {  // causal softmax: key j visible from query i iff j <= i
+                float *p = P + i * S, mx = -INFINITY;
+                for (int64_t j = 0; j <= i; j++) mx = p[j] > mx ? p[j] : mx;
                 double sum = 0;
                 for (int64_t j = 0; j <= i; j++) {
                     p[j] = expf(p[j] - mx);
                     sum += p[j];
                 }
-                float inv = (float)(1.0 / sum);
+                const float inv = (float)(1.0 / sum);
                 for (int64_t j = 0; j <= i; j++) p[j] *= inv;
                 for (int64_t j = i + 1; j < S; j++) p[j] = 0.0f;
-                float *oi = o + (b * S + i) * qs + h * D;
-                for (int64_t e = 0; e < D; e++) oi[e] = 0.0f;
-                for (int64_t j = 0; j <= i; j++) {
-                    const float *vj = v + (b * S + j) * kvs + kh * D;
-                    for (int64_t e = 0; e < D; e++) oi[e] += p[j] * vj[e];
-                }
             }
+            // O = P V
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)D, (int)S, 1.0f, P, (int)S, V,
+                        (int)kvs, 0.0f, o + b * S * qs + h * D, (int)qs);
         }
+    openblas_set_num_threads(blas_threads);
 }
 
-// Parallel over (batch, KV head) so the group's query heads, which all add into
-// the same dK/dV rows, stay on one thread.
+// Parallel over (batch, KV head): the group's query heads all add into the same
+// dK/dV rows, so they stay on one thread.
+//   dP = dO V^T;  dV += P^T dO;  dS = P * (dP - rowsum(P * dP)) / sqrt(D);  dQ = dS K;  dK += dS^T Q
 void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
                        const float *k, const float *v, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
     const int64_t group = H / Hkv, qs = H * D, kvs = Hkv * D;
     const float scale = 1.0f / sqrtf((float)D);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t kh = 0; kh < Hkv; kh++) {
-            float *ds = (float *)__builtin_alloca((size_t)S * sizeof(float));
-            for (int64_t j = 0; j < S; j++) {
-                memset(dk + (b * S + j) * kvs + kh * D, 0, (size_t)D * sizeof(float));
-                memset(dv + (b * S + j) * kvs + kh * D, 0, (size_t)D * sizeof(float));
-            }
-            for (int64_t h = kh * group; h < (kh + 1) * group; h++)
-                for (int64_t i = 0; i < S; i++) {
-                    const float *p = probs + ((b * H + h) * S + i) * S;
-                    const float *doi = dout + (b * S + i) * qs + h * D;
-                    const float *qi = q + (b * S + i) * qs + h * D;
-                    double rowdot = 0;
-                    for (int64_t j = 0; j <= i; j++) {
-                        const float *vj = v + (b * S + j) * kvs + kh * D;
-                        float *dvj = dv + (b * S + j) * kvs + kh * D;
-                        float dp = 0;
-                        for (int64_t e = 0; e < D; e++) {
-                            dp += doi[e] * vj[e];
-                            dvj[e] += p[j] * doi[e];
-                        }
-                        ds[j] = dp;
-                        rowdot += (double)p[j] * dp;
-                    }
-                    float *dqi = dq + (b * S + i) * qs + h * D;
-                    for (int64_t e = 0; e < D; e++) dqi[e] = 0.0f;
-                    for (int64_t j = 0; j <= i; j++) {
-                        float g = p[j] * (ds[j] - (float)rowdot) * scale;
-                        const float *kj = k + (b * S + j) * kvs + kh * D;
-                        float *dkj = dk + (b * S + j) * kvs + kh * D;
-                        for (int64_t e = 0; e < D; e++) {
-                            dqi[e] += g * kj[e];
-                            dkj[e] += g * qi[e];
-                        }
-                    }
+    const int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel
+    {
+        float *dS = zt_xmalloc((size_t)(S * S) * sizeof(float));
+#pragma omp for collapse(2) schedule(static)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t kh = 0; kh < Hkv; kh++) {
+                const float *K = k + b * S * kvs + kh * D, *V = v + b * S * kvs + kh * D;
+                float *dK = dk + b * S * kvs + kh * D, *dV = dv + b * S * kvs + kh * D;
+                for (int64_t j = 0; j < S; j++) {
+                    memset(dK + j * kvs, 0, (size_t)D * sizeof(float));
+                    memset(dV + j * kvs, 0, (size_t)D * sizeof(float));
                 }
-        }
+                for (int64_t h = kh * group; h < (kh + 1) * group; h++) {
+                    const float *P = probs + (b * H + h) * S * S;
+                    const float *dO = dout + b * S * qs + h * D, *Q = q + b * S * qs + h * D;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)S, (int)S, (int)D, 1.0f, dO, (int)qs, V,
+                                (int)kvs, 0.0f, dS, (int)S);  // dP
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)S, (int)D, (int)S, 1.0f, P, (int)S, dO,
+                                (int)qs, 1.0f, dV, (int)kvs);
+                    for (int64_t i = 0; i < S; i++) {
+                        const float *p = P + i * S;
+                        float *ds = dS + i * S;
+                        double rowdot = 0;
+                        for (int64_t j = 0; j <= i; j++) rowdot += (double)p[j] * ds[j];
+                        for (int64_t j = 0; j <= i; j++) ds[j] = p[j] * (ds[j] - (float)rowdot) * scale;
+                        for (int64_t j = i + 1; j < S; j++) ds[j] = 0.0f;
+                    }
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)D, (int)S, 1.0f, dS, (int)S, K,
+                                (int)kvs, 0.0f, dq + b * S * qs + h * D, (int)qs);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)S, (int)D, (int)S, 1.0f, dS, (int)S, Q,
+                                (int)qs, 1.0f, dK, (int)kvs);
+                }
+            }
+        free(dS);
+    }
+    openblas_set_num_threads(blas_threads);
 }
