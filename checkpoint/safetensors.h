@@ -38,6 +38,8 @@ int zt_st_read_f32(const zt_st_file *f, const zt_st_tensor *t, float *out);
 // Copy a I32/I64/U32 tensor into int64 out.
 int zt_st_read_i64(const zt_st_file *f, const zt_st_tensor *t, int64_t *out);
 const char *zt_st_dtype_name(zt_st_dtype d);
+// Copy the __metadata__ string for `key` into out; -1 + zt_err when absent.
+int zt_st_metadata(const zt_st_file *f, const char *key, char *out, size_t out_len);
 size_t zt_st_dtype_size(zt_st_dtype d);
 
 // Writer: add tensors (data copied on add is NOT required: pointers must stay

@@ -50,7 +50,7 @@ typedef enum { ZT_PACK_U32 = 0, ZT_PACK_TEXT_IDS = 1, ZT_PACK_BYTES = 2 } zt_pac
 
 typedef struct {
     zt_pack_input input;     // u32: raw little-endian uint32 ids; text-ids: whitespace-separated
-                             // decimal ids, one document per line; bytes: each input file is a
+                             // decimal ids (or comma-separated), one document per non-empty line; bytes: each input file is a
                              // document of UTF-8 bytes, token = byte value (0..255)
     int seq_len;             // default 2048
     int64_t vocab_size;      // ids must be < vocab_size
@@ -62,7 +62,12 @@ typedef struct {
 } zt_pack_opts;
 
 typedef struct {
-    int64_t documents, tokens, blocks, dropped_tokens;
+    int64_t documents;       // non-empty documents read (empty files/lines are skipped)
+    int64_t tokens;          // tokens produced, eos included: blocks * seq_len + dropped_tokens
+    int64_t blocks;          // over all output files
+    int64_t dropped_tokens;  // each output stream's tail shorter than one block
+    int64_t bytes_in;        // input bytes read
+    int nfiles;              // block files written
     double seconds;
 } zt_pack_stats;
 

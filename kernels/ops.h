@@ -63,6 +63,8 @@ typedef struct zt_ops {
     double (*sumsq)(const float *x, int64_t n);
     // x *= s
     void (*scale)(float *x, float s, int64_t n);
+    // y = a + b (y may alias a or b): residual connections
+    void (*add)(float *y, const float *a, const float *b, int64_t n);
 } zt_ops;
 
 extern const zt_ops zt_cpu_ops;

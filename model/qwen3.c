@@ -1,1 +1,210 @@
-// placeholder until the model lands
+// Qwen3 forward and backward, one FSDP unit at a time, on top of the op table.
+// The residual stream x[l] of every layer and each layer's activations are kept
+// for backward (no recomputation: gradient checkpointing is for memory pressure only).
+// defines: zt_qwen3_create/destroy, zt_qwen3_{embed,layer,head}_{fwd,bwd}, zt_qwen3_fwd_bwd, zt_qwen3_logits
+#include "model/qwen3.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/common.h"
+
+#define FALLOC(n) ((float *)zt_xcalloc((size_t)(n), sizeof(float)))
+
+int zt_qwen3_create(zt_qwen3 *m, const zt_qwen3_config *cfg, const zt_ops *ops, int64_t B, int64_t S) {
+    memset(m, 0, sizeof *m);
+    if (B <= 0 || S < 2) return zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens",
+                                       (long long)B, (long long)S);
+    zt_qwen3_layout_init(&m->lay, cfg);
+    m->ops = ops;
+    m->B = B;
+    m->S = S;
+    m->N = B * S;
+    const int64_t N = m->N, d = cfg->hidden_size, F = cfg->intermediate_size, D = cfg->head_dim;
+    const int64_t H = cfg->num_heads, Hkv = cfg->num_kv_heads, L = cfg->num_layers;
+    m->rope_cos = FALLOC(S * D / 2);
+    m->rope_sin = FALLOC(S * D / 2);
+    zt_rope_table(m->rope_cos, m->rope_sin, S, D, cfg->rope_theta);
+    m->x = zt_xcalloc((size_t)L + 1, sizeof(float *));
+    for (int64_t l = 0; l <= L; l++) m->x[l] = FALLOC(N * d);
+    m->acts = zt_xcalloc((size_t)L, sizeof(zt_layer_acts));
+    for (int64_t l = 0; l < L; l++) {
+        zt_layer_acts *a = &m->acts[l];
+        a->ln1 = FALLOC(N * d);
+        a->rstd1 = FALLOC(N);
+        a->q_pre = FALLOC(N * H * D);
+        a->k_pre = FALLOC(N * Hkv * D);
+        a->q = FALLOC(N * H * D);
+        a->k = FALLOC(N * Hkv * D);
+        a->v = FALLOC(N * Hkv * D);
+        a->qn_rstd = FALLOC(N * H);
+        a->kn_rstd = FALLOC(N * Hkv);
+        a->probs = FALLOC(B * H * S * S);
+        a->att = FALLOC(N * H * D);
+        a->x_mid = FALLOC(N * d);
+        a->ln2 = FALLOC(N * d);
+        a->rstd2 = FALLOC(N);
+        a->gate = FALLOC(N * F);
+        a->up = FALLOC(N * F);
+        a->h = FALLOC(N * F);
+    }
+    m->head_xf = FALLOC(N * d);
+    m->head_rstd = FALLOC(N);
+    m->w_dh = FALLOC(N * F);
+    m->w_dg = FALLOC(N * F);
+    m->w_du = FALLOC(N * F);
+    m->w_dln = FALLOC(N * d);
+    m->w_dmid = FALLOC(N * d);
+    m->w_datt = FALLOC(N * H * D);
+    m->w_dq = FALLOC(N * H * D);
+    m->w_dk = FALLOC(N * Hkv * D);
+    m->w_dv = FALLOC(N * Hkv * D);
+    m->w_dqp = FALLOC(N * H * D);
+    m->w_dkp = FALLOC(N * Hkv * D);
+    m->targets = zt_xcalloc((size_t)N, sizeof(int32_t));
+    return 0;
+}
+
+void zt_qwen3_destroy(zt_qwen3 *m) {
+    if (!m->x) return;
+    const int L = m->lay.cfg.num_layers;
+    for (int l = 0; l <= L; l++) free(m->x[l]);
+    free(m->x);
+    for (int l = 0; l < L; l++) {
+        zt_layer_acts *a = &m->acts[l];
+        float *bufs[] = {a->ln1, a->rstd1, a->q_pre, a->k_pre, a->q, a->k, a->v, a->qn_rstd, a->kn_rstd,
+                         a->probs, a->att, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    }
+    free(m->acts);
+    float *ws[] = {m->rope_cos, m->rope_sin, m->head_xf, m->head_rstd, m->w_dh, m->w_dg, m->w_du, m->w_dln,
+                   m->w_dmid, m->w_datt, m->w_dq, m->w_dk, m->w_dv, m->w_dqp, m->w_dkp};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) free(ws[i]);
+    free(m->targets);
+    zt_qwen3_layout_free(&m->lay);
+    memset(m, 0, sizeof *m);
+}
+
+void zt_qwen3_targets(const uint32_t *tokens, int64_t B, int64_t S, int32_t *targets) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < S; t++) targets[b * S + t] = t + 1 < S ? (int32_t)tokens[b * S + t + 1] : -1;
+}
+
+void zt_qwen3_embed_fwd(zt_qwen3 *m, const float *emb, const uint32_t *tokens) {
+    m->ops->embedding_fwd(m->x[0], emb, tokens, m->N, m->lay.cfg.hidden_size);
+}
+
+void zt_qwen3_embed_bwd(zt_qwen3 *m, const uint32_t *tokens, const float *dx, float *demb) {
+    m->ops->embedding_bwd(demb, dx, tokens, m->N, m->lay.cfg.hidden_size);
+}
+
+#define W(idx) (params + u->t[(idx)].offset)
+#define DW(idx) (dparams + u->t[(idx)].offset)
+
+void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params) {
+    const zt_ops *op = m->ops;
+    const zt_qwen3_config *c = &m->lay.cfg;
+    const zt_unit_layout *u = &m->lay.units[1 + layer];
+    const int64_t N = m->N, d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    const int64_t H = c->num_heads, Hkv = c->num_kv_heads;
+    const float eps = (float)c->rms_norm_eps;
+    zt_layer_acts *a = &m->acts[layer];
+    const float *x = m->x[layer];
+    float *y = m->x[layer + 1];
+
+    op->rmsnorm_fwd(a->ln1, a->rstd1, x, W(ZT_L_INPUT_NORM), N, d, eps);
+    op->matmul_fwd(a->q_pre, a->ln1, W(ZT_L_Q), N, d, H * D);
+    op->matmul_fwd(a->k_pre, a->ln1, W(ZT_L_K), N, d, Hkv * D);
+    op->matmul_fwd(a->v, a->ln1, W(ZT_L_V), N, d, Hkv * D);
+    // QK-norm over head_dim, one weight shared by all heads, before RoPE.
+    op->rmsnorm_fwd(a->q, a->qn_rstd, a->q_pre, W(ZT_L_QNORM), N * H, D, eps);
+    op->rmsnorm_fwd(a->k, a->kn_rstd, a->k_pre, W(ZT_L_KNORM), N * Hkv, D, eps);
+    op->rope_fwd(a->q, m->rope_cos, m->rope_sin, m->B, m->S, H, D);
+    op->rope_fwd(a->k, m->rope_cos, m->rope_sin, m->B, m->S, Hkv, D);
+    op->attention_fwd(a->att, a->probs, a->q, a->k, a->v, m->B, m->S, H, Hkv, D);
+    op->matmul_fwd(a->x_mid, a->att, W(ZT_L_O), N, H * D, d);
+    op->add(a->x_mid, a->x_mid, x, N * d);
+
+    op->rmsnorm_fwd(a->ln2, a->rstd2, a->x_mid, W(ZT_L_POST_NORM), N, d, eps);
+    op->matmul_fwd(a->gate, a->ln2, W(ZT_L_GATE), N, d, F);
+    op->matmul_fwd(a->up, a->ln2, W(ZT_L_UP), N, d, F);
+    op->swiglu_fwd(a->h, a->gate, a->up, N * F);
+    op->matmul_fwd(y, a->h, W(ZT_L_DOWN), N, F, d);
+    op->add(y, y, a->x_mid, N * d);
+}
+
+void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dparams, float *dx) {
+    const zt_ops *op = m->ops;
+    const zt_qwen3_config *c = &m->lay.cfg;
+    const zt_unit_layout *u = &m->lay.units[1 + layer];
+    const int64_t N = m->N, d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    const int64_t H = c->num_heads, Hkv = c->num_kv_heads;
+    zt_layer_acts *a = &m->acts[layer];
+    const float *x = m->x[layer];
+
+    // MLP: y = x_mid + down(swiglu(gate(ln2), up(ln2)))
+    op->matmul_bwd(m->w_dh, DW(ZT_L_DOWN), dx, a->h, W(ZT_L_DOWN), N, F, d, 0);
+    op->swiglu_bwd(m->w_dg, m->w_du, m->w_dh, a->gate, a->up, N * F);
+    op->matmul_bwd(m->w_dln, DW(ZT_L_GATE), m->w_dg, a->ln2, W(ZT_L_GATE), N, d, F, 0);
+    op->matmul_bwd(m->w_dln, DW(ZT_L_UP), m->w_du, a->ln2, W(ZT_L_UP), N, d, F, 1);
+    op->rmsnorm_bwd(m->w_dmid, DW(ZT_L_POST_NORM), m->w_dln, a->x_mid, W(ZT_L_POST_NORM), a->rstd2, N, d);
+    op->add(m->w_dmid, m->w_dmid, dx, N * d);  // residual
+
+    // attention: x_mid = x + o_proj(attn(rope(qnorm(q(ln1))), rope(knorm(k(ln1))), v(ln1)))
+    op->matmul_bwd(m->w_datt, DW(ZT_L_O), m->w_dmid, a->att, W(ZT_L_O), N, H * D, d, 0);
+    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->probs, a->q, a->k, a->v, m->B, m->S, H, Hkv, D);
+    op->rope_bwd(m->w_dq, m->rope_cos, m->rope_sin, m->B, m->S, H, D);
+    op->rope_bwd(m->w_dk, m->rope_cos, m->rope_sin, m->B, m->S, Hkv, D);
+    op->rmsnorm_bwd(m->w_dqp, DW(ZT_L_QNORM), m->w_dq, a->q_pre, W(ZT_L_QNORM), a->qn_rstd, N * H, D);
+    op->rmsnorm_bwd(m->w_dkp, DW(ZT_L_KNORM), m->w_dk, a->k_pre, W(ZT_L_KNORM), a->kn_rstd, N * Hkv, D);
+    op->matmul_bwd(m->w_dln, DW(ZT_L_Q), m->w_dqp, a->ln1, W(ZT_L_Q), N, d, H * D, 0);
+    op->matmul_bwd(m->w_dln, DW(ZT_L_K), m->w_dkp, a->ln1, W(ZT_L_K), N, d, Hkv * D, 1);
+    op->matmul_bwd(m->w_dln, DW(ZT_L_V), m->w_dv, a->ln1, W(ZT_L_V), N, d, Hkv * D, 1);
+    op->rmsnorm_bwd(dx, DW(ZT_L_INPUT_NORM), m->w_dln, x, W(ZT_L_INPUT_NORM), a->rstd1, N, d);
+    op->add(dx, dx, m->w_dmid, N * d);  // residual
+}
+#undef W
+#undef DW
+
+double zt_qwen3_head_fwd_bwd(zt_qwen3 *m, const float *head_params, const float *lm_w, const int32_t *targets,
+                             float scale, float *dx, float *dhead, float *dlm_w) {
+    const zt_ops *op = m->ops;
+    const zt_qwen3_config *c = &m->lay.cfg;
+    const int64_t N = m->N, d = c->hidden_size;
+    const int L = c->num_layers;
+    op->rmsnorm_fwd(m->head_xf, m->head_rstd, m->x[L], head_params, N, d, (float)c->rms_norm_eps);
+    double loss = op->lmhead_xent(dx ? m->w_dln : NULL, dlm_w, m->head_xf, lm_w, targets, N, d, c->vocab_size, scale);
+    if (dx) op->rmsnorm_bwd(dx, dhead, m->w_dln, m->x[L], head_params, m->head_rstd, N, d);
+    return loss;
+}
+
+const float *zt_qwen3_lm_head(const zt_qwen3_layout *lay, float *const *params) {
+    const int L = lay->cfg.num_layers;
+    if (lay->cfg.tie_word_embeddings) return params[0];
+    return params[L + 1] + lay->units[L + 1].t[1].offset;
+}
+
+double zt_qwen3_fwd_bwd(zt_qwen3 *m, float *const *params, float *const *grads, const uint32_t *tokens, float scale) {
+    const int L = m->lay.cfg.num_layers;
+    zt_qwen3_targets(tokens, m->B, m->S, m->targets);
+    zt_qwen3_embed_fwd(m, params[0], tokens);
+    for (int l = 0; l < L; l++) zt_qwen3_layer_fwd(m, l, params[1 + l]);
+    float *dx = zt_xmalloc((size_t)(m->N * m->lay.cfg.hidden_size) * sizeof(float));
+    float *dlm = m->lay.cfg.tie_word_embeddings ? grads[0] : grads[L + 1] + m->lay.units[L + 1].t[1].offset;
+    double loss = zt_qwen3_head_fwd_bwd(m, params[L + 1], zt_qwen3_lm_head(&m->lay, params), m->targets, scale, dx,
+                                        grads[L + 1], dlm);
+    for (int l = L - 1; l >= 0; l--) zt_qwen3_layer_bwd(m, l, params[1 + l], grads[1 + l], dx);
+    zt_qwen3_embed_bwd(m, tokens, dx, grads[0]);
+    free(dx);
+    return loss;
+}
+
+void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, float *logits) {
+    const zt_qwen3_config *c = &m->lay.cfg;
+    const int L = c->num_layers;
+    zt_qwen3_embed_fwd(m, params[0], tokens);
+    for (int l = 0; l < L; l++) zt_qwen3_layer_fwd(m, l, params[1 + l]);
+    m->ops->rmsnorm_fwd(m->head_xf, m->head_rstd, m->x[L], params[L + 1], m->N, c->hidden_size,
+                        (float)c->rms_norm_eps);
+    m->ops->matmul_fwd(logits, m->head_xf, zt_qwen3_lm_head(&m->lay, params), m->N, c->hidden_size, c->vocab_size);
+}

@@ -23,13 +23,13 @@ int zt_err(const char *fmt, ...) {
 }
 
 int zt_err_prefix(const char *fmt, ...) {
-    char pre[ZT_ERR_MAX], old[ZT_ERR_MAX];
+    char pre[ZT_ERR_MAX / 2], old[ZT_ERR_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     snprintf(old, sizeof old, "%s", zt_errbuf);
-    snprintf(zt_errbuf, sizeof zt_errbuf, "%s: %s", pre, old);
+    snprintf(zt_errbuf, sizeof zt_errbuf, "%.1000s: %.1000s", pre, old);
     return -1;
 }
 

@@ -1,1 +1,25 @@
-// placeholder until the CPU ops land
+// The CPU reference op table: fp32, OpenBLAS for matrix products, OpenMP for the
+// rest. It is the readable spec that the CUDA table is tested against.
+#include "kernels/ops.h"
+#include "kernels/cpu/cpu_internal.h"
+
+const zt_ops zt_cpu_ops = {
+    .name = "cpu",
+    .matmul_fwd = cpu_matmul_fwd,
+    .matmul_bwd = cpu_matmul_bwd,
+    .embedding_fwd = cpu_embedding_fwd,
+    .embedding_bwd = cpu_embedding_bwd,
+    .rmsnorm_fwd = cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = cpu_rmsnorm_bwd,
+    .rope_fwd = cpu_rope_fwd,
+    .rope_bwd = cpu_rope_bwd,
+    .attention_fwd = cpu_attention_fwd,
+    .attention_bwd = cpu_attention_bwd,
+    .swiglu_fwd = cpu_swiglu_fwd,
+    .swiglu_bwd = cpu_swiglu_bwd,
+    .lmhead_xent = cpu_lmhead_xent,
+    .adamw = cpu_adamw,
+    .sumsq = cpu_sumsq,
+    .scale = cpu_scale,
+    .add = cpu_add,
+};

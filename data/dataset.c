@@ -1,0 +1,363 @@
+// Opens a `zerotrain pack` dataset directory: parses and validates dataset.json,
+// checks each block file's size against it, maps the files read-only, and on
+// request re-checks the crc32c and every token id before training touches them.
+#define _GNU_SOURCE
+#include "data/dataset.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/crc32c.h"
+#include "runtime/common.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "block files are little-endian uint32 and are mapped in place: a big-endian host needs a byte-swapping reader"
+#endif
+
+// Tokens per OpenMP work item in the id scan: large enough to amortise scheduling,
+// small enough that two cores and sixteen cores both balance.
+#define ZT_SCAN_CHUNK ((int64_t)1 << 16)
+// Largest integer a JSON number (a double) holds exactly.
+#define ZT_JSON_INT_MAX ((int64_t)1 << 53)
+
+// Line and column (1-based) of byte offset `off` in `text`, for JSON syntax errors.
+static void line_col(const char *text, size_t off, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && text[i]; i++) {
+        if (text[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+// A short rendering of a JSON value for error messages ("got ...").
+static void json_repr(const cJSON *item, char *out, size_t n) {
+    char *s = cJSON_PrintUnformatted(item);
+    if (!s) {
+        snprintf(out, n, "?");
+        return;
+    }
+    if (strlen(s) > 60) snprintf(out, n, "%.57s...", s);
+    else snprintf(out, n, "%s", s);
+    cJSON_free(s);
+}
+
+// Reads integer field `key` of `obj` into *out. Absent fields are an error when
+// `required`, else *out is left alone and 0 returned. `ctx` is the JSON path prefix.
+static int json_int(const char *jpath, const cJSON *obj, const char *ctx, const char *key, int required,
+                    int64_t lo, int64_t hi, int64_t *out) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!it || cJSON_IsNull(it)) {
+        if (required) return zt_err("%s: %s%s: required field is missing", jpath, ctx, key);
+        return 0;
+    }
+    double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+    if (!(v >= (double)lo && v <= (double)hi) || v != floor(v)) {
+        char got[80];
+        json_repr(it, got, sizeof got);
+        return zt_err("%s: %s%s: must be an integer in [%lld, %lld], got %s", jpath, ctx, key, (long long)lo,
+                      (long long)hi, got);
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+// Reads string field `key` into out[n]; absent is an error only when `required`.
+static int json_str(const char *jpath, const cJSON *obj, const char *ctx, const char *key, int required, char *out,
+                    size_t n) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!it || cJSON_IsNull(it)) {
+        if (required) return zt_err("%s: %s%s: required field is missing", jpath, ctx, key);
+        return 0;
+    }
+    if (!cJSON_IsString(it)) {
+        char got[80];
+        json_repr(it, got, sizeof got);
+        return zt_err("%s: %s%s: must be a string, got %s", jpath, ctx, key, got);
+    }
+    if (strlen(it->valuestring) >= n)
+        return zt_err("%s: %s%s: longer than %zu characters", jpath, ctx, key, n - 1);
+    snprintf(out, n, "%s", it->valuestring);
+    return 0;
+}
+
+// "0x1234abcd" (1-8 hex digits after 0x) -> value.
+static int parse_crc_hex(const char *s, uint32_t *out) {
+    if (s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) return -1;
+    size_t n = strlen(s + 2);
+    if (n < 1 || n > 8) return -1;
+    uint32_t v = 0;
+    for (const char *p = s + 2; *p; p++) {
+        int d;
+        if (*p >= '0' && *p <= '9') d = *p - '0';
+        else if (*p >= 'a' && *p <= 'f') d = *p - 'a' + 10;
+        else if (*p >= 'A' && *p <= 'F') d = *p - 'A' + 10;
+        else return -1;
+        v = (v << 4) | (uint32_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+// A file name in dataset.json must stay inside the dataset directory.
+static int safe_name(const char *s) {
+    return s[0] && strcmp(s, ".") && strcmp(s, "..") && !strchr(s, '/') && strcmp(s, "dataset.json");
+}
+
+static int parse_files(zt_dataset *ds, const char *jpath, const cJSON *files) {
+    if (!cJSON_IsArray(files)) {
+        char got[80];
+        json_repr(files, got, sizeof got);
+        return zt_err("%s: files: must be an array of {name, blocks, tokens, crc32c}, got %s", jpath, got);
+    }
+    int n = cJSON_GetArraySize(files);
+    if (n < 1) return zt_err("%s: files: is empty; a dataset needs at least one block file", jpath);
+    ds->files = zt_xcalloc((size_t)n, sizeof *ds->files);
+    ds->nfiles = n;
+    int i = 0;
+    const cJSON *f;
+    cJSON_ArrayForEach(f, files) {
+        zt_data_file *df = &ds->files[i];
+        char ctx[48];
+        snprintf(ctx, sizeof ctx, "files[%d].", i);
+        if (!cJSON_IsObject(f)) return zt_err("%s: files[%d]: must be an object {name, blocks, tokens, crc32c}", jpath, i);
+        char crc[32];
+        if (json_str(jpath, f, ctx, "name", 1, df->name, sizeof df->name) ||
+            json_int(jpath, f, ctx, "blocks", 1, 0, ZT_JSON_INT_MAX, &df->blocks) ||
+            json_int(jpath, f, ctx, "tokens", 1, 0, ZT_JSON_INT_MAX, &df->tokens) ||
+            json_str(jpath, f, ctx, "crc32c", 1, crc, sizeof crc))
+            return -1;
+        if (!safe_name(df->name))
+            return zt_err("%s: %sname: \"%s\" is not a plain file name inside the dataset directory", jpath, ctx,
+                          df->name);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(ds->files[j].name, df->name))
+                return zt_err("%s: %sname: \"%s\" is listed twice (also files[%d])", jpath, ctx, df->name, j);
+        if (parse_crc_hex(crc, &df->crc32c))
+            return zt_err("%s: %scrc32c: \"%s\" is not a hex checksum like \"0x1234abcd\"", jpath, ctx, crc);
+        if (df->tokens != df->blocks * ds->seq_len)
+            return zt_err("%s: %stokens: %lld is not blocks * seq_len = %lld * %d = %lld", jpath, ctx,
+                          (long long)df->tokens, (long long)df->blocks, ds->seq_len,
+                          (long long)(df->blocks * ds->seq_len));
+        if ((size_t)snprintf(df->path, sizeof df->path, "%s/%s", ds->dir, df->name) >= sizeof df->path)
+            return zt_err("%s: %sname: path %s/%s is too long", jpath, ctx, ds->dir, df->name);
+        i++;
+    }
+    return 0;
+}
+
+static int parse_json(zt_dataset *ds, const char *jpath, const char *text, size_t len) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        int line, col;
+        size_t off = end && end >= text ? (size_t)(end - text) : 0;
+        line_col(text, off, &line, &col);
+        return zt_err("%s: line %d column %d: not valid JSON (a damaged or hand-edited file? re-run `zerotrain "
+                      "pack` into a new directory)",
+                      jpath, line, col);
+    }
+    int rc = -1;
+    char format[64] = "";
+    int64_t version = 0, seq_len = 0;
+    if (!cJSON_IsObject(root)) {
+        zt_err("%s: top level must be a JSON object", jpath);
+        goto out;
+    }
+    if (json_str(jpath, root, "", "format", 1, format, sizeof format)) goto out;
+    if (strcmp(format, ZT_DATASET_FORMAT)) {
+        zt_err("%s: format: \"%s\" is not \"%s\" (not a zerotrain token dataset)", jpath, format, ZT_DATASET_FORMAT);
+        goto out;
+    }
+    if (json_int(jpath, root, "", "version", 1, 0, ZT_JSON_INT_MAX, &version)) goto out;
+    if (version != ZT_DATASET_VERSION) {
+        zt_err("%s: version: %lld is not supported (this zerotrain reads version %d%s)", jpath, (long long)version,
+               ZT_DATASET_VERSION, version > ZT_DATASET_VERSION ? "; the dataset was written by a newer zerotrain" : "");
+        goto out;
+    }
+    // A block needs at least 2 tokens to give one (input, target) pair.
+    if (json_int(jpath, root, "", "seq_len", 1, 2, (int64_t)1 << 30, &seq_len)) goto out;
+    ds->seq_len = (int)seq_len;
+    // Token ids are uint32, so a vocabulary above 2^32 could not be addressed.
+    if (json_int(jpath, root, "", "vocab_size", 1, 1, (int64_t)1 << 32, &ds->vocab_size)) goto out;
+    ds->eos_id = -1;
+    if (json_int(jpath, root, "", "eos_id", 0, 0, ds->vocab_size - 1, &ds->eos_id)) goto out;
+    if (json_str(jpath, root, "", "tokenizer", 0, ds->tokenizer, sizeof ds->tokenizer)) goto out;
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files");
+    if (!files) {
+        zt_err("%s: files: required field is missing", jpath);
+        goto out;
+    }
+    rc = parse_files(ds, jpath, files);
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+// Size check and read-only map of one block file.
+static int map_file(const zt_dataset *ds, zt_data_file *f) {
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return zt_err("%s: cannot open (listed in %s/dataset.json): %s", f->path, ds->dir, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return zt_err("%s: cannot stat: %s", f->path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return zt_err("%s: not a regular file", f->path);
+    }
+    uint64_t size = (uint64_t)st.st_size, bb = 4 * (uint64_t)ds->seq_len;
+    if (size % bb) {
+        close(fd);
+        return zt_err("%s: truncated: %llu bytes is not a whole number of %d-token blocks (4*%d = %llu bytes "
+                      "each); last block has %llu bytes",
+                      f->path, (unsigned long long)size, ds->seq_len, ds->seq_len, (unsigned long long)bb,
+                      (unsigned long long)(size % bb));
+    }
+    if ((int64_t)(size / bb) != f->blocks) {
+        close(fd);
+        return zt_err("%s: holds %llu blocks (%llu bytes / 4 / seq_len %d) but dataset.json says %lld blocks",
+                      f->path, (unsigned long long)(size / bb), (unsigned long long)size, ds->seq_len,
+                      (long long)f->blocks);
+    }
+    f->bytes = (size_t)size;
+    f->data = NULL;
+    if (size > 0) {
+        void *p = mmap(NULL, f->bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return zt_err("%s: mmap of %zu bytes failed: %s", f->path, f->bytes, strerror(e));
+        }
+        f->data = p;
+    }
+    close(fd);  // the mapping keeps the file alive
+    return 0;
+}
+
+// Index of the first token >= lim in d[0..n), or -1. Chunks run in parallel; the
+// min-reduction keeps the answer the lowest index whatever the thread timing.
+static int64_t first_bad_token(const uint32_t *d, int64_t n, uint32_t lim) {
+    int64_t nch = (n + ZT_SCAN_CHUNK - 1) / ZT_SCAN_CHUNK, first = INT64_MAX;
+#pragma omp parallel for schedule(dynamic, 4) reduction(min : first) if (nch > 1)
+    for (int64_t c = 0; c < nch; c++) {
+        const uint32_t *p = d + c * ZT_SCAN_CHUNK;
+        int64_t m = n - c * ZT_SCAN_CHUNK < ZT_SCAN_CHUNK ? n - c * ZT_SCAN_CHUNK : ZT_SCAN_CHUNK;
+        uint32_t mx = 0;
+        for (int64_t j = 0; j < m; j++) mx = p[j] > mx ? p[j] : mx;  // branch-free: vectorises
+        if (mx < lim) continue;
+        for (int64_t j = 0; j < m; j++)
+            if (p[j] >= lim) {
+                if (c * ZT_SCAN_CHUNK + j < first) first = c * ZT_SCAN_CHUNK + j;
+                break;
+            }
+    }
+    return first == INT64_MAX ? -1 : first;
+}
+
+static int verify_crcs(const zt_dataset *ds) {
+    uint32_t *actual = zt_xcalloc((size_t)ds->nfiles, sizeof *actual);
+    (void)zt_crc32c_hw_available();  // run the one-time init before the threads
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < ds->nfiles; i++) actual[i] = zt_crc32c(0, ds->files[i].data, ds->files[i].bytes);
+    int rc = 0;
+    for (int i = 0; i < ds->nfiles; i++)
+        if (actual[i] != ds->files[i].crc32c) {
+            rc = zt_err("%s: crc32c mismatch: dataset.json says 0x%08x, file has 0x%08x (the file changed or is "
+                        "damaged since `zerotrain pack` wrote it)",
+                        ds->files[i].path, ds->files[i].crc32c, actual[i]);
+            break;
+        }
+    free(actual);
+    return rc;
+}
+
+static int check_tokens(const zt_dataset *ds, int64_t model_vocab) {
+    int64_t limit = model_vocab > 0 ? model_vocab : ds->vocab_size;
+    if (model_vocab > 0 && ds->vocab_size > model_vocab)
+        return zt_err("%s/dataset.json: dataset vocab_size %lld exceeds model vocab_size %lld (tokenized for a "
+                      "different model?)",
+                      ds->dir, (long long)ds->vocab_size, (long long)model_vocab);
+    if (limit > (int64_t)UINT32_MAX) return 0;  // every uint32 is a valid id
+    for (int i = 0; i < ds->nfiles; i++) {
+        const zt_data_file *f = &ds->files[i];
+        int64_t bad = f->data ? first_bad_token(f->data, f->tokens, (uint32_t)limit) : -1;
+        if (bad >= 0)
+            return zt_err("%s: block %lld position %lld: token id %u >= vocab_size %lld%s", f->path,
+                          (long long)(bad / ds->seq_len), (long long)(bad % ds->seq_len), f->data[bad],
+                          (long long)limit, model_vocab > 0 ? " (the model's)" : " (from dataset.json)");
+    }
+    return 0;
+}
+
+int zt_dataset_open(zt_dataset *ds, const char *dir, const zt_dataset_opts *opts) {
+    static const zt_dataset_opts no_checks = {0, 0, 0};
+    if (!opts) opts = &no_checks;
+    memset(ds, 0, sizeof *ds);
+    ds->eos_id = -1;
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/') dl--;  // "out/" and "out" name the same dataset
+    if (dl + sizeof "/dataset.json" > sizeof ds->dir) return zt_err("%s: dataset path is too long", dir);
+    memcpy(ds->dir, dir, dl);
+    ds->dir[dl] = 0;
+
+    char jpath[sizeof ds->dir + 16];
+    snprintf(jpath, sizeof jpath, "%s/dataset.json", ds->dir);
+    struct stat st;
+    if (stat(jpath, &st) != 0) {
+        if (errno == ENOENT) {
+            if (stat(ds->dir, &st) != 0)
+                return zt_err("%s: dataset directory does not exist; make one with `zerotrain pack INPUT... -o %s`",
+                              ds->dir, ds->dir);
+            return zt_err("%s: not found, so %s is not a dataset directory (or its pack did not finish); make one "
+                          "with `zerotrain pack INPUT... -o DIR`",
+                          jpath, ds->dir);
+        }
+        return zt_err("%s: cannot stat: %s", jpath, strerror(errno));
+    }
+    size_t len = 0;
+    char *text = zt_read_file(jpath, &len);
+    if (!text) return -1;
+    int rc = parse_json(ds, jpath, text, len);
+    free(text);
+    for (int i = 0; rc == 0 && i < ds->nfiles; i++) {
+        rc = map_file(ds, &ds->files[i]);
+        ds->total_blocks += ds->files[i].blocks;
+    }
+    if (rc == 0 && opts->verify_crc) rc = verify_crcs(ds);
+    if (rc == 0 && opts->check_tokens) rc = check_tokens(ds, opts->model_vocab);
+    if (rc != 0) {
+        char msg[ZT_ERR_MAX];
+        snprintf(msg, sizeof msg, "%s", zt_errmsg());
+        zt_dataset_close(ds);
+        return zt_err("%s", msg);
+    }
+    return 0;
+}
+
+const uint32_t *zt_dataset_block(const zt_dataset *ds, int file, int64_t block) {
+    if (file < 0 || file >= ds->nfiles || block < 0 || block >= ds->files[file].blocks) return NULL;
+    return ds->files[file].data + block * (int64_t)ds->seq_len;
+}
+
+void zt_dataset_close(zt_dataset *ds) {
+    for (int i = 0; i < ds->nfiles; i++)
+        if (ds->files[i].data) munmap((void *)ds->files[i].data, ds->files[i].bytes);
+    free(ds->files);
+    memset(ds, 0, sizeof *ds);
+    ds->eos_id = -1;
+}

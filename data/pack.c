@@ -1,0 +1,377 @@
+// `zerotrain pack`: turns documents of token ids (raw uint32, decimal text, or
+// plain bytes) into a dataset directory of seq_len-token uint32 block files plus
+// dataset.json, written last so that its presence means the pack completed.
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/crc32c.h"
+#include "data/dataset.h"
+#include "runtime/common.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "pack writes host uint32 as little-endian block files: a big-endian host needs byte swapping here"
+#endif
+
+// Token buffer budget shared by all output streams (tokens): big writes without
+// letting --per-rank 1024 allocate gigabytes.
+#define ZT_PACK_BUF_TOKENS ((int64_t)1 << 22)
+#define ZT_PACK_READ_BYTES ((size_t)1 << 20)
+
+// One output block file and the tokens not yet written to it.
+typedef struct {
+    char path[4096];
+    int fd;
+    uint32_t *buf;
+    int64_t cap, n;  // cap is a whole number of blocks, so a full buffer is whole blocks
+    uint32_t crc;
+    uint64_t bytes_written;
+    int64_t blocks, documents, tokens, dropped;
+} pack_writer;
+
+typedef struct {
+    const zt_pack_opts *o;
+    pack_writer *w;
+    int nw;
+    pack_writer *cur;  // stream of the document being read; NULL between documents
+    zt_pack_stats *st;
+    double t0, last_report;
+} packer;
+
+static int write_all(pack_writer *w, const void *data, size_t n) {
+    const char *p = data;
+    while (n) {
+        ssize_t k = write(w->fd, p, n);
+        if (k < 0) {
+            int e = errno;
+            if (e == EINTR) continue;
+            return zt_err("%s: write failed after %llu bytes written: %s%s", w->path,
+                          (unsigned long long)w->bytes_written, strerror(e),
+                          e == ENOSPC ? " (free space or pack to another disk; this pack is incomplete and "
+                                            "has no dataset.json)"
+                                          : "");
+        }
+        w->crc = zt_crc32c(w->crc, p, (size_t)k);
+        w->bytes_written += (uint64_t)k;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+// Writes the buffer's whole blocks; a partial block stays behind for the next call.
+static int flush_blocks(pack_writer *w, int seq_len) {
+    int64_t whole = w->n / seq_len * seq_len;
+    if (whole == 0) return 0;
+    if (write_all(w, w->buf, (size_t)whole * 4)) return -1;
+    w->blocks += whole / seq_len;
+    memmove(w->buf, w->buf + whole, (size_t)(w->n - whole) * 4);
+    w->n -= whole;
+    return 0;
+}
+
+static inline int put_token(packer *pk, uint32_t t) {
+    pack_writer *w = pk->cur;
+    w->buf[w->n++] = t;
+    w->tokens++;
+    return w->n == w->cap ? flush_blocks(w, pk->o->seq_len) : 0;
+}
+
+// Documents are dealt round-robin to the output streams by their index.
+static void begin_doc(packer *pk) {
+    pk->cur = &pk->w[pk->st->documents % pk->nw];
+    pk->cur->documents++;
+    pk->st->documents++;
+}
+
+static int end_doc(packer *pk) {
+    int rc = 0;
+    if (pk->cur && pk->o->eos_id >= 0) rc = put_token(pk, (uint32_t)pk->o->eos_id);
+    pk->cur = NULL;
+    return rc;
+}
+
+static void progress(packer *pk, const char *input) {
+    if (pk->o->quiet) return;
+    double now = zt_now();
+    if (now - pk->last_report < 1.0) return;
+    pk->last_report = now;
+    double dt = now - pk->t0 > 1e-9 ? now - pk->t0 : 1e-9;
+    int64_t tok = 0;
+    for (int i = 0; i < pk->nw; i++) tok += pk->w[i].tokens;
+    fprintf(stderr, "pack: %s: %.1f MB read (%.1f MB/s), %lld documents, %.2fM tokens (%.2fM tok/s)\n", input,
+            (double)pk->st->bytes_in / 1e6, (double)pk->st->bytes_in / 1e6 / dt, (long long)pk->st->documents,
+            (double)tok / 1e6, (double)tok / 1e6 / dt);
+}
+
+// Raw little-endian uint32 ids; the whole file is one document.
+static int read_u32(packer *pk, const char *input, FILE *f, uint64_t size) {
+    if (size % 4)
+        return zt_err("%s: %llu bytes is not a whole number of uint32 token ids (4 bytes each; --input u32 "
+                      "expects raw little-endian uint32)",
+                      input, (unsigned long long)size);
+    if (size == 0) return 0;
+    uint32_t *buf = zt_xmalloc(ZT_PACK_READ_BYTES);
+    int64_t pos = 0;
+    int rc = 0;
+    begin_doc(pk);
+    for (;;) {
+        size_t k = fread(buf, 4, ZT_PACK_READ_BYTES / 4, f);
+        if (k == 0) {
+            if (ferror(f)) rc = zt_err("%s: read failed after %lld tokens: %s", input, (long long)pos, strerror(errno));
+            break;
+        }
+        pk->st->bytes_in += (int64_t)k * 4;
+        for (size_t j = 0; j < k && rc == 0; j++, pos++) {
+            if ((int64_t)buf[j] >= pk->o->vocab_size)
+                rc = zt_err("%s: token %lld (byte offset %lld): id %u >= vocab_size %lld", input, (long long)pos,
+                            (long long)pos * 4, buf[j], (long long)pk->o->vocab_size);
+            else
+                rc = put_token(pk, buf[j]);
+        }
+        if (rc) break;
+        progress(pk, input);
+    }
+    free(buf);
+    return rc ? rc : end_doc(pk);
+}
+
+// Every byte is a token (0..255); the whole file is one document.
+static int read_bytes(packer *pk, const char *input, FILE *f, uint64_t size) {
+    if (size == 0) return 0;
+    unsigned char *buf = zt_xmalloc(ZT_PACK_READ_BYTES);
+    int64_t pos = 0;
+    int rc = 0;
+    begin_doc(pk);
+    for (;;) {
+        size_t k = fread(buf, 1, ZT_PACK_READ_BYTES, f);
+        if (k == 0) {
+            if (ferror(f)) rc = zt_err("%s: read failed after %lld bytes: %s", input, (long long)pos, strerror(errno));
+            break;
+        }
+        pk->st->bytes_in += (int64_t)k;
+        for (size_t j = 0; j < k && rc == 0; j++, pos++) {
+            if ((int64_t)buf[j] >= pk->o->vocab_size)
+                rc = zt_err("%s: byte offset %lld: byte value %u >= vocab_size %lld", input, (long long)pos, buf[j],
+                            (long long)pk->o->vocab_size);
+            else
+                rc = put_token(pk, buf[j]);
+        }
+        if (rc) break;
+        progress(pk, input);
+    }
+    free(buf);
+    return rc ? rc : end_doc(pk);
+}
+
+static int is_sep(char c) { return c == ' ' || c == '\t' || c == ',' || c == '\r' || c == '\v' || c == '\f'; }
+
+// Decimal ids separated by spaces/tabs/commas; each non-empty line is a document.
+static int read_text_ids(packer *pk, const char *input, FILE *f) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int64_t lineno = 0;
+    int rc = 0;
+    errno = 0;
+    while (rc == 0 && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        pk->st->bytes_in += len;
+        if (len && line[len - 1] == '\n') len--;
+        ssize_t i = 0;
+        while (rc == 0) {
+            while (i < len && is_sep(line[i])) i++;
+            if (i >= len) break;
+            ssize_t start = i;
+            uint64_t v = 0;
+            int digits_only = 1;
+            while (i < len && !is_sep(line[i])) {
+                char c = line[i++];
+                if (c < '0' || c > '9') digits_only = 0;
+                else if (v <= UINT32_MAX) v = v * 10 + (uint64_t)(c - '0');  // past 2^32 it only has to stay big
+            }
+            int tl = (int)(i - start);
+            if (!digits_only)
+                rc = zt_err("%s:%lld:%lld: \"%.*s%s\" is not a decimal token id (--input ids expects ids separated by "
+                            "spaces or commas, one document per line)",
+                            input, (long long)lineno, (long long)start + 1, tl > 24 ? 24 : tl, line + start,
+                            tl > 24 ? "..." : "");
+            else if ((int64_t)v >= pk->o->vocab_size)
+                rc = zt_err("%s:%lld:%lld: token id %.*s%s >= vocab_size %lld", input, (long long)lineno,
+                            (long long)start + 1, tl > 24 ? 24 : tl, line + start, tl > 24 ? "..." : "",
+                            (long long)pk->o->vocab_size);
+            else {
+                if (!pk->cur) begin_doc(pk);
+                rc = put_token(pk, (uint32_t)v);
+            }
+        }
+        if (rc == 0) rc = end_doc(pk);
+        progress(pk, input);
+        errno = 0;
+    }
+    if (rc == 0 && ferror(f)) rc = zt_err("%s: read failed at line %lld: %s", input, (long long)lineno + 1, strerror(errno));
+    free(line);
+    return rc;
+}
+
+static int pack_input(packer *pk, const char *input) {
+    FILE *f = fopen(input, "rb");
+    if (!f) return zt_err("%s: cannot open input: %s", input, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        int e = errno;
+        fclose(f);
+        return zt_err("%s: cannot stat input: %s", input, strerror(e));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return zt_err("%s: is a directory, not an input file", input);
+    }
+    int rc;
+    switch (pk->o->input) {
+    case ZT_PACK_U32: rc = read_u32(pk, input, f, (uint64_t)st.st_size); break;
+    case ZT_PACK_BYTES: rc = read_bytes(pk, input, f, (uint64_t)st.st_size); break;
+    default: rc = read_text_ids(pk, input, f); break;
+    }
+    fclose(f);
+    return rc;
+}
+
+static const char *input_name(zt_pack_input k) {
+    return k == ZT_PACK_U32 ? "u32" : k == ZT_PACK_BYTES ? "bytes" : "ids";
+}
+
+static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, const zt_pack_stats *st) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", ZT_DATASET_FORMAT);
+    cJSON_AddNumberToObject(root, "version", ZT_DATASET_VERSION);
+    cJSON_AddNumberToObject(root, "seq_len", o->seq_len);
+    cJSON_AddNumberToObject(root, "vocab_size", (double)o->vocab_size);
+    if (o->eos_id >= 0) cJSON_AddNumberToObject(root, "eos_id", (double)o->eos_id);
+    if (o->tokenizer && o->tokenizer[0]) cJSON_AddStringToObject(root, "tokenizer", o->tokenizer);
+    // Informational: the reader ignores these, preflight and people read them.
+    cJSON_AddStringToObject(root, "input", input_name(o->input));
+    cJSON_AddStringToObject(root, "layout", nw > 1 || o->per_rank > 0 ? "per-rank" : "single");
+    cJSON_AddNumberToObject(root, "documents", (double)st->documents);
+    cJSON_AddNumberToObject(root, "dropped_tokens", (double)st->dropped_tokens);
+    cJSON *files = cJSON_AddArrayToObject(root, "files");
+    for (int i = 0; i < nw; i++) {
+        cJSON *f = cJSON_CreateObject();
+        const char *slash = strrchr(w[i].path, '/');
+        char crc[16];
+        snprintf(crc, sizeof crc, "0x%08x", w[i].crc);
+        cJSON_AddStringToObject(f, "name", slash ? slash + 1 : w[i].path);
+        cJSON_AddNumberToObject(f, "blocks", (double)w[i].blocks);
+        cJSON_AddNumberToObject(f, "tokens", (double)(w[i].blocks * o->seq_len));
+        cJSON_AddStringToObject(f, "crc32c", crc);
+        cJSON_AddNumberToObject(f, "documents", (double)w[i].documents);
+        cJSON_AddNumberToObject(f, "dropped_tokens", (double)w[i].dropped);
+        cJSON_AddItemToArray(files, f);
+    }
+    char *s = cJSON_Print(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+static int check_opts(const zt_pack_opts *o, int ninputs) {
+    if (ninputs < 1) return zt_err("pack: no input files given");
+    if (o->input != ZT_PACK_U32 && o->input != ZT_PACK_TEXT_IDS && o->input != ZT_PACK_BYTES)
+        return zt_err("pack: unknown input kind %d", (int)o->input);
+    if (o->seq_len < 2 || o->seq_len > (1 << 30))
+        return zt_err("pack: seq_len %d must be in [2, 2^30] (a block needs at least one input and one target)",
+                      o->seq_len);
+    if (o->vocab_size < 1 || o->vocab_size > ((int64_t)1 << 32))
+        return zt_err("pack: vocab_size %lld must be in [1, 2^32] (ids are stored as uint32)",
+                      (long long)o->vocab_size);
+    if (o->eos_id >= o->vocab_size)
+        return zt_err("pack: eos id %lld >= vocab_size %lld", (long long)o->eos_id, (long long)o->vocab_size);
+    if (o->per_rank < 0 || o->per_rank > 99999)
+        return zt_err("pack: per_rank %d must be in [0, 99999] (0 = one data.u32 file)", o->per_rank);
+    return 0;
+}
+
+int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const zt_pack_opts *opts,
+            zt_pack_stats *stats) {
+    zt_pack_stats local;
+    if (!stats) stats = &local;
+    memset(stats, 0, sizeof *stats);
+    if (check_opts(opts, ninputs)) return -1;
+
+    char jpath[4096];
+    if ((size_t)snprintf(jpath, sizeof jpath, "%s/dataset.json", out_dir) >= sizeof jpath - 32)
+        return zt_err("%s: output path is too long", out_dir);
+    struct stat st;
+    if (stat(jpath, &st) == 0)
+        return zt_err("%s already exists; pack never overwrites a dataset: pick a new output directory (or delete "
+                      "the old dataset first)",
+                      jpath);
+    // Fail on a missing input before creating anything.
+    for (int i = 0; i < ninputs; i++) {
+        if (access(inputs[i], R_OK) != 0) return zt_err("%s: cannot open input: %s", inputs[i], strerror(errno));
+        if (stat(inputs[i], &st) == 0 && S_ISDIR(st.st_mode))
+            return zt_err("%s: is a directory, not an input file", inputs[i]);
+    }
+    if (zt_mkdirs(out_dir)) return -1;
+
+    int nw = opts->per_rank > 0 ? opts->per_rank : 1;
+    int64_t cap_blocks = ZT_PACK_BUF_TOKENS / nw / opts->seq_len;
+    if (cap_blocks < 1) cap_blocks = 1;
+    pack_writer *w = zt_xcalloc((size_t)nw, sizeof *w);
+    packer pk = {.o = opts, .w = w, .nw = nw, .st = stats, .t0 = zt_now()};
+    pk.last_report = pk.t0;
+    int rc = 0, opened = 0;
+    for (int i = 0; i < nw && rc == 0; i++, opened++) {
+        if (opts->per_rank > 0) snprintf(w[i].path, sizeof w[i].path, "%s/rank-%05d.u32", out_dir, i);
+        else snprintf(w[i].path, sizeof w[i].path, "%s/data.u32", out_dir);
+        w[i].fd = open(w[i].path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (w[i].fd < 0) {
+            rc = zt_err("%s: cannot create: %s", w[i].path, strerror(errno));
+            break;
+        }
+        w[i].cap = cap_blocks * opts->seq_len;
+        w[i].buf = zt_xmalloc((size_t)w[i].cap * 4);
+    }
+    for (int i = 0; i < ninputs && rc == 0; i++) rc = pack_input(&pk, inputs[i]);
+
+    // Each stream's tail shorter than a block is dropped, never padded: padding
+    // would train on fake tokens, and a short block breaks the fixed block size.
+    for (int i = 0; i < nw && rc == 0; i++) {
+        rc = flush_blocks(&w[i], opts->seq_len);
+        if (rc) break;
+        w[i].dropped = w[i].n;
+        stats->dropped_tokens += w[i].n;
+        stats->blocks += w[i].blocks;
+        stats->tokens += w[i].tokens;
+        // dataset.json must never describe data that a crash could still lose.
+        if (fsync(w[i].fd) != 0) rc = zt_err("%s: fsync failed: %s", w[i].path, strerror(errno));
+    }
+    for (int i = 0; i < opened; i++) {
+        if (w[i].fd >= 0 && close(w[i].fd) != 0 && rc == 0)
+            rc = zt_err("%s: close failed: %s", w[i].path, strerror(errno));
+        w[i].fd = -1;
+    }
+    stats->nfiles = nw;
+    if (rc == 0) {
+        char *json = dataset_json(opts, w, nw, stats);
+        size_t n = strlen(json);
+        char *text = zt_xmalloc(n + 2);
+        memcpy(text, json, n);
+        text[n] = '\n';
+        cJSON_free(json);
+        rc = zt_write_file_atomic(jpath, text, n + 1);
+        free(text);
+    }
+    if (rc != 0) {
+        // Without dataset.json the block files are unusable; don't leave them to be mistaken for data.
+        for (int i = 0; i < opened; i++) unlink(w[i].path);
+    }
+    for (int i = 0; i < nw; i++) free(w[i].buf);
+    free(w);
+    stats->seconds = zt_now() - pk.t0;
+    return rc;
+}

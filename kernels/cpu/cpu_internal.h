@@ -1,0 +1,28 @@
+// Prototypes of the CPU reference ops, gathered into zt_cpu_ops by cpu_ops.c.
+#ifndef ZT_CPU_INTERNAL_H
+#define ZT_CPU_INTERNAL_H
+#include <stdint.h>
+void cpu_matmul_fwd(float *y, const float *x, const float *w, int64_t M, int64_t K, int64_t N);
+void cpu_matmul_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t M, int64_t K,
+                    int64_t N, int accumulate_dx);
+void cpu_embedding_fwd(float *x, const float *w, const uint32_t *tokens, int64_t N, int64_t d);
+void cpu_embedding_bwd(float *dw, const float *dx, const uint32_t *tokens, int64_t N, int64_t d);
+void cpu_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int64_t rows, int64_t d, float eps);
+void cpu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
+                     int64_t rows, int64_t d);
+void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nh, int64_t D);
+void cpu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nh, int64_t D);
+void cpu_attention_fwd(float *o, float *probs, const float *q, const float *k, const float *v, int64_t B, int64_t S,
+                       int64_t H, int64_t Hkv, int64_t D);
+void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
+                       const float *k, const float *v, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+void cpu_swiglu_fwd(float *h, const float *g, const float *u, int64_t n);
+void cpu_swiglu_bwd(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n);
+double cpu_lmhead_xent(float *dx, float *dw, const float *x, const float *w, const int32_t *targets, int64_t N,
+                       int64_t d, int64_t V, float scale);
+void cpu_adamw(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1, float beta2, float eps,
+               float weight_decay, int64_t t);
+double cpu_sumsq(const float *x, int64_t n);
+void cpu_scale(float *x, float s, int64_t n);
+void cpu_add(float *y, const float *a, const float *b, int64_t n);
+#endif

@@ -1,0 +1,56 @@
+// Rotary position embedding, half-split layout (HF rotate_half), fp32 angles.
+// defines: zt_rope_table, cpu_rope_fwd, cpu_rope_bwd
+#include <math.h>
+
+#include "kernels/ops.h"
+#include "kernels/cpu/cpu_internal.h"
+
+// Mirrors transformers' default RoPE init in fp32: inv_freq = 1 / theta^(arange(0,D,2)/D),
+// freqs = pos * inv_freq, cos/sin of the fp32 angle (no fast-math).
+void zt_rope_table(float *cos_t, float *sin_t, int64_t S, int64_t D, double theta) {
+    int64_t half = D / 2;
+    for (int64_t i = 0; i < half; i++) {
+        float expo = (float)(2 * i) / (float)D;
+        float inv_freq = 1.0f / powf((float)theta, expo);
+        for (int64_t p = 0; p < S; p++) {
+            float ang = (float)p * inv_freq;
+            cos_t[p * half + i] = cosf(ang);
+            sin_t[p * half + i] = sinf(ang);
+        }
+    }
+}
+
+void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nh, int64_t D) {
+    int64_t half = D / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < B * S; t++) {
+        int64_t pos = t % S;
+        const float *c = cos_t + pos * half, *s = sin_t + pos * half;
+        for (int64_t h = 0; h < nh; h++) {
+            float *v = x + (t * nh + h) * D;
+            for (int64_t i = 0; i < half; i++) {
+                float a = v[i], b = v[i + half];
+                v[i] = a * c[i] - b * s[i];
+                v[i + half] = b * c[i] + a * s[i];
+            }
+        }
+    }
+}
+
+// Transpose of the rotation: dx = g cos - rotate_half(g sin) per pair.
+void cpu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nh, int64_t D) {
+    int64_t half = D / 2;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < B * S; t++) {
+        int64_t pos = t % S;
+        const float *c = cos_t + pos * half, *s = sin_t + pos * half;
+        for (int64_t h = 0; h < nh; h++) {
+            float *v = dx + (t * nh + h) * D;
+            for (int64_t i = 0; i < half; i++) {
+                float a = v[i], b = v[i + half];
+                v[i] = a * c[i] + b * s[i];
+                v[i + half] = b * c[i] - a * s[i];
+            }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+// `zerotrain pack`: command-line front end of zt_pack (token ids -> dataset
+// directory) and of `--verify`, which opens a dataset with every check on and
+// prints one line per block file, so people and tests can vet a dataset.
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/dataset.h"
+#include "launch/commands.h"
+#include "runtime/common.h"
+
+static void pack_usage(FILE *out) {
+    fprintf(out,
+            "usage: zerotrain pack [options] INPUT... -o OUT_DIR\n"
+            "       zerotrain pack --verify DIR [--model-vocab V]\n"
+            "\n"
+            "Packs documents of token ids into OUT_DIR: headerless little-endian uint32 block\n"
+            "files of --seq-len tokens each, and dataset.json (written last). Each document is\n"
+            "followed by --eos when set; the stream is cut into blocks and the tail shorter\n"
+            "than one block is dropped.\n"
+            "\n"
+            "options:\n"
+            "  -i, --input KIND      what INPUT files hold (default ids):\n"
+            "                          ids    decimal ids separated by spaces or commas,\n"
+            "                                 one document per non-empty line\n"
+            "                          u32    raw little-endian uint32 ids, one document per file\n"
+            "                          bytes  any file, one document per file, token = byte value\n"
+            "  -s, --seq-len N       tokens per block (default 2048; at least 2)\n"
+            "  -V, --vocab-size V    every id must be < V; required for ids and u32\n"
+            "                        (bytes: default 257, ids 0..255 plus eos 256)\n"
+            "  -e, --eos ID|none     id appended after every document (default: none for ids\n"
+            "                        and u32, 256 for bytes)\n"
+            "  -r, --per-rank W      write W files rank-00000.u32 ... dealing documents\n"
+            "                        round-robin, each packed separately (block counts differ\n"
+            "                        per rank: the trainer must stop all ranks at the minimum);\n"
+            "                        default: one file data.u32, blocks dealt by the trainer\n"
+            "  -t, --tokenizer NAME  tokenizer name or hash recorded in dataset.json\n"
+            "                        (default \"ids\", or \"bytes\" with --input bytes)\n"
+            "  -o, --output OUT_DIR  dataset directory to create; must not hold a dataset.json\n"
+            "  -q, --quiet           no progress lines on stderr (the summary is still printed)\n"
+            "      --verify DIR      check an existing dataset instead of packing: dataset.json,\n"
+            "                        file sizes, every crc32c and every token id\n"
+            "      --model-vocab V   with --verify: check ids against a model's vocab_size V\n"
+            "                        instead of the dataset's own\n"
+            "  -h, --help            this text\n"
+            "\n"
+            "examples:\n"
+            "  zerotrain pack --vocab-size 151936 --eos 151645 corpus.ids -o data/run1\n"
+            "  zerotrain pack --input bytes --seq-len 256 *.txt -o data/bytes\n"
+            "  zerotrain pack --verify data/run1\n");
+}
+
+// Strict integer parse for option values: the whole string, within [lo, hi].
+static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out) {
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) {
+        fprintf(stderr, "zerotrain: error: %s: '%s' is not an integer in [%lld, %lld]\n", opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int verify_dataset(const char *dir, long long model_vocab) {
+    zt_dataset ds;
+    zt_dataset_opts o = {.verify_crc = 1, .check_tokens = 1, .model_vocab = model_vocab};
+    double t0 = zt_now();
+    if (zt_dataset_open(&ds, dir, &o) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 1;
+    }
+    printf("%s: %s v%d, seq_len %d, vocab_size %lld, eos_id %lld, tokenizer \"%s\", %d file%s\n", ds.dir,
+           ZT_DATASET_FORMAT, ZT_DATASET_VERSION, ds.seq_len, (long long)ds.vocab_size, (long long)ds.eos_id,
+           ds.tokenizer, ds.nfiles, ds.nfiles == 1 ? "" : "s");
+    int lo = 0, hi = 0;
+    for (int i = 0; i < ds.nfiles; i++) {
+        const zt_data_file *f = &ds.files[i];
+        printf("  %s: %lld blocks, %lld tokens, %zu bytes, crc32c 0x%08x ok, ids ok\n", f->name, (long long)f->blocks,
+               (long long)f->tokens, f->bytes, f->crc32c);
+        if (f->blocks < ds.files[lo].blocks) lo = i;
+        if (f->blocks > ds.files[hi].blocks) hi = i;
+    }
+    printf("%s: ok: %lld blocks (%lld tokens) checked in %.2f s\n", ds.dir, (long long)ds.total_blocks,
+           (long long)ds.total_blocks * ds.seq_len, zt_now() - t0);
+    if (ds.nfiles > 1 && ds.files[lo].blocks != ds.files[hi].blocks)
+        printf("%s: uneven: %s has %lld blocks, %s has %lld; a per-rank run must stop every rank after %lld "
+               "blocks\n",
+               ds.dir, ds.files[lo].name, (long long)ds.files[lo].blocks, ds.files[hi].name,
+               (long long)ds.files[hi].blocks, (long long)ds.files[lo].blocks);
+    zt_dataset_close(&ds);
+    return 0;
+}
+
+int zt_cmd_pack(int argc, char **argv) {
+    static const struct option longopts[] = {
+        {"input", required_argument, 0, 'i'},      {"seq-len", required_argument, 0, 's'},
+        {"vocab-size", required_argument, 0, 'V'}, {"eos", required_argument, 0, 'e'},
+        {"per-rank", required_argument, 0, 'r'},   {"tokenizer", required_argument, 0, 't'},
+        {"output", required_argument, 0, 'o'},     {"quiet", no_argument, 0, 'q'},
+        {"verify", required_argument, 0, 1},       {"model-vocab", required_argument, 0, 2},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+    };
+    zt_pack_opts o = {.input = ZT_PACK_TEXT_IDS, .seq_len = 2048, .vocab_size = -1, .eos_id = -1};
+    const char *out_dir = NULL, *verify = NULL;
+    long long v, model_vocab = 0;
+    int eos_given = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "i:s:V:e:r:t:o:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'i':
+            if (!strcmp(optarg, "ids")) o.input = ZT_PACK_TEXT_IDS;
+            else if (!strcmp(optarg, "u32")) o.input = ZT_PACK_U32;
+            else if (!strcmp(optarg, "bytes")) o.input = ZT_PACK_BYTES;
+            else {
+                fprintf(stderr, "zerotrain: error: --input: '%s' is not one of ids, u32, bytes\n", optarg);
+                return 1;
+            }
+            break;
+        case 's':
+            if (parse_int("--seq-len", optarg, 2, 1 << 30, &v)) return 1;
+            o.seq_len = (int)v;
+            break;
+        case 'V':
+            if (parse_int("--vocab-size", optarg, 1, 1LL << 32, &v)) return 1;
+            o.vocab_size = v;
+            break;
+        case 'e':
+            eos_given = 1;
+            if (!strcmp(optarg, "none")) o.eos_id = -1;
+            else if (parse_int("--eos", optarg, 0, (1LL << 32) - 1, &v)) return 1;
+            else o.eos_id = v;
+            break;
+        case 'r':
+            if (parse_int("--per-rank", optarg, 1, 99999, &v)) return 1;
+            o.per_rank = (int)v;
+            break;
+        case 't': o.tokenizer = optarg; break;
+        case 'o': out_dir = optarg; break;
+        case 'q': o.quiet = 1; break;
+        case 1: verify = optarg; break;
+        case 2:
+            if (parse_int("--model-vocab", optarg, 1, 1LL << 32, &model_vocab)) return 1;
+            break;
+        case 'h': pack_usage(stdout); return 0;
+        default: fprintf(stderr, "(see zerotrain pack --help)\n"); return 1;
+        }
+    }
+    if (verify) {
+        if (optind < argc || out_dir) {
+            fprintf(stderr, "zerotrain: error: --verify DIR checks an existing dataset; it takes no INPUT or -o\n");
+            return 1;
+        }
+        return verify_dataset(verify, model_vocab);
+    }
+    if (model_vocab) {
+        fprintf(stderr, "zerotrain: error: --model-vocab only applies with --verify\n");
+        return 1;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "zerotrain: error: no INPUT files given (see zerotrain pack --help)\n");
+        return 1;
+    }
+    if (!out_dir) {
+        fprintf(stderr, "zerotrain: error: no output directory: add -o OUT_DIR\n");
+        return 1;
+    }
+    if (o.input == ZT_PACK_BYTES) {
+        if (o.vocab_size < 0) o.vocab_size = 257;
+        if (!eos_given) {
+            o.eos_id = 256;
+            if (o.vocab_size <= 256) {
+                fprintf(stderr, "zerotrain: error: --input bytes puts eos 256 after each document, which needs "
+                                "--vocab-size >= 257; pass --eos none for no separator\n");
+                return 1;
+            }
+        }
+        if (!o.tokenizer) o.tokenizer = "bytes";
+    } else {
+        if (o.vocab_size < 0) {
+            fprintf(stderr, "zerotrain: error: --vocab-size is required with --input %s (ids must be checked "
+                            "against the model's vocabulary)\n",
+                    o.input == ZT_PACK_U32 ? "u32" : "ids");
+            return 1;
+        }
+        if (!o.tokenizer) o.tokenizer = "ids";
+    }
+
+    zt_pack_stats st;
+    if (zt_pack((const char *const *)argv + optind, argc - optind, out_dir, &o, &st) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 1;
+    }
+    double s = st.seconds > 1e-9 ? st.seconds : 1e-9;
+    printf("packed %lld documents (%.1f MB) into %s: %lld tokens -> %lld blocks of %d in %d file%s, %lld tokens "
+           "dropped (each stream's tail shorter than a block), %.2f s (%.1f MB/s, %.2fM tok/s)\n",
+           (long long)st.documents, (double)st.bytes_in / 1e6, out_dir, (long long)st.tokens, (long long)st.blocks,
+           o.seq_len, st.nfiles, st.nfiles == 1 ? "" : "s", (long long)st.dropped_tokens, st.seconds,
+           (double)st.bytes_in / 1e6 / s, (double)st.tokens / 1e6 / s);
+    return 0;
+}

@@ -1,0 +1,142 @@
+// `zerotrain train`: parse flags into zt_train_opts and run the training loop.
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "checkpoint/safetensors.h"
+#include "launch/args.h"
+#include "launch/commands.h"
+#include "runtime/common.h"
+#include "runtime/train.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: zerotrain train --data DIR --run-dir RUN (--model CONFIG|HF_DIR | --init HF_DIR) [options]\n"
+            "\n"
+            "Trains a Qwen3 dense model on a token dataset made by `zerotrain pack`.\n"
+            "\n"
+            "model and data:\n"
+            "  --model PATH          config.json or a Hugging Face model directory (default: --init's config)\n"
+            "  --init PATH           start from Hugging Face weights (directory with model.safetensors or a sharded\n"
+            "                        model.safetensors.index.json, or one .safetensors file); without it parameters\n"
+            "                        are initialised like transformers (normal(0, initializer_range), norms = 1)\n"
+            "  --data DIR            dataset directory (dataset.json + uint32 block files)\n"
+            "  --run-dir RUN         output: run.json, metrics.jsonl, final/ (created)\n"
+            "  --overwrite           reuse a run directory that already holds a run\n"
+            "  --no-verify-data      skip the crc32c check of the data files (token ids are always checked)\n"
+            "\n"
+            "length and batch:\n"
+            "  --steps N             optimizer steps (default: --epochs worth)\n"
+            "  --epochs N            passes over the data (default 1); block order is reshuffled every epoch\n"
+            "  --micro-batch B       blocks per forward/backward (default 1)\n"
+            "  --grad-accum G        micro-batches per optimizer step (default 1)\n"
+            "\n"
+            "optimizer (AdamW, torch semantics; weight decay on matrices and embeddings, not norm weights):\n"
+            "  --lr X                peak learning rate (default 1e-4)\n"
+            "  --schedule S          cosine (default) or constant\n"
+            "  --warmup N            linear warmup steps (default 0)\n"
+            "  --min-lr-ratio R      cosine floor as a fraction of --lr (default 0.1)\n"
+            "  --weight-decay X      (default 0.1)\n"
+            "  --beta1 X, --beta2 X  (defaults 0.9, 0.95)\n"
+            "  --adam-eps X          (default 1e-8)\n"
+            "  --clip X              max global gradient norm; 0 disables (default 1.0)\n"
+            "  --seed N              initialisation and data order (default 1234)\n"
+            "\n"
+            "execution and output:\n"
+            "  --device D            cpu (the CUDA backend is not built yet; see docs/status.md)\n"
+            "  --threads N           CPU threads for OpenMP and OpenBLAS (default: all cores)\n"
+            "  --log-every N         print every N steps (default 1; metrics.jsonl gets every step)\n"
+            "  --save-dtype T        bf16 (default) or fp32 for RUN/final/model.safetensors\n"
+            "  --no-save-final       do not write RUN/final/\n"
+            "  -h, --help            this text\n");
+}
+
+enum {
+    O_MODEL = 256, O_INIT, O_DATA, O_RUN, O_OVERWRITE, O_NOVERIFY, O_STEPS, O_EPOCHS, O_MB, O_GA, O_LR, O_SCHED,
+    O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE
+};
+
+int zt_cmd_train(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, O_MODEL},     {"init", required_argument, 0, O_INIT},
+        {"data", required_argument, 0, O_DATA},       {"run-dir", required_argument, 0, O_RUN},
+        {"overwrite", no_argument, 0, O_OVERWRITE},   {"no-verify-data", no_argument, 0, O_NOVERIFY},
+        {"steps", required_argument, 0, O_STEPS},     {"epochs", required_argument, 0, O_EPOCHS},
+        {"micro-batch", required_argument, 0, O_MB},  {"grad-accum", required_argument, 0, O_GA},
+        {"lr", required_argument, 0, O_LR},           {"schedule", required_argument, 0, O_SCHED},
+        {"warmup", required_argument, 0, O_WARMUP},   {"min-lr-ratio", required_argument, 0, O_MINLR},
+        {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_B1},
+        {"beta2", required_argument, 0, O_B2},        {"adam-eps", required_argument, 0, O_EPS},
+        {"clip", required_argument, 0, O_CLIP},       {"seed", required_argument, 0, O_SEED},
+        {"device", required_argument, 0, O_DEVICE},   {"threads", required_argument, 0, O_THREADS},
+        {"log-every", required_argument, 0, O_LOG},   {"save-dtype", required_argument, 0, O_SAVEDT},
+        {"no-save-final", no_argument, 0, O_NOSAVE},  {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    zt_train_opts o;
+    zt_train_defaults(&o);
+    int64_t iv;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case O_MODEL: o.model = optarg; break;
+        case O_INIT: o.init = optarg; break;
+        case O_DATA: o.data = optarg; break;
+        case O_RUN: o.run_dir = optarg; break;
+        case O_OVERWRITE: o.overwrite = 1; break;
+        case O_NOVERIFY: o.verify_data = 0; break;
+        case O_STEPS: rc = zt_arg_i64("--steps", optarg, 1, INT64_MAX, &o.steps); break;
+        case O_EPOCHS: rc = zt_arg_i64("--epochs", optarg, 1, 1000000, &o.epochs); break;
+        case O_MB: rc = zt_arg_i64("--micro-batch", optarg, 1, 1 << 20, &iv); o.micro_batch = (int)iv; break;
+        case O_GA: rc = zt_arg_i64("--grad-accum", optarg, 1, 1 << 20, &iv); o.grad_accum = (int)iv; break;
+        case O_LR: rc = zt_arg_f64("--lr", optarg, 0, 10, &o.hp.lr); break;
+        case O_SCHED:
+            if (!strcmp(optarg, "cosine")) o.hp.schedule = ZT_SCHED_COSINE;
+            else if (!strcmp(optarg, "constant")) o.hp.schedule = ZT_SCHED_CONSTANT;
+            else rc = zt_err("--schedule: '%s' is not one of cosine, constant", optarg);
+            break;
+        case O_WARMUP: rc = zt_arg_i64("--warmup", optarg, 0, INT64_MAX, &o.hp.warmup); break;
+        case O_MINLR: rc = zt_arg_f64("--min-lr-ratio", optarg, 0, 1, &o.hp.min_lr_ratio); break;
+        case O_WD: rc = zt_arg_f64("--weight-decay", optarg, 0, 10, &o.hp.weight_decay); break;
+        case O_B1: rc = zt_arg_f64("--beta1", optarg, 0, 0.999999, &o.hp.beta1); break;
+        case O_B2: rc = zt_arg_f64("--beta2", optarg, 0, 0.999999999, &o.hp.beta2); break;
+        case O_EPS: rc = zt_arg_f64("--adam-eps", optarg, 1e-30, 1, &o.hp.eps); break;
+        case O_CLIP: rc = zt_arg_f64("--clip", optarg, 0, 1e30, &o.hp.clip); break;
+        case O_SEED: rc = zt_arg_i64("--seed", optarg, 0, INT64_MAX, &iv); o.seed = (uint64_t)iv; break;
+        case O_DEVICE:
+            if (strcmp(optarg, "cpu") != 0)
+                rc = zt_err("--device %s: only the cpu backend is available in this build (the CUDA backend is "
+                            "under construction)", optarg);
+            break;
+        case O_THREADS: rc = zt_arg_i64("--threads", optarg, 1, 4096, &iv); o.threads = (int)iv; break;
+        case O_LOG: rc = zt_arg_i64("--log-every", optarg, 0, INT64_MAX, &iv); o.log_every = (int)iv; break;
+        case O_SAVEDT:
+            if (!strcmp(optarg, "bf16")) o.save_dtype = ZT_ST_BF16;
+            else if (!strcmp(optarg, "fp32")) o.save_dtype = ZT_ST_F32;
+            else rc = zt_err("--save-dtype: '%s' is not one of bf16, fp32", optarg);
+            break;
+        case O_NOSAVE: o.save_final = 0; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        if (rc) {
+            fprintf(stderr, "zerotrain train: error: %s\n", zt_errmsg());
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "zerotrain train: error: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (!o.data || !o.run_dir || (!o.model && !o.init)) {
+        fprintf(stderr, "zerotrain train: error: --data, --run-dir and --model (or --init) are required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    if (zt_train_run(&o) != 0) {
+        fprintf(stderr, "zerotrain train: error: %s\n", zt_errmsg());
+        return 1;
+    }
+    return 0;
+}

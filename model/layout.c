@@ -1,0 +1,98 @@
+// Parameter layout: which HF tensors live in which FSDP unit, in what order, at
+// what offset of the unit's flat vector. This order is the canonical one that
+// shards, checkpoints and all-gathers all agree on.
+// defines: zt_qwen3_layout_init, zt_qwen3_layout_free, zt_qwen3_layout_find, zt_qwen3_init_unit
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/qwen3.h"
+#include "runtime/common.h"
+
+static void add_tensor(zt_unit_layout *u, const char *name, int64_t rows, int64_t cols) {
+    zt_tensor_desc *t = &u->t[u->ntensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->numel = cols ? rows * cols : rows;
+    t->offset = u->numel;
+    t->decay = t->ndim == 2;
+    u->numel += t->numel;
+}
+
+int zt_qwen3_layout_init(zt_qwen3_layout *lay, const zt_qwen3_config *cfg) {
+    memset(lay, 0, sizeof *lay);
+    lay->cfg = *cfg;
+    const int64_t d = cfg->hidden_size, F = cfg->intermediate_size, D = cfg->head_dim;
+    const int64_t H = cfg->num_heads, Hkv = cfg->num_kv_heads, V = cfg->vocab_size;
+    const int L = cfg->num_layers;
+    lay->nunits = L + 2;
+    lay->units = zt_xcalloc((size_t)lay->nunits, sizeof *lay->units);
+    char n[96];
+
+    zt_unit_layout *u = &lay->units[0];
+    u->kind = ZT_UNIT_EMBED;
+    u->layer = -1;
+    add_tensor(u, "model.embed_tokens.weight", V, d);
+
+    for (int l = 0; l < L; l++) {
+        u = &lay->units[1 + l];
+        u->kind = ZT_UNIT_LAYER;
+        u->layer = l;
+#define T(suffix, r, c) (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), add_tensor(u, n, r, c))
+        T("input_layernorm.weight", d, 0);
+        T("self_attn.q_proj.weight", H * D, d);
+        T("self_attn.k_proj.weight", Hkv * D, d);
+        T("self_attn.v_proj.weight", Hkv * D, d);
+        T("self_attn.o_proj.weight", d, H * D);
+        T("self_attn.q_norm.weight", D, 0);
+        T("self_attn.k_norm.weight", D, 0);
+        T("post_attention_layernorm.weight", d, 0);
+        T("mlp.gate_proj.weight", F, d);
+        T("mlp.up_proj.weight", F, d);
+        T("mlp.down_proj.weight", d, F);
+#undef T
+    }
+
+    u = &lay->units[L + 1];
+    u->kind = ZT_UNIT_HEAD;
+    u->layer = -1;
+    add_tensor(u, "model.norm.weight", d, 0);
+    if (!cfg->tie_word_embeddings) add_tensor(u, "lm_head.weight", V, d);
+
+    for (int i = 0; i < lay->nunits; i++) lay->total_numel += lay->units[i].numel;
+    return 0;
+}
+
+void zt_qwen3_layout_free(zt_qwen3_layout *lay) {
+    free(lay->units);
+    lay->units = NULL;
+}
+
+int zt_qwen3_layout_find(const zt_qwen3_layout *lay, const char *name, int *unit, int *idx) {
+    for (int u = 0; u < lay->nunits; u++)
+        for (int i = 0; i < lay->units[u].ntensors; i++)
+            if (!strcmp(lay->units[u].t[i].name, name)) {
+                *unit = u;
+                *idx = i;
+                return 0;
+            }
+    return -1;
+}
+
+void zt_qwen3_init_unit(const zt_qwen3_layout *lay, int unit, float *params, uint64_t seed) {
+    const zt_unit_layout *u = &lay->units[unit];
+    const double std = lay->cfg.initializer_range;
+    for (int i = 0; i < u->ntensors; i++) {
+        const zt_tensor_desc *t = &u->t[i];
+        float *p = params + t->offset;
+        if (t->ndim == 1) {  // RMSNorm weights start at 1
+            for (int64_t j = 0; j < t->numel; j++) p[j] = 1.0f;
+            continue;
+        }
+        zt_rng r;
+        zt_rng_seed(&r, seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(unit * 64 + i + 1)));
+        for (int64_t j = 0; j < t->numel; j++) p[j] = (float)(std * zt_rng_normal(&r));
+    }
+}

@@ -1,0 +1,109 @@
+// The Qwen3 dense model: parameter layout per FSDP unit and the forward/backward
+// of each unit, written so that an FSDP engine can gather one unit, run it, and
+// release it. Unit 0 = embedding; units 1..L = decoder layers; unit L+1 = final
+// norm (+ lm_head when untied; tied models read unit 0's matrix as lm_head).
+// defines: zt_qwen3_layout, zt_qwen3, zt_qwen3_* unit functions
+#ifndef ZT_QWEN3_H
+#define ZT_QWEN3_H
+#include <stdint.h>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+
+#define ZT_UNIT_MAX_TENSORS 11
+
+typedef enum { ZT_UNIT_EMBED = 0, ZT_UNIT_LAYER = 1, ZT_UNIT_HEAD = 2 } zt_unit_kind;
+
+// Tensor order inside a decoder-layer unit (the canonical flat order).
+enum {
+    ZT_L_INPUT_NORM, ZT_L_Q, ZT_L_K, ZT_L_V, ZT_L_O, ZT_L_QNORM, ZT_L_KNORM, ZT_L_POST_NORM,
+    ZT_L_GATE, ZT_L_UP, ZT_L_DOWN, ZT_L_NTENSORS
+};
+
+typedef struct {
+    char name[96];      // Hugging Face tensor name
+    int ndim;           // 1 or 2
+    int64_t shape[2];   // [out, in] for matrices
+    int64_t offset;     // element offset inside the unit's flat vector
+    int64_t numel;
+    int decay;          // weight decay applies (matrices and embeddings, not norm weights)
+} zt_tensor_desc;
+
+typedef struct {
+    zt_unit_kind kind;
+    int layer;          // decoder layer index for ZT_UNIT_LAYER, else -1
+    int ntensors;
+    zt_tensor_desc t[ZT_UNIT_MAX_TENSORS];
+    int64_t numel;      // unpadded elements in the unit
+} zt_unit_layout;
+
+typedef struct {
+    zt_qwen3_config cfg;
+    int nunits;
+    zt_unit_layout *units;
+    int64_t total_numel;
+} zt_qwen3_layout;
+
+int zt_qwen3_layout_init(zt_qwen3_layout *lay, const zt_qwen3_config *cfg);
+void zt_qwen3_layout_free(zt_qwen3_layout *lay);
+// Find a tensor by HF name; returns 0 and sets *unit/*idx, or -1.
+int zt_qwen3_layout_find(const zt_qwen3_layout *lay, const char *name, int *unit, int *idx);
+// transformers-style init: N(0, initializer_range) for matrices, 1 for norms.
+// Each tensor draws from its own stream (seed, unit, tensor), so the values do not
+// depend on how units are later sharded.
+void zt_qwen3_init_unit(const zt_qwen3_layout *lay, int unit, float *params, uint64_t seed);
+
+// Saved activations of one decoder layer for a micro-batch of N = B*S tokens.
+typedef struct {
+    float *ln1, *rstd1, *q_pre, *k_pre, *q, *k, *v, *qn_rstd, *kn_rstd, *probs, *att, *x_mid, *ln2, *rstd2, *gate,
+        *up, *h;
+} zt_layer_acts;
+
+// The model bound to a micro-batch shape: ops table, RoPE tables, activations.
+typedef struct {
+    zt_qwen3_layout lay;
+    const zt_ops *ops;
+    int64_t B, S, N;
+    float *rope_cos, *rope_sin;  // [S, D/2]
+    float **x;                   // L+1 residual-stream buffers [N, d]: x[l] is layer l's input
+    zt_layer_acts *acts;         // one per layer
+    float *head_xf, *head_rstd;  // final-norm output and its rstd
+    // backward workspaces (activation gradients are assigned, never accumulated)
+    float *w_dh, *w_dg, *w_du, *w_dln, *w_dmid, *w_datt, *w_dq, *w_dk, *w_dv, *w_dqp, *w_dkp;
+    int32_t *targets;            // [N]
+} zt_qwen3;
+
+int zt_qwen3_create(zt_qwen3 *m, const zt_qwen3_config *cfg, const zt_ops *ops, int64_t B, int64_t S);
+void zt_qwen3_destroy(zt_qwen3 *m);
+
+// ---- per-unit passes (params point at the unit's full flat vector) ----
+void zt_qwen3_embed_fwd(zt_qwen3 *m, const float *emb_params, const uint32_t *tokens);  // -> m->x[0]
+void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params);                   // m->x[l] -> m->x[l+1]
+// Final norm + lm_head + cross-entropy on m->x[L]. lm_w is the lm_head matrix
+// (inside head_params when untied, the embedding when tied). Returns the summed
+// loss; with grads: dx (written to `dx`), d(head params) += and d(lm_w) +=,
+// all scaled by `scale` (1 / targets in the step).
+double zt_qwen3_head_fwd_bwd(zt_qwen3 *m, const float *head_params, const float *lm_w, const int32_t *targets,
+                             float scale, float *dx, float *dhead, float *dlm_w);
+// dx holds d(loss)/d(x[l+1]) on entry and d(loss)/d(x[l]) on return (in place).
+void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dparams, float *dx);
+void zt_qwen3_embed_bwd(zt_qwen3 *m, const uint32_t *tokens, const float *dx, float *demb);
+
+// Targets for a micro-batch: position t predicts token t+1; a block's last position has none.
+void zt_qwen3_targets(const uint32_t *tokens, int64_t B, int64_t S, int32_t *targets);
+
+// Whole-model helpers for a single process holding every unit's full vector.
+// Forward + backward of one micro-batch; grads accumulate. Returns summed loss.
+double zt_qwen3_fwd_bwd(zt_qwen3 *m, float *const *params, float *const *grads, const uint32_t *tokens, float scale);
+// Forward only, writing full logits [N, V] (for tests and evaluation on small vocabularies).
+void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, float *logits);
+// Pointer to the lm_head matrix among full unit vectors.
+const float *zt_qwen3_lm_head(const zt_qwen3_layout *lay, float *const *params);
+
+// Hugging Face weights: `path` is a directory (model.safetensors or a sharded
+// model.safetensors.index.json) or a single .safetensors file. Fills every
+// unit's full vector (fp32). Errors name the file, the tensor and the rule.
+int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const *params);
+// Write config.json + model.safetensors (dtype: ZT_ST_BF16 or ZT_ST_F32) into dir.
+int zt_qwen3_save_hf(const zt_qwen3_layout *lay, float *const *params, const char *dir, int dtype);
+#endif

@@ -1,0 +1,30 @@
+// The training loop of `zerotrain train` (single process): data order, steps,
+// logging to the terminal, RUN/run.json and RUN/metrics.jsonl.
+// defines: zt_train_opts, zt_train_run
+#ifndef ZT_TRAIN_H
+#define ZT_TRAIN_H
+#include <stdint.h>
+
+#include "runtime/optim.h"
+
+typedef struct {
+    const char *model;       // config.json or HF directory (may be NULL when init is given)
+    const char *init;        // HF weights directory or .safetensors (NULL: random init from seed)
+    const char *data;        // dataset directory
+    const char *run_dir;
+    int64_t steps;           // > 0: train exactly this many optimizer steps
+    int64_t epochs;          // used when steps == 0
+    int micro_batch, grad_accum;
+    zt_hparams hp;
+    uint64_t seed;
+    int threads;             // 0: library default (all cores)
+    int log_every;
+    int overwrite;           // allow an existing run directory to be reused
+    int verify_data;         // crc32c of every data file before training
+    int save_final;          // write RUN/final/ (HF config.json + model.safetensors)
+    int save_dtype;          // ZT_ST_BF16 or ZT_ST_F32
+} zt_train_opts;
+
+void zt_train_defaults(zt_train_opts *o);
+int zt_train_run(const zt_train_opts *o);
+#endif

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# CLI tests of `zerotrain train`: one case per invocation, so ctest reports each.
+#   train_cli.sh ZEROTRAIN SOURCE_DIR WORK_DIR CASE
+# Each case exits 0 only if the trainer behaved as required (including failing
+# with the right message on bad input).
+set -u
+ZT=$1 SRC=$2 WORK=$3 CASE=$4
+W="$WORK/$CASE"
+rm -rf "$W" && mkdir -p "$W"
+GOLD="$SRC/tests/golden"
+fail() { echo "FAIL [$CASE]: $*"; exit 1; }
+
+# expect_error CMD...: the command must exit non-zero and print every pattern in $PATTERNS.
+expect_error() {
+    "$@" >"$W/out.txt" 2>&1 && { cat "$W/out.txt"; fail "command succeeded but should have failed: $*"; }
+    for p in "${PATTERNS[@]}"; do
+        grep -q -- "$p" "$W/out.txt" || { cat "$W/out.txt"; fail "error output lacks '$p'"; }
+    done
+    echo "ok [$CASE]: $(grep -m1 'error' "$W/out.txt")"
+}
+
+small_data() {  # 96-token-vocab ids data for the golden tiny configs
+    python_free_ids() {
+        local n=$1 seed=$2
+        awk -v n="$n" -v s="$seed" 'BEGIN{srand(s); for(d=0; d<n; d++){ line=""; for(i=0;i<40;i++) line=line int(rand()*80) " "; print line }}'
+    }
+    python_free_ids 64 7 >"$W/docs.txt"
+    "$ZT" pack --quiet --input ids --vocab-size 80 --eos 2 --seq-len 12 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+}
+
+case "$CASE" in
+loss_falls)
+    # The demo path in miniature: bytes of English text, the tiny example model.
+    head -c 60000 "$SRC/examples/data/python-reference.txt" >"$W/text.txt"
+    "$ZT" pack --quiet --input bytes --seq-len 32 -o "$W/data" "$W/text.txt" >/dev/null || fail "pack"
+    "$ZT" train --model "$SRC/examples/tiny-qwen3" --data "$W/data" --run-dir "$W/run" --steps 40 \
+        --micro-batch 4 --grad-accum 2 --lr 3e-3 --warmup 5 --threads 2 --log-every 10 >"$W/out.txt" 2>&1 \
+        || { cat "$W/out.txt"; fail "train exited non-zero"; }
+    cat "$W/out.txt"
+    [ "$(wc -l <"$W/run/metrics.jsonl")" -eq 40 ] || fail "metrics.jsonl should have 40 lines"
+    first=$(head -1 "$W/run/metrics.jsonl" | sed 's/.*"loss":\([0-9.]*\).*/\1/')
+    last=$(tail -1 "$W/run/metrics.jsonl" | sed 's/.*"loss":\([0-9.]*\).*/\1/')
+    awk -v f="$first" -v l="$last" 'BEGIN{exit !(f > 5.0 && l < f - 1.5)}' \
+        || fail "loss did not fall enough: first $first last $last (need first > 5, last < first - 1.5)"
+    grep -q '"run_id"' "$W/run/run.json" || fail "run.json lacks run_id"
+    [ -s "$W/run/final/model.safetensors" ] && [ -s "$W/run/final/config.json" ] || fail "final/ not written"
+    echo "ok [$CASE]: loss $first -> $last"
+    ;;
+init_roundtrip)
+    # Start from HF weights (sharded, tied), train 0 updates worth? No: train 2 steps,
+    # export fp32, and the export must load back as --init of another run.
+    small_data
+    "$ZT" train --init "$GOLD/tiny_tied" --data "$W/data" --run-dir "$W/run" --steps 2 --save-dtype fp32 \
+        --threads 1 >"$W/out.txt" 2>&1 || { cat "$W/out.txt"; fail "train from HF weights"; }
+    grep -q "loaded Hugging Face weights" "$W/out.txt" || fail "no init message"
+    "$ZT" train --init "$W/run/final" --data "$W/data" --run-dir "$W/run2" --steps 1 --threads 1 \
+        >"$W/out2.txt" 2>&1 || { cat "$W/out2.txt"; fail "train from exported weights"; }
+    echo "ok [$CASE]"
+    ;;
+run_dir_exists)
+    small_data
+    "$ZT" train --init "$GOLD/tiny_tied" --data "$W/data" --run-dir "$W/run" --steps 1 --threads 1 >/dev/null 2>&1 || fail "first run"
+    PATTERNS=("run.json already exists" "--overwrite")
+    expect_error "$ZT" train --init "$GOLD/tiny_tied" --data "$W/data" --run-dir "$W/run" --steps 1
+    ;;
+truncated_safetensors)
+    small_data
+    mkdir -p "$W/model" && cp "$GOLD/tiny_untied_gqa/config.json" "$W/model/"
+    head -c 30000 "$GOLD/tiny_untied_gqa/model.safetensors" >"$W/model/model.safetensors"
+    PATTERNS=("model.safetensors" "truncated")
+    expect_error "$ZT" train --init "$W/model" --data "$W/data" --run-dir "$W/run" --steps 1
+    ;;
+corrupt_header)
+    small_data
+    mkdir -p "$W/model" && cp "$GOLD/tiny_untied_gqa/config.json" "$W/model/"
+    printf '\x0f\x00\x00\x00\x00\x00\x00\x00{"a": nonsense}' >"$W/model/model.safetensors"
+    PATTERNS=("model.safetensors" "JSON")
+    expect_error "$ZT" train --init "$W/model" --data "$W/data" --run-dir "$W/run" --steps 1
+    ;;
+wrong_shapes)
+    # tiny_tied config with tiny_untied_gqa weights: every shape differs.
+    small_data
+    mkdir -p "$W/model" && cp "$GOLD/tiny_tied/config.json" "$W/model/"
+    cp "$GOLD/tiny_untied_gqa/model.safetensors" "$W/model/"
+    PATTERNS=("has shape" "the config needs")
+    expect_error "$ZT" train --init "$W/model" --data "$W/data" --run-dir "$W/run" --steps 1
+    ;;
+missing_shard)
+    small_data
+    mkdir -p "$W/model" && cp "$GOLD/tiny_tied/"*.json "$W/model/" && cp "$GOLD/tiny_tied/model-00001-of-00002.safetensors" "$W/model/"
+    PATTERNS=("model-00002-of-00002.safetensors" "does not exist")
+    expect_error "$ZT" train --init "$W/model" --data "$W/data" --run-dir "$W/run" --steps 1
+    ;;
+token_out_of_range)
+    # Id 500 in a dataset whose header claims vocab 96, with a model of vocab 96.
+    printf '1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n5 6 7 8 9 10 11 12 500 14 15 16 17 18 19 20\n' >"$W/docs.txt"
+    "$ZT" pack --quiet --input ids --vocab-size 1000 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+    # Claim vocab 96 in dataset.json so the per-token scan (not the header check) must catch id 500.
+    sed -i -E 's/"vocab_size":[[:space:]]*1000/"vocab_size": 96/' "$W/data/dataset.json"
+    grep -q '"vocab_size": 96' "$W/data/dataset.json" || fail "could not edit dataset.json"
+    PATTERNS=("data.u32" "block 1" "position 8" "500")
+    expect_error "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" --steps 1
+    ;;
+truncated_blocks)
+    small_data
+    truncate -s -6 "$W/data/data.u32"
+    PATTERNS=("data.u32" "truncated")
+    expect_error "$ZT" train --init "$GOLD/tiny_tied" --data "$W/data" --run-dir "$W/run" --steps 1
+    ;;
+missing_dataset_json)
+    small_data
+    rm "$W/data/dataset.json"
+    PATTERNS=("dataset.json" "zerotrain pack")
+    expect_error "$ZT" train --init "$GOLD/tiny_tied" --data "$W/data" --run-dir "$W/run" --steps 1
+    ;;
+bad_config)
+    small_data
+    mkdir -p "$W/model"
+    sed 's/"num_key_value_heads": *[0-9]*/"num_key_value_heads": 3/' "$GOLD/tiny_untied_gqa/config.json" >"$W/model/config.json"
+    PATTERNS=("config.json" "not a multiple of num_key_value_heads 3")
+    expect_error "$ZT" train --model "$W/model" --data "$W/data" --run-dir "$W/run" --steps 1
+    ;;
+bad_flag)
+    PATTERNS=("--lr" "not a number")
+    expect_error "$ZT" train --model x --data y --run-dir z --lr fast
+    ;;
+*) fail "unknown case" ;;
+esac

@@ -1,0 +1,3 @@
+# Model and op tests: finite differences per op, Hugging Face golden files.
+zt_add_test(test_ops ${ZT_TEST_DIR}/test_ops.c zt_kernels)
+zt_add_test(test_model_golden ${ZT_TEST_DIR}/test_model_golden.c zt_runtime)

@@ -1,0 +1,132 @@
+// zerotrain's fp32 CPU model against Hugging Face transformers' Qwen3ForCausalLM
+// (eager attention, fp32) on the golden files of tests/reference/make_golden.py.
+// Tolerances (relative: max|ours - HF| / max|HF| per tensor): logits and loss 1e-5,
+// every parameter gradient 1e-4, parameters after 3 AdamW steps with clipping 1e-5.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/safetensors.h"
+#include "model/qwen3.h"
+#include "runtime/common.h"
+#include "runtime/trainer.h"
+#include "tests/test_util.h"
+
+static float *read_f32(const zt_st_file *g, const char *name, int64_t expect_numel) {
+    const zt_st_tensor *t = zt_st_find(g, name);
+    if (!t) {
+        CHECK(0, "golden tensor %s missing", name);
+        return NULL;
+    }
+    CHECK(t->numel == expect_numel, "%s numel %lld != %lld", name, (long long)t->numel, (long long)expect_numel);
+    float *p = zt_xmalloc((size_t)t->numel * sizeof(float));
+    if (zt_st_read_f32(g, t, p) != 0) zt_die_on_err();
+    return p;
+}
+
+static uint32_t *read_tokens(const zt_st_file *g, const char *name, int64_t *numel) {
+    const zt_st_tensor *t = zt_st_find(g, name);
+    if (!t) zt_fatal("golden tensor %s missing", name);
+    int64_t *tmp = zt_xmalloc((size_t)t->numel * sizeof(int64_t));
+    if (zt_st_read_i64(g, t, tmp) != 0) zt_die_on_err();
+    uint32_t *out = zt_xmalloc((size_t)t->numel * sizeof(uint32_t));
+    for (int64_t i = 0; i < t->numel; i++) out[i] = (uint32_t)tmp[i];
+    free(tmp);
+    *numel = t->numel;
+    return out;
+}
+
+static double meta_num(const zt_st_file *g, const char *key) {
+    char buf[64];
+    if (zt_st_metadata(g, key, buf, sizeof buf) != 0) zt_die_on_err();
+    return atof(buf);
+}
+
+static void run_case(const char *name) {
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/%s", ZT_GOLDEN_DIR, name);
+    printf("case %s\n", name);
+    zt_qwen3_config cfg;
+    if (zt_qwen3_config_load(&cfg, dir) != 0) zt_die_on_err();
+    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+    zt_st_file g;
+    if (zt_st_open(&g, path) != 0) zt_die_on_err();
+    const zt_st_tensor *tt = zt_st_find(&g, "tokens");
+    if (!tt || tt->ndim != 2) zt_fatal("%s: tokens [B, S] missing", path);
+    const int64_t B = tt->shape[0], S = tt->shape[1], V = cfg.vocab_size;
+
+    // ---- forward and gradients of one batch ----
+    zt_hparams hp = {.lr = meta_num(&g, "lr"), .beta1 = meta_num(&g, "beta1"), .beta2 = meta_num(&g, "beta2"),
+                     .eps = meta_num(&g, "eps"), .weight_decay = meta_num(&g, "weight_decay"),
+                     .clip = meta_num(&g, "clip"), .schedule = ZT_SCHED_CONSTANT, .total_steps = 3};
+    zt_trainer tr;
+    if (zt_trainer_init(&tr, &cfg, &zt_cpu_ops, (int)B, 1, S, &hp, 1) != 0) zt_die_on_err();
+    const zt_qwen3_layout *lay = &tr.model.lay;
+    if (zt_qwen3_load_hf(lay, dir, tr.params) != 0) zt_die_on_err();
+    int64_t n;
+    uint32_t *tokens = read_tokens(&g, "tokens", &n);
+
+    float *logits = zt_xmalloc((size_t)(B * S * V) * sizeof(float));
+    zt_qwen3_logits(&tr.model, tr.params, tokens, logits);
+    float *ref = read_f32(&g, "logits", B * S * V);
+    CHECK_CLOSE("logits", logits, ref, B * S * V, 1e-5);
+    free(ref);
+
+    const double ntargets = (double)(B * (S - 1));
+    double loss = zt_qwen3_fwd_bwd(&tr.model, tr.params, tr.grads, tokens, (float)(1.0 / ntargets)) / ntargets;
+    float *ref_loss = read_f32(&g, "loss", 1);
+    float l32 = (float)loss;
+    CHECK_CLOSE("loss", &l32, ref_loss, 1, 1e-5);
+    printf("  loss ours %.7f HF %.7f\n", loss, ref_loss[0]);
+    free(ref_loss);
+
+    int ngrads = 0;
+    for (int u = 0; u < lay->nunits; u++)
+        for (int k = 0; k < lay->units[u].ntensors; k++) {
+            const zt_tensor_desc *d = &lay->units[u].t[k];
+            snprintf(path, sizeof path, "grad.%s", d->name);
+            float *gr = read_f32(&g, path, d->numel);
+            if (!gr) continue;
+            CHECK_CLOSE(path, tr.grads[u] + d->offset, gr, d->numel, 1e-4);
+            ngrads++;
+            free(gr);
+        }
+    CHECK(ngrads == (cfg.tie_word_embeddings ? 24 : 25), "compared %d gradients", ngrads);
+    zt_trainer_free(&tr);
+
+    // ---- 3 AdamW steps with clipping, as micro-batches of 1 block x grad-accum B ----
+    if (zt_trainer_init(&tr, &cfg, &zt_cpu_ops, 1, (int)B, S, &hp, 1) != 0) zt_die_on_err();
+    if (zt_qwen3_load_hf(&tr.model.lay, dir, tr.params) != 0) zt_die_on_err();
+    uint32_t *steps = read_tokens(&g, "steps.tokens", &n);
+    float *ref_losses = read_f32(&g, "steps.losses", 3), *ref_norms = read_f32(&g, "steps.gradnorms", 3);
+    for (int s = 0; s < 3; s++) {
+        const uint32_t *blocks[64];
+        for (int64_t b = 0; b < B; b++) blocks[b] = steps + (s * B + b) * S;
+        zt_step_stats st;
+        zt_trainer_step(&tr, blocks, &st);
+        float l = (float)st.loss, gn = (float)st.grad_norm;
+        printf("  step %d loss %.7f (HF %.7f) grad norm %.6f (HF %.6f) clip coef %.4f\n", s + 1, st.loss,
+               ref_losses[s], st.grad_norm, ref_norms[s], st.clip_coef);
+        CHECK_CLOSE("step loss", &l, &ref_losses[s], 1, 1e-5);
+        CHECK_CLOSE("step grad norm", &gn, &ref_norms[s], 1, 1e-5);
+        CHECK(st.clip_coef < 1.0, "clipping must be active in this test (coef %.4f)", st.clip_coef);
+    }
+    for (int u = 0; u < lay->nunits; u++)
+        for (int k = 0; k < lay->units[u].ntensors; k++) {
+            const zt_tensor_desc *d = &lay->units[u].t[k];
+            snprintf(path, sizeof path, "step3.%s", d->name);
+            float *p3 = read_f32(&g, path, d->numel);
+            if (!p3) continue;
+            CHECK_CLOSE(path, tr.params[u] + d->offset, p3, d->numel, 1e-5);
+            free(p3);
+        }
+    free(ref_losses), free(ref_norms), free(steps), free(tokens), free(logits);
+    zt_trainer_free(&tr);
+    zt_st_close(&g);
+}
+
+int main(void) {
+    run_case("tiny_untied_gqa");
+    run_case("tiny_tied");
+    TEST_END();
+}
