@@ -51,6 +51,7 @@ struct zt_tokenizer {
     int nadded;
     unsigned char added_first[256];  // byte starts some added token
     int added_one_first;     // -1, or the only first byte of all added tokens
+    int added_has_newline;   // some added token contains '\n': no safe cuts
     char hash[32];
 };
 
@@ -363,6 +364,7 @@ static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
     for (int i = 0; i < tk->nadded; i++) {
         unsigned char f = (unsigned char)tk->added[i].text[0];
         tk->added_first[f] = 1;
+        if (memchr(tk->added[i].text, '\n', tk->added[i].len)) tk->added_has_newline = 1;
         tk->added_one_first = (i == 0 || tk->added_one_first == f) ? f : -2;
     }
     if (tk->added_one_first < 0) tk->added_one_first = -1;
@@ -849,6 +851,20 @@ int zt_decode(const zt_tokenizer *tk, const uint32_t *ids, size_t n, zt_buf *out
         zt_buf_append(out, tk->dec_bytes + tk->dec_off[id], tk->dec_off[id + 1] - tk->dec_off[id]);
     }
     return 0;
+}
+
+size_t zt_tokenizer_safe_cut(const zt_tokenizer *tk, const char *text, size_t len, size_t from) {
+    if (tk->added_has_newline) return len;
+    if (from == 0) from = 1;
+    while (from < len) {
+        const char *nl = memchr(text + from - 1, '\n', len - from);  // a '\n' at from-1 .. len-2
+        if (!nl) return len;
+        size_t p = (size_t)(nl - text) + 1;
+        unsigned char c = (unsigned char)text[p];
+        if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return p;
+        from = p + 1;
+    }
+    return len;
 }
 
 // ---------------------------------------------------------------------------

@@ -52,6 +52,13 @@ void zt_bpe_word(zt_encoder *enc, const unsigned char *word, size_t len, zt_ids 
 // offset of each piece to ends (grown as needed), returns the number of pieces.
 size_t zt_pretokenize(const char *text, size_t len, size_t **ends, size_t *cap);
 
+// First position >= from (and > 0) where text may be cut into two pieces that
+// encode, one after the other, to the ids of the whole: just after a '\n' that is
+// followed by an ASCII letter (the split regex always ends a piece there, NFC never
+// looks across it, and no added token spans it). len when there is none, or when
+// an added token contains '\n'. Lets one long document be encoded by many workers.
+size_t zt_tokenizer_safe_cut(const zt_tokenizer *tk, const char *text, size_t len, size_t from);
+
 // A pool of workers (OpenMP threads), each with its own encoder.
 typedef struct zt_tok_pool zt_tok_pool;
 zt_tok_pool *zt_tok_pool_new(const zt_tokenizer *tk, int nthreads);  // nthreads <= 0: one per core

@@ -135,6 +135,24 @@ static void test_golden(const zt_tokenizer *tk) {
             if (outs[i].n != docs[i].nids || memcmp(outs[i].ids, docs[i].ids, outs[i].n * sizeof(uint32_t))) pm++;
         CHECK(bad == 0 && pm == 0, "pool pass %d: %lld failed, %zu mismatches", pass, (long long)bad, pm);
     }
+    // cut every document at every safe cut: the pieces' ids, joined, are the whole's
+    size_t ncut_docs = 0, ncuts = 0, cut_bad = 0;
+    for (size_t i = 0; i < nd; i++) {
+        got.n = 0;
+        size_t from = 0, cuts = 0;
+        while (from < docs[i].len) {
+            size_t c = zt_tokenizer_safe_cut(tk, docs[i].text, docs[i].len, from + 1);
+            zt_encode(enc, docs[i].text + from, c - from, &got);
+            cuts += c < docs[i].len;
+            from = c;
+        }
+        ncuts += cuts;
+        ncut_docs += cuts > 0;
+        if (got.n != docs[i].nids || memcmp(got.ids, docs[i].ids, got.n * sizeof(uint32_t))) cut_bad++;
+    }
+    printf("safe cuts: %zu cuts in %zu documents, %zu documents differ\n", ncuts, ncut_docs, cut_bad);
+    CHECK(ncut_docs > 100 && cut_bad == 0, "safe cuts: %zu of %zu cut documents differ", cut_bad, ncut_docs);
+
     for (size_t i = 0; i < nd; i++) {
         zt_ids_free(&outs[i]);
         free(docs[i].ids);
