@@ -22,9 +22,9 @@ static const char QWEN_SPLIT_REGEX[] =
 #define NO_RANK UINT32_MAX
 #define MERGE_EMPTY UINT64_MAX
 #define CACHE_MAX_WORD 128    // longer words are merged every time
-#define CACHE_SLOTS (1u << 16)
-#define CACHE_KEY_BYTES (1u << 20)
-#define CACHE_IDS (1u << 18)
+#define CACHE_SLOTS (1u << 17)
+#define CACHE_KEY_BYTES (1u << 21)
+#define CACHE_IDS (1u << 19)
 #define SMALL_WORD 48         // up to this many bytes: linear merge loop, else heap
 
 typedef struct {

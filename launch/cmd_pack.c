@@ -264,6 +264,6 @@ int zt_cmd_pack(int argc, char **argv) {
            (long long)st.documents, (double)st.bytes_in / 1e6, out_dir, (long long)st.tokens, (long long)st.blocks,
            o.seq_len, st.nfiles, st.nfiles == 1 ? "" : "s", (long long)st.dropped_tokens, st.seconds,
            (double)st.bytes_in / 1e6 / s, (double)st.tokens / 1e6 / s);
-    if (text) printf("%lld bad documents skipped\n", (long long)st.bad_documents);
+    if (text) printf("%lld bad document%s skipped\n", (long long)st.bad_documents, st.bad_documents == 1 ? "" : "s");
     return 0;
 }

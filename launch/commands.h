@@ -4,4 +4,5 @@
 #define ZT_COMMANDS_H
 int zt_cmd_train(int argc, char **argv);
 int zt_cmd_pack(int argc, char **argv);
+int zt_cmd_tokenize(int argc, char **argv);
 #endif

@@ -16,7 +16,8 @@ typedef struct {
 
 static const zt_command commands[] = {
     {"train", zt_cmd_train, "train or fine-tune a Qwen3 model on a token dataset"},
-    {"pack", zt_cmd_pack, "turn token ids (or bytes) into a dataset directory of uint32 blocks"},
+    {"pack", zt_cmd_pack, "turn text or token ids into a dataset directory of uint32 blocks"},
+    {"tokenize", zt_cmd_tokenize, "encode text to Qwen3 token ids, decode ids, time the tokenizer"},
 };
 
 static void usage(FILE *out) {
