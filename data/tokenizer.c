@@ -10,6 +10,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "data/crc32c.h"
 #include "runtime/common.h"
@@ -329,7 +330,10 @@ static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
                 tk->merges[i] = (merge_slot){key, (uint32_t)rank, (uint32_t)ij};
                 break;
             }
-            if (tk->merges[i].key == key) break;  // a repeated merge keeps its first (lowest) rank
+            if (tk->merges[i].key == key) {  // a repeated merge takes its last rank, as tokenizers'
+                tk->merges[i].rank = (uint32_t)rank;  // HashMap built from the list does
+                break;
+            }
         }
         rank++;
     }
@@ -396,6 +400,12 @@ done:
 }
 
 zt_tokenizer *zt_tokenizer_load(const char *path) {
+    // NFC must know every code point the reference normaliser knows (Unicode 9.0)
+    if (atoi(utf8proc_unicode_version()) < 9) {
+        zt_err("%s: utf8proc %s knows Unicode %s; the tokenizer's NFC needs Unicode 9.0 or newer (Debian: "
+               "libutf8proc-dev)", path, utf8proc_version(), utf8proc_unicode_version());
+        return NULL;
+    }
     size_t len;
     char *text = zt_read_file(path, &len);
     if (!text) return NULL;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 #include <zlib.h>
 
 #include "data/tokenizer.h"
@@ -241,7 +242,12 @@ int main(void) {
         fprintf(stderr, "FAIL: %s\n", zt_errmsg());
         return 1;
     }
-    printf("loaded %s in %.2f s\n", TOKENIZER_JSON, zt_now() - t0);
+    printf("loaded %s in %.2f s; utf8proc %s (Unicode %s)\n", TOKENIZER_JSON, zt_now() - t0, utf8proc_version(),
+           utf8proc_unicode_version());
+    // the tables mark verbatim what Unicode 16.0 knows and the reference does not;
+    // a newer utf8proc may need them regenerated (data/unicode_gen.py)
+    CHECK(atoi(utf8proc_unicode_version()) >= 9 && atoi(utf8proc_unicode_version()) <= 16,
+          "utf8proc knows Unicode %s: regenerate data/unicode_tables.c for it", utf8proc_unicode_version());
     test_basics(tk);
     test_load_errors();
     test_golden(tk);
