@@ -194,6 +194,13 @@ static int parse_json(zt_dataset *ds, const char *jpath, const char *text, size_
     ds->eos_id = -1;
     if (json_int(jpath, root, "", "eos_id", 0, 0, ds->vocab_size - 1, &ds->eos_id)) goto out;
     if (json_str(jpath, root, "", "tokenizer", 0, ds->tokenizer, sizeof ds->tokenizer)) goto out;
+    char layout[32] = "single";
+    if (json_str(jpath, root, "", "layout", 0, layout, sizeof layout)) goto out;
+    if (strcmp(layout, "single") && strcmp(layout, "per-rank")) {
+        zt_err("%s: layout: \"%s\" is not one of \"single\", \"per-rank\"", jpath, layout);
+        goto out;
+    }
+    ds->per_rank = !strcmp(layout, "per-rank");
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files");
     if (!files) {
         zt_err("%s: files: required field is missing", jpath);
@@ -269,14 +276,19 @@ static int64_t first_bad_token(const uint32_t *d, int64_t n, uint32_t lim) {
     return first == INT64_MAX ? -1 : first;
 }
 
-static int verify_crcs(const zt_dataset *ds) {
+// Files this process checks: all, or (with nparts > 1) every nparts-th, so the
+// ranks of a job split the work.
+static int mine(const zt_dataset_opts *o, int i) { return o->nparts <= 1 || i % o->nparts == o->part; }
+
+static int verify_crcs(const zt_dataset *ds, const zt_dataset_opts *o) {
     uint32_t *actual = zt_xcalloc((size_t)ds->nfiles, sizeof *actual);
     (void)zt_crc32c_hw_available();  // run the one-time init before the threads
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < ds->nfiles; i++) actual[i] = zt_crc32c(0, ds->files[i].data, ds->files[i].bytes);
+    for (int i = 0; i < ds->nfiles; i++)
+        if (mine(o, i)) actual[i] = zt_crc32c(0, ds->files[i].data, ds->files[i].bytes);
     int rc = 0;
     for (int i = 0; i < ds->nfiles; i++)
-        if (actual[i] != ds->files[i].crc32c) {
+        if (mine(o, i) && actual[i] != ds->files[i].crc32c) {
             rc = zt_err("%s: crc32c mismatch: dataset.json says 0x%08x, file has 0x%08x (the file changed or is "
                         "damaged since `zerotrain pack` wrote it)",
                         ds->files[i].path, ds->files[i].crc32c, actual[i]);
@@ -286,7 +298,8 @@ static int verify_crcs(const zt_dataset *ds) {
     return rc;
 }
 
-static int check_tokens(const zt_dataset *ds, int64_t model_vocab) {
+static int check_tokens(const zt_dataset *ds, const zt_dataset_opts *o) {
+    const int64_t model_vocab = o->model_vocab;
     int64_t limit = model_vocab > 0 ? model_vocab : ds->vocab_size;
     if (model_vocab > 0 && ds->vocab_size > model_vocab)
         return zt_err("%s/dataset.json: dataset vocab_size %lld exceeds model vocab_size %lld (tokenized for a "
@@ -294,6 +307,7 @@ static int check_tokens(const zt_dataset *ds, int64_t model_vocab) {
                       ds->dir, (long long)ds->vocab_size, (long long)model_vocab);
     if (limit > (int64_t)UINT32_MAX) return 0;  // every uint32 is a valid id
     for (int i = 0; i < ds->nfiles; i++) {
+        if (!mine(o, i)) continue;
         const zt_data_file *f = &ds->files[i];
         int64_t bad = f->data ? first_bad_token(f->data, f->tokens, (uint32_t)limit) : -1;
         if (bad >= 0)
@@ -305,7 +319,7 @@ static int check_tokens(const zt_dataset *ds, int64_t model_vocab) {
 }
 
 int zt_dataset_open(zt_dataset *ds, const char *dir, const zt_dataset_opts *opts) {
-    static const zt_dataset_opts no_checks = {0, 0, 0};
+    static const zt_dataset_opts no_checks = {0};
     if (!opts) opts = &no_checks;
     memset(ds, 0, sizeof *ds);
     ds->eos_id = -1;
@@ -338,8 +352,8 @@ int zt_dataset_open(zt_dataset *ds, const char *dir, const zt_dataset_opts *opts
         rc = map_file(ds, &ds->files[i]);
         ds->total_blocks += ds->files[i].blocks;
     }
-    if (rc == 0 && opts->verify_crc) rc = verify_crcs(ds);
-    if (rc == 0 && opts->check_tokens) rc = check_tokens(ds, opts->model_vocab);
+    if (rc == 0 && opts->verify_crc) rc = verify_crcs(ds, opts);
+    if (rc == 0 && opts->check_tokens) rc = check_tokens(ds, opts);
     if (rc != 0) {
         char msg[ZT_ERR_MAX];
         snprintf(msg, sizeof msg, "%s", zt_errmsg());

@@ -25,6 +25,7 @@ typedef struct {
     int64_t vocab_size;      // from dataset.json
     int64_t eos_id;          // -1 when absent
     char tokenizer[256];     // tokenizer hash / name, "" when absent
+    int per_rank;            // layout "per-rank": file i (rank-%05d.u32) belongs to rank i
     int nfiles;
     zt_data_file *files;
     int64_t total_blocks;
@@ -34,6 +35,8 @@ typedef struct {
     int verify_crc;          // recompute every file's crc32c and compare with dataset.json
     int check_tokens;        // scan every token id and check < model_vocab
     int64_t model_vocab;     // model's vocab_size; 0 = use dataset.json vocab_size
+    int part, nparts;        // nparts > 1: crc/token checks only for files with index % nparts == part
+                             // (ranks split the work); structure and sizes are always checked
 } zt_dataset_opts;
 
 // Open and validate. Errors (returned as -1 with zt_err) name the file and the

@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "  --run-dir RUN         output: run.json, metrics.jsonl, final/ (created)\n"
             "  --overwrite           reuse a run directory that already holds a run\n"
             "  --no-verify-data      skip the crc32c check of the data files (token ids are always checked)\n"
+            "  --no-preflight        skip the six-check gate (`zerotrain preflight`) that runs before training\n"
             "\n"
             "length and batch:\n"
             "  --steps N             optimizer steps (default: --epochs worth)\n"
@@ -42,9 +43,18 @@ static void usage(FILE *f) {
             "  --clip X              max global gradient norm; 0 disables (default 1.0)\n"
             "  --seed N              initialisation and data order (default 1234)\n"
             "\n"
+            "ranks (launch with mpirun -n W zerotrain train ...; without mpirun W = 1):\n"
+            "  --no-evenfix          let each rank run its own block count (REPRODUCES the epoch-end deadlock;\n"
+            "                        default: every rank stops at the global minimum block count)\n"
+            "  --collective-timeout S     a rank stuck longer in one collective reports it and aborts the\n"
+            "                        job (default 300)\n"
+            "  --first-collective-timeout S  the same until the first step has finished (default 1800)\n"
+            "  --alive-interval S    seconds between liveness ticks in RUN/ranks/rank-N.alive (default 5)\n"
+            "\n"
             "execution and output:\n"
             "  --device D            cpu (the CUDA backend is not built yet; see docs/status.md)\n"
-            "  --threads N           CPU threads for OpenMP and OpenBLAS (default: all cores)\n"
+            "  --threads N           CPU threads per rank for OpenMP and OpenBLAS (default: OMP_NUM_THREADS, else\n"
+            "                        the node's cores divided by the ranks on the node)\n"
             "  --log-every N         print every N steps (default 1; metrics.jsonl gets every step)\n"
             "  --save-dtype T        bf16 (default) or fp32 for RUN/final/model.safetensors\n"
             "  --no-save-final       do not write RUN/final/\n"
@@ -53,7 +63,8 @@ static void usage(FILE *f) {
 
 enum {
     O_MODEL = 256, O_INIT, O_DATA, O_RUN, O_OVERWRITE, O_NOVERIFY, O_STEPS, O_EPOCHS, O_MB, O_GA, O_LR, O_SCHED,
-    O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE
+    O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE,
+    O_NOEVEN, O_CTIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE
 };
 
 int zt_cmd_train(int argc, char **argv) {
@@ -71,6 +82,9 @@ int zt_cmd_train(int argc, char **argv) {
         {"device", required_argument, 0, O_DEVICE},   {"threads", required_argument, 0, O_THREADS},
         {"log-every", required_argument, 0, O_LOG},   {"save-dtype", required_argument, 0, O_SAVEDT},
         {"no-save-final", no_argument, 0, O_NOSAVE},  {"help", no_argument, 0, 'h'},
+        {"no-evenfix", no_argument, 0, O_NOEVEN},     {"collective-timeout", required_argument, 0, O_CTIMEOUT},
+        {"first-collective-timeout", required_argument, 0, O_FTIMEOUT},
+        {"alive-interval", required_argument, 0, O_ALIVE},    {"no-preflight", no_argument, 0, O_NOPRE},
         {0, 0, 0, 0}};
     zt_train_opts o;
     zt_train_defaults(&o);
@@ -117,6 +131,13 @@ int zt_cmd_train(int argc, char **argv) {
             else rc = zt_err("--save-dtype: '%s' is not one of bf16, fp32", optarg);
             break;
         case O_NOSAVE: o.save_final = 0; break;
+        case O_NOEVEN: o.evenfix = 0; break;
+        case O_CTIMEOUT: rc = zt_arg_f64("--collective-timeout", optarg, 0.1, 1e7, &o.collective_timeout); break;
+        case O_NOPRE: o.preflight = 0; break;
+        case O_ALIVE: rc = zt_arg_f64("--alive-interval", optarg, 0.05, 3600, &o.alive_interval); break;
+        case O_FTIMEOUT:
+            rc = zt_arg_f64("--first-collective-timeout", optarg, 0.1, 1e7, &o.first_collective_timeout);
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -18,6 +18,11 @@ static const zt_command commands[] = {
     {"train", zt_cmd_train, "train or fine-tune a Qwen3 model on a token dataset"},
     {"pack", zt_cmd_pack, "turn text or token ids into a dataset directory of uint32 blocks"},
     {"tokenize", zt_cmd_tokenize, "encode text to Qwen3 token ids, decode ids, time the tokenizer"},
+    {"preflight", zt_cmd_preflight, "the six-check gate before launch (data balance, disk, devices, network)"},
+    {"triage", zt_cmd_triage, "classify GPU power/utilization logs: compute, comm, starvation, checkpoint, deadlock, idle"},
+    {"calibrate", zt_cmd_calibrate, "derive triage power bands for another GPU model from healthy and idle samples"},
+    {"watch", zt_cmd_watch, "watch a run directory from outside the job: complete, crashed or hung, and who is stuck"},
+    {"plan", zt_cmd_plan, "predict per-GPU memory and step time of FSDP sharding choices on GPUs"},
 };
 
 static void usage(FILE *out) {

@@ -9,7 +9,11 @@
 
 #include "runtime/common.h"
 
-#define FALLOC(n) ((float *)zt_xcalloc((size_t)(n), sizeof(float)))
+static float *falloc(zt_qwen3 *m, int64_t n) {
+    m->act_bytes += n * (int64_t)sizeof(float);
+    return zt_xcalloc((size_t)n, sizeof(float));
+}
+#define FALLOC(n) falloc(m, (n))
 
 int zt_qwen3_create(zt_qwen3 *m, const zt_qwen3_config *cfg, const zt_ops *ops, int64_t B, int64_t S) {
     memset(m, 0, sizeof *m);

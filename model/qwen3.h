@@ -71,6 +71,7 @@ typedef struct {
     // backward workspaces (activation gradients are assigned, never accumulated)
     float *w_dh, *w_dg, *w_du, *w_dln, *w_dmid, *w_datt, *w_dq, *w_dk, *w_dv, *w_dqp, *w_dkp;
     int32_t *targets;            // [N]
+    int64_t act_bytes;           // bytes of activations and workspaces held for one micro-batch
 } zt_qwen3;
 
 int zt_qwen3_create(zt_qwen3 *m, const zt_qwen3_config *cfg, const zt_ops *ops, int64_t B, int64_t S);

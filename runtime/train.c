@@ -1,12 +1,14 @@
-// `zerotrain train` for one process: opens and validates the data, builds the
-// model (random init or HF weights), runs the optimizer steps in a seeded
-// per-epoch block order, and records run.json and metrics.jsonl in the run directory.
+// `zerotrain train`: every rank opens and checks (its share of) the data, deals
+// blocks, agrees on the step count (evenfix: the global minimum), and runs the FSDP
+// engine. Every control-flow decision (stop, error, epoch end) comes from an
+// all-reduced value, so all ranks take it at the same step. Rank 0 writes run.json,
+// metrics.jsonl and final/.
 #define _GNU_SOURCE
 #include "runtime/train.h"
 
-#include <cblas.h>
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <mpi.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +20,11 @@
 #include "checkpoint/safetensors.h"
 #include "data/dataset.h"
 #include "model/qwen3.h"
+#include "runtime/comm_mpi.h"
 #include "runtime/common.h"
-#include "runtime/trainer.h"
+#include "runtime/fsdp.h"
+#include "runtime/liveness.h"
+#include "runtime/preflight.h"
 
 void openblas_set_num_threads(int);  // OpenBLAS extension, not in cblas.h everywhere
 
@@ -35,16 +40,18 @@ void zt_train_defaults(zt_train_opts *o) {
     o->verify_data = 1;
     o->save_final = 1;
     o->save_dtype = ZT_ST_BF16;
+    o->evenfix = 1;
+    o->alive_interval = 5;
+    o->preflight = 1;
+    o->keep_last = 2;
 }
 
-// A block's place in the dataset.
 typedef struct { int file; int64_t block; } block_ref;
 
-// Seeded Fisher-Yates over all blocks; epoch e uses seed ^ f(e), so every epoch
-// has its own order and a restart reproduces it.
-static void shuffle_blocks(block_ref *b, int64_t n, uint64_t seed, int64_t epoch) {
+// Seeded Fisher-Yates; every epoch (and, for per-rank files, every rank) has its own order.
+static void shuffle_blocks(block_ref *b, int64_t n, uint64_t seed, int64_t epoch, int stream) {
     zt_rng r;
-    zt_rng_seed(&r, seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(epoch + 1)));
+    zt_rng_seed(&r, seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(epoch + 1)) ^ (0x9e3779b97f4a7c15ULL * (uint64_t)stream));
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)zt_rng_below(&r, (uint64_t)i + 1);
         block_ref t = b[i];
@@ -53,7 +60,7 @@ static void shuffle_blocks(block_ref *b, int64_t n, uint64_t seed, int64_t epoch
     }
 }
 
-static void run_id(char *out, size_t n) {
+static void make_run_id(char *out, size_t n) {
     zt_rng r;
     zt_rng_seed(&r, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(zt_now() * 1e9));
     time_t now = time(NULL);
@@ -64,19 +71,28 @@ static void run_id(char *out, size_t n) {
     snprintf(out, n, "%s-%06llx", ts, (unsigned long long)(zt_rng_u64(&r) & 0xffffff));
 }
 
-static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, const zt_dataset *ds,
-                          const char *id, int64_t total_steps, int64_t steps_per_epoch, int threads) {
+// Every rank contributes whether its last phase succeeded; all learn whether all did.
+// A failing rank has already put its reason in zt_err and prints it.
+static int agree(zt_comm *c, int ok, const char *phase) {
+    int64_t bad = ok ? 0 : 1;
+    if (zt_allreduce(c, &bad, &bad, 1, ZT_DT_I64, ZT_RED_SUM, phase) != 0) return -1;
+    if (bad && ok) return zt_err("%s failed on %lld other rank%s (see their messages)", phase, (long long)bad,
+                                 bad == 1 ? "" : "s");
+    return bad ? -1 : 0;
+}
+
+static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, const zt_dataset *ds, const char *id,
+                          int world, int64_t total_steps, int64_t steps_per_epoch, int threads,
+                          const zt_fsdp_memory *mem) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "run_id", id);
-#ifdef ZT_VERSION
     cJSON_AddStringToObject(root, "zerotrain_version", ZT_VERSION);
-#endif
     cJSON_AddStringToObject(root, "backend", "cpu");
-    cJSON_AddNumberToObject(root, "world_size", 1);
-    cJSON_AddNumberToObject(root, "threads", threads);
+    cJSON_AddNumberToObject(root, "world_size", world);
+    cJSON_AddNumberToObject(root, "threads_per_rank", threads);
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    cJSON_AddStringToObject(root, "host", host);
+    cJSON_AddStringToObject(root, "host_rank0", host);
     char *cj = zt_qwen3_config_json(cfg);
     cJSON_AddItemToObject(root, "model_config", cJSON_Parse(cj));
     free(cj);
@@ -85,16 +101,18 @@ static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, co
     cJSON_AddStringToObject(root, "init", o->init ? o->init : "random");
     cJSON *data = cJSON_AddObjectToObject(root, "data");
     cJSON_AddStringToObject(data, "dir", o->data);
+    cJSON_AddStringToObject(data, "layout", ds->per_rank ? "per-rank" : "single");
     cJSON_AddNumberToObject(data, "seq_len", ds->seq_len);
     cJSON_AddNumberToObject(data, "files", ds->nfiles);
     cJSON_AddNumberToObject(data, "blocks", (double)ds->total_blocks);
     cJSON_AddStringToObject(data, "tokenizer", ds->tokenizer);
+    cJSON_AddBoolToObject(data, "evenfix", o->evenfix);
     cJSON *tr = cJSON_AddObjectToObject(root, "train");
     cJSON_AddNumberToObject(tr, "steps", (double)total_steps);
     cJSON_AddNumberToObject(tr, "steps_per_epoch", (double)steps_per_epoch);
     cJSON_AddNumberToObject(tr, "micro_batch", o->micro_batch);
     cJSON_AddNumberToObject(tr, "grad_accum", o->grad_accum);
-    cJSON_AddNumberToObject(tr, "tokens_per_step", (double)o->micro_batch * o->grad_accum * ds->seq_len);
+    cJSON_AddNumberToObject(tr, "tokens_per_step", (double)world * o->micro_batch * o->grad_accum * ds->seq_len);
     cJSON_AddNumberToObject(tr, "lr", o->hp.lr);
     cJSON_AddNumberToObject(tr, "min_lr_ratio", o->hp.min_lr_ratio);
     cJSON_AddNumberToObject(tr, "warmup", (double)o->hp.warmup);
@@ -105,6 +123,12 @@ static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, co
     cJSON_AddNumberToObject(tr, "weight_decay", o->hp.weight_decay);
     cJSON_AddNumberToObject(tr, "clip", o->hp.clip);
     cJSON_AddNumberToObject(tr, "seed", (double)o->seed);
+    cJSON *m = cJSON_AddObjectToObject(root, "memory_per_rank_bytes");
+    cJSON_AddNumberToObject(m, "params", (double)mem->params);
+    cJSON_AddNumberToObject(m, "grads", (double)mem->grads);
+    cJSON_AddNumberToObject(m, "optimizer", (double)mem->optimizer);
+    cJSON_AddNumberToObject(m, "buffers", (double)mem->buffers);
+    cJSON_AddNumberToObject(m, "activations", (double)mem->activations);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     char path[4200];
@@ -114,167 +138,379 @@ static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, co
     return rc;
 }
 
-int zt_train_run(const zt_train_opts *o) {
+// All state of one run, so that cleanup is one function.
+typedef struct {
+    zt_comm *comm;
+    int rank, world;
+    zt_dataset ds;
+    int ds_open;
+    zt_fsdp f;
+    int f_init;
+    block_ref *order;
+    const uint32_t **blocks;
+    FILE *metrics;
+    zt_liveness *alive;
+    zt_power_sampler *power;
+    char run_id[64];
+    int64_t step;             // optimizer steps completed
+} run_state;
+
+static void run_cleanup(run_state *r) {
+    if (r->metrics) fclose(r->metrics);
+    free(r->order);
+    free(r->blocks);
+    if (r->f_init) zt_fsdp_free(&r->f);
+    if (r->ds_open) zt_dataset_close(&r->ds);
+}
+
+static const char *human(double b, char *buf, size_t n) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024 && i < 4) b /= 1024, i++;
+    snprintf(buf, n, "%.1f %s", b, u[i]);
+    return buf;
+}
+
+static int train_body(const zt_train_opts *o, run_state *r) {
     const double t_start = zt_now();
+    const int R0 = r->rank == 0;
     int threads = o->threads;
     if (threads > 0) {
+        omp_set_num_threads(threads);
+        openblas_set_num_threads(threads);
+    } else if (!getenv("OMP_NUM_THREADS")) {
+        // Ranks sharing a node split its cores instead of each taking all of them.
+        zt_comm_info ci;
+        zt_comm_get_info(r->comm, &ci);
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = (int)(cores / (ci.local_world > 0 ? ci.local_world : 1));
+        if (threads < 1) threads = 1;
         omp_set_num_threads(threads);
         openblas_set_num_threads(threads);
     } else {
         threads = omp_get_max_threads();
     }
 
-    // ---- model config ----
+    // ---- model config (every rank reads it; they must agree) ----
     zt_qwen3_config cfg;
     const char *cfg_src = o->model ? o->model : o->init;
-    if (!cfg_src) return zt_err("no model: give --model CONFIG.json|HF_DIR (or --init HF_DIR)");
-    if (zt_qwen3_config_load(&cfg, cfg_src) != 0) return -1;
+    int ok = zt_qwen3_config_load(&cfg, cfg_src) == 0;
+    if (agree(r->comm, ok, "reading the model config") != 0) return -1;
 
-    // ---- data ----
-    zt_dataset ds;
-    zt_dataset_opts dopts = {.verify_crc = o->verify_data, .check_tokens = 1, .model_vocab = cfg.vocab_size};
+    // ---- the gate: data integrity and balance, token ids, disk, devices, network ----
+    if (o->preflight) {
+        zt_preflight_opts po;
+        zt_preflight_defaults(&po);
+        po.data = o->data;
+        po.model = cfg_src;
+        po.run_dir = o->run_dir;
+        po.micro_batch = o->micro_batch;
+        po.grad_accum = o->grad_accum;
+        po.evenfix = o->evenfix;
+        po.keep_last = o->keep_last;
+        po.verify_crc = o->verify_data;
+        if (zt_preflight_run(r->comm, &po, stdout) != 0)
+            return zt_err_prefix("stopping before training (pass --no-preflight to override)");
+    }
+
+    // ---- data: every rank maps all files; crc/tokens were checked by the gate (or here, split by rank) ----
     double t0 = zt_now();
-    if (zt_dataset_open(&ds, o->data, &dopts) != 0) return -1;
-    printf("data: %s: %d file%s, %lld blocks of %d tokens (%.1f M tokens), token ids < %lld checked%s (%.2f s)\n",
-           o->data, ds.nfiles, ds.nfiles == 1 ? "" : "s", (long long)ds.total_blocks, ds.seq_len,
-           (double)ds.total_blocks * ds.seq_len / 1e6, (long long)cfg.vocab_size,
-           o->verify_data ? ", crc32c verified" : "", zt_now() - t0);
-    if (ds.seq_len > cfg.max_position_embeddings)
+    zt_dataset_opts dopts = {.verify_crc = o->verify_data && !o->preflight, .check_tokens = !o->preflight,
+                             .model_vocab = cfg.vocab_size, .part = r->rank, .nparts = r->world};
+    ok = zt_dataset_open(&r->ds, o->data, &dopts) == 0;
+    r->ds_open = ok;
+    if (ok && r->ds.per_rank && r->ds.nfiles != r->world)
+        ok = zt_err("%s: a per-rank dataset with %d file%s needs exactly %d rank%s, but the job has %d (pack it "
+                    "again with --per-rank %d, or launch %d ranks)",
+                    o->data, r->ds.nfiles, r->ds.nfiles == 1 ? "" : "s", r->ds.nfiles, r->ds.nfiles == 1 ? "" : "s",
+                    r->world, r->world, r->ds.nfiles) == 0;
+    if (agree(r->comm, ok, "opening the dataset") != 0) return -1;
+    const zt_dataset *ds = &r->ds;
+    if (R0)
+        printf("data: %s: %s layout, %d file%s, %lld blocks of %d tokens (%.2f M tokens) (%.2f s)\n", o->data,
+               ds->per_rank ? "per-rank" : "single", ds->nfiles, ds->nfiles == 1 ? "" : "s",
+               (long long)ds->total_blocks, ds->seq_len, (double)ds->total_blocks * ds->seq_len / 1e6, zt_now() - t0);
+    if (R0 && ds->seq_len > cfg.max_position_embeddings)
         fprintf(stderr, "zerotrain: warning: dataset seq_len %d exceeds the model's max_position_embeddings %lld\n",
-                ds.seq_len, (long long)cfg.max_position_embeddings);
-    const int64_t per_step = (int64_t)o->micro_batch * o->grad_accum;
-    if (per_step <= 0) {
-        zt_dataset_close(&ds);
-        return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", o->micro_batch, o->grad_accum);
+                ds->seq_len, (long long)cfg.max_position_embeddings);
+
+    // ---- dealing and evenfix ----
+    const int64_t per_rank_step = (int64_t)o->micro_batch * o->grad_accum;
+    const int64_t global_step_blocks = per_rank_step * r->world;
+    int64_t my_blocks;  // blocks this rank would train on in one epoch
+    if (ds->per_rank) {
+        my_blocks = ds->files[r->rank].blocks;
+    } else {  // global order cut into steps of W slices; full steps only
+        my_blocks = ds->total_blocks / global_step_blocks * per_rank_step;
+        int64_t rem = ds->total_blocks % global_step_blocks;
+        int64_t extra = rem - (int64_t)r->rank * per_rank_step;
+        my_blocks += extra < 0 ? 0 : extra > per_rank_step ? per_rank_step : extra;
     }
-    const int64_t steps_per_epoch = ds.total_blocks / per_step;
-    if (steps_per_epoch < 1) {
-        zt_dataset_close(&ds);
-        return zt_err("%s: %lld blocks are fewer than one step needs (micro-batch %d x grad-accum %d = %lld blocks)",
-                      o->data, (long long)ds.total_blocks, o->micro_batch, o->grad_accum, (long long)per_step);
+    const int64_t my_steps = my_blocks / per_rank_step;
+    int64_t *counts = zt_xcalloc((size_t)r->world, sizeof(int64_t));
+    if (zt_allgather(r->comm, &my_blocks, counts, 1, ZT_DT_I64, "evenfix block counts") != 0) {
+        free(counts);
+        return -1;
     }
+    int64_t min_blocks = INT64_MAX, max_blocks = 0;
+    for (int i = 0; i < r->world; i++) {
+        if (counts[i] < min_blocks) min_blocks = counts[i];
+        if (counts[i] > max_blocks) max_blocks = counts[i];
+    }
+    const int64_t min_steps = min_blocks / per_rank_step;
+    if (R0) {
+        printf("evenfix: blocks per rank min %lld, max %lld, spread %lld", (long long)min_blocks, (long long)max_blocks,
+               (long long)(max_blocks - min_blocks));
+        if (o->evenfix) {
+            int64_t dropped = 0, total = 0;
+            for (int i = 0; i < r->world; i++) dropped += counts[i] - min_steps * per_rank_step, total += counts[i];
+            printf("; every rank stops after %lld steps per epoch; dropped %lld blocks (%.3f%% of tokens)\n",
+                   (long long)min_steps, (long long)dropped, total ? 100.0 * dropped / total : 0.0);
+            for (int i = 0; i < r->world && max_blocks != min_blocks; i++)
+                printf("evenfix: rank %d has %lld blocks, drops %lld\n", i, (long long)counts[i],
+                       (long long)(counts[i] - min_steps * per_rank_step));
+        } else {
+            printf("\n");
+            if (max_blocks / per_rank_step != min_steps)
+                fprintf(stderr,
+                        "zerotrain: warning: --no-evenfix with uneven ranks: steps per epoch range from %lld to %lld; "
+                        "ranks will leave the epoch at different steps and the job WILL HANG until the collective "
+                        "deadline aborts it (this flag exists to reproduce that failure)\n",
+                        (long long)min_steps, (long long)(max_blocks / per_rank_step));
+        }
+    }
+    free(counts);
+    const int64_t steps_per_epoch = o->evenfix ? min_steps : my_steps;
+    if (agree(r->comm, steps_per_epoch >= 1 ||
+                           zt_err("%s: rank %d gets %lld blocks, fewer than one step needs (micro-batch %d x "
+                                  "grad-accum %d = %lld blocks per rank%s)",
+                                  o->data, r->rank, (long long)my_blocks, o->micro_batch, o->grad_accum,
+                                  (long long)per_rank_step, r->world > 1 ? "; more ranks than blocks?" : "") == 0,
+              "checking the block count") != 0)
+        return -1;
     const int64_t total_steps = o->steps > 0 ? o->steps : o->epochs * steps_per_epoch;
     zt_hparams hp = o->hp;
     hp.total_steps = total_steps;
 
-    // ---- run directory ----
+    // ---- model and optimizer state, sharded ----
+    ok = zt_fsdp_init(&r->f, r->comm, &cfg, &zt_cpu_ops, o->micro_batch, o->grad_accum, ds->seq_len, &hp, o->seed) == 0;
+    r->f_init = ok;
+    if (agree(r->comm, ok, "building the model") != 0) return -1;
+    if (o->init) {
+        // Every rank reads the checkpoint and keeps its slices (a streaming per-unit load is future work).
+        t0 = zt_now();
+        const zt_qwen3_layout *lay = &r->f.model.lay;
+        float **full = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
+        for (int u = 0; u < lay->nunits; u++) full[u] = zt_xcalloc((size_t)lay->units[u].numel, sizeof(float));
+        ok = zt_qwen3_load_hf(lay, o->init, full) == 0;
+        if (!ok) zt_err_prefix("--init %s", o->init);
+        if (ok) zt_fsdp_set_full(&r->f, full);
+        for (int u = 0; u < lay->nunits; u++) free(full[u]);
+        free(full);
+        if (agree(r->comm, ok, "loading --init weights") != 0) return -1;
+        if (R0) printf("init: loaded Hugging Face weights from %s (%.2f s)\n", o->init, zt_now() - t0);
+    }
+    zt_fsdp_memory mem;
+    zt_fsdp_memory_usage(&r->f, &mem);
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    if (R0) {
+        printf("model: Qwen3 %d layers, d=%lld, ffn=%lld, heads %d/%d, head_dim %d, vocab %lld, %s, %.2f M params\n",
+               cfg.num_layers, (long long)cfg.hidden_size, (long long)cfg.intermediate_size, cfg.num_heads,
+               cfg.num_kv_heads, cfg.head_dim, (long long)cfg.vocab_size,
+               cfg.tie_word_embeddings ? "tied" : "untied", zt_qwen3_param_count(&cfg) / 1e6);
+        printf("memory per rank: params %s, grads %s, optimizer %s (sharded 1/%d), gather/scatter buffers %s, "
+               "activations %s\n",
+               human((double)mem.params, b1, sizeof b1), human((double)mem.grads, b2, sizeof b2),
+               human((double)mem.optimizer, b3, sizeof b3), r->world, human((double)mem.buffers, b4, sizeof b4),
+               human((double)mem.activations, b5, sizeof b5));
+        printf("train: %lld steps (%lld per epoch), %d rank%s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "
+               "per step, %d thread%s per rank, cpu backend\n",
+               (long long)total_steps, (long long)steps_per_epoch, r->world, r->world == 1 ? "" : "s",
+               o->micro_batch, o->grad_accum, ds->seq_len, (long long)(global_step_blocks * ds->seq_len), threads,
+               threads == 1 ? "" : "s");
+    }
+
+    // ---- run.json, metrics.jsonl (rank 0) ----
+    char path[4200];
+    if (R0) {
+        make_run_id(r->run_id, sizeof r->run_id);
+        ok = write_run_json(o, &cfg, ds, r->run_id, r->world, total_steps, steps_per_epoch, threads, &mem) == 0;
+        if (ok) {
+            snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
+            r->metrics = fopen(path, "w");
+            if (!r->metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
+        }
+    }
+    if (agree(r->comm, ok, "writing run.json") != 0) return -1;
+
+    // ---- loop ----
+    r->order = zt_xmalloc((size_t)(ds->total_blocks > 0 ? ds->total_blocks : 1) * sizeof(block_ref));
+    r->blocks = zt_xmalloc((size_t)per_rank_step * sizeof(uint32_t *));
+    int64_t epoch = -1, tokens_seen = 0;
+    double loss_first = NAN, loss_last = NAN, t_wait_total = 0, t_compute_total = 0;
+    const double t_loop = zt_now();
+    for (int64_t step = 0; step < total_steps; step++) {
+        const int64_t e = step / steps_per_epoch, within = step % steps_per_epoch;
+        if (e != epoch) {
+            if (epoch >= 0) {
+                zt_comm_set_context(r->comm, step, epoch, -1);  // steps completed so far
+                if (zt_barrier(r->comm, "epoch-end save") != 0) return -1;
+            }
+            epoch = e;
+            r->f.epoch = e;
+            int64_t k = 0;
+            if (ds->per_rank) {
+                for (int64_t b = 0; b < ds->files[r->rank].blocks; b++) r->order[k++] = (block_ref){r->rank, b};
+                shuffle_blocks(r->order, k, o->seed, epoch, r->rank + 1);
+            } else {
+                for (int fi = 0; fi < ds->nfiles; fi++)
+                    for (int64_t b = 0; b < ds->files[fi].blocks; b++) r->order[k++] = (block_ref){fi, b};
+                shuffle_blocks(r->order, k, o->seed, epoch, 0);
+            }
+        }
+        for (int64_t i = 0; i < per_rank_step; i++) {
+            int64_t idx = ds->per_rank ? within * per_rank_step + i
+                                       : within * global_step_blocks + (int64_t)r->rank * per_rank_step + i;
+            block_ref br = r->order[idx];
+            r->blocks[i] = zt_dataset_block(ds, br.file, br.block);
+        }
+        zt_fsdp_stats s;
+        if (zt_fsdp_step(&r->f, r->blocks, &s) != 0) return -1;
+        if (step == 0) zt_comm_mark_warm(r->comm);
+        if (s.nonfinite)  // all-reduced: every rank stops here
+            return zt_err("step %lld: the loss or gradient norm is not finite (on %d rank%s); stopping before the "
+                          "update. Lower --lr or check the data",
+                          (long long)step + 1, s.nonfinite, s.nonfinite == 1 ? "" : "s");
+        r->step = step + 1;
+        zt_liveness_set_step(r->alive, r->step);
+        tokens_seen += s.tokens;
+        t_wait_total += s.t_comm_wait;
+        t_compute_total += s.t_compute;
+        if (step == 0) loss_first = s.loss;
+        loss_last = s.loss;
+        const double tok_s = (double)s.tokens / s.t_step;
+        if (R0) {
+            // GPU-hours (rank-hours on the CPU backend): spent so far, projected per epoch at the
+            // mean step time so far, and at risk = spent since the last durable state (no
+            // checkpoints yet: since the start of the loop).
+            const double el = zt_now() - t_loop, mean_step = el / (double)(step + 1);
+            zt_heartbeat hb = {.run_id = r->run_id, .state = "running", .step = step + 1, .total_steps = total_steps,
+                               .epoch = epoch, .tokens = tokens_seen, .elapsed_s = zt_now() - t_start,
+                               .step_time_s = s.t_step, .tok_per_s = tok_s, .loss = s.loss, .world_size = r->world,
+                               .gpu_hours = r->world * el / 3600.0,
+                               .gpu_hours_per_epoch = r->world * mean_step * (double)steps_per_epoch / 3600.0,
+                               .gpu_hours_at_risk = r->world * el / 3600.0};
+            if (zt_heartbeat_write(o->run_dir, &hb) != 0)
+                fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
+            fprintf(r->metrics,
+                    "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"clip_coef\":%.6f,"
+                    "\"tokens\":%lld,\"tok_per_s\":%.1f,\"tok_per_s_per_rank\":%.1f,\"step_time_s\":%.4f,"
+                    "\"compute_s\":%.4f,\"comm_wait_s\":%.4f,\"bytes_gathered\":%lld,\"bytes_scattered\":%lld,"
+                    "\"elapsed_s\":%.3f}\n",
+                    (long long)step + 1, (long long)epoch, s.loss, s.lr, s.grad_norm, s.clip_coef,
+                    (long long)tokens_seen, tok_s, tok_s / r->world, s.t_step, s.t_compute, s.t_comm_wait,
+                    (long long)s.bytes_gathered, (long long)s.bytes_scattered, zt_now() - t_start);
+            fflush(r->metrics);
+            if (o->log_every > 0 && ((step + 1) % o->log_every == 0 || step == 0 || step + 1 == total_steps)) {
+                printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s (%.0f "
+                       "/rank) | %.3f s, comm wait %.0f%%\n",
+                       (long long)step + 1, (long long)total_steps, (long long)epoch, s.loss, s.lr, s.grad_norm,
+                       s.clip_coef < 1 ? " (clipped)" : "", tok_s, tok_s / r->world, s.t_step,
+                       100.0 * s.t_comm_wait / s.t_step);
+                fflush(stdout);
+            }
+        }
+    }
+    zt_comm_set_context(r->comm, total_steps, epoch, -1);
+    if (zt_barrier(r->comm, "epoch-end save") != 0) return -1;
+    const double loop_s = zt_now() - t_loop;
+    if (R0)
+        printf("done: %lld steps, %lld tokens in %.1f s (%.0f tok/s, %.0f per rank); rank 0 waited on collectives "
+               "%.1f%% of the time; loss %.4f -> %.4f\n",
+               (long long)total_steps, (long long)tokens_seen, loop_s, tokens_seen / loop_s,
+               tokens_seen / loop_s / r->world, 100 * t_wait_total / (t_wait_total + t_compute_total), loss_first,
+               loss_last);
+
+    if (o->save_final) {
+        const zt_qwen3_layout *lay = &r->f.model.lay;
+        float **full = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
+        for (int u = 0; u < lay->nunits; u++) full[u] = zt_xcalloc((size_t)lay->units[u].numel, sizeof(float));
+        ok = zt_fsdp_gather_full(&r->f, full) == 0;
+        if (ok && R0) {
+            snprintf(path, sizeof path, "%s/final", o->run_dir);
+            ok = zt_qwen3_save_hf(lay, full, path, o->save_dtype) == 0;
+            if (ok)
+                printf("saved: %s (Hugging Face config.json + model.safetensors, %s)\n", path,
+                       o->save_dtype == ZT_ST_BF16 ? "bf16" : "fp32");
+        }
+        for (int u = 0; u < lay->nunits; u++) free(full[u]);
+        free(full);
+        if (agree(r->comm, ok, "saving final weights") != 0) return -1;
+    }
+    if (R0) {  // COMPLETE for the watcher: everything durable is written
+        const double el = zt_now() - t_loop;
+        zt_heartbeat hb = {.run_id = r->run_id, .state = "complete", .step = total_steps, .total_steps = total_steps,
+                           .epoch = epoch, .tokens = tokens_seen, .elapsed_s = zt_now() - t_start,
+                           .tok_per_s = tokens_seen / el, .loss = loss_last, .world_size = r->world,
+                           .gpu_hours = r->world * el / 3600.0,
+                           .gpu_hours_per_epoch = r->world * el / (double)total_steps * (double)steps_per_epoch / 3600.0};
+        zt_heartbeat_write(o->run_dir, &hb);
+        char text[4600];
+        snprintf(text, sizeof text, "{\"run_id\": \"%s\", \"step\": %lld, \"time\": %.3f, \"final\": \"%s/final\"}\n",
+                 r->run_id, (long long)total_steps, (double)time(NULL), o->save_final ? o->run_dir : "");
+        snprintf(path, sizeof path, "%s/complete.json", o->run_dir);
+        if (zt_write_file_atomic(path, text, strlen(text)) != 0) return -1;
+        printf("GPU-hours (rank-hours on cpu): %.4f spent, %.4f per epoch projected\n", hb.gpu_hours,
+               hb.gpu_hours_per_epoch);
+    }
+    return 0;
+}
+
+int zt_train_run(const zt_train_opts *o) {
+    if (!o->model && !o->init) return zt_err("no model: give --model CONFIG.json|HF_DIR (or --init HF_DIR)");
+    if (o->micro_batch < 1 || o->grad_accum < 1)
+        return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", o->micro_batch, o->grad_accum);
+    // Checked before anything is written, so every rank sees the same answer.
     char path[4200];
     snprintf(path, sizeof path, "%s/run.json", o->run_dir);
     struct stat st;
-    if (!o->overwrite && stat(path, &st) == 0) {
-        zt_dataset_close(&ds);
+    if (!o->overwrite && stat(path, &st) == 0)
         return zt_err("%s already exists: this run directory holds a run; pick a new --run-dir or pass --overwrite",
                       path);
-    }
-    if (zt_mkdirs(o->run_dir) != 0) {
-        zt_dataset_close(&ds);
-        return -1;
-    }
+    snprintf(path, sizeof path, "%s/ranks", o->run_dir);
+    if (zt_mkdirs(path) != 0) return -1;
+    if (zt_mpi_init_once() != 0) return -1;
 
-    // ---- model and optimizer state ----
-    zt_trainer tr;
-    if (zt_trainer_init(&tr, &cfg, &zt_cpu_ops, o->micro_batch, o->grad_accum, ds.seq_len, &hp, o->seed) != 0) {
-        zt_dataset_close(&ds);
-        return -1;
+    run_state r;
+    memset(&r, 0, sizeof r);
+    zt_comm_opts co = zt_comm_opts_default();
+    if (o->collective_timeout > 0) co.timeout_s = o->collective_timeout;
+    if (o->first_collective_timeout > 0) co.first_timeout_s = o->first_collective_timeout;
+    if (co.first_timeout_s < co.timeout_s) co.first_timeout_s = co.timeout_s;
+    co.run_dir = o->run_dir;
+    if (zt_comm_init_mpi(&r.comm, MPI_COMM_WORLD, &co) != 0) return -1;
+    zt_comm_info info;
+    zt_comm_get_info(r.comm, &info);
+    r.rank = info.rank;
+    r.world = info.world;
+    r.alive = zt_liveness_start(o->run_dir, r.rank, o->alive_interval);
+    // Power telemetry whenever this rank's GPU is visible to NVML (health is judged by
+    // board power, not utilization); silently absent on machines without NVIDIA GPUs.
+    r.power = zt_power_start(o->run_dir, r.rank, info.local_rank, 1.0);
+    int rc = train_body(o, &r);
+    run_cleanup(&r);
+    zt_power_stop(r.power);
+    zt_liveness_stop(r.alive, rc == 0 ? "done" : "failed");
+    if (rc != 0 && r.rank == 0 && r.run_id[0]) {
+        zt_heartbeat hb = {.run_id = r.run_id, .state = "failed", .step = r.step, .world_size = r.world};
+        zt_heartbeat_write(o->run_dir, &hb);
     }
-    if (o->init) {
-        t0 = zt_now();
-        if (zt_qwen3_load_hf(&tr.model.lay, o->init, tr.params) != 0) {
-            zt_trainer_free(&tr);
-            zt_dataset_close(&ds);
-            return zt_err_prefix("--init %s", o->init);
-        }
-        printf("init: loaded Hugging Face weights from %s (%.2f s)\n", o->init, zt_now() - t0);
+    if (rc != 0) {  // failures are agreed (every rank is here); name the rank in multi-rank jobs
+        char msg[ZT_ERR_MAX];
+        snprintf(msg, sizeof msg, "%s", zt_errmsg());
+        if (r.world > 1) zt_err("rank %d: %.2000s", r.rank, msg);
     }
-    const int64_t nparams = zt_qwen3_param_count(&cfg);
-    printf("model: Qwen3 %d layers, d=%lld, ffn=%lld, heads %d/%d, head_dim %d, vocab %lld, %s, %.2f M params\n",
-           cfg.num_layers, (long long)cfg.hidden_size, (long long)cfg.intermediate_size, cfg.num_heads,
-           cfg.num_kv_heads, cfg.head_dim, (long long)cfg.vocab_size, cfg.tie_word_embeddings ? "tied" : "untied",
-           nparams / 1e6);
-    printf("train: %lld steps (%lld per epoch), %lld tokens per step (micro-batch %d x grad-accum %d x seq %d), "
-           "%d threads, cpu backend\n",
-           (long long)total_steps, (long long)steps_per_epoch, (long long)(per_step * ds.seq_len), o->micro_batch,
-           o->grad_accum, ds.seq_len, threads);
-
-    char id[64];
-    run_id(id, sizeof id);
-    if (write_run_json(o, &cfg, &ds, id, total_steps, steps_per_epoch, threads) != 0) {
-        zt_trainer_free(&tr);
-        zt_dataset_close(&ds);
-        return -1;
-    }
-    snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
-    FILE *metrics = fopen(path, o->overwrite ? "w" : "a");
-    if (!metrics) {
-        zt_trainer_free(&tr);
-        zt_dataset_close(&ds);
-        return zt_err("%s: cannot open for writing", path);
-    }
-
-    // ---- loop ----
-    block_ref *order = zt_xmalloc((size_t)ds.total_blocks * sizeof(block_ref));
-    const uint32_t **blocks = zt_xmalloc((size_t)per_step * sizeof(uint32_t *));
-    int64_t epoch = -1, tokens_seen = 0;
-    double loss_first = NAN, loss_last = NAN;
-    const double t_loop = zt_now();
-    for (int64_t step = 0; step < total_steps; step++) {
-        int64_t e = step / steps_per_epoch, within = step % steps_per_epoch;
-        if (e != epoch) {
-            epoch = e;
-            int64_t k = 0;
-            for (int f = 0; f < ds.nfiles; f++)
-                for (int64_t b = 0; b < ds.files[f].blocks; b++) order[k++] = (block_ref){f, b};
-            shuffle_blocks(order, ds.total_blocks, o->seed, epoch);
-        }
-        for (int64_t i = 0; i < per_step; i++) {
-            block_ref r = order[within * per_step + i];
-            blocks[i] = zt_dataset_block(&ds, r.file, r.block);
-        }
-        const double ts = zt_now();
-        zt_step_stats s;
-        zt_trainer_step(&tr, blocks, &s);
-        const double dt = zt_now() - ts;
-        tokens_seen += s.tokens;
-        if (step == 0) loss_first = s.loss;
-        loss_last = s.loss;
-        if (!isfinite(s.loss)) {
-            fclose(metrics);
-            free(order), free(blocks);
-            zt_trainer_free(&tr);
-            zt_dataset_close(&ds);
-            return zt_err("step %lld: loss is %f (not finite); stopping. Lower --lr or check the data", (long long)step + 1,
-                          s.loss);
-        }
-        const double tok_s = (double)s.tokens / dt;
-        fprintf(metrics,
-                "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"clip_coef\":%.6f,"
-                "\"tokens\":%lld,\"tok_per_s\":%.1f,\"step_time_s\":%.4f,\"elapsed_s\":%.3f}\n",
-                (long long)step + 1, (long long)epoch, s.loss, s.lr, s.grad_norm, s.clip_coef, (long long)tokens_seen,
-                tok_s, dt, zt_now() - t_start);
-        fflush(metrics);
-        if (o->log_every > 0 && ((step + 1) % o->log_every == 0 || step == 0 || step + 1 == total_steps)) {
-            printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s | %.3f s\n",
-                   (long long)step + 1, (long long)total_steps, (long long)epoch, s.loss, s.lr, s.grad_norm,
-                   s.clip_coef < 1 ? " (clipped)" : "", tok_s, dt);
-            fflush(stdout);
-        }
-    }
-    const double loop_s = zt_now() - t_loop;
-    fclose(metrics);
-    printf("done: %lld steps, %lld tokens in %.1f s (%.0f tok/s); loss %.4f -> %.4f\n", (long long)total_steps,
-           (long long)tokens_seen, loop_s, tokens_seen / loop_s, loss_first, loss_last);
-
-    int rc = 0;
-    if (o->save_final) {
-        snprintf(path, sizeof path, "%s/final", o->run_dir);
-        rc = zt_qwen3_save_hf(&tr.model.lay, tr.params, path, o->save_dtype);
-        if (rc == 0)
-            printf("saved: %s (Hugging Face config.json + model.safetensors, %s)\n", path,
-                   o->save_dtype == ZT_ST_BF16 ? "bf16" : "fp32");
-    }
-    free(order);
-    free(blocks);
-    zt_trainer_free(&tr);
-    zt_dataset_close(&ds);
+    zt_comm_finalize(r.comm);
+    zt_mpi_finalize_once();
     return rc;
 }

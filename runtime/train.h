@@ -1,4 +1,5 @@
-// The training loop of `zerotrain train` (single process): data order, steps,
+// The training loop of `zerotrain train` on W MPI ranks (W = 1 without mpirun):
+// data dealing with the evenfix stop, the FSDP engine, symmetric epoch ends,
 // logging to the terminal, RUN/run.json and RUN/metrics.jsonl.
 // defines: zt_train_opts, zt_train_run
 #ifndef ZT_TRAIN_H
@@ -23,6 +24,11 @@ typedef struct {
     int verify_data;         // crc32c of every data file before training
     int save_final;          // write RUN/final/ (HF config.json + model.safetensors)
     int save_dtype;          // ZT_ST_BF16 or ZT_ST_F32
+    int evenfix;             // stop every rank at the global minimum block count (default 1)
+    double collective_timeout, first_collective_timeout;  // seconds; 0 = defaults
+    int preflight;           // run the six-check gate first (default 1)
+    int keep_last;           // checkpoints to keep (preflight sizes the disk check with it)
+    double alive_interval;   // seconds between RUN/ranks/rank-N.alive ticks (default 5)
 } zt_train_opts;
 
 void zt_train_defaults(zt_train_opts *o);

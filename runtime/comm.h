@@ -1,0 +1,172 @@
+// Process group: rank/node layout and the collectives FSDP needs (all-gather,
+// reduce-scatter, all-reduce, broadcast, barrier), each async with a deadline-guarded
+// wait. Backend-neutral: MPI (host buffers) today, NCCL (device buffers) later.
+// defines: zt_comm, zt_req, zt_comm_opts, zt_comm_info, zt_iallgather, zt_ireduce_scatter,
+//          zt_iallreduce, zt_ibroadcast, zt_ibarrier, zt_wait, zt_test, blocking wrappers,
+//          zt_comm_backend (for implementations)
+#ifndef ZT_COMM_H
+#define ZT_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The numeric values of these enums are stored in flight-recorder files: append only.
+// Element types. BF16 is moved as raw 2-byte words: all-gather and broadcast only on
+// the MPI backend (MPI has no bf16 arithmetic); reductions on it are refused.
+typedef enum { ZT_DT_F32 = 0, ZT_DT_F64, ZT_DT_I64, ZT_DT_I32, ZT_DT_U8, ZT_DT_BF16, ZT_DT_COUNT_ } zt_dtype;
+// AVG = SUM then scale by 1/world; floating-point types only.
+typedef enum { ZT_RED_SUM = 0, ZT_RED_MIN, ZT_RED_MAX, ZT_RED_AVG, ZT_RED_COUNT_ } zt_red;
+typedef enum {
+    ZT_OP_ALLGATHER = 1,
+    ZT_OP_REDUCE_SCATTER,
+    ZT_OP_ALLREDUCE,
+    ZT_OP_BROADCAST,
+    ZT_OP_BARRIER,
+} zt_coll_op;
+
+// Channels. A collective's channel is fixed by its op, not chosen by the caller:
+//   DATA: all-gather, reduce-scatter (the bulk FSDP traffic; NCCL on GPUs later)
+//   CTRL: all-reduce, broadcast, barrier (small control traffic: evenfix counts,
+//         grad norm, checkpoint barriers, bootstrap ids)
+// Each channel is its own communicator. A rank that skips a reduce-scatter and enters
+// a barrier then genuinely hangs (and the deadline reports it) instead of having MPI
+// match two different collective types on one communicator, which is undefined.
+// Ordering rule for callers: collectives on ONE channel must be issued in the same
+// order on every rank; order across the two channels may differ.
+typedef enum { ZT_CHAN_DATA = 0, ZT_CHAN_CTRL = 1 } zt_chan;
+
+// A zt_comm and its requests are used from one thread (MPI_THREAD_FUNNELED).
+typedef struct zt_comm zt_comm;
+typedef struct zt_req zt_req;
+
+typedef struct {
+    // Deadline for every wait once warm. 0 -> 300 s; INFINITY disables (debugger only).
+    double timeout_s;
+    // Deadline until zt_comm_mark_warm() (first step: allocation, first touch, NCCL
+    // setup, slow first checkpoint load). 0 -> 1800 s. Never shorter than timeout_s.
+    double first_timeout_s;
+    // Run directory: the flight recorder lives in RUN/ranks/rank-NNNNN.flight and the
+    // abort dump in RUN/ranks/rank-NNNNN.flight.json. NULL: memory only, dumps to stderr.
+    const char *run_dir;
+    int flight_capacity;  // records in the ring; 0 -> 256
+} zt_comm_opts;
+
+zt_comm_opts zt_comm_opts_default(void);
+
+typedef struct {
+    int rank, world;              // in the base communicator
+    int local_rank, local_world;  // among ranks sharing this node's memory
+    int node, nnodes;             // node index (ordered by lowest rank on it), node count
+} zt_comm_info;
+
+// ---- lifetime --------------------------------------------------------------
+// Creation is backend-specific (runtime/comm_mpi.h: zt_comm_init_mpi). Finalize is
+// collective: every rank calls it. It frees the communicators and unmaps the flight
+// file (which stays on disk, marked finalized). It does not finalize MPI. Returns -1
+// (after still freeing everything) if collectives were left in flight.
+int zt_comm_finalize(zt_comm *c);
+
+void zt_comm_get_info(const zt_comm *c, zt_comm_info *out);
+const char *zt_comm_backend_name(const zt_comm *c);
+// Printed with any deadline report and stored in the flight records.
+void zt_comm_set_context(zt_comm *c, int64_t step, int64_t epoch, int micro);
+// The first step is done: later collectives use timeout_s instead of first_timeout_s.
+void zt_comm_mark_warm(zt_comm *c);
+// Change timeout_s for collectives issued from now on (e.g. around a slow save);
+// returns the previous value.
+double zt_comm_set_timeout(zt_comm *c, double timeout_s);
+
+// ---- collectives -----------------------------------------------------------
+// The i* forms start a collective and return a handle (NULL + zt_err on bad
+// arguments or a backend error). Every handle is released by exactly one zt_wait,
+// even after zt_test reported it done. Buffers must stay untouched until then.
+// Labels ("unit 17 grads", "epoch-end save") name the call site in diagnostics; the
+// first 47 bytes are kept.
+//
+// all-gather: send holds count_per_rank elements; recv gets world * count_per_rank,
+// rank r's block at offset r * count_per_rank. send == recv + rank * count_per_rank
+// (the shard already in place) is allowed.
+zt_req *zt_iallgather(zt_comm *c, const void *send, void *recv, size_t count_per_rank, zt_dtype dt, const char *label);
+// reduce-scatter: send holds world * count_per_rank elements; rank r receives the
+// reduction of block r (count_per_rank elements). send and recv must not overlap.
+zt_req *zt_ireduce_scatter(zt_comm *c, const void *send, void *recv, size_t count_per_rank, zt_dtype dt, zt_red red,
+                           const char *label);
+// all-reduce over count elements; send == recv reduces in place.
+zt_req *zt_iallreduce(zt_comm *c, const void *send, void *recv, size_t count, zt_dtype dt, zt_red red,
+                      const char *label);
+zt_req *zt_ibroadcast(zt_comm *c, void *buf, size_t count, zt_dtype dt, int root, const char *label);
+zt_req *zt_ibarrier(zt_comm *c, const char *label);
+
+// Wait for r and free it: 0 when done, -1 + zt_err if the backend reported an error.
+// Past the deadline it never returns: it prints what this rank is stuck in (and what
+// its peers' flight recorders say), writes the flight dump and aborts the whole job
+// (MPI_Abort(MPI_COMM_WORLD, 3) on the MPI backend). A waiting rank sleeps with
+// backoff (up to ~1 ms) instead of spinning a core.
+int zt_wait(zt_comm *c, zt_req *r);
+// Poll without blocking: *done = 1 once complete (r still needs zt_wait). Also
+// enforces the deadline, so a loop over zt_test cannot hang silently either.
+int zt_test(zt_comm *c, zt_req *r, int *done);
+// Drive progress of outstanding collectives (MPI makes progress only inside MPI
+// calls); cheap, call it between pieces of compute to overlap on the CPU.
+void zt_comm_progress(zt_comm *c);
+
+// Blocking forms: i* + zt_wait. 0 or -1 + zt_err.
+int zt_allgather(zt_comm *c, const void *send, void *recv, size_t count_per_rank, zt_dtype dt, const char *label);
+int zt_reduce_scatter(zt_comm *c, const void *send, void *recv, size_t count_per_rank, zt_dtype dt, zt_red red,
+                      const char *label);
+int zt_allreduce(zt_comm *c, const void *send, void *recv, size_t count, zt_dtype dt, zt_red red, const char *label);
+int zt_broadcast(zt_comm *c, void *buf, size_t count, zt_dtype dt, int root, const char *label);
+int zt_barrier(zt_comm *c, const char *label);
+
+// ---- flight recorder ---------------------------------------------------------
+// JSON dump of this rank's ring (most recent last); the same format as the
+// .flight.json written on abort. Reading other ranks' files: runtime/flight.h.
+int zt_comm_dump_flight(zt_comm *c, FILE *out);
+// Path of the binary ring (RUN/ranks/rank-NNNNN.flight) or NULL without run_dir.
+const char *zt_comm_flight_path(const zt_comm *c);
+
+size_t zt_dtype_size(zt_dtype dt);
+const char *zt_dtype_name(zt_dtype dt);
+const char *zt_red_name(zt_red red);
+const char *zt_op_name(zt_coll_op op);  // "allgather", "reduce_scatter", ...
+
+// ---- backend interface (for implementations, not callers) -----------------
+// A backend starts and polls collectives; the common layer (runtime/comm.c) owns
+// argument checks, handles, the flight recorder, deadlines and diagnostics.
+typedef struct {
+    zt_coll_op op;
+    zt_chan chan;
+    zt_dtype dt;
+    zt_red red;
+    const void *send;
+    void *recv;    // broadcast: the buffer; barrier: NULL
+    size_t count;  // per rank for all-gather / reduce-scatter, total otherwise
+    int root;      // broadcast only, -1 otherwise
+} zt_coll;
+
+typedef struct {
+    const char *name;
+    // Start the collective; *handle is handed back to test. 0, or -1 + zt_err.
+    int (*start)(void *self, const zt_coll *op, void **handle);
+    // Poll. On completion: finish (e.g. AVG scaling), release the handle, *done = 1.
+    int (*test)(void *self, const zt_coll *op, void *handle, int *done);
+    // Kill the whole job with a non-zero exit; must not return.
+    void (*abort)(void *self, int code);
+    // Free the backend's communicators and self (collective).
+    void (*destroy)(void *self);
+} zt_comm_backend;
+
+// Used by backend init functions: wraps `self` (owned from now on, destroyed by
+// zt_comm_finalize or on failure here) into a zt_comm. 0, or -1 + zt_err.
+int zt_comm_create(zt_comm **out, const zt_comm_backend *be, void *self, const zt_comm_info *info,
+                   const zt_comm_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,98 @@
+// FSDP / ZeRO-3 engine: every rank owns a contiguous slice of each unit's padded
+// canonical flat vector (fp32 master, Adam m and v, fp32 grad shard). A unit's full
+// parameters exist only while it is in use: all-gathered just in time (unit i+1 in
+// flight while unit i computes), released after its forward, re-gathered for its
+// backward (unit i-1 issued before unit i's reduce-scatter), and its gradient leaves
+// by reduce-scatter while the next unit computes.
+// defines: zt_fsdp, zt_fsdp_init, zt_fsdp_step, zt_fsdp_gather_full, zt_fsdp_free, zt_fsdp_event
+#ifndef ZT_FSDP_H
+#define ZT_FSDP_H
+#include <stdint.h>
+
+#include "model/qwen3.h"
+#include "runtime/comm.h"
+#include "runtime/optim.h"
+
+#define ZT_FSDP_ALIGN 16        // elements: a shard starts on a 64-byte boundary
+#define ZT_FSDP_PARAM_SLOTS 3   // full-parameter buffers (current, prefetched, tied embedding)
+#define ZT_FSDP_GRAD_SLOTS 4    // full-gradient buffers (computing, reduce-scatters in flight, tied)
+
+typedef struct {
+    int64_t numel;    // unpadded elements of the unit
+    int64_t padded;   // multiple of world * ZT_FSDP_ALIGN
+    int64_t shard;    // padded / world
+    int64_t lo;       // rank * shard: this rank's slice of the canonical vector
+    int64_t valid;    // elements of the slice inside the unpadded unit (the rest is padding)
+    float *master, *m, *v, *grad;  // [shard]
+} zt_fsdp_unit;
+
+// Instrumentation: the order in which collectives were issued and compute ran,
+// so tests (and curious users) can see that the overlap schedule is real.
+typedef enum {
+    ZT_EV_AG_ISSUE, ZT_EV_AG_DONE, ZT_EV_RS_ISSUE, ZT_EV_RS_DONE, ZT_EV_FWD_START, ZT_EV_FWD_END,
+    ZT_EV_BWD_START, ZT_EV_BWD_END
+} zt_fsdp_ev_kind;
+// `micro` is the micro-batch the collective or compute belongs to (a reduce-scatter
+// issued in micro-batch 0 may complete during micro-batch 1).
+typedef struct { zt_fsdp_ev_kind kind; int unit; int micro; double t; } zt_fsdp_event;
+
+typedef struct {
+    double loss;            // mean over all targets of the global step
+    double grad_norm;       // global, before clipping
+    double clip_coef, lr;
+    int64_t tokens;         // global tokens in the step
+    int nonfinite;          // ranks that saw a non-finite loss (then the update was skipped)
+    double t_step, t_compute, t_comm_wait;  // this rank's seconds
+    int64_t bytes_gathered, bytes_scattered; // this rank's received (all-gather) / sent (reduce-scatter) bytes
+} zt_fsdp_stats;
+
+typedef struct {
+    int64_t params, grads, optimizer, buffers, activations;  // bytes held by this rank
+} zt_fsdp_memory;
+
+typedef struct {
+    zt_comm *comm;
+    int rank, world;
+    zt_qwen3 model;           // activations for one micro-batch; params come from the pools
+    const zt_ops *ops;
+    zt_hparams hp;
+    int micro_batch, grad_accum;
+    int64_t seq_len;
+    int nunits;
+    zt_fsdp_unit *units;
+    int64_t max_padded;
+    float *pbuf[ZT_FSDP_PARAM_SLOTS];
+    int pbuf_unit[ZT_FSDP_PARAM_SLOTS];
+    zt_req *preq[ZT_FSDP_PARAM_SLOTS];
+    float *gbuf[ZT_FSDP_GRAD_SLOTS], *grecv[ZT_FSDP_GRAD_SLOTS];
+    int gbuf_unit[ZT_FSDP_GRAD_SLOTS];
+    zt_req *greq[ZT_FSDP_GRAD_SLOTS];
+    int64_t gbuf_order[ZT_FSDP_GRAD_SLOTS];
+    int gbuf_micro[ZT_FSDP_GRAD_SLOTS];
+    int64_t rs_seq;
+    float *dx;                // activation gradient [N, d]
+    uint32_t *batch;          // [micro_batch * seq_len]
+    int64_t step;             // optimizer steps done
+    // per-step counters
+    double t_wait;
+    int64_t bytes_ag, bytes_rs;
+    // event log (cleared at the start of each step)
+    zt_fsdp_event *events;
+    int nevents, events_cap;
+    int micro;
+    int64_t epoch;            // set by the training loop; shown in deadline reports
+} zt_fsdp;
+
+// Collective: every rank calls it with the same config. Parameters are initialised
+// from `seed` exactly as the single-process trainer does (independent of world).
+int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+                 int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
+// Replace the master shards with slices of full per-unit vectors (e.g. HF weights).
+void zt_fsdp_set_full(zt_fsdp *f, float *const *full);
+// One optimizer step; blocks holds this rank's micro_batch * grad_accum blocks.
+int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, zt_fsdp_stats *out);
+// Collective: assemble full per-unit parameter vectors (unpadded) on every rank.
+int zt_fsdp_gather_full(zt_fsdp *f, float **full);
+void zt_fsdp_memory_usage(const zt_fsdp *f, zt_fsdp_memory *m);
+void zt_fsdp_free(zt_fsdp *f);
+#endif

@@ -1,0 +1,35 @@
+// Liveness and progress signals an external watcher reads while the job runs:
+// each rank's side thread rewrites RUN/ranks/rank-NNNNN.alive every few seconds
+// (even while the main thread is blocked in a collective), and rank 0 rewrites
+// RUN/heartbeat.json after every step. Both are replaced atomically (tmp + rename).
+// defines: zt_liveness_start, zt_liveness_set_step, zt_liveness_stop, zt_heartbeat, zt_heartbeat_write
+#ifndef ZT_LIVENESS_H
+#define ZT_LIVENESS_H
+#include <stdint.h>
+
+typedef struct zt_liveness zt_liveness;
+
+// Starts the tick thread (interval_s > 0). NULL + zt_err on failure.
+zt_liveness *zt_liveness_start(const char *run_dir, int rank, double interval_s);
+void zt_liveness_set_step(zt_liveness *l, int64_t step);
+// Writes a last tick with state "done" or "failed" and joins the thread.
+void zt_liveness_stop(zt_liveness *l, const char *state);
+
+typedef struct {
+    const char *run_id, *state;  // state: running | complete | failed
+    int64_t step, total_steps, epoch, tokens;
+    double elapsed_s, step_time_s, tok_per_s, loss;
+    int world_size;
+    double gpu_hours, gpu_hours_per_epoch, gpu_hours_at_risk;  // rank-hours on the CPU backend
+} zt_heartbeat;
+
+// RUN/heartbeat.json, replaced atomically (no fsync: it is rewritten every step).
+int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h);
+
+// Board power and utilization of GPU `gpu` (NVML) appended every interval_s to
+// RUN/ranks/rank-NNNNN.power.csv (time,gpu,power_w,util_pct,mem_used_mib).
+// NULL (with zt_err) when NVML or the GPU is unavailable.
+typedef struct zt_power_sampler zt_power_sampler;
+zt_power_sampler *zt_power_start(const char *run_dir, int rank, int gpu, double interval_s);
+void zt_power_stop(zt_power_sampler *p);
+#endif

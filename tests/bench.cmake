@@ -1,0 +1,28 @@
+# Benchmarks in CI-sized form. The strong-scaling command end to end on the real trainer
+# (tiny model, 1/2/4 ranks, few steps) with --check: the table is produced and consistent
+# (tokens add up to the same global batch, cost = ranks x threads x hours, efficiency and
+# communication volume re-derived from the raw metrics). The PyTorch head-to-head runs where
+# torch, transformers and numpy are installed and is skipped (exit 77) elsewhere.
+string(JOIN " " ZT_BENCH_MPIRUN ${ZT_MPIEXEC})
+add_test(NAME bench_strong_scaling
+         COMMAND bash ${CMAKE_SOURCE_DIR}/benchmarks/strong_scaling.sh --zerotrain ${ZT_EXE}
+                 --ranks "1 2 4" --global-batch 4 --seq-len 32 --steps 2 --warmup 1 --timeout 300
+                 --mpirun "${ZT_BENCH_MPIRUN}" --work ${CMAKE_BINARY_DIR}/test-work/bench_strong_scaling --check)
+set_tests_properties(bench_strong_scaling PROPERTIES
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" PROCESSORS 2 TIMEOUT 900)
+add_test(NAME bench_strong_scaling_uneven_batch
+         COMMAND bash ${CMAKE_SOURCE_DIR}/benchmarks/strong_scaling.sh --zerotrain ${ZT_EXE} --ranks "1 3"
+                 --global-batch 4 --work ${CMAKE_BINARY_DIR}/test-work/bench_strong_scaling_uneven)
+set_tests_properties(bench_strong_scaling_uneven_batch PROPERTIES
+  PASS_REGULAR_EXPRESSION "--global-batch 4 blocks is not a multiple of 3 ranks")
+
+find_program(ZT_PYTHON3 python3)
+if(ZT_PYTHON3)
+  add_test(NAME bench_pytorch_head_to_head
+           COMMAND ${ZT_PYTHON3} ${CMAKE_SOURCE_DIR}/benchmarks/pytorch_head_to_head.py --zerotrain ${ZT_EXE}
+                   --ranks 2 --global-batch 2 --steps 3 --warmup 1 --seq-len 32 --hidden 64 --ffn 128 --heads 2
+                   --kv-heads 1 --head-dim 48 --threads 1 --mpirun "${ZT_BENCH_MPIRUN}"
+                   --work ${CMAKE_BINARY_DIR}/test-work/bench_pytorch_head_to_head)
+  set_tests_properties(bench_pytorch_head_to_head PROPERTIES SKIP_RETURN_CODE 77 PROCESSORS 2 TIMEOUT 900
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+endif()

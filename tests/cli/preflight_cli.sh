@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `zerotrain preflight`: each check passing and failing.
+#   preflight_cli.sh ZEROTRAIN HOLD_PORT SOURCE_DIR WORK_DIR CASE
+set -u
+ZT=$1 HOLD=$2 SRC=$3 WORK=$4 CASE=$5
+W="$WORK/$CASE"
+rm -rf "$W" && mkdir -p "$W"
+MODEL="$SRC/tests/golden/tiny_untied_gqa"
+MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader,tcp
+        --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1)
+fail() { echo "FAIL [$CASE]: $*"; cat "$W/out.txt" 2>/dev/null; exit 1; }
+data() {  # $1 = per-rank W (0: single file); 61 one-block documents
+    awk 'BEGIN{srand(3); for(d=0; d<61; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
+    local pr=(); [ "$1" -gt 0 ] && pr=(--per-rank "$1")
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 "${pr[@]}" -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+}
+expect() {  # expect RC PATTERN...: last run's exit status and output lines
+    local want=$1; shift
+    [ "$rc" -eq "$want" ] || fail "exit status $rc, expected $want"
+    for p in "$@"; do grep -q -- "$p" "$W/out.txt" || fail "output lacks '$p'"; done
+    echo "ok [$CASE]"; grep -E '^\[' "$W/out.txt"
+}
+case "$CASE" in
+all_pass)
+    data 0
+    "$ZT" preflight --data "$W/data" --model "$MODEL" --run-dir "$W/run" --expect-tokens 976 --port 29533 >"$W/out.txt" 2>&1; rc=$?
+    expect 0 "\[PASS\] 1 data integrity" "\[PASS\] 2 token total" "\[SKIP\] 3 devices" "\[PASS\] 4 rendezvous" \
+        "\[PASS\] 5 checkpoint disk" "\[SKIP\] 6 interconnect" "all checks passed"
+    ;;
+corrupt_file)
+    data 0
+    printf '\x07' | dd of="$W/data/data.u32" bs=1 seek=100 conv=notrunc 2>/dev/null
+    "$ZT" preflight --data "$W/data" --model "$MODEL" >"$W/out.txt" 2>&1; rc=$?
+    expect 1 "\[FAIL\] 1 data integrity" "crc32c mismatch" "data.u32"
+    ;;
+uneven_no_evenfix)
+    data 2
+    "${MPIRUN[@]}" -n 2 "$ZT" preflight --data "$W/data" --model "$MODEL" --no-evenfix >"$W/out.txt" 2>&1; rc=$?
+    [ $rc -ne 0 ] || fail "uneven per-rank data with --no-evenfix must fail"
+    rc=1; expect 1 "min 30 max 31 spread 1" "WILL deadlock"
+    ;;
+uneven_evenfix)
+    data 2
+    "${MPIRUN[@]}" -n 2 "$ZT" preflight --data "$W/data" --model "$MODEL" >"$W/out.txt" 2>&1; rc=$?
+    expect 0 "spread 1; evenfix drops 1 blocks" "\[PASS\] 1 data integrity"
+    ;;
+balance_for_world)
+    # Without mpirun: check the balance for a 4-rank job from the launch host.
+    data 0
+    "$ZT" preflight --data "$W/data" --world 4 --grad-accum 2 >"$W/out.txt" 2>&1; rc=$?
+    expect 0 "blocks per rank (W=4) min 14 max 16 spread 2"
+    ;;
+token_total)
+    data 0
+    "$ZT" preflight --data "$W/data" --expect-tokens 2000 >"$W/out.txt" 2>&1; rc=$?
+    expect 1 "\[FAIL\] 2 token total" "976 tokens vs expected 2000"
+    ;;
+small_disk)
+    data 0
+    "$ZT" preflight --data "$W/data" --model "$MODEL" --run-dir "$W/run" --assume-free 1000000 --keep-last 3 >"$W/out.txt" 2>&1; rc=$?
+    expect 1 "\[FAIL\] 5 checkpoint disk" "(keep-last 3 + 1)"
+    ;;
+busy_port)
+    data 0
+    "$HOLD" 29534 "$ZT" preflight --data "$W/data" --port 29534 >"$W/out.txt" 2>&1; rc=$?
+    expect 1 "\[FAIL\] 4 rendezvous" "port 29534 is in use"
+    ;;
+missing_interface)
+    data 0
+    "$ZT" preflight --data "$W/data" --ifname nosuchif0 >"$W/out.txt" 2>&1; rc=$?
+    expect 1 "\[FAIL\] 4 rendezvous" "interface 'nosuchif0' does not exist"
+    ;;
+cuda_without_gpu)
+    data 0
+    "$ZT" preflight --data "$W/data" --device cuda >"$W/out.txt" 2>&1; rc=$?
+    if nvidia-smi >/dev/null 2>&1; then echo "skip: a GPU is present"; exit 0; fi
+    expect 1 "\[FAIL\] 3 devices"
+    ;;
+probe)
+    data 0
+    "${MPIRUN[@]}" -n 2 "$ZT" preflight --data "$W/data" --probe-bandwidth --min-bus-gbps 100000 >"$W/out.txt" 2>&1; rc=$?
+    [ $rc -ne 0 ] || fail "an impossible bandwidth threshold must fail"
+    rc=1; expect 1 "\[FAIL\] 6 interconnect probe" "BELOW threshold"
+    ;;
+*) fail "unknown case" ;;
+esac

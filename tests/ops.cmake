@@ -1,0 +1,27 @@
+# Operations tools (launch/triage.c, launch/watch.c and their subcommands): triage on
+# synthetic field-table traces in the three log formats, malformed inputs, band files,
+# calibration, the watcher's rules on run directories written by the test; the CLI
+# (tests/cli/ops_cli.sh); the Slurm batch script on a real one-node Slurm
+# (tests/cli/slurm_test.sh, skipped with a reason where Slurm cannot run).
+add_executable(test_triage ${ZT_TEST_DIR}/test_triage.c ${CMAKE_SOURCE_DIR}/launch/triage.c
+               ${CMAKE_SOURCE_DIR}/launch/watch.c ${CMAKE_SOURCE_DIR}/runtime/flight.c
+               ${CMAKE_SOURCE_DIR}/runtime/comm.c)
+target_link_libraries(test_triage PRIVATE zt_common ${ZT_CJSON} m)
+target_compile_definitions(test_triage PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}")
+foreach(part triage errors bands calibrate watch)
+  add_test(NAME ops_${part} COMMAND test_triage ${CMAKE_CURRENT_BINARY_DIR}/ops/${part} ${part})
+endforeach()
+
+foreach(case triage_samples triage_errors calibrate watch_once watch_loop train_complete train_hang launch_2node)
+  add_test(NAME ops_cli_${case}
+           COMMAND bash ${ZT_TEST_DIR}/cli/ops_cli.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
+                   ${CMAKE_BINARY_DIR}/test-work/ops_cli ${case})
+  set_tests_properties(ops_cli_${case} PROPERTIES TIMEOUT 180
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+endforeach()
+set_tests_properties(ops_cli_train_complete ops_cli_train_hang ops_cli_launch_2node PROPERTIES PROCESSORS 2)
+
+# The Slurm batch script on a real one-node Slurm (exit 77 = skipped, with the reason).
+add_test(NAME ops_slurm COMMAND bash ${ZT_TEST_DIR}/cli/slurm_test.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
+                                ${CMAKE_BINARY_DIR}/test-work/ops_slurm)
+set_tests_properties(ops_slurm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)

@@ -1,0 +1,20 @@
+# `zerotrain plan`: memory arithmetic, FLOPs per token, collective volumes, and the
+# field report's 4/8/16-B300 table reproduced within 10% (tests/test_plan.c).
+add_executable(test_plan ${ZT_TEST_DIR}/test_plan.c ${CMAKE_SOURCE_DIR}/launch/plan.c)
+target_link_libraries(test_plan PRIVATE zt_runtime)
+target_compile_definitions(test_plan PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}" ZT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+add_test(NAME plan_model COMMAND test_plan)
+
+# The CLI: the field comparison names full sharding as consistent; bad input is refused clearly.
+add_test(NAME plan_cli_field COMMAND ${ZT_EXE} plan --field --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b/config.json)
+set_tests_properties(plan_cli_field PROPERTIES
+  PASS_REGULAR_EXPRESSION "consistent with the field table \\(every size within 10% and fits in memory\\): full")
+add_test(NAME plan_cli_small_model COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-0.6b --gpu H100
+         --world 8 --worlds 1,2,4,8,16)
+set_tests_properties(plan_cli_small_model PROPERTIES PASS_REGULAR_EXPRESSION "tok/s per GPU")
+add_test(NAME plan_cli_bad_gpu COMMAND ${ZT_EXE} plan --field --gpu X999)
+set_tests_properties(plan_cli_bad_gpu PROPERTIES PASS_REGULAR_EXPRESSION "--gpu X999: not a preset \\(presets: B300")
+add_test(NAME plan_cli_bad_world COMMAND ${ZT_EXE} plan --field --world 12)
+set_tests_properties(plan_cli_bad_world PROPERTIES PASS_REGULAR_EXPRESSION "world size 12 spans nodes of 8 GPUs")
+add_test(NAME plan_cli_no_model COMMAND ${ZT_EXE} plan)
+set_tests_properties(plan_cli_no_model PROPERTIES PASS_REGULAR_EXPRESSION "no model: give --model")

@@ -1,0 +1,249 @@
+// `zerotrain plan`'s model: parameter count and FLOPs of Qwen3-32B, bytes per
+// parameter per sharding choice, the collective volumes, and the field report's
+// 4/8/16-B300 table reproduced within 10% by full sharding.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "launch/plan.h"
+#include "model/qwen3.h"
+#include "runtime/common.h"
+#include "test_util.h"
+
+static zt_plan_job job(int world, zt_shard_choice ch) {
+    return (zt_plan_job){.world = world, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048, .choice = ch,
+                         .reduce_bytes = 4};
+}
+
+static void test_configs(zt_qwen3_config *c32) {
+    zt_qwen3_config f, b;
+    CHECK(zt_qwen3_config_load(&f, ZT_SOURCE_DIR "/examples/qwen3-32b/config.json") == 0, "%s", zt_errmsg());
+    zt_qwen3_32b_config(&b);
+    CHECK(zt_qwen3_param_count(&f) == 32762123264LL, "Qwen3-32B parameters %lld", (long long)zt_qwen3_param_count(&f));
+    CHECK(f.vocab_size == b.vocab_size && f.hidden_size == b.hidden_size && f.intermediate_size == b.intermediate_size &&
+              f.num_layers == b.num_layers && f.num_heads == b.num_heads && f.num_kv_heads == b.num_kv_heads &&
+              f.head_dim == b.head_dim && f.tie_word_embeddings == b.tie_word_embeddings &&
+              f.rope_theta == b.rope_theta && f.max_position_embeddings == b.max_position_embeddings &&
+              f.bos_token_id == b.bos_token_id && f.eos_token_id == b.eos_token_id,
+          "the built-in Qwen3-32B config differs from examples/qwen3-32b/config.json");
+    // 487,598,336 per layer x 64 + 2 x 777,912,320 + 5,120 (QWEN3.md)
+    zt_qwen3_layout lay;
+    zt_qwen3_layout_init(&lay, &f);
+    CHECK(lay.units[1].numel == 487598336LL, "layer unit %lld", (long long)lay.units[1].numel);
+    CHECK(lay.units[0].numel == 777912320LL, "embedding unit %lld", (long long)lay.units[0].numel);
+    CHECK(lay.units[65].numel == 777912320LL + 5120, "head unit %lld", (long long)lay.units[65].numel);
+    zt_qwen3_layout_free(&lay);
+    zt_qwen3_config s;
+    CHECK(zt_qwen3_config_load(&s, ZT_SOURCE_DIR "/examples/qwen3-0.6b/config.json") == 0, "%s", zt_errmsg());
+    CHECK(zt_qwen3_param_count(&s) == 596049920LL && s.tie_word_embeddings, "Qwen3-0.6B parameters %lld (tied %d)",
+          (long long)zt_qwen3_param_count(&s), s.tie_word_embeddings);
+    *c32 = f;
+}
+
+static void test_flops(const zt_qwen3_config *c) {
+    double f = zt_plan_flops_per_token(c, 2048);
+    // 6 * 32,762,123,264 + 12 * 64 * 2048 * 5120 = 204,625,803,264
+    CHECK(f == 204625803264.0, "FLOPs per token %.0f", f);
+    CHECK(fabs(f / 1e9 - 204.6) < 0.05, "field convention gives %.2f GFLOP, not 204.6", f / 1e9);
+    // The executed count: 6 * (matmul params without the embedding lookup) + 6 L S H D
+    double e = zt_plan_flops_per_token_exact(c, 2048);
+    double mm = 64.0 * (2 * 8192.0 * 5120 + 2 * 1024.0 * 5120 + 3 * 25600.0 * 5120) + 151936.0 * 5120;
+    CHECK(fabs(e - (6 * mm + 6.0 * 64 * 2048 * 8192)) < 1, "exact FLOPs %.0f", e);
+    // ~30% MFU at the field's throughput (3,313-3,350 tok/s per GPU on 2.25 PFLOP/s)
+    CHECK(fabs(3350 * f / 2.25e15 - 0.305) < 0.002, "field MFU %.4f", 3350 * f / 2.25e15);
+}
+
+static void test_bytes_per_param(const zt_qwen3_config *c) {
+    CHECK(zt_plan_state_bytes_per_param(ZT_SHARD_FULL, 16, 0) == 18.0 / 16, "full");
+    CHECK(zt_plan_state_bytes_per_param(ZT_SHARD_NOSYNC, 16, 0) == 18.0 / 16 + 4, "nosync");
+    CHECK(zt_plan_state_bytes_per_param(ZT_SHARD_HSDP, 16, 8) == 18.0 / 8, "hsdp");
+    zt_gpu_spec g;
+    zt_gpu_preset("B300", &g);
+    zt_plan_assumptions a;
+    zt_plan_assumptions_default(&a);
+    const double n = 32762123264.0;
+    const int worlds[] = {1, 4, 8, 16, 64};
+    for (int i = 0; i < 5; i++)
+        for (int ch = 0; ch < ZT_SHARD_NCHOICES; ch++) {
+            const int W = worlds[i];
+            zt_plan_result r;
+            CHECK(zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = W, .micro_batch = 1, .grad_accum = 8,
+                                                          .seq_len = 2048, .choice = ch, .reduce_bytes = 4},
+                                  &r) == 0,
+                  "%s", zt_errmsg());
+            const int G = ch == ZT_SHARD_HSDP ? (W < 8 ? W : 8) : W;
+            CHECK(r.shard_group == G && r.replicas == W / G, "W %d %s: group %d x %d", W, zt_shard_names[ch],
+                  r.shard_group, r.replicas);
+            double per = (r.mem.params + r.mem.grads + r.mem.optimizer) / n;
+            double want = zt_plan_state_bytes_per_param(ch, W, G);
+            // padding each of the 66 units to a multiple of G x 16 elements adds at most 66 G 16 elements
+            const double pad = 66.0 * G * 16 / n;
+            CHECK(fabs(per / want - 1) <= pad, "W %d %s: %.6f bytes/param, want %.6f", W, zt_shard_names[ch], per,
+                  want);
+            CHECK(fabs(r.mem.params / n * G / 6 - 1) <= pad && fabs(r.mem.optimizer / n * G / 8 - 1) <= pad,
+                  "W %d %s: params %.4f, optimizer %.4f bytes/param x G", W, zt_shard_names[ch], r.mem.params / n * G,
+                  r.mem.optimizer / n * G);
+            // gathered-unit pool: 3 bf16 + 4 fp32 slots of the largest unit (embedding/lm_head), none for nosync grads
+            double unit = 777912320.0 + 5120;
+            double pool = 3 * unit * 2 + (ch == ZT_SHARD_NOSYNC ? 0 : 4 * unit * 4);
+            CHECK(fabs(r.mem.buffers / pool - 1) < 1e-3, "W %d %s: buffers %.3g, want %.3g", W, zt_shard_names[ch],
+                  r.mem.buffers, pool);
+            CHECK(r.mem.total == r.mem.params + r.mem.grads + r.mem.optimizer + r.mem.buffers + r.mem.activations,
+                  "total adds up");
+        }
+}
+
+static void test_volumes(const zt_qwen3_config *c) {
+    zt_gpu_spec g;
+    zt_gpu_preset("H100", &g);
+    zt_plan_assumptions a;
+    zt_plan_assumptions_default(&a);
+    const double n = 32762123264.0;
+    zt_plan_result r;
+    // full shard, 8 GPUs: per micro-batch the forward gathers all 66 units, the backward the 64 layers again,
+    // and every unit's gradient is reduce-scattered (fp32); each GPU sends 7/8 of the full size.
+    CHECK(zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 8, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048,
+                                                     .choice = ZT_SHARD_FULL, .reduce_bytes = 4},
+                          &r) == 0,
+          "%s", zt_errmsg());
+    const double layers = 64 * 487598336.0;
+    CHECK(r.coll[ZT_COLL_AG_FWD].count == 8 * 66 && r.coll[ZT_COLL_AG_BWD].count == 8 * 64 &&
+              r.coll[ZT_COLL_RS].count == 8 * 66,
+          "collective counts %d %d %d", r.coll[ZT_COLL_AG_FWD].count, r.coll[ZT_COLL_AG_BWD].count,
+          r.coll[ZT_COLL_RS].count);
+    CHECK(fabs(r.coll[ZT_COLL_AG_FWD].bytes / (8 * 2 * n * 7 / 8) - 1) < 1e-6, "forward all-gather bytes %.4g",
+          r.coll[ZT_COLL_AG_FWD].bytes);
+    CHECK(fabs(r.coll[ZT_COLL_AG_BWD].bytes / (8 * 2 * layers * 7 / 8) - 1) < 1e-6, "backward all-gather bytes");
+    CHECK(fabs(r.coll[ZT_COLL_RS].bytes / (8 * 4 * n * 7 / 8) - 1) < 1e-6, "reduce-scatter bytes");
+    // ring time: (n-1) alpha + (n-1)/n S / busbw per collective, summed
+    double busbw = g.nvlink_bw * a.nvlink_eff;
+    double want = 8 * 66 * 7 * a.alpha_nvlink + 8 * 2 * n * 7 / 8 / busbw;
+    CHECK(fabs(r.coll[ZT_COLL_AG_FWD].time / want - 1) < 1e-6, "forward all-gather time %.4f, want %.4f",
+          r.coll[ZT_COLL_AG_FWD].time, want);
+    double exposed = 0;
+    for (int k = 0; k < ZT_COLL_NKINDS; k++) {
+        CHECK(r.coll[k].exposed <= r.coll[k].time + 1e-9, "%s exposes more than it takes", zt_coll_names[k]);
+        exposed += r.coll[k].exposed;
+    }
+    CHECK(fabs(exposed - r.t_exposed_comm) < 1e-6, "exposed time attributed %.6f of %.6f", exposed, r.t_exposed_comm);
+    CHECK(fabs(r.t_step - (r.t_compute + r.t_exposed_comm + r.t_optimizer)) < 1e-9, "step = compute + exposed + opt");
+    // nosync: one reduce-scatter per unit per step, gathers unchanged
+    CHECK(zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 8, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048,
+                                                     .choice = ZT_SHARD_NOSYNC, .reduce_bytes = 4},
+                          &r) == 0,
+          "%s", zt_errmsg());
+    CHECK(r.coll[ZT_COLL_RS].count == 66 && fabs(r.coll[ZT_COLL_RS].bytes / (4 * n * 7 / 8) - 1) < 1e-6,
+          "nosync reduce-scatter %d, %.4g bytes", r.coll[ZT_COLL_RS].count, r.coll[ZT_COLL_RS].bytes);
+    // hsdp on 32 GPUs: gathers inside the node, one all-reduce of each unit's shard across 4 replicas per step
+    CHECK(zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 32, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048,
+                                                     .choice = ZT_SHARD_HSDP, .reduce_bytes = 4},
+                          &r) == 0,
+          "%s", zt_errmsg());
+    CHECK(!r.coll[ZT_COLL_AG_FWD].over_network && r.coll[ZT_COLL_AR_REPLICA].over_network &&
+              r.coll[ZT_COLL_AR_REPLICA].count == 66,
+          "hsdp links");
+    CHECK(fabs(r.coll[ZT_COLL_AR_REPLICA].bytes / (2.0 * 3 / 4 * 4 * n / 8) - 1) < 1e-5, "hsdp all-reduce bytes %.4g",
+          r.coll[ZT_COLL_AR_REPLICA].bytes);
+    // one GPU: no communication at all
+    CHECK(zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 1, .micro_batch = 1, .grad_accum = 1, .seq_len = 2048,
+                                                     .choice = ZT_SHARD_FULL, .reduce_bytes = 4},
+                          &r) == 0,
+          "%s", zt_errmsg());
+    CHECK(r.t_exposed_comm == 0 && r.coll[ZT_COLL_AG_FWD].time == 0, "W=1 communicates");
+}
+
+static void test_field(const zt_qwen3_config *c) {
+    zt_gpu_spec g;
+    zt_gpu_preset("b300", &g);
+    zt_plan_assumptions a;
+    zt_plan_assumptions_default(&a);
+    for (int i = 0; i < ZT_FIELD_ROWS; i++) {
+        const zt_field_row *f = &zt_field_table[i];
+        zt_plan_result r;
+        CHECK(zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = f->world, .micro_batch = 1, .grad_accum = 8,
+                                                         .seq_len = 2048, .choice = ZT_SHARD_FULL, .reduce_bytes = 4},
+                              &r) == 0,
+              "%s", zt_errmsg());
+        double err = r.tok_per_s_per_gpu / f->tok_per_s_per_gpu - 1;
+        double gpuh = ZT_FIELD_EPOCH_TOKENS / r.tok_per_s_per_gpu / 3600;
+        printf("  %2d B300s, full shard: %.0f tok/s per GPU (field %.0f, %+.1f%%), %.1f GPU-h per epoch (field %.1f), "
+               "%.1f GB per GPU\n",
+               f->world, r.tok_per_s_per_gpu, f->tok_per_s_per_gpu, 100 * err, gpuh, f->gpu_h_per_epoch,
+               r.mem.total / 1e9);
+        CHECK(fabs(err) <= 0.10, "%d GPUs: %.0f tok/s per GPU is %+.1f%% from the field's %.0f", f->world,
+              r.tok_per_s_per_gpu, 100 * err, f->tok_per_s_per_gpu);
+        CHECK(fabs(gpuh / f->gpu_h_per_epoch - 1) <= 0.10, "%d GPUs: %.1f GPU-h vs %.1f", f->world, gpuh,
+              f->gpu_h_per_epoch);
+        CHECK(r.mem.fits, "%d GPUs: full shard should fit (%.0f GB)", f->world, r.mem.total / 1e9);
+        // the field table's own arithmetic: GPU-h = epoch tokens / (tok/s per GPU) / 3600
+        CHECK(fabs(ZT_FIELD_EPOCH_TOKENS / f->tok_per_s_per_gpu / 3600 - f->gpu_h_per_epoch) < 0.06, "field row %d",
+              f->world);
+    }
+    // gradient accumulation without per-micro-batch reduce-scatter needs an unsharded fp32 gradient: it cannot
+    // have been the field's setup at 4 GPUs
+    zt_plan_result r;
+    zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 4, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048,
+                                               .choice = ZT_SHARD_NOSYNC, .reduce_bytes = 4},
+                    &r);
+    CHECK(!r.mem.fits, "nosync at 4 B300s should not fit (%.0f GB)", r.mem.total / 1e9);
+    // ... with a bf16 accumulator (2 bytes per parameter instead of 4) it would
+    zt_plan_result r2;
+    zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 4, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048,
+                                               .choice = ZT_SHARD_NOSYNC, .reduce_bytes = 4, .accum_bytes = 2},
+                    &r2);
+    CHECK(fabs(r.mem.grads - r2.mem.grads - 2 * 32762123264.0) < 1 && r2.mem.fits,
+          "bf16 accumulator: %.1f GB of gradients, fits %d", r2.mem.grads / 1e9, r2.mem.fits);
+    // at 1,024 GPUs the ring latency of full sharding dominates; HSDP keeps the gathers inside a node
+    zt_plan_result full, hsdp;
+    zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 1024, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048,
+                                               .choice = ZT_SHARD_FULL, .reduce_bytes = 4},
+                    &full);
+    zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 1024, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048,
+                                               .choice = ZT_SHARD_HSDP, .reduce_bytes = 4},
+                    &hsdp);
+    CHECK(hsdp.tok_per_s_per_gpu > full.tok_per_s_per_gpu, "1,024 GPUs: hsdp %.0f vs full %.0f",
+          hsdp.tok_per_s_per_gpu, full.tok_per_s_per_gpu);
+    // recomputation costs one more forward of every layer
+    zt_plan_job j = job(16, ZT_SHARD_FULL);
+    zt_plan_result base, rec;
+    zt_plan_predict(c, &g, &a, &j, &base);
+    j.recompute = 1;
+    zt_plan_predict(c, &g, &a, &j, &rec);
+    CHECK(rec.t_compute > 1.3 * base.t_compute && rec.t_compute < 1.34 * base.t_compute &&
+              rec.mem.activations < 0.2 * base.mem.activations,
+          "recompute: compute x%.3f, activations x%.3f", rec.t_compute / base.t_compute,
+          rec.mem.activations / base.mem.activations);
+}
+
+static void test_errors(const zt_qwen3_config *c) {
+    zt_gpu_spec g;
+    CHECK(zt_gpu_preset("X999", &g) != 0 && strstr(zt_errmsg(), "B300"), "unknown preset: %s", zt_errmsg());
+    zt_gpu_preset("H200", &g);
+    zt_plan_assumptions a;
+    zt_plan_assumptions_default(&a);
+    zt_plan_result r;
+    CHECK(zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 12, .micro_batch = 1, .grad_accum = 1, .seq_len = 2048,
+                                                     .reduce_bytes = 4},
+                          &r) != 0 &&
+              strstr(zt_errmsg(), "multiple of 8"),
+          "12 GPUs on 8-GPU nodes: %s", zt_errmsg());
+    CHECK(zt_plan_predict(c, &g, &a, &(zt_plan_job){.world = 16, .micro_batch = 1, .grad_accum = 1, .seq_len = 2048,
+                                                     .choice = ZT_SHARD_HSDP, .shard_group = 6, .reduce_bytes = 4},
+                          &r) != 0 &&
+              strstr(zt_errmsg(), "must divide"),
+          "shard group 6 of 16: %s", zt_errmsg());
+    CHECK(zt_gpu_spec_load(ZT_SOURCE_DIR "/examples/qwen3-32b/config.json", &g) != 0 &&
+              strstr(zt_errmsg(), "peak_flops"),
+          "a config.json is not a GPU file: %s", zt_errmsg());
+}
+
+int main(void) {
+    zt_qwen3_config c;
+    test_configs(&c);
+    test_flops(&c);
+    test_bytes_per_param(&c);
+    test_volumes(&c);
+    test_field(&c);
+    test_errors(&c);
+    TEST_END();
+}
