@@ -870,8 +870,12 @@ size_t zt_tokenizer_safe_cut(const zt_tokenizer *tk, const char *text, size_t le
         const char *nl = memchr(text + from - 1, '\n', len - from);  // a '\n' at from-1 .. len-2
         if (!nl) return len;
         size_t p = (size_t)(nl - text) + 1;
-        unsigned char c = (unsigned char)text[p];
-        if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return p;
+        uint32_t cp;
+        if (zt_utf8_valid_prefix(text + p, len - p < 4 ? len - p : 4) > 0) {  // text is not validated yet
+            zt_utf8_decode((const unsigned char *)text + p, &cp);
+            unsigned props = zt_uni_props(cp);
+            if ((props & ZT_UC_CLASS) == ZT_UC_LETTER && (props & ZT_UC_NFC_BOUNDARY)) return p;
+        }
         from = p + 1;
     }
     return len;

@@ -54,9 +54,10 @@ size_t zt_pretokenize(const char *text, size_t len, size_t **ends, size_t *cap);
 
 // First position >= from (and > 0) where text may be cut into two pieces that
 // encode, one after the other, to the ids of the whole: just after a '\n' that is
-// followed by an ASCII letter (the split regex always ends a piece there, NFC never
-// looks across it, and no added token spans it). len when there is none, or when
-// an added token contains '\n'. Lets one long document be encoded by many workers.
+// followed by a letter that is an NFC boundary (the split regex always ends a piece
+// there, NFC never looks across it, and no added token spans it). len when there is
+// none, or when an added token contains '\n'. Lets one long document be encoded by
+// many workers.
 size_t zt_tokenizer_safe_cut(const zt_tokenizer *tk, const char *text, size_t len, size_t from);
 
 // A pool of workers (OpenMP threads), each with its own encoder.
