@@ -126,6 +126,7 @@ static int unbyte(const char *tok, const int16_t cp_to_byte[324], unsigned char 
 // String -> id map used while loading (keys point into the cJSON tree).
 typedef struct {
     const char **keys;
+    uint64_t *hashes;  // compared first, so that a probe rarely touches a key
     uint32_t *ids;
     uint64_t mask;
 } str_map;
@@ -134,30 +135,36 @@ static void str_map_init(str_map *m, size_t n) {
     uint64_t cap = 1024;
     while (cap < 2 * n) cap *= 2;
     m->keys = zt_xcalloc(cap, sizeof *m->keys);
+    m->hashes = zt_xmalloc(cap * sizeof *m->hashes);
     m->ids = zt_xmalloc(cap * sizeof *m->ids);
     m->mask = cap - 1;
 }
 
 static int str_map_put(str_map *m, const char *key, uint32_t id) {
-    for (uint64_t i = hash_bytes((const unsigned char *)key, strlen(key)) & m->mask;; i = (i + 1) & m->mask) {
+    size_t len = strlen(key);
+    uint64_t h = hash_bytes((const unsigned char *)key, len);
+    for (uint64_t i = h & m->mask;; i = (i + 1) & m->mask) {
         if (!m->keys[i]) {
             m->keys[i] = key;
+            m->hashes[i] = h;
             m->ids[i] = id;
             return 0;
         }
-        if (!strcmp(m->keys[i], key)) return -1;
+        if (m->hashes[i] == h && !strcmp(m->keys[i], key)) return -1;
     }
 }
 
 static int64_t str_map_get(const str_map *m, const char *key, size_t len) {
-    for (uint64_t i = hash_bytes((const unsigned char *)key, len) & m->mask;; i = (i + 1) & m->mask) {
+    uint64_t h = hash_bytes((const unsigned char *)key, len);
+    for (uint64_t i = h & m->mask;; i = (i + 1) & m->mask) {
         if (!m->keys[i]) return -1;
-        if (!strncmp(m->keys[i], key, len) && m->keys[i][len] == 0) return m->ids[i];
+        if (m->hashes[i] == h && !strncmp(m->keys[i], key, len) && m->keys[i][len] == 0) return m->ids[i];
     }
 }
 
 static void str_map_free(str_map *m) {
     free(m->keys);
+    free(m->hashes);
     free(m->ids);
 }
 
