@@ -93,6 +93,7 @@ case "$DEVICE" in cpu) COST="core-h" ;; *) COST="GPU-h" ;; esac
 [ -n "$WORK" ] || WORK=$(mktemp -d /tmp/zt-strong-scaling.XXXXXX)
 mkdir -p "$WORK"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
 
 if [ -z "$DATA" ]; then
     DATA="$WORK/data"
@@ -111,7 +112,8 @@ machine() {
     echo "- zerotrain: $(cd "$SRC" && git rev-parse --short HEAD 2>/dev/null || echo unknown) ($ZT)"
     echo "- cpu: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || echo unknown), $(nproc) cores visible"
     echo "- memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo 2>/dev/null)"
-    echo "- os: $(uname -sr); load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (1/5/15 min) when the table was made"
+    echo "- os: $(uname -sr)"
+    echo "- load average (1/5/15 min): $LOAD_BEFORE before the runs, $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) after"
     echo "- mpi: $(${MPIRUN_CMD%% *} --version 2>/dev/null | head -1)"
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
         echo "- gpus: $(nvidia-smi -L | sed 's/ (UUID.*//' | sort | uniq -c | sed 's/^ *//' | paste -sd';' -)"

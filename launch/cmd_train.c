@@ -43,6 +43,17 @@ static void usage(FILE *f) {
             "  --clip X              max global gradient norm; 0 disables (default 1.0)\n"
             "  --seed N              initialisation and data order (default 1234)\n"
             "\n"
+            "checkpoints (RUN/checkpoints/step-NNNNNNNN/, parallel HDF5; docs/checkpoint-format.md):\n"
+            "  --save-every N        also checkpoint every N steps (always: each epoch end, the last step, and\n"
+            "                        on SIGUSR1/SIGTERM to any rank, after which the job exits 0)\n"
+            "  --keep-last K         complete checkpoints to keep, older ones removed after a newer one commits\n"
+            "                        (default 2; 0 keeps all)\n"
+            "  --resume [PATH]       continue from RUN/checkpoints/latest, or from the checkpoint PATH; the same\n"
+            "                        world size continues bit-for-bit, another one reshards (fp32 tolerance);\n"
+            "                        the model config and global batch/schedule must match the checkpoint\n"
+            "  --trace-blocks        write every rank's block ids per step to RUN/ranks/rank-N.blocks (debugging)\n"
+            "  --debug-signal-at-step K  rank 0 raises SIGUSR1 during step K (testing the graceful stop)\n"
+            "\n"
             "ranks (launch with mpirun -n W zerotrain train ...; without mpirun W = 1):\n"
             "  --no-evenfix          let each rank run its own block count (REPRODUCES the epoch-end deadlock;\n"
             "                        default: every rank stops at the global minimum block count)\n"
@@ -64,7 +75,7 @@ static void usage(FILE *f) {
 enum {
     O_MODEL = 256, O_INIT, O_DATA, O_RUN, O_OVERWRITE, O_NOVERIFY, O_STEPS, O_EPOCHS, O_MB, O_GA, O_LR, O_SCHED,
     O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE,
-    O_NOEVEN, O_CTIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE
+    O_NOEVEN, O_CTIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE, O_SAVEEVERY, O_KEEP, O_RESUME, O_TRACE, O_DEBUGSIG
 };
 
 int zt_cmd_train(int argc, char **argv) {
@@ -85,6 +96,9 @@ int zt_cmd_train(int argc, char **argv) {
         {"no-evenfix", no_argument, 0, O_NOEVEN},     {"collective-timeout", required_argument, 0, O_CTIMEOUT},
         {"first-collective-timeout", required_argument, 0, O_FTIMEOUT},
         {"alive-interval", required_argument, 0, O_ALIVE},    {"no-preflight", no_argument, 0, O_NOPRE},
+        {"save-every", required_argument, 0, O_SAVEEVERY}, {"keep-last", required_argument, 0, O_KEEP},
+        {"resume", optional_argument, 0, O_RESUME},         {"trace-blocks", no_argument, 0, O_TRACE},
+        {"debug-signal-at-step", required_argument, 0, O_DEBUGSIG},
         {0, 0, 0, 0}};
     zt_train_opts o;
     zt_train_defaults(&o);
@@ -134,6 +148,16 @@ int zt_cmd_train(int argc, char **argv) {
         case O_NOEVEN: o.evenfix = 0; break;
         case O_CTIMEOUT: rc = zt_arg_f64("--collective-timeout", optarg, 0.1, 1e7, &o.collective_timeout); break;
         case O_NOPRE: o.preflight = 0; break;
+        case O_SAVEEVERY: rc = zt_arg_i64("--save-every", optarg, 0, INT64_MAX, &o.save_every); break;
+        case O_KEEP: rc = zt_arg_i64("--keep-last", optarg, 0, 1 << 20, &iv); o.keep_last = (int)iv; break;
+        case O_RESUME:
+            // --resume alone means RUN/checkpoints/latest; --resume PATH (or =PATH) a given checkpoint.
+            if (optarg) o.resume = optarg;
+            else if (optind < argc && argv[optind][0] != '-') o.resume = argv[optind++];
+            else o.resume = "latest";
+            break;
+        case O_TRACE: o.trace_blocks = 1; break;
+        case O_DEBUGSIG: rc = zt_arg_i64("--debug-signal-at-step", optarg, 1, INT64_MAX, &o.debug_signal_at_step); break;
         case O_ALIVE: rc = zt_arg_f64("--alive-interval", optarg, 0.05, 3600, &o.alive_interval); break;
         case O_FTIMEOUT:
             rc = zt_arg_f64("--first-collective-timeout", optarg, 0.1, 1e7, &o.first_collective_timeout);

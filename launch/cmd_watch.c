@@ -26,6 +26,8 @@ static void watch_usage(FILE *out) {
             "the outcome apart:\n"
             "  COMPLETE  RUN/complete.json exists (rank 0 writes it after everything durable)\n"
             "  FAILED    heartbeat.json or a rank's tick says \"failed\" (the trainer reported an error)\n"
+            "  STOPPED   heartbeat.json says \"stopped\": SIGUSR1/SIGTERM made the job checkpoint and exit\n"
+            "            (continue with train --resume)\n"
             "  CRASHED   a rank's liveness tick (RUN/ranks/rank-N.alive) has not changed for\n"
             "            max(3 x --alive-interval, 15 s), and no complete.json\n"
             "  HUNG      every tick fresh, but heartbeat.json's step has not advanced for\n"
@@ -52,7 +54,7 @@ static void watch_usage(FILE *out) {
             "  -h, --help              this text\n"
             "\n"
             "exit: 0 COMPLETE, 1 error, 2 usage, 3 CRASHED, 4 HUNG, 5 FAILED,\n"
-            "      6 still STARTING/RUNNING (--once only)\n");
+            "      6 still STARTING/RUNNING (--once only), 7 STOPPED\n");
 }
 
 static double wall_now(void) {

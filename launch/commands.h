@@ -5,6 +5,8 @@
 int zt_cmd_train(int argc, char **argv);
 int zt_cmd_pack(int argc, char **argv);
 int zt_cmd_tokenize(int argc, char **argv);
+int zt_cmd_export(int argc, char **argv);
+int zt_cmd_inspect(int argc, char **argv);
 int zt_cmd_preflight(int argc, char **argv);
 int zt_cmd_triage(int argc, char **argv);
 int zt_cmd_calibrate(int argc, char **argv);

@@ -234,7 +234,8 @@ static void sim_rs_push(sim *s, double end) {
 }
 
 typedef struct {
-    int L, nunits, tied, rs_slots;
+    int L, nunits, tied;
+    int grad_slots;             // full-gradient buffers limit reduce-scatters in flight (0: no limit)
     int gs, reps, world;        // sharding group, replicas, world
     double *ag_bytes, *rs_bytes, *ar_bytes;  // per unit: full sizes (ag, rs) and shard size (ar)
     double *fwd, *bwd;          // per unit compute seconds per micro-batch (head: fwd+bwd in fwd[])
@@ -276,17 +277,17 @@ static void sim_micro(sim *s, const sim_model *m, int do_rs, int replica_ar) {
         if (u + 1 == head && m->tied) sim_wait(s, next_emb);
     }
     double layer_ready = L >= 1 ? issue_ag(s, m, ZT_COLL_AG_BWD, L) : 0;
-    if (do_rs) sim_grad_acquire(s);
+    if (do_rs && m->grad_slots) sim_grad_acquire(s);
     s->tc += m->fwd[head];  // fused final norm + lm_head + loss, forward and backward
     if (do_rs) issue_rs(s, m, head, replica_ar);
     for (int u = L; u >= 1; u--) {
         sim_wait(s, layer_ready);
         if (u - 1 >= 1) layer_ready = issue_ag(s, m, ZT_COLL_AG_BWD, u - 1);
-        if (do_rs) sim_grad_acquire(s);
+        if (do_rs && m->grad_slots) sim_grad_acquire(s);
         s->tc += m->bwd[u];
         if (do_rs) issue_rs(s, m, u, replica_ar);
     }
-    if (do_rs) sim_grad_acquire(s);
+    if (do_rs && m->grad_slots) sim_grad_acquire(s);
     s->tc += m->bwd[0];
     if (do_rs) issue_rs(s, m, 0, replica_ar);
 }
@@ -393,7 +394,10 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
         zt_plan_flops_per_token_exact(c, job->seq_len) - 6.0 * V * d;  // all layers
     const double head_real = 6.0 * V * d, real = layer_real + head_real;
     double *buf = zt_xcalloc((size_t)nu * 5, sizeof(double));
-    sim_model m = {.L = L, .nunits = nu, .tied = c->tie_word_embeddings, .gs = gs, .reps = r->replicas, .world = W,
+    // NOSYNC reduce-scatters straight from its unsharded accumulator: no gradient buffers to wait for
+    sim_model m = {.L = L, .nunits = nu, .tied = c->tie_word_embeddings,
+                   .grad_slots = job->choice == ZT_SHARD_NOSYNC ? 0 : ZT_FSDP_GRAD_SLOTS, .gs = gs,
+                   .reps = r->replicas, .world = W,
                    .ag_bytes = buf, .rs_bytes = buf + nu, .ar_bytes = buf + 2 * nu, .fwd = buf + 3 * nu,
                    .bwd = buf + 4 * nu};
     for (int u = 0; u < nu; u++) {

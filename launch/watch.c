@@ -22,9 +22,9 @@
 #include "runtime/common.h"
 #include "runtime/flight.h"
 
-static const char *ws_names[] = {"STARTING", "RUNNING", "COMPLETE", "CRASHED", "HUNG", "FAILED"};
+static const char *ws_names[] = {"STARTING", "RUNNING", "COMPLETE", "CRASHED", "HUNG", "FAILED", "STOPPED"};
 
-const char *zt_watch_state_name(zt_watch_state s) { return (unsigned)s <= ZT_WS_FAILED ? ws_names[s] : "?"; }
+const char *zt_watch_state_name(zt_watch_state s) { return (unsigned)s <= ZT_WS_STOPPED ? ws_names[s] : "?"; }
 
 int zt_watch_state_final(zt_watch_state s) { return s >= ZT_WS_COMPLETE; }
 
@@ -34,6 +34,7 @@ int zt_watch_exit_code(zt_watch_state s) {
     case ZT_WS_CRASHED: return ZT_WATCH_EXIT_CRASHED;
     case ZT_WS_HUNG: return ZT_WATCH_EXIT_HUNG;
     case ZT_WS_FAILED: return ZT_WATCH_EXIT_FAILED;
+    case ZT_WS_STOPPED: return ZT_WATCH_EXIT_STOPPED;
     default: return ZT_WATCH_EXIT_RUNNING;
     }
 }
@@ -373,6 +374,12 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
         snprintf(w->reason, sizeof w->reason, "heartbeat.json: the trainer reported failure at step %lld",
                  w->hb.step);
         return w->state = ZT_WS_FAILED;
+    }
+    if (w->hb.have && !strcmp(w->hb.state, "stopped")) {
+        snprintf(w->reason, sizeof w->reason,
+                 "heartbeat.json: the trainer stopped on a signal at step %lld after committing a checkpoint; "
+                 "continue with `zerotrain train ... --resume`", w->hb.step);
+        return w->state = ZT_WS_STOPPED;
     }
     rank_list_where(w, is_failed, 0, list, sizeof list, &cnt);
     if (cnt) {

@@ -18,6 +18,7 @@ typedef enum {
     ZT_WS_CRASHED,       // a rank's liveness tick stopped, no complete.json
     ZT_WS_HUNG,          // ticks fresh, but the step stalled or the deadlock power signature
     ZT_WS_FAILED,        // the trainer reported "failed" (heartbeat or a rank's tick)
+    ZT_WS_STOPPED,       // the trainer stopped on SIGUSR1/SIGTERM after committing a checkpoint (resumable)
 } zt_watch_state;
 
 // Exit codes of `zerotrain watch` (also 1: error, 2: usage).
@@ -27,6 +28,7 @@ enum {
     ZT_WATCH_EXIT_HUNG = 4,
     ZT_WATCH_EXIT_FAILED = 5,
     ZT_WATCH_EXIT_RUNNING = 6,  // --once and the run is starting or running
+    ZT_WATCH_EXIT_STOPPED = 7,  // stopped gracefully by a signal; continue with train --resume
 };
 
 const char *zt_watch_state_name(zt_watch_state s);  // "RUNNING", ...

@@ -29,7 +29,7 @@ int zt_err_prefix(const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     snprintf(old, sizeof old, "%s", zt_errbuf);
-    snprintf(zt_errbuf, sizeof zt_errbuf, "%.1000s: %.1000s", pre, old);
+    snprintf(zt_errbuf, sizeof zt_errbuf, "%.400s: %.1600s", pre, old);
     return -1;
 }
 

@@ -282,7 +282,7 @@ static double micro_step(zt_fsdp *f, const uint32_t *tokens, float scale) {
     return loss;
 }
 
-int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, zt_fsdp_stats *out) {
+int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out) {
     const double t0 = zt_now();
     const int64_t S = f->seq_len, B = f->micro_batch;
     const int64_t targets = (int64_t)f->world * f->grad_accum * B * (S - 1);
@@ -301,12 +301,12 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, zt_fsdp_stats *out) 
     }
     rs_drain(f);
 
-    // One control all-reduce per step: summed loss, non-finite flag, grad sum of squares.
-    double red[3] = {loss, isfinite(loss) ? 0.0 : 1.0, 0.0};
+    // One control all-reduce per step: summed loss, non-finite flag, grad sum of squares, stop requests.
+    double red[4] = {loss, isfinite(loss) ? 0.0 : 1.0, 0.0, stop_request ? 1.0 : 0.0};
     for (int i = 0; i < f->nunits; i++) red[2] += f->ops->sumsq(f->units[i].grad, f->units[i].valid);
     if (!isfinite(red[0])) red[0] = 0;  // the flag carries it; keep the sum finite
     double tw = zt_now();
-    if (zt_allreduce(f->comm, red, red, 3, ZT_DT_F64, ZT_RED_SUM, "step loss/grad-norm") != 0) return -1;
+    if (zt_allreduce(f->comm, red, red, 4, ZT_DT_F64, ZT_RED_SUM, "step loss/grad-norm") != 0) return -1;
     f->t_wait += zt_now() - tw;
 
     const double norm = sqrt(red[2]);
@@ -329,6 +329,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, zt_fsdp_stats *out) 
     out->lr = lr;
     out->tokens = (int64_t)f->world * f->grad_accum * B * S;
     out->nonfinite = nonfinite;
+    out->stop_requested = (int)red[3];
     out->t_step = zt_now() - t0;
     out->t_comm_wait = f->t_wait;
     out->t_compute = out->t_step - f->t_wait;

@@ -42,6 +42,7 @@ typedef struct {
     double clip_coef, lr;
     int64_t tokens;         // global tokens in the step
     int nonfinite;          // ranks that saw a non-finite loss (then the update was skipped)
+    int stop_requested;     // ranks that passed stop_request (all-reduced with the loss: no extra collective)
     double t_step, t_compute, t_comm_wait;  // this rank's seconds
     int64_t bytes_gathered, bytes_scattered; // this rank's received (all-gather) / sent (reduce-scatter) bytes
 } zt_fsdp_stats;
@@ -90,7 +91,8 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
 // Replace the master shards with slices of full per-unit vectors (e.g. HF weights).
 void zt_fsdp_set_full(zt_fsdp *f, float *const *full);
 // One optimizer step; blocks holds this rank's micro_batch * grad_accum blocks.
-int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, zt_fsdp_stats *out);
+// stop_request (e.g. a signal arrived) is summed over ranks into out->stop_requested.
+int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out);
 // Collective: assemble full per-unit parameter vectors (unpadded) on every rank.
 int zt_fsdp_gather_full(zt_fsdp *f, float **full);
 void zt_fsdp_memory_usage(const zt_fsdp *f, zt_fsdp_memory *m);

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint/ckpt.h"
 #include "checkpoint/safetensors.h"
 #include "data/dataset.h"
 #include "model/qwen3.h"
@@ -47,6 +49,12 @@ void zt_train_defaults(zt_train_opts *o) {
 }
 
 typedef struct { int file; int64_t block; } block_ref;
+
+// SIGUSR1 / SIGTERM: checkpoint at the next step boundary and exit 0. The handler
+// only sets a flag; the ranks agree on it with an all-reduce every step, so a
+// signal to any one rank stops all of them at the same step.
+static volatile sig_atomic_t g_stop_signal = 0;
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 // Seeded Fisher-Yates; every epoch (and, for per-rank files, every rank) has its own order.
 static void shuffle_blocks(block_ref *b, int64_t n, uint64_t seed, int64_t epoch, int stream) {
@@ -138,6 +146,32 @@ static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, co
     return rc;
 }
 
+// Settings a resumed run must share with the checkpoint for an exact continuation
+// (the world size may change; the global batch, data and schedule may not).
+static char *train_settings_json(const zt_train_opts *o, const zt_dataset *ds, int64_t global_batch_blocks,
+                                 int64_t total_steps) {
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddNumberToObject(t, "global_batch_blocks", (double)global_batch_blocks);
+    cJSON_AddNumberToObject(t, "seq_len", ds->seq_len);
+    cJSON_AddNumberToObject(t, "dataset_blocks", (double)ds->total_blocks);
+    cJSON_AddStringToObject(t, "layout", ds->per_rank ? "per-rank" : "single");
+    cJSON_AddBoolToObject(t, "evenfix", o->evenfix);
+    cJSON_AddNumberToObject(t, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(t, "total_steps", (double)total_steps);
+    cJSON_AddNumberToObject(t, "lr", o->hp.lr);
+    cJSON_AddNumberToObject(t, "min_lr_ratio", o->hp.min_lr_ratio);
+    cJSON_AddNumberToObject(t, "warmup", (double)o->hp.warmup);
+    cJSON_AddStringToObject(t, "schedule", o->hp.schedule == ZT_SCHED_COSINE ? "cosine" : "constant");
+    cJSON_AddNumberToObject(t, "beta1", o->hp.beta1);
+    cJSON_AddNumberToObject(t, "beta2", o->hp.beta2);
+    cJSON_AddNumberToObject(t, "eps", o->hp.eps);
+    cJSON_AddNumberToObject(t, "weight_decay", o->hp.weight_decay);
+    cJSON_AddNumberToObject(t, "clip", o->hp.clip);
+    char *text = cJSON_PrintUnformatted(t);
+    cJSON_Delete(t);
+    return text;
+}
+
 // All state of one run, so that cleanup is one function.
 typedef struct {
     zt_comm *comm;
@@ -149,6 +183,7 @@ typedef struct {
     block_ref *order;
     const uint32_t **blocks;
     FILE *metrics;
+    FILE *trace;
     zt_liveness *alive;
     zt_power_sampler *power;
     char run_id[64];
@@ -157,6 +192,7 @@ typedef struct {
 
 static void run_cleanup(run_state *r) {
     if (r->metrics) fclose(r->metrics);
+    if (r->trace) fclose(r->trace);
     free(r->order);
     free(r->blocks);
     if (r->f_init) zt_fsdp_free(&r->f);
@@ -310,6 +346,57 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         if (agree(r->comm, ok, "loading --init weights") != 0) return -1;
         if (R0) printf("init: loaded Hugging Face weights from %s (%.2f s)\n", o->init, zt_now() - t0);
     }
+    // ---- resume: this rank's slices of the canonical vectors, at any world size ----
+    zt_ckpt_slice *slices = zt_xcalloc((size_t)r->f.nunits, sizeof *slices);
+    for (int u = 0; u < r->f.nunits; u++)
+        slices[u] = (zt_ckpt_slice){r->f.units[u].numel, r->f.units[u].lo, r->f.units[u].valid, r->f.units[u].master,
+                                    r->f.units[u].m, r->f.units[u].v};
+    const zt_ckpt_shards shards = {r->f.nunits, slices};
+    char *settings = train_settings_json(o, ds, global_step_blocks, total_steps);
+    int64_t start_step = 0, tokens_seen = 0;
+    char ckpt_path[4200] = "";
+    if (o->resume) {
+        t0 = zt_now();
+        ok = zt_ckpt_resolve(strcmp(o->resume, "latest") ? o->resume : o->run_dir, ckpt_path, sizeof ckpt_path) == 0;
+        zt_ckpt_meta meta;
+        zt_qwen3_config saved_cfg;
+        char *saved = NULL, diff[1024];
+        if (ok) ok = zt_ckpt_open_meta(ckpt_path, &meta, &saved_cfg, &saved) == 0;
+        if (ok && zt_ckpt_config_diff(&saved_cfg, &cfg, diff, sizeof diff) > 0)
+            ok = zt_err("--resume %s: the model config differs from the checkpoint's: %s", ckpt_path, diff) == 0;
+        static const char *const may_differ[] = {NULL};
+        if (ok && saved && *saved)
+            ok = zt_ckpt_check_train_json(saved, settings, may_differ) == 0 || zt_err_prefix("--resume %s", ckpt_path) == 0;
+        free(saved);
+        if (ok && ds->per_rank && meta.world_size != r->world)
+            ok = zt_err("--resume %s: saved by %d ranks on a per-rank dataset; it can only continue on %d ranks",
+                        ckpt_path, meta.world_size, meta.world_size) == 0;
+        if (ok && (meta.epoch != meta.step / steps_per_epoch || meta.epoch_step != meta.step % steps_per_epoch))
+            ok = zt_err("--resume %s: its data cursor (epoch %lld, step %lld of the epoch) does not match %lld steps "
+                        "per epoch of this run", ckpt_path, (long long)meta.epoch, (long long)meta.epoch_step,
+                        (long long)steps_per_epoch) == 0;
+        if (agree(r->comm, ok, "reading the checkpoint to resume") != 0) {
+            free(settings), free(slices);
+            return -1;
+        }
+        // Collective: refuses a model config that differs (naming the fields) and bad checksums.
+        if (zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, &r->f.model.lay, &meta, &shards) != 0) {
+            free(settings), free(slices);
+            return zt_err_prefix("--resume");
+        }
+        start_step = meta.step;
+        tokens_seen = meta.tokens_seen;
+        snprintf(r->run_id, sizeof r->run_id, "%s", meta.run_id);  // one logical run across restarts
+        r->f.step = meta.step;  // Adam's bias-correction step and the LR schedule continue
+        r->step = meta.step;
+        if (R0)
+            printf("resume: %s: step %lld (epoch %lld, %lld steps into it), saved by %d rank%s, loaded by %d (%.2f s)\n",
+                   ckpt_path, (long long)meta.step, (long long)meta.epoch, (long long)meta.epoch_step, meta.world_size,
+                   meta.world_size == 1 ? "" : "s", r->world, zt_now() - t0);
+        if (start_step >= total_steps && R0)
+            printf("resume: the checkpoint is already at step %lld of %lld; nothing to train\n", (long long)start_step,
+                   (long long)total_steps);
+    }
     zt_fsdp_memory mem;
     zt_fsdp_memory_usage(&r->f, &mem);
     char b1[32], b2[32], b3[32], b4[32], b5[32];
@@ -333,29 +420,35 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     // ---- run.json, metrics.jsonl (rank 0) ----
     char path[4200];
     if (R0) {
-        make_run_id(r->run_id, sizeof r->run_id);
+        if (!r->run_id[0]) make_run_id(r->run_id, sizeof r->run_id);
         ok = write_run_json(o, &cfg, ds, r->run_id, r->world, total_steps, steps_per_epoch, threads, &mem) == 0;
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
-            r->metrics = fopen(path, "w");
+            r->metrics = fopen(path, o->resume ? "a" : "w");
             if (!r->metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
         }
     }
-    if (agree(r->comm, ok, "writing run.json") != 0) return -1;
+    if (ok && o->trace_blocks) {  // every rank: its own block ids per step
+        snprintf(path, sizeof path, "%s/ranks/rank-%05d.blocks", o->run_dir, r->rank);
+        r->trace = fopen(path, o->resume ? "a" : "w");
+        if (!r->trace) ok = zt_err("%s: cannot open for writing", path) == 0;
+    }
+    if (agree(r->comm, ok, "writing run.json") != 0) {
+        free(settings), free(slices);
+        return -1;
+    }
 
     // ---- loop ----
     r->order = zt_xmalloc((size_t)(ds->total_blocks > 0 ? ds->total_blocks : 1) * sizeof(block_ref));
     r->blocks = zt_xmalloc((size_t)per_rank_step * sizeof(uint32_t *));
-    int64_t epoch = -1, tokens_seen = 0;
-    double loss_first = NAN, loss_last = NAN, t_wait_total = 0, t_compute_total = 0;
+    int64_t epoch = -1, steps_run = 0;
+    double loss_first = NAN, loss_last = NAN, lr_last = 0, t_wait_total = 0, t_compute_total = 0;
     const double t_loop = zt_now();
-    for (int64_t step = 0; step < total_steps; step++) {
+    double t_durable = t_loop;  // when the last checkpoint committed (GPU-hours at risk count from here)
+    int stopped = 0, rc = 0;
+    for (int64_t step = start_step; step < total_steps; step++) {
         const int64_t e = step / steps_per_epoch, within = step % steps_per_epoch;
         if (e != epoch) {
-            if (epoch >= 0) {
-                zt_comm_set_context(r->comm, step, epoch, -1);  // steps completed so far
-                if (zt_barrier(r->comm, "epoch-end save") != 0) return -1;
-            }
             epoch = e;
             r->f.epoch = e;
             int64_t k = 0;
@@ -368,50 +461,57 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                 shuffle_blocks(r->order, k, o->seed, epoch, 0);
             }
         }
+        if (r->trace) fprintf(r->trace, "%lld", (long long)step + 1);
         for (int64_t i = 0; i < per_rank_step; i++) {
             int64_t idx = ds->per_rank ? within * per_rank_step + i
                                        : within * global_step_blocks + (int64_t)r->rank * per_rank_step + i;
             block_ref br = r->order[idx];
             r->blocks[i] = zt_dataset_block(ds, br.file, br.block);
+            if (r->trace) fprintf(r->trace, " %d:%lld", br.file, (long long)br.block);
         }
+        if (r->trace) fputc('\n', r->trace), fflush(r->trace);
+        if (o->debug_signal_at_step > 0 && step + 1 == o->debug_signal_at_step && R0) raise(SIGUSR1);
         zt_fsdp_stats s;
-        if (zt_fsdp_step(&r->f, r->blocks, &s) != 0) return -1;
-        if (step == 0) zt_comm_mark_warm(r->comm);
-        if (s.nonfinite)  // all-reduced: every rank stops here
-            return zt_err("step %lld: the loss or gradient norm is not finite (on %d rank%s); stopping before the "
-                          "update. Lower --lr or check the data",
-                          (long long)step + 1, s.nonfinite, s.nonfinite == 1 ? "" : "s");
+        if (zt_fsdp_step(&r->f, r->blocks, g_stop_signal != 0, &s) != 0) { rc = -1; break; }
+        if (steps_run == 0) zt_comm_mark_warm(r->comm);
+        if (s.nonfinite) {  // all-reduced: every rank stops here
+            rc = zt_err("step %lld: the loss or gradient norm is not finite (on %d rank%s); stopping before the "
+                        "update. Lower --lr or check the data; the last checkpoint is untouched",
+                        (long long)step + 1, s.nonfinite, s.nonfinite == 1 ? "" : "s");
+            break;
+        }
         r->step = step + 1;
+        steps_run++;
         zt_liveness_set_step(r->alive, r->step);
         tokens_seen += s.tokens;
         t_wait_total += s.t_comm_wait;
         t_compute_total += s.t_compute;
-        if (step == 0) loss_first = s.loss;
+        if (steps_run == 1) loss_first = s.loss;
         loss_last = s.loss;
+        lr_last = s.lr;
         const double tok_s = (double)s.tokens / s.t_step;
         if (R0) {
-            // GPU-hours (rank-hours on the CPU backend): spent so far, projected per epoch at the
-            // mean step time so far, and at risk = spent since the last durable state (no
-            // checkpoints yet: since the start of the loop).
-            const double el = zt_now() - t_loop, mean_step = el / (double)(step + 1);
+            // GPU-hours (rank-hours on the CPU backend): spent in this process so far, projected
+            // per epoch at the mean step time, and at risk = spent since the last checkpoint.
+            const double now = zt_now(), el = now - t_loop, mean_step = el / (double)steps_run;
             zt_heartbeat hb = {.run_id = r->run_id, .state = "running", .step = step + 1, .total_steps = total_steps,
-                               .epoch = epoch, .tokens = tokens_seen, .elapsed_s = zt_now() - t_start,
+                               .epoch = epoch, .tokens = tokens_seen, .elapsed_s = now - t_start,
                                .step_time_s = s.t_step, .tok_per_s = tok_s, .loss = s.loss, .world_size = r->world,
                                .gpu_hours = r->world * el / 3600.0,
                                .gpu_hours_per_epoch = r->world * mean_step * (double)steps_per_epoch / 3600.0,
-                               .gpu_hours_at_risk = r->world * el / 3600.0};
-            if (zt_heartbeat_write(o->run_dir, &hb) != 0)
-                fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
+                               .gpu_hours_at_risk = r->world * (now - t_durable) / 3600.0};
+            if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
             fprintf(r->metrics,
                     "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"clip_coef\":%.6f,"
                     "\"tokens\":%lld,\"tok_per_s\":%.1f,\"tok_per_s_per_rank\":%.1f,\"step_time_s\":%.4f,"
                     "\"compute_s\":%.4f,\"comm_wait_s\":%.4f,\"bytes_gathered\":%lld,\"bytes_scattered\":%lld,"
-                    "\"elapsed_s\":%.3f}\n",
+                    "\"gpu_hours\":%.6f,\"gpu_hours_at_risk\":%.6f,\"elapsed_s\":%.3f}\n",
                     (long long)step + 1, (long long)epoch, s.loss, s.lr, s.grad_norm, s.clip_coef,
                     (long long)tokens_seen, tok_s, tok_s / r->world, s.t_step, s.t_compute, s.t_comm_wait,
-                    (long long)s.bytes_gathered, (long long)s.bytes_scattered, zt_now() - t_start);
+                    (long long)s.bytes_gathered, (long long)s.bytes_scattered, hb.gpu_hours, hb.gpu_hours_at_risk,
+                    now - t_start);
             fflush(r->metrics);
-            if (o->log_every > 0 && ((step + 1) % o->log_every == 0 || step == 0 || step + 1 == total_steps)) {
+            if (o->log_every > 0 && ((step + 1) % o->log_every == 0 || steps_run == 1 || step + 1 == total_steps)) {
                 printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s (%.0f "
                        "/rank) | %.3f s, comm wait %.0f%%\n",
                        (long long)step + 1, (long long)total_steps, (long long)epoch, s.loss, s.lr, s.grad_norm,
@@ -420,16 +520,67 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                 fflush(stdout);
             }
         }
+
+        // ---- step boundary: every decision below comes from all-reduced values ----
+        const int epoch_end = (step + 1) % steps_per_epoch == 0, last = step + 1 == total_steps;
+        const int stop = s.stop_requested > 0;
+        if (epoch_end) {
+            zt_comm_set_context(r->comm, step + 1, epoch, -1);  // steps completed so far
+            if (zt_barrier(r->comm, "epoch-end save") != 0) { rc = -1; break; }
+        }
+        if (epoch_end || last || stop || (o->save_every > 0 && (step + 1) % o->save_every == 0)) {
+            const double ts = zt_now();
+            // Deadline-guarded: a rank that is not here is reported instead of hanging in HDF5's own barrier.
+            if (!epoch_end && zt_barrier(r->comm, "checkpoint save") != 0) { rc = -1; break; }
+            zt_ckpt_meta meta;
+            memset(&meta, 0, sizeof meta);
+            meta.step = step + 1;
+            meta.epoch = (step + 1) / steps_per_epoch;
+            meta.epoch_step = (step + 1) % steps_per_epoch;
+            meta.epoch_blocks = meta.epoch_step * (ds->per_rank ? per_rank_step : global_step_blocks);
+            meta.tokens_seen = tokens_seen;
+            meta.seed = o->seed;
+            meta.world_size = r->world;
+            snprintf(meta.run_id, sizeof meta.run_id, "%s", r->run_id);
+            meta.lr_last = lr_last;
+            meta.final = last;
+            if (zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, &r->f.model.lay, settings, &shards, o->keep_last,
+                             ckpt_path, sizeof ckpt_path) != 0) {
+                rc = zt_err_prefix("step %lld", (long long)step + 1);
+                break;
+            }
+            t_durable = zt_now();
+            if (R0) printf("checkpoint: step %lld -> %s (%.2f s)\n", (long long)step + 1, ckpt_path, t_durable - ts);
+        }
+        if (stop && !last) {
+            stopped = 1;
+            if (R0)
+                printf("stopped: a stop signal (SIGUSR1/SIGTERM) reached %d rank%s; checkpoint of step %lld committed; "
+                       "continue with --resume\n", s.stop_requested, s.stop_requested == 1 ? "" : "s",
+                       (long long)step + 1);
+            break;
+        }
     }
-    zt_comm_set_context(r->comm, total_steps, epoch, -1);
-    if (zt_barrier(r->comm, "epoch-end save") != 0) return -1;
+    free(settings);
+    free(slices);
+    if (rc != 0) return -1;
     const double loop_s = zt_now() - t_loop;
-    if (R0)
-        printf("done: %lld steps, %lld tokens in %.1f s (%.0f tok/s, %.0f per rank); rank 0 waited on collectives "
+    if (R0 && steps_run > 0)
+        printf("%s: %lld steps, %lld tokens in %.1f s (%.0f tok/s, %.0f per rank); rank 0 waited on collectives "
                "%.1f%% of the time; loss %.4f -> %.4f\n",
-               (long long)total_steps, (long long)tokens_seen, loop_s, tokens_seen / loop_s,
-               tokens_seen / loop_s / r->world, 100 * t_wait_total / (t_wait_total + t_compute_total), loss_first,
-               loss_last);
+               stopped ? "stopped" : "done", (long long)steps_run, (long long)(steps_run * global_step_blocks * ds->seq_len),
+               loop_s, steps_run * global_step_blocks * ds->seq_len / loop_s,
+               steps_run * global_step_blocks * ds->seq_len / loop_s / r->world,
+               100 * t_wait_total / (t_wait_total + t_compute_total), loss_first, loss_last);
+    if (stopped) {
+        if (R0) {
+            zt_heartbeat hb = {.run_id = r->run_id, .state = "stopped", .step = r->step, .total_steps = total_steps,
+                               .epoch = epoch, .tokens = tokens_seen, .elapsed_s = zt_now() - t_start,
+                               .loss = loss_last, .world_size = r->world};
+            zt_heartbeat_write(o->run_dir, &hb);
+        }
+        return 0;
+    }
 
     if (o->save_final) {
         const zt_qwen3_layout *lay = &r->f.model.lay;
@@ -447,20 +598,23 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         free(full);
         if (agree(r->comm, ok, "saving final weights") != 0) return -1;
     }
-    if (R0) {  // COMPLETE for the watcher: everything durable is written
+    if (R0) {  // COMPLETE for the watcher: the final checkpoint (and final/) are committed
         const double el = zt_now() - t_loop;
         zt_heartbeat hb = {.run_id = r->run_id, .state = "complete", .step = total_steps, .total_steps = total_steps,
                            .epoch = epoch, .tokens = tokens_seen, .elapsed_s = zt_now() - t_start,
-                           .tok_per_s = tokens_seen / el, .loss = loss_last, .world_size = r->world,
-                           .gpu_hours = r->world * el / 3600.0,
-                           .gpu_hours_per_epoch = r->world * el / (double)total_steps * (double)steps_per_epoch / 3600.0};
+                           .tok_per_s = steps_run ? steps_run * global_step_blocks * ds->seq_len / el : 0,
+                           .loss = loss_last, .world_size = r->world, .gpu_hours = r->world * el / 3600.0,
+                           .gpu_hours_per_epoch = steps_run ? r->world * el / (double)steps_run *
+                                                                  (double)steps_per_epoch / 3600.0 : 0};
         zt_heartbeat_write(o->run_dir, &hb);
-        char text[4600];
-        snprintf(text, sizeof text, "{\"run_id\": \"%s\", \"step\": %lld, \"time\": %.3f, \"final\": \"%s/final\"}\n",
-                 r->run_id, (long long)total_steps, (double)time(NULL), o->save_final ? o->run_dir : "");
+        char text[9000];
+        snprintf(text, sizeof text,
+                 "{\"run_id\": \"%s\", \"step\": %lld, \"time\": %.3f, \"checkpoint\": \"%s\", \"final\": \"%s%s\"}\n",
+                 r->run_id, (long long)total_steps, (double)time(NULL), ckpt_path, o->save_final ? o->run_dir : "",
+                 o->save_final ? "/final" : "");
         snprintf(path, sizeof path, "%s/complete.json", o->run_dir);
         if (zt_write_file_atomic(path, text, strlen(text)) != 0) return -1;
-        printf("GPU-hours (rank-hours on cpu): %.4f spent, %.4f per epoch projected\n", hb.gpu_hours,
+        printf("GPU-hours (rank-hours on cpu): %.4f spent in this process, %.4f per epoch projected\n", hb.gpu_hours,
                hb.gpu_hours_per_epoch);
     }
     return 0;
@@ -474,9 +628,18 @@ int zt_train_run(const zt_train_opts *o) {
     char path[4200];
     snprintf(path, sizeof path, "%s/run.json", o->run_dir);
     struct stat st;
-    if (!o->overwrite && stat(path, &st) == 0)
-        return zt_err("%s already exists: this run directory holds a run; pick a new --run-dir or pass --overwrite",
+    if (!o->overwrite && !o->resume && stat(path, &st) == 0)
+        return zt_err("%s already exists: this run directory holds a run; continue it with --resume, pick a new "
+                      "--run-dir, or pass --overwrite",
                       path);
+    g_stop_signal = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     snprintf(path, sizeof path, "%s/ranks", o->run_dir);
     if (zt_mkdirs(path) != 0) return -1;
     if (zt_mpi_init_once() != 0) return -1;

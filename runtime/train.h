@@ -27,7 +27,11 @@ typedef struct {
     int evenfix;             // stop every rank at the global minimum block count (default 1)
     double collective_timeout, first_collective_timeout;  // seconds; 0 = defaults
     int preflight;           // run the six-check gate first (default 1)
-    int keep_last;           // checkpoints to keep (preflight sizes the disk check with it)
+    int keep_last;           // complete checkpoints to keep (0: all); preflight sizes the disk check with it
+    int64_t save_every;      // checkpoint every N steps (0: only at epoch ends, on a stop signal, at the end)
+    const char *resume;      // NULL: fresh run; "latest": RUN/checkpoints/latest; else a checkpoint path
+    int trace_blocks;        // debugging: every rank logs its block ids per step to RUN/ranks/rank-N.blocks
+    int64_t debug_signal_at_step;  // testing: rank 0 raises SIGUSR1 after this step (0: never)
     double alive_interval;   // seconds between RUN/ranks/rank-N.alive ticks (default 5)
 } zt_train_opts;
 

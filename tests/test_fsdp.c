@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < steps; k++) {
         for (int i = 0; i < B * G; i++) mine[i] = data + (k * GB + rank * B * G + i) * S;
         zt_fsdp_stats st;
-        if (zt_fsdp_step(&f, mine, &st) != 0) zt_die_on_err();
+        if (zt_fsdp_step(&f, mine, 0, &st) != 0) zt_die_on_err();
         if (k == 0) zt_comm_mark_warm(comm);
         if (rank == 0) {
             for (int i = 0; i < GB; i++) all[i] = data + (k * GB + i) * S;

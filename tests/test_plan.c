@@ -232,6 +232,28 @@ static void test_errors(const zt_qwen3_config *c) {
                           &r) != 0 &&
               strstr(zt_errmsg(), "must divide"),
           "shard group 6 of 16: %s", zt_errmsg());
+    // a GPU described in a file: the B300 preset's numbers give the B300 prediction
+    const char *path = "/tmp/zt_test_plan_gpu.json";
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"name\": \"my-b300\", \"peak_flops\": 2.25e15, \"hbm_bytes\": 288e9, \"hbm_bw\": 8e12, "
+               "\"nvlink_bw\": 900e9, \"net_bw\": 100e9, \"gpus_per_node\": 8}");
+    fclose(f);
+    zt_gpu_spec fg, pg;
+    CHECK(zt_gpu_spec_load(path, &fg) == 0 && !strcmp(fg.name, "my-b300") && fg.gpus_per_node == 8, "%s",
+          zt_errmsg());
+    zt_gpu_preset("B300", &pg);
+    zt_plan_result r1, r2;
+    zt_plan_job j = job(16, ZT_SHARD_FULL);
+    zt_plan_predict(c, &fg, &a, &j, &r1);
+    zt_plan_predict(c, &pg, &a, &j, &r2);
+    CHECK(r1.t_step == r2.t_step && r1.mem.total == r2.mem.total, "file vs preset: %.4f vs %.4f s", r1.t_step,
+          r2.t_step);
+    f = fopen(path, "w");
+    fprintf(f, "{\"peak_flops\": 1e15, \"hbm_bytes\": 80e9, \"hbm_bw\": 3e12, \"nvlink_bw\": -1, \"net_bw\": 5e10}");
+    fclose(f);
+    CHECK(zt_gpu_spec_load(path, &fg) != 0 && strstr(zt_errmsg(), "\"nvlink_bw\" must be a positive number"), "%s",
+          zt_errmsg());
+    remove(path);
     CHECK(zt_gpu_spec_load(ZT_SOURCE_DIR "/examples/qwen3-32b/config.json", &g) != 0 &&
               strstr(zt_errmsg(), "peak_flops"),
           "a config.json is not a GPU file: %s", zt_errmsg());

@@ -1,8 +1,232 @@
-// CUDA backend entry point. The full backend (bf16 kernels, cuBLASLt, NCCL) is
-// a later issue; for now this reports whether a usable device exists.
-#include <cuda_runtime.h>
+// CUDA backend plumbing: device queries, checked-call reporting, the op context
+// (cuBLASLt handle, workspace, scratch arena), memory helpers, fills and casts.
+// defines: zt_cuda_device_count, zt_cuda_device_describe, zt_cuda_die, zt_cuda_check_at,
+//          zt_cublas_check_at, zt_cuda_ctx_*, zt_cuda_malloc/free/memcpy, zt_cuda_fill*, casts
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_internal.h"
+
 extern "C" int zt_cuda_device_count(void) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky "no driver" error
+        return 0;
+    }
     return n;
+}
+
+extern "C" void zt_cuda_device_describe(char *buf, size_t n) {
+    int dev = 0;
+    cudaDeviceProp p;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+        snprintf(buf, n, "no CUDA device");
+        return;
+    }
+    snprintf(buf, n, "%s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB", p.name, p.major, p.minor, p.multiProcessorCount,
+             (double)p.totalGlobalMem / (1 << 30), p.l2CacheSize >> 20);
+}
+
+// ---- errors ------------------------------------------------------------------------------
+extern "C" void zt_cuda_die(const char *what, const char *detail, const char *file, int line) {
+    int dev = -1;
+    cudaGetDevice(&dev);
+    fprintf(stderr, "zerotrain: error: %s failed at %s:%d (device %d): %s\n", what, file, line, dev, detail);
+    fprintf(stderr,
+            "hint: an asynchronous kernel error is reported at a later call; rerun with ZT_CUDA_SYNC=1 to name "
+            "the failing op, and with compute-sanitizer for a bad memory access\n");
+    exit(1);
+}
+
+extern "C" void zt_cuda_check_at(cudaError_t e, const char *call, const char *file, int line) {
+    if (e == cudaSuccess) return;
+    char d[256];
+    snprintf(d, sizeof d, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    zt_cuda_die(call, d, file, line);
+}
+
+extern "C" void zt_cublas_check_at(cublasStatus_t s, const char *call, const char *file, int line) {
+    if (s == CUBLAS_STATUS_SUCCESS) return;
+    char d[256];
+    snprintf(d, sizeof d, "cuBLAS status %d (%s)", (int)s, cublasLtGetStatusString(s));
+    zt_cuda_die(call, d, file, line);
+}
+
+static int g_sync_every_op = -1;
+extern "C" int zt_cuda_sync_every_op(void) {
+    if (g_sync_every_op < 0) {
+        const char *e = getenv("ZT_CUDA_SYNC");
+        g_sync_every_op = e && *e && strcmp(e, "0") != 0;
+    }
+    return g_sync_every_op;
+}
+
+extern "C" void zt_cuda_launched_at(const char *kernel, cudaStream_t st, const char *file, int line) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && zt_cuda_sync_every_op()) e = cudaStreamSynchronize(st);
+    if (e != cudaSuccess) {
+        char d[256];
+        snprintf(d, sizeof d, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        char w[160];
+        snprintf(w, sizeof w, "kernel %s", kernel);
+        zt_cuda_die(w, d, file, line);
+    }
+}
+
+extern "C" void zt_cuda_sync(void *stream, const char *what) {
+    cudaError_t e = cudaStreamSynchronize(zt_st(stream));
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        char d[256];
+        snprintf(d, sizeof d, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        zt_cuda_die(what, d, "zt_cuda_sync", 0);
+    }
+}
+
+// ---- context ---------------------------------------------------------------------------------
+// 32 MiB: what NVIDIA recommends for cuBLASLt on Hopper and later.
+#define ZT_LT_WORKSPACE (32u << 20)
+
+extern "C" zt_cuda_ctx *zt_cuda_ctx_create(void) {
+    zt_cuda_ctx *c = (zt_cuda_ctx *)calloc(1, sizeof *c);
+    if (!c) zt_cuda_die("calloc(zt_cuda_ctx)", "out of host memory", __FILE__, __LINE__);
+    ZT_CK(cudaGetDevice(&c->device));
+    ZT_CKBLAS(cublasLtCreate(&c->lt));
+    c->workspace_bytes = ZT_LT_WORKSPACE;
+    ZT_CK(cudaMalloc(&c->workspace, c->workspace_bytes));
+    return c;
+}
+
+extern "C" void zt_cuda_ctx_destroy(zt_cuda_ctx *c) {
+    if (!c) return;
+    ZT_CK(cudaDeviceSynchronize());
+    zt_plans_destroy(c);
+    if (c->scratch) ZT_CK(cudaFree(c->scratch));
+    ZT_CK(cudaFree(c->workspace));
+    ZT_CKBLAS(cublasLtDestroy(c->lt));
+    free(c);
+}
+
+void *zt_ctx_scratch(zt_cuda_ctx *c, size_t bytes, cudaStream_t st) {
+    if (bytes <= c->scratch_bytes) return c->scratch;
+    size_t want = bytes + bytes / 8;  // some headroom against repeated growth
+    want = (want + 255) & ~(size_t)255;
+    // Stream-ordered: the old area is released after the work already queued on
+    // st, and the new one is usable by work queued after this point.
+    if (c->scratch) ZT_CK(cudaFreeAsync(c->scratch, st));
+    ZT_CK(cudaMallocAsync(&c->scratch, want, st));
+    c->scratch_bytes = want;
+    return c->scratch;
+}
+
+extern "C" void zt_cuda_ctx_reserve(zt_cuda_ctx *c, size_t bytes, void *stream) {
+    zt_ctx_scratch(c, bytes, zt_st(stream));
+}
+
+extern "C" void zt_cuda_ctx_set_xent_chunk_rows(zt_cuda_ctx *c, int64_t rows) { c->xent_chunk_rows = rows > 0 ? rows : 0; }
+
+extern "C" void zt_cuda_ctx_plan_stats(const zt_cuda_ctx *c, int64_t *plans, int64_t *hits, int64_t *misses) {
+    if (plans) *plans = c->nplans;
+    if (hits) *hits = c->plan_hits;
+    if (misses) *misses = c->plan_misses;
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+extern "C" void *zt_cuda_malloc(size_t bytes) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        char d[256];
+        snprintf(d, sizeof d, "%s while allocating %zu bytes (%.2f GiB)", cudaGetErrorString(e), bytes,
+                 (double)bytes / (1 << 30));
+        zt_cuda_die("cudaMalloc", d, __FILE__, __LINE__);
+    }
+    return p;
+}
+extern "C" void zt_cuda_free(void *p) {
+    if (p) ZT_CK(cudaFree(p));
+}
+extern "C" void zt_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes) {
+    ZT_CK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+extern "C" void zt_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes) {
+    ZT_CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+// ---- fills and casts --------------------------------------------------------------------------------
+__global__ void fill_u16_kernel(uint16_t *x, uint16_t v, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = v;
+}
+__global__ void fill_f32_kernel(float *x, float v, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = v;
+}
+__global__ void f32_to_bf16_kernel(bf16 *y, const float *x, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = f2bf(x[i]);
+}
+__global__ void bf16_to_f32_kernel(float *y, const bf16 *x, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = bf2f(x[i]);
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+template <typename T>
+__global__ void fill_uniform_kernel(T *x, int64_t n, float lo, float hi, uint64_t seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float u = (float)(splitmix64(seed * 0x2545f4914f6cdd1dull + (uint64_t)i) >> 40) * (1.0f / 16777216.0f);
+        x[i] = (T)(lo + (hi - lo) * u);
+    }
+}
+
+static unsigned grid_for(int64_t n) {
+    int64_t b = (n + 255) / 256;
+    if (b > 65536) b = 65536;  // grid-stride loops cover the rest
+    return (unsigned)(b < 1 ? 1 : b);
+}
+
+extern "C" void zt_cuda_fill_nan(void *x, zt_dtype t, int64_t n, void *stream) {
+    if (n <= 0) return;
+    if (t == ZT_BF16) {
+        fill_u16_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>((uint16_t *)x, 0x7fc0, n);
+        ZT_LAUNCHED("fill_u16_kernel", zt_st(stream));
+    } else {
+        fill_f32_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>((float *)x, __builtin_nanf(""), n);
+        ZT_LAUNCHED("fill_f32_kernel", zt_st(stream));
+    }
+}
+
+extern "C" void zt_cuda_fill_uniform(void *x, zt_dtype t, int64_t n, float lo, float hi, uint64_t seed,
+                                     void *stream) {
+    if (n <= 0) return;
+    if (t == ZT_BF16)
+        fill_uniform_kernel<bf16><<<grid_for(n), 256, 0, zt_st(stream)>>>((bf16 *)x, n, lo, hi, seed);
+    else
+        fill_uniform_kernel<float><<<grid_for(n), 256, 0, zt_st(stream)>>>((float *)x, n, lo, hi, seed);
+    ZT_LAUNCHED("fill_uniform_kernel", zt_st(stream));
+}
+
+extern "C" void zt_cuda_fill(float *x, float value, int64_t n, void *stream) {
+    if (n <= 0) return;
+    fill_f32_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>(x, value, n);
+    ZT_LAUNCHED("fill_f32_kernel", zt_st(stream));
+}
+
+extern "C" void zt_cuda_f32_to_bf16(zt_bf16 *y, const float *x, int64_t n, void *stream) {
+    if (n <= 0) return;
+    f32_to_bf16_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>((bf16 *)y, x, n);
+    ZT_LAUNCHED("f32_to_bf16_kernel", zt_st(stream));
+}
+
+extern "C" void zt_cuda_bf16_to_f32(float *y, const zt_bf16 *x, int64_t n, void *stream) {
+    if (n <= 0) return;
+    bf16_to_f32_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>(y, (const bf16 *)x, n);
+    ZT_LAUNCHED("bf16_to_f32_kernel", zt_st(stream));
 }

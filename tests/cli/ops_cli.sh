@@ -180,6 +180,27 @@ train_hang)
     grep -q '"state":.*"HUNG"' "$W/run/watch.json" || fail "watch.json"
     echo "ok [$CASE]"
     ;;
+train_kill9)
+    # kill -9 of one rank of a real run: mpirun tears the job down, the liveness ticks
+    # stop without complete.json, and the watcher says CRASHED.
+    awk 'BEGIN{srand(4); for(d=0; d<400; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+    "${MPIRUN[@]}" -n 2 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" \
+        --steps 100000 --alive-interval 0.5 --log-every 0 >"$W/train.txt" 2>&1 &
+    job=$!
+    for _ in $(seq 1 300); do
+        grep -q '"step": [1-9]' "$W/run/ranks/rank-00001.alive" 2>/dev/null && break
+        sleep 0.1
+    done
+    pid=$(sed 's/.*"pid": \([0-9]*\).*/\1/' "$W/run/ranks/rank-00001.alive")
+    kill -9 "$pid" || fail "could not kill rank 1 (pid $pid)"
+    wait "$job"
+    expect 3 timeout 100 "$ZT" watch --interval 0.5 --alive-interval 0.5 --startup-grace 60 "$W/run"
+    has "CRASHED"
+    has "liveness ticks stopped"
+    [ ! -e "$W/run/complete.json" ] || fail "a killed run must not have complete.json"
+    echo "ok [$CASE]"
+    ;;
 launch_2node)
     # The two-node launcher: its 2 x 8 command lines (dry run), then for real on this
     # host as 1 node x 2 ranks on the CPU: preflight, train, watcher verdict COMPLETE.

@@ -1,0 +1,124 @@
+// Sharded training checkpoints: one HDF5 file written collectively by every rank
+// through parallel HDF5 (MPI-IO), each rank writing its own slice of every unit's
+// canonical flat vector (fp32 master, Adam m, Adam v), crc32c per fixed-size chunk,
+// committed by renaming RUN/checkpoints/step-NNNNNNNN.partial/ and then `latest`.
+// Reads at any world size (reshard), Hugging Face export, inspection.
+// The file format is described in docs/checkpoint-format.md.
+// defines: zt_ckpt_meta, zt_ckpt_slice, zt_ckpt_shards, zt_ckpt_save, zt_ckpt_resolve,
+//          zt_ckpt_open_meta, zt_ckpt_load, zt_ckpt_export_hf, zt_ckpt_inspect,
+//          zt_ckpt_config_diff, zt_ckpt_check_train_json, zt_crc32c_combine
+#ifndef ZT_CKPT_H
+#define ZT_CKPT_H
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/qwen3.h"
+
+#define ZT_CKPT_FORMAT "zerotrain-checkpoint"
+#define ZT_CKPT_VERSION 1
+#define ZT_CKPT_FILE "ckpt.h5"
+#define ZT_CKPT_CRC_CHUNK_DEFAULT (1 << 20)  // elements (4 MiB of fp32) per crc32c
+
+// Training state that is not parameters. Everything here is stored as HDF5
+// attributes on the file's root group (names in docs/checkpoint-format.md).
+typedef struct {
+    int64_t step;          // optimizer steps completed (the next step to run is step + 1)
+    int64_t epoch;         // epoch the next step belongs to
+    int64_t epoch_step;    // steps already done inside `epoch` (the data cursor, in steps)
+    int64_t epoch_blocks;  // blocks of the epoch's global order already consumed (cursor in blocks,
+                           // what a run at another world size needs)
+    int64_t tokens_seen;   // global tokens trained on so far
+    uint64_t seed;         // the run's --seed
+    uint64_t rng_state[4]; // any generator state the loop carries (e.g. zt_rng.s)
+    int world_size;        // ranks at save (filled in by zt_ckpt_save from the communicator)
+    char run_id[64];
+    double lr_last;        // learning rate of the last step (informational)
+    int final;             // 1: the run's final checkpoint (training finished)
+} zt_ckpt_meta;
+
+// One rank's view of one unit: elements [lo, lo + valid) of the unit's unpadded
+// canonical vector of numel elements; master, m, v point at element lo. With
+// runtime/fsdp.h: numel = u->numel, lo = u->lo, valid = u->valid (0 on ranks whose
+// slice is all padding), master = u->master, m = u->m, v = u->v.
+typedef struct {
+    int64_t numel, lo, valid;
+    float *master, *m, *v;
+} zt_ckpt_slice;
+
+typedef struct {
+    int nunits;           // must equal the model's unit count (num_hidden_layers + 2)
+    zt_ckpt_slice *unit;  // [nunits]
+} zt_ckpt_shards;
+
+// ---- collective (every rank of comm calls it with the same arguments except sh) ----
+
+// Save step meta->step into RUN/checkpoints/step-NNNNNNNN/ckpt.h5 (+ meta.json).
+// lay (model/qwen3.h) gives the config and each unit's tensor table, which the file
+// stores so that export, inspect and other tools need no model code.
+// Sequence: barrier; rank 0 checks free space and creates step-N.partial/; collective
+// H5Fcreate; rank 0 reserves the file's blocks (fallocate); crc32c pieces are
+// all-gathered and combined into per-chunk attributes; every rank writes its slices
+// (ok flag all-reduced after each unit); H5Fclose; every rank fsyncs the file; rank 0 writes
+// meta.json, renames .partial -> step-N, fsyncs the directory, points `latest` at it
+// (tmp + rename + fsync), then removes complete checkpoints beyond keep_last (0: keep
+// all; never the new one) and stale .partial directories. Any failure on any rank
+// fails the save on every rank (-1 + the same zt_err on all), removes the .partial
+// directory and leaves `latest` and earlier checkpoints untouched.
+// train_json: the caller's training settings (opaque JSON text, may be NULL).
+// out_path (may be NULL) receives the committed directory on success.
+// Test hooks (environment): ZT_CKPT_FAIL_AFTER_BYTES=N makes this rank's data writes
+// fail like ENOSPC once it has written N bytes; ZT_CKPT_NO_SPACE_CHECK=1 skips the
+// free-space check; ZT_CKPT_NO_RESERVE=1 skips the reservation; ZT_CKPT_CRC_CHUNK=E
+// sets elements per crc32c chunk (rank 0's value).
+int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta, const zt_qwen3_layout *lay,
+                 const char *train_json, const zt_ckpt_shards *sh, int keep_last, char *out_path, size_t out_len);
+
+// Read this rank's slices (any world size: sh describes the slices of the current
+// run) and verify their crc32c chunks: chunk c is verified by the rank whose slice
+// holds its first element, so together the ranks verify every chunk of every dataset.
+// Refuses a .partial directory, a file that is not a zerotrain checkpoint, a model
+// config that differs from lay->cfg (the message names every differing field) and a
+// tensor table that differs from lay's. meta (may be NULL) receives the stored state.
+int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_qwen3_layout *lay, zt_ckpt_meta *meta,
+                 const zt_ckpt_shards *sh);
+
+// ---- serial ----
+
+// Resolve a RUN directory (via RUN/checkpoints/latest), a checkpoints directory (via
+// its latest), a step directory, or a ckpt.h5 path to a complete step directory.
+// Refuses *.partial, a missing or dangling latest (naming the complete checkpoints
+// that are there), and a directory without ckpt.h5.
+int zt_ckpt_resolve(const char *path, char *out, size_t n);
+
+// Attributes only (no parameter data, no checksum pass). cfg and train_json may be
+// NULL; *train_json is malloc'd ("" when the checkpoint has none).
+int zt_ckpt_open_meta(const char *ckpt_dir, zt_ckpt_meta *meta, zt_qwen3_config *cfg, char **train_json);
+
+// Hugging Face export of the fp32 master weights: config.json plus model.safetensors,
+// or model-0000i-of-0000n.safetensors + model.safetensors.index.json when the tensors
+// exceed max_shard_bytes (<= 0: 5 GB). dtype: ZT_ST_BF16 or ZT_ST_F32. Every crc32c
+// chunk of the master datasets is verified first. out_dir must not exist or be empty.
+int zt_ckpt_export_hf(const char *ckpt_dir, const char *out_dir, int dtype, int64_t max_shard_bytes);
+
+// Print step, epoch, world size, run id, config, the unit/tensor list, and verify
+// every crc32c chunk of every dataset. 0 when all checksums match, -1 otherwise.
+int zt_ckpt_inspect(const char *ckpt_dir, FILE *out);
+
+// ---- helpers ----
+
+// Names every field that differs ("checkpoint has hidden_size 48, the run has 64;
+// ...") into out; returns the number of differing fields. initializer_range is not
+// compared (it only matters for a fresh init).
+int zt_ckpt_config_diff(const zt_qwen3_config *ckpt, const zt_qwen3_config *run, char *out, size_t n);
+
+// Compare two JSON objects key by key (top level; nested values compared whole),
+// ignoring the keys in `ignore` (NULL-terminated list, may be NULL). 0 when equal,
+// else -1 + zt_err naming each differing key with both values.
+int zt_ckpt_check_train_json(const char *saved, const char *now, const char *const *ignore);
+
+// CRC-32C of A||B from crc(A), crc(B) and len(B) (zlib's crc32_combine for the
+// Castagnoli polynomial): how slices written by different ranks get one chunk crc.
+uint32_t zt_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+#endif

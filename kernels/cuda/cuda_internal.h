@@ -1,0 +1,90 @@
+// Internals shared by the kernels/cuda/*.cu files (CUDA C++ only, never included
+// from C): checked-call macros, bf16 vector helpers, the context structure.
+// defines: ZT_CK, ZT_CKBLAS, ZT_LAUNCHED, zt_cuda_ctx (struct), scratch helpers
+#ifndef ZT_CUDA_INTERNAL_H
+#define ZT_CUDA_INTERNAL_H
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernels/cuda/zt_cuda.h"
+
+typedef __nv_bfloat16 bf16;
+
+// ---- error checking: every call names itself, the file and the line ----------------
+extern "C" void zt_cuda_die(const char *what, const char *detail, const char *file, int line) __attribute__((noreturn));
+extern "C" void zt_cuda_check_at(cudaError_t e, const char *call, const char *file, int line);
+extern "C" void zt_cublas_check_at(cublasStatus_t s, const char *call, const char *file, int line);
+// After a kernel launch: the launch error now, and with ZT_CUDA_SYNC=1 the execution error.
+extern "C" void zt_cuda_launched_at(const char *kernel, cudaStream_t st, const char *file, int line);
+extern "C" int zt_cuda_sync_every_op(void);
+
+#define ZT_CK(call) zt_cuda_check_at((call), #call, __FILE__, __LINE__)
+#define ZT_CKBLAS(call) zt_cublas_check_at((call), #call, __FILE__, __LINE__)
+#define ZT_LAUNCHED(name, st) zt_cuda_launched_at((name), (st), __FILE__, __LINE__)
+// Shape and argument preconditions at an op's boundary.
+#define ZT_REQUIRE(cond, ...)                                                        \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            char zt_req_buf_[512];                                                   \
+            snprintf(zt_req_buf_, sizeof zt_req_buf_, __VA_ARGS__);                  \
+            zt_cuda_die("precondition " #cond, zt_req_buf_, __FILE__, __LINE__);     \
+        }                                                                            \
+    } while (0)
+
+static inline cudaStream_t zt_st(void *s) { return (cudaStream_t)s; }
+static inline unsigned zt_blocks(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+// ---- the context ------------------------------------------------------------------
+struct zt_plan;  // defined in matmul.cu
+struct zt_cuda_ctx {
+    int device;
+    cublasLtHandle_t lt;
+    void *workspace;           // cuBLASLt workspace, allocated once
+    size_t workspace_bytes;
+    struct zt_plan **plans;    // open-addressing hash table of matmul plans
+    int64_t nplans, plan_cap, plan_hits, plan_misses;
+    void *scratch;             // grows stream-ordered; see zt_ctx_scratch
+    size_t scratch_bytes;
+    int64_t xent_chunk_rows;   // 0 = automatic
+};
+// A scratch area of at least `bytes`, valid for work ordered on `st` after this call.
+void *zt_ctx_scratch(zt_cuda_ctx *c, size_t bytes, cudaStream_t st);
+void zt_plans_destroy(zt_cuda_ctx *c);
+
+// ---- bf16 helpers -------------------------------------------------------------------
+__device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ bf16 f2bf(float x) { return __float2bfloat16_rn(x); }
+// 8 bf16 = 16 bytes, the unit of vectorised loads and stores.
+__device__ __forceinline__ void load8(float *f, const bf16 *p) {
+    uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 t = __bfloat1622float2(h[i]);
+        f[2 * i] = t.x;
+        f[2 * i + 1] = t.y;
+    }
+}
+__device__ __forceinline__ void store8(bf16 *p, const float *f) {
+    uint4 u;
+    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    *reinterpret_cast<uint4 *>(p) = u;
+}
+static inline int zt_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+#endif

@@ -1,0 +1,152 @@
+// The CUDA op layer, callable from C: bf16 storage, fp32 accumulation, the same
+// math as the CPU reference table in kernels/ops.h (kernels/cpu/*.c is the spec).
+// Every pointer is a device pointer; `stream` is a cudaStream_t passed as void*
+// (NULL = the legacy default stream). Failures are fatal: the message names the
+// CUDA/cuBLASLt call, the file and line, and a hint (see docs/cuda.md).
+// defines: zt_cuda_ctx, zt_dtype, zt_bf16, zt_cuda_* ops
+#ifndef ZT_CUDA_H
+#define ZT_CUDA_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t zt_bf16;  // bit pattern of a bfloat16 (the upper half of an fp32)
+typedef enum { ZT_F32 = 0, ZT_BF16 = 1 } zt_dtype;
+
+// ---- device and context -------------------------------------------------------
+// Number of usable CUDA devices (0 when there is no driver or no device).
+int zt_cuda_device_count(void);
+// "NVIDIA H200, sm_90, 132 SMs, 139.8 GiB" for the current device, into buf.
+void zt_cuda_device_describe(char *buf, size_t n);
+
+// A context owns the cuBLASLt handle, its workspace (allocated once), the cache of
+// matmul plans (descriptors, layouts and the heuristic's algorithm per shape key)
+// and a scratch arena that grows stream-ordered (cudaMallocAsync) when an op needs
+// more. Not thread-safe; every op given one context must run on one stream (or
+// streams the caller orders), because they share the workspace and scratch.
+typedef struct zt_cuda_ctx zt_cuda_ctx;
+zt_cuda_ctx *zt_cuda_ctx_create(void);  // on the current device
+void zt_cuda_ctx_destroy(zt_cuda_ctx *c);
+// Pre-size the scratch arena (bytes); ops grow it themselves when needed.
+void zt_cuda_ctx_reserve(zt_cuda_ctx *c, size_t bytes, void *stream);
+// Rows of logits per lm_head/cross-entropy chunk (0 = automatic: 2^26 logits).
+void zt_cuda_ctx_set_xent_chunk_rows(zt_cuda_ctx *c, int64_t rows);
+// Matmul plan cache statistics (for tests: a repeated shape must hit).
+void zt_cuda_ctx_plan_stats(const zt_cuda_ctx *c, int64_t *plans, int64_t *hits, int64_t *misses);
+// Bytes of scratch the attention ops need for this shape (one KV-head group at a time).
+size_t zt_cuda_attention_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
+
+// Synchronize `stream` and die with a message naming `what` if an earlier
+// asynchronous error is pending. Setting ZT_CUDA_SYNC=1 in the environment makes
+// every op do this, so a failing kernel is named at its own call.
+void zt_cuda_sync(void *stream, const char *what);
+
+// ---- memory helpers (fatal on failure) -----------------------------------------
+void *zt_cuda_malloc(size_t bytes);
+void zt_cuda_free(void *p);
+void zt_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes);
+void zt_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
+// Fill n elements with quiet NaN (tests poison outputs with it).
+void zt_cuda_fill_nan(void *x, zt_dtype t, int64_t n, void *stream);
+void zt_cuda_fill(float *x, float value, int64_t n, void *stream);
+// Uniform in [lo, hi) from a counter-based hash of (seed, index): reproducible,
+// independent of the launch shape (benchmarks must not time zeros).
+void zt_cuda_fill_uniform(void *x, zt_dtype t, int64_t n, float lo, float hi, uint64_t seed, void *stream);
+
+// ---- casts (round to nearest even) -------------------------------------------
+void zt_cuda_f32_to_bf16(zt_bf16 *y, const float *x, int64_t n, void *stream);
+void zt_cuda_bf16_to_f32(float *y, const zt_bf16 *x, int64_t n, void *stream);
+
+// ---- matrix products (cuBLASLt: bf16 A/B, fp32 compute, bf16 or fp32 C) ---------
+// Row-major general product, batched with element strides:
+//   C_b[M,N] = alpha * op(A_b) op(B_b) + beta * C_b,  b < batch
+// A is stored [M,K] (transA = 0) or [K,M] (transA = 1) with leading dimension lda,
+// B is stored [K,N] (transB = 0) or [N,K] (transB = 1) with ldb, C [M,N] with ldc.
+// A stride of 0 broadcasts one matrix to every batch entry.
+void zt_cuda_gemm(zt_cuda_ctx *c, void *stream, void *C, zt_dtype ctype, int64_t ldc, int64_t strideC,
+                  const zt_bf16 *A, int transA, int64_t lda, int64_t strideA, const zt_bf16 *B, int transB,
+                  int64_t ldb, int64_t strideB, int64_t M, int64_t N, int64_t K, int64_t batch, float alpha,
+                  float beta);
+// y[M,N] = x[M,K] W[N,K]^T (ytype bf16 or fp32).
+void zt_cuda_matmul_fwd(zt_cuda_ctx *c, void *stream, void *y, zt_dtype ytype, const zt_bf16 *x, const zt_bf16 *w,
+                        int64_t M, int64_t K, int64_t N);
+// dx[M,K] = dy W (accumulate_dx: +=), dW[N,K] += dy^T x (dwtype fp32 or bf16).
+// Either output may be NULL.
+void zt_cuda_matmul_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, void *dw, zt_dtype dwtype, const zt_bf16 *dy,
+                        const zt_bf16 *x, const zt_bf16 *w, int64_t M, int64_t K, int64_t N, int accumulate_dx);
+
+// ---- normalisation, position, activation ------------------------------------------
+// y = w * x * rstd per row of length d, rstd = rsqrt(mean(x^2) + eps) saved [rows].
+// Per-head q/k norm: rows = tokens * heads, d = head_dim.
+void zt_cuda_rmsnorm_fwd(void *stream, zt_bf16 *y, float *rstd, const zt_bf16 *x, const zt_bf16 *w, int64_t rows,
+                         int64_t d, float eps);
+// dx assigned (may be NULL); dw[d] += sum over rows (fp32, deterministic two-pass
+// reduction through the context's scratch; may be NULL).
+void zt_cuda_rmsnorm_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, float *dw, const zt_bf16 *dy, const zt_bf16 *x,
+                         const zt_bf16 *w, const float *rstd, int64_t rows, int64_t d);
+// fp32 cos/sin tables [S, D/2] computed on the device with the CPU's formula
+// (inv_freq rounded to fp32 as torch does; cos/sin in double, rounded: no fast math).
+void zt_cuda_rope_table(void *stream, float *cos_t, float *sin_t, int64_t S, int64_t D, double theta);
+// Half-split RoPE in place on x[B*S, nheads, D]; backward applies the transpose.
+void zt_cuda_rope_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t, int64_t B, int64_t S,
+                      int64_t nheads, int64_t D);
+void zt_cuda_rope_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t S,
+                      int64_t nheads, int64_t D);
+// h = silu(g) * u;  backward: dg, du assigned.
+void zt_cuda_swiglu_fwd(void *stream, zt_bf16 *h, const zt_bf16 *g, const zt_bf16 *u, int64_t n);
+void zt_cuda_swiglu_bwd(void *stream, zt_bf16 *dg, zt_bf16 *du, const zt_bf16 *dh, const zt_bf16 *g,
+                        const zt_bf16 *u, int64_t n);
+
+// ---- embedding ------------------------------------------------------------------------
+// x[N,d] = W[tokens[i], :]. Token ids must be < V (checked on the device: an
+// out-of-range id traps the kernel).
+void zt_cuda_embedding_fwd(void *stream, zt_bf16 *x, const zt_bf16 *w, const uint32_t *tokens, int64_t N, int64_t d,
+                           int64_t V);
+// dw[tokens[i], :] += dx[i, :] in fp32, deterministic without atomics: each block
+// owns a range of vocabulary rows and adds the matching tokens' rows in token order.
+void zt_cuda_embedding_bwd(void *stream, float *dw, const zt_bf16 *dx, const uint32_t *tokens, int64_t N, int64_t d,
+                           int64_t V);
+
+// ---- attention (causal GQA, no copies of KV heads) ----------------------------------------
+// q[B*S, H*D], k/v[B*S, Hkv*D], o[B*S, H*D] (bf16); lse[B, H, S] (fp32) saved for
+// backward instead of the probabilities. cuBLASLt strided-batched products per
+// (batch, KV head): the group's H/Hkv query heads read the same K/V (stride 0);
+// a fused kernel does scale, causal mask and softmax in fp32.
+void zt_cuda_attention_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q, const zt_bf16 *k,
+                           const zt_bf16 *v, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+// dq, dk, dv assigned. Recomputes the probabilities from q, k and lse.
+void zt_cuda_attention_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, const zt_bf16 *dout,
+                           const zt_bf16 *o, const float *lse, const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
+                           int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+
+// ---- fused lm_head + cross-entropy ---------------------------------------------------
+// Per chunk of rows: logits = x W^T into fp32 scratch (never N x V at once), a
+// kernel computes logsumexp and the scaled dlogits (bf16), then dx = dlogits W
+// (assign) and dW += dlogits^T x. targets[i] < 0: no target. *loss_sum (device
+// double) is assigned the sum of -log p(target), reduced in a fixed order.
+// dx and dw may be NULL (loss only).
+void zt_cuda_lmhead_xent(zt_cuda_ctx *c, void *stream, double *loss_sum, zt_bf16 *dx, void *dw, zt_dtype dwtype,
+                         const zt_bf16 *x, const zt_bf16 *w, const int32_t *targets, int64_t N, int64_t d, int64_t V,
+                         float scale);
+
+// ---- optimizer and reductions -------------------------------------------------------------
+// torch.optim.AdamW on fp32 master p, moments m and v; also writes the bf16 copy
+// p_bf16 (may be NULL). The bias-correction scalars are computed on the host in
+// double, as the CPU reference does.
+void zt_cuda_adamw(void *stream, float *p, zt_bf16 *p_bf16, const float *g, float *m, float *v, int64_t n, float lr,
+                   float beta1, float beta2, float eps, float weight_decay, int64_t t);
+// *out (device double) = sum of x^2: fixed grid, per-block partials, then one
+// block sums them in order, so the result depends only on n and the data.
+void zt_cuda_sumsq(zt_cuda_ctx *c, void *stream, double *out, const float *x, int64_t n);
+// x *= s
+void zt_cuda_scale(void *stream, void *x, zt_dtype t, float s, int64_t n);
+// y = a + b (y may alias a or b), computed in fp32
+void zt_cuda_add(void *stream, void *y, const void *a, const void *b, zt_dtype t, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,60 @@
+# ZT_GPU_ONLY=ON (included from the top-level CMakeLists.txt, which returns right
+# after): the build for a GPU machine that has nvcc, cmake and ninja but no MPI,
+# HDF5, OpenBLAS or cJSON. It builds zt_common, the CPU reference kernels (their
+# cblas_sgemm calls served by tests/gpu/naive_cblas.c instead of OpenBLAS), zt_cuda
+# and the tests/gpu programs. Nothing else of zerotrain is configured.
+include(CheckLanguage)
+check_language(CUDA)
+if(NOT CMAKE_CUDA_COMPILER)
+  message(FATAL_ERROR "ZT_GPU_ONLY=ON needs nvcc (CUDA toolkit) on the PATH or CMAKE_CUDA_COMPILER")
+endif()
+set(ZT_CUDA ON)
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES 90)
+endif()
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+# A toolkit without cuBLAS: fall back to the cuBLAS wheel that PyTorch installs
+# (CUDA 13 wheels: nvidia/cu13/{include,lib}; CUDA 12: nvidia/cublas/{include,lib}).
+if(NOT TARGET CUDA::cublasLt)
+  find_package(Python3 COMPONENTS Interpreter)
+  if(Python3_FOUND)
+    execute_process(COMMAND ${Python3_EXECUTABLE} -c
+                    "import importlib\nfor n in ('nvidia.cu13', 'nvidia.cublas'):\n try:\n  print(list(importlib.import_module(n).__path__)[0]); break\n except Exception: pass"
+                    OUTPUT_VARIABLE ZT_PIP_CUBLAS OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  find_path(ZT_CUBLASLT_INC cublasLt.h HINTS ${ZT_PIP_CUBLAS}/include)
+  find_library(ZT_CUBLASLT_LIB NAMES cublasLt libcublasLt.so.13 libcublasLt.so.12 HINTS ${ZT_PIP_CUBLAS}/lib)
+  if(NOT ZT_CUBLASLT_INC OR NOT ZT_CUBLASLT_LIB)
+    message(FATAL_ERROR "cuBLASLt not found in the CUDA toolkit nor in a pip nvidia-cublas package")
+  endif()
+  message(STATUS "cuBLASLt from ${ZT_CUBLASLT_LIB}")
+  add_library(CUDA::cublasLt SHARED IMPORTED)
+  set_target_properties(CUDA::cublasLt PROPERTIES IMPORTED_LOCATION ${ZT_CUBLASLT_LIB}
+                        INTERFACE_INCLUDE_DIRECTORIES ${ZT_CUBLASLT_INC})
+endif()
+find_package(Threads REQUIRED)
+find_package(OpenMP COMPONENTS C)  # optional: the naive CPU reference is just slower without it
+
+include_directories(${CMAKE_SOURCE_DIR})
+
+add_library(zt_common STATIC ${CMAKE_SOURCE_DIR}/runtime/common.c)
+target_link_libraries(zt_common PUBLIC m)
+
+# The CPU reference ops with a naive OpenMP sgemm in place of OpenBLAS.
+file(GLOB ZT_KERNEL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/*.c)
+add_library(zt_kernels STATIC ${ZT_KERNEL_SRC} ${CMAKE_SOURCE_DIR}/tests/gpu/naive_cblas.c)
+target_include_directories(zt_kernels PUBLIC ${CMAKE_SOURCE_DIR}/tests/gpu/cblas)
+target_link_libraries(zt_kernels PUBLIC zt_common)
+if(OpenMP_C_FOUND)
+  target_link_libraries(zt_kernels PUBLIC OpenMP::OpenMP_C)
+else()
+  target_compile_options(zt_kernels PRIVATE -Wno-unknown-pragmas)
+endif()
+
+file(GLOB ZT_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
+add_library(zt_cuda STATIC ${ZT_CUDA_SRC})
+target_link_libraries(zt_cuda PUBLIC zt_common CUDA::cudart_static CUDA::cublasLt)
+
+enable_testing()
+include(${CMAKE_SOURCE_DIR}/tests/gpu.cmake)

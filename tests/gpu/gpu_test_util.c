@@ -1,0 +1,90 @@
+// Host helpers for the GPU test programs (see gpu_test_util.h).
+#include "tests/gpu/gpu_test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/common.h"
+
+uint16_t zt_f2bf(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
+    u += 0x7fffu + ((u >> 16) & 1u);                     // round to nearest even
+    return (uint16_t)(u >> 16);
+}
+
+float zt_bf2f(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+float *zt_host_normal(int64_t n, float std, uint64_t seed, int round_bf16) {
+    float *x = zt_xmalloc((size_t)n * sizeof(float));
+    zt_rng r;
+    zt_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) {
+        float v = (float)(std * zt_rng_normal(&r));
+        x[i] = round_bf16 ? zt_bf16_round(v) : v;
+    }
+    return x;
+}
+
+float *zt_host_uniform(int64_t n, float lo, float hi, uint64_t seed, int round_bf16) {
+    float *x = zt_xmalloc((size_t)n * sizeof(float));
+    zt_rng r;
+    zt_rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) {
+        float v = (float)(lo + (hi - lo) * zt_rng_uniform(&r));
+        x[i] = round_bf16 ? zt_bf16_round(v) : v;
+    }
+    return x;
+}
+
+zt_bf16 *zt_dev_bf16(const float *x, int64_t n) {
+    uint16_t *h = zt_xmalloc((size_t)n * 2);
+    for (int64_t i = 0; i < n; i++) h[i] = zt_f2bf(x[i]);
+    zt_bf16 *d = zt_cuda_malloc((size_t)n * 2);
+    zt_cuda_memcpy_h2d(d, h, (size_t)n * 2);
+    free(h);
+    return d;
+}
+
+float *zt_dev_f32(const float *x, int64_t n) {
+    float *d = zt_cuda_malloc((size_t)n * sizeof(float));
+    zt_cuda_memcpy_h2d(d, x, (size_t)n * sizeof(float));
+    return d;
+}
+
+void zt_dev_get_bf16(float *dst, const zt_bf16 *src, int64_t n) {
+    uint16_t *h = zt_xmalloc((size_t)n * 2);
+    zt_cuda_memcpy_d2h(h, src, (size_t)n * 2);
+    for (int64_t i = 0; i < n; i++) dst[i] = zt_bf2f(h[i]);
+    free(h);
+}
+
+void zt_dev_get_f32(float *dst, const float *src, int64_t n) { zt_cuda_memcpy_d2h(dst, src, (size_t)n * sizeof(float)); }
+
+double zt_relerr(const float *got, const float *ref, int64_t n) {
+    double maxdiff = 0, maxref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) return INFINITY;
+        double dd = fabs((double)got[i] - (double)ref[i]);
+        double r = fabs((double)ref[i]);
+        if (dd > maxdiff) maxdiff = dd;
+        if (r > maxref) maxref = r;
+    }
+    if (maxref == 0) return maxdiff;
+    return maxdiff / maxref;
+}
+
+void zt_skip_without_device(void) {
+    if (zt_cuda_device_count() > 0) return;
+    printf("SKIPPED: no CUDA device\n");
+    fflush(stdout);
+    exit(ZT_EXIT_SKIP);
+}
