@@ -49,7 +49,17 @@ const uint32_t *zt_dataset_block(const zt_dataset *ds, int file, int64_t block);
 void zt_dataset_close(zt_dataset *ds);
 
 // ---- pack: token ids -> dataset directory ----
-typedef enum { ZT_PACK_U32 = 0, ZT_PACK_TEXT_IDS = 1, ZT_PACK_BYTES = 2 } zt_pack_input;
+typedef enum {
+    ZT_PACK_U32 = 0,
+    ZT_PACK_TEXT_IDS = 1,
+    ZT_PACK_BYTES = 2,
+    // the text kinds, tokenized with opts.tok (data/pack_text.c):
+    ZT_PACK_JSONL = 3,       // JSON Lines: the document is the string member opts.field of each line's object
+    ZT_PACK_TEXT_FILES = 4,  // UTF-8 text, each file one document
+    ZT_PACK_TEXT_LINES = 5,  // UTF-8 text, each non-empty line one document (without its \n or \r\n)
+} zt_pack_input;
+
+struct zt_tokenizer;  // data/tokenizer.h
 
 typedef struct {
     zt_pack_input input;     // u32: raw little-endian uint32 ids; text-ids: whitespace-separated
@@ -62,6 +72,12 @@ typedef struct {
                              // round-robin by row, each rank packed separately: uneven block counts)
     const char *tokenizer;   // recorded in dataset.json ("bytes", "ids", or a tokenizer hash)
     int quiet;
+    // text kinds only (jsonl, text files, lines):
+    const struct zt_tokenizer *tok;  // required; vocab_size must be >= its vocabulary
+    const char *field;       // jsonl member holding the document (NULL: "text")
+    int skip_bad;            // count and skip bad documents (invalid UTF-8, malformed JSON line,
+                             // missing or non-string field, empty document) instead of failing
+    int threads;             // tokenizer workers; <= 0: one per core
 } zt_pack_opts;
 
 typedef struct {
@@ -70,6 +86,7 @@ typedef struct {
     int64_t blocks;          // over all output files
     int64_t dropped_tokens;  // each output stream's tail shorter than one block
     int64_t bytes_in;        // input bytes read
+    int64_t bad_documents;   // text kinds with skip_bad: documents skipped as bad
     int nfiles;              // block files written
     double seconds;
 } zt_pack_stats;

@@ -1,5 +1,6 @@
 // `zerotrain pack`: turns documents of token ids (raw uint32, decimal text, or
-// plain bytes) into a dataset directory of seq_len-token uint32 block files plus
+// plain bytes) or of text (JSON Lines, text files, text lines: data/pack_text.c
+// tokenizes them) into a dataset directory of seq_len-token uint32 block files plus
 // dataset.json, written last so that its presence means the pack completed.
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -12,6 +13,8 @@
 
 #include "data/crc32c.h"
 #include "data/dataset.h"
+#include "data/pack_text.h"
+#include "data/tokenizer.h"
 #include "runtime/common.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -219,6 +222,21 @@ static int read_text_ids(packer *pk, const char *input, FILE *f) {
     return rc;
 }
 
+// The text reader's view of the packer (data/pack_text.h).
+static void sink_begin(void *ctx) { begin_doc(ctx); }
+static int sink_end(void *ctx) { return end_doc(ctx); }
+static void sink_progress(void *ctx, const char *input) { progress(ctx, input); }
+static int sink_put(void *ctx, const uint32_t *ids, size_t n) {
+    packer *pk = ctx;
+    for (size_t i = 0; i < n; i++)
+        if (put_token(pk, ids[i])) return -1;
+    return 0;
+}
+
+static int is_text_kind(zt_pack_input k) {
+    return k == ZT_PACK_JSONL || k == ZT_PACK_TEXT_FILES || k == ZT_PACK_TEXT_LINES;
+}
+
 static int pack_input(packer *pk, const char *input) {
     FILE *f = fopen(input, "rb");
     if (!f) return zt_err("%s: cannot open input: %s", input, strerror(errno));
@@ -243,7 +261,14 @@ static int pack_input(packer *pk, const char *input) {
 }
 
 static const char *input_name(zt_pack_input k) {
-    return k == ZT_PACK_U32 ? "u32" : k == ZT_PACK_BYTES ? "bytes" : "ids";
+    switch (k) {
+    case ZT_PACK_U32: return "u32";
+    case ZT_PACK_BYTES: return "bytes";
+    case ZT_PACK_JSONL: return "jsonl";
+    case ZT_PACK_TEXT_FILES: return "text";
+    case ZT_PACK_TEXT_LINES: return "lines";
+    default: return "ids";
+    }
 }
 
 static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, const zt_pack_stats *st) {
@@ -256,6 +281,8 @@ static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, c
     if (o->tokenizer && o->tokenizer[0]) cJSON_AddStringToObject(root, "tokenizer", o->tokenizer);
     // Informational: the reader ignores these, preflight and people read them.
     cJSON_AddStringToObject(root, "input", input_name(o->input));
+    if (o->input == ZT_PACK_JSONL) cJSON_AddStringToObject(root, "field", o->field && o->field[0] ? o->field : "text");
+    if (is_text_kind(o->input)) cJSON_AddNumberToObject(root, "bad_documents_skipped", (double)st->bad_documents);
     cJSON_AddStringToObject(root, "layout", nw > 1 || o->per_rank > 0 ? "per-rank" : "single");
     cJSON_AddNumberToObject(root, "documents", (double)st->documents);
     cJSON_AddNumberToObject(root, "dropped_tokens", (double)st->dropped_tokens);
@@ -280,8 +307,15 @@ static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, c
 
 static int check_opts(const zt_pack_opts *o, int ninputs) {
     if (ninputs < 1) return zt_err("pack: no input files given");
-    if (o->input != ZT_PACK_U32 && o->input != ZT_PACK_TEXT_IDS && o->input != ZT_PACK_BYTES)
+    if (o->input != ZT_PACK_U32 && o->input != ZT_PACK_TEXT_IDS && o->input != ZT_PACK_BYTES &&
+        !is_text_kind(o->input))
         return zt_err("pack: unknown input kind %d", (int)o->input);
+    if (is_text_kind(o->input)) {
+        if (!o->tok) return zt_err("pack: --input %s needs a tokenizer", input_name(o->input));
+        if (o->vocab_size < zt_tokenizer_vocab_size(o->tok))
+            return zt_err("pack: vocab_size %lld is smaller than the tokenizer's vocabulary (%lld ids)",
+                          (long long)o->vocab_size, (long long)zt_tokenizer_vocab_size(o->tok));
+    }
     if (o->seq_len < 2 || o->seq_len > (1 << 30))
         return zt_err("pack: seq_len %d must be in [2, 2^30] (a block needs at least one input and one target)",
                       o->seq_len);
@@ -336,7 +370,12 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
         w[i].cap = cap_blocks * opts->seq_len;
         w[i].buf = zt_xmalloc((size_t)w[i].cap * 4);
     }
-    for (int i = 0; i < ninputs && rc == 0; i++) rc = pack_input(&pk, inputs[i]);
+    if (rc == 0 && is_text_kind(opts->input)) {
+        zt_pack_sink sink = {&pk, sink_begin, sink_put, sink_end, sink_progress};
+        rc = zt_pack_text(inputs, ninputs, opts, &sink, stats);
+    } else {
+        for (int i = 0; i < ninputs && rc == 0; i++) rc = pack_input(&pk, inputs[i]);
+    }
 
     // Each stream's tail shorter than a block is dropped, never padded: padding
     // would train on fake tokens, and a short block breaks the fixed block size.

@@ -1,13 +1,15 @@
-// `zerotrain pack`: command-line front end of zt_pack (token ids -> dataset
+// `zerotrain pack`: command-line front end of zt_pack (token ids or text -> dataset
 // directory) and of `--verify`, which opens a dataset with every check on and
 // prints one line per block file, so people and tests can vet a dataset.
 #include <getopt.h>
+#include <omp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/dataset.h"
+#include "data/tokenizer.h"
 #include "launch/commands.h"
 #include "runtime/common.h"
 
@@ -16,10 +18,10 @@ static void pack_usage(FILE *out) {
             "usage: zerotrain pack [options] INPUT... -o OUT_DIR\n"
             "       zerotrain pack --verify DIR [--model-vocab V]\n"
             "\n"
-            "Packs documents of token ids into OUT_DIR: headerless little-endian uint32 block\n"
-            "files of --seq-len tokens each, and dataset.json (written last). Each document is\n"
-            "followed by --eos when set; the stream is cut into blocks and the tail shorter\n"
-            "than one block is dropped.\n"
+            "Packs documents of text or token ids into OUT_DIR: headerless little-endian uint32\n"
+            "block files of --seq-len tokens each, and dataset.json (written last). Text is\n"
+            "tokenized on one worker per core. Each document is followed by --eos when set;\n"
+            "the stream is cut into blocks and the tail shorter than one block is dropped.\n"
             "\n"
             "options:\n"
             "  -i, --input KIND      what INPUT files hold (default ids):\n"
@@ -27,17 +29,30 @@ static void pack_usage(FILE *out) {
             "                                 one document per non-empty line\n"
             "                          u32    raw little-endian uint32 ids, one document per file\n"
             "                          bytes  any file, one document per file, token = byte value\n"
+            "                        text, tokenized (see --tokenizer):\n"
+            "                          jsonl  JSON Lines; the document is member --field of\n"
+            "                                 each line's object (blank lines are ignored)\n"
+            "                          text   UTF-8 text, one document per file\n"
+            "                          lines  UTF-8 text, one document per non-empty line\n"
+            "      --field NAME      jsonl: the string member holding the text (default text)\n"
+            "      --skip-bad        text: count and skip bad documents (invalid UTF-8, malformed\n"
+            "                        JSON line, missing or non-string field, empty document)\n"
+            "                        instead of stopping at the first one\n"
+            "  -j, --threads N       text: tokenizer workers (default: one per core)\n"
             "  -s, --seq-len N       tokens per block (default 2048; at least 2)\n"
             "  -V, --vocab-size V    every id must be < V; required for ids and u32\n"
-            "                        (bytes: default 257, ids 0..255 plus eos 256)\n"
+            "                        (bytes: default 257, ids 0..255 plus eos 256; text: the\n"
+            "                        tokenizer's vocabulary, 151669 for Qwen3)\n"
             "  -e, --eos ID|none     id appended after every document (default: none for ids\n"
-            "                        and u32, 256 for bytes)\n"
+            "                        and u32, 256 for bytes, <|endoftext|> (151643) for text)\n"
             "  -r, --per-rank W      write W files rank-00000.u32 ... dealing documents\n"
             "                        round-robin, each packed separately (block counts differ\n"
             "                        per rank: the trainer must stop all ranks at the minimum);\n"
             "                        default: one file data.u32, blocks dealt by the trainer\n"
-            "  -t, --tokenizer NAME  tokenizer name or hash recorded in dataset.json\n"
-            "                        (default \"ids\", or \"bytes\" with --input bytes)\n"
+            "  -t, --tokenizer ARG   text: tokenizer.json to use, or a directory holding one\n"
+            "                        (default: the Qwen3 one shipped in assets/); its CRC-32C\n"
+            "                        is recorded in dataset.json. ids, u32, bytes: the name\n"
+            "                        recorded (default \"ids\", or \"bytes\" with --input bytes)\n"
             "  -o, --output OUT_DIR  dataset directory to create; must not hold a dataset.json\n"
             "  -q, --quiet           no progress lines on stderr (the summary is still printed)\n"
             "      --verify DIR      check an existing dataset instead of packing: dataset.json,\n"
@@ -49,6 +64,8 @@ static void pack_usage(FILE *out) {
             "examples:\n"
             "  zerotrain pack --vocab-size 151936 --eos 151645 corpus.ids -o data/run1\n"
             "  zerotrain pack --input bytes --seq-len 256 *.txt -o data/bytes\n"
+            "  zerotrain pack --input jsonl --field content --per-rank 16 corpus.jsonl -o data/qwen\n"
+            "  zerotrain pack --input lines --skip-bad --threads 8 wiki.txt -o data/wiki\n"
             "  zerotrain pack --verify data/run1\n");
 }
 
@@ -101,7 +118,9 @@ int zt_cmd_pack(int argc, char **argv) {
         {"per-rank", required_argument, 0, 'r'},   {"tokenizer", required_argument, 0, 't'},
         {"output", required_argument, 0, 'o'},     {"quiet", no_argument, 0, 'q'},
         {"verify", required_argument, 0, 1},       {"model-vocab", required_argument, 0, 2},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+        {"field", required_argument, 0, 3},        {"skip-bad", no_argument, 0, 4},
+        {"threads", required_argument, 0, 'j'},    {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     zt_pack_opts o = {.input = ZT_PACK_TEXT_IDS, .seq_len = 2048, .vocab_size = -1, .eos_id = -1};
     const char *out_dir = NULL, *verify = NULL;
@@ -109,14 +128,19 @@ int zt_cmd_pack(int argc, char **argv) {
     int eos_given = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "i:s:V:e:r:t:o:qh", longopts, NULL)) != -1) {
+    long long threads = 0;
+    while ((c = getopt_long(argc, argv, "i:s:V:e:r:t:o:j:qh", longopts, NULL)) != -1) {
         switch (c) {
         case 'i':
             if (!strcmp(optarg, "ids")) o.input = ZT_PACK_TEXT_IDS;
             else if (!strcmp(optarg, "u32")) o.input = ZT_PACK_U32;
             else if (!strcmp(optarg, "bytes")) o.input = ZT_PACK_BYTES;
+            else if (!strcmp(optarg, "jsonl")) o.input = ZT_PACK_JSONL;
+            else if (!strcmp(optarg, "text")) o.input = ZT_PACK_TEXT_FILES;
+            else if (!strcmp(optarg, "lines")) o.input = ZT_PACK_TEXT_LINES;
             else {
-                fprintf(stderr, "zerotrain: error: --input: '%s' is not one of ids, u32, bytes\n", optarg);
+                fprintf(stderr, "zerotrain: error: --input: '%s' is not one of ids, u32, bytes, jsonl, text, lines\n",
+                        optarg);
                 return 1;
             }
             break;
@@ -145,6 +169,11 @@ int zt_cmd_pack(int argc, char **argv) {
         case 2:
             if (parse_int("--model-vocab", optarg, 1, 1LL << 32, &model_vocab)) return 1;
             break;
+        case 3: o.field = optarg; break;
+        case 4: o.skip_bad = 1; break;
+        case 'j':
+            if (parse_int("--threads", optarg, 1, 4096, &threads)) return 1;
+            break;
         case 'h': pack_usage(stdout); return 0;
         default: fprintf(stderr, "(see zerotrain pack --help)\n"); return 1;
         }
@@ -168,7 +197,40 @@ int zt_cmd_pack(int argc, char **argv) {
         fprintf(stderr, "zerotrain: error: no output directory: add -o OUT_DIR\n");
         return 1;
     }
-    if (o.input == ZT_PACK_BYTES) {
+    int text = o.input == ZT_PACK_JSONL || o.input == ZT_PACK_TEXT_FILES || o.input == ZT_PACK_TEXT_LINES;
+    if (!text && (o.field || o.skip_bad || threads)) {
+        fprintf(stderr, "zerotrain: error: --field, --skip-bad and --threads apply to text input (--input jsonl, "
+                        "text or lines)\n");
+        return 1;
+    }
+    if (o.field && o.input != ZT_PACK_JSONL) {
+        fprintf(stderr, "zerotrain: error: --field only applies to --input jsonl\n");
+        return 1;
+    }
+    zt_tokenizer *tok = NULL;
+    char tokpath[4096];
+    if (text) {
+        const char *arg = o.tokenizer ? o.tokenizer : ZT_DEFAULT_TOKENIZER;
+        size_t al = strlen(arg);
+        if (al > 15 && !strcmp(arg + al - 15, "/tokenizer.json")) snprintf(tokpath, sizeof tokpath, "%s", arg);
+        else if (al >= 5 && !strcmp(arg + al - 5, ".json")) snprintf(tokpath, sizeof tokpath, "%s", arg);
+        else snprintf(tokpath, sizeof tokpath, "%s/tokenizer.json", arg);  // a model directory
+        tok = zt_tokenizer_load(tokpath);
+        if (!tok) {
+            fprintf(stderr, "zerotrain: error: %s\n  hint: --tokenizer PATH names the tokenizer.json (or the "
+                            "model directory holding it)\n", zt_errmsg());
+            return 1;
+        }
+        o.tok = tok;
+        o.threads = (int)threads;
+        o.tokenizer = zt_tokenizer_hash(tok);
+        if (o.vocab_size < 0) o.vocab_size = zt_tokenizer_vocab_size(tok);
+        if (!eos_given) o.eos_id = zt_tokenizer_token_id(tok, "<|endoftext|>");
+        if (!o.quiet)
+            fprintf(stderr, "pack: tokenizer %s (%s, %lld ids), eos %lld, %d worker%s\n", tokpath, o.tokenizer,
+                    (long long)zt_tokenizer_vocab_size(tok), (long long)o.eos_id,
+                    threads > 0 ? (int)threads : omp_get_num_procs(), threads == 1 ? "" : "s");
+    } else if (o.input == ZT_PACK_BYTES) {
         if (o.vocab_size < 0) o.vocab_size = 257;
         if (!eos_given) {
             o.eos_id = 256;
@@ -190,7 +252,9 @@ int zt_cmd_pack(int argc, char **argv) {
     }
 
     zt_pack_stats st;
-    if (zt_pack((const char *const *)argv + optind, argc - optind, out_dir, &o, &st) != 0) {
+    int rc = zt_pack((const char *const *)argv + optind, argc - optind, out_dir, &o, &st);
+    zt_tokenizer_free(tok);
+    if (rc != 0) {
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
         return 1;
     }
@@ -200,5 +264,6 @@ int zt_cmd_pack(int argc, char **argv) {
            (long long)st.documents, (double)st.bytes_in / 1e6, out_dir, (long long)st.tokens, (long long)st.blocks,
            o.seq_len, st.nfiles, st.nfiles == 1 ? "" : "s", (long long)st.dropped_tokens, st.seconds,
            (double)st.bytes_in / 1e6 / s, (double)st.tokens / 1e6 / s);
+    if (text) printf("%lld bad document%s skipped\n", (long long)st.bad_documents, st.bad_documents == 1 ? "" : "s");
     return 0;
 }

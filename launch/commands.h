@@ -4,6 +4,7 @@
 #define ZT_COMMANDS_H
 int zt_cmd_train(int argc, char **argv);
 int zt_cmd_pack(int argc, char **argv);
+int zt_cmd_tokenize(int argc, char **argv);
 int zt_cmd_export(int argc, char **argv);
 int zt_cmd_inspect(int argc, char **argv);
 int zt_cmd_preflight(int argc, char **argv);

@@ -16,7 +16,8 @@ typedef struct {
 
 static const zt_command commands[] = {
     {"train", zt_cmd_train, "train or fine-tune a Qwen3 model on a token dataset"},
-    {"pack", zt_cmd_pack, "turn token ids (or bytes) into a dataset directory of uint32 blocks"},
+    {"pack", zt_cmd_pack, "turn text or token ids into a dataset directory of uint32 blocks"},
+    {"tokenize", zt_cmd_tokenize, "encode text to Qwen3 token ids, decode ids, time the tokenizer"},
     {"export", zt_cmd_export, "write a checkpoint's weights as a Hugging Face model (safetensors)"},
     {"inspect", zt_cmd_inspect, "show a checkpoint's step, config, tensors and verify its checksums"},
     {"preflight", zt_cmd_preflight, "the six-check gate before launch (data balance, disk, devices, network)"},

@@ -3,7 +3,8 @@
 # The CUDA toolkit (nvcc, cuBLASLt, cuDNN, NCCL) is used when present but not installed here.
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config gawk
-      libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libopenblas-dev libcjson-dev libpcre2-dev)
+      libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libopenblas-dev libcjson-dev libpcre2-dev
+      libutf8proc-dev zlib1g-dev)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

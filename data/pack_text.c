@@ -1,0 +1,386 @@
+// Text inputs of `zerotrain pack`. Input is read in batches of records (lines or
+// whole files); per batch, the workers turn records into documents (JSON parsing
+// included), long documents are cut at safe points into pieces so that one huge
+// document still keeps every worker busy, the workers tokenize the pieces, and the
+// documents go to the block writer in input order. A bad document stops the pack
+// with file:line and the rule it broke, or is counted and skipped (skip_bad).
+#define _GNU_SOURCE
+#include "data/pack_text.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/tokenizer.h"
+#include "runtime/common.h"
+
+#define BATCH_BYTES ((size_t)32 << 20)  // text per batch
+#define BATCH_RECORDS 100000
+#define PIECE_BYTES ((size_t)1 << 20)   // documents longer than this are cut (at safe points)
+#define MAX_WARNINGS 10                 // skipped documents reported one by one
+
+typedef struct {
+    int input;
+    int64_t line;        // 1-based line of jsonl/lines records; 0 for a whole file
+    const char *raw;     // the record's bytes (inside the batch buffer or a file buffer)
+    size_t rawlen;
+    const char *text;    // the document: raw, or the JSON string member
+    size_t len;
+    cJSON *json;         // parsed line, owns text for jsonl
+    char *err;           // why the record is not a document (malloc'd), or NULL
+    int blank;           // a blank line: not a document, not an error
+    size_t piece0, npieces;
+} record;
+
+typedef struct {
+    const zt_pack_opts *o;
+    const zt_pack_sink *sink;
+    zt_pack_stats *st;
+    const char *const *inputs;
+    int ninputs;
+    zt_tok_pool *pool;
+    int nthreads;
+    const char *field;
+    record *rec;
+    size_t nrec, rec_cap;
+    // pieces of the current batch
+    const char **ptext;
+    size_t *plen, *prec, *poff;
+    zt_ids *pids;
+    int64_t *perr;
+    size_t npieces, piece_cap, pids_cap;
+    int64_t warned;
+} text_reader;
+
+static char *msgf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *msgf(const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return strdup(buf);
+}
+
+static const char *json_type_name(const cJSON *v) {
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "something else";
+}
+
+static int is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return 0;
+    return 1;
+}
+
+// An escaped NUL (\u0000, with an odd run of backslashes before the u): cJSON's
+// strings end at the first NUL, so such a document would be cut short silently.
+static int has_nul_escape(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '\\') continue;
+        size_t k = i;
+        while (k < n && s[k] == '\\') k++;
+        if (((k - i) & 1) && k + 5 <= n && s[k] == 'u' && !memcmp(s + k + 1, "0000", 4)) return 1;
+        i = k;
+    }
+    return 0;
+}
+
+// Worker side, per record: find the document and check what can be checked
+// before tokenizing. Sets r->text/len, or r->err, or r->blank.
+static void prepare_record(text_reader *tr, record *r) {
+    r->text = r->raw;
+    r->len = r->rawlen;
+    if (tr->o->input == ZT_PACK_TEXT_FILES) {
+        if (r->len == 0) r->err = msgf("empty document (the file has 0 bytes)");
+        return;
+    }
+    if (r->len && r->raw[r->len - 1] == '\r') r->len--;  // CR LF line ends
+    if (tr->o->input == ZT_PACK_TEXT_LINES) {
+        if (r->len == 0) r->blank = 1;
+        return;
+    }
+    // JSON Lines
+    if (is_blank(r->raw, r->rawlen)) {
+        r->blank = 1;
+        return;
+    }
+    const char *end = NULL;
+    r->json = cJSON_ParseWithLengthOpts(r->raw, r->rawlen, &end, 0);
+    if (!r->json) {
+        size_t col = end && end >= r->raw ? (size_t)(end - r->raw) + 1 : 1;
+        size_t from = col > 20 ? col - 21 : 0, n = r->rawlen - from < 40 ? r->rawlen - from : 40;
+        char near[41];
+        for (size_t i = 0; i < n; i++) near[i] = (r->raw[from + i] >= 32 && r->raw[from + i] < 127) ? r->raw[from + i] : '?';
+        near[n] = 0;
+        r->err = msgf("malformed JSON at column %zu (near \"%s\"); each line must be one JSON object", col, near);
+        return;
+    }
+    if (end && !is_blank(end, (size_t)(r->raw + r->rawlen - end))) {
+        while (*end == ' ' || *end == '\t') end++;
+        r->err = msgf("text after the JSON value at column %zu; each line must hold exactly one JSON object",
+                      (size_t)(end - r->raw) + 1);
+        return;
+    }
+    if (!cJSON_IsObject(r->json)) {
+        r->err = msgf("the line is %s, not a JSON object with a \"%s\" member", json_type_name(r->json), tr->field);
+        return;
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, tr->field);
+    if (!v) {
+        char names[256] = "";
+        size_t k = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, r->json) {
+            int w = snprintf(names + k, sizeof names - k, "%s\"%s\"", k ? ", " : "", it->string);
+            if (w < 0 || (size_t)w >= sizeof names - k) break;
+            k += (size_t)w;
+        }
+        r->err = msgf("no \"%s\" member (the object has %s; choose one with --field)", tr->field, k ? names : "none");
+        return;
+    }
+    if (!cJSON_IsString(v)) {
+        r->err = msgf("member \"%s\" is %s, not a string", tr->field, json_type_name(v));
+        return;
+    }
+    if (has_nul_escape(r->raw, r->rawlen)) {
+        r->err = msgf("the line holds \\u0000 (a NUL character), which the JSON reader (cJSON) cannot carry into a "
+                      "document; drop it, or pack such text with --input text or lines");
+        return;
+    }
+    r->text = v->valuestring;
+    r->len = strlen(v->valuestring);
+    if (r->len == 0) r->err = msgf("empty document (member \"%s\" is \"\")", tr->field);
+}
+
+static void add_piece(text_reader *tr, size_t rec, size_t off, size_t len) {
+    if (tr->npieces == tr->piece_cap) {
+        size_t cap = tr->piece_cap ? 2 * tr->piece_cap : 1024;
+        tr->ptext = realloc(tr->ptext, cap * sizeof *tr->ptext);
+        tr->plen = realloc(tr->plen, cap * sizeof *tr->plen);
+        tr->prec = realloc(tr->prec, cap * sizeof *tr->prec);
+        tr->poff = realloc(tr->poff, cap * sizeof *tr->poff);
+        tr->perr = realloc(tr->perr, cap * sizeof *tr->perr);
+        tr->pids = realloc(tr->pids, cap * sizeof *tr->pids);
+        if (!tr->ptext || !tr->plen || !tr->prec || !tr->poff || !tr->perr || !tr->pids)
+            zt_fatal("out of host memory for %zu document pieces", cap);
+        memset(tr->pids + tr->piece_cap, 0, (cap - tr->piece_cap) * sizeof *tr->pids);
+        tr->piece_cap = cap;
+    }
+    size_t k = tr->npieces++;
+    tr->ptext[k] = tr->rec[rec].text + off;
+    tr->plen[k] = len;
+    tr->prec[k] = rec;
+    tr->poff[k] = off;
+}
+
+// A record that is not a document: stop, or count it and go on.
+static int bad_document(text_reader *tr, const record *r, const char *why) {
+    const char *in = tr->inputs[r->input];
+    if (!tr->o->skip_bad) {
+        if (r->line) return zt_err("%s:%lld: %s (--skip-bad counts and skips bad documents instead)", in, (long long)r->line, why);
+        return zt_err("%s: %s (--skip-bad counts and skips bad documents instead)", in, why);
+    }
+    tr->st->bad_documents++;
+    if (!tr->o->quiet && tr->warned++ < MAX_WARNINGS) {
+        if (r->line) fprintf(stderr, "pack: skipping %s:%lld: %s\n", in, (long long)r->line, why);
+        else fprintf(stderr, "pack: skipping %s: %s\n", in, why);
+        if (tr->warned == MAX_WARNINGS) fprintf(stderr, "pack: (further skipped documents are only counted)\n");
+    }
+    return 0;
+}
+
+// Turn the batch's records into documents and hand them to the sink.
+static int run_batch(text_reader *tr) {
+    if (tr->nrec == 0) return 0;
+    long long n = (long long)tr->nrec;
+#pragma omp parallel for num_threads(tr->nthreads) schedule(dynamic, 64)
+    for (long long i = 0; i < n; i++) prepare_record(tr, &tr->rec[i]);
+
+    // pieces: whole documents, long ones cut at safe points
+    tr->npieces = 0;
+    for (size_t i = 0; i < tr->nrec; i++) {
+        record *r = &tr->rec[i];
+        r->piece0 = tr->npieces;
+        if (r->err || r->blank) {
+            r->npieces = 0;
+            continue;
+        }
+        for (size_t from = 0; from < r->len;) {
+            size_t cut = r->len;
+            if (r->len - from > 2 * PIECE_BYTES) cut = zt_tokenizer_safe_cut(tr->o->tok, r->text, r->len, from + PIECE_BYTES);
+            add_piece(tr, i, from, cut - from);
+            from = cut;
+        }
+        r->npieces = tr->npieces - r->piece0;
+    }
+    zt_tok_pool_encode(tr->pool, tr->ptext, tr->plen, tr->npieces, tr->pids, tr->perr);
+
+    int rc = 0;
+    for (size_t i = 0; i < tr->nrec && rc == 0; i++) {
+        record *r = &tr->rec[i];
+        if (r->blank) continue;
+        if (r->err) {
+            rc = bad_document(tr, r, r->err);
+            continue;
+        }
+        int64_t bad_at = -1;
+        for (size_t k = r->piece0; k < r->piece0 + r->npieces && bad_at < 0; k++)
+            if (tr->perr[k] >= 0) bad_at = (int64_t)tr->poff[k] + tr->perr[k];
+        if (bad_at >= 0) {
+            char why[256];
+            unsigned char b = (unsigned char)r->text[bad_at];
+            if (tr->o->input == ZT_PACK_JSONL)
+                snprintf(why, sizeof why, "member \"%s\": invalid UTF-8 at byte %lld of the string (byte 0x%02x)",
+                         tr->field, (long long)bad_at, b);
+            else if (tr->o->input == ZT_PACK_TEXT_LINES)
+                snprintf(why, sizeof why, "invalid UTF-8 at column %lld (byte 0x%02x)", (long long)bad_at + 1, b);
+            else
+                snprintf(why, sizeof why, "invalid UTF-8 at byte offset %lld (byte 0x%02x)", (long long)bad_at, b);
+            rc = bad_document(tr, r, why);
+            continue;
+        }
+        tr->sink->begin_doc(tr->sink->ctx);
+        for (size_t k = r->piece0; k < r->piece0 + r->npieces && rc == 0; k++)
+            rc = tr->sink->put(tr->sink->ctx, tr->pids[k].ids, tr->pids[k].n);
+        if (rc == 0) rc = tr->sink->end_doc(tr->sink->ctx);
+    }
+    for (size_t i = 0; i < tr->nrec; i++) {
+        free(tr->rec[i].err);
+        cJSON_Delete(tr->rec[i].json);
+    }
+    tr->nrec = 0;
+    return rc;
+}
+
+static record *new_record(text_reader *tr, int input, int64_t line, const char *raw, size_t len) {
+    if (tr->nrec == tr->rec_cap) {
+        tr->rec_cap = tr->rec_cap ? 2 * tr->rec_cap : 4096;
+        tr->rec = realloc(tr->rec, tr->rec_cap * sizeof *tr->rec);
+        if (!tr->rec) zt_fatal("out of host memory for %zu records", tr->rec_cap);
+    }
+    record *r = &tr->rec[tr->nrec++];
+    memset(r, 0, sizeof *r);
+    r->input = input;
+    r->line = line;
+    r->raw = raw;
+    r->rawlen = len;
+    return r;
+}
+
+// JSON Lines and text lines: big reads, records are the complete lines.
+static int read_lines(text_reader *tr, int input) {
+    const char *path = tr->inputs[input];
+    FILE *f = fopen(path, "rb");
+    if (!f) return zt_err("%s: cannot open input: %s", path, strerror(errno));
+    size_t cap = BATCH_BYTES + (1 << 20), n = 0;
+    char *buf = zt_xmalloc(cap);
+    int64_t line = 0;
+    int rc = 0, eof = 0;
+    while (rc == 0) {
+        if (!eof) {
+            if (n == cap) {  // one line longer than the buffer: grow it
+                cap *= 2;
+                char *nb = realloc(buf, cap);
+                if (!nb) zt_fatal("out of host memory for a %zu-byte line", cap);
+                buf = nb;
+            }
+            size_t k = fread(buf + n, 1, cap - n, f);
+            if (k == 0) {
+                if (ferror(f)) {
+                    rc = zt_err("%s: read failed near line %lld: %s", path, (long long)line + 1, strerror(errno));
+                    break;
+                }
+                eof = 1;
+            }
+            n += k;
+            tr->st->bytes_in += (int64_t)k;
+        }
+        // complete lines become records; at EOF the rest is the last line
+        size_t pos = 0;
+        while (tr->nrec < BATCH_RECORDS) {
+            char *nl = memchr(buf + pos, '\n', n - pos);
+            if (!nl) {
+                if (eof && pos < n) {
+                    new_record(tr, input, ++line, buf + pos, n - pos);
+                    pos = n;
+                }
+                break;
+            }
+            new_record(tr, input, ++line, buf + pos, (size_t)(nl - (buf + pos)));
+            pos = (size_t)(nl - buf) + 1;
+        }
+        if (tr->nrec) {  // records point into buf: finish them before moving it
+            rc = run_batch(tr);
+            tr->sink->progress(tr->sink->ctx, path);
+        }
+        memmove(buf, buf + pos, n - pos);
+        n -= pos;
+        if (eof && n == 0) break;
+    }
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+// Text files: each file is one record; files are gathered into batches.
+static int read_files(text_reader *tr) {
+    char **bufs = zt_xcalloc((size_t)BATCH_RECORDS, sizeof *bufs);
+    size_t nb = 0, batch_bytes = 0;
+    int rc = 0;
+    for (int i = 0; i < tr->ninputs && rc == 0; i++) {
+        size_t len;
+        char *text = zt_read_file(tr->inputs[i], &len);
+        if (!text) {
+            rc = -1;
+            break;
+        }
+        tr->st->bytes_in += (int64_t)len;
+        bufs[nb++] = text;
+        new_record(tr, i, 0, text, len);
+        batch_bytes += len;
+        if (batch_bytes >= BATCH_BYTES || nb == BATCH_RECORDS || i + 1 == tr->ninputs) {
+            rc = run_batch(tr);
+            tr->sink->progress(tr->sink->ctx, tr->inputs[i]);
+            for (size_t k = 0; k < nb; k++) free(bufs[k]);
+            nb = 0;
+            batch_bytes = 0;
+        }
+    }
+    for (size_t k = 0; k < nb; k++) free(bufs[k]);
+    tr->nrec = 0;
+    free(bufs);
+    return rc;
+}
+
+int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, const zt_pack_sink *sink,
+                 zt_pack_stats *st) {
+    if (!o->tok) return zt_err("pack: text input needs a tokenizer (opts.tok)");
+    text_reader tr = {.o = o, .sink = sink, .st = st, .inputs = inputs, .ninputs = ninputs};
+    tr.field = o->field && o->field[0] ? o->field : "text";
+    tr.pool = zt_tok_pool_new(o->tok, o->threads);
+    tr.nthreads = zt_tok_pool_threads(tr.pool);
+    int rc = 0;
+    if (o->input == ZT_PACK_TEXT_FILES) rc = read_files(&tr);
+    else
+        for (int i = 0; i < ninputs && rc == 0; i++) rc = read_lines(&tr, i);
+    for (size_t k = 0; k < tr.piece_cap; k++) zt_ids_free(&tr.pids[k]);
+    free(tr.pids);
+    free(tr.ptext);
+    free(tr.plen);
+    free(tr.prec);
+    free(tr.poff);
+    free(tr.perr);
+    free(tr.rec);
+    zt_tok_pool_free(tr.pool);
+    return rc;
+}

@@ -1,0 +1,27 @@
+// Inside `zerotrain pack`: the text inputs (JSON Lines, text files, text lines),
+// tokenized in parallel and handed, in input order, to pack's block writer.
+// defines: zt_pack_sink, zt_pack_text
+#ifndef ZT_PACK_TEXT_H
+#define ZT_PACK_TEXT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/dataset.h"
+
+// What pack.c gives the text reader: one document is begin, put..., end.
+typedef struct {
+    void *ctx;
+    void (*begin_doc)(void *ctx);
+    int (*put)(void *ctx, const uint32_t *ids, size_t n);
+    int (*end_doc)(void *ctx);
+    void (*progress)(void *ctx, const char *input);
+} zt_pack_sink;
+
+// Read every input (kind o->input, one of the text kinds), tokenize with o->tok on
+// o->threads workers, and feed the documents to the sink in input order. Adds to
+// st->bytes_in and st->bad_documents. -1 + zt_err naming file:line on a bad
+// document unless o->skip_bad.
+int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, const zt_pack_sink *sink,
+                 zt_pack_stats *st);
+
+#endif

@@ -1,0 +1,54 @@
+# Tokenizer: exact ids against Hugging Face tokenizers on the committed golden
+# corpus, and the split matcher against PCRE2 running the regex itself.
+find_package(ZLIB REQUIRED)
+zt_add_test(test_tokenizer ${ZT_TEST_DIR}/test_tokenizer.c zt_data ZLIB::ZLIB)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+zt_add_test(test_tokenizer_regex ${ZT_TEST_DIR}/test_tokenizer_regex.c zt_data PkgConfig::PCRE2)
+# pack on text (JSON Lines, lines, files; single and per-rank) against a Python packer
+zt_add_test(test_pack_text ${ZT_TEST_DIR}/test_pack_text.c zt_data ZLIB::ZLIB)
+
+# CLI: pack --input jsonl/lines/text and tokenize, on the small files in data/tokenizer/cli
+# (32 tokens in the 4 good documents of sample.jsonl, by tokenizers; line 3 is broken).
+set(ZT_TOK_CLI ${CMAKE_CURRENT_BINARY_DIR}/tok_cli)
+set(ZT_TOK_DATA ${ZT_TEST_DIR}/data/tokenizer/cli)
+add_test(NAME tok_cli_setup COMMAND ${CMAKE_COMMAND} -E rm -rf ${ZT_TOK_CLI})
+set_tests_properties(tok_cli_setup PROPERTIES FIXTURES_SETUP tok_cli)
+function(zt_tok_cli_test name regex)
+  add_test(NAME ${name} COMMAND ${ZT_EXE} ${ARGN})
+  set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "${regex}" FIXTURES_REQUIRED tok_cli)
+endfunction()
+function(zt_tok_cli_fails name)
+  add_test(NAME ${name} COMMAND ${ZT_EXE} ${ARGN})
+  set_tests_properties(${name} PROPERTIES WILL_FAIL TRUE FIXTURES_REQUIRED tok_cli)
+endfunction()
+
+zt_tok_cli_test(tok_cli_pack_help "--input.*jsonl.*lines.*--field.*--skip-bad.*--threads.*--tokenizer ARG" pack --help)
+zt_tok_cli_test(tok_cli_pack_jsonl
+  "packed 4 documents .*: 32 tokens -> 4 blocks of 8 in 1 file, 0 tokens dropped.*1 bad document skipped"
+  pack --input jsonl --seq-len 8 --skip-bad --threads 2 ${ZT_TOK_DATA}/sample.jsonl -o ${ZT_TOK_CLI}/jsonl)
+zt_tok_cli_test(tok_cli_pack_jsonl_bad_line
+  "zerotrain: error: [^\n]*sample.jsonl:3: malformed JSON at column [0-9]+[^\n]*--skip-bad"
+  pack --input jsonl --seq-len 8 ${ZT_TOK_DATA}/sample.jsonl -o ${ZT_TOK_CLI}/jsonl-bad)
+zt_tok_cli_fails(tok_cli_pack_jsonl_bad_line_exit
+  pack --input jsonl --seq-len 8 ${ZT_TOK_DATA}/sample.jsonl -o ${ZT_TOK_CLI}/jsonl-bad2)
+zt_tok_cli_test(tok_cli_pack_field
+  "packed 4 documents .*: 12 tokens -> 1 blocks of 8"
+  pack --input jsonl --field body --seq-len 8 --skip-bad ${ZT_TOK_DATA}/sample.jsonl -o ${ZT_TOK_CLI}/field)
+zt_tok_cli_test(tok_cli_pack_missing_field
+  "sample.jsonl:1: no \"content\" member \\(the object has \"id\", \"text\", \"body\"; choose one with --field\\)"
+  pack --input jsonl --field content ${ZT_TOK_DATA}/sample.jsonl -o ${ZT_TOK_CLI}/nofield)
+zt_tok_cli_test(tok_cli_pack_text_per_rank
+  "packed 2 documents .*: 6 tokens -> 2 blocks of 2 in 2 files"
+  pack --input text --seq-len 2 --per-rank 2 ${ZT_TOK_DATA}/hello.txt ${ZT_TOK_DATA}/hello.txt -o ${ZT_TOK_CLI}/text)
+zt_tok_cli_test(tok_cli_pack_verify_text
+  "tokenizer \"crc32c:[0-9a-f]+\".*rank-00000.u32: 1 blocks.*ok: 2 blocks"
+  pack --verify ${ZT_TOK_CLI}/text)
+set_tests_properties(tok_cli_pack_verify_text PROPERTIES DEPENDS tok_cli_pack_text_per_rank)
+zt_tok_cli_test(tok_cli_pack_bad_tokenizer
+  "zerotrain: error: [^\n]*nonexistent/tokenizer.json[^\n]*\n  hint: --tokenizer PATH"
+  pack --input lines --tokenizer /nonexistent ${ZT_TOK_DATA}/hello.txt -o ${ZT_TOK_CLI}/badtok)
+zt_tok_cli_test(tok_cli_pack_flag_needs_text
+  "--field, --skip-bad and --threads apply to text input"
+  pack --skip-bad --vocab-size 100 ${ZT_TOK_DATA}/hello.txt -o ${ZT_TOK_CLI}/flag)
+zt_tok_cli_test(tok_cli_tokenize "^9707 1879\n$" tokenize ${ZT_TOK_DATA}/hello.txt)
+zt_tok_cli_test(tok_cli_tokenize_count "^2\n$" tokenize --count ${ZT_TOK_DATA}/hello.txt)
