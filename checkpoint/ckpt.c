@@ -484,7 +484,7 @@ static int write_metadata(save_ctx *c, const zt_ckpt_meta *m, const char *train_
     rc |= zt_h5_put_f64(f, "lr_last", m->lr_last);
     rc |= zt_h5_put_i64(f, "final", m->final ? 1 : 0);
     rc |= zt_h5_put_i64(f, "nunits", c->lay->nunits);
-    char *cj = zt_ckpt_config_json(cfg);
+    char *cj = zt_qwen3_config_json(cfg);
     rc |= zt_h5_put_str(f, "model_config_json", cj);
     free(cj);
     rc |= zt_h5_put_str(f, "train_json", train_json ? train_json : "");
@@ -620,7 +620,7 @@ static int write_meta_json(const save_ctx *c, const zt_ckpt_meta *m, double seco
     cJSON_AddNumberToObject(o, "crc32c_chunk_elems", (double)c->chunk);
     cJSON_AddNumberToObject(o, "saved_unix", (double)time(NULL));
     cJSON_AddNumberToObject(o, "save_seconds", seconds);
-    char *cj = zt_ckpt_config_json(&c->lay->cfg);
+    char *cj = zt_qwen3_config_json(&c->lay->cfg);
     cJSON_AddItemToObject(o, "model_config", cJSON_Parse(cj));
     free(cj);
     char *text = cJSON_Print(o);

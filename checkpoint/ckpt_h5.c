@@ -447,35 +447,6 @@ int64_t zt_ckpt_verify_range(const float *data, int64_t a, int64_t n, int64_t nu
 
 // ---- config and JSON ------------------------------------------------------------
 
-char *zt_ckpt_config_json(const zt_qwen3_config *c) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3ForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", "qwen3");
-    cJSON_AddNumberToObject(o, "vocab_size", (double)c->vocab_size);
-    cJSON_AddNumberToObject(o, "hidden_size", (double)c->hidden_size);
-    cJSON_AddNumberToObject(o, "intermediate_size", (double)c->intermediate_size);
-    cJSON_AddNumberToObject(o, "num_hidden_layers", c->num_layers);
-    cJSON_AddNumberToObject(o, "num_attention_heads", c->num_heads);
-    cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_kv_heads);
-    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_norm_eps);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-    cJSON_AddNullToObject(o, "rope_scaling");
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
-    cJSON_AddNumberToObject(o, "initializer_range", c->initializer_range);
-    cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->max_position_embeddings);
-    if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", (double)c->bos_token_id);
-    if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", (double)c->eos_token_id);
-    cJSON_AddBoolToObject(o, "attention_bias", 0);
-    cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddBoolToObject(o, "use_sliding_window", 0);
-    cJSON_AddStringToObject(o, "torch_dtype", "bfloat16");
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    return s;
-}
-
 static void appendf(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void appendf(char *out, size_t n, const char *fmt, ...) {
     size_t len = strlen(out);

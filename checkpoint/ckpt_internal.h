@@ -69,7 +69,6 @@ void zt_ckpt_span_tensors(const zt_ckpt_unit_info *ui, int64_t a, int64_t b, cha
 // "embedding", "decoder layer 3", "final norm + lm_head"
 const char *zt_ckpt_unit_label(const zt_ckpt_unit_info *ui, char *buf, size_t n);
 // Hugging Face config.json text for cfg (malloc'd); the same keys as model/config.c.
-char *zt_ckpt_config_json(const zt_qwen3_config *c);
 // Serial open for reading (sec2 driver); -1 + zt_err naming the file and the reason.
 hid_t zt_ckpt_open_serial(const char *file);
 // Verify chunks of data[0, n) that holds elements [a, a + n) of a dataset whose

@@ -90,7 +90,7 @@ static int agree(zt_comm *c, int ok, const char *phase) {
 }
 
 static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, const zt_dataset *ds, const char *id,
-                          int world, int64_t total_steps, int64_t steps_per_epoch, int threads,
+                          int world, const char *settings, int64_t steps_per_epoch, int threads,
                           const zt_fsdp_memory *mem) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "run_id", id);
@@ -115,22 +115,15 @@ static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, co
     cJSON_AddNumberToObject(data, "blocks", (double)ds->total_blocks);
     cJSON_AddStringToObject(data, "tokenizer", ds->tokenizer);
     cJSON_AddBoolToObject(data, "evenfix", o->evenfix);
-    cJSON *tr = cJSON_AddObjectToObject(root, "train");
-    cJSON_AddNumberToObject(tr, "steps", (double)total_steps);
+    // The settings a resume must match (train_settings_json), plus how this launch splits them.
+    cJSON *tr = cJSON_Parse(settings);
+    cJSON_AddItemToObject(root, "train", tr);
     cJSON_AddNumberToObject(tr, "steps_per_epoch", (double)steps_per_epoch);
     cJSON_AddNumberToObject(tr, "micro_batch", o->micro_batch);
     cJSON_AddNumberToObject(tr, "grad_accum", o->grad_accum);
     cJSON_AddNumberToObject(tr, "tokens_per_step", (double)world * o->micro_batch * o->grad_accum * ds->seq_len);
-    cJSON_AddNumberToObject(tr, "lr", o->hp.lr);
-    cJSON_AddNumberToObject(tr, "min_lr_ratio", o->hp.min_lr_ratio);
-    cJSON_AddNumberToObject(tr, "warmup", (double)o->hp.warmup);
-    cJSON_AddStringToObject(tr, "schedule", o->hp.schedule == ZT_SCHED_COSINE ? "cosine" : "constant");
-    cJSON_AddNumberToObject(tr, "beta1", o->hp.beta1);
-    cJSON_AddNumberToObject(tr, "beta2", o->hp.beta2);
-    cJSON_AddNumberToObject(tr, "eps", o->hp.eps);
-    cJSON_AddNumberToObject(tr, "weight_decay", o->hp.weight_decay);
-    cJSON_AddNumberToObject(tr, "clip", o->hp.clip);
-    cJSON_AddNumberToObject(tr, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(tr, "save_every", (double)o->save_every);
+    cJSON_AddNumberToObject(tr, "keep_last", o->keep_last);
     cJSON *m = cJSON_AddObjectToObject(root, "memory_per_rank_bytes");
     cJSON_AddNumberToObject(m, "params", (double)mem->params);
     cJSON_AddNumberToObject(m, "grads", (double)mem->grads);
@@ -421,7 +414,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     char path[4200];
     if (R0) {
         if (!r->run_id[0]) make_run_id(r->run_id, sizeof r->run_id);
-        ok = write_run_json(o, &cfg, ds, r->run_id, r->world, total_steps, steps_per_epoch, threads, &mem) == 0;
+        ok = write_run_json(o, &cfg, ds, r->run_id, r->world, settings, steps_per_epoch, threads, &mem) == 0;
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
             r->metrics = fopen(path, o->resume ? "a" : "w");
