@@ -35,6 +35,8 @@ void zt_st_close(zt_st_file *f);
 const zt_st_tensor *zt_st_find(const zt_st_file *f, const char *name);
 // Convert a F32/BF16/F16/F64 tensor to fp32 into out (numel floats).
 int zt_st_read_f32(const zt_st_file *f, const zt_st_tensor *t, float *out);
+// Elements [first, first + count) of the tensor (row-major flat index) into out.
+int zt_st_read_f32_range(const zt_st_file *f, const zt_st_tensor *t, int64_t first, int64_t count, float *out);
 // Copy a I32/I64/U32 tensor into int64 out.
 int zt_st_read_i64(const zt_st_file *f, const zt_st_tensor *t, int64_t *out);
 const char *zt_st_dtype_name(zt_st_dtype d);

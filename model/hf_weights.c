@@ -26,7 +26,15 @@ static int ignorable(const zt_qwen3_layout *lay, const char *name) {
     return lay->cfg.tie_word_embeddings && !strcmp(name, "lm_head.weight");
 }
 
-static int load_file(const zt_qwen3_layout *lay, const char *path, float *const *params, char *seen) {
+// Where the loaded values go: per unit, elements [lo, lo + valid) of the canonical
+// vector, written to dst[u] (which points at element lo). A full load is lo = 0,
+// valid = numel; an FSDP rank passes its shard and reads nothing else.
+typedef struct {
+    const int64_t *lo, *valid;
+    float *const *dst;
+} slice_sink;
+
+static int load_file(const zt_qwen3_layout *lay, const char *path, const slice_sink *sink, char *seen) {
     zt_st_file f;
     if (zt_st_open(&f, path) != 0) return -1;
     int rc = 0;
@@ -62,7 +70,10 @@ static int load_file(const zt_qwen3_layout *lay, const char *path, float *const 
             rc = zt_err("%s: tensor %s appears more than once in the checkpoint", path, t->name);
             break;
         }
-        if (zt_st_read_f32(&f, t, params[u] + d->offset) != 0) {
+        const int64_t a = d->offset > sink->lo[u] ? d->offset : sink->lo[u];
+        const int64_t e = d->offset + d->numel, se = sink->lo[u] + sink->valid[u];
+        const int64_t b = e < se ? e : se;
+        if (a < b && zt_st_read_f32_range(&f, t, a - d->offset, b - a, sink->dst[u] + (a - sink->lo[u])) != 0) {
             rc = -1;
             break;
         }
@@ -116,7 +127,7 @@ static int index_files(const char *dir, const char *index_path, char ***files_ou
     return 0;
 }
 
-int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const *params) {
+static int load_hf(const zt_qwen3_layout *lay, const char *path, const slice_sink *sink) {
     char **files = NULL;
     int nfiles = 0;
     char buf[4200];
@@ -141,7 +152,7 @@ int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const 
     }
     char *seen = zt_xcalloc((size_t)lay->nunits * ZT_UNIT_MAX_TENSORS, 1);
     int rc = 0;
-    for (int i = 0; i < nfiles && rc == 0; i++) rc = load_file(lay, files[i], params, seen);
+    for (int i = 0; i < nfiles && rc == 0; i++) rc = load_file(lay, files[i], sink, seen);
     for (int u = 0; u < lay->nunits && rc == 0; u++)
         for (int k = 0; k < lay->units[u].ntensors && rc == 0; k++)
             if (!seen[u * ZT_UNIT_MAX_TENSORS + k])
@@ -151,6 +162,22 @@ int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const 
     free(files);
     free(seen);
     return rc;
+}
+
+int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const *params) {
+    int64_t *lo = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t)), *valid = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
+    for (int u = 0; u < lay->nunits; u++) valid[u] = lay->units[u].numel;
+    const slice_sink sink = {lo, valid, params};
+    int rc = load_hf(lay, path, &sink);
+    free(lo);
+    free(valid);
+    return rc;
+}
+
+int zt_qwen3_load_hf_slices(const zt_qwen3_layout *lay, const char *path, const int64_t *lo, const int64_t *valid,
+                            float *const *dst) {
+    const slice_sink sink = {lo, valid, dst};
+    return load_hf(lay, path, &sink);
 }
 
 // Writes config.json and model.safetensors (HF names) for the given full unit

@@ -161,14 +161,6 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
     return 0;
 }
 
-void zt_fsdp_set_full(zt_fsdp *f, float *const *full) {
-    for (int i = 0; i < f->nunits; i++) {
-        zt_fsdp_unit *u = &f->units[i];
-        memset(u->master, 0, (size_t)u->shard * sizeof(float));
-        memcpy(u->master, full[i] + u->lo, (size_t)u->valid * sizeof(float));
-    }
-}
-
 int zt_fsdp_gather_full(zt_fsdp *f, float **full) {
     float *tmp = zt_xmalloc((size_t)f->max_padded * sizeof(float));
     for (int i = 0; i < f->nunits; i++) {

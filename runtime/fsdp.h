@@ -88,8 +88,6 @@ typedef struct {
 // from `seed` exactly as the single-process trainer does (independent of world).
 int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
                  int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
-// Replace the master shards with slices of full per-unit vectors (e.g. HF weights).
-void zt_fsdp_set_full(zt_fsdp *f, float *const *full);
 // One optimizer step; blocks holds this rank's micro_batch * grad_accum blocks.
 // stop_request (e.g. a signal arrived) is summed over ranks into out->stop_requested.
 int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out);

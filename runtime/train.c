@@ -326,16 +326,21 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     r->f_init = ok;
     if (agree(r->comm, ok, "building the model") != 0) return -1;
     if (o->init) {
-        // Every rank reads the checkpoint and keeps its slices (a streaming per-unit load is future work).
+        // Every rank maps the safetensors files and reads only its own slices.
         t0 = zt_now();
         const zt_qwen3_layout *lay = &r->f.model.lay;
-        float **full = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
-        for (int u = 0; u < lay->nunits; u++) full[u] = zt_xcalloc((size_t)lay->units[u].numel, sizeof(float));
-        ok = zt_qwen3_load_hf(lay, o->init, full) == 0;
+        int64_t *lo = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
+        int64_t *valid = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
+        float **dst = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
+        for (int u = 0; u < lay->nunits; u++) {
+            lo[u] = r->f.units[u].lo;
+            valid[u] = r->f.units[u].valid;
+            dst[u] = r->f.units[u].master;
+            memset(r->f.units[u].master, 0, (size_t)r->f.units[u].shard * sizeof(float));
+        }
+        ok = zt_qwen3_load_hf_slices(lay, o->init, lo, valid, dst) == 0;
         if (!ok) zt_err_prefix("--init %s", o->init);
-        if (ok) zt_fsdp_set_full(&r->f, full);
-        for (int u = 0; u < lay->nunits; u++) free(full[u]);
-        free(full);
+        free(lo), free(valid), free(dst);
         if (agree(r->comm, ok, "loading --init weights") != 0) return -1;
         if (R0) printf("init: loaded Hugging Face weights from %s (%.2f s)\n", o->init, zt_now() - t0);
     }

@@ -83,6 +83,30 @@ int main(void) {
     CHECK(mism == 0, "bf16 round trip: %lld values differ from their bf16 rounding", (long long)mism);
     CHECK_CLOSE("bf16 round trip relative error", q[1], p[1], lay.units[1].numel, 4e-3);
 
+    // slices: each of 3 "ranks" reads only its part of every unit; together they equal the full load
+    for (int r = 0; r < 3; r++) {
+        int64_t lo[16], valid[16];
+        float *dst[16];
+        for (int u = 0; u < lay.nunits; u++) {
+            int64_t n = lay.units[u].numel, shard = (n + 2) / 3;
+            lo[u] = r * shard;
+            valid[u] = lo[u] >= n ? 0 : (n - lo[u] < shard ? n - lo[u] : shard);
+            dst[u] = q[u] + lo[u];
+            memset(q[u], 0, (size_t)n * sizeof(float));
+        }
+        snprintf(path, sizeof path, "%s/tiny_untied_gqa", ZT_GOLDEN_DIR);
+        if (zt_qwen3_load_hf_slices(&lay, path, lo, valid, dst) != 0) zt_die_on_err();
+        for (int u = 0; u < lay.nunits; u++) {
+            int64_t outside = 0;
+            for (int64_t i = 0; i < lay.units[u].numel; i++) {
+                int mine = i >= lo[u] && i < lo[u] + valid[u];
+                if (mine) CHECK(q[u][i] == p[u][i], "slice %d unit %d element %lld", r, u, (long long)i);
+                else outside += q[u][i] != 0.0f;
+            }
+            CHECK(outside == 0, "slice %d unit %d wrote %lld elements outside its range", r, u, (long long)outside);
+        }
+    }
+
     // errors
     snprintf(sub, sizeof sub, "%s/missing.safetensors", dir);
     write_variant(&lay, p, sub, "model.layers.1.self_attn.k_norm.weight", NULL);
