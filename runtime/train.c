@@ -10,6 +10,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <omp.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,18 @@ static void make_run_id(char *out, size_t n) {
     char ts[32];
     strftime(ts, sizeof ts, "%Y%m%dT%H%M%SZ", &tm);
     snprintf(out, n, "%s-%06llx", ts, (unsigned long long)(zt_rng_u64(&r) & 0xffffff));
+}
+
+// rm -r of a directory this run owns (an earlier final/), so the export can recreate it.
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+static int remove_tree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0;  // nothing to remove
+    if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) return zt_err("%s: cannot remove the previous copy", path);
+    return 0;
 }
 
 // Every rank contributes whether its last phase succeeded; all learn whether all did.
@@ -417,7 +430,16 @@ static int train_body(const zt_train_opts *o, run_state *r) {
 
     // ---- run.json, metrics.jsonl (rank 0) ----
     char path[4200];
-    if (R0) {
+    if (R0 && o->overwrite && !o->resume) {
+        // A fresh run in a reused directory: nothing of the old run may look like this one's
+        // (a stale complete.json would read as COMPLETE; old checkpoints would resume into it).
+        const char *stale[] = {"checkpoints", "complete.json", "heartbeat.json", "final", "watch.json"};
+        for (size_t i = 0; i < sizeof stale / sizeof stale[0] && ok; i++) {
+            snprintf(path, sizeof path, "%s/%s", o->run_dir, stale[i]);
+            ok = remove_tree(path) == 0;
+        }
+    }
+    if (R0 && ok) {
         if (!r->run_id[0]) make_run_id(r->run_id, sizeof r->run_id);
         ok = write_run_json(o, &cfg, ds, r->run_id, r->world, settings, steps_per_epoch, threads, &mem) == 0;
         if (ok) {
@@ -581,20 +603,17 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     }
 
     if (o->save_final) {
-        const zt_qwen3_layout *lay = &r->f.model.lay;
-        float **full = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
-        for (int u = 0; u < lay->nunits; u++) full[u] = zt_xcalloc((size_t)lay->units[u].numel, sizeof(float));
-        ok = zt_fsdp_gather_full(&r->f, full) == 0;
-        if (ok && R0) {
+        // Exported by rank 0 from the final checkpoint (checksums verified, one unit in memory
+        // at a time, shards of at most 5 GB): no rank ever assembles the whole model.
+        if (R0) {
+            const double ts = zt_now();
             snprintf(path, sizeof path, "%s/final", o->run_dir);
-            ok = zt_qwen3_save_hf(lay, full, path, o->save_dtype) == 0;
+            ok = remove_tree(path) == 0 && zt_ckpt_export_hf(ckpt_path, path, o->save_dtype, 0) == 0;
             if (ok)
-                printf("saved: %s (Hugging Face config.json + model.safetensors, %s)\n", path,
-                       o->save_dtype == ZT_ST_BF16 ? "bf16" : "fp32");
+                printf("saved: %s (Hugging Face config.json + safetensors, %s, from %s, %.2f s)\n", path,
+                       o->save_dtype == ZT_ST_BF16 ? "bf16" : "fp32", ckpt_path, zt_now() - ts);
         }
-        for (int u = 0; u < lay->nunits; u++) free(full[u]);
-        free(full);
-        if (agree(r->comm, ok, "saving final weights") != 0) return -1;
+        if (agree(r->comm, ok, "exporting final weights") != 0) return -1;
     }
     if (R0) {  // COMPLETE for the watcher: the final checkpoint (and final/) are committed
         const double el = zt_now() - t_loop;
