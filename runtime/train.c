@@ -189,6 +189,7 @@ typedef struct {
     block_ref *order;
     const uint32_t **blocks;
     FILE *metrics;
+    FILE *rank_metrics;       // every rank: its own times and bytes per step
     FILE *trace;
     zt_liveness *alive;
     zt_power_sampler *power;
@@ -198,6 +199,7 @@ typedef struct {
 
 static void run_cleanup(run_state *r) {
     if (r->metrics) fclose(r->metrics);
+    if (r->rank_metrics) fclose(r->rank_metrics);
     if (r->trace) fclose(r->trace);
     free(r->order);
     free(r->blocks);
@@ -448,6 +450,11 @@ static int train_body(const zt_train_opts *o, run_state *r) {
             if (!r->metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
         }
     }
+    if (ok) {  // every rank: its own compute / wait split and bytes per step
+        snprintf(path, sizeof path, "%s/ranks/rank-%05d.metrics.jsonl", o->run_dir, r->rank);
+        r->rank_metrics = fopen(path, o->resume ? "a" : "w");
+        if (!r->rank_metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
+    }
     if (ok && o->trace_blocks) {  // every rank: its own block ids per step
         snprintf(path, sizeof path, "%s/ranks/rank-%05d.blocks", o->run_dir, r->rank);
         r->trace = fopen(path, o->resume ? "a" : "w");
@@ -510,6 +517,11 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         loss_last = s.loss;
         lr_last = s.lr;
         const double tok_s = (double)s.tokens / s.t_step;
+        fprintf(r->rank_metrics,
+                "{\"step\":%lld,\"rank\":%d,\"tok_per_s\":%.1f,\"step_time_s\":%.4f,\"compute_s\":%.4f,"
+                "\"comm_wait_s\":%.4f,\"bytes_gathered\":%lld,\"bytes_scattered\":%lld}\n",
+                (long long)step + 1, r->rank, tok_s / r->world, s.t_step, s.t_compute, s.t_comm_wait,
+                (long long)s.bytes_gathered, (long long)s.bytes_scattered);
         if (R0) {
             // GPU-hours (rank-hours on the CPU backend): spent in this process so far, projected
             // per epoch at the mean step time, and at risk = spent since the last checkpoint.

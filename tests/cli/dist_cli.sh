@@ -29,6 +29,11 @@ evenfix_completes)
     grep -q "rank 0 has 31 blocks, drops 1" "$W/out.txt" || fail "evenfix log does not name rank 0's dropped block"
     grep -q "every rank stops after 30 steps" "$W/out.txt" || fail "evenfix did not settle on 30 steps"
     [ "$(wc -l <"$W/run/metrics.jsonl")" -eq 30 ] || fail "expected 30 steps in metrics.jsonl"
+    for r in 0 1; do  # per-rank metrics: every rank logs its own split of every step
+        f="$W/run/ranks/rank-0000$r.metrics.jsonl"
+        [ "$(wc -l <"$f")" -eq 30 ] || fail "$f should have 30 lines"
+        grep -q "\"rank\":$r,.*\"comm_wait_s\"" "$f" || fail "$f lacks the rank's wait time"
+    done
     echo "ok [$CASE]"
     ;;
 no_evenfix_deadlock)
