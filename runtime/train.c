@@ -649,7 +649,20 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     return 0;
 }
 
-int zt_train_run(const zt_train_opts *o) {
+int zt_train_run(const zt_train_opts *opts) {
+    // --resume auto: continue from RUN/checkpoints/latest when there is one, else start
+    // fresh (what a requeued batch job wants). Every rank sees the same files, so the
+    // decision is the same everywhere.
+    zt_train_opts eff = *opts;
+    const zt_train_opts *o = &eff;
+    if (eff.resume && !strcmp(eff.resume, "auto")) {
+        char probe[4200];
+        eff.resume = zt_ckpt_resolve(eff.run_dir, probe, sizeof probe) == 0 ? "latest" : NULL;
+        if (!eff.resume) {
+            eff.overwrite = 1;  // an earlier attempt that never checkpointed: start clean
+            zt_err_clear();
+        }
+    }
     if (!o->model && !o->init) return zt_err("no model: give --model CONFIG.json|HF_DIR (or --init HF_DIR)");
     if (o->micro_batch < 1 || o->grad_accum < 1)
         return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", o->micro_batch, o->grad_accum);

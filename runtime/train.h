@@ -29,7 +29,8 @@ typedef struct {
     int preflight;           // run the six-check gate first (default 1)
     int keep_last;           // complete checkpoints to keep (0: all); preflight sizes the disk check with it
     int64_t save_every;      // checkpoint every N steps (0: only at epoch ends, on a stop signal, at the end)
-    const char *resume;      // NULL: fresh run; "latest": RUN/checkpoints/latest; else a checkpoint path
+    const char *resume;      // NULL: fresh; "latest": RUN/checkpoints/latest; "auto": latest if any, else
+                             // fresh; else a checkpoint path
     int trace_blocks;        // debugging: every rank logs its block ids per step to RUN/ranks/rank-N.blocks
     int64_t debug_signal_at_step;  // testing: rank 0 raises SIGUSR1 after this step (0: never)
     double alive_interval;   // seconds between RUN/ranks/rank-N.alive ticks (default 5)

@@ -81,6 +81,16 @@ external_signal)  # a real SIGUSR1 from outside to one rank (pid from its livene
     ls "$W/run/checkpoints/latest" >/dev/null || fail "no checkpoint after the signal"
     echo "ok [$CASE]: $(grep -m1 '^stopped' "$W/run.out")"
     ;;
+resume_auto)
+    # --resume auto: a fresh start when there is no checkpoint, a resume when there is.
+    run 1 "$W/r" --steps 6 --resume auto --debug-signal-at-step 3
+    grep -q "resume:" "$W/r.out" && fail "nothing to resume from: must start fresh"
+    grep -q "stopped: a stop signal" "$W/r.out" || { cat "$W/r.out"; fail "no graceful stop"; }
+    run 1 "$W/r" --steps 6 --resume auto
+    grep -q "resume: .*step 3" "$W/r.out" || { cat "$W/r.out"; fail "auto should resume from step 3"; }
+    [ -f "$W/r/complete.json" ] || fail "no complete.json"
+    echo "ok [$CASE]"
+    ;;
 config_mismatch)
     run 1 "$W/a" --steps 2
     mkdir -p "$W/m" && sed 's/"intermediate_size": *80/"intermediate_size": 64/' "$GOLD/tiny_untied_gqa/config.json" >"$W/m/config.json"
