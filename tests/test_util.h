@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static int zt_test_failures = 0;
-static int zt_test_checks = 0;
+static int zt_test_failures __attribute__((unused)) = 0;
+static int zt_test_checks __attribute__((unused)) = 0;
 
 #define CHECK(cond, ...)                                                     \
     do {                                                                     \
