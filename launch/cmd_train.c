@@ -64,7 +64,9 @@ static void usage(FILE *f) {
             "  --alive-interval S    seconds between liveness ticks in RUN/ranks/rank-N.alive (default 5)\n"
             "\n"
             "execution and output:\n"
-            "  --device D            cpu (the CUDA backend is not built yet; see docs/status.md)\n"
+            "  --device D            auto (default: cuda when this build has the GPU engine and every rank\n"
+            "                        sees a GPU, else cpu), cuda (one GPU per rank: the node-local rank, bf16\n"
+            "                        compute, NCCL collectives) or cpu (fp32 reference)\n"
             "  --threads N           CPU threads per rank for OpenMP and OpenBLAS (default: OMP_NUM_THREADS, else\n"
             "                        the node's cores divided by the ranks on the node)\n"
             "  --log-every N         print every N steps (default 1; metrics.jsonl gets every step)\n"
@@ -134,9 +136,10 @@ int zt_cmd_train(int argc, char **argv) {
         case O_CLIP: rc = zt_arg_f64("--clip", optarg, 0, 1e30, &o.hp.clip); break;
         case O_SEED: rc = zt_arg_i64("--seed", optarg, 0, INT64_MAX, &iv); o.seed = (uint64_t)iv; break;
         case O_DEVICE:
-            if (strcmp(optarg, "cpu") != 0)
-                rc = zt_err("--device %s: only the cpu backend is available in this build (the CUDA backend is "
-                            "under construction)", optarg);
+            if (!strcmp(optarg, "auto")) o.device = ZT_DEVICE_AUTO;
+            else if (!strcmp(optarg, "cpu")) o.device = ZT_DEVICE_CPU;
+            else if (!strcmp(optarg, "cuda")) o.device = ZT_DEVICE_CUDA;
+            else rc = zt_err("--device %s: expected auto, cuda or cpu", optarg);
             break;
         case O_THREADS: rc = zt_arg_i64("--threads", optarg, 1, 4096, &iv); o.threads = (int)iv; break;
         case O_LOG: rc = zt_arg_i64("--log-every", optarg, 0, INT64_MAX, &iv); o.log_every = (int)iv; break;

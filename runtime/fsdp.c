@@ -7,12 +7,14 @@
 #include "runtime/fsdp.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/common.h"
+#include "runtime/fsdp_internal.h"
 
-static void ev_micro(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro) {
+void zt_fsdp_log(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro) {
     if (f->nevents == f->events_cap) {
         f->events_cap = f->events_cap ? 2 * f->events_cap : 256;
         f->events = realloc(f->events, (size_t)f->events_cap * sizeof *f->events);
@@ -21,7 +23,7 @@ static void ev_micro(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro) {
     f->events[f->nevents++] = (zt_fsdp_event){k, unit, micro, zt_now()};
 }
 
-static void ev(zt_fsdp *f, zt_fsdp_ev_kind k, int unit) { ev_micro(f, k, unit, f->micro); }
+static void ev(zt_fsdp *f, zt_fsdp_ev_kind k, int unit) { zt_fsdp_log(f, k, unit, f->micro); }
 
 // ---- parameter pool --------------------------------------------------------
 
@@ -59,7 +61,7 @@ static void rs_finish(zt_fsdp *f, int s) {
     f->t_wait += zt_now() - t0;
     f->greq[s] = NULL;
     f->ops->add(u->grad, u->grad, f->grecv[s], u->shard);  // accumulate over micro-batches
-    ev_micro(f, ZT_EV_RS_DONE, f->gbuf_unit[s], f->gbuf_micro[s]);
+    zt_fsdp_log(f, ZT_EV_RS_DONE, f->gbuf_unit[s], f->gbuf_micro[s]);
     f->gbuf_unit[s] = -1;
 }
 
@@ -104,14 +106,24 @@ static void rs_drain(zt_fsdp *f) {
 
 // ---- lifetime ----------------------------------------------------------------
 
-int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
-                 int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
+// The state both engines share: the unit table, this rank's slices, and the host
+// master/m/v shards initialised from `seed`. host_model = 0 (GPU engine): only the
+// layout, no CPU activations, no host gradient shards and no host pools.
+int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int host_model) {
     memset(f, 0, sizeof *f);
     zt_comm_info info;
     zt_comm_get_info(comm, &info);
     if (micro_batch < 1 || grad_accum < 1)
         return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", micro_batch, grad_accum);
-    if (zt_qwen3_create(&f->model, cfg, ops, micro_batch, seq_len) != 0) return -1;
+    if (host_model ? zt_qwen3_create(&f->model, cfg, ops, micro_batch, seq_len) != 0
+                   : zt_qwen3_layout_init(&f->model.lay, cfg) != 0)
+        return -1;
+    if (!host_model) {
+        f->model.B = micro_batch;
+        f->model.S = seq_len;
+        f->model.N = micro_batch * seq_len;
+    }
     f->comm = comm;
     f->rank = info.rank;
     f->world = info.world;
@@ -136,7 +148,7 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
         u->master = zt_xcalloc((size_t)u->shard, sizeof(float));
         u->m = zt_xcalloc((size_t)u->shard, sizeof(float));
         u->v = zt_xcalloc((size_t)u->shard, sizeof(float));
-        u->grad = zt_xcalloc((size_t)u->shard, sizeof(float));
+        u->grad = host_model ? zt_xcalloc((size_t)u->shard, sizeof(float)) : NULL;
         if (u->padded > f->max_padded) f->max_padded = u->padded;
         if (u->numel > max_numel) max_numel = u->numel;
     }
@@ -147,6 +159,7 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
         memcpy(f->units[i].master, tmp + f->units[i].lo, (size_t)f->units[i].valid * sizeof(float));
     }
     free(tmp);
+    if (!host_model) return 0;
     for (int s = 0; s < ZT_FSDP_PARAM_SLOTS; s++) {
         f->pbuf[s] = zt_xcalloc((size_t)f->max_padded, sizeof(float));
         f->pbuf_unit[s] = -1;
@@ -161,7 +174,31 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
     return 0;
 }
 
+int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+                 int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
+    return zt_fsdp_init_host(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, 1);
+}
+
+#ifndef ZT_HAVE_CUDA_FSDP
+int zt_fsdp_cuda_available(void) { return 0; }
+int zt_fsdp_cuda_devices(void) { return 0; }
+void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n) {
+    (void)dcomm;
+    snprintf(buf, n, "cuda backend: not built");
+}
+int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
+    (void)comm, (void)dcomm, (void)cfg, (void)micro_batch, (void)grad_accum, (void)seq_len, (void)hp, (void)seed;
+    memset(f, 0, sizeof *f);
+    return zt_err("--device cuda: this zerotrain was built without the GPU engine (it needs the CUDA toolkit and "
+                  "NCCL at configure time; see docs/cuda.md)");
+}
+int zt_fsdp_to_device(zt_fsdp *f) { return f->cu ? zt_err("GPU engine not built") : 0; }
+int zt_fsdp_to_host(zt_fsdp *f) { return f->cu ? zt_err("GPU engine not built") : 0; }
+#endif
+
 int zt_fsdp_gather_full(zt_fsdp *f, float **full) {
+    if (zt_fsdp_to_host(f) != 0) return -1;
     float *tmp = zt_xmalloc((size_t)f->max_padded * sizeof(float));
     for (int i = 0; i < f->nunits; i++) {
         const zt_fsdp_unit *u = &f->units[i];
@@ -177,6 +214,12 @@ int zt_fsdp_gather_full(zt_fsdp *f, float **full) {
 
 void zt_fsdp_memory_usage(const zt_fsdp *f, zt_fsdp_memory *m) {
     memset(m, 0, sizeof *m);
+#ifdef ZT_HAVE_CUDA_FSDP
+    if (f->cu) {
+        zt_fsdp_cuda_memory(f, m);
+        return;
+    }
+#endif
     for (int i = 0; i < f->nunits; i++) {
         int64_t b = f->units[i].shard * (int64_t)sizeof(float);
         m->params += b;
@@ -190,6 +233,9 @@ void zt_fsdp_memory_usage(const zt_fsdp *f, zt_fsdp_memory *m) {
 
 void zt_fsdp_free(zt_fsdp *f) {
     if (!f->units) return;
+#ifdef ZT_HAVE_CUDA_FSDP
+    if (f->cu) zt_fsdp_cuda_free(f);  // unpins the host shards too
+#endif
     for (int i = 0; i < f->nunits; i++) {
         free(f->units[i].master);
         free(f->units[i].m);
@@ -205,7 +251,10 @@ void zt_fsdp_free(zt_fsdp *f) {
     free(f->dx);
     free(f->batch);
     free(f->events);
-    zt_qwen3_destroy(&f->model);
+    if (f->model.ops)
+        zt_qwen3_destroy(&f->model);
+    else
+        zt_qwen3_layout_free(&f->model.lay);  // GPU engine: no host model was built
     memset(f, 0, sizeof *f);
 }
 
@@ -275,6 +324,9 @@ static double micro_step(zt_fsdp *f, const uint32_t *tokens, float scale) {
 }
 
 int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out) {
+#ifdef ZT_HAVE_CUDA_FSDP
+    if (f->cu) return zt_fsdp_cuda_step(f, blocks, stop_request, out);
+#endif
     const double t0 = zt_now();
     const int64_t S = f->seq_len, B = f->micro_batch;
     const int64_t targets = (int64_t)f->world * f->grad_accum * B * (S - 1);

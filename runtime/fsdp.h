@@ -4,7 +4,11 @@
 // flight while unit i computes), released after its forward, re-gathered for its
 // backward (unit i-1 issued before unit i's reduce-scatter), and its gradient leaves
 // by reduce-scatter while the next unit computes.
-// defines: zt_fsdp, zt_fsdp_init, zt_fsdp_step, zt_fsdp_gather_full, zt_fsdp_free, zt_fsdp_event
+// Two engines share this interface: the CPU one (fsdp.c, fp32 on host buffers through
+// any zt_comm) and the GPU one (fsdp_cuda.c, bf16 compute with fp32 master/grads on
+// device buffers through an NCCL zt_comm), selected by zt_fsdp_init / zt_fsdp_init_cuda.
+// defines: zt_fsdp, zt_fsdp_init, zt_fsdp_init_cuda, zt_fsdp_step, zt_fsdp_gather_full,
+//          zt_fsdp_to_device, zt_fsdp_to_host, zt_fsdp_free, zt_fsdp_event
 #ifndef ZT_FSDP_H
 #define ZT_FSDP_H
 #include <stdint.h>
@@ -51,9 +55,12 @@ typedef struct {
     int64_t params, grads, optimizer, buffers, activations;  // bytes held by this rank
 } zt_fsdp_memory;
 
+typedef struct zt_fsdp_cuda zt_fsdp_cuda;  // the GPU engine's device state (runtime/fsdp_cuda.c)
+
 typedef struct {
     zt_comm *comm;
     int rank, world;
+    zt_fsdp_cuda *cu;         // NULL: the CPU engine
     zt_qwen3 model;           // activations for one micro-batch; params come from the pools
     const zt_ops *ops;
     zt_hparams hp;
@@ -88,6 +95,24 @@ typedef struct {
 // from `seed` exactly as the single-process trainer does (independent of world).
 int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
                  int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
+// The GPU engine (available when zt_fsdp_cuda_available() says so). Master weights,
+// Adam moments and gradient shards are fp32 on the GPU of `dcomm`, an NCCL comm
+// (runtime/comm_nccl.h) that carries the bf16 all-gathers, the fp32 reduce-scatters and
+// the step's all-reduce; compute runs in bf16 on its own stream. `comm` serves host-side
+// collectives (zt_fsdp_gather_full) and may be dcomm itself when those are not used.
+// units[i].master/m/v stay as page-locked host copies for checkpoints and --init:
+// move them with zt_fsdp_to_device / zt_fsdp_to_host. units[i].grad is NULL.
+// A CPU-only build returns -1 with an error naming the missing backend.
+int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
+int zt_fsdp_cuda_available(void);  // built with the GPU engine (CUDA + NCCL)
+int zt_fsdp_cuda_devices(void);    // CUDA devices visible to this process (0 without the engine)
+// "cuda backend: NVIDIA H200, sm_90, 132 SMs, 139.8 GiB (device 0)" for an NCCL comm's GPU.
+void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n);
+// Host copies <-> device state (GPU engine; no-ops on the CPU engine). to_device after
+// loading weights or a checkpoint into units[].master/m/v; to_host before reading them.
+int zt_fsdp_to_device(zt_fsdp *f);
+int zt_fsdp_to_host(zt_fsdp *f);
 // One optimizer step; blocks holds this rank's micro_batch * grad_accum blocks.
 // stop_request (e.g. a signal arrived) is summed over ranks into out->stop_requested.
 int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out);
@@ -95,4 +120,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
 int zt_fsdp_gather_full(zt_fsdp *f, float **full);
 void zt_fsdp_memory_usage(const zt_fsdp *f, zt_fsdp_memory *m);
 void zt_fsdp_free(zt_fsdp *f);
+
+// For the engines only: append to the event log.
+void zt_fsdp_log(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro);
 #endif

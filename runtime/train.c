@@ -24,6 +24,9 @@
 #include "data/dataset.h"
 #include "model/qwen3.h"
 #include "runtime/comm_mpi.h"
+#ifdef ZT_HAVE_NCCL
+#include "runtime/comm_nccl.h"
+#endif
 #include "runtime/common.h"
 #include "runtime/fsdp.h"
 #include "runtime/liveness.h"
@@ -180,7 +183,10 @@ static char *train_settings_json(const zt_train_opts *o, const zt_dataset *ds, i
 
 // All state of one run, so that cleanup is one function.
 typedef struct {
-    zt_comm *comm;
+    zt_comm *comm;            // MPI: host collectives (evenfix, agreement, the CPU engine)
+    zt_comm *dcomm;           // NCCL: the GPU engine's collectives on device buffers (cuda only)
+    zt_comm_opts copts;
+    int cuda;                 // the GPU engine runs this job
     int rank, world;
     zt_dataset ds;
     int ds_open;
@@ -336,8 +342,46 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     zt_hparams hp = o->hp;
     hp.total_steps = total_steps;
 
+    // ---- device: every rank takes the same backend ----
+    char backend[192] = "cpu backend";
+    {
+        int mine = zt_fsdp_cuda_available() && zt_fsdp_cuda_devices() > 0, all = mine;
+        if (zt_allreduce(r->comm, &mine, &all, 1, ZT_DT_I32, ZT_RED_MIN, "device choice") != 0) return -1;
+        if (o->device == ZT_DEVICE_CUDA) {
+            ok = mine || (zt_fsdp_cuda_available()
+                              ? zt_err("--device cuda: rank %d sees no CUDA device (check CUDA_VISIBLE_DEVICES and "
+                                       "the driver: nvidia-smi)", r->rank)
+                              : zt_err("--device cuda: this zerotrain was built without the GPU engine (it needs the "
+                                       "CUDA toolkit and NCCL at configure time; see docs/cuda.md)")) == 0;
+            if (agree(r->comm, ok, "choosing the device") != 0) return -1;
+            r->cuda = 1;
+        } else {
+            r->cuda = o->device == ZT_DEVICE_AUTO && all;
+        }
+    }
+    if (r->cuda) {
+#ifdef ZT_HAVE_NCCL
+        // Its own flight recorders (RUN/nccl/ranks/rank-N.flight): a deadline report on the
+        // NCCL comm summarises the peers' NCCL recorders, not the MPI comm's.
+        char ndir[4200];
+        snprintf(ndir, sizeof ndir, "%s/nccl", o->run_dir);
+        zt_comm_opts dco = r->copts;
+        dco.run_dir = ndir;
+        ok = zt_comm_init_nccl(&r->dcomm, MPI_COMM_WORLD, -1, &dco) == 0;
+#else
+        ok = zt_err("--device cuda: built without NCCL") == 0;
+#endif
+        if (agree(r->comm, ok, "creating the NCCL communicators") != 0) return -1;
+        zt_fsdp_cuda_describe(r->dcomm, backend, sizeof backend);
+    }
+
     // ---- model and optimizer state, sharded ----
-    ok = zt_fsdp_init(&r->f, r->comm, &cfg, &zt_cpu_ops, o->micro_batch, o->grad_accum, ds->seq_len, &hp, o->seed) == 0;
+    if (r->cuda)
+        ok = zt_fsdp_init_cuda(&r->f, r->comm, r->dcomm, &cfg, o->micro_batch, o->grad_accum, ds->seq_len, &hp,
+                               o->seed) == 0;
+    else
+        ok = zt_fsdp_init(&r->f, r->comm, &cfg, &zt_cpu_ops, o->micro_batch, o->grad_accum, ds->seq_len, &hp,
+                          o->seed) == 0;
     r->f_init = ok;
     if (agree(r->comm, ok, "building the model") != 0) return -1;
     if (o->init) {
@@ -410,6 +454,10 @@ static int train_body(const zt_train_opts *o, run_state *r) {
             printf("resume: the checkpoint is already at step %lld of %lld; nothing to train\n", (long long)start_step,
                    (long long)total_steps);
     }
+    if ((o->init || o->resume) && zt_fsdp_to_device(&r->f) != 0) {  // the loaded host shards to the GPU
+        free(settings), free(slices);
+        return -1;
+    }
     zt_fsdp_memory mem;
     zt_fsdp_memory_usage(&r->f, &mem);
     char b1[32], b2[32], b3[32], b4[32], b5[32];
@@ -424,10 +472,10 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                human((double)mem.optimizer, b3, sizeof b3), r->world, human((double)mem.buffers, b4, sizeof b4),
                human((double)mem.activations, b5, sizeof b5));
         printf("train: %lld steps (%lld per epoch), %d rank%s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "
-               "per step, %d thread%s per rank, cpu backend\n",
+               "per step, %d thread%s per rank, %s\n",
                (long long)total_steps, (long long)steps_per_epoch, r->world, r->world == 1 ? "" : "s",
                o->micro_batch, o->grad_accum, ds->seq_len, (long long)(global_step_blocks * ds->seq_len), threads,
-               threads == 1 ? "" : "s");
+               threads == 1 ? "" : "s", backend);
     }
 
     // ---- run.json, metrics.jsonl (rank 0) ----
@@ -500,7 +548,10 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         if (o->debug_signal_at_step > 0 && step + 1 == o->debug_signal_at_step && R0) raise(SIGUSR1);
         zt_fsdp_stats s;
         if (zt_fsdp_step(&r->f, r->blocks, g_stop_signal != 0, &s) != 0) { rc = -1; break; }
-        if (steps_run == 0) zt_comm_mark_warm(r->comm);
+        if (steps_run == 0) {
+            zt_comm_mark_warm(r->comm);
+            if (r->dcomm) zt_comm_mark_warm(r->dcomm);
+        }
         if (s.nonfinite) {  // all-reduced: every rank stops here
             rc = zt_err("step %lld: the loss or gradient norm is not finite (on %d rank%s); stopping before the "
                         "update. Lower --lr or check the data; the last checkpoint is untouched",
@@ -576,6 +627,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
             snprintf(meta.run_id, sizeof meta.run_id, "%s", r->run_id);
             meta.lr_last = lr_last;
             meta.final = last;
+            if (zt_fsdp_to_host(&r->f) != 0) { rc = -1; break; }  // GPU engine: device state to the host copies
             if (zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, &r->f.model.lay, settings, &shards, o->keep_last,
                              ckpt_path, sizeof ckpt_path) != 0) {
                 rc = zt_err_prefix("step %lld", (long long)step + 1);
@@ -693,6 +745,7 @@ int zt_train_run(const zt_train_opts *opts) {
     if (o->first_collective_timeout > 0) co.first_timeout_s = o->first_collective_timeout;
     if (co.first_timeout_s < co.timeout_s) co.first_timeout_s = co.timeout_s;
     co.run_dir = o->run_dir;
+    r.copts = co;
     if (zt_comm_init_mpi(&r.comm, MPI_COMM_WORLD, &co) != 0) return -1;
     zt_comm_info info;
     zt_comm_get_info(r.comm, &info);
@@ -715,6 +768,7 @@ int zt_train_run(const zt_train_opts *opts) {
         snprintf(msg, sizeof msg, "%s", zt_errmsg());
         if (r.world > 1) zt_err("rank %d: %.2000s", r.rank, msg);
     }
+    if (r.dcomm) zt_comm_finalize(r.dcomm);  // after the engine's buffers are gone (run_cleanup)
     zt_comm_finalize(r.comm);
     zt_mpi_finalize_once();
     return rc;

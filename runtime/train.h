@@ -8,7 +8,10 @@
 
 #include "runtime/optim.h"
 
+typedef enum { ZT_DEVICE_AUTO = 0, ZT_DEVICE_CPU = 1, ZT_DEVICE_CUDA = 2 } zt_device;
+
 typedef struct {
+    zt_device device;        // AUTO: cuda when built with the GPU engine and every rank sees a GPU
     const char *model;       // config.json or HF directory (may be NULL when init is given)
     const char *init;        // HF weights directory or .safetensors (NULL: random init from seed)
     const char *data;        // dataset directory

@@ -4,9 +4,11 @@
 if(ZT_CUDA)
   set(ZT_GPU_DIR ${CMAKE_SOURCE_DIR}/tests/gpu)
 
-  # A decoder layer (and the whole tiny model) built from the zt_cuda ops.
-  add_library(zt_gpu_layer STATIC ${ZT_GPU_DIR}/gpu_layer.c)
-  target_link_libraries(zt_gpu_layer PUBLIC zt_cuda)
+  # A decoder layer built from the zt_cuda ops (defined by the top level in the full build).
+  if(NOT TARGET zt_cuda_layer)
+    add_library(zt_cuda_layer STATIC ${CMAKE_SOURCE_DIR}/model/qwen3_cuda_layer.c)
+    target_link_libraries(zt_cuda_layer PUBLIC zt_cuda)
+  endif()
 
   add_executable(test_cuda_ops ${ZT_GPU_DIR}/test_cuda_ops.c ${ZT_GPU_DIR}/gpu_test_util.c)
   target_link_libraries(test_cuda_ops PRIVATE zt_cuda zt_kernels)
@@ -16,16 +18,32 @@ if(ZT_CUDA)
   # Tiny Qwen3 (tests/golden/tiny_untied_gqa shapes): 20 steps on GPU and CPU.
   add_executable(train_tiny ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c
                  ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
-  target_link_libraries(train_tiny PRIVATE zt_gpu_layer zt_kernels)
+  target_link_libraries(train_tiny PRIVATE zt_cuda_layer zt_kernels)
   add_test(NAME gpu_train_tiny COMMAND train_tiny)
   set_tests_properties(gpu_train_tiny PROPERTIES SKIP_RETURN_CODE 77)
 
   # Benchmark (not a ctest: minutes of GPU time): tests/gpu/run.sh runs it.
   add_executable(bench_layer ${ZT_GPU_DIR}/bench_layer.c ${ZT_GPU_DIR}/gpu_test_util.c)
-  target_link_libraries(bench_layer PRIVATE zt_gpu_layer)
+  target_link_libraries(bench_layer PRIVATE zt_cuda_layer)
   # A small layer, two iterations: proves the benchmark runs end to end.
   add_test(NAME gpu_bench_layer_smoke COMMAND bench_layer --smoke)
   set_tests_properties(gpu_bench_layer_smoke PROPERTIES SKIP_RETURN_CODE 77)
+
+  # The GPU FSDP engine at world 1 (NCCL without MPI) against the CPU reference trainer.
+  # Its sources are compiled in directly (as the comm tests do), so the same target
+  # builds in the full build and in the ZT_GPU_ONLY one.
+  if(ZT_HAVE_NCCL)
+    set(ZT_R ${CMAKE_SOURCE_DIR}/runtime)
+    add_executable(test_fsdp_cuda ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c
+                   ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/trainer.c ${ZT_R}/comm.c ${ZT_R}/flight.c
+                   ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
+    target_compile_definitions(test_fsdp_cuda PRIVATE ZT_HAVE_CUDA_FSDP=1 ZT_NCCL_NO_MPI=1)
+    target_include_directories(test_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})
+    target_link_libraries(test_fsdp_cuda PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} Threads::Threads m)
+    add_test(NAME gpu_fsdp_cuda COMMAND test_fsdp_cuda)
+    set_tests_properties(gpu_fsdp_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+    set_target_properties(test_fsdp_cuda PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  endif()
 
   # The same place in both configurations: tests/gpu/run.sh looks in <build>/tests.
   set_target_properties(test_cuda_ops train_tiny bench_layer PROPERTIES RUNTIME_OUTPUT_DIRECTORY

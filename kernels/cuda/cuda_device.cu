@@ -192,7 +192,7 @@ static unsigned grid_for(int64_t n) {
     return (unsigned)(b < 1 ? 1 : b);
 }
 
-extern "C" void zt_cuda_fill_nan(void *x, zt_dtype t, int64_t n, void *stream) {
+extern "C" void zt_cuda_fill_nan(void *x, zt_cuda_dtype t, int64_t n, void *stream) {
     if (n <= 0) return;
     if (t == ZT_BF16) {
         fill_u16_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>((uint16_t *)x, 0x7fc0, n);
@@ -203,7 +203,7 @@ extern "C" void zt_cuda_fill_nan(void *x, zt_dtype t, int64_t n, void *stream) {
     }
 }
 
-extern "C" void zt_cuda_fill_uniform(void *x, zt_dtype t, int64_t n, float lo, float hi, uint64_t seed,
+extern "C" void zt_cuda_fill_uniform(void *x, zt_cuda_dtype t, int64_t n, float lo, float hi, uint64_t seed,
                                      void *stream) {
     if (n <= 0) return;
     if (t == ZT_BF16)

@@ -322,7 +322,7 @@ static unsigned stride_grid(int64_t n) {
     return (unsigned)(b > 65536 ? 65536 : (b < 1 ? 1 : b));
 }
 
-extern "C" void zt_cuda_add(void *stream, void *y, const void *a, const void *b, zt_dtype t, int64_t n) {
+extern "C" void zt_cuda_add(void *stream, void *y, const void *a, const void *b, zt_cuda_dtype t, int64_t n) {
     if (n <= 0) return;
     cudaStream_t st = zt_st(stream);
     if (t == ZT_BF16)
@@ -332,7 +332,7 @@ extern "C" void zt_cuda_add(void *stream, void *y, const void *a, const void *b,
     ZT_LAUNCHED("add_kernel", st);
 }
 
-extern "C" void zt_cuda_scale(void *stream, void *x, zt_dtype t, float s, int64_t n) {
+extern "C" void zt_cuda_scale(void *stream, void *x, zt_cuda_dtype t, float s, int64_t n) {
     if (n <= 0) return;
     cudaStream_t st = zt_st(stream);
     if (t == ZT_BF16)

@@ -15,7 +15,7 @@ typedef struct {
     int64_t sa, sb, sc;       // batch strides (elements)
     int32_t batch;
     int32_t ta, tb;           // cublasOperation_t of the cuBLASLt operands
-    int32_t ctype;            // zt_dtype of C/D
+    int32_t ctype;            // zt_cuda_dtype of C/D
     uint32_t align_a, align_b, align_c;  // guaranteed byte alignment (<= 256)
 } zt_plan_key;
 
@@ -153,7 +153,7 @@ static struct zt_plan *plan_get(zt_cuda_ctx *c, const zt_plan_key *k) {
 
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's first
 // operand is B and its second is A, with m = N and n = M.
-extern "C" void zt_cuda_gemm(zt_cuda_ctx *c, void *stream, void *C, zt_dtype ctype, int64_t ldc, int64_t strideC,
+extern "C" void zt_cuda_gemm(zt_cuda_ctx *c, void *stream, void *C, zt_cuda_dtype ctype, int64_t ldc, int64_t strideC,
                              const zt_bf16 *A, int transA, int64_t lda, int64_t strideA, const zt_bf16 *B, int transB,
                              int64_t ldb, int64_t strideB, int64_t M, int64_t N, int64_t K, int64_t batch,
                              float alpha, float beta) {
@@ -191,13 +191,13 @@ extern "C" void zt_cuda_gemm(zt_cuda_ctx *c, void *stream, void *C, zt_dtype cty
     if (zt_cuda_sync_every_op()) ZT_CK(cudaStreamSynchronize(zt_st(stream)));
 }
 
-extern "C" void zt_cuda_matmul_fwd(zt_cuda_ctx *c, void *stream, void *y, zt_dtype ytype, const zt_bf16 *x,
+extern "C" void zt_cuda_matmul_fwd(zt_cuda_ctx *c, void *stream, void *y, zt_cuda_dtype ytype, const zt_bf16 *x,
                                    const zt_bf16 *w, int64_t M, int64_t K, int64_t N) {
     // y[M,N] = x[M,K] W[N,K]^T
     zt_cuda_gemm(c, stream, y, ytype, N, 0, x, 0, K, 0, w, 1, K, 0, M, N, K, 1, 1.0f, 0.0f);
 }
 
-extern "C" void zt_cuda_matmul_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, void *dw, zt_dtype dwtype,
+extern "C" void zt_cuda_matmul_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, void *dw, zt_cuda_dtype dwtype,
                                    const zt_bf16 *dy, const zt_bf16 *x, const zt_bf16 *w, int64_t M, int64_t K,
                                    int64_t N, int accumulate_dx) {
     if (dx)  // dx[M,K] = dy[M,N] W[N,K]

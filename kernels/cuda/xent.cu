@@ -105,7 +105,7 @@ __global__ void xent_loss_sum_kernel(double *__restrict__ out, const double *__r
 static size_t r256(size_t x) { return (x + 255) & ~(size_t)255; }
 
 extern "C" void zt_cuda_lmhead_xent(zt_cuda_ctx *c, void *stream, double *loss_sum, zt_bf16 *dx, void *dw,
-                                    zt_dtype dwtype, const zt_bf16 *x, const zt_bf16 *w, const int32_t *targets,
+                                    zt_cuda_dtype dwtype, const zt_bf16 *x, const zt_bf16 *w, const int32_t *targets,
                                     int64_t N, int64_t d, int64_t V, float scale) {
     ZT_REQUIRE(N > 0 && d > 0 && V > 0, "lmhead_xent N=%lld d=%lld V=%lld", (long long)N, (long long)d,
                (long long)V);

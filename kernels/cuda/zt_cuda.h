@@ -3,7 +3,7 @@
 // Every pointer is a device pointer; `stream` is a cudaStream_t passed as void*
 // (NULL = the legacy default stream). Failures are fatal: the message names the
 // CUDA/cuBLASLt call, the file and line, and a hint (see docs/cuda.md).
-// defines: zt_cuda_ctx, zt_dtype, zt_bf16, zt_cuda_* ops
+// defines: zt_cuda_ctx, zt_cuda_dtype, zt_bf16, zt_cuda_* ops
 #ifndef ZT_CUDA_H
 #define ZT_CUDA_H
 #include <stddef.h>
@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 typedef uint16_t zt_bf16;  // bit pattern of a bfloat16 (the upper half of an fp32)
-typedef enum { ZT_F32 = 0, ZT_BF16 = 1 } zt_dtype;
+typedef enum { ZT_F32 = 0, ZT_BF16 = 1 } zt_cuda_dtype;
 
 // ---- device and context -------------------------------------------------------
 // Number of usable CUDA devices (0 when there is no driver or no device).
@@ -50,11 +50,11 @@ void zt_cuda_free(void *p);
 void zt_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes);
 void zt_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
 // Fill n elements with quiet NaN (tests poison outputs with it).
-void zt_cuda_fill_nan(void *x, zt_dtype t, int64_t n, void *stream);
+void zt_cuda_fill_nan(void *x, zt_cuda_dtype t, int64_t n, void *stream);
 void zt_cuda_fill(float *x, float value, int64_t n, void *stream);
 // Uniform in [lo, hi) from a counter-based hash of (seed, index): reproducible,
 // independent of the launch shape (benchmarks must not time zeros).
-void zt_cuda_fill_uniform(void *x, zt_dtype t, int64_t n, float lo, float hi, uint64_t seed, void *stream);
+void zt_cuda_fill_uniform(void *x, zt_cuda_dtype t, int64_t n, float lo, float hi, uint64_t seed, void *stream);
 
 // ---- casts (round to nearest even) -------------------------------------------
 void zt_cuda_f32_to_bf16(zt_bf16 *y, const float *x, int64_t n, void *stream);
@@ -66,16 +66,16 @@ void zt_cuda_bf16_to_f32(float *y, const zt_bf16 *x, int64_t n, void *stream);
 // A is stored [M,K] (transA = 0) or [K,M] (transA = 1) with leading dimension lda,
 // B is stored [K,N] (transB = 0) or [N,K] (transB = 1) with ldb, C [M,N] with ldc.
 // A stride of 0 broadcasts one matrix to every batch entry.
-void zt_cuda_gemm(zt_cuda_ctx *c, void *stream, void *C, zt_dtype ctype, int64_t ldc, int64_t strideC,
+void zt_cuda_gemm(zt_cuda_ctx *c, void *stream, void *C, zt_cuda_dtype ctype, int64_t ldc, int64_t strideC,
                   const zt_bf16 *A, int transA, int64_t lda, int64_t strideA, const zt_bf16 *B, int transB,
                   int64_t ldb, int64_t strideB, int64_t M, int64_t N, int64_t K, int64_t batch, float alpha,
                   float beta);
 // y[M,N] = x[M,K] W[N,K]^T (ytype bf16 or fp32).
-void zt_cuda_matmul_fwd(zt_cuda_ctx *c, void *stream, void *y, zt_dtype ytype, const zt_bf16 *x, const zt_bf16 *w,
+void zt_cuda_matmul_fwd(zt_cuda_ctx *c, void *stream, void *y, zt_cuda_dtype ytype, const zt_bf16 *x, const zt_bf16 *w,
                         int64_t M, int64_t K, int64_t N);
 // dx[M,K] = dy W (accumulate_dx: +=), dW[N,K] += dy^T x (dwtype fp32 or bf16).
 // Either output may be NULL.
-void zt_cuda_matmul_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, void *dw, zt_dtype dwtype, const zt_bf16 *dy,
+void zt_cuda_matmul_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, void *dw, zt_cuda_dtype dwtype, const zt_bf16 *dy,
                         const zt_bf16 *x, const zt_bf16 *w, int64_t M, int64_t K, int64_t N, int accumulate_dx);
 
 // ---- normalisation, position, activation ------------------------------------------
@@ -128,7 +128,7 @@ void zt_cuda_attention_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *d
 // (assign) and dW += dlogits^T x. targets[i] < 0: no target. *loss_sum (device
 // double) is assigned the sum of -log p(target), reduced in a fixed order.
 // dx and dw may be NULL (loss only).
-void zt_cuda_lmhead_xent(zt_cuda_ctx *c, void *stream, double *loss_sum, zt_bf16 *dx, void *dw, zt_dtype dwtype,
+void zt_cuda_lmhead_xent(zt_cuda_ctx *c, void *stream, double *loss_sum, zt_bf16 *dx, void *dw, zt_cuda_dtype dwtype,
                          const zt_bf16 *x, const zt_bf16 *w, const int32_t *targets, int64_t N, int64_t d, int64_t V,
                          float scale);
 
@@ -142,9 +142,9 @@ void zt_cuda_adamw(void *stream, float *p, zt_bf16 *p_bf16, const float *g, floa
 // block sums them in order, so the result depends only on n and the data.
 void zt_cuda_sumsq(zt_cuda_ctx *c, void *stream, double *out, const float *x, int64_t n);
 // x *= s
-void zt_cuda_scale(void *stream, void *x, zt_dtype t, float s, int64_t n);
+void zt_cuda_scale(void *stream, void *x, zt_cuda_dtype t, float s, int64_t n);
 // y = a + b (y may alias a or b), computed in fp32
-void zt_cuda_add(void *stream, void *y, const void *a, const void *b, zt_dtype t, int64_t n);
+void zt_cuda_add(void *stream, void *y, const void *a, const void *b, zt_cuda_dtype t, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -56,5 +56,26 @@ file(GLOB ZT_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
 add_library(zt_cuda STATIC ${ZT_CUDA_SRC})
 target_link_libraries(zt_cuda PUBLIC zt_common CUDA::cudart_static CUDA::cublasLt)
 
+# NCCL (optional here): the toolkit's, NCCL_ROOT, or the wheel PyTorch installs
+# (nvidia/nccl/{include,lib}). With it the NCCL comm test and the GPU FSDP engine test
+# are built too (world 1, no MPI).
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_FOUND)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c
+                  "import importlib\nfor n in ('nvidia.nccl', 'nvidia.cu13'):\n try:\n  print(list(importlib.import_module(n).__path__)[0]); break\n except Exception: pass"
+                  OUTPUT_VARIABLE ZT_PIP_NCCL OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+endif()
+find_path(ZT_NCCL_INCLUDE nccl.h HINTS ${NCCL_ROOT}/include $ENV{NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS}
+          ${ZT_PIP_NCCL}/include)
+find_library(ZT_NCCL_LIB NAMES nccl libnccl.so.2
+             HINTS ${NCCL_ROOT}/lib $ENV{NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} ${ZT_PIP_NCCL}/lib)
+if(ZT_NCCL_INCLUDE AND ZT_NCCL_LIB)
+  set(ZT_HAVE_NCCL ON)
+  message(STATUS "NCCL: ${ZT_NCCL_LIB} (${ZT_NCCL_INCLUDE})")
+else()
+  message(STATUS "NCCL not found: the NCCL comm and GPU FSDP engine tests are not built")
+endif()
+
 enable_testing()
 include(${CMAKE_SOURCE_DIR}/tests/gpu.cmake)
+include(${CMAKE_SOURCE_DIR}/tests/comm_nccl.cmake)

@@ -53,3 +53,9 @@ void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE transA, enum CBLAS
     else  // column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T
         sgemm_rowmajor(tb, ta, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc);
 }
+
+// OpenBLAS threading controls (kernels/cpu/attention.c pins OpenBLAS to one thread
+// inside its OpenMP loops); the naive sgemm above is single-threaded per call.
+static int g_naive_threads = 1;
+void openblas_set_num_threads(int n) { g_naive_threads = n > 0 ? n : 1; }
+int openblas_get_num_threads(void) { return g_naive_threads; }

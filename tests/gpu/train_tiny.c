@@ -3,7 +3,7 @@
 // head_dim 16, untied), micro-batch 2 x 16, the same seeded weights and tokens,
 // 20 steps of forward, backward and AdamW on each side; losses compared at bf16
 // tolerance. The GPU side is a single-process step built from the zt_cuda ops
-// (tests/gpu/gpu_layer.c), not the FSDP engine. The CPU side is model/qwen3.c on
+// (model/qwen3_cuda_layer.c), not the FSDP engine. The CPU side is model/qwen3.c on
 // zt_cpu_ops (fp32). Exit 77 without a device.
 #include <math.h>
 #include <stdio.h>
@@ -14,7 +14,7 @@
 #include "kernels/ops.h"
 #include "model/qwen3.h"
 #include "runtime/common.h"
-#include "tests/gpu/gpu_layer.h"
+#include "model/qwen3_cuda_layer.h"
 #include "tests/gpu/gpu_test_util.h"
 
 #define STEPS 20

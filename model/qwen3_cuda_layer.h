@@ -2,10 +2,10 @@
 // the same sequence as model/qwen3.c: used by the layer benchmark and by the tiny
 // GPU training run. Parameters are one bf16 flat vector in the canonical unit
 // order (model/layout.c); gradients one fp32 flat vector, accumulated (+=).
-// This is test/benchmark code, not the trainer's device runtime.
+// Used by the GPU FSDP engine (runtime/fsdp_cuda.c), the layer benchmark and train_tiny.
 // defines: zt_glayer_dims, zt_glayer_acts, zt_glayer_work, zt_glayer_*, zt_gprof
-#ifndef ZT_GPU_LAYER_H
-#define ZT_GPU_LAYER_H
+#ifndef ZT_QWEN3_CUDA_LAYER_H
+#define ZT_QWEN3_CUDA_LAYER_H
 #include <stdint.h>
 
 #include "kernels/cuda/zt_cuda.h"

@@ -1,6 +1,6 @@
-// Qwen3 decoder layer on the GPU from the zt_cuda ops (see gpu_layer.h). The op
+// Qwen3 decoder layer on the GPU from the zt_cuda ops (see qwen3_cuda_layer.h). The op
 // sequence mirrors zt_qwen3_layer_fwd/bwd in model/qwen3.c line by line.
-#include "tests/gpu/gpu_layer.h"
+#include "model/qwen3_cuda_layer.h"
 
 #include <cuda_runtime_api.h>
 #include <stdio.h>

@@ -1,0 +1,14 @@
+// Between the two FSDP engines (fsdp.c and fsdp_cuda.c); not for callers.
+// defines: zt_fsdp_init_host, zt_fsdp_cuda_step, zt_fsdp_cuda_memory, zt_fsdp_cuda_free
+#ifndef ZT_FSDP_INTERNAL_H
+#define ZT_FSDP_INTERNAL_H
+#include "runtime/fsdp.h"
+
+int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int host_model);
+#ifdef ZT_HAVE_CUDA_FSDP
+int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out);
+void zt_fsdp_cuda_memory(const zt_fsdp *f, zt_fsdp_memory *m);
+void zt_fsdp_cuda_free(zt_fsdp *f);
+#endif
+#endif
