@@ -124,5 +124,24 @@ bad_flag)
     PATTERNS=("--lr" "not a number")
     expect_error "$ZT" train --model x --data y --run-dir z --lr fast
     ;;
+device)
+    # --device: a bad name is refused; cuda without a GPU (or without the GPU engine) fails
+    # before any state is written, naming the rank or the missing backend; auto falls back to cpu.
+    PATTERNS=("--device tpu" "expected auto, cuda or cpu")
+    expect_error "$ZT" train --model x --data y --run-dir z --device tpu
+    small_data
+    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+        echo "ok [$CASE]: a GPU is visible here; the no-GPU error is not exercised"
+    else
+        PATTERNS=("--device cuda" "sees no CUDA device\|built without the GPU engine")
+        expect_error "$ZT" train --model "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" --steps 1 \
+            --device cuda
+        [ -e "$W/run/checkpoints" ] && fail "a checkpoint directory was created by a run that could not start"
+        "$ZT" train --model "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run2" --steps 1 --device auto \
+            >"$W/auto.txt" 2>&1 || { cat "$W/auto.txt"; fail "--device auto failed without a GPU"; }
+        grep -q "cpu backend" "$W/auto.txt" || { cat "$W/auto.txt"; fail "--device auto did not say it chose the cpu backend"; }
+        echo "ok [$CASE]: --device auto chose the cpu backend"
+    fi
+    ;;
 *) fail "unknown case" ;;
 esac
