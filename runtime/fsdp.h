@@ -107,6 +107,9 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
 int zt_fsdp_cuda_available(void);  // built with the GPU engine (CUDA + NCCL)
 int zt_fsdp_cuda_devices(void);    // CUDA devices visible to this process (0 without the engine)
+// Attention of the GPU engine: 0 = cuBLASLt products + fused softmax (default), 1 = cuDNN
+// fused flash attention. -1 + zt_err when cuDNN's path is not built.
+int zt_fsdp_cuda_set_attention(int cudnn);
 // "cuda backend: NVIDIA H200, sm_90, 132 SMs, 139.8 GiB (device 0)" for an NCCL comm's GPU.
 void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n);
 // Host copies <-> device state (GPU engine; no-ops on the CPU engine). to_device after

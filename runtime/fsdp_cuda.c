@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "kernels/cuda/zt_cuda.h"
+#include "kernels/cuda/zt_cudnn_attention.h"
 #include "model/qwen3_cuda_layer.h"
 #include "runtime/comm_nccl.h"
 #include "runtime/common.h"
@@ -86,6 +87,13 @@ struct zt_fsdp_cuda {
 
 int zt_fsdp_cuda_available(void) { return 1; }
 int zt_fsdp_cuda_devices(void) { return zt_cuda_device_count(); }
+int zt_fsdp_cuda_set_attention(int cudnn) {
+    if (cudnn && !zt_cudnn_sdpa_built())
+        return zt_err("--attention cudnn: this build has no cuDNN attention (cuDNN was not found at configure "
+                      "time; see docs/cuda.md); use --attention gemm");
+    zt_glayer_use_cudnn = cudnn != 0;
+    return 0;
+}
 void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n) {
     const int dev = zt_comm_nccl_device(dcomm);
     char d[128] = "?";

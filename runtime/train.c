@@ -371,9 +371,15 @@ static int train_body(const zt_train_opts *o, run_state *r) {
 #else
         ok = zt_err("--device cuda: built without NCCL") == 0;
 #endif
+        if (ok) ok = zt_fsdp_cuda_set_attention(o->attention_cudnn) == 0;
         if (agree(r->comm, ok, "creating the NCCL communicators") != 0) return -1;
         zt_fsdp_cuda_describe(r->dcomm, backend, sizeof backend);
+        size_t bl = strlen(backend);
+        snprintf(backend + bl, sizeof backend - bl, ", %s attention", o->attention_cudnn ? "cuDNN flash" : "GEMM");
     }
+
+    if (!r->cuda && o->attention_cudnn && R0)
+        fprintf(stderr, "zerotrain: warning: --attention cudnn applies to the cuda backend; the cpu backend ignores it\n");
 
     // ---- model and optimizer state, sharded ----
     if (r->cuda)
