@@ -1,9 +1,10 @@
 // Process group: rank/node layout and the collectives FSDP needs (all-gather,
 // reduce-scatter, all-reduce, broadcast, barrier), each async with a deadline-guarded
-// wait. Backend-neutral: MPI (host buffers) today, NCCL (device buffers) later.
+// wait, plus a watchdog thread that puts the same deadline on host waits outside the
+// comm layer. Backend-neutral: MPI (host buffers), NCCL (device buffers).
 // defines: zt_comm, zt_req, zt_comm_opts, zt_comm_info, zt_iallgather, zt_ireduce_scatter,
 //          zt_iallreduce, zt_ibroadcast, zt_ibarrier, zt_wait, zt_test, blocking wrappers,
-//          zt_comm_backend (for implementations)
+//          zt_comm_watch_begin/end, zt_comm_backend (for implementations)
 #ifndef ZT_COMM_H
 #define ZT_COMM_H
 
@@ -40,7 +41,8 @@ typedef enum {
 // order on every rank; order across the two channels may differ.
 typedef enum { ZT_CHAN_DATA = 0, ZT_CHAN_CTRL = 1 } zt_chan;
 
-// A zt_comm and its requests are used from one thread (MPI_THREAD_FUNNELED).
+// A zt_comm and its requests are used from one thread (MPI_THREAD_FUNNELED). The
+// comm's own watchdog thread (below) only reads atomics until it aborts the job.
 typedef struct zt_comm zt_comm;
 typedef struct zt_req zt_req;
 
@@ -65,10 +67,11 @@ typedef struct {
 } zt_comm_info;
 
 // ---- lifetime --------------------------------------------------------------
-// Creation is backend-specific (runtime/comm_mpi.h: zt_comm_init_mpi). Finalize is
-// collective: every rank calls it. It frees the communicators and unmaps the flight
-// file (which stays on disk, marked finalized). It does not finalize MPI. Returns -1
-// (after still freeing everything) if collectives were left in flight.
+// Creation is backend-specific (runtime/comm_mpi.h: zt_comm_init_mpi); it also starts
+// the comm's watchdog thread (see "watched host waits"). Finalize is collective: every
+// rank calls it. It stops and joins the watchdog, frees the communicators and unmaps
+// the flight file (which stays on disk, marked finalized). It does not finalize MPI.
+// Returns -1 (after still freeing everything) if collectives were left in flight.
 int zt_comm_finalize(zt_comm *c);
 
 void zt_comm_get_info(const zt_comm *c, zt_comm_info *out);
@@ -77,9 +80,44 @@ const char *zt_comm_backend_name(const zt_comm *c);
 void zt_comm_set_context(zt_comm *c, int64_t step, int64_t epoch, int micro);
 // The first step is done: later collectives use timeout_s instead of first_timeout_s.
 void zt_comm_mark_warm(zt_comm *c);
-// Change timeout_s for collectives issued from now on (e.g. around a slow save);
-// returns the previous value.
+// Change timeout_s for collectives issued and host waits watched from now on (e.g.
+// around a slow save); returns the previous value.
 double zt_comm_set_timeout(zt_comm *c, double timeout_s);
+
+// ---- watched host waits (the watchdog thread) --------------------------------
+// A rank can block outside the comm layer on something that depends on a collective:
+// cudaStreamSynchronize or a device-to-host copy queued behind an NCCL kernel whose
+// peers never arrive, HDF5's internal MPI barriers in a collective checkpoint write.
+// zt_wait's deadline cannot see those, so the main thread brackets them:
+//
+//     zt_comm_watch_begin(c, "checkpoint save (HDF5 collective write)");
+//     ... the blocking call ...
+//     zt_comm_watch_end(c);
+//
+// The comm's watchdog thread (started by zt_comm_create, joined by zt_comm_finalize)
+// wakes every 100 ms (ZT_WATCHDOG_PERIOD_MS overrides it, 1..60000). A region open
+// longer than its deadline gets the same treatment as a collective past its deadline
+// in zt_wait: the report on stderr
+//     zerotrain: rank R: collective deadline exceeded after T s: stuck in "LABEL" (host
+//         wait outside the comm layer), started X s ago at TIME; step S epoch E micro M
+// then the rule that fired, this rank's collectives in flight, the last completed ones,
+// every rank's flight-recorder summary, the flight dump (RUN/ranks/rank-N.flight.json),
+// and the backend abort with exit code 3 after the same grace period (1-10 s).
+// The deadline is the one a collective issued at zt_comm_watch_begin would get
+// (first_timeout_s before zt_comm_mark_warm, timeout_s after), fixed at begin: the
+// whole region must finish within it, so raise it with zt_comm_set_timeout first for
+// a region that legitimately runs longer (a large checkpoint write).
+// Regions do not nest: a begin while one is open replaces it (new label, new start).
+// Both calls are cheap enough for every step: a clock read and a few atomic stores
+// (a seqlock the watchdog reads), no lock and no syscall. Main thread only, like the
+// rest of zt_comm. The label's first 95 bytes are kept.
+//
+// Every period the watchdog also asks the backend for asynchronous errors
+// (zt_comm_backend.async_error; NCCL: ncclCommGetAsyncError on each communicator) and
+// turns one into the same report and abort, headed by the backend's message, e.g.
+//     zerotrain: rank R: NCCL asynchronous error on the data channel: ...; step ...
+void zt_comm_watch_begin(zt_comm *c, const char *label);
+void zt_comm_watch_end(zt_comm *c);
 
 // ---- collectives -----------------------------------------------------------
 // The i* forms start a collective and return a handle (NULL + zt_err on bad
@@ -157,8 +195,16 @@ typedef struct {
     int (*test)(void *self, const zt_coll *op, void *handle, int *done);
     // Kill the whole job with a non-zero exit; must not return.
     void (*abort)(void *self, int code);
-    // Free the backend's communicators and self (collective).
+    // Free the backend's communicators and self (collective). Called after the
+    // watchdog thread has been joined.
     void (*destroy)(void *self);
+    // Optional (NULL: none). Called from the watchdog thread every period, concurrently
+    // with the main thread's start/test: must be thread-safe against them and must not
+    // block. Non-zero = the backend saw an asynchronous failure the main thread may
+    // never see (it is blocked outside the comm layer); msg (n bytes) says what, e.g.
+    // "NCCL asynchronous error on the data channel: ...". The watchdog then reports and
+    // calls abort() from its own thread, so abort() must work from any thread.
+    int (*async_error)(void *self, char *msg, size_t n);
 } zt_comm_backend;
 
 // Used by backend init functions: wraps `self` (owned from now on, destroyed by

@@ -123,6 +123,10 @@ static int mpi_test(void *self_, const zt_coll *d, void *handle, int *done) {
     return 0;
 }
 
+// Also called from the comm watchdog thread (a host wait past its deadline) while the
+// main thread may sit inside MPI (HDF5's barrier): formally beyond MPI_THREAD_FUNNELED,
+// but MPI_Abort only has the launcher kill the job, which Open MPI does from any
+// thread (tests/comm_watchdog.sh covers exactly that case: "--watch-hang mpi").
 static void mpi_abort(void *self_, int code) {
     (void)self_;
     MPI_Abort(MPI_COMM_WORLD, code);
@@ -140,7 +144,7 @@ static void mpi_destroy(void *self_) {
     free(s);
 }
 
-static const zt_comm_backend mpi_backend = {"mpi", mpi_start, mpi_test, mpi_abort, mpi_destroy};
+static const zt_comm_backend mpi_backend = {"mpi", mpi_start, mpi_test, mpi_abort, mpi_destroy, NULL};
 
 #define MPI_CHECK(call, comm)           \
     do {                                \

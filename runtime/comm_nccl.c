@@ -2,14 +2,17 @@
 // non-blocking CUDA stream per channel (data, ctrl), a timing-free CUDA event recorded
 // after every collective as its handle. Bootstrapped over MPI (rank 0's ncclUniqueIds
 // broadcast with MPI_Bcast), or with no MPI at all for a world of 1. The common layer
-// (comm.c) polls test() and enforces the deadline; abort() releases hung NCCL kernels
-// with ncclCommAbort before taking the job down.
+// (comm.c) polls test() and enforces the deadline; its watchdog thread polls
+// async_error() (ncclCommGetAsyncError) every period; abort() releases hung NCCL
+// kernels with ncclCommAbort before taking the job down, from either thread.
 // UNVERIFIED: compiled only, never run on a GPU (see docs/cuda.md, "NCCL process group").
 #define _GNU_SOURCE
 #include "runtime/comm_nccl.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,6 +39,14 @@ typedef struct nccl_self {
     int rank, world, device;
     zt_comm *owner;          // the zt_comm wrapping this, for zt_comm_nccl_stream
     struct nccl_self *next;  // registry of live NCCL comms (comm.c keeps self private)
+    // Against the comm's watchdog thread (async_error every period, abort on a
+    // deadline or async error). comm[] and dead[] are written by the main thread
+    // (test's error path) and by abort, each under mu; the watchdog reads them under
+    // mu. The collective path (start/test) reads them without it: it is their only
+    // other writer, and abort keeps it out with the in_call/aborting handshake.
+    pthread_mutex_t mu;
+    atomic_int in_call;   // the main thread is inside start/test
+    atomic_int aborting;  // abort() has begun: start/test park instead of using comm[]
 } nccl_self;
 
 static nccl_self *g_selves;
@@ -171,7 +182,21 @@ static void ev_put(nccl_self *s, cudaEvent_t ev) {
 }
 
 // ---- the backend ----------------------------------------------------------------------
-static int nccl_start(void *self_, const zt_coll *d, void **handle) {
+// Handshake with abort() running on the watchdog thread (Dekker style, sequentially
+// consistent atomics): either this thread sees `aborting` and parks before touching a
+// communicator, or abort() sees `in_call` and waits for it to leave. Two atomic stores
+// and a load per start/test: the collective path takes no lock.
+static void call_enter(nccl_self *s) {
+    atomic_store(&s->in_call, 1);
+    if (atomic_load(&s->aborting)) {
+        atomic_store(&s->in_call, 0);
+        for (;;) pause();  // the aborting thread takes the process down
+    }
+}
+
+static void call_leave(nccl_self *s) { atomic_store(&s->in_call, 0); }
+
+static int start_impl(void *self_, const zt_coll *d, void **handle) {
     nccl_self *s = self_;
     *handle = NULL;
     int ch = d->chan == ZT_CHAN_DATA ? 0 : 1;
@@ -214,7 +239,7 @@ fail:
     return -1;
 }
 
-static int nccl_test(void *self_, const zt_coll *d, void *handle, int *done) {
+static int test_impl(void *self_, const zt_coll *d, void *handle, int *done) {
     nccl_self *s = self_;
     cudaEvent_t ev = (cudaEvent_t)handle;
     int ch = d->chan == ZT_CHAN_DATA ? 0 : 1;
@@ -245,21 +270,85 @@ static int nccl_test(void *self_, const zt_coll *d, void *handle, int *done) {
     }
     if (async == ncclSuccess || async == ncclInProgress) return 0;
     // The communicator failed (a peer died, the network broke): its kernels may never
-    // finish, so abort it now; later collectives on this channel are refused.
+    // finish, so abort it now; later collectives on this channel are refused. Under mu:
+    // the watchdog may be querying this communicator right now. Once it is marked dead
+    // the watchdog leaves it alone: this error reaches the caller through zt_wait.
+    pthread_mutex_lock(&s->mu);
     const char *last = ncclGetLastError(s->comm[ch]);
     snprintf(s->dead_why[ch], sizeof s->dead_why[ch], "%s%s%s", ncclGetErrorString(async),
              last && *last ? ": " : "", last ? last : "");
     ncclCommAbort(s->comm[ch]);
     s->comm[ch] = NULL;
     s->dead[ch] = 1;
+    pthread_mutex_unlock(&s->mu);
     cudaEventDestroy(ev);  // released once the aborted work drains
     return zt_err("NCCL asynchronous error on the %s communicator (rank %d of %d, device %d): %s; %s; the "
                   "communicator was aborted",
                   chan_name[ch], s->rank, s->world, s->device, s->dead_why[ch], nccl_hint(async));
 }
 
+static int nccl_start(void *self_, const zt_coll *d, void **handle) {
+    call_enter(self_);
+    int rc = start_impl(self_, d, handle);
+    call_leave(self_);
+    return rc;
+}
+
+static int nccl_test(void *self_, const zt_coll *d, void *handle, int *done) {
+    call_enter(self_);
+    int rc = test_impl(self_, d, handle, done);
+    call_leave(self_);
+    return rc;
+}
+
+// Watchdog thread, every period. ncclCommGetAsyncError is documented for exactly this
+// use (polled from another thread while the owner thread is busy or blocked); a
+// channel the main thread already aborted (dead) is skipped: its error went back
+// through zt_wait.
+static int nccl_async_error(void *self_, char *msg, size_t n) {
+    nccl_self *s = self_;
+    // trylock: never wait on the main thread's abort of a failed communicator; the
+    // next period looks again.
+    if (pthread_mutex_trylock(&s->mu) != 0) return 0;
+    int bad = 0;
+    for (int ch = 0; ch < NCHAN && !bad; ch++) {
+        if (!s->comm[ch] || s->dead[ch]) continue;
+        ncclResult_t async = ncclSuccess, r = ncclCommGetAsyncError(s->comm[ch], &async);
+        if (r != ncclSuccess) {
+            snprintf(msg, n, "ncclCommGetAsyncError on the %s channel's communicator failed: %s (device %d)",
+                     chan_name[ch], ncclGetErrorString(r), s->device);
+            bad = 1;
+        } else if (async != ncclSuccess && async != ncclInProgress) {
+            const char *last = ncclGetLastError(s->comm[ch]), *hint = nccl_hint(async);
+            snprintf(msg, n, "NCCL asynchronous error on the %s channel: %s (%s)%s%s (device %d)", chan_name[ch],
+                     ncclGetErrorString(async), last && *last ? last : "ncclGetLastError: no detail",
+                     *hint ? "; " : "", hint, s->device);
+            bad = 1;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return bad;
+}
+
+// Called by the common layer on a deadline (main thread) or by its watchdog (a watched
+// host wait past its deadline, an asynchronous error). On the watchdog thread the
+// main thread may be inside start/test, or blocked in cudaStreamSynchronize behind a
+// hung collective (the case ncclCommAbort is documented for: it may be called while
+// another thread uses or waits on the communicator).
 static void nccl_abort(void *self_, int code) {
     nccl_self *s = self_;
+    atomic_store(&s->aborting, 1);
+    // A start/test already inside gets 2 s to leave; one stuck inside NCCL (e.g.
+    // connecting to a dead peer) is what the abort below releases, so go ahead anyway.
+    for (int i = 0; i < 2000 && atomic_load(&s->in_call); i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    int locked = pthread_mutex_timedlock(&s->mu, &until) == 0;
+    if (s->device >= 0) cudaSetDevice(s->device);  // the device is per thread
     // A collective whose peers never arrive keeps its kernel spinning on the GPU;
     // ncclCommAbort stops it so this process can exit and the GPU is released.
     for (int ch = 0; ch < NCHAN; ch++)
@@ -268,6 +357,7 @@ static void nccl_abort(void *self_, int code) {
             s->comm[ch] = NULL;
             s->dead[ch] = 1;
         }
+    if (locked) pthread_mutex_unlock(&s->mu);
 #if ZT_NCCL_MPI
     int inited = 0, fin = 0;
     MPI_Initialized(&inited);
@@ -332,11 +422,14 @@ static void nccl_destroy(void *self_) {
         if (s->stream[ch]) cudaStreamDestroy(s->stream[ch]);
     (void)cudaGetLastError();
     if (cur >= 0 && cur != s->device) cudaSetDevice(cur);
+    pthread_mutex_destroy(&s->mu);
     free(s->pool);
     free(s);
 }
 
-static const zt_comm_backend nccl_backend = {"nccl", nccl_start, nccl_test, nccl_abort, nccl_destroy};
+static const zt_comm_backend nccl_backend = {
+    "nccl", nccl_start, nccl_test, nccl_abort, nccl_destroy, nccl_async_error,
+};
 
 // ---- creation --------------------------------------------------------------------------
 static nccl_self *self_new(int rank, int world) {
@@ -344,6 +437,9 @@ static nccl_self *self_new(int rank, int world) {
     s->rank = rank;
     s->world = world;
     s->device = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    atomic_init(&s->in_call, 0);
+    atomic_init(&s->aborting, 0);
     return s;
 }
 

@@ -6,7 +6,7 @@
 set(ZT_COMM_SRC ${CMAKE_SOURCE_DIR}/runtime/comm.c ${CMAKE_SOURCE_DIR}/runtime/comm_mpi.c
                 ${CMAKE_SOURCE_DIR}/runtime/flight.c)
 add_executable(test_comm ${ZT_TEST_DIR}/test_comm.c ${ZT_COMM_SRC})
-target_link_libraries(test_comm PRIVATE zt_common MPI::MPI_C m)
+target_link_libraries(test_comm PRIVATE zt_common MPI::MPI_C Threads::Threads m)  # comm.c: the watchdog thread
 set(ZT_COMM_WORK ${CMAKE_CURRENT_BINARY_DIR}/comm)
 
 # World 1 runs without mpirun (singleton MPI init).

@@ -1,8 +1,9 @@
 # runtime/comm_nccl (the NCCL process group on device buffers): every collective
 # against host-computed values at a world of 1 without MPI (comm_nccl_w1), under
-# mpirun with one rank per visible GPU (comm_nccl_mpi), and the deadline abort of a
-# collective held back on its stream (comm_nccl_deadline). Without a GPU all three
-# exit 77 and ctest reports them skipped. Only configured when the top-level
+# mpirun with one rank per visible GPU (comm_nccl_mpi), the deadline abort of a
+# collective held back on its stream (comm_nccl_deadline), and the watchdog abort of
+# a host blocked in cudaStreamSynchronize behind it (comm_nccl_watch). Without a GPU
+# they all exit 77 and ctest reports them skipped. Only configured when the top-level
 # CMakeLists found NCCL (ZT_HAVE_NCCL). Like tests/comm.cmake, the comm sources are
 # compiled into the test directly. Without MPI (e.g. a ZT_GPU_ONLY build that finds
 # NCCL and includes this file) the test is built with ZT_NCCL_NO_MPI=1: world 1 only.
@@ -12,7 +13,7 @@ endif()
 add_executable(test_comm_nccl ${CMAKE_CURRENT_LIST_DIR}/test_comm_nccl.c ${CMAKE_SOURCE_DIR}/runtime/comm.c
                               ${CMAKE_SOURCE_DIR}/runtime/comm_nccl.c ${CMAKE_SOURCE_DIR}/runtime/flight.c)
 target_include_directories(test_comm_nccl PRIVATE ${ZT_NCCL_INCLUDE})
-target_link_libraries(test_comm_nccl PRIVATE zt_common CUDA::cudart_static ${ZT_NCCL_LIB} m)
+target_link_libraries(test_comm_nccl PRIVATE zt_common CUDA::cudart_static ${ZT_NCCL_LIB} Threads::Threads m)
 if(TARGET MPI::MPI_C)
   target_link_libraries(test_comm_nccl PRIVATE MPI::MPI_C)
 else()
@@ -32,6 +33,17 @@ if [ "$rc" = 3 ] && echo "$out" | grep -q "collective deadline exceeded"; then e
 echo "expected exit 3 with a deadline report, got exit $rc"; exit 1]]
                  $<TARGET_FILE:test_comm_nccl> ${ZT_COMM_NCCL_WORK}/deadline)
 set_tests_properties(comm_nccl_deadline PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# The same held-back collective, with the host blocked in cudaStreamSynchronize inside
+# a watched region: the watchdog thread must report the host wait and abort (code 3).
+add_test(NAME comm_nccl_watch
+         COMMAND sh -c [[out=$("$0" --watch --run-dir "$1" 2>&1); rc=$?; echo "$out"
+[ "$rc" = 77 ] && exit 77
+if [ "$rc" = 3 ] && echo "$out" | grep -q 'stuck in "cudaStreamSynchronize after step" (host wait outside the comm layer)' &&
+   [ -s "$1/ranks/rank-00000.flight.json" ]; then exit 0; fi
+echo "expected exit 3 with a host-wait report and a flight dump, got exit $rc"; exit 1]]
+                 $<TARGET_FILE:test_comm_nccl> ${ZT_COMM_NCCL_WORK}/watch)
+set_tests_properties(comm_nccl_watch PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 
 # Ranks = visible GPUs, counted at test time by the binary itself (77: none).
 if(TARGET MPI::MPI_C AND ZT_MPIEXEC)

@@ -1,7 +1,10 @@
 // NCCL process-group tests on device buffers: every collective against values computed
 // on the host, at a world of 1 without MPI and (--mpi, under mpirun with one rank per
 // GPU) at any world. --deadline: a collective held back on its stream past a 1 s
-// deadline must abort the process with code 3 and the deadline report.
+// deadline must abort the process with code 3 and the deadline report. --watch: the
+// same collective, but the host blocks in cudaStreamSynchronize inside a watched
+// region (zt_comm_watch_begin): the watchdog thread must report the host wait and
+// abort (ncclCommAbort from the watchdog thread while the main thread is blocked).
 // Without a CUDA device: "SKIPPED: no CUDA device", exit 77.
 // UNVERIFIED: compiled only; no GPU was available when this was written.
 #define _GNU_SOURCE
@@ -437,9 +440,29 @@ static int run_deadline(const char *run_dir) {
     return 0;  // the ctest wrapper treats exit 0 as failure
 }
 
+static int run_watch(const char *run_dir) {
+    zt_comm_opts o = zt_comm_opts_default();
+    o.timeout_s = 1;
+    o.first_timeout_s = 1;
+    o.run_dir = run_dir;
+    MUST(zt_comm_init_nccl_single(&C, -1, &o));
+    zt_comm_get_info(C, &I);
+    static double hold = 8;
+    cudaStream_t st = (cudaStream_t)zt_comm_nccl_stream(C, ZT_CHAN_DATA);
+    CU(cudaLaunchHostFunc(st, slow_host_fn, &hold));
+    float *d = dalloc(16 * 4);
+    zt_req *r = zt_iallgather(C, d, d, 16, ZT_DT_F32, "held back");
+    MUST(r ? 0 : -1);
+    zt_comm_watch_begin(C, "cudaStreamSynchronize after step");
+    CU(cudaStreamSynchronize(st));
+    zt_comm_watch_end(C);
+    printf("cudaStreamSynchronize returned; the watchdog did not fire\n");
+    return 0;  // the ctest wrapper treats exit 0 as failure
+}
+
 int main(int argc, char **argv) {
     const char *run_dir = NULL;
-    int use_mpi = 0, count_devices = 0, deadline = 0;
+    int use_mpi = 0, count_devices = 0, deadline = 0, watch = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--run-dir") && i + 1 < argc)
             run_dir = argv[++i];
@@ -449,8 +472,10 @@ int main(int argc, char **argv) {
             count_devices = 1;
         else if (!strcmp(argv[i], "--deadline"))
             deadline = 1;
+        else if (!strcmp(argv[i], "--watch"))
+            watch = 1;
         else {
-            fprintf(stderr, "usage: test_comm_nccl [--run-dir DIR] [--mpi] | --count-devices | --deadline\n");
+            fprintf(stderr, "usage: test_comm_nccl [--run-dir DIR] [--mpi] | --count-devices | --deadline | --watch\n");
             return 2;
         }
     }
@@ -465,6 +490,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (deadline) return run_deadline(run_dir);
+    if (watch) return run_watch(run_dir);
     zt_comm_opts o = zt_comm_opts_default();
     o.run_dir = run_dir;
     o.timeout_s = 60;  // a test that hangs should say so within a minute
