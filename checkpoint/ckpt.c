@@ -780,6 +780,15 @@ int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta_in
 
     // The symmetric barrier: every rank has finished the same step before any byte is written.
     MPI_Barrier(comm);
+    // Testing: ZT_CKPT_DEBUG_STALL_RANK=R stalls rank R here for ZT_CKPT_DEBUG_STALL_S seconds
+    // (default 3600), as a rank stuck in I/O would, while its peers wait inside HDF5's
+    // collectives; the comm watchdog must turn that into a report (tests/cli/dist_cli.sh).
+    const char *stall = getenv("ZT_CKPT_DEBUG_STALL_RANK");
+    if (stall && *stall && atoi(stall) == c.rank) {
+        const char *secs = getenv("ZT_CKPT_DEBUG_STALL_S");
+        fprintf(stderr, "zerotrain: rank %d: ZT_CKPT_DEBUG_STALL_RANK: stalling inside the checkpoint save\n", c.rank);
+        sleep(secs && *secs ? (unsigned)atoi(secs) : 3600u);
+    }
 
     if (c.rank == 0) {
         const char *e = getenv("ZT_CKPT_CRC_CHUNK");

@@ -61,6 +61,8 @@ static void usage(FILE *f) {
             "  --collective-timeout S     a rank stuck longer in one collective reports it and aborts the\n"
             "                        job (default 300)\n"
             "  --first-collective-timeout S  the same until the first step has finished (default 1800)\n"
+            "  --save-timeout S      a checkpoint save (HDF5 collective write, its internal barriers included)\n"
+            "                        that takes longer is reported and aborted like a stuck collective (1800)\n"
             "  --alive-interval S    seconds between liveness ticks in RUN/ranks/rank-N.alive (default 5)\n"
             "\n"
             "execution and output:\n"
@@ -80,7 +82,7 @@ static void usage(FILE *f) {
 enum {
     O_MODEL = 256, O_INIT, O_DATA, O_RUN, O_OVERWRITE, O_NOVERIFY, O_STEPS, O_EPOCHS, O_MB, O_GA, O_LR, O_SCHED,
     O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_ATTN, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE,
-    O_NOEVEN, O_CTIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE, O_SAVEEVERY, O_KEEP, O_RESUME, O_TRACE, O_DEBUGSIG
+    O_NOEVEN, O_CTIMEOUT, O_STIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE, O_SAVEEVERY, O_KEEP, O_RESUME, O_TRACE, O_DEBUGSIG
 };
 
 int zt_cmd_train(int argc, char **argv) {
@@ -100,6 +102,7 @@ int zt_cmd_train(int argc, char **argv) {
         {"no-save-final", no_argument, 0, O_NOSAVE},  {"help", no_argument, 0, 'h'},
         {"no-evenfix", no_argument, 0, O_NOEVEN},     {"collective-timeout", required_argument, 0, O_CTIMEOUT},
         {"first-collective-timeout", required_argument, 0, O_FTIMEOUT},
+        {"save-timeout", required_argument, 0, O_STIMEOUT},
         {"alive-interval", required_argument, 0, O_ALIVE},    {"no-preflight", no_argument, 0, O_NOPRE},
         {"save-every", required_argument, 0, O_SAVEEVERY}, {"keep-last", required_argument, 0, O_KEEP},
         {"resume", optional_argument, 0, O_RESUME},         {"trace-blocks", no_argument, 0, O_TRACE},
@@ -157,6 +160,7 @@ int zt_cmd_train(int argc, char **argv) {
             break;
         case O_NOSAVE: o.save_final = 0; break;
         case O_NOEVEN: o.evenfix = 0; break;
+        case O_STIMEOUT: rc = zt_arg_f64("--save-timeout", optarg, 0.1, 1e7, &o.save_timeout); break;
         case O_CTIMEOUT: rc = zt_arg_f64("--collective-timeout", optarg, 0.1, 1e7, &o.collective_timeout); break;
         case O_NOPRE: o.preflight = 0; break;
         case O_SAVEEVERY: rc = zt_arg_i64("--save-every", optarg, 0, INT64_MAX, &o.save_every); break;

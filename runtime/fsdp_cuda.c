@@ -312,7 +312,9 @@ int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_reques
     CK(cudaMemcpyAsync(c->red_h, c->red_d, (size_t)c->nred * sizeof(double), cudaMemcpyDeviceToHost, c->ks));
     double tw = zt_now();
     if (zt_wait(c->dc, rq) != 0) return -1;  // the host's one wait per step (deadline-guarded)
+    zt_comm_watch_begin(c->dc, "cudaStreamSynchronize(ctrl stream): step results to the host");
     CK(cudaStreamSynchronize(c->ks));        // the 8-byte-per-entry copy queued behind it
+    zt_comm_watch_end(c->dc);
     f->t_wait += zt_now() - tw;
     for (int s = 0; s < P; s++) retire_if_done(f, &c->preq[s]);
     for (int s = 0; s < G; s++) retire(f, &c->greq[s]);  // done: the all-reduce came after them on the GPU
@@ -373,7 +375,9 @@ int zt_fsdp_to_device(zt_fsdp *f) {
         zt_cuda_f32_to_bf16(c->pshard[i], c->master[i], u->shard, c->cs);
     }
     CK(cudaEventRecord(c->ev_optim, c->cs));  // the next step's gathers wait for the new shards
+    zt_comm_watch_begin(c->dc, "cudaStreamSynchronize: master/Adam state to the GPU");
     CK(cudaStreamSynchronize(c->cs));         // the host buffers may change after return
+    zt_comm_watch_end(c->dc);
     return 0;
 }
 
@@ -387,9 +391,11 @@ int zt_fsdp_to_host(zt_fsdp *f) {
         CK(cudaMemcpyAsync(u->m, c->m[i], b, cudaMemcpyDeviceToHost, c->cs));
         CK(cudaMemcpyAsync(u->v, c->v[i], b, cudaMemcpyDeviceToHost, c->cs));
     }
-    // Only this rank's own stream is waited on: its work never depends on a collective
-    // still in flight (the step ended with the all-reduce the host waited for).
+    // The compute stream's queue ends with work that waited (on the GPU) for this step's
+    // collectives, so a peer that never joined would block this forever: watched.
+    zt_comm_watch_begin(c->dc, "cudaStreamSynchronize: GPU state to the host for a checkpoint");
     CK(cudaStreamSynchronize(c->cs));
+    zt_comm_watch_end(c->dc);
     return 0;
 }
 

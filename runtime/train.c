@@ -50,6 +50,7 @@ void zt_train_defaults(zt_train_opts *o) {
     o->alive_interval = 5;
     o->preflight = 1;
     o->keep_last = 2;
+    o->save_timeout = 1800;
 }
 
 typedef struct { int file; int64_t block; } block_ref;
@@ -443,7 +444,10 @@ static int train_body(const zt_train_opts *o, run_state *r) {
             return -1;
         }
         // Collective: refuses a model config that differs (naming the fields) and bad checksums.
-        if (zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, &r->f.model.lay, &meta, &shards) != 0) {
+        zt_comm_watch_begin(r->comm, "checkpoint load (HDF5 collective read)");  // first-step deadline applies
+        const int load_rc = zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, &r->f.model.lay, &meta, &shards);
+        zt_comm_watch_end(r->comm);
+        if (load_rc != 0) {
             free(settings), free(slices);
             return zt_err_prefix("--resume");
         }
@@ -634,8 +638,15 @@ static int train_body(const zt_train_opts *o, run_state *r) {
             meta.lr_last = lr_last;
             meta.final = last;
             if (zt_fsdp_to_host(&r->f) != 0) { rc = -1; break; }  // GPU engine: device state to the host copies
-            if (zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, &r->f.model.lay, settings, &shards, o->keep_last,
-                             ckpt_path, sizeof ckpt_path) != 0) {
+            // HDF5 runs its own MPI barriers inside the collective write; the comm watchdog
+            // gives them a deadline (--save-timeout) and the usual report instead of a silent hang.
+            const double prev_timeout = zt_comm_set_timeout(r->comm, fmax(o->save_timeout, r->copts.timeout_s));
+            zt_comm_watch_begin(r->comm, "checkpoint save (HDF5 collective write; limit: --save-timeout)");
+            const int save_rc = zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, &r->f.model.lay, settings, &shards,
+                                             o->keep_last, ckpt_path, sizeof ckpt_path);
+            zt_comm_watch_end(r->comm);
+            zt_comm_set_timeout(r->comm, prev_timeout);
+            if (save_rc != 0) {
                 rc = zt_err_prefix("step %lld", (long long)step + 1);
                 break;
             }

@@ -30,6 +30,8 @@ typedef struct {
     int save_dtype;          // ZT_ST_BF16 or ZT_ST_F32
     int evenfix;             // stop every rank at the global minimum block count (default 1)
     double collective_timeout, first_collective_timeout;  // seconds; 0 = defaults
+    double save_timeout;     // seconds a checkpoint save or load may take (HDF5's own barriers inside
+                             // are watched by the comm watchdog); default 1800
     int preflight;           // run the six-check gate first (default 1)
     int keep_last;           // complete checkpoints to keep (0: all); preflight sizes the disk check with it
     int64_t save_every;      // checkpoint every N steps (0: only at epoch ends, on a stop signal, at the end)

@@ -52,6 +52,26 @@ no_evenfix_deadlock)
     ls "$W/run/ranks/"rank-0000[01].flight.json >/dev/null 2>&1 || fail "flight recorder dumps missing in RUN/ranks"
     echo "ok [$CASE]: aborted with exit $rc after ${elapsed} s"
     ;;
+save_hang_watched)
+    # A rank stalls inside the checkpoint save (after the symmetric barrier) while its peer
+    # waits in HDF5's collective write: the comm watchdog must report the host wait and
+    # abort the job at --save-timeout instead of hanging (the limit the field team hit).
+    uneven_data
+    start=$(date +%s)
+    timeout 90 "${MPIRUN[@]}" -n 2 -x ZT_CKPT_DEBUG_STALL_RANK=1 -x ZT_CKPT_DEBUG_STALL_S=600 "$ZT" train \
+        --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" --steps 2 --save-every 1 \
+        --save-timeout 3 --collective-timeout 3 --log-every 1 >"$W/out.txt" 2>&1
+    rc=$? elapsed=$(( $(date +%s) - start ))
+    cat "$W/out.txt"
+    [ $rc -ne 124 ] || fail "the job hung in the checkpoint save: killed by the outer 90 s timeout"
+    [ $rc -ne 0 ] || fail "the job exited 0 although rank 1 never finished its save"
+    grep -q "stalling inside the checkpoint save" "$W/out.txt" || fail "the stall was not injected"
+    grep -q 'checkpoint save (HDF5 collective write; limit: --save-timeout)' "$W/out.txt" || fail "no report names the checkpoint save"
+    grep -q 'host wait outside the comm layer' "$W/out.txt" || fail "the report does not say it was a host wait"
+    [ "$elapsed" -lt 40 ] || fail "took ${elapsed} s; the 3 s save deadline should end it within seconds"
+    [ ! -e "$W/run/checkpoints/step-00000001" ] || fail "a checkpoint was committed although its save never finished"
+    echo "ok [$CASE]: aborted with exit $rc after ${elapsed} s"
+    ;;
 preflight_catches_uneven)
     # The gate refuses --no-evenfix on uneven ranks in seconds instead of hanging at the epoch end.
     uneven_data
