@@ -6,7 +6,7 @@
 add_executable(test_triage ${ZT_TEST_DIR}/test_triage.c ${CMAKE_SOURCE_DIR}/launch/triage.c
                ${CMAKE_SOURCE_DIR}/launch/watch.c ${CMAKE_SOURCE_DIR}/runtime/flight.c
                ${CMAKE_SOURCE_DIR}/runtime/comm.c)
-target_link_libraries(test_triage PRIVATE zt_common ${ZT_CJSON} m)
+target_link_libraries(test_triage PRIVATE zt_common ${ZT_CJSON} Threads::Threads m)
 target_compile_definitions(test_triage PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}")
 foreach(part triage errors bands calibrate watch)
   add_test(NAME ops_${part} COMMAND test_triage ${CMAKE_CURRENT_BINARY_DIR}/ops/${part} ${part})
