@@ -107,10 +107,13 @@ static void rs_drain(zt_fsdp *f) {
 // ---- lifetime ----------------------------------------------------------------
 
 // The state both engines share: the unit table, this rank's slices, and the host
-// master/m/v shards initialised from `seed`. host_model = 0 (GPU engine): only the
-// layout, no CPU activations, no host gradient shards and no host pools.
+// master/m/v shards initialised from `seed`. flags: ZT_FSDP_HOST_MODEL (the CPU
+// engine: CPU activations, host gradient shards and pools; without it only the
+// layout) and ZT_FSDP_NO_INIT (benchmarks: leave the master shards zero; seeded init
+// of billions of parameters on one host thread takes a minute).
 int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
-                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int host_model) {
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags) {
+    const int host_model = flags & ZT_FSDP_HOST_MODEL;
     memset(f, 0, sizeof *f);
     zt_comm_info info;
     zt_comm_get_info(comm, &info);
@@ -154,7 +157,7 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
     }
     // Same per-tensor init streams as the single-process trainer: identical values at any world size.
     float *tmp = zt_xmalloc((size_t)max_numel * sizeof(float));
-    for (int i = 0; i < f->nunits; i++) {
+    for (int i = 0; i < f->nunits && !(flags & ZT_FSDP_NO_INIT); i++) {
         zt_qwen3_init_unit(lay, i, tmp, seed);
         memcpy(f->units[i].master, tmp + f->units[i].lo, (size_t)f->units[i].valid * sizeof(float));
     }
@@ -176,7 +179,7 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
 
 int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
                  int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
-    return zt_fsdp_init_host(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, 1);
+    return zt_fsdp_init_host(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, ZT_FSDP_HOST_MODEL);
 }
 
 #ifndef ZT_HAVE_CUDA_FSDP
@@ -193,6 +196,11 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_
     memset(f, 0, sizeof *f);
     return zt_err("--device cuda: this zerotrain was built without the GPU engine (it needs the CUDA toolkit and "
                   "NCCL at configure time; see docs/cuda.md)");
+}
+int zt_fsdp_init_cuda_bench(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+                            int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, float a) {
+    (void)a;
+    return zt_fsdp_init_cuda(f, comm, dcomm, cfg, micro_batch, grad_accum, seq_len, hp, seed);
 }
 int zt_fsdp_to_device(zt_fsdp *f) { return f->cu ? zt_err("GPU engine not built") : 0; }
 int zt_fsdp_to_host(zt_fsdp *f) { return f->cu ? zt_err("GPU engine not built") : 0; }

@@ -105,6 +105,10 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
 // A CPU-only build returns -1 with an error naming the missing backend.
 int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
+// Benchmarks: the same engine without the seeded host init (parameters uniform in
+// [-a, a) drawn on the device from `seed` instead; a minute saved at 32B shapes).
+int zt_fsdp_init_cuda_bench(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+                            int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, float a);
 int zt_fsdp_cuda_available(void);  // built with the GPU engine (CUDA + NCCL)
 int zt_fsdp_cuda_devices(void);    // CUDA devices visible to this process (0 without the engine)
 // Attention of the GPU engine: 0 = cuBLASLt products + fused softmax (default), 1 = cuDNN

@@ -401,8 +401,21 @@ int zt_fsdp_to_host(zt_fsdp *f) {
 
 // ---- lifetime -------------------------------------------------------------------------------
 
+static int init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+                     int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int bench, float a);
+
 int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
+    return init_cuda(f, comm, dcomm, cfg, micro_batch, grad_accum, seq_len, hp, seed, 0, 0.0f);
+}
+
+int zt_fsdp_init_cuda_bench(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+                            int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, float a) {
+    return init_cuda(f, comm, dcomm, cfg, micro_batch, grad_accum, seq_len, hp, seed, 1, a);
+}
+
+static int init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+                     int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int bench, float a) {
     const int device = zt_comm_nccl_device(dcomm);
     if (device < 0) {
         memset(f, 0, sizeof *f);
@@ -422,7 +435,9 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_
         return zt_err("GPU FSDP engine: head_dim (%d) must be even and seq_len (%lld) >= 2", cfg->head_dim,
                       (long long)seq_len);
     }
-    if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed, 0) != 0) return -1;
+    if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
+                          bench ? ZT_FSDP_NO_INIT : 0) != 0)
+        return -1;
     zt_fsdp_cuda *c = zt_xcalloc(1, sizeof *c);
     f->cu = c;
     c->dc = dcomm;
@@ -457,7 +472,7 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_
     }
     // Page-lock the host copies (checkpoint and --init transfers at full PCIe speed).
     // Failure is not fatal: pageable copies are only slower.
-    c->host_pinned = 1;
+    c->host_pinned = !bench;  // benchmarks never touch the host copies (left as untouched zero pages)
     for (int i = 0; i < U && c->host_pinned; i++) {
         const size_t b = (size_t)f->units[i].shard * sizeof(float);
         if (cudaHostRegister(f->units[i].master, b, cudaHostRegisterDefault) != cudaSuccess ||
@@ -534,7 +549,19 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_
                         c->cs);
 
     // state: the host init values (seeded, world-independent) to the device
-    zt_fsdp_to_device(f);
+    if (!bench) zt_fsdp_to_device(f);
+    if (bench) {  // device-drawn values instead (padding stays zero: only the valid range)
+        CK(cudaMemsetAsync(c->a_master, 0, st * 4, c->cs));
+        CK(cudaMemsetAsync(c->a_m, 0, st * 4, c->cs));
+        CK(cudaMemsetAsync(c->a_v, 0, st * 4, c->cs));
+        for (int i = 0; i < U; i++) {
+            if (f->units[i].valid <= 0) continue;
+            zt_cuda_fill_uniform(c->master[i], ZT_F32, f->units[i].valid, -a, a, seed + (uint64_t)i, c->cs);
+            zt_cuda_f32_to_bf16(c->pshard[i], c->master[i], f->units[i].shard, c->cs);
+        }
+        CK(cudaEventRecord(c->ev_optim, c->cs));
+        CK(cudaStreamSynchronize(c->cs));
+    }
     return 0;
 }
 

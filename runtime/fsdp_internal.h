@@ -4,8 +4,9 @@
 #define ZT_FSDP_INTERNAL_H
 #include "runtime/fsdp.h"
 
+enum { ZT_FSDP_HOST_MODEL = 1, ZT_FSDP_NO_INIT = 2 };
 int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
-                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int host_model);
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags);
 #ifdef ZT_HAVE_CUDA_FSDP
 int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out);
 void zt_fsdp_cuda_memory(const zt_fsdp *f, zt_fsdp_memory *m);

@@ -42,7 +42,15 @@ if(ZT_CUDA)
     target_link_libraries(test_fsdp_cuda PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} Threads::Threads m)
     add_test(NAME gpu_fsdp_cuda COMMAND test_fsdp_cuda)
     set_tests_properties(gpu_fsdp_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
-    set_target_properties(test_fsdp_cuda PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+    # The engine end to end at Qwen3-32B shapes (L layers) vs the same ops without it
+    # (not a ctest: ~80 GB of device memory; tests/gpu/run.sh runs it).
+    add_executable(bench_fsdp_cuda ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c
+                   ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
+                   ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
+    target_compile_definitions(bench_fsdp_cuda PRIVATE ZT_HAVE_CUDA_FSDP=1 ZT_NCCL_NO_MPI=1)
+    target_include_directories(bench_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})
+    target_link_libraries(bench_fsdp_cuda PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} Threads::Threads m)
+    set_target_properties(test_fsdp_cuda bench_fsdp_cuda PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   endif()
 
   # The same place in both configurations: tests/gpu/run.sh looks in <build>/tests.

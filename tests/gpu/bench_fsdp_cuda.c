@@ -1,0 +1,154 @@
+// The GPU FSDP engine end to end on one GPU (NCCL world 1, no MPI): a Qwen3-32B-shaped
+// model cut to L decoder layers (vocab 151,936, d 5120, ffn 25600, heads 64/8,
+// head_dim 128, untied), micro-batch 1 x seq 2048, full optimizer steps (gathers,
+// forward, fused lm_head + loss, backward, reduce-scatters, grad norm, AdamW).
+// Reference in the same run: the same compute with no engine around it — the layer
+// and head ops called back to back on preallocated buffers, no collectives, no
+// optimizer. The ratio engine / compute-only is what the engine costs on top of the
+// math (at world 1 the collectives are device copies).
+//   bench_fsdp_cuda [--layers L] [--seq S] [--steps N] [--warmup N] [--attn gemm|cudnn]
+// Step times are host wall times (each step ends with the engine's host read);
+// compute-only times are CUDA-event times. Medians. Exit 77 without a device.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/zt_cudnn_attention.h"
+#include "model/qwen3_cuda_layer.h"
+#include "runtime/comm_nccl.h"
+#include "runtime/common.h"
+#include "runtime/fsdp.h"
+#include "tests/gpu/gpu_test_util.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+static void ck(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) zt_fatal("%s: %s", what, cudaGetErrorString(e));
+}
+
+int main(int argc, char **argv) {
+    int L = 2, steps = 6, warmup = 2, cudnn = 0;
+    int64_t S = 2048;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--layers") && v) L = atoi(argv[++i]);
+        else if (!strcmp(a, "--seq") && v) S = atoll(argv[++i]);
+        else if (!strcmp(a, "--steps") && v) steps = atoi(argv[++i]);
+        else if (!strcmp(a, "--warmup") && v) warmup = atoi(argv[++i]);
+        else if (!strcmp(a, "--attn") && v) cudnn = !strcmp(argv[++i], "cudnn");
+        else zt_fatal("bench_fsdp_cuda: unknown argument '%s' (see the top of tests/gpu/bench_fsdp_cuda.c)", a);
+    }
+    if (L < 1 || steps < 1 || warmup < 0 || S < 2) zt_fatal("bench_fsdp_cuda: bad arguments");
+    zt_skip_without_device();
+    zt_qwen3_config cfg = {.vocab_size = 151936, .hidden_size = 5120, .intermediate_size = 25600, .num_layers = L,
+                           .num_heads = 64, .num_kv_heads = 8, .head_dim = 128, .rms_norm_eps = 1e-6,
+                           .rope_theta = 1e6, .tie_word_embeddings = 0, .initializer_range = 0.02,
+                           .max_position_embeddings = 40960, .bos_token_id = 151643, .eos_token_id = 151645};
+    zt_hparams hp = {.lr = 1e-5, .min_lr_ratio = 0.1, .warmup = 0, .total_steps = steps + warmup,
+                     .schedule = ZT_SCHED_CONSTANT, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+                     .clip = 1.0};
+    zt_comm_opts o = zt_comm_opts_default();
+    zt_comm *dc = NULL;
+    if (zt_comm_init_nccl_single(&dc, 0, &o) != 0) zt_die_on_err();
+    if (zt_fsdp_cuda_set_attention(cudnn) != 0) zt_die_on_err();
+    char dev[128];
+    zt_cuda_device_describe(dev, sizeof dev);
+    printf("bench_fsdp_cuda: %s; Qwen3-32B shapes with %d layers, micro-batch 1 x seq %lld, %s attention\n", dev, L,
+           (long long)S, cudnn ? "cuDNN" : "GEMM");
+    double t0 = zt_now();
+    zt_fsdp f;
+    if (zt_fsdp_init_cuda_bench(&f, dc, dc, &cfg, 1, 1, S, &hp, 7, 0.02f) != 0) zt_die_on_err();
+    zt_fsdp_memory mem;
+    zt_fsdp_memory_usage(&f, &mem);
+    size_t freeb = 0, total = 0;
+    cudaMemGetInfo(&freeb, &total);
+    printf("engine built in %.1f s: params %.2f GB, grads %.2f GB, optimizer %.2f GB, buffers %.2f GB, "
+           "activations %.2f GB; device %.1f of %.1f GB in use\n",
+           zt_now() - t0, mem.params / 1e9, mem.grads / 1e9, mem.optimizer / 1e9, mem.buffers / 1e9,
+           mem.activations / 1e9, (double)(total - freeb) / 1e9, (double)total / 1e9);
+
+    uint32_t *tok = zt_xmalloc((size_t)S * 4);
+    zt_rng r;
+    zt_rng_seed(&r, 5);
+    for (int64_t i = 0; i < S; i++) tok[i] = (uint32_t)zt_rng_below(&r, (uint64_t)cfg.vocab_size);
+    const uint32_t *blocks[1] = {tok};
+    double *st = zt_xmalloc((size_t)steps * sizeof(double));
+    zt_fsdp_stats s;
+    for (int i = 0; i < warmup + steps; i++) {
+        double a = zt_now();
+        if (zt_fsdp_step(&f, blocks, 0, &s) != 0) zt_die_on_err();
+        double b = zt_now();
+        if (i >= warmup) st[i - warmup] = b - a;
+        printf("step %d: %.1f ms, loss %.4f, grad norm %.4f\n", i + 1, (b - a) * 1e3, s.loss, s.grad_norm);
+        if (!isfinite(s.loss)) zt_fatal("non-finite loss");
+    }
+    const double t_engine = median(st, steps);
+
+    // compute only: the same ops on their own buffers (one set of layer parameters reused)
+    zt_glayer_dims dm = {.B = 1, .S = S, .N = S, .d = cfg.hidden_size, .F = cfg.intermediate_size, .H = cfg.num_heads,
+                         .Hkv = cfg.num_kv_heads, .D = cfg.head_dim, .eps = (float)cfg.rms_norm_eps};
+    int64_t off[ZG_NT + 1];
+    zt_glayer_offsets(&dm, off);
+    const int64_t N = S, d = dm.d, V = cfg.vocab_size, P = off[ZG_NT];
+    cudaStream_t cs;
+    ck(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), "cudaStreamCreate");
+    zt_cuda_ctx *c = zt_cuda_ctx_create();
+    zt_bf16 *p = zt_cuda_malloc((size_t)P * 2), *lm = zt_cuda_malloc((size_t)(V * d) * 2);
+    float *dp = zt_cuda_malloc((size_t)P * 4), *dlm = zt_cuda_malloc((size_t)(V * d) * 4);
+    zt_cuda_fill_uniform(p, ZT_BF16, P, -0.02f, 0.02f, 1, cs);
+    zt_cuda_fill_uniform(lm, ZT_BF16, V * d, -0.02f, 0.02f, 2, cs);
+    zt_cuda_fill(dp, 0.0f, P, cs);
+    zt_cuda_fill(dlm, 0.0f, V * d, cs);
+    zt_bf16 **X = zt_xcalloc((size_t)L + 1, sizeof *X);
+    for (int l = 0; l <= L; l++) X[l] = zt_cuda_malloc((size_t)(N * d) * 2);
+    zt_cuda_fill_uniform(X[0], ZT_BF16, N * d, -1.0f, 1.0f, 3, cs);
+    zt_glayer_acts *acts = zt_xcalloc((size_t)L, sizeof *acts);
+    for (int l = 0; l < L; l++) zt_glayer_acts_alloc(&acts[l], &dm);
+    zt_glayer_work w;
+    zt_glayer_work_alloc(&w, &dm);
+    zt_bf16 *dx = zt_cuda_malloc((size_t)(N * d) * 2);
+    float *rc = zt_cuda_malloc((size_t)(S * dm.D / 2) * 4), *rs = zt_cuda_malloc((size_t)(S * dm.D / 2) * 4);
+    zt_cuda_rope_table(cs, rc, rs, S, dm.D, cfg.rope_theta);
+    int32_t *tg = zt_cuda_malloc((size_t)N * 4);
+    int32_t *tgh = zt_xmalloc((size_t)N * 4);
+    zt_qwen3_targets(tok, 1, S, tgh);
+    ck(cudaMemcpy(tg, tgh, (size_t)N * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+    double *loss = zt_cuda_malloc(sizeof(double));
+    cudaEvent_t e0, e1;
+    ck(cudaEventCreate(&e0), "cudaEventCreate");
+    ck(cudaEventCreate(&e1), "cudaEventCreate");
+    double *ct = zt_xmalloc((size_t)steps * sizeof(double));
+    for (int i = 0; i < warmup + steps; i++) {
+        ck(cudaEventRecord(e0, cs), "cudaEventRecord");
+        for (int l = 0; l < L; l++) zt_glayer_fwd(c, cs, &dm, p, rc, rs, X[l], X[l + 1], &acts[l], NULL);
+        zt_cuda_lmhead_xent(c, cs, loss, dx, dlm, ZT_F32, X[L], lm, tg, N, d, V, 1.0f / (float)(S - 1));
+        for (int l = L - 1; l >= 0; l--) zt_glayer_bwd(c, cs, &dm, p, dp, rc, rs, X[l], &acts[l], &w, dx, NULL);
+        ck(cudaEventRecord(e1, cs), "cudaEventRecord");
+        ck(cudaEventSynchronize(e1), "cudaEventSynchronize");
+        float ms;
+        ck(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+        if (i >= warmup) ct[i - warmup] = ms * 1e-3;
+    }
+    const double t_compute = median(ct, steps);
+    const double flops = L * zt_glayer_flops(&dm) + 6.0 * (double)N * (double)d * (double)V;
+    printf("engine step  %.2f ms  (%.1f TFLOP/s model FLOPs, %.0f tok/s)\n", t_engine * 1e3, flops / t_engine / 1e12,
+           (double)S / t_engine);
+    printf("compute only %.2f ms  (%.1f TFLOP/s)\n", t_compute * 1e3, flops / t_compute / 1e12);
+    printf("RESULT fsdp_step_ms=%.3f\n", t_engine * 1e3);
+    printf("RESULT fsdp_compute_ms=%.3f\n", t_compute * 1e3);
+    printf("RESULT fsdp_tflops=%.2f\n", flops / t_engine / 1e12);
+    printf("RESULT fsdp_overhead=%.3f (engine step / compute only)\n", t_engine / t_compute);
+    printf("RESULT fsdp_layers=%d\n", L);
+    zt_fsdp_free(&f);
+    zt_comm_finalize(dc);
+    return 0;
+}
