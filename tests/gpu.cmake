@@ -42,6 +42,26 @@ if(ZT_CUDA)
     target_link_libraries(test_fsdp_cuda PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} Threads::Threads m)
     add_test(NAME gpu_fsdp_cuda COMMAND test_fsdp_cuda)
     set_tests_properties(gpu_fsdp_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+    # The same at W = one rank per visible GPU (needs >= 2; skipped otherwise), NCCL
+    # bootstrapped over MPI. Only in the full build (MPI found).
+    if(TARGET MPI::MPI_C AND ZT_MPIEXEC)
+      add_executable(test_fsdp_cuda_mpi ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c
+                     ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/trainer.c ${ZT_R}/comm.c ${ZT_R}/flight.c
+                     ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
+      target_compile_definitions(test_fsdp_cuda_mpi PRIVATE ZT_HAVE_CUDA_FSDP=1)
+      target_include_directories(test_fsdp_cuda_mpi PRIVATE ${ZT_NCCL_INCLUDE})
+      target_link_libraries(test_fsdp_cuda_mpi PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C
+                            Threads::Threads m)
+      add_test(NAME gpu_fsdp_cuda_mpi
+               COMMAND sh -c [[bin=$0; shift
+n=$("$bin" --count-devices) || { rc=$?; echo "fewer than 2 GPUs visible ($n): skipped"; exit $rc; }
+echo "mpirun with $n ranks, one per GPU"
+exec "$@" "$n" "$bin" --mpi]]
+                       $<TARGET_FILE:test_fsdp_cuda_mpi> ${ZT_MPIEXEC}
+                       ${MPIEXEC_NUMPROC_FLAG})
+      set_tests_properties(gpu_fsdp_cuda_mpi PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+    endif()
+
     # The engine end to end at Qwen3-32B shapes (L layers) vs the same ops without it
     # (not a ctest: ~80 GB of device memory; tests/gpu/run.sh runs it).
     add_executable(bench_fsdp_cuda ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c

@@ -12,7 +12,11 @@
 //     u-1's before unit u's reduce-scatter;
 //   - no device allocation after the first step (free memory equal after steps 2 and 20);
 //   - determinism: a second engine from the same seed gives bit-identical losses.
-// Exit 77 without a device.
+// With --mpi (a build with MPI: target test_fsdp_cuda_mpi, ctest gpu_fsdp_cuda_mpi) the
+// same at W = one rank per visible GPU over NCCL bootstrapped by MPI: rank r trains
+// on blocks [r*MB*GA, (r+1)*MB*GA) of a global batch that the reference trainer runs
+// as W*GA micro-batches, and each rank compares its own parameter shard.
+// Exit 77 without a device (or with --mpi and fewer than 2 GPUs).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,9 @@
 
 #include "kernels/ops.h"
 #include "runtime/comm_nccl.h"
+#if !ZT_NCCL_NO_MPI
+#include <mpi.h>
+#endif
 #include "runtime/common.h"
 #include "runtime/fsdp.h"
 #include "runtime/trainer.h"
@@ -36,10 +43,18 @@
 #define TOL_GNORM1 3e-2
 #define TOL_PARAM 0.25
 
-static int failures;
+static int failures, g_rank, g_world = 1;
 static void check(int ok, const char *what) {
-    printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
+    if (g_rank == 0 || !ok) printf("%s%s: %s\n", g_world > 1 && !ok ? "rank " : "", ok ? "ok  " : "FAIL", what);
     if (!ok) failures++;
+}
+// Sum over ranks (MPI) of doubles; identity at world 1.
+static void sum_ranks(double *x, int n) {
+#if !ZT_NCCL_NO_MPI
+    if (g_world > 1) MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#else
+    (void)x, (void)n;
+#endif
 }
 
 static zt_qwen3_config tiny(int tied) {
@@ -56,12 +71,12 @@ static zt_hparams hparams(void) {
     return hp;
 }
 
-// Blocks of step s: MB * GA blocks of SEQ tokens, seeded by s.
+// Blocks of step s: the global batch, W * MB * GA blocks of SEQ tokens, seeded by s.
 static void make_blocks(uint32_t *buf, const uint32_t **blocks, int step, int64_t V) {
     zt_rng r;
     zt_rng_seed(&r, 1000 + (uint64_t)step);
-    for (int i = 0; i < MB * GA * SEQ; i++) buf[i] = (uint32_t)zt_rng_below(&r, (uint64_t)V);
-    for (int b = 0; b < MB * GA; b++) blocks[b] = buf + b * SEQ;
+    for (int i = 0; i < g_world * MB * GA * SEQ; i++) buf[i] = (uint32_t)zt_rng_below(&r, (uint64_t)V);
+    for (int b = 0; b < g_world * MB * GA; b++) blocks[b] = buf + b * SEQ;
 }
 
 static int schedule_ok(const zt_fsdp *f, int L) {
@@ -107,8 +122,8 @@ static void run_case(zt_comm *dc, int tied) {
     printf("---- %s model: vocab %lld, d %lld, %d layers, heads %d/%d, micro-batch %d x grad-accum %d x seq %d\n",
            tied ? "tied" : "untied", (long long)cfg.vocab_size, (long long)cfg.hidden_size, cfg.num_layers,
            cfg.num_heads, cfg.num_kv_heads, MB, GA, SEQ);
-    zt_trainer ref;
-    if (zt_trainer_init(&ref, &cfg, &zt_cpu_ops, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
+    zt_trainer ref;  // the whole global batch: W * GA micro-batches
+    if (zt_trainer_init(&ref, &cfg, &zt_cpu_ops, MB, GA * g_world, SEQ, &hp, seed) != 0) zt_die_on_err();
     zt_fsdp f, f2;
     if (zt_fsdp_init_cuda(&f, dc, dc, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
     const int U = f.nunits, L = cfg.num_layers;
@@ -117,23 +132,24 @@ static void run_case(zt_comm *dc, int tied) {
         init[u] = zt_xmalloc((size_t)f.units[u].numel * 4);
         memcpy(init[u], ref.params[u], (size_t)f.units[u].numel * 4);
     }
-    uint32_t buf[MB * GA * SEQ];
-    const uint32_t *blocks[MB * GA];
+    uint32_t *buf = zt_xmalloc((size_t)g_world * MB * GA * SEQ * sizeof(uint32_t));
+    const uint32_t **blocks = zt_xcalloc((size_t)g_world * MB * GA, sizeof *blocks);
+    const uint32_t *const *mine = blocks + (size_t)g_rank * MB * GA;  // this rank's share
     double max_rel = 0, rel1 = 0, gn_rel1 = 0, first = 0, last = 0;
     double losses[STEPS];
     size_t free2 = 0, free20 = 0, total = 0;
     int sched = 1;
-    printf("%4s %12s %12s %10s %12s %12s\n", "step", "loss cpu", "loss gpu", "rel", "gnorm cpu", "gnorm gpu");
+    if (g_rank == 0) printf("%4s %12s %12s %10s %12s %12s\n", "step", "loss cpu", "loss gpu", "rel", "gnorm cpu", "gnorm gpu");
     for (int s = 0; s < STEPS; s++) {
         make_blocks(buf, blocks, s, cfg.vocab_size);
         zt_step_stats rs;
         zt_trainer_step(&ref, blocks, &rs);
         zt_fsdp_stats gs;
-        if (zt_fsdp_step(&f, blocks, 0, &gs) != 0) zt_die_on_err();
+        if (zt_fsdp_step(&f, mine, 0, &gs) != 0) zt_die_on_err();
         if (s == 0) sched = schedule_ok(&f, L);
         losses[s] = gs.loss;
         const double rel = isfinite(gs.loss) ? fabs(gs.loss - rs.loss) / fabs(rs.loss) : INFINITY;
-        printf("%4d %12.6f %12.6f %10.2e %12.6f %12.6f\n", s + 1, rs.loss, gs.loss, rel, rs.grad_norm, gs.grad_norm);
+        if (g_rank == 0) printf("%4d %12.6f %12.6f %10.2e %12.6f %12.6f\n", s + 1, rs.loss, gs.loss, rel, rs.grad_norm, gs.grad_norm);
         if (s == 0) {
             rel1 = rel, first = gs.loss;
             gn_rel1 = fabs(gs.grad_norm - rs.grad_norm) / rs.grad_norm;
@@ -158,18 +174,20 @@ static void run_case(zt_comm *dc, int tied) {
 
     // parameters after 20 steps
     if (zt_fsdp_to_host(&f) != 0) zt_die_on_err();
-    double dd = 0, moved = 0;
+    double acc[2] = {0, 0};  // |gpu - cpu|^2, |cpu - init|^2 over this rank's slice
     for (int u = 0; u < U; u++)
-        for (int64_t j = 0; j < f.units[u].numel; j++) {  // world 1: the shard is the unit
-            const double g = f.units[u].master[j], c = ref.params[u][j], i0 = init[u][j];
-            dd += (g - c) * (g - c);
-            moved += (c - i0) * (c - i0);
+        for (int64_t j = 0; j < f.units[u].valid; j++) {
+            const int64_t k = f.units[u].lo + j;
+            const double g = f.units[u].master[j], c = ref.params[u][k], i0 = init[u][k];
+            acc[0] += (g - c) * (g - c);
+            acc[1] += (c - i0) * (c - i0);
         }
-    const double prel = sqrt(dd) / sqrt(moved);
+    sum_ranks(acc, 2);
+    const double prel = sqrt(acc[0]) / sqrt(acc[1]);
     snprintf(what, sizeof what, "parameters after %d steps: |gpu - cpu| / |cpu - init| = %.3f <= %.2f", STEPS, prel,
              TOL_PARAM);
     check(prel <= TOL_PARAM, what);
-    printf("RESULT fsdp_cuda_%s_step1_rel=%.3e max_rel=%.3e param_rel=%.3e\n", tied ? "tied" : "untied", rel1, max_rel,
+    if (g_rank == 0) printf("RESULT fsdp_cuda_%s_step1_rel=%.3e max_rel=%.3e param_rel=%.3e\n", tied ? "tied" : "untied", rel1, max_rel,
            prel);
 
     // determinism: a fresh engine, same seed and blocks
@@ -178,9 +196,9 @@ static void run_case(zt_comm *dc, int tied) {
     for (int s = 0; s < 5; s++) {
         make_blocks(buf, blocks, s, cfg.vocab_size);
         zt_fsdp_stats gs;
-        if (zt_fsdp_step(&f2, blocks, 0, &gs) != 0) zt_die_on_err();
+        if (zt_fsdp_step(&f2, mine, 0, &gs) != 0) zt_die_on_err();
         if (memcmp(&gs.loss, &losses[s], sizeof(double)) != 0) {
-            printf("  step %d: %.17g vs %.17g\n", s + 1, gs.loss, losses[s]);
+            printf("  rank %d step %d: %.17g vs %.17g\n", g_rank, s + 1, gs.loss, losses[s]);
             same = 0;
         }
     }
@@ -190,21 +208,52 @@ static void run_case(zt_comm *dc, int tied) {
     zt_trainer_free(&ref);
     for (int u = 0; u < U; u++) free(init[u]);
     free(init);
+    free(buf);
+    free(blocks);
 }
 
-int main(void) {
-    zt_skip_without_device();
+int main(int argc, char **argv) {
+    int mpi = argc > 1 && !strcmp(argv[1], "--mpi");
+    if (argc > 1 && !strcmp(argv[1], "--count-devices")) {  // for the ctest driver: ranks to launch
+        int n = zt_cuda_device_count();
+        printf("%d\n", n);
+        return n >= 2 ? 0 : 77;
+    }
     zt_comm_opts o = zt_comm_opts_default();
     o.timeout_s = 60;
     zt_comm *dc = NULL;
-    if (zt_comm_init_nccl_single(&dc, 0, &o) != 0) zt_die_on_err();
+    if (mpi) {
+#if ZT_NCCL_NO_MPI
+        zt_fatal("test_fsdp_cuda: --mpi needs the MPI build (target test_fsdp_cuda_mpi)");
+#else
+        MPI_Init(&argc, &argv);
+        MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+        if (zt_cuda_device_count() < 1) {
+            if (g_rank == 0) printf("SKIPPED: no CUDA device\n");
+            MPI_Finalize();
+            return 77;
+        }
+        if (zt_comm_init_nccl(&dc, MPI_COMM_WORLD, -1, &o) != 0) zt_die_on_err();
+#endif
+    } else {
+        zt_skip_without_device();
+        if (zt_comm_init_nccl_single(&dc, 0, &o) != 0) zt_die_on_err();
+    }
     char dev[128];
     zt_cuda_device_describe(dev, sizeof dev);
-    printf("test_fsdp_cuda: %s, NCCL world 1\n", dev);
+    if (g_rank == 0) printf("test_fsdp_cuda: %s, NCCL world %d\n", dev, g_world);
     run_case(dc, 0);
     run_case(dc, 1);
     zt_comm_finalize(dc);
-    printf("RESULT fsdp_cuda_ok=%d\n", failures == 0);
-    printf("%s\n", failures ? "FAILED" : "all checks passed");
-    return failures ? 1 : 0;
+    double bad = failures;
+    sum_ranks(&bad, 1);
+    if (g_rank == 0) {
+        printf("RESULT fsdp_cuda_ok=%d\n", bad == 0);
+        printf("%s\n", bad ? "FAILED" : "all checks passed");
+    }
+#if !ZT_NCCL_NO_MPI
+    if (mpi) MPI_Finalize();
+#endif
+    return bad ? 1 : 0;
 }
