@@ -102,6 +102,7 @@ extern "C" void zt_cuda_ctx_destroy(zt_cuda_ctx *c) {
     if (!c) return;
     ZT_CK(cudaDeviceSynchronize());
     zt_plans_destroy(c);
+    zt_cudnn_ctx_release(c);
     if (c->scratch) ZT_CK(cudaFree(c->scratch));
     ZT_CK(cudaFree(c->workspace));
     ZT_CKBLAS(cublasLtDestroy(c->lt));

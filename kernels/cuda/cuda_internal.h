@@ -49,10 +49,12 @@ struct zt_cuda_ctx {
     void *scratch;             // grows stream-ordered; see zt_ctx_scratch
     size_t scratch_bytes;
     int64_t xent_chunk_rows;   // 0 = automatic
+    void *cudnn;               // cuDNN handle + SDPA graph cache (attention_cudnn.cu), created on first use
 };
 // A scratch area of at least `bytes`, valid for work ordered on `st` after this call.
 void *zt_ctx_scratch(zt_cuda_ctx *c, size_t bytes, cudaStream_t st);
 void zt_plans_destroy(zt_cuda_ctx *c);
+void zt_cudnn_ctx_release(zt_cuda_ctx *c);  // attention_cudnn.cu (a no-op without cuDNN)
 
 // ---- bf16 helpers -------------------------------------------------------------------
 __device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }

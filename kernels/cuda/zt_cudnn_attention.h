@@ -1,10 +1,10 @@
 // Optional causal GQA attention through cuDNN's fused flash attention (SDPA),
-// kept behind this header so that no other file sees cuDNN. Selectable at run
+// kept behind this header so that no other file sees cuDNN or C++
+// (kernels/cuda/attention_cudnn.cu, cuDNN frontend graph API). Selectable at run
 // time, off by default until it has passed the GPU op test.
-// STATUS: not built. The cuDNN frontend (cudnn_frontend.h) is not installed on the
-// build machines, and the SDPA graph written against the raw backend API has not
-// been written; every call reports "not built" (see docs/cuda.md).
-// defines: zt_cudnn_sdpa_built, zt_cudnn_sdpa_fwd, zt_cudnn_sdpa_bwd
+// STATUS: compiled when CMake finds cuDNN 9 (toolkit, CUDNN_ROOT or the pip wheel);
+// UNVERIFIED on a GPU. Without cuDNN every call reports "not built" (docs/cuda.md).
+// defines: zt_cudnn_sdpa_built, zt_cudnn_sdpa_fwd, zt_cudnn_sdpa_bwd, zt_cudnn_sdpa_stats
 #ifndef ZT_CUDNN_ATTENTION_H
 #define ZT_CUDNN_ATTENTION_H
 #include <stdint.h>
@@ -18,12 +18,23 @@ extern "C" {
 // 1 when the cuDNN SDPA path is compiled in, 0 when this is the stub.
 int zt_cudnn_sdpa_built(void);
 // Same layouts and meaning as zt_cuda_attention_fwd/bwd (q[B*S, H*D], k/v[B*S,
-// Hkv*D], lse[B, H, S]). Return 0, or -1 with the reason in zt_errmsg().
+// Hkv*D], o like q, lse[B, H, S] fp32 natural-log logsumexp of the scaled scores;
+// causal, H % Hkv == 0, bf16 I/O, fp32 compute, scale 1/sqrt(D); dq/dk/dv assigned).
+// Needs D % 8 == 0, D <= 256, 16-byte aligned pointers and a GPU cuDNN supports
+// (sm_80+). Return 0, or -1 with the reason in zt_errmsg() (the failing call, the
+// shape and cuDNN's message). Ordered on `stream` like the other ops; the workspace
+// comes from the context's scratch arena. The built graphs are cached in the context
+// per (B, S, H, Hkv, D, direction).
 int zt_cudnn_sdpa_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q, const zt_bf16 *k,
                       const zt_bf16 *v, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
 int zt_cudnn_sdpa_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, const zt_bf16 *dout,
                       const zt_bf16 *o, const float *lse, const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
                       int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+// Graph cache statistics of a context (tests: a repeated shape must hit): graphs
+// held, cache hits, graphs built, and backward graphs built without cuDNN's
+// deterministic algorithm (none was available for the shape). All 0 when not built.
+void zt_cudnn_sdpa_stats(const zt_cuda_ctx *c, int64_t *graphs, int64_t *hits, int64_t *builds,
+                         int64_t *nondeterministic);
 
 #ifdef __cplusplus
 }

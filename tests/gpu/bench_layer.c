@@ -89,7 +89,8 @@ int main(int argc, char **argv) {
     if (iters < 1) iters = 1;
     dm.N = dm.B * dm.S;
     if (zt_glayer_use_cudnn && !zt_cudnn_sdpa_built()) {
-        printf("cuDNN SDPA attention: not built (kernels/cuda/attention_cudnn.cu is a stub); using the GEMM path\n");
+        printf("cuDNN SDPA attention: not built (cuDNN was not found when this build was configured); using the "
+               "GEMM path\n");
         zt_glayer_use_cudnn = 0;
     }
     char dev[256];
@@ -192,6 +193,7 @@ int main(int argc, char **argv) {
            fmed, bmed, flops / 1e12);
     printf("RESULT layer_tflops=%.2f\nRESULT peak_tflops=%.2f\nRESULT pct_peak=%.1f\n", tflops, peak,
            100.0 * tflops / peak);
+    printf("RESULT attn=%s\n", zt_glayer_use_cudnn ? "cudnn" : "gemm");
 
     zt_glayer_acts_free(&acts);
     zt_glayer_work_free(&work);

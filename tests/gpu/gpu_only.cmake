@@ -56,10 +56,20 @@ file(GLOB ZT_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
 add_library(zt_cuda STATIC ${ZT_CUDA_SRC})
 target_link_libraries(zt_cuda PUBLIC zt_common CUDA::cudart_static CUDA::cublasLt)
 
+# cuDNN (optional: the fused flash-attention path): CUDNN_ROOT, the toolkit, or the
+# wheel PyTorch installs (nvidia-cudnn-cu13/-cu12: site-packages/nvidia/cudnn/{include,lib},
+# libcudnn.so.9 only). Not found: attention_cudnn.cu is its "not built" stub.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_FOUND)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c
+                  "import importlib\ntry:\n print(list(importlib.import_module('nvidia.cudnn').__path__)[0])\nexcept Exception: pass"
+                  OUTPUT_VARIABLE ZT_CUDNN_HINT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+endif()
+include(${CMAKE_SOURCE_DIR}/kernels/cuda/cudnn.cmake)
+
 # NCCL (optional here): the toolkit's, NCCL_ROOT, or the wheel PyTorch installs
 # (nvidia/nccl/{include,lib}). With it the NCCL comm test and the GPU FSDP engine test
 # are built too (world 1, no MPI).
-find_package(Python3 COMPONENTS Interpreter)
 if(Python3_FOUND)
   execute_process(COMMAND ${Python3_EXECUTABLE} -c
                   "import importlib\nfor n in ('nvidia.nccl', 'nvidia.cu13'):\n try:\n  print(list(importlib.import_module(n).__path__)[0]); break\n except Exception: pass"

@@ -8,6 +8,10 @@
 #       trainer, 20 steps untied + tied, schedule, no per-step allocation, determinism
 #       (built when NCCL is found: toolkit, NCCL_ROOT or PyTorch's nvidia-nccl wheel)
 #   3. tests/gpu/bench_layer     Qwen3-32B layer fwd+bwd, TFLOP/s, % of measured matmul peak
+#   3b. bench_layer --attn cudnn the same layer with cuDNN's fused flash attention (only when
+#       configure found cuDNN; its log stays in the build-logs folder, see LOGS below)
+#   3c. tests/gpu/bench_fsdp_cuda the GPU engine end to end at 32B shapes (2 layers), vs the
+#       same ops without the engine (when NCCL was found and time permits)
 #   4. tests/gpu/bench_layer_torch.py   transformers' Qwen3DecoderLayer, same shapes
 #   5. (time permitting) compute-sanitizer memcheck on a quick op test
 # and prints a short summary table last. Budget: under 8 minutes on an H200 with
@@ -45,6 +49,7 @@ run() {
 }
 
 OPS_RC=? TRAIN_RC=? BENCH_RC=? TORCH_RC=? NCCL_RC="not run" MEMCHECK="not run" FSDP_RC="not built"
+CUDNN_RC="not run"
 if [ "${ZT_SUMMARY_ONLY:-0}" = 1 ]; then  # re-print the summary from logs already in $LOGS
     SKIP_RUN=1
 fi
@@ -63,7 +68,7 @@ run build 300 cmake --build "$BUILD" -j "$(nproc)" --target test_cuda_ops train_
 [ "$RC" = 0 ] || { echo "build failed"; exit 2; }
 # NCCL-dependent programs: only when configure found NCCL (a failure here is reported, not fatal)
 if grep -q "test_fsdp_cuda" "$BUILD/build.ninja" 2>/dev/null; then
-    run build_nccl 240 cmake --build "$BUILD" -j "$(nproc)" --target test_fsdp_cuda test_comm_nccl
+    run build_nccl 240 cmake --build "$BUILD" -j "$(nproc)" --target test_fsdp_cuda test_comm_nccl bench_fsdp_cuda
     NCCL_BUILD_RC=$RC
 else
     NCCL_BUILD_RC=none
@@ -77,7 +82,7 @@ run ops 150 "$BIN/test_cuda_ops"
 OPS_RC=$RC
 if [ "$OPS_RC" != 0 ] && [ "$OPS_RC" != 1 ] && [ "$OPS_RC" != 77 ]; then
     # crashed (fatal CUDA error): rerun with a sync after every op to name it
-    run ops_sync 120 env ZT_CUDA_SYNC=1 "$BIN/test_cuda_ops" --quick
+    LOGDIR=$BLOGS run ops_sync 120 env ZT_CUDA_SYNC=1 "$BIN/test_cuda_ops" --quick
 fi
 run train_tiny 90 "$BIN/train_tiny"
 TRAIN_RC=$RC
@@ -95,7 +100,29 @@ fi
 run bench 180 "$BIN/bench_layer"
 BENCH_RC=$RC
 if [ "$BENCH_RC" != 0 ] && [ "$BENCH_RC" != 124 ] && [ "$BENCH_RC" != 77 ]; then
-    run bench_sync 120 env ZT_CUDA_SYNC=1 "$BIN/bench_layer" --smoke
+    LOGDIR=$BLOGS run bench_sync 120 env ZT_CUDA_SYNC=1 "$BIN/bench_layer" --smoke
+fi
+# The same layer with cuDNN's fused flash attention (not the default path). Its logs go
+# to $BLOGS (the returned-files budget is taken); its RESULT lines are echoed below.
+rm -f "$BLOGS/bench_cudnn.log" "$BLOGS/bench_cudnn_sync.log"  # no stale numbers in the summary
+if ! grep -q "building the cuDNN SDPA attention path" "$BLOGS/configure.log" 2>/dev/null; then
+    CUDNN_RC="not built ($(grep -h 'cuDNN' "$BLOGS/configure.log" 2>/dev/null | tail -1 | sed 's/^-- //'))"
+elif [ "$(elapsed)" -lt 420 ]; then
+    LOGDIR=$BLOGS
+    run bench_cudnn 150 "$BIN/bench_layer" --attn cudnn
+    CUDNN_RC="exit $RC"
+    if [ "$RC" != 0 ] && [ "$RC" != 124 ] && [ "$RC" != 77 ]; then
+        run bench_cudnn_sync 90 env ZT_CUDA_SYNC=1 "$BIN/bench_layer" --smoke --attn cudnn
+    fi
+    LOGDIR=$LOGS
+    grep -h '^RESULT' "$BLOGS/bench_cudnn.log" 2>/dev/null | sed 's/^/bench_cudnn: /'
+else
+    CUDNN_RC="not run (time: $(elapsed) s elapsed)"
+fi
+BFSDP_RC="not run"
+if [ "$NCCL_BUILD_RC" = 0 ] && [ "$(elapsed)" -lt 400 ]; then
+    run bench_fsdp 150 env NCCL_SOCKET_IFNAME=lo "$BIN/bench_fsdp_cuda" --layers 2
+    BFSDP_RC="exit $RC"
 fi
 run torch 150 env PYTHONUNBUFFERED=1 python3 "$ROOT/tests/gpu/bench_layer_torch.py"
 TORCH_RC=$RC
@@ -123,7 +150,8 @@ echo "NCCL process group, world 1: $NCCL_RC"
 echo "op test (exit $OPS_RC): max-norm relative error vs tolerance, worst shape per op"
 if [ -f "$LOGS/ops.log" ]; then
     grep -h '^RESULT op=' "$LOGS/ops.log" | sed 's/RESULT //' | awk '
-        { for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+        / SKIPPED/ { split($1, kv, "="); sub(/^[^ ]* [^ ]* /, ""); skip = skip sprintf("  %-30s %s\n", kv[2], $0); next }
+        { delete f; for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
           op = f["op"]; e = f["err"] + 0; t = f["tol"] + 0
           r = (e == 0) ? 0 : ((t > 0) ? e / t : 1e30)
           if (f["err"] ~ /inf|nan/) r = 1e30
@@ -131,7 +159,8 @@ if [ -f "$LOGS/ops.log" ]; then
           if (f["ok"] != 1) bad[op] = 1; order[op] = ++n }
         END { for (op in order) list[order[op]] = op
               for (i = 1; i <= n; i++) if ((op = list[i]) != "")
-                  printf "  %-30s %10s  tol %-8s %-4s %s\n", op, err[op], tol[op], (op in bad) ? "FAIL" : "ok", sh[op] }'
+                  printf "  %-30s %10s  tol %-8s %-4s %s\n", op, err[op], tol[op], (op in bad) ? "FAIL" : "ok", sh[op]
+              printf "%s", skip }'
     grep -h ' passed, ' "$LOGS/ops.log" | tail -1 | sed 's/^/  /'
 fi
 echo "train_tiny (exit $TRAIN_RC): step-1 loss rel diff $(val train_tiny_step1_rel train_tiny)," \
@@ -145,12 +174,21 @@ grep -h '^FAIL' "$LOGS/fsdp.log" 2>/dev/null | sed 's/^/  /'
 echo "layer (Qwen3-32B shapes, S=2048, B=1, bf16) fwd+bwd, exit $BENCH_RC:"
 echo "  zerotrain:  ${LMS:-?} ms (fwd $(val layer_fwd_ms bench), bwd $(val layer_bwd_ms bench))," \
     "$(val layer_tflops bench) TFLOP/s = $(val pct_peak bench)% of measured matmul peak $(val peak_tflops bench) TFLOP/s"
+vb() { grep -h "^RESULT $1=" "$BLOGS/bench_cudnn.log" 2>/dev/null | tail -1 | sed "s/^RESULT $1=//; s/ .*//"; }
+echo "  cuDNN attn: $(vb layer_ms) ms (fwd $(vb layer_fwd_ms), bwd $(vb layer_bwd_ms)), $(vb layer_tflops) TFLOP/s" \
+    "= $(vb pct_peak)% of peak; bench_layer --attn cudnn $CUDNN_RC, attention $(vb attn)"
+if [ -n "$LMS" ] && [ -n "$(vb layer_ms)" ]; then
+    awk -v a="$(vb layer_ms)" -v b="$LMS" 'BEGIN { printf "  ratio cuDNN / GEMM attention layer time: %.2f\n", a / b }'
+fi
 echo "  PyTorch:    ${TMS:-?} ms (fwd $(val torch_layer_fwd_ms torch), bwd $(val torch_layer_bwd_ms torch))," \
     "$(val torch_impl torch), exit $TORCH_RC"
 if [ -n "$LMS" ] && [ -n "$TMS" ]; then
     awk -v a="$LMS" -v b="$TMS" 'BEGIN { printf "  ratio zerotrain / PyTorch time: %.2f  (< 1 means zerotrain is faster)\n", a / b }'
 fi
 echo "  FLOPs counted: 6 N (d*H*D + 2 d*Hkv*D + H*D*d + 3 d*F) + 3 * 4 B S^2 H D / 2 = $(val layer_tflop bench) TFLOP per pass"
+echo "GPU engine end to end (32B shapes, $(val fsdp_layers bench_fsdp) layers, 1 x 2048 tokens, world 1; $BFSDP_RC):" \
+    "step $(val fsdp_step_ms bench_fsdp) ms vs compute only $(val fsdp_compute_ms bench_fsdp) ms" \
+    "(overhead x$(val fsdp_overhead bench_fsdp)), $(val fsdp_tflops bench_fsdp) TFLOP/s"
 echo "memcheck: $MEMCHECK"
 echo "total $(elapsed) s; logs: $LOGS"
 [ "$OPS_RC" = 0 ] && [ "$TRAIN_RC" = 0 ] && [ "$BENCH_RC" = 0 ]

@@ -5,13 +5,17 @@
 // states its tolerance and why (docs/cuda.md has the table). Prints one
 // "RESULT op=... err=... tol=... ok=..." line per check (tests/gpu/run.sh reads
 // them) and a table at the end. No CUDA device: prints "SKIPPED: no CUDA device"
-// and exits 77.
+// and exits 77. The optional cuDNN SDPA attention (kernels/cuda/zt_cudnn_attention.h)
+// is checked when it is built and the GPU supports it; otherwise one
+// "RESULT op=cudnn_attention shape=- SKIPPED (<why>)" line says so.
+#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/zt_cuda.h"
+#include "kernels/cuda/zt_cudnn_attention.h"
 #include "kernels/ops.h"
 #include "runtime/common.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -23,6 +27,10 @@
 #define TOL_F32 1e-5      // fp32 element-wise arithmetic (FMA contraction on the GPU)
 #define TOL_ROPE_TAB 1e-6 // cos/sin of the same fp32 angle: at most an ulp or two
 #define TOL_EXACT 0.0     // copies and same-order sums
+// cuDNN lse vs the GEMM path's lse (both fp32 logsumexp of the same fp32 scores): only
+// the accumulation order and cuDNN's exp2/log approximations differ (~1e-6); a wrong
+// mask, scale or layout moves lse by 1e-1 or more.
+#define TOL_CUDNN_LSE 1e-3
 
 typedef struct {
     char op[48];
@@ -31,7 +39,7 @@ typedef struct {
     int ok;
 } result;
 static result g_res[256];
-static int g_nres, g_nfail;
+static int g_nres, g_nfail, g_nskip;
 
 static void report(const char *op, const char *shape, double err, double tol) {
     result *r = &g_res[g_nres < 255 ? g_nres++ : 255];
@@ -304,6 +312,83 @@ static void test_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int6
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
 }
 
+// ---- cuDNN fused attention (optional) ------------------------------------------------------------------
+// Why the cuDNN checks cannot run here, or NULL when they can.
+static const char *cudnn_skip_reason(void) {
+    if (!zt_cudnn_sdpa_built()) return "cuDNN not built";
+    int dev = 0;
+    struct cudaDeviceProp p;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+        return "cannot query the device";
+    if (p.major < 8) return "GPU older than sm_80: no cuDNN fused attention";
+    return NULL;
+}
+
+// Same inputs and CPU reference as test_attention, through zt_cudnn_sdpa_fwd/bwd: o and
+// dq/dk/dv vs the CPU (same tolerances as the GEMM path), lse vs the GEMM path's lse.
+// A failed cuDNN call (returns -1) is reported with its message and counts as a failure
+// of every check it would have fed.
+static void test_cudnn_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    char sh[64];
+    snprintf(sh, sizeof sh, "B%lld_S%lld_H%lld_Hkv%lld_D%lld", (long long)B, (long long)S, (long long)H,
+             (long long)Hkv, (long long)D);
+    const int64_t nq = B * S * H * D, nk = B * S * Hkv * D, nl = B * H * S;
+    float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
+    float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
+    float *o = hbuf(nq), *probs = hbuf(B * H * S * S), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
+    zt_cpu_ops.attention_fwd(o, probs, q, k, v, B, S, H, Hkv, D);
+    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, probs, q, k, v, B, S, H, Hkv, D);
+    zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nk), *gv = zt_dev_bf16(v, nk), *gdo = zt_dev_bf16(dout, nq);
+    zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
+    zt_bf16 *gdq2 = dbf_poison(nq), *gdk2 = dbf_poison(nk), *gdv2 = dbf_poison(nk), *go_gemm = dbf_poison(nq);
+    float *glse = df_poison(nl), *glse_gemm = df_poison(nl);
+    zt_cuda_attention_fwd(c, NULL, go_gemm, glse_gemm, gq, gk, gv, B, S, H, Hkv, D);
+    float *lse_gemm = hbuf(nl);
+    zt_dev_get_f32(lse_gemm, glse_gemm, nl);
+
+    if (zt_cudnn_sdpa_fwd(c, NULL, go, glse, gq, gk, gv, B, S, H, Hkv, D) != 0) {
+        printf("cudnn_attention %s: forward failed: %s\n", sh, zt_errmsg());
+        report("cudnn_attention_fwd_o", sh, INFINITY, TOL_BF16);
+    } else {
+        zt_cuda_sync(NULL, "cudnn attention forward");
+        report("cudnn_attention_fwd_o", sh, err_bf16(go, o, nq), TOL_BF16);
+        report("cudnn_attention_fwd_lse_vs_gemm", sh, err_f32(glse, lse_gemm, nl), TOL_CUDNN_LSE);
+        // the same shape again: the cached graph, not a rebuild
+        int64_t hits0, builds0, hits1, builds1;
+        zt_cudnn_sdpa_stats(c, NULL, &hits0, &builds0, NULL);
+        const int rc = zt_cudnn_sdpa_fwd(c, NULL, go, glse, gq, gk, gv, B, S, H, Hkv, D);
+        zt_cudnn_sdpa_stats(c, NULL, &hits1, &builds1, NULL);
+        report("cudnn_graph_cache_hit", sh, (rc == 0 && hits1 == hits0 + 1 && builds1 == builds0) ? 0.0 : 1.0,
+               TOL_EXACT);
+        // backward from cuDNN's own o and lse
+        if (zt_cudnn_sdpa_bwd(c, NULL, gdq, gdk, gdv, gdo, go, glse, gq, gk, gv, B, S, H, Hkv, D) != 0) {
+            printf("cudnn_attention %s: backward failed: %s\n", sh, zt_errmsg());
+            report("cudnn_attention_bwd_dq", sh, INFINITY, TOL_BF16_ATT);
+        } else {
+            zt_cuda_sync(NULL, "cudnn attention backward");
+            report("cudnn_attention_bwd_dq", sh, err_bf16(gdq, dq, nq), TOL_BF16_ATT);
+            report("cudnn_attention_bwd_dk", sh, err_bf16(gdk, dk, nk), TOL_BF16_ATT);
+            report("cudnn_attention_bwd_dv", sh, err_bf16(gdv, dv, nk), TOL_BF16_ATT);
+            // zerotrain's rule: bit-identical gradients on a rerun (cuDNN's deterministic
+            // algorithm; zt_cudnn_sdpa_stats counts shapes where cuDNN had none)
+            int64_t nondet = 0;
+            const int rc2 = zt_cudnn_sdpa_bwd(c, NULL, gdq2, gdk2, gdv2, gdo, go, glse, gq, gk, gv, B, S, H, Hkv, D);
+            zt_cudnn_sdpa_stats(c, NULL, NULL, NULL, &nondet);
+            if (nondet) printf("cudnn_attention: %lld backward graph(s) built without the deterministic algorithm\n",
+                               (long long)nondet);
+            report("cudnn_attention_bwd_deterministic", sh,
+                   rc2 == 0 ? bytes_differ(gdq, gdq2, (size_t)nq * 2) + bytes_differ(gdk, gdk2, (size_t)nk * 2) +
+                                  bytes_differ(gdv, gdv2, (size_t)nk * 2)
+                            : 1.0,
+                   TOL_EXACT);
+        }
+    }
+    void *fr[] = {q, k, v, dout, o, probs, dq, dk, dv, lse_gemm};
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
+    void *gf[] = {gq, gk, gv, gdo, go, gdq, gdk, gdv, gdq2, gdk2, gdv2, go_gemm, glse, glse_gemm};
+    for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
+}
+
 // ---- fused lm_head + cross-entropy ---------------------------------------------------------------------
 static void test_xent(zt_cuda_ctx *c, int64_t N, int64_t d, int64_t V, int64_t chunk) {
     char sh[64];
@@ -442,6 +527,20 @@ int main(int argc, char **argv) {
     test_attention(c, 1, 16, 4, 2, 16);  // tests/golden/tiny_untied_gqa attention shape
     test_attention(c, 2, 33, 4, 1, 8);
     test_xent(c, 37, 48, 1003, 8);
+    // The optional cuDNN SDPA path (not the default attention; see docs/cuda.md).
+    const char *cudnn_skip = cudnn_skip_reason();
+    if (cudnn_skip) {
+        printf("RESULT op=cudnn_attention shape=- SKIPPED (%s)\n", cudnn_skip);
+        g_nskip++;
+    } else {
+        test_cudnn_attention(c, 2, 128, 8, 2, 128);
+        if (!quick) {
+            test_cudnn_attention(c, 1, 256, 16, 2, 64);  // GQA ratio 8 as Qwen3-32B
+            test_cudnn_attention(c, 2, 100, 16, 2, 64);  // GQA 8, S not a multiple of 64
+            test_cudnn_attention(c, 1, 16, 4, 2, 16);    // tiny_untied_gqa attention shape
+            test_cudnn_attention(c, 2, 33, 4, 1, 16);    // odd S, one KV head
+        }
+    }
     zt_cuda_sync(NULL, "test_cuda_ops");
     int64_t plans, hits, misses;
     zt_cuda_ctx_plan_stats(c, &plans, &hits, &misses);
@@ -453,6 +552,10 @@ int main(int argc, char **argv) {
                g_res[i].ok ? "ok" : "FAIL");
     printf("matmul plans cached: %lld (hits %lld, misses %lld); %.1f s\n", (long long)plans, (long long)hits,
            (long long)misses, zt_now() - t0);
-    printf("%d passed, %d failed\n", g_nres - g_nfail, g_nfail);
+    if (cudnn_skip) printf("cuDNN SDPA attention: SKIPPED (%s)\n", cudnn_skip);
+    if (g_nskip)
+        printf("%d passed, %d failed, %d skipped\n", g_nres - g_nfail, g_nfail, g_nskip);
+    else
+        printf("%d passed, %d failed\n", g_nres - g_nfail, g_nfail);
     return g_nfail ? 1 : 0;
 }
