@@ -247,7 +247,24 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     const char *cfg_src = o->model ? o->model : o->init;
     int ok = zt_qwen3_config_load(&cfg, cfg_src) == 0;
     if (agree(r->comm, ok, "reading the model config") != 0) return -1;
+    char backend[192] = "cpu backend";
 
+    // ---- device: every rank takes the same backend ----
+    {
+        int mine = zt_fsdp_cuda_available() && zt_fsdp_cuda_devices() > 0, all = mine;
+        if (zt_allreduce(r->comm, &mine, &all, 1, ZT_DT_I32, ZT_RED_MIN, "device choice") != 0) return -1;
+        if (o->device == ZT_DEVICE_CUDA) {
+            ok = mine || (zt_fsdp_cuda_available()
+                              ? zt_err("--device cuda: rank %d sees no CUDA device (check CUDA_VISIBLE_DEVICES and "
+                                       "the driver: nvidia-smi)", r->rank)
+                              : zt_err("--device cuda: this zerotrain was built without the GPU engine (it needs the "
+                                       "CUDA toolkit and NCCL at configure time; see docs/cuda.md)")) == 0;
+            if (agree(r->comm, ok, "choosing the device") != 0) return -1;
+            r->cuda = 1;
+        } else {
+            r->cuda = o->device == ZT_DEVICE_AUTO && all;
+        }
+    }
     // ---- the gate: data integrity and balance, token ids, disk, devices, network ----
     if (o->preflight) {
         zt_preflight_opts po;
@@ -260,6 +277,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         po.evenfix = o->evenfix;
         po.keep_last = o->keep_last;
         po.verify_crc = o->verify_data;
+        po.device = r->cuda ? "cuda" : "cpu";  // check 3 inspects each rank's GPU on the cuda backend
         if (zt_preflight_run(r->comm, &po, stdout) != 0)
             return zt_err_prefix("stopping before training (pass --no-preflight to override)");
     }
@@ -343,23 +361,6 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     zt_hparams hp = o->hp;
     hp.total_steps = total_steps;
 
-    // ---- device: every rank takes the same backend ----
-    char backend[192] = "cpu backend";
-    {
-        int mine = zt_fsdp_cuda_available() && zt_fsdp_cuda_devices() > 0, all = mine;
-        if (zt_allreduce(r->comm, &mine, &all, 1, ZT_DT_I32, ZT_RED_MIN, "device choice") != 0) return -1;
-        if (o->device == ZT_DEVICE_CUDA) {
-            ok = mine || (zt_fsdp_cuda_available()
-                              ? zt_err("--device cuda: rank %d sees no CUDA device (check CUDA_VISIBLE_DEVICES and "
-                                       "the driver: nvidia-smi)", r->rank)
-                              : zt_err("--device cuda: this zerotrain was built without the GPU engine (it needs the "
-                                       "CUDA toolkit and NCCL at configure time; see docs/cuda.md)")) == 0;
-            if (agree(r->comm, ok, "choosing the device") != 0) return -1;
-            r->cuda = 1;
-        } else {
-            r->cuda = o->device == ZT_DEVICE_AUTO && all;
-        }
-    }
     if (r->cuda) {
 #ifdef ZT_HAVE_NCCL
         // Its own flight recorders (RUN/nccl/ranks/rank-N.flight): a deadline report on the

@@ -154,6 +154,13 @@ int zt_hostcuda_comm_init(zt_comm **out, MPI_Comm base, const zt_comm_opts *opts
     return zt_comm_create(out, &hc_backend, s, &info, opts);
 }
 
+// The NCCL comm's entry point, for a zerotrain built on this emulation
+// (zerotrain_hostcuda): the stream-ordered MPI comm instead.
+int zt_comm_init_nccl(zt_comm **out, MPI_Comm base, int device, const zt_comm_opts *opts) {
+    (void)device;
+    return zt_hostcuda_comm_init(out, base, opts);
+}
+
 // ---- the NCCL comm queries (any comm stands in for an NCCL one) ------------------------------
 static char g_stream_tag[2];
 void *zt_comm_nccl_stream(zt_comm *c, int chan) { return (void)c, (chan == 0 || chan == 1) ? &g_stream_tag[chan] : NULL; }
