@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -558,6 +559,15 @@ void zt_watch_diagnose(zt_watch *w, double now) {
             fprintf(d, "  rank %d: no liveness tick\n", r);
     }
     if (nrec) zt_flight_summarize_dir(w->run_dir, world, d, "  ");
+    // --device cuda: the NCCL comm (parameters, gradients, the step all-reduce) keeps its
+    // own rings in RUN/nccl/ranks; during a step that is where a stuck rank shows.
+    char ndir[4200], nfile[4300];
+    snprintf(ndir, sizeof ndir, "%s/nccl", w->run_dir);
+    snprintf(nfile, sizeof nfile, "%s/ranks/rank-00000.flight", ndir);
+    if (access(nfile, R_OK) == 0) {
+        fprintf(d, "  NCCL comm (RUN/nccl/ranks):\n");
+        zt_flight_summarize_dir(ndir, world, d, "  ");
+    }
     fclose(d);
     (void)ncoll;
     (void)now;
