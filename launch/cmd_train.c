@@ -71,6 +71,8 @@ static void usage(FILE *f) {
             "                        compute, NCCL collectives) or cpu (fp32 reference)\n"
             "  --attention A         cuda attention: gemm (default: cuBLASLt products + fused causal softmax)\n"
             "                        or cudnn (cuDNN fused flash attention, when built; see docs/cuda.md)\n"
+            "  --recompute           cuda: keep only each layer's input and recompute its activations in\n"
+            "                        backward (one more forward pass; fits 32B at W=16 on 80 GB GPUs)\n"
             "  --threads N           CPU threads per rank for OpenMP and OpenBLAS (default: OMP_NUM_THREADS, else\n"
             "                        the node's cores divided by the ranks on the node)\n"
             "  --log-every N         print every N steps (default 1; metrics.jsonl gets every step)\n"
@@ -81,7 +83,7 @@ static void usage(FILE *f) {
 
 enum {
     O_MODEL = 256, O_INIT, O_DATA, O_RUN, O_OVERWRITE, O_NOVERIFY, O_STEPS, O_EPOCHS, O_MB, O_GA, O_LR, O_SCHED,
-    O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_ATTN, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE,
+    O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_ATTN, O_RECOMP, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE,
     O_NOEVEN, O_CTIMEOUT, O_STIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE, O_SAVEEVERY, O_KEEP, O_RESUME, O_TRACE, O_DEBUGSIG
 };
 
@@ -97,7 +99,8 @@ int zt_cmd_train(int argc, char **argv) {
         {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_B1},
         {"beta2", required_argument, 0, O_B2},        {"adam-eps", required_argument, 0, O_EPS},
         {"clip", required_argument, 0, O_CLIP},       {"seed", required_argument, 0, O_SEED},
-        {"device", required_argument, 0, O_DEVICE},   {"attention", required_argument, 0, O_ATTN},   {"threads", required_argument, 0, O_THREADS},
+        {"device", required_argument, 0, O_DEVICE},   {"attention", required_argument, 0, O_ATTN},
+        {"recompute", no_argument, 0, O_RECOMP},   {"threads", required_argument, 0, O_THREADS},
         {"log-every", required_argument, 0, O_LOG},   {"save-dtype", required_argument, 0, O_SAVEDT},
         {"no-save-final", no_argument, 0, O_NOSAVE},  {"help", no_argument, 0, 'h'},
         {"no-evenfix", no_argument, 0, O_NOEVEN},     {"collective-timeout", required_argument, 0, O_CTIMEOUT},
@@ -146,6 +149,7 @@ int zt_cmd_train(int argc, char **argv) {
             else if (!strcmp(optarg, "cuda")) o.device = ZT_DEVICE_CUDA;
             else rc = zt_err("--device %s: expected auto, cuda or cpu", optarg);
             break;
+        case O_RECOMP: o.recompute = 1; break;
         case O_ATTN:
             if (!strcmp(optarg, "gemm")) o.attention_cudnn = 0;
             else if (!strcmp(optarg, "cudnn")) o.attention_cudnn = 1;

@@ -114,6 +114,11 @@ int zt_fsdp_cuda_devices(void);    // CUDA devices visible to this process (0 wi
 // Attention of the GPU engine: 0 = cuBLASLt products + fused softmax (default), 1 = cuDNN
 // fused flash attention. -1 + zt_err when cuDNN's path is not built.
 int zt_fsdp_cuda_set_attention(int cudnn);
+// Activation recomputation for GPU engines created from now on: keep only each layer's
+// input and re-run the layer's forward before its backward (one more forward pass per
+// step; activation memory L x (2d bytes per token) instead of L x the layer's saved
+// tensors). Results are identical (the ops are deterministic).
+void zt_fsdp_cuda_set_recompute(int on);
 // "cuda backend: NVIDIA H200, sm_90, 132 SMs, 139.8 GiB (device 0)" for an NCCL comm's GPU.
 void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n);
 // Host copies <-> device state (GPU engine; no-ops on the CPU engine). to_device after

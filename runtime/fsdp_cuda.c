@@ -64,7 +64,8 @@ struct zt_fsdp_cuda {
     cudaEvent_t ev_grads, ev_red, ev_optim;
     // activations of one micro-batch
     zt_glayer_dims dm;
-    zt_glayer_acts *acts;            // [L]
+    zt_glayer_acts *acts;            // [L], or [1] with recompute
+    int recompute;                   // keep only layer inputs; re-run each layer's forward in backward
     zt_glayer_work work;
     zt_bf16 **X;                     // [L+1] residual stream, X[l] = layer l's input
     zt_bf16 *xf, *dln, *dx;          // final-norm output, its gradient, activation gradient
@@ -87,6 +88,8 @@ struct zt_fsdp_cuda {
 
 int zt_fsdp_cuda_available(void) { return 1; }
 int zt_fsdp_cuda_devices(void) { return zt_cuda_device_count(); }
+static int g_recompute;
+void zt_fsdp_cuda_set_recompute(int on) { g_recompute = on != 0; }
 int zt_fsdp_cuda_set_attention(int cudnn) {
     if (cudnn && !zt_cudnn_sdpa_built())
         return zt_err("--attention cudnn: this build has no cuDNN attention (cuDNN was not found at configure "
@@ -220,8 +223,8 @@ static void micro_step(zt_fsdp *f, int mb, float scale) {
         if (u == 0)
             zt_cuda_embedding_fwd(cs, c->X[0], p, c->tok_d, N, d, V);
         else
-            zt_glayer_fwd(c->ctx, cs, &c->dm, p, c->rope_cos, c->rope_sin, c->X[u - 1], c->X[u], &c->acts[u - 1],
-                          NULL);
+            zt_glayer_fwd(c->ctx, cs, &c->dm, p, c->rope_cos, c->rope_sin, c->X[u - 1], c->X[u],
+                          &c->acts[c->recompute ? 0 : u - 1], NULL);
         zt_fsdp_log(f, ZT_EV_FWD_END, u, f->micro);
         param_release(f, s_cur);
         s_cur = s_next;
@@ -252,8 +255,11 @@ static void micro_step(zt_fsdp *f, int mb, float scale) {
         int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
         int g = grad_acquire(f, u);
         zt_fsdp_log(f, ZT_EV_BWD_START, u, f->micro);
-        zt_glayer_bwd(c->ctx, cs, &c->dm, p, c->gbuf[g], c->rope_cos, c->rope_sin, c->X[u - 1], &c->acts[u - 1],
-                      &c->work, c->dx, NULL);
+        if (c->recompute)  // the saved tensors again, from the kept input (X[u] is rewritten
+                           // with the same values: the ops are deterministic)
+            zt_glayer_fwd(c->ctx, cs, &c->dm, p, c->rope_cos, c->rope_sin, c->X[u - 1], c->X[u], &c->acts[0], NULL);
+        zt_glayer_bwd(c->ctx, cs, &c->dm, p, c->gbuf[g], c->rope_cos, c->rope_sin, c->X[u - 1],
+                      &c->acts[c->recompute ? 0 : u - 1], &c->work, c->dx, NULL);
         zt_fsdp_log(f, ZT_EV_BWD_END, u, f->micro);
         param_release(f, s_cur);
         rs_issue(f, g);
@@ -518,10 +524,12 @@ static int init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_c
         if (f->model.lay.units[1].t[t].offset != off[t])
             zt_fatal("GPU FSDP: the CUDA layer's tensor offsets disagree with model/layout.c at %s",
                      f->model.lay.units[1].t[t].name);
+    c->recompute = g_recompute;
+    const int nacts = c->recompute ? (L > 0) : L;
     c->acts = zt_xcalloc((size_t)(L > 0 ? L : 1), sizeof *c->acts);
     size_t free0 = 0, total = 0;
     CK(cudaMemGetInfo(&free0, &total));
-    for (int l = 0; l < L; l++) zt_glayer_acts_alloc(&c->acts[l], &c->dm);
+    for (int l = 0; l < nacts; l++) zt_glayer_acts_alloc(&c->acts[l], &c->dm);
     zt_glayer_work_alloc(&c->work, &c->dm);
     c->X = zt_xcalloc((size_t)L + 1, sizeof(zt_bf16 *));
     for (int l = 0; l <= L; l++) c->X[l] = zt_cuda_malloc((size_t)(N * d) * 2);
@@ -589,7 +597,7 @@ void zt_fsdp_cuda_free(zt_fsdp *f) {
             cudaHostUnregister(f->units[i].v);
         }
     const int L = f->model.lay.cfg.num_layers;
-    for (int l = 0; l < L; l++) zt_glayer_acts_free(&c->acts[l]);
+    for (int l = 0; l < (c->recompute ? (L > 0) : L); l++) zt_glayer_acts_free(&c->acts[l]);
     zt_glayer_work_free(&c->work);
     for (int l = 0; l <= L; l++) zt_cuda_free(c->X[l]);
     void *dv[] = {c->xf, c->dln, c->dx, c->hrstd, c->rope_cos, c->rope_sin, c->tok_d, c->tgt_d, c->red_d,

@@ -374,14 +374,17 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         ok = zt_err("--device cuda: built without NCCL") == 0;
 #endif
         if (ok) ok = zt_fsdp_cuda_set_attention(o->attention_cudnn) == 0;
+        zt_fsdp_cuda_set_recompute(o->recompute);
         if (agree(r->comm, ok, "creating the NCCL communicators") != 0) return -1;
         zt_fsdp_cuda_describe(r->dcomm, backend, sizeof backend);
         size_t bl = strlen(backend);
-        snprintf(backend + bl, sizeof backend - bl, ", %s attention", o->attention_cudnn ? "cuDNN flash" : "GEMM");
+        snprintf(backend + bl, sizeof backend - bl, ", %s attention%s", o->attention_cudnn ? "cuDNN flash" : "GEMM",
+                 o->recompute ? ", activation recomputation" : "");
     }
 
-    if (!r->cuda && o->attention_cudnn && R0)
-        fprintf(stderr, "zerotrain: warning: --attention cudnn applies to the cuda backend; the cpu backend ignores it\n");
+    if (!r->cuda && (o->attention_cudnn || o->recompute) && R0)
+        fprintf(stderr, "zerotrain: warning: --attention cudnn and --recompute apply to the cuda backend; the cpu "
+                        "backend ignores them\n");
 
     // ---- model and optimizer state, sharded ----
     if (r->cuda)

@@ -13,6 +13,7 @@ typedef enum { ZT_DEVICE_AUTO = 0, ZT_DEVICE_CPU = 1, ZT_DEVICE_CUDA = 2 } zt_de
 typedef struct {
     zt_device device;        // AUTO: cuda when built with the GPU engine and every rank sees a GPU
     int attention_cudnn;     // cuda: cuDNN fused attention instead of the GEMM path
+    int recompute;           // cuda: activation recomputation (keep layer inputs only)
     const char *model;       // config.json or HF directory (may be NULL when init is given)
     const char *init;        // HF weights directory or .safetensors (NULL: random init from seed)
     const char *data;        // dataset directory

@@ -50,6 +50,11 @@ w2_matches_w1)
     timeout 120 "${MPIRUN[@]}" -n 2 "$ZH" train "${common[@]}" --steps 6 --grad-accum 1 --device cuda \
         --run-dir "$W/w2" >"$W/w2.txt" 2>&1 || { cat "$W/w2.txt"; fail "W=2 failed"; }
     compare "$W/w2/metrics.jsonl" "$W/w1/metrics.jsonl" 3e-3 6
+    # --recompute: the same numbers exactly
+    timeout 120 "${MPIRUN[@]}" -n 2 "$ZH" train "${common[@]}" --steps 6 --grad-accum 1 --device cuda --recompute \
+        --run-dir "$W/w2r" >"$W/w2r.txt" 2>&1 || { cat "$W/w2r.txt"; fail "W=2 --recompute failed"; }
+    grep -q "activation recomputation" "$W/w2r.txt" || { cat "$W/w2r.txt"; fail "--recompute not reported"; }
+    diff <(losses "$W/w2/metrics.jsonl") <(losses "$W/w2r/metrics.jsonl") || fail "--recompute changed the losses"
     echo "ok [$CASE]"
     ;;
 resume_exact)

@@ -11,7 +11,8 @@
 //   - the schedule: unit u+1's all-gather is issued before unit u's forward, unit
 //     u-1's before unit u's reduce-scatter;
 //   - no device allocation after the first step (free memory equal after steps 2 and 20);
-//   - determinism: a second engine from the same seed gives bit-identical losses.
+//   - determinism: a second engine from the same seed gives bit-identical losses, and so
+//     does one with activation recomputation.
 // With --mpi (a build with MPI: target test_fsdp_cuda_mpi, ctest gpu_fsdp_cuda_mpi) the
 // same at W = one rank per visible GPU over NCCL bootstrapped by MPI: rank r trains
 // on blocks [r*MB*GA, (r+1)*MB*GA) of a global batch that the reference trainer runs
@@ -203,6 +204,18 @@ static void run_case(zt_comm *dc, int tied) {
         }
     }
     check(same, "a second engine from the same seed: bit-identical losses for 5 steps");
+    zt_fsdp_free(&f2);
+    zt_fsdp_cuda_set_recompute(1);  // activation recomputation: the same numbers
+    if (zt_fsdp_init_cuda(&f2, dc, dc, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
+    zt_fsdp_cuda_set_recompute(0);
+    same = 1;
+    for (int s = 0; s < 5; s++) {
+        make_blocks(buf, blocks, s, cfg.vocab_size);
+        zt_fsdp_stats gs;
+        if (zt_fsdp_step(&f2, mine, 0, &gs) != 0) zt_die_on_err();
+        if (memcmp(&gs.loss, &losses[s], sizeof(double)) != 0) same = 0;
+    }
+    check(same, "activation recomputation: bit-identical losses for 5 steps");
     zt_fsdp_free(&f2);
     zt_fsdp_free(&f);
     zt_trainer_free(&ref);

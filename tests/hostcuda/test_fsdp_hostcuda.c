@@ -19,6 +19,8 @@
 // gpuW against cpuW (fp32) at bf16 tolerance: step-1 loss 1e-2, every step 3e-2,
 // parameters within 25% of their movement. And the all-gathers move bf16: gpuW's
 // gathered bytes are exactly half of cpuW's.
+// And activation recomputation (zt_fsdp_cuda_set_recompute): the same engine at W that
+// keeps only layer inputs must give bit-identical losses and parameters.
 // Streams run synchronously here, so the event ordering is not tested (GPU only).
 #include <math.h>
 #include <mpi.h>
@@ -85,8 +87,11 @@ static void run_case(zt_comm *hw, zt_comm *h1, zt_comm *cw, int tied) {
     const uint64_t seed = 99;
     if (g_rank == 0) printf("---- %s model, W = %d, micro-batch %d x grad-accum %d x seq %d\n", tied ? "tied" : "untied",
                             g_world, MB, GA, SEQ);
-    zt_fsdp gw, g1, cw_;
+    zt_fsdp gw, g1, cw_, gr;
     if (zt_fsdp_init_cuda(&gw, hw, hw, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
+    zt_fsdp_cuda_set_recompute(1);
+    if (zt_fsdp_init_cuda(&gr, hw, hw, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
+    zt_fsdp_cuda_set_recompute(0);
     if (zt_fsdp_init_cuda(&g1, h1, h1, &cfg, MB, GA * g_world, SEQ, &hp, seed) != 0) zt_die_on_err();
     if (zt_fsdp_init(&cw_, cw, &cfg, &zt_cpu_ops, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
     const int U = gw.nunits;
@@ -99,7 +104,7 @@ static void run_case(zt_comm *hw, zt_comm *h1, zt_comm *cw, int tied) {
     const uint32_t **blocks = zt_xcalloc((size_t)g_world * MB * GA, sizeof *blocks);
     const uint32_t *const *mine = blocks + (size_t)g_rank * MB * GA;
     double same_max = 0, gn_same_max = 0, cpu_max = 0, cpu1 = 0;
-    int bytes_ok = 1;
+    int bytes_ok = 1, recompute_same = 1;
     if (g_rank == 0)
         printf("%4s %12s %12s %12s %10s %10s\n", "step", "gpu W", "gpu 1", "cpu W", "W vs 1", "gpu vs cpu");
     for (int s = 0; s < STEPS; s++) {
@@ -108,6 +113,10 @@ static void run_case(zt_comm *hw, zt_comm *h1, zt_comm *cw, int tied) {
         if (zt_fsdp_step(&gw, mine, 0, &a) != 0) zt_die_on_err();
         if (zt_fsdp_step(&g1, blocks, 0, &b) != 0) zt_die_on_err();
         if (zt_fsdp_step(&cw_, mine, 0, &c) != 0) zt_die_on_err();
+        zt_fsdp_stats rr;
+        if (zt_fsdp_step(&gr, mine, 0, &rr) != 0) zt_die_on_err();
+        if (memcmp(&rr.loss, &a.loss, sizeof(double)) || memcmp(&rr.grad_norm, &a.grad_norm, sizeof(double)))
+            recompute_same = 0;
         const double r_same = rel(a.loss, b.loss), r_gn = rel(a.grad_norm, b.grad_norm), r_cpu = rel(a.loss, c.loss);
         if (g_rank == 0)
             printf("%4d %12.6f %12.6f %12.6f %10.2e %10.2e\n", s + 1, a.loss, b.loss, c.loss, r_same, r_cpu);
@@ -125,9 +134,13 @@ static void run_case(zt_comm *hw, zt_comm *h1, zt_comm *cw, int tied) {
              TOL_STEP1, cpu_max, TOL_LOSS);
     check(cpu1 <= TOL_STEP1 && cpu_max <= TOL_LOSS, what);
     if (g_world > 1) check(bytes_ok, "all-gathers move bf16: gathered bytes = half of the fp32 CPU engine's");
+    if (zt_fsdp_to_host(&gr) != 0) zt_die_on_err();
 
     // parameters: this rank's shards against the world-1 engine and the CPU engine (gathered)
     if (zt_fsdp_to_host(&gw) != 0 || zt_fsdp_to_host(&g1) != 0) zt_die_on_err();
+    for (int u = 0; u < gw.nunits; u++)
+        if (memcmp(gw.units[u].master, gr.units[u].master, (size_t)gw.units[u].shard * 4)) recompute_same = 0;
+    check(recompute_same, "activation recomputation: bit-identical losses, grad norms and parameters");
     float **full1 = zt_xcalloc((size_t)U, sizeof(float *)), **fullc = zt_xcalloc((size_t)U, sizeof(float *));
     for (int u = 0; u < U; u++) {
         full1[u] = g1.units[u].master;
@@ -153,6 +166,7 @@ static void run_case(zt_comm *hw, zt_comm *h1, zt_comm *cw, int tied) {
     for (int u = 0; u < U; u++) free(init[u]), free(fullc[u]);
     free(init), free(full1), free(fullc), free(buf), free(blocks);
     zt_fsdp_free(&gw);
+    zt_fsdp_free(&gr);
     zt_fsdp_free(&g1);
     zt_fsdp_free(&cw_);
 }
