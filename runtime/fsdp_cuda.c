@@ -62,6 +62,11 @@ struct zt_fsdp_cuda {
     zt_req *greq[G];
     int p_last, g_last;              // slots handed out last (round robin)
     cudaEvent_t ev_grads, ev_red, ev_optim;
+    // Stall accounting: a timing event pair around each wait of the compute stream on a
+    // communication event; after the step's host sync, the time between the two is how
+    // long compute sat idle waiting for communication (the overlap that failed).
+    cudaEvent_t *tw;
+    int ntw, cap_tw;
     // activations of one micro-batch
     zt_glayer_dims dm;
     zt_glayer_acts *acts;            // [L], or [1] with recompute
@@ -129,6 +134,18 @@ static void retire(zt_fsdp *f, zt_req **r) {
     *r = NULL;
 }
 
+// The compute stream waits for `ev` (recorded on a comm stream), timed when there is room.
+static void compute_wait(zt_fsdp_cuda *c, cudaEvent_t ev) {
+    if (c->ntw + 2 > c->cap_tw) {
+        CK(cudaStreamWaitEvent(c->cs, ev, 0));
+        return;
+    }
+    CK(cudaEventRecord(c->tw[c->ntw], c->cs));
+    CK(cudaStreamWaitEvent(c->cs, ev, 0));
+    CK(cudaEventRecord(c->tw[c->ntw + 1], c->cs));
+    c->ntw += 2;
+}
+
 // ---- parameters ------------------------------------------------------------------------
 
 static int gather_issue(zt_fsdp *f, int unit) {
@@ -157,7 +174,7 @@ static int gather_issue(zt_fsdp *f, int unit) {
 // Compute waits for the slot's all-gather (on the GPU, not here).
 static const zt_bf16 *gather_use(zt_fsdp *f, int s) {
     zt_fsdp_cuda *c = f->cu;
-    CK(cudaStreamWaitEvent(c->cs, c->p_ready[s], 0));
+    compute_wait(c, c->p_ready[s]);
     retire_if_done(f, &c->preq[s]);  // also polls the deadline
     zt_fsdp_log(f, ZT_EV_AG_DONE, f->pbuf_unit[s], f->micro);  // enqueue order, not GPU time
     return c->pbuf[s];
@@ -178,7 +195,7 @@ static int grad_acquire(zt_fsdp *f, int unit) {
     if (s < 0) zt_fatal("GPU FSDP: gradient pool exhausted for unit %d (schedule bug)", unit);
     c->g_last = s;
     f->gbuf_unit[s] = unit;
-    CK(cudaStreamWaitEvent(c->cs, c->g_free[s], 0));  // its last reduce-scatter and add are done
+    compute_wait(c, c->g_free[s]);  // its last reduce-scatter and add are done
     CK(cudaMemsetAsync(c->gbuf[s], 0, (size_t)f->units[unit].padded * sizeof(float), c->cs));
     return s;
 }
@@ -303,7 +320,7 @@ int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_reques
 
     // One all-reduce: [losses | sums of squares per unit | stop], all float64.
     CK(cudaEventRecord(c->ev_grads, c->ds));
-    CK(cudaStreamWaitEvent(c->cs, c->ev_grads, 0));
+    compute_wait(c, c->ev_grads);
     double *sq = c->red_d + f->grad_accum;
     CK(cudaMemsetAsync(sq, 0, (size_t)(f->nunits + 1) * sizeof(double), c->cs));
     for (int i = 0; i < f->nunits; i++)
@@ -316,12 +333,19 @@ int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_reques
                                "step loss/grad-norm");
     if (!rq) return -1;
     CK(cudaMemcpyAsync(c->red_h, c->red_d, (size_t)c->nred * sizeof(double), cudaMemcpyDeviceToHost, c->ks));
-    double tw = zt_now();
+    double t_host = zt_now();
     if (zt_wait(c->dc, rq) != 0) return -1;  // the host's one wait per step (deadline-guarded)
     zt_comm_watch_begin(c->dc, "cudaStreamSynchronize(ctrl stream): step results to the host");
     CK(cudaStreamSynchronize(c->ks));        // the 8-byte-per-entry copy queued behind it
     zt_comm_watch_end(c->dc);
-    f->t_wait += zt_now() - tw;
+    f->t_wait += zt_now() - t_host;
+    double stall = 0;  // every timing event precedes ev_red on the compute stream: complete
+    for (int i = 0; i + 1 < c->ntw; i += 2) {
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, c->tw[i], c->tw[i + 1]));
+        stall += ms * 1e-3;
+    }
+    c->ntw = 0;
     for (int s = 0; s < P; s++) retire_if_done(f, &c->preq[s]);
     for (int s = 0; s < G; s++) retire(f, &c->greq[s]);  // done: the all-reduce came after them on the GPU
 
@@ -360,8 +384,10 @@ int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_reques
     out->nonfinite = nonfinite;
     out->stop_requested = (int)c->red_h[c->nred - 1];
     out->t_step = zt_now() - t0;
-    out->t_comm_wait = f->t_wait;  // host time blocked; GPU-side stalls on events are not in it
-    out->t_compute = out->t_step - f->t_wait;
+    // The GPU's view: time the compute stream stood waiting for communication. (The host's
+    // own blocking, f->t_wait, is back-pressure and the step's one read, not a stall.)
+    out->t_comm_wait = stall;
+    out->t_compute = out->t_step - stall;
     out->bytes_gathered = f->bytes_ag;
     out->bytes_scattered = f->bytes_rs;
     return 0;
@@ -512,6 +538,11 @@ static int init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_c
     CK(cudaEventCreateWithFlags(&c->ev_grads, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&c->ev_red, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&c->ev_optim, cudaEventDisableTiming));
+    // waits of the compute stream per step: per micro-batch one per gathered unit use
+    // (2L + 4 at most) and per gradient slot taken (L + 2), plus the step's end
+    c->cap_tw = 2 * ((3 * cfg->num_layers + 8) * grad_accum + 2);
+    c->tw = zt_xcalloc((size_t)c->cap_tw, sizeof(cudaEvent_t));
+    for (int i = 0; i < c->cap_tw; i++) CK(cudaEventCreate(&c->tw[i]));
 
     // activations
     const int64_t N = (int64_t)micro_batch * seq_len, d = cfg->hidden_size;
@@ -617,6 +648,8 @@ void zt_fsdp_cuda_free(zt_fsdp *f) {
     cudaEventDestroy(c->ev_grads);
     cudaEventDestroy(c->ev_red);
     cudaEventDestroy(c->ev_optim);
+    for (int i = 0; i < c->cap_tw; i++) cudaEventDestroy(c->tw[i]);
+    free(c->tw);
     cudaFreeHost(c->tok_h);
     cudaFreeHost(c->tgt_h);
     cudaFreeHost(c->red_h);
