@@ -14,6 +14,8 @@
 #       same ops without the engine (when NCCL was found and time permits)
 #   4. tests/gpu/bench_layer_torch.py   transformers' Qwen3DecoderLayer, same shapes
 #   5. (time permitting) compute-sanitizer memcheck on a quick op test
+# (in the order: correctness first — ops, train_tiny, the engine, NCCL world 1 — then the
+# layer benchmark and PyTorch's, then the optional extras while time is left)
 # and prints a short summary table last. Budget: under 8 minutes on an H200 with
 # 16 cores. Logs go to $OUT (the device tool's folder) when set, else build-gpu/logs.
 #   bash tests/gpu/run.sh            (from the repository root or anywhere)
@@ -97,11 +99,23 @@ if [ "$NCCL_BUILD_RC" = 0 ]; then
 elif [ "$NCCL_BUILD_RC" != none ]; then
     FSDP_RC="build failed (exit $NCCL_BUILD_RC; see the build_nccl output above)"
 fi
+# The NCCL process group at world 1 (no MPI; built above by CMake). Its log stays on
+# the machine (the returned-files budget is taken); the terminal shows its output.
+if [ "$NCCL_BUILD_RC" = 0 ]; then
+    LOGDIR=$BLOGS
+    run comm_nccl 60 env NCCL_SOCKET_IFNAME=lo "$BUILD/test_comm_nccl" --run-dir "$BUILD/comm_nccl_w1"
+    NCCL_RC="exit $RC (0 = pass, 77 = no device)"
+    LOGDIR=$LOGS
+fi
 run bench 180 "$BIN/bench_layer"
 BENCH_RC=$RC
 if [ "$BENCH_RC" != 0 ] && [ "$BENCH_RC" != 124 ] && [ "$BENCH_RC" != 77 ]; then
     LOGDIR=$BLOGS run bench_sync 120 env ZT_CUDA_SYNC=1 "$BIN/bench_layer" --smoke
 fi
+# PyTorch's layer right after ours: the ratio is a target of the issue, so it goes
+# before the optional extras below.
+run torch 150 env PYTHONUNBUFFERED=1 python3 "$ROOT/tests/gpu/bench_layer_torch.py"
+TORCH_RC=$RC
 # The same layer with cuDNN's fused flash attention (not the default path). Its logs go
 # to $BLOGS (the returned-files budget is taken); its RESULT lines are echoed below.
 rm -f "$BLOGS/bench_cudnn.log" "$BLOGS/bench_cudnn_sync.log"  # no stale numbers in the summary
@@ -123,16 +137,6 @@ BFSDP_RC="not run"
 if [ "$NCCL_BUILD_RC" = 0 ] && [ "$(elapsed)" -lt 400 ]; then
     run bench_fsdp 150 env NCCL_SOCKET_IFNAME=lo "$BIN/bench_fsdp_cuda" --layers 2
     BFSDP_RC="exit $RC"
-fi
-run torch 150 env PYTHONUNBUFFERED=1 python3 "$ROOT/tests/gpu/bench_layer_torch.py"
-TORCH_RC=$RC
-# The NCCL process group at world 1 (no MPI; built above by CMake). Its log stays on
-# the machine (the returned-files budget is taken); the terminal shows its output.
-if [ "$NCCL_BUILD_RC" = 0 ] && [ "$(elapsed)" -lt 380 ]; then
-    LOGDIR=$BLOGS
-    run comm_nccl 60 env NCCL_SOCKET_IFNAME=lo "$BUILD/test_comm_nccl" --run-dir "$BUILD/comm_nccl_w1"
-    NCCL_RC="exit $RC (0 = pass, 77 = no device)"
-    LOGDIR=$LOGS
 fi
 if [ "${ZT_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null && [ "$(elapsed)" -lt 330 ]; then
     LOGDIR=$BLOGS QUIET=1 run memcheck 120 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 "$BIN/test_cuda_ops" --quick
