@@ -362,16 +362,13 @@ int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_reques
             zt_fsdp_unit *u = &f->units[i];
             if (u->valid <= 0) continue;
             if (coef < 1.0) zt_cuda_scale(c->cs, c->grad[i], ZT_F32, (float)coef, u->valid);
-            const zt_unit_layout *ul = &f->model.lay.units[i];
-            for (int t = 0; t < ul->ntensors; t++) {  // per tensor: no weight decay on norm weights
-                const zt_tensor_desc *td = &ul->t[t];
-                int64_t a = td->offset > u->lo ? td->offset : u->lo;
-                int64_t b = td->offset + td->numel < u->lo + u->valid ? td->offset + td->numel : u->lo + u->valid;
-                if (a >= b) continue;
-                const int64_t k = a - u->lo;
+            zt_tensor_span sp[ZT_UNIT_MAX_TENSORS];  // per tensor: no weight decay on norm weights
+            const int ns = zt_unit_spans(&f->model.lay.units[i], u->lo, u->valid, sp);
+            for (int t = 0; t < ns; t++) {
+                const int64_t k = sp[t].k;
                 zt_cuda_adamw(c->cs, c->master[i] + k, c->pshard[i] + k, c->grad[i] + k, c->m[i] + k, c->v[i] + k,
-                              b - a, (float)lr, (float)f->hp.beta1, (float)f->hp.beta2, (float)f->hp.eps,
-                              td->decay ? (float)f->hp.weight_decay : 0.0f, f->step);
+                              sp[t].len, (float)lr, (float)f->hp.beta1, (float)f->hp.beta2, (float)f->hp.eps,
+                              sp[t].decay ? (float)f->hp.weight_decay : 0.0f, f->step);
             }
         }
     }

@@ -3,17 +3,26 @@
 
 #include <math.h>
 
-void zt_adamw_range(const zt_ops *ops, const zt_unit_layout *u, int64_t lo, int64_t n, float *p, const float *g,
-                    float *m, float *v, double lr, const zt_hparams *hp, int64_t t) {
+int zt_unit_spans(const zt_unit_layout *u, int64_t lo, int64_t n, zt_tensor_span out[ZT_UNIT_MAX_TENSORS]) {
     const int64_t hi = lo + n;
+    int c = 0;
     for (int i = 0; i < u->ntensors; i++) {
         const zt_tensor_desc *d = &u->t[i];
         int64_t a = d->offset > lo ? d->offset : lo;
         int64_t b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
-        if (a >= b) continue;
-        int64_t k = a - lo;
-        ops->adamw(p + k, g + k, m + k, v + k, b - a, (float)lr, (float)hp->beta1, (float)hp->beta2, (float)hp->eps,
-                   d->decay ? (float)hp->weight_decay : 0.0f, t);
+        if (a < b) out[c++] = (zt_tensor_span){a - lo, b - a, d->decay};
+    }
+    return c;
+}
+
+void zt_adamw_range(const zt_ops *ops, const zt_unit_layout *u, int64_t lo, int64_t n, float *p, const float *g,
+                    float *m, float *v, double lr, const zt_hparams *hp, int64_t t) {
+    zt_tensor_span sp[ZT_UNIT_MAX_TENSORS];
+    const int ns = zt_unit_spans(u, lo, n, sp);
+    for (int i = 0; i < ns; i++) {
+        const int64_t k = sp[i].k;
+        ops->adamw(p + k, g + k, m + k, v + k, sp[i].len, (float)lr, (float)hp->beta1, (float)hp->beta2,
+                   (float)hp->eps, sp[i].decay ? (float)hp->weight_decay : 0.0f, t);
     }
 }
 

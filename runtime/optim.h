@@ -1,7 +1,7 @@
 // Optimizer pieces shared by the single-process trainer and the FSDP engine:
 // AdamW over any contiguous range of a unit's flat vector (so it works on a
 // shard), global-norm clipping, and the learning-rate schedule.
-// defines: zt_hparams, zt_adamw_range, zt_clip_coef, zt_lr_at
+// defines: zt_hparams, zt_tensor_span, zt_unit_spans, zt_adamw_range, zt_clip_coef, zt_lr_at
 #ifndef ZT_OPTIM_H
 #define ZT_OPTIM_H
 #include <stdint.h>
@@ -18,6 +18,13 @@ typedef struct {
     double beta1, beta2, eps, weight_decay;
     double clip;               // max global grad norm; <= 0 disables clipping
 } zt_hparams;
+
+// The pieces of elements [lo, lo + n) of unit `u`'s flat vector that fall in each of
+// its tensors, in order: k = offset from lo, len, and whether weight decay applies
+// (matrices and embeddings, never norm weights). Shard padding past the unit's end
+// belongs to no tensor and is left out. Returns the count (<= ZT_UNIT_MAX_TENSORS).
+typedef struct { int64_t k, len; int decay; } zt_tensor_span;
+int zt_unit_spans(const zt_unit_layout *u, int64_t lo, int64_t n, zt_tensor_span out[ZT_UNIT_MAX_TENSORS]);
 
 // AdamW on elements [lo, lo + n) of unit `u`'s flat vector; p/g/m/v point at
 // element lo. Weight decay applies only to the tensors marked decay (matrices,

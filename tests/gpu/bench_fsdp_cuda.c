@@ -23,14 +23,6 @@
 #include "runtime/fsdp.h"
 #include "tests/gpu/gpu_test_util.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 static void ck(cudaError_t e, const char *what) {
     if (e != cudaSuccess) zt_fatal("%s: %s", what, cudaGetErrorString(e));
 }
@@ -91,7 +83,7 @@ int main(int argc, char **argv) {
         printf("step %d: %.1f ms, loss %.4f, grad norm %.4f\n", i + 1, (b - a) * 1e3, s.loss, s.grad_norm);
         if (!isfinite(s.loss)) zt_fatal("non-finite loss");
     }
-    const double t_engine = median(st, steps);
+    const double t_engine = zt_median(st, steps);
 
     // compute only: the same ops on their own buffers (one set of layer parameters reused)
     zt_glayer_dims dm = {.B = 1, .S = S, .N = S, .d = cfg.hidden_size, .F = cfg.intermediate_size, .H = cfg.num_heads,
@@ -138,7 +130,7 @@ int main(int argc, char **argv) {
         ck(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
         if (i >= warmup) ct[i - warmup] = ms * 1e-3;
     }
-    const double t_compute = median(ct, steps);
+    const double t_compute = zt_median(ct, steps);
     const double flops = L * zt_glayer_flops(&dm) + 6.0 * (double)N * (double)d * (double)V;
     printf("engine step  %.2f ms  (%.1f TFLOP/s model FLOPs, %.0f tok/s)\n", t_engine * 1e3, flops / t_engine / 1e12,
            (double)S / t_engine);

@@ -23,14 +23,6 @@ static void ck(cudaError_t e, const char *what) {
     if (e != cudaSuccess) zt_fatal("%s: %s", what, cudaGetErrorString(e));
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // bf16 GEMM peak: C[n,n] = A[n,n] B[n,n]^T, random data, median of iters.
 static double measure_peak(zt_cuda_ctx *c, cudaStream_t st, int64_t n, int warmup, int iters) {
@@ -51,7 +43,7 @@ static double measure_peak(zt_cuda_ctx *c, cudaStream_t st, int64_t n, int warmu
         ck(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
         if (it >= warmup) ms[it - warmup] = t;
     }
-    double med = median(ms, iters);
+    double med = zt_median(ms, iters);
     double tflops = 2.0 * (double)n * n * n / (med * 1e-3) / 1e12;
     printf("matmul peak: %lld^3 bf16 (fp32 accumulate) median %.3f ms over %d -> %.1f TFLOP/s\n", (long long)n, med,
            iters, tflops);
@@ -170,7 +162,7 @@ int main(int argc, char **argv) {
         free(h);
         if (bad) zt_fatal("bench_layer: %d non-finite values in the layer output or input gradient", bad);
     }
-    const double tmed = median(tot, iters), fmed = median(fwd, iters), bmed = median(bwd, iters);
+    const double tmed = zt_median(tot, iters), fmed = zt_median(fwd, iters), bmed = zt_median(bwd, iters);
     const double flops = zt_glayer_flops(&dm);
     const double tflops = flops / (tmed * 1e-3) / 1e12;
     printf("layer fwd+bwd: median %.3f ms over %d (fwd %.3f ms, bwd %.3f ms); %.3f TFLOP per pass -> %.1f TFLOP/s\n",

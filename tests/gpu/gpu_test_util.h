@@ -1,6 +1,6 @@
 // Host helpers shared by the GPU test programs: bf16 rounding, random data,
 // upload/download, error norms, the no-device skip.
-// defines: zt_f2bf, zt_bf2f, zt_bf16_round, zt_host_*, zt_dev_*, zt_relerr, ZT_SKIP_NO_DEVICE
+// defines: zt_f2bf, zt_bf2f, zt_bf16_round, zt_host_*, zt_dev_*, zt_relerr, zt_median, ZT_SKIP_NO_DEVICE
 #ifndef ZT_GPU_TEST_UTIL_H
 #define ZT_GPU_TEST_UTIL_H
 #include <stdint.h>
@@ -26,6 +26,9 @@ void zt_dev_get_f32(float *dst, const float *src, int64_t n);
 // max |got - ref| / max |ref| (max-norm relative error). Any NaN or Inf in got
 // (an unwritten, poisoned element) gives +inf.
 double zt_relerr(const float *got, const float *ref, int64_t n);
+
+// Median of v[0..n) (sorts v in place).
+double zt_median(double *v, int n);
 
 // Exit 77 with "SKIPPED: no CUDA device" when no device is visible.
 void zt_skip_without_device(void);
