@@ -53,6 +53,7 @@ typedef struct {
 
 typedef struct {
     int64_t params, grads, optimizer, buffers, activations;  // bytes held by this rank
+    int64_t host_pinned;  // GPU engine: bytes of host master/Adam copies that are page-locked (0: pageable)
 } zt_fsdp_memory;
 
 typedef struct zt_fsdp_cuda zt_fsdp_cuda;  // the GPU engine's device state (runtime/fsdp_cuda.c)

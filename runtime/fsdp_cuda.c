@@ -52,7 +52,9 @@ struct zt_fsdp_cuda {
     float *a_master, *a_m, *a_v, *a_grad;
     zt_bf16 *a_pshard;
     int64_t shard_total;             // sum of shard sizes
-    int host_pinned;                 // the host master/m/v are registered (page-locked)
+    int host_pinned;                 // the host master/m/v are page-locked
+    int host_mode;                   // 1 cudaMallocHost, 2 registered heap block, 0 pageable heap block
+    float *host_block;               // [master | m | v] of every unit, the host copies (not for benchmarks)
     // pools
     zt_bf16 *pbuf[P];
     cudaEvent_t p_ready[P], p_free[P];
@@ -83,12 +85,15 @@ struct zt_fsdp_cuda {
     int64_t act_bytes, pool_bytes;
 };
 
+// A failed CUDA call is fatal with the CUDA layer's exit code (ZT_EXIT_CUDA).
 #define CK(call)                                                                                                  \
     do {                                                                                                          \
         cudaError_t e_ = (call);                                                                                  \
-        if (e_ != cudaSuccess)                                                                                    \
-            zt_fatal("GPU FSDP engine: %s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,                   \
-                     cudaGetErrorName(e_), cudaGetErrorString(e_));                                               \
+        if (e_ != cudaSuccess) {                                                                                  \
+            char d_[160];                                                                                         \
+            snprintf(d_, sizeof d_, "%s (%s)", cudaGetErrorString(e_), cudaGetErrorName(e_));                     \
+            zt_cuda_die("GPU FSDP engine: " #call, d_, __FILE__, __LINE__);                                       \
+        }                                                                                                         \
     } while (0)
 
 int zt_fsdp_cuda_available(void) { return 1; }
@@ -136,14 +141,13 @@ static void retire(zt_fsdp *f, zt_req **r) {
 
 // The compute stream waits for `ev` (recorded on a comm stream), timed when there is room.
 static void compute_wait(zt_fsdp_cuda *c, cudaEvent_t ev) {
-    if (c->ntw + 2 > c->cap_tw) {
-        CK(cudaStreamWaitEvent(c->cs, ev, 0));
-        return;
-    }
-    CK(cudaEventRecord(c->tw[c->ntw], c->cs));
+    const int timed = c->ntw + 2 <= c->cap_tw;
+    if (timed) CK(cudaEventRecord(c->tw[c->ntw], c->cs));
     CK(cudaStreamWaitEvent(c->cs, ev, 0));
-    CK(cudaEventRecord(c->tw[c->ntw + 1], c->cs));
-    c->ntw += 2;
+    if (timed) {
+        CK(cudaEventRecord(c->tw[c->ntw + 1], c->cs));
+        c->ntw += 2;
+    }
 }
 
 // ---- parameters ------------------------------------------------------------------------
@@ -499,23 +503,46 @@ static int init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_c
         c->grad[i] = c->a_grad + at;
         c->pshard[i] = c->a_pshard + at;
     }
-    // Page-lock the host copies (checkpoint and --init transfers at full PCIe speed).
-    // Failure is not fatal: pageable copies are only slower.
-    c->host_pinned = !bench;  // benchmarks never touch the host copies (left as untouched zero pages)
-    for (int i = 0; i < U && c->host_pinned; i++) {
-        const size_t b = (size_t)f->units[i].shard * sizeof(float);
-        if (cudaHostRegister(f->units[i].master, b, cudaHostRegisterDefault) != cudaSuccess ||
-            cudaHostRegister(f->units[i].m, b, cudaHostRegisterDefault) != cudaSuccess ||
-            cudaHostRegister(f->units[i].v, b, cudaHostRegisterDefault) != cudaSuccess) {
+    // The host copies (checkpoints, --init) in one page-locked block: cudaMallocHost, so
+    // transfers run at full PCIe speed and are truly asynchronous. (Registering the separate
+    // small heap blocks of zt_fsdp_init_host page by page failed whenever two of them shared
+    // a page, and the engine then fell back to pageable copies without a word.) If the
+    // block cannot be had, a page-aligned heap block is registered instead; if that fails
+    // too, the copies stay pageable and the engine says so.
+    c->host_pinned = 0;
+    if (!bench) {
+        const size_t hb = 3 * st * sizeof(float);
+        float *h = NULL;
+        c->host_mode = 0;
+        if (cudaMallocHost((void **)&h, hb) == cudaSuccess) {
+            c->host_mode = 1;
+        } else {
             (void)cudaGetLastError();
-            for (int j = 0; j <= i; j++) {  // undo (unregistering an unregistered pointer is harmless)
-                cudaHostUnregister(f->units[j].master);
-                cudaHostUnregister(f->units[j].m);
-                cudaHostUnregister(f->units[j].v);
+            if (posix_memalign((void **)&h, 4096, hb) != 0) zt_fatal("GPU FSDP engine: out of host memory (%zu bytes)", hb);
+            if (cudaHostRegister(h, hb, cudaHostRegisterDefault) == cudaSuccess) {
+                c->host_mode = 2;
+            } else {
+                (void)cudaGetLastError();
+                fprintf(stderr, "zerotrain: rank %d: warning: could not page-lock %.1f MB of host state for the GPU "
+                                "engine (cudaMallocHost and cudaHostRegister failed; check `ulimit -l`): checkpoint "
+                                "and --init transfers use pageable copies\n",
+                        f->rank, hb / 1e6);
             }
-            (void)cudaGetLastError();
-            c->host_pinned = 0;
         }
+        c->host_block = h;
+        for (int i = 0; i < U; i++) {  // the seeded init values move into the block
+            zt_fsdp_unit *u = &f->units[i];
+            const int64_t at = (int64_t)(c->master[i] - c->a_master);
+            const size_t b = (size_t)u->shard * sizeof(float);
+            memcpy(h + at, u->master, b);
+            memcpy(h + st + at, u->m, b);
+            memcpy(h + 2 * st + at, u->v, b);
+            free(u->master), free(u->m), free(u->v);
+            u->master = h + at;
+            u->m = h + st + at;
+            u->v = h + 2 * st + at;
+        }
+        c->host_pinned = c->host_mode != 0;
     }
 
     // pools
@@ -608,6 +635,7 @@ void zt_fsdp_cuda_memory(const zt_fsdp *f, zt_fsdp_memory *m) {
     m->optimizer = c->shard_total * 8;
     m->buffers = c->pool_bytes;
     m->activations = c->act_bytes;
+    m->host_pinned = c->host_pinned ? 3 * c->shard_total * 4 : 0;
 }
 
 void zt_fsdp_cuda_free(zt_fsdp *f) {
@@ -618,12 +646,15 @@ void zt_fsdp_cuda_free(zt_fsdp *f) {
         if (c->preq[s]) zt_wait(c->dc, c->preq[s]);
     for (int s = 0; s < G; s++)
         if (c->greq[s]) zt_wait(c->dc, c->greq[s]);
-    if (c->host_pinned)
-        for (int i = 0; i < f->nunits; i++) {
-            cudaHostUnregister(f->units[i].master);
-            cudaHostUnregister(f->units[i].m);
-            cudaHostUnregister(f->units[i].v);
+    if (c->host_block) {  // the host shards live in the engine's block: zt_fsdp_free must not free() them
+        if (c->host_mode == 1)
+            cudaFreeHost(c->host_block);
+        else {
+            if (c->host_mode == 2) cudaHostUnregister(c->host_block);
+            free(c->host_block);
         }
+        for (int i = 0; i < f->nunits; i++) f->units[i].master = f->units[i].m = f->units[i].v = NULL;
+    }
     const int L = f->model.lay.cfg.num_layers;
     for (int l = 0; l < (c->recompute ? (L > 0) : L); l++) zt_glayer_acts_free(&c->acts[l]);
     zt_glayer_work_free(&c->work);

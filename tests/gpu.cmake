@@ -60,6 +60,22 @@ exec "$@" "$n" "$bin" --mpi]]
                        $<TARGET_FILE:test_fsdp_cuda_mpi> ${ZT_MPIEXEC}
                        ${MPIEXEC_NUMPROC_FLAG})
       set_tests_properties(gpu_fsdp_cuda_mpi PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+      # The engine at W vs itself at W = 1 and the fp32 CPU engine, one rank per GPU
+      # (tests/cudaemu.cmake runs the same program at W = 1..3 on the CPU execution).
+      add_executable(test_fsdp_cuda_vs ${ZT_GPU_DIR}/test_fsdp_cuda_vs.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c
+                     ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/comm_mpi.c ${ZT_R}/flight.c
+                     ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
+      target_compile_definitions(test_fsdp_cuda_vs PRIVATE ZT_HAVE_CUDA_FSDP=1)
+      target_include_directories(test_fsdp_cuda_vs PRIVATE ${ZT_NCCL_INCLUDE})
+      target_link_libraries(test_fsdp_cuda_vs PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C
+                            Threads::Threads m)
+      add_test(NAME gpu_fsdp_cuda_vs
+               COMMAND sh -c [[bin=$0; probe=$1; shift 2
+n=$("$probe" --count-devices); rc=$?; [ "$n" -ge 1 ] 2>/dev/null || { echo "no CUDA device: skipped"; exit 77; }
+exec "$@" "$n" "$bin"]]
+                       $<TARGET_FILE:test_fsdp_cuda_vs> $<TARGET_FILE:test_fsdp_cuda_mpi> ${ZT_MPIEXEC}
+                       ${MPIEXEC_NUMPROC_FLAG})
+      set_tests_properties(gpu_fsdp_cuda_vs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
     endif()
 
     # The engine end to end at Qwen3-32B shapes (L layers) vs the same ops without it

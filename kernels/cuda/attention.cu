@@ -140,7 +140,7 @@ extern "C" void zt_cuda_attention_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, 
             zt_bf16 *og = o + b * S * qs + kh * g * D;
             // scores[hg] = scale * Q_hg K^T   (M=S queries, N=S keys, K=D)
             zt_cuda_gemm(c, stream, a.scores, ZT_F32, S, S * S, qg, 0, qs, D, kg, 1, kvs, 0, S, S, D, g, scale, 0.0f);
-            causal_softmax_fwd_kernel<<<zt_blocks(rows, WARPS), 32 * WARPS, 0, st>>>(
+            ZT_LAUNCH(causal_softmax_fwd_kernel, zt_blocks(rows, WARPS), 32 * WARPS, 0, st)(
                 a.p, lse + (b * H + kh * g) * S, a.scores, (int)S, rows);
             ZT_LAUNCHED("causal_softmax_fwd_kernel", st);
             // O_hg = P_hg V   (M=S, N=D, K=S), written straight into o's head columns
@@ -166,14 +166,14 @@ extern "C" void zt_cuda_attention_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq,
             const int64_t qoff = b * S * qs + kh * g * D, kvoff = b * S * kvs + kh * D;
             const zt_bf16 *qg = q + qoff, *dog = dout + qoff, *og = o + qoff;
             const zt_bf16 *kg = k + kvoff, *vg = v + kvoff;
-            attn_rowdot_kernel<<<zt_blocks(rows, WARPS), 32 * WARPS, 0, st>>>(a.rowdot, (const bf16 *)dog,
+            ZT_LAUNCH(attn_rowdot_kernel, zt_blocks(rows, WARPS), 32 * WARPS, 0, st)(a.rowdot, (const bf16 *)dog,
                                                                               (const bf16 *)og, (int)S, (int)g,
                                                                               (int)D, qs);
             ZT_LAUNCHED("attn_rowdot_kernel", st);
             // recompute scores; dP = dO V^T
             zt_cuda_gemm(c, stream, a.scores, ZT_F32, S, S * S, qg, 0, qs, D, kg, 1, kvs, 0, S, S, D, g, scale, 0.0f);
             zt_cuda_gemm(c, stream, a.dp, ZT_F32, S, S * S, dog, 0, qs, D, vg, 1, kvs, 0, S, S, D, g, 1.0f, 0.0f);
-            causal_softmax_bwd_kernel<<<zt_blocks(rows, WARPS), 32 * WARPS, 0, st>>>(
+            ZT_LAUNCH(causal_softmax_bwd_kernel, zt_blocks(rows, WARPS), 32 * WARPS, 0, st)(
                 a.p, a.ds, a.scores, a.dp, lse + (b * H + kh * g) * S, a.rowdot, (int)S, rows, scale);
             ZT_LAUNCHED("causal_softmax_bwd_kernel", st);
             // per head: dV_hg = P^T dO, dK_hg = dS^T Q (fp32 partials), dQ_hg = dS K (bf16, in place)
@@ -183,7 +183,7 @@ extern "C" void zt_cuda_attention_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq,
                          S, g, 1.0f, 0.0f);
             zt_cuda_gemm(c, stream, dq + qoff, ZT_BF16, qs, D, (const zt_bf16 *)a.ds, 0, S, S * S, kg, 0, kvs, 0, S,
                          D, S, g, 1.0f, 0.0f);
-            attn_group_sum_kernel<<<zt_blocks(S * D, 256), 256, 0, st>>>((bf16 *)(dk + kvoff), (bf16 *)(dv + kvoff),
+            ZT_LAUNCH(attn_group_sum_kernel, zt_blocks(S * D, 256), 256, 0, st)((bf16 *)(dk + kvoff), (bf16 *)(dv + kvoff),
                                                                          a.dks, a.dvs, (int)S, (int)g, (int)D, kvs);
             ZT_LAUNCHED("attn_group_sum_kernel", st);
         }

@@ -36,7 +36,7 @@ extern "C" void zt_cuda_die(const char *what, const char *detail, const char *fi
     fprintf(stderr,
             "hint: an asynchronous kernel error is reported at a later call; rerun with ZT_CUDA_SYNC=1 to name "
             "the failing op, and with compute-sanitizer for a bad memory access\n");
-    exit(1);
+    exit(ZT_EXIT_CUDA);
 }
 
 extern "C" void zt_cuda_check_at(cudaError_t e, const char *call, const char *file, int line) {
@@ -196,10 +196,10 @@ static unsigned grid_for(int64_t n) {
 extern "C" void zt_cuda_fill_nan(void *x, zt_cuda_dtype t, int64_t n, void *stream) {
     if (n <= 0) return;
     if (t == ZT_BF16) {
-        fill_u16_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>((uint16_t *)x, 0x7fc0, n);
+        ZT_LAUNCH(fill_u16_kernel, grid_for(n), 256, 0, zt_st(stream))((uint16_t *)x, 0x7fc0, n);
         ZT_LAUNCHED("fill_u16_kernel", zt_st(stream));
     } else {
-        fill_f32_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>((float *)x, __builtin_nanf(""), n);
+        ZT_LAUNCH(fill_f32_kernel, grid_for(n), 256, 0, zt_st(stream))((float *)x, __builtin_nanf(""), n);
         ZT_LAUNCHED("fill_f32_kernel", zt_st(stream));
     }
 }
@@ -208,26 +208,26 @@ extern "C" void zt_cuda_fill_uniform(void *x, zt_cuda_dtype t, int64_t n, float 
                                      void *stream) {
     if (n <= 0) return;
     if (t == ZT_BF16)
-        fill_uniform_kernel<bf16><<<grid_for(n), 256, 0, zt_st(stream)>>>((bf16 *)x, n, lo, hi, seed);
+        ZT_LAUNCH(fill_uniform_kernel<bf16>, grid_for(n), 256, 0, zt_st(stream))((bf16 *)x, n, lo, hi, seed);
     else
-        fill_uniform_kernel<float><<<grid_for(n), 256, 0, zt_st(stream)>>>((float *)x, n, lo, hi, seed);
+        ZT_LAUNCH(fill_uniform_kernel<float>, grid_for(n), 256, 0, zt_st(stream))((float *)x, n, lo, hi, seed);
     ZT_LAUNCHED("fill_uniform_kernel", zt_st(stream));
 }
 
 extern "C" void zt_cuda_fill(float *x, float value, int64_t n, void *stream) {
     if (n <= 0) return;
-    fill_f32_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>(x, value, n);
+    ZT_LAUNCH(fill_f32_kernel, grid_for(n), 256, 0, zt_st(stream))(x, value, n);
     ZT_LAUNCHED("fill_f32_kernel", zt_st(stream));
 }
 
 extern "C" void zt_cuda_f32_to_bf16(zt_bf16 *y, const float *x, int64_t n, void *stream) {
     if (n <= 0) return;
-    f32_to_bf16_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>((bf16 *)y, x, n);
+    ZT_LAUNCH(f32_to_bf16_kernel, grid_for(n), 256, 0, zt_st(stream))((bf16 *)y, x, n);
     ZT_LAUNCHED("f32_to_bf16_kernel", zt_st(stream));
 }
 
 extern "C" void zt_cuda_bf16_to_f32(float *y, const zt_bf16 *x, int64_t n, void *stream) {
     if (n <= 0) return;
-    bf16_to_f32_kernel<<<grid_for(n), 256, 0, zt_st(stream)>>>(y, (const bf16 *)x, n);
+    ZT_LAUNCH(bf16_to_f32_kernel, grid_for(n), 256, 0, zt_st(stream))(y, (const bf16 *)x, n);
     ZT_LAUNCHED("bf16_to_f32_kernel", zt_st(stream));
 }

@@ -8,10 +8,22 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/cuda/zt_cuda.h"
 
 typedef __nv_bfloat16 bf16;
+
+// Kernel launches are written ZT_LAUNCH(kernel, grid, block, smem, stream)(args): under
+// nvcc that is kernel<<<grid, block, smem, stream>>>(args); the CPU execution of the CUDA
+// model (tests/cudaemu, test only) defines it first to run the same kernel source.
+#ifndef ZT_LAUNCH
+#define ZT_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#endif
+// Dynamic shared memory, declared inside a kernel: ZT_DYNAMIC_SHARED(float, buf);
+#ifndef ZT_DYNAMIC_SHARED
+#define ZT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
 
 // ---- error checking: every call names itself, the file and the line ----------------
 extern "C" void zt_cuda_die(const char *what, const char *detail, const char *file, int line) __attribute__((noreturn));
@@ -60,9 +72,13 @@ void zt_cudnn_ctx_release(zt_cuda_ctx *c);  // attention_cudnn.cu (a no-op witho
 __device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ bf16 f2bf(float x) { return __float2bfloat16_rn(x); }
 // 8 bf16 = 16 bytes, the unit of vectorised loads and stores.
+// The 16 bytes move as one uint4; memcpy reinterprets them as bf16 pairs without the
+// aliasing violation of a pointer cast (registers only on the GPU; a host compiler with
+// strict aliasing would otherwise be free to drop the stores, as g++ warned).
 __device__ __forceinline__ void load8(float *f, const bf16 *p) {
-    uint4 u = *reinterpret_cast<const uint4 *>(p);
-    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+    const uint4 u = *reinterpret_cast<const uint4 *>(p);
+    __nv_bfloat162 h[4];
+    memcpy(h, &u, sizeof u);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         float2 t = __bfloat1622float2(h[i]);
@@ -71,10 +87,11 @@ __device__ __forceinline__ void load8(float *f, const bf16 *p) {
     }
 }
 __device__ __forceinline__ void store8(bf16 *p, const float *f) {
-    uint4 u;
-    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+    __nv_bfloat162 h[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    uint4 u;
+    memcpy(&u, h, sizeof u);
     *reinterpret_cast<uint4 *>(p) = u;
 }
 static inline int zt_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }

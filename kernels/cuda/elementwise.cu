@@ -120,10 +120,10 @@ extern "C" void zt_cuda_rmsnorm_fwd(void *stream, zt_bf16 *y, float *rstd, const
     const unsigned grid = zt_blocks(rows, ROWS_PER_BLOCK);
     const bool vec = d % 8 == 0 && zt_aligned16(x) && zt_aligned16(y) && zt_aligned16(w);
     if (vec)
-        rmsnorm_fwd_kernel<true><<<grid, 32 * ROWS_PER_BLOCK, 0, st>>>((bf16 *)y, rstd, (const bf16 *)x,
+        ZT_LAUNCH(rmsnorm_fwd_kernel<true>, grid, 32 * ROWS_PER_BLOCK, 0, st)((bf16 *)y, rstd, (const bf16 *)x,
                                                                        (const bf16 *)w, rows, (int)d, eps);
     else
-        rmsnorm_fwd_kernel<false><<<grid, 32 * ROWS_PER_BLOCK, 0, st>>>((bf16 *)y, rstd, (const bf16 *)x,
+        ZT_LAUNCH(rmsnorm_fwd_kernel<false>, grid, 32 * ROWS_PER_BLOCK, 0, st)((bf16 *)y, rstd, (const bf16 *)x,
                                                                         (const bf16 *)w, rows, (int)d, eps);
     ZT_LAUNCHED("rmsnorm_fwd_kernel", st);
 }
@@ -139,20 +139,20 @@ extern "C" void zt_cuda_rmsnorm_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, f
         const int64_t nchunks = (rows + rpc - 1) / rpc;
         float *partial = (float *)zt_ctx_scratch(c, (size_t)(nchunks * d) * sizeof(float), st);
         dim3 grid(zt_blocks(d, 128), (unsigned)nchunks);
-        rmsnorm_bwd_dw_partial_kernel<<<grid, 128, 0, st>>>(partial, (const bf16 *)dy, (const bf16 *)x, rstd, rows,
+        ZT_LAUNCH(rmsnorm_bwd_dw_partial_kernel, grid, 128, 0, st)(partial, (const bf16 *)dy, (const bf16 *)x, rstd, rows,
                                                             (int)d, rpc);
         ZT_LAUNCHED("rmsnorm_bwd_dw_partial_kernel", st);
-        rmsnorm_bwd_dw_final_kernel<<<zt_blocks(d, 128), 128, 0, st>>>(dw, partial, (int)d, nchunks);
+        ZT_LAUNCH(rmsnorm_bwd_dw_final_kernel, zt_blocks(d, 128), 128, 0, st)(dw, partial, (int)d, nchunks);
         ZT_LAUNCHED("rmsnorm_bwd_dw_final_kernel", st);
     }
     if (dx) {
         const unsigned grid = zt_blocks(rows, ROWS_PER_BLOCK);
         const bool vec = d % 8 == 0 && zt_aligned16(x) && zt_aligned16(dx) && zt_aligned16(dy) && zt_aligned16(w);
         if (vec)
-            rmsnorm_bwd_dx_kernel<true><<<grid, 32 * ROWS_PER_BLOCK, 0, st>>>(
+            ZT_LAUNCH(rmsnorm_bwd_dx_kernel<true>, grid, 32 * ROWS_PER_BLOCK, 0, st)(
                 (bf16 *)dx, (const bf16 *)dy, (const bf16 *)x, (const bf16 *)w, rstd, rows, (int)d);
         else
-            rmsnorm_bwd_dx_kernel<false><<<grid, 32 * ROWS_PER_BLOCK, 0, st>>>(
+            ZT_LAUNCH(rmsnorm_bwd_dx_kernel<false>, grid, 32 * ROWS_PER_BLOCK, 0, st)(
                 (bf16 *)dx, (const bf16 *)dy, (const bf16 *)x, (const bf16 *)w, rstd, rows, (int)d);
         ZT_LAUNCHED("rmsnorm_bwd_dx_kernel", st);
     }
@@ -198,7 +198,7 @@ extern "C" void zt_cuda_rope_table(void *stream, float *cos_t, float *sin_t, int
     ZT_REQUIRE(S > 0 && D > 0 && D % 2 == 0, "rope table S=%lld D=%lld (D must be even)", (long long)S, (long long)D);
     cudaStream_t st = zt_st(stream);
     const int64_t n = S * (D / 2);
-    rope_table_kernel<<<zt_blocks(n, 256), 256, 0, st>>>(cos_t, sin_t, S, (int)(D / 2), (int)D, (float)theta);
+    ZT_LAUNCH(rope_table_kernel, zt_blocks(n, 256), 256, 0, st)(cos_t, sin_t, S, (int)(D / 2), (int)D, (float)theta);
     ZT_LAUNCHED("rope_table_kernel", st);
 }
 
@@ -209,9 +209,9 @@ static void rope_launch(bool bwd, void *stream, zt_bf16 *x, const float *cos_t, 
     cudaStream_t st = zt_st(stream);
     const int64_t n = B * S * nh * (D / 2);
     if (bwd)
-        rope_kernel<true><<<zt_blocks(n, 256), 256, 0, st>>>((bf16 *)x, cos_t, sin_t, B * S, S, (int)nh, (int)(D / 2));
+        ZT_LAUNCH(rope_kernel<true>, zt_blocks(n, 256), 256, 0, st)((bf16 *)x, cos_t, sin_t, B * S, S, (int)nh, (int)(D / 2));
     else
-        rope_kernel<false><<<zt_blocks(n, 256), 256, 0, st>>>((bf16 *)x, cos_t, sin_t, B * S, S, (int)nh,
+        ZT_LAUNCH(rope_kernel<false>, zt_blocks(n, 256), 256, 0, st)((bf16 *)x, cos_t, sin_t, B * S, S, (int)nh,
                                                               (int)(D / 2));
     ZT_LAUNCHED(bwd ? "rope_kernel<bwd>" : "rope_kernel<fwd>", st);
 }
@@ -280,7 +280,7 @@ extern "C" void zt_cuda_swiglu_fwd(void *stream, zt_bf16 *h, const zt_bf16 *g, c
     cudaStream_t st = zt_st(stream);
     const int vec = n % 8 == 0 && zt_aligned16(h) && zt_aligned16(g) && zt_aligned16(u);
     const int64_t threads = vec ? n / 8 : n;
-    swiglu_fwd_kernel<<<zt_blocks(threads, 256), 256, 0, st>>>((bf16 *)h, (const bf16 *)g, (const bf16 *)u, n, vec);
+    ZT_LAUNCH(swiglu_fwd_kernel, zt_blocks(threads, 256), 256, 0, st)((bf16 *)h, (const bf16 *)g, (const bf16 *)u, n, vec);
     ZT_LAUNCHED("swiglu_fwd_kernel", st);
 }
 
@@ -291,7 +291,7 @@ extern "C" void zt_cuda_swiglu_bwd(void *stream, zt_bf16 *dg, zt_bf16 *du, const
     const int vec = n % 8 == 0 && zt_aligned16(dg) && zt_aligned16(du) && zt_aligned16(dh) && zt_aligned16(g) &&
                     zt_aligned16(u);
     const int64_t threads = vec ? n / 8 : n;
-    swiglu_bwd_kernel<<<zt_blocks(threads, 256), 256, 0, st>>>((bf16 *)dg, (bf16 *)du, (const bf16 *)dh,
+    ZT_LAUNCH(swiglu_bwd_kernel, zt_blocks(threads, 256), 256, 0, st)((bf16 *)dg, (bf16 *)du, (const bf16 *)dh,
                                                                (const bf16 *)g, (const bf16 *)u, n, vec);
     ZT_LAUNCHED("swiglu_bwd_kernel", st);
 }
@@ -326,9 +326,9 @@ extern "C" void zt_cuda_add(void *stream, void *y, const void *a, const void *b,
     if (n <= 0) return;
     cudaStream_t st = zt_st(stream);
     if (t == ZT_BF16)
-        add_kernel<bf16><<<stride_grid(n), 256, 0, st>>>((bf16 *)y, (const bf16 *)a, (const bf16 *)b, n);
+        ZT_LAUNCH(add_kernel<bf16>, stride_grid(n), 256, 0, st)((bf16 *)y, (const bf16 *)a, (const bf16 *)b, n);
     else
-        add_kernel<float><<<stride_grid(n), 256, 0, st>>>((float *)y, (const float *)a, (const float *)b, n);
+        ZT_LAUNCH(add_kernel<float>, stride_grid(n), 256, 0, st)((float *)y, (const float *)a, (const float *)b, n);
     ZT_LAUNCHED("add_kernel", st);
 }
 
@@ -336,8 +336,8 @@ extern "C" void zt_cuda_scale(void *stream, void *x, zt_cuda_dtype t, float s, i
     if (n <= 0) return;
     cudaStream_t st = zt_st(stream);
     if (t == ZT_BF16)
-        scale_kernel<bf16><<<stride_grid(n), 256, 0, st>>>((bf16 *)x, s, n);
+        ZT_LAUNCH(scale_kernel<bf16>, stride_grid(n), 256, 0, st)((bf16 *)x, s, n);
     else
-        scale_kernel<float><<<stride_grid(n), 256, 0, st>>>((float *)x, s, n);
+        ZT_LAUNCH(scale_kernel<float>, stride_grid(n), 256, 0, st)((float *)x, s, n);
     ZT_LAUNCHED("scale_kernel", st);
 }

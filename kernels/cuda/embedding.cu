@@ -54,7 +54,7 @@ extern "C" void zt_cuda_embedding_fwd(void *stream, zt_bf16 *x, const zt_bf16 *w
     const int vec = d % 8 == 0 && zt_aligned16(x) && zt_aligned16(w);
     const int64_t per_row = vec ? d / 8 : d;
     dim3 grid(zt_blocks(per_row, 128), (unsigned)(N < 65535 ? N : 65535));
-    embedding_fwd_kernel<<<grid, 128, 0, st>>>((bf16 *)x, (const bf16 *)w, tokens, N, (int)d, V, vec);
+    ZT_LAUNCH(embedding_fwd_kernel, grid, 128, 0, st)((bf16 *)x, (const bf16 *)w, tokens, N, (int)d, V, vec);
     ZT_LAUNCHED("embedding_fwd_kernel", st);
 }
 
@@ -65,6 +65,6 @@ extern "C" void zt_cuda_embedding_bwd(void *stream, float *dw, const zt_bf16 *dx
     cudaStream_t st = zt_st(stream);
     dim3 grid((unsigned)((V + EMB_ROWS - 1) / EMB_ROWS), zt_blocks(d, 256));
     ZT_REQUIRE(grid.y <= 65535, "embedding_bwd: d=%lld too wide", (long long)d);
-    embedding_bwd_kernel<<<grid, 256, 0, st>>>(dw, (const bf16 *)dx, tokens, N, (int)d, V);
+    ZT_LAUNCH(embedding_bwd_kernel, grid, 256, 0, st)(dw, (const bf16 *)dx, tokens, N, (int)d, V);
     ZT_LAUNCHED("embedding_bwd_kernel", st);
 }

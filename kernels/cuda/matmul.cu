@@ -83,17 +83,22 @@ static struct zt_plan *plan_build(zt_cuda_ctx *c, const zt_plan_key *k) {
     ZT_CKBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->align_c,
                                                    sizeof k->align_c));
     cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
     int nres = 0;
-    ZT_CKBLAS(cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &nres));
+    // Checked by hand, not with ZT_CKBLAS: a refused problem (CUBLAS_STATUS_NOT_SUPPORTED or
+    // INVALID_VALUE, zero results, or a result whose state is not success) must report the
+    // shape, leading dimensions and alignments, which is what a user needs to fix it.
+    const cublasStatus_t hs =
+        cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &nres);
     ZT_CKBLAS(cublasLtMatmulPreferenceDestroy(pref));
-    if (nres < 1) {
-        char d[320];
+    if (hs != CUBLAS_STATUS_SUCCESS || nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
+        char d[512];
         snprintf(d, sizeof d,
-                 "no cuBLASLt algorithm for m=%lld n=%lld k=%lld lda=%lld ldb=%lld ldc=%lld batch=%d opA=%d opB=%d "
-                 "C=%s align=%u/%u/%u",
-                 (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->lda, (long long)k->ldb,
-                 (long long)k->ldc, k->batch, k->ta, k->tb, k->ctype == ZT_BF16 ? "bf16" : "fp32", k->align_a,
-                 k->align_b, k->align_c);
+                 "no cuBLASLt algorithm (status %d %s, %d result(s), state %d) for the column-major problem m=%lld "
+                 "n=%lld k=%lld lda=%lld ldb=%lld ldc=%lld batch=%d opA=%d opB=%d C=%s align=%u/%u/%u bytes",
+                 (int)hs, cublasLtGetStatusString(hs), nres, nres > 0 ? (int)res.state : -1, (long long)k->m,
+                 (long long)k->n, (long long)k->k, (long long)k->lda, (long long)k->ldb, (long long)k->ldc, k->batch,
+                 k->ta, k->tb, k->ctype == ZT_BF16 ? "bf16" : "fp32", k->align_a, k->align_b, k->align_c);
         zt_cuda_die("cublasLtMatmulAlgoGetHeuristic", d, __FILE__, __LINE__);
     }
     p->algo = res.algo;

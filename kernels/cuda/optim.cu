@@ -35,7 +35,7 @@ extern "C" void zt_cuda_adamw(void *stream, float *p, zt_bf16 *p_bf16, const flo
     cudaStream_t st = zt_st(stream);
     int64_t blocks = (n + 255) / 256;
     if (blocks > 65536) blocks = 65536;
-    adamw_kernel<<<(unsigned)blocks, 256, 0, st>>>(p, (bf16 *)p_bf16, g, m, v, n, beta1, beta2, eps, step_size,
+    ZT_LAUNCH(adamw_kernel, (unsigned)blocks, 256, 0, st)(p, (bf16 *)p_bf16, g, m, v, n, beta1, beta2, eps, step_size,
                                                    bc2_sqrt, decay);
     ZT_LAUNCHED("adamw_kernel", st);
 }
@@ -81,8 +81,8 @@ extern "C" void zt_cuda_sumsq(zt_cuda_ctx *c, void *stream, double *out, const f
     if (blocks > SUMSQ_MAX_BLOCKS) blocks = SUMSQ_MAX_BLOCKS;
     if (blocks < 1) blocks = 1;
     double *partial = (double *)zt_ctx_scratch(c, (size_t)blocks * sizeof(double), st);
-    sumsq_partial_kernel<<<(unsigned)blocks, SUMSQ_THREADS, 0, st>>>(partial, x, n);
+    ZT_LAUNCH(sumsq_partial_kernel, (unsigned)blocks, SUMSQ_THREADS, 0, st)(partial, x, n);
     ZT_LAUNCHED("sumsq_partial_kernel", st);
-    sumsq_final_kernel<<<1, SUMSQ_MAX_BLOCKS, 0, st>>>(out, partial, (int)blocks);
+    ZT_LAUNCH(sumsq_final_kernel, 1, SUMSQ_MAX_BLOCKS, 0, st)(out, partial, (int)blocks);
     ZT_LAUNCHED("sumsq_final_kernel", st);
 }

@@ -125,7 +125,7 @@ extern "C" void zt_cuda_lmhead_xent(zt_cuda_ctx *c, void *stream, double *loss_s
         const zt_bf16 *xc = x + r0 * d;
         // logits[T,V] = x_c W^T (fp32 out)
         zt_cuda_gemm(c, stream, logits, ZT_F32, V, 0, xc, 0, d, 0, w, 1, d, 0, T, V, d, 1, 1.0f, 0.0f);
-        xent_row_kernel<<<(unsigned)T, XENT_THREADS, 0, st>>>(dlog, rowloss + r0, logits, targets + r0, V, scale,
+        ZT_LAUNCH(xent_row_kernel, (unsigned)T, XENT_THREADS, 0, st)(dlog, rowloss + r0, logits, targets + r0, V, scale,
                                                               want_grad);
         ZT_LAUNCHED("xent_row_kernel", st);
         if (dx)  // dx_c[T,d] = dlogits[T,V] W[V,d]
@@ -136,7 +136,7 @@ extern "C" void zt_cuda_lmhead_xent(zt_cuda_ctx *c, void *stream, double *loss_s
                          1.0f);
     }
     if (loss_sum) {
-        xent_loss_sum_kernel<<<1, XENT_THREADS, 0, st>>>(loss_sum, rowloss, N);
+        ZT_LAUNCH(xent_loss_sum_kernel, 1, XENT_THREADS, 0, st)(loss_sum, rowloss, N);
         ZT_LAUNCHED("xent_loss_sum_kernel", st);
     }
 }

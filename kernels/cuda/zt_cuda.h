@@ -39,6 +39,12 @@ void zt_cuda_ctx_plan_stats(const zt_cuda_ctx *c, int64_t *plans, int64_t *hits,
 // Bytes of scratch the attention ops need for this shape (one KV-head group at a time).
 size_t zt_cuda_attention_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
 
+// A fatal CUDA error (a failed call, a kernel fault reported at a sync, a failed
+// precondition) prints what failed and exits with this code, so that scripts can tell it
+// from a test's own failures (exit 1) and rerun with ZT_CUDA_SYNC=1 to localise it.
+#define ZT_EXIT_CUDA 4
+void zt_cuda_die(const char *what, const char *detail, const char *file, int line) __attribute__((noreturn));
+
 // Synchronize `stream` and die with a message naming `what` if an earlier
 // asynchronous error is pending. Setting ZT_CUDA_SYNC=1 in the environment makes
 // every op do this, so a failing kernel is named at its own call.

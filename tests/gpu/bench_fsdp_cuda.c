@@ -2,11 +2,18 @@
 // model cut to L decoder layers (vocab 151,936, d 5120, ffn 25600, heads 64/8,
 // head_dim 128, untied), micro-batch 1 x seq 2048, full optimizer steps (gathers,
 // forward, fused lm_head + loss, backward, reduce-scatters, grad norm, AdamW).
-// Reference in the same run: the same compute with no engine around it — the layer
-// and head ops called back to back on preallocated buffers, no collectives, no
-// optimizer. The ratio engine / compute-only is what the engine costs on top of the
-// math (at world 1 the collectives are device copies).
-//   bench_fsdp_cuda [--layers L] [--seq S] [--steps N] [--warmup N] [--attn gemm|cudnn]
+// Reference in the same run: the same work with no engine around it — on preallocated
+// buffers, back to back on one stream, no collectives: the gradient zeroing the engine
+// does (the step's shard memset and one gradient-slot memset per unit), embedding
+// forward, the layers, final norm, fused lm_head + loss, their backward, embedding
+// backward, the per-unit sums of squares and AdamW over every parameter (run unit by
+// unit on buffers the size of the largest unit: the same bytes as the engine's update).
+// The ratio engine / compute-only is what the engine costs on top of that work (at
+// world 1 the collectives are device copies); the optimizer and embedding parts are
+// also printed on their own lines.
+//   bench_fsdp_cuda [--layers L] [--seq S] [--steps N] [--warmup N] [--attn gemm|cudnn] [--tiny]
+// --tiny: a tiny model (vocab 96, d 48): a smoke run of the program (the CPU execution
+// of the CUDA model runs it in CI), not a benchmark.
 // Step times are host wall times (each step ends with the engine's host read);
 // compute-only times are CUDA-event times. Medians. Exit 77 without a device.
 #include <math.h>
@@ -28,7 +35,7 @@ static void ck(cudaError_t e, const char *what) {
 }
 
 int main(int argc, char **argv) {
-    int L = 2, steps = 6, warmup = 2, cudnn = 0;
+    int L = 2, steps = 6, warmup = 2, cudnn = 0, tiny = 0;
     int64_t S = 2048;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -37,6 +44,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--steps") && v) steps = atoi(argv[++i]);
         else if (!strcmp(a, "--warmup") && v) warmup = atoi(argv[++i]);
         else if (!strcmp(a, "--attn") && v) cudnn = !strcmp(argv[++i], "cudnn");
+        else if (!strcmp(a, "--tiny")) tiny = 1;
         else zt_fatal("bench_fsdp_cuda: unknown argument '%s' (see the top of tests/gpu/bench_fsdp_cuda.c)", a);
     }
     if (L < 1 || steps < 1 || warmup < 0 || S < 2) zt_fatal("bench_fsdp_cuda: bad arguments");
@@ -45,6 +53,13 @@ int main(int argc, char **argv) {
                            .num_heads = 64, .num_kv_heads = 8, .head_dim = 128, .rms_norm_eps = 1e-6,
                            .rope_theta = 1e6, .tie_word_embeddings = 0, .initializer_range = 0.02,
                            .max_position_embeddings = 40960, .bos_token_id = 151643, .eos_token_id = 151645};
+    if (tiny) {
+        cfg = (zt_qwen3_config){.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = L,
+                                .num_heads = 4, .num_kv_heads = 2, .head_dim = 16, .rms_norm_eps = 1e-6,
+                                .rope_theta = 1e4, .tie_word_embeddings = 0, .initializer_range = 0.02,
+                                .max_position_embeddings = 64, .bos_token_id = 1, .eos_token_id = 2};
+        if (S > 64) S = 32;
+    }
     zt_hparams hp = {.lr = 1e-5, .min_lr_ratio = 0.1, .warmup = 0, .total_steps = steps + warmup,
                      .schedule = ZT_SCHED_CONSTANT, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
                      .clip = 1.0};
@@ -54,8 +69,8 @@ int main(int argc, char **argv) {
     if (zt_fsdp_cuda_set_attention(cudnn) != 0) zt_die_on_err();
     char dev[128];
     zt_cuda_device_describe(dev, sizeof dev);
-    printf("bench_fsdp_cuda: %s; Qwen3-32B shapes with %d layers, micro-batch 1 x seq %lld, %s attention\n", dev, L,
-           (long long)S, cudnn ? "cuDNN" : "GEMM");
+    printf("bench_fsdp_cuda: %s; %s shapes with %d layers, micro-batch 1 x seq %lld, %s attention\n", dev,
+           tiny ? "tiny (smoke run, not a benchmark)" : "Qwen3-32B", L, (long long)S, cudnn ? "cuDNN" : "GEMM");
     double t0 = zt_now();
     zt_fsdp f;
     if (zt_fsdp_init_cuda_bench(&f, dc, dc, &cfg, 1, 1, S, &hp, 7, 0.02f) != 0) zt_die_on_err();
@@ -91,18 +106,39 @@ int main(int argc, char **argv) {
     int64_t off[ZG_NT + 1];
     zt_glayer_offsets(&dm, off);
     const int64_t N = S, d = dm.d, V = cfg.vocab_size, P = off[ZG_NT];
+    // the engine's units: embedding, L layers, final norm + lm_head; the largest sizes the optimizer buffers
+    const int U = f.nunits;
+    int64_t umax = 0, shard_total = 0;
+    for (int u = 0; u < U; u++) {
+        if (f.units[u].padded > umax) umax = f.units[u].padded;
+        shard_total += f.units[u].shard;
+    }
     cudaStream_t cs;
     ck(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), "cudaStreamCreate");
     zt_cuda_ctx *c = zt_cuda_ctx_create();
     zt_bf16 *p = zt_cuda_malloc((size_t)P * 2), *lm = zt_cuda_malloc((size_t)(V * d) * 2);
+    zt_bf16 *emb = zt_cuda_malloc((size_t)(V * d) * 2), *nw = zt_cuda_malloc((size_t)d * 2);
     float *dp = zt_cuda_malloc((size_t)P * 4), *dlm = zt_cuda_malloc((size_t)(V * d) * 4);
+    float *demb = zt_cuda_malloc((size_t)(V * d) * 4), *dnw = zt_cuda_malloc((size_t)d * 4);
+    // One block holds the optimizer's master/grad/m/v (the largest unit's size each) and
+    // doubles as the step's gradient shards that the engine zeroes every step (values do
+    // not matter for timing; this keeps the reference within the device's memory at 32B).
+    const int64_t oblk = 4 * umax > shard_total ? 4 * umax : shard_total;
+    float *obuf = zt_cuda_malloc((size_t)oblk * 4);
+    float *om = obuf, *og = obuf + umax, *omm = obuf + 2 * umax, *ov = obuf + 3 * umax, *gshard = obuf;
+    zt_bf16 *ob = zt_cuda_malloc((size_t)umax * 2);
+    zt_cuda_fill(obuf, 0.0f, oblk, NULL);  // the memsets below cover only shard_total of it
+    double *sq = zt_cuda_malloc((size_t)U * sizeof(double));
     zt_cuda_fill_uniform(p, ZT_BF16, P, -0.02f, 0.02f, 1, cs);
     zt_cuda_fill_uniform(lm, ZT_BF16, V * d, -0.02f, 0.02f, 2, cs);
+    zt_cuda_fill_uniform(emb, ZT_BF16, V * d, -0.02f, 0.02f, 4, cs);
+    zt_cuda_fill_uniform(nw, ZT_BF16, d, 0.9f, 1.1f, 5, cs);
     zt_cuda_fill(dp, 0.0f, P, cs);
     zt_cuda_fill(dlm, 0.0f, V * d, cs);
     zt_bf16 **X = zt_xcalloc((size_t)L + 1, sizeof *X);
     for (int l = 0; l <= L; l++) X[l] = zt_cuda_malloc((size_t)(N * d) * 2);
-    zt_cuda_fill_uniform(X[0], ZT_BF16, N * d, -1.0f, 1.0f, 3, cs);
+    zt_bf16 *xf = zt_cuda_malloc((size_t)(N * d) * 2), *dln = zt_cuda_malloc((size_t)(N * d) * 2);
+    float *hrstd = zt_cuda_malloc((size_t)N * 4);
     zt_glayer_acts *acts = zt_xcalloc((size_t)L, sizeof *acts);
     for (int l = 0; l < L; l++) zt_glayer_acts_alloc(&acts[l], &dm);
     zt_glayer_work w;
@@ -111,30 +147,67 @@ int main(int argc, char **argv) {
     float *rc = zt_cuda_malloc((size_t)(S * dm.D / 2) * 4), *rs = zt_cuda_malloc((size_t)(S * dm.D / 2) * 4);
     zt_cuda_rope_table(cs, rc, rs, S, dm.D, cfg.rope_theta);
     int32_t *tg = zt_cuda_malloc((size_t)N * 4);
+    uint32_t *tokd = zt_cuda_malloc((size_t)N * 4);
     int32_t *tgh = zt_xmalloc((size_t)N * 4);
     zt_qwen3_targets(tok, 1, S, tgh);
     ck(cudaMemcpy(tg, tgh, (size_t)N * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+    ck(cudaMemcpy(tokd, tok, (size_t)N * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // pageable copies on the legacy stream, cs is non-blocking
     double *loss = zt_cuda_malloc(sizeof(double));
-    cudaEvent_t e0, e1;
+    cudaEvent_t e0, e1, e2, e3, e4;
     ck(cudaEventCreate(&e0), "cudaEventCreate");
     ck(cudaEventCreate(&e1), "cudaEventCreate");
-    double *ct = zt_xmalloc((size_t)steps * sizeof(double));
+    ck(cudaEventCreate(&e2), "cudaEventCreate");
+    ck(cudaEventCreate(&e3), "cudaEventCreate");
+    ck(cudaEventCreate(&e4), "cudaEventCreate");
+    double *ct = zt_xmalloc((size_t)steps * sizeof(double)), *ot = zt_xmalloc((size_t)steps * sizeof(double));
+    double *et = zt_xmalloc((size_t)steps * sizeof(double));
     for (int i = 0; i < warmup + steps; i++) {
         ck(cudaEventRecord(e0, cs), "cudaEventRecord");
-        for (int l = 0; l < L; l++) zt_glayer_fwd(c, cs, &dm, p, rc, rs, X[l], X[l + 1], &acts[l], NULL);
-        zt_cuda_lmhead_xent(c, cs, loss, dx, dlm, ZT_F32, X[L], lm, tg, N, d, V, 1.0f / (float)(S - 1));
-        for (int l = L - 1; l >= 0; l--) zt_glayer_bwd(c, cs, &dm, p, dp, rc, rs, X[l], &acts[l], &w, dx, NULL);
+        ck(cudaMemsetAsync(gshard, 0, (size_t)shard_total * 4, cs), "cudaMemsetAsync");
+        zt_cuda_embedding_fwd(cs, X[0], emb, tokd, N, d, V);
         ck(cudaEventRecord(e1, cs), "cudaEventRecord");
-        ck(cudaEventSynchronize(e1), "cudaEventSynchronize");
-        float ms;
-        ck(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-        if (i >= warmup) ct[i - warmup] = ms * 1e-3;
+        for (int l = 0; l < L; l++) zt_glayer_fwd(c, cs, &dm, p, rc, rs, X[l], X[l + 1], &acts[l], NULL);
+        ck(cudaMemsetAsync(dlm, 0, (size_t)(V * d) * 4, cs), "cudaMemsetAsync");  // the head unit's gradient slot
+        ck(cudaMemsetAsync(dnw, 0, (size_t)d * 4, cs), "cudaMemsetAsync");
+        zt_cuda_rmsnorm_fwd(cs, xf, hrstd, X[L], nw, N, d, (float)cfg.rms_norm_eps);
+        zt_cuda_lmhead_xent(c, cs, loss, dln, dlm, ZT_F32, xf, lm, tg, N, d, V, 1.0f / (float)(S - 1));
+        zt_cuda_rmsnorm_bwd(c, cs, dx, dnw, dln, X[L], nw, hrstd, N, d);
+        for (int l = L - 1; l >= 0; l--) {
+            ck(cudaMemsetAsync(dp, 0, (size_t)P * 4, cs), "cudaMemsetAsync");  // the layer's gradient slot
+            zt_glayer_bwd(c, cs, &dm, p, dp, rc, rs, X[l], &acts[l], &w, dx, NULL);
+        }
+        ck(cudaEventRecord(e2, cs), "cudaEventRecord");
+        ck(cudaMemsetAsync(demb, 0, (size_t)(V * d) * 4, cs), "cudaMemsetAsync");
+        zt_cuda_embedding_bwd(cs, demb, dx, tokd, N, d, V);
+        ck(cudaEventRecord(e3, cs), "cudaEventRecord");
+        for (int u = 0; u < U; u++) zt_cuda_sumsq(c, cs, sq + u, og, f.units[u].valid);
+        for (int u = 0; u < U; u++)
+            zt_cuda_adamw(cs, om, ob, og, omm, ov, f.units[u].valid, 1e-5f, 0.9f, 0.95f, 1e-8f, 0.1f, i + 1);
+        ck(cudaEventRecord(e4, cs), "cudaEventRecord");
+        ck(cudaEventSynchronize(e4), "cudaEventSynchronize");
+        float ms, ms_e1, ms_e2, ms_o;
+        ck(cudaEventElapsedTime(&ms, e0, e4), "cudaEventElapsedTime");
+        ck(cudaEventElapsedTime(&ms_e1, e0, e1), "cudaEventElapsedTime");
+        ck(cudaEventElapsedTime(&ms_e2, e2, e3), "cudaEventElapsedTime");
+        ck(cudaEventElapsedTime(&ms_o, e3, e4), "cudaEventElapsedTime");
+        if (i >= warmup) {
+            ct[i - warmup] = ms * 1e-3;
+            ot[i - warmup] = ms_o * 1e-3;
+            et[i - warmup] = (ms_e1 + ms_e2) * 1e-3;
+        }
     }
     const double t_compute = zt_median(ct, steps);
     const double flops = L * zt_glayer_flops(&dm) + 6.0 * (double)N * (double)d * (double)V;
     printf("engine step  %.2f ms  (%.1f TFLOP/s model FLOPs, %.0f tok/s)\n", t_engine * 1e3, flops / t_engine / 1e12,
            (double)S / t_engine);
     printf("compute only %.2f ms  (%.1f TFLOP/s)\n", t_compute * 1e3, flops / t_compute / 1e12);
+    const double t_opt = zt_median(ot, steps), t_emb = zt_median(et, steps);
+    printf("  of which: sums of squares + AdamW over %.3g params %.2f ms; embedding fwd + gradient zeroing + bwd "
+           "%.2f ms\n",
+           (double)(L * P + 2 * V * d + d), t_opt * 1e3, t_emb * 1e3);
+    printf("RESULT fsdp_optimizer_ms=%.3f\n", t_opt * 1e3);
+    printf("RESULT fsdp_embedding_ms=%.3f\n", t_emb * 1e3);
     printf("RESULT fsdp_step_ms=%.3f\n", t_engine * 1e3);
     printf("RESULT fsdp_compute_ms=%.3f\n", t_compute * 1e3);
     printf("RESULT fsdp_tflops=%.2f\n", flops / t_engine / 1e12);

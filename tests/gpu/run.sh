@@ -29,6 +29,7 @@ LOGS=${OUT:-$BUILD/logs}    # test logs (at most 7 files: the device tool return
 BLOGS=$BUILD/build-logs     # configure/build logs stay on the machine (shown on failure)
 mkdir -p "$LOGS" "$BLOGS"
 elapsed() { echo $(( $(date +%s) - T0 )); }
+. "$ROOT/tests/gpu/rerun.sh"  # needs_sync_rerun
 say() { echo "[run.sh $(elapsed)s] $*"; }
 # run NAME TIMEOUT CMD...: output to the terminal and $LOGDIR/NAME.log; sets RC
 LOGDIR=$LOGS
@@ -82,8 +83,8 @@ LOGDIR=$LOGS
 # ---- tests and benchmarks ------------------------------------------------------------------
 run ops 150 "$BIN/test_cuda_ops"
 OPS_RC=$RC
-if [ "$OPS_RC" != 0 ] && [ "$OPS_RC" != 1 ] && [ "$OPS_RC" != 77 ]; then
-    # crashed (fatal CUDA error): rerun with a sync after every op to name it
+if needs_sync_rerun "$OPS_RC" "$LOGS/ops.log" '^[0-9]+ passed, [0-9]+ failed'; then
+    # a fatal CUDA error (exit 4) or died before its summary: rerun with a sync after every op to name it
     LOGDIR=$BLOGS run ops_sync 120 env ZT_CUDA_SYNC=1 "$BIN/test_cuda_ops" --quick
 fi
 run train_tiny 90 "$BIN/train_tiny"
@@ -91,7 +92,7 @@ TRAIN_RC=$RC
 if [ "$NCCL_BUILD_RC" = 0 ]; then
     run fsdp 120 env NCCL_SOCKET_IFNAME=lo "$BIN/test_fsdp_cuda"
     FSDP_RC="exit $RC"
-    if [ "$RC" != 0 ] && [ "$RC" != 1 ] && [ "$RC" != 77 ]; then
+    if needs_sync_rerun "$RC" "$LOGS/fsdp.log" '^(all checks passed|FAILED)$'; then
         LOGDIR=$BLOGS
         run fsdp_sync 90 env ZT_CUDA_SYNC=1 NCCL_SOCKET_IFNAME=lo "$BIN/test_fsdp_cuda"
         LOGDIR=$LOGS
@@ -109,7 +110,7 @@ if [ "$NCCL_BUILD_RC" = 0 ]; then
 fi
 run bench 180 "$BIN/bench_layer"
 BENCH_RC=$RC
-if [ "$BENCH_RC" != 0 ] && [ "$BENCH_RC" != 124 ] && [ "$BENCH_RC" != 77 ]; then
+if needs_sync_rerun "$BENCH_RC" "$LOGS/bench.log" '^RESULT '; then
     LOGDIR=$BLOGS run bench_sync 120 env ZT_CUDA_SYNC=1 "$BIN/bench_layer" --smoke
 fi
 # PyTorch's layer right after ours: the ratio is a target of the issue, so it goes

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# `zerotrain train --device cuda` end to end on the CPU: zerotrain_hostcuda is zerotrain
-# built with the GPU engine over the host emulation of the CUDA layer and a
-# stream-ordered MPI comm in place of NCCL (tests/hostcuda/). It runs the real
-# training loop's cuda wiring: the device choice, the second comm, --init into the
-# host copies and up to the device, to_host before every checkpoint, resume back
-# onto the device, final/ export. (Event ordering on a GPU is not tested here.)
-#   hostcuda_cli.sh ZEROTRAIN_HOSTCUDA ZEROTRAIN SOURCE_DIR WORK_DIR CASE
+# `zerotrain train --device cuda` end to end on the CPU: zerotrain_cudaemu is zerotrain
+# built with its real GPU code — the CUDA kernels, the cuBLASLt mapping, the GPU engine
+# (runtime/fsdp_cuda.c) and the NCCL process group (runtime/comm_nccl.c) — on the CPU
+# execution of the CUDA programming model (tests/cudaemu: asynchronous streams, emulated
+# cuBLASLt and NCCL, the happens-before checker). It runs the real training loop's cuda
+# wiring: the device choice, the second comm, --init into the host copies and up to the
+# device, to_host before every checkpoint, resume back onto the device, final/ export.
+#   cudaemu_cli.sh ZEROTRAIN_CUDAEMU ZEROTRAIN SOURCE_DIR WORK_DIR CASE
 set -u
 ZH=$1 ZT=$2 SRC=$3 WORK=$4 CASE=$5
 W="$WORK/$CASE"
@@ -34,7 +35,7 @@ w1_matches_cpu)
     # bf16 GPU engine (emulated) vs the fp32 CPU engine, same data and weights
     "$ZH" train "${common[@]}" --steps 6 --grad-accum 2 --device cuda --run-dir "$W/gpu" >"$W/gpu.txt" 2>&1 \
         || { cat "$W/gpu.txt"; fail "cuda run failed"; }
-    grep -q "cuda backend: host emulation of the CUDA op layer" "$W/gpu.txt" \
+    grep -q "cuda backend: cudaemu" "$W/gpu.txt" \
         || { cat "$W/gpu.txt"; fail "the run did not report the cuda backend"; }
     "$ZT" train "${common[@]}" --steps 6 --grad-accum 2 --device cpu --run-dir "$W/cpu" >"$W/cpu.txt" 2>&1 \
         || { cat "$W/cpu.txt"; fail "cpu run failed"; }

@@ -1,0 +1,14 @@
+// cudaemu: cudaDataType_t with NVIDIA's values (library_types.h of CUDA 13.0), the part
+// cuBLASLt needs.
+#ifndef ZT_CUDAEMU_LIBRARY_TYPES_H
+#define ZT_CUDAEMU_LIBRARY_TYPES_H
+typedef enum cudaDataType_t {
+    CUDA_R_16F = 2,
+    CUDA_R_32F = 0,
+    CUDA_R_64F = 1,
+    CUDA_R_8I = 3,
+    CUDA_R_32I = 10,
+    CUDA_R_16BF = 14
+} cudaDataType_t;
+typedef cudaDataType_t cudaDataType;
+#endif

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Mutation check of the GPU code's ordering points on the CPU execution of the CUDA model.
+
+For every cross-stream ordering point of runtime/fsdp_cuda.c and runtime/comm_nccl.c
+(each cudaStreamWaitEvent, each cudaEventRecord an ordering depends on, each host
+synchronisation) and for the three deliberate bugs of the issue (a wrong cuBLASLt leading
+dimension, a kernel reading one element past a row, a __syncthreads moved into a divergent
+branch) and the regressions of the four defects fixed with it: copy the tree, apply the one
+change, rebuild the emulated programs, run the tests that should catch it and record
+whether one failed ("caught", with the first diagnostic line) or all passed ("SURVIVED").
+
+    python3 tests/cudaemu/mutate.py [--only ID[,ID...]] [--work DIR] [--jobs N]
+
+Prints a Markdown table (docs/cudaemu.md keeps the last one). About 15 minutes on 2 cores.
+Needs what the test suite needs (scripts/install-deps.sh) and python3. Test tool only.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FSDP = "runtime/fsdp_cuda.c"
+NCCL = "runtime/comm_nccl.c"
+# Tests, fastest-catching first (ctest stops at the first failure).
+T_ENGINE = ["emu_fsdp_cuda", "emu_fsdp_cuda_mpi_w2", "emu_cli_resume_exact", "emu_bench_fsdp_smoke"]
+T_COMM = ["emu_comm_nccl_w1", "emu_comm_nccl_mpi_w2", "emu_fsdp_cuda", "emu_comm_nccl_deadline"]
+T_OPS = ["emu_cuda_ops", "emu_train_tiny"]
+
+OLD_REGISTER = """    c->host_pinned = !bench;
+    for (int i = 0; i < U && c->host_pinned; i++) {
+        const size_t b = (size_t)f->units[i].shard * sizeof(float);
+        if (cudaHostRegister(f->units[i].master, b, cudaHostRegisterDefault) != cudaSuccess ||
+            cudaHostRegister(f->units[i].m, b, cudaHostRegisterDefault) != cudaSuccess ||
+            cudaHostRegister(f->units[i].v, b, cudaHostRegisterDefault) != cudaSuccess) {
+            (void)cudaGetLastError();
+            c->host_pinned = 0;
+        }
+    }
+    if (0) {
+"""
+
+# id, file, old text (must occur exactly once), new text, tests, what it removes
+MUTATIONS = [
+    # ---- runtime/fsdp_cuda.c: every cudaStreamWaitEvent ----
+    ("F1", FSDP, "    CK(cudaStreamWaitEvent(c->cs, ev, 0));\n", "",
+     T_ENGINE, "compute_wait: the compute stream's wait (all its uses at once)"),
+    ("F2", FSDP, "    compute_wait(c, c->p_ready[s]);\n", "",
+     T_ENGINE, "gather_use: compute waits for the slot's all-gather (p_ready)"),
+    ("F3", FSDP, "    compute_wait(c, c->g_free[s]);  // its last reduce-scatter and add are done\n", "",
+     T_ENGINE, "grad_acquire: compute waits until the slot's reduce-scatter and add are done (g_free)"),
+    ("F4", FSDP, "    compute_wait(c, c->ev_grads);\n", "",
+     T_ENGINE, "step end: compute waits for the last gradient accumulation (ev_grads)"),
+    ("F5", FSDP, "    CK(cudaStreamWaitEvent(c->ds, c->p_free[s], 0));  // compute has finished reading the slot\n", "",
+     T_ENGINE, "gather_issue: DATA waits until compute no longer reads the slot (p_free)"),
+    ("F6", FSDP, "    CK(cudaStreamWaitEvent(c->ds, c->g_ready[s], 0));\n", "",
+     T_ENGINE, "rs_issue: DATA waits for the unit's backward (g_ready)"),
+    ("F7", FSDP, "    CK(cudaStreamWaitEvent(c->ds, c->ev_optim, 0));\n", "",
+     T_ENGINE, "step start: DATA waits for the previous optimizer update (ev_optim)"),
+    ("F8", FSDP, "    CK(cudaStreamWaitEvent(c->ks, c->ev_red, 0));\n", "",
+     T_ENGINE, "step end: CTRL waits for the losses and sums of squares (ev_red)"),
+    # ---- the events those waits use ----
+    ("F9", FSDP, "    CK(cudaEventRecord(c->p_ready[s], c->ds));\n", "",
+     T_ENGINE, "gather_issue: record p_ready after the all-gather"),
+    ("F10", FSDP, "    CK(cudaEventRecord(f->cu->p_free[s], f->cu->cs));\n", "",
+     T_ENGINE, "param_release: record p_free after the last kernel reading the slot"),
+    ("F11", FSDP, "    CK(cudaEventRecord(c->g_ready[s], c->cs));\n", "",
+     T_ENGINE, "rs_issue: record g_ready after the unit's backward"),
+    ("F12", FSDP, "    CK(cudaEventRecord(c->g_free[s], c->ds));\n", "",
+     T_ENGINE, "rs_issue: record g_free after the accumulation into the shard"),
+    ("F13", FSDP, "    CK(cudaEventRecord(c->ev_grads, c->ds));\n", "",
+     T_ENGINE, "step end: record ev_grads on DATA"),
+    ("F14", FSDP, "    CK(cudaEventRecord(c->ev_red, c->cs));\n", "",
+     T_ENGINE, "step end: record ev_red after the sums of squares"),
+    ("F15", FSDP, "    CK(cudaEventRecord(c->ev_optim, c->cs));\n    out->loss", "    out->loss",
+     T_ENGINE, "step end: record ev_optim after AdamW"),
+    ("F16", FSDP, "    CK(cudaEventRecord(c->ev_optim, c->cs));  // the next step's gathers wait for the new shards\n", "",
+     T_ENGINE, "to_device: record ev_optim after the upload"),
+    ("F17", FSDP, "        CK(cudaEventRecord(c->ev_optim, c->cs));\n        CK(cudaStreamSynchronize(c->cs));\n",
+     "        CK(cudaStreamSynchronize(c->cs));\n",
+     ["emu_bench_fsdp_smoke"], "benchmark init: record ev_optim after drawing the parameters"),
+    # ---- host synchronisation ----
+    ("F18", FSDP, "    CK(cudaStreamSynchronize(c->ks));        // the 8-byte-per-entry copy queued behind it\n", "",
+     T_ENGINE, "step end: the host waits for the step's results before reading them"),
+    ("F19", FSDP, "    CK(cudaStreamSynchronize(c->cs));         // the host buffers may change after return\n", "",
+     T_ENGINE, "to_device: the host waits for the upload of its page-locked copies"),
+    ("F20", FSDP, "GPU state to the host for a checkpoint\");\n    CK(cudaStreamSynchronize(c->cs));\n",
+     "GPU state to the host for a checkpoint\");\n", T_ENGINE,
+     "to_host: the host waits for the download before the checkpoint reads it"),
+    ("F21", FSDP, "        CK(cudaEventRecord(c->ev_optim, c->cs));\n        CK(cudaStreamSynchronize(c->cs));\n",
+     "        CK(cudaEventRecord(c->ev_optim, c->cs));\n", ["emu_bench_fsdp_smoke"],
+     "benchmark init: the host waits for the drawn parameters"),
+    ("F22", FSDP, "    cudaStreamSynchronize(c->cs);\n    for (int s = 0; s < P; s++)", "    for (int s = 0; s < P; s++)",
+     T_ENGINE, "free: the host waits for the compute stream before freeing"),
+    ("F23", FSDP, "    if (zt_wait(c->dc, rq) != 0) return -1;  // the host's one wait per step (deadline-guarded)\n", "",
+     T_ENGINE, "step end: the host retires the all-reduce's request (zt_wait)"),
+    ("F24", FSDP, "    retire(f, &c->preq[s]);  // the slot's previous all-gather", "    // (mutated) the slot's previous all-gather",
+     T_ENGINE, "gather_issue: the host retires the slot's previous all-gather request"),
+    # ---- runtime/comm_nccl.c ----
+    ("N1", NCCL, "    CUCK(cudaEventRecord(ev, st));\n    *handle = (void *)ev;", "    *handle = (void *)ev;",
+     T_COMM, "start: record the collective's event (its handle)"),
+    ("N2", NCCL, "    cudaError_t e = cudaEventQuery(ev);\n    if (e == cudaSuccess) {",
+     "    cudaError_t e = cudaSuccess;\n    if (e == cudaSuccess) {", T_COMM,
+     "test: query the collective's event (instead: report every collective complete)"),
+    ("N3", NCCL, "    CUCK(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), s->stream[ZT_CHAN_CTRL]));",
+     "    CUCK(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), NULL));", T_COMM,
+     "setup: zero the barrier word on the CTRL stream (instead: on the legacy stream)"),
+    ("N4", NCCL, "    CUCK(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), s->stream[ZT_CHAN_CTRL]));", "", T_COMM,
+     "setup: zero the barrier word at all"),
+    ("N5", NCCL, "for (int i = 0; s->stream[ch] && i < 10000 &&", "for (int i = 0; 0 && s->stream[ch] && i < 10000 &&",
+     T_COMM, "destroy: wait up to 10 s for the channel's stream to drain"),
+    # ---- the issue's three deliberate bugs ----
+    ("D1", "kernels/cuda/matmul.cu", "    k.ldb = lda;\n", "    k.ldb = transA ? M : K;  // (mutated: assumes a packed A)\n",
+     T_OPS, "a wrong cuBLASLt leading dimension (A's ld taken as its packed width)"),
+    ("D2", "kernels/cuda/elementwise.cu", "        for (int j = lane; j < d; j += 32) {\n            float f = bf2f(xr[j]);",
+     "        for (int j = lane; j <= d; j += 32) {\n            float f = bf2f(xr[j]);", T_OPS,
+     "a kernel reading one element past a row (RMSNorm forward, scalar path)"),
+    ("D3", "kernels/cuda/xent.cu", "        ss[warp] = s;\n    }\n    __syncthreads();\n",
+     "        ss[warp] = s;\n        __syncthreads();\n    }\n", T_OPS,
+     "a __syncthreads moved inside a divergent branch (cross-entropy row kernel)"),
+    # ---- regressions of the four defects fixed with the emulation ----
+    ("R1", "kernels/cuda/matmul.cu",
+     "    const cublasStatus_t hs =\n        cublasLtMatmulAlgoGetHeuristic(",
+     "    const cublasStatus_t hs = CUBLAS_STATUS_SUCCESS;\n    ZT_CKBLAS(cublasLtMatmulAlgoGetHeuristic(",
+     ["emu_fatal_unaligned"], "defect 2: the heuristic query inside the fatal check again"),
+    ("R2", FSDP, "    c->host_pinned = 0;\n    if (!bench) {\n", OLD_REGISTER.replace("    if (0) {\n", "    if (0) {\n"),
+     ["emu_fsdp_cuda"], "defect 4: the host shards registered piecemeal again"),
+    ("R3", "kernels/cuda/cuda_device.cu", "    exit(ZT_EXIT_CUDA);", "    exit(1);",
+     ["emu_fatal_oom", "gpu_run_rerun_rule"], "defect 1: fatal CUDA errors exit 1 again"),
+]
+
+
+def sh(cmd, cwd=None, timeout=None):
+    p = subprocess.run(cmd, cwd=cwd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout
+
+
+def first_diagnostic(log):
+    for pat in (r"cudaemu: violation: [^\n]*", r"cudaemu: device fault: [^\n]*", r"zerotrain: error: [^\n]*",
+                r"FAIL[^\n]*", r"expected [^\n]*"):
+        m = re.search(pat, log)
+        if m:
+            return m.group(0)[:220]
+    return "(test failed; see the log)"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="")
+    ap.add_argument("--work", default="/tmp/zt-mutate")
+    ap.add_argument("--jobs", default=str(os.cpu_count() or 2))
+    a = ap.parse_args()
+    only = set(x for x in a.only.split(",") if x)
+    src, build = os.path.join(a.work, "src"), os.path.join(a.work, "build")
+    if os.path.exists(src):
+        shutil.rmtree(src)
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns("build", "build-*", ".git"))
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    os.environ.update(env)
+    rc, out = sh(f"cmake -S {src} -B {build} -G Ninja -DZT_TEST_FILTER='^cudaemu' >/dev/null && "
+                 f"ninja -C {build} -j {a.jobs}")
+    if rc:
+        print(out[-3000:])
+        sys.exit("mutate.py: the unmutated tree does not build")
+    rows, survived = [], 0
+    for mid, path, old, new, tests, what in MUTATIONS:
+        if only and mid not in only:
+            continue
+        f = os.path.join(src, path)
+        text = open(f).read()
+        n = text.count(old)
+        if n != 1:
+            rows.append((mid, path, what, f"NOT APPLIED (pattern found {n} times)", ""))
+            continue
+        open(f, "w").write(text.replace(old, new))
+        t0 = time.time()
+        try:
+            rc, out = sh(f"ninja -C {build} -j {a.jobs}")
+            if rc:
+                verdict, detail = "caught (does not build)", out.strip().splitlines()[-1][:200]
+            else:
+                regex = "^(" + "|".join(tests) + ")$"
+                rc, out = sh(f"ctest --test-dir {build} -R '{regex}' --stop-on-failure --output-on-failure "
+                             f"--timeout 600", timeout=1800)
+                failed = re.findall(r"\d+ - (\S+) \(", out)
+                if rc:
+                    verdict, detail = f"caught by {failed[0] if failed else '?'}", first_diagnostic(out)
+                else:
+                    verdict, detail = "SURVIVED", f"passed: {', '.join(tests)}"
+                    survived += 1
+        finally:
+            open(f, "w").write(text)
+        rows.append((mid, path, what, verdict, detail))
+        print(f"{mid}: {verdict} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    sh(f"ninja -C {build} -j {a.jobs}")
+    print("| id | file | what the mutation removes | result | first diagnostic |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |")
+    print(f"\n{len(rows)} mutations, {survived} survived")
+    sys.exit(1 if survived else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,447 @@
+// Self-test of cudaemu (the CPU execution of the CUDA model): kernels with barriers, shared
+// memory, warp intrinsics and atomics give CUDA's results; the launch checks refuse what the
+// driver refuses; and every class of error the emulator exists to catch is caught: each
+// "bad" case runs in a child process (this binary with --case NAME) and must end with the
+// expected exit status and diagnostic. Compiled as C++ by the host compiler, instrumented
+// like the kernels (tests/cudaemu.cmake).
+#include <cuda_runtime.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+#define ZT_DYNAMIC_SHARED_DEFINED
+static int g_fail = 0, g_pass = 0;
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (cond) {                                        \
+            g_pass++;                                      \
+        } else {                                           \
+            g_fail++;                                      \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);    \
+            printf(__VA_ARGS__);                           \
+            printf("\n");                                  \
+        }                                                  \
+    } while (0)
+#define CU(x)                                                                                       \
+    do {                                                                                            \
+        cudaError_t e_ = (x);                                                                       \
+        if (e_ != cudaSuccess) {                                                                    \
+            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+// ---- kernels --------------------------------------------------------------------------------------
+__global__ void add_kernel(float *y, const float *a, const float *b, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = a[i] + b[i];
+}
+__global__ void fill_kernel(float *y, float v, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = v;
+}
+// Block tree reduction through static shared memory: needs a real barrier per level.
+__global__ void block_sum_kernel(float *out, const float *x, int n) {
+    __shared__ float sh[256];
+    float s = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) s += x[i];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if ((int)threadIdx.x < k) sh[threadIdx.x] += sh[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = sh[0];
+}
+// Reverse a block through dynamic shared memory.
+__global__ void reverse_kernel(int *y, const int *x) {
+    ZT_DYNAMIC_SHARED(int, s);
+    const int t = threadIdx.x, n = blockDim.x;
+    s[t] = x[blockIdx.x * n + t];
+    __syncthreads();
+    y[blockIdx.x * n + t] = s[n - 1 - t];
+}
+// Warp intrinsics: out[8 per thread]
+__global__ void warp_kernel(int *out) {
+    const int lane = threadIdx.x & 31, t = threadIdx.x;
+    int v = t * 3 + 1, s = v;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    out[8 * t + 0] = s;                                        // warp sum
+    out[8 * t + 1] = __shfl_sync(0xffffffffu, v, 5);          // broadcast lane 5
+    out[8 * t + 2] = __shfl_up_sync(0xffffffffu, v, 3);       // lanes < 3 keep theirs
+    out[8 * t + 3] = __shfl_down_sync(0xffffffffu, v, 2, 8);  // within groups of 8
+    out[8 * t + 4] = (int)__ballot_sync(0xffffffffu, lane % 3 == 0);
+    out[8 * t + 5] = __any_sync(0xffffffffu, lane == 7);
+    out[8 * t + 6] = __all_sync(0xffffffffu, lane < 31);
+    out[8 * t + 7] = __shfl_xor_sync(0xffffffffu, v, 4, 4);   // xor beyond the group: own value
+}
+__global__ void atomic_kernel(int *c, float *f) {
+    atomicAdd(c, 1);
+    atomicAdd(f, 0.5f);
+    atomicMax(c + 1, (int)(blockIdx.x * blockDim.x + threadIdx.x));
+}
+// ---- bad kernels ----
+__global__ void read_past_end_kernel(float *y, const float *x, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i + 1];  // one element past the row
+}
+__global__ void divergent_sync_kernel(float *y) {
+    __shared__ float s[64];
+    s[threadIdx.x] = (float)threadIdx.x;
+    if (threadIdx.x < 32) __syncthreads();  // the barrier moved into a branch
+    __syncthreads();
+    y[threadIdx.x] = s[63 - threadIdx.x];
+}
+__global__ void early_exit_sync_kernel(float *y, int n) {
+    if ((int)threadIdx.x >= n) return;
+    __syncthreads();
+    y[threadIdx.x] = 1.0f;
+}
+__global__ void shfl_exited_kernel(int *y) {
+    if (threadIdx.x >= 16) return;
+    y[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 16);
+}
+__global__ void trap_kernel(int *y) {
+    if (threadIdx.x == 3) __trap();
+    y[threadIdx.x] = 1;
+}
+__global__ void misaligned_kernel(float *y, const char *x) {
+    *reinterpret_cast<float4 *>(y) = *reinterpret_cast<const float4 *>(x + 4);
+}
+__global__ void copy_kernel(float *y, const float *x, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = x[i];
+}
+__global__ void smem_kernel(float *y) {
+    ZT_DYNAMIC_SHARED(float, s);
+    s[threadIdx.x] = 1.0f;
+    __syncthreads();
+    y[threadIdx.x] = s[threadIdx.x];
+}
+
+static float *dev(int n) {
+    void *p;
+    CU(cudaMalloc(&p, (size_t)n * 4));
+    return (float *)p;
+}
+
+// ---- good cases ---------------------------------------------------------------------------------------
+static void test_basics() {
+    const int n = 1000;
+    float *a = dev(n), *b = dev(n), *y = dev(n), h[1000], g[1000];
+    for (int i = 0; i < n; i++) h[i] = (float)i, g[i] = 0.5f * (float)i;
+    CU(cudaMemcpy(a, h, sizeof h, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(b, g, sizeof g, cudaMemcpyHostToDevice));
+    ZT_LAUNCH(add_kernel, 3, 128, 0, nullptr)(y, a, b, n);
+    CU(cudaGetLastError());
+    float r[1000];
+    CU(cudaMemcpy(r, y, sizeof r, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += r[i] != 1.5f * (float)i;
+    CHECK(bad == 0, "add: %d wrong elements", bad);
+
+    float *part = dev(4);
+    ZT_LAUNCH(block_sum_kernel, 4, 256, 0, nullptr)(part, a, n);
+    float ps[4];
+    CU(cudaMemcpy(ps, part, sizeof ps, cudaMemcpyDeviceToHost));
+    double tot = ps[0] + ps[1] + ps[2] + ps[3];
+    CHECK(tot == 999.0 * 1000 / 2, "block sums total %.1f, want %.1f", tot, 999.0 * 1000 / 2);
+
+    // dynamic shared memory: 3 blocks of 512 ints
+    int *xi, *yi, hx[1536], hy[1536];
+    CU(cudaMalloc((void **)&xi, sizeof hx));
+    CU(cudaMalloc((void **)&yi, sizeof hy));
+    for (int i = 0; i < 1536; i++) hx[i] = i * 7;
+    CU(cudaMemcpy(xi, hx, sizeof hx, cudaMemcpyHostToDevice));
+    ZT_LAUNCH(reverse_kernel, 3, 512, 512 * sizeof(int), nullptr)(yi, xi);
+    CU(cudaGetLastError());
+    CU(cudaMemcpy(hy, yi, sizeof hy, cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (int bk = 0; bk < 3; bk++)
+        for (int t = 0; t < 512; t++) bad += hy[bk * 512 + t] != hx[bk * 512 + 511 - t];
+    CHECK(bad == 0, "dynamic shared memory reverse: %d wrong", bad);
+
+    // warps
+    int *w, hw[64 * 8];
+    CU(cudaMalloc((void **)&w, sizeof hw));
+    ZT_LAUNCH(warp_kernel, 1, 64, 0, nullptr)(w);
+    CU(cudaMemcpy(hw, w, sizeof hw, cudaMemcpyDeviceToHost));
+    bad = 0;
+    for (int t = 0; t < 64; t++) {
+        const int lane = t & 31, w0 = t - lane, v = t * 3 + 1;
+        int sum = 0;
+        for (int l = 0; l < 32; l++) sum += (w0 + l) * 3 + 1;
+        unsigned ballot = 0;
+        for (int l = 0; l < 32; l++) ballot |= (l % 3 == 0 ? 1u : 0u) << l;
+        const int want[8] = {sum,
+                             (w0 + 5) * 3 + 1,
+                             lane >= 3 ? (t - 3) * 3 + 1 : v,
+                             (lane % 8) + 2 < 8 ? (t + 2) * 3 + 1 : v,
+                             (int)ballot,
+                             1,
+                             0,
+                             // xor may read an earlier group, never a later one
+                             (lane ^ 4) < (lane & ~3) + 4 ? (w0 + (lane ^ 4)) * 3 + 1 : v};
+        for (int k = 0; k < 8; k++)
+            if (hw[8 * t + k] != want[k]) {
+                if (bad++ < 5) printf("  warp t=%d k=%d got %d want %d\n", t, k, hw[8 * t + k], want[k]);
+            }
+    }
+    CHECK(bad == 0, "warp intrinsics: %d wrong", bad);
+
+    int *c;
+    float *f;
+    CU(cudaMalloc((void **)&c, 8));
+    CU(cudaMalloc((void **)&f, 4));
+    CU(cudaMemset(c, 0, 8));
+    CU(cudaMemset(f, 0, 4));
+    ZT_LAUNCH(atomic_kernel, 5, 96, 0, nullptr)(c, f);
+    int hc[2];
+    float hf;
+    CU(cudaMemcpy(hc, c, 8, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(&hf, f, 4, cudaMemcpyDeviceToHost));
+    CHECK(hc[0] == 480 && hc[1] == 479 && hf == 240.0f, "atomics: count %d max %d sum %g", hc[0], hc[1], hf);
+    cudaFree(a), cudaFree(b), cudaFree(y), cudaFree(part), cudaFree(xi), cudaFree(yi), cudaFree(w), cudaFree(c), cudaFree(f);
+}
+
+static void test_launch_checks() {
+    float *y = dev(2048);
+    ZT_LAUNCH(fill_kernel, 1, 1025, 0, nullptr)(y, 1.0f, 10);
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "1025 threads per block must be refused");
+    CHECK(cudaGetLastError() == cudaSuccess, "a launch error is cleared by cudaGetLastError");
+    ZT_LAUNCH(fill_kernel, dim3(1, 65536), 32, 0, nullptr)(y, 1.0f, 10);
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "grid.y 65536 must be refused");
+    ZT_LAUNCH(fill_kernel, 0, 32, 0, nullptr)(y, 1.0f, 10);
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "an empty grid must be refused");
+    ZT_LAUNCH(fill_kernel, 1, dim3(32, 2, 65), 0, nullptr)(y, 1.0f, 10);
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "block.z 65 must be refused");
+    // dynamic shared memory above 48 KiB needs the attribute
+    ZT_LAUNCH(smem_kernel, 1, 64, 64 << 10, nullptr)(y);
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue, "64 KiB of dynamic shared memory without the attribute");
+    CHECK(cudaFuncSetAttribute((const void *)smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 300000) ==
+              cudaErrorInvalidValue,
+          "more than 227 KiB cannot be allowed");
+    (void)cudaGetLastError();
+    CU(cudaFuncSetAttribute((const void *)smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10));
+    ZT_LAUNCH(smem_kernel, 1, 64, 64 << 10, nullptr)(y);
+    CHECK(cudaGetLastError() == cudaSuccess, "64 KiB with the attribute set");
+    float h[64];
+    CU(cudaMemcpy(h, y, sizeof h, cudaMemcpyDeviceToHost));
+    CHECK(h[0] == 1.0f && h[63] == 1.0f, "smem kernel result %g %g", h[0], h[63]);
+    cudaFree(y);
+}
+
+static void test_streams() {
+    const int n = 4096;
+    float *a = dev(n), *b = dev(n);
+    cudaStream_t s1, s2;
+    CU(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CU(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    cudaEvent_t e, t0, t1;
+    CU(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CU(cudaEventCreate(&t0));
+    CU(cudaEventCreate(&t1));
+    float hv[4096];
+    for (int it = 0; it < 20; it++) {  // producer on s1, consumer on s2 ordered by an event
+        CU(cudaEventRecord(t0, s1));
+        ZT_LAUNCH(fill_kernel, 8, 128, 0, s1)(a, (float)it, n);
+        CU(cudaEventRecord(e, s1));
+        CU(cudaEventRecord(t1, s1));
+        CU(cudaStreamWaitEvent(s2, e, 0));
+        ZT_LAUNCH(copy_kernel, 8, 128, 0, s2)(b, a, n);
+        CU(cudaMemcpyAsync(hv, b, sizeof hv, cudaMemcpyDeviceToHost, s2));  // pageable: returns when done
+        int bad = 0;
+        for (int i = 0; i < n; i++) bad += hv[i] != (float)it;
+        CHECK(bad == 0, "iteration %d: %d stale elements", it, bad);
+        // the next iteration's fill on s1 overwrites a: s1 must wait for s2's read
+        CU(cudaEventRecord(e, s2));
+        CU(cudaStreamWaitEvent(s1, e, 0));
+    }
+    CU(cudaStreamSynchronize(s1));
+    float ms = -1;
+    CU(cudaEventElapsedTime(&ms, t0, t1));
+    CHECK(ms >= 0, "elapsed time %g ms", ms);
+    CHECK(cudaEventElapsedTime(&ms, e, t1) == cudaErrorInvalidResourceHandle, "timing a DisableTiming event");
+    (void)cudaGetLastError();
+    CHECK(cudaEventQuery(e) == cudaSuccess, "query of a completed event");
+    // pinned copies really are asynchronous and ordered by the stream
+    float *hp;
+    CU(cudaMallocHost((void **)&hp, n * 4));
+    for (int i = 0; i < n; i++) hp[i] = (float)(i % 17);
+    CU(cudaMemcpyAsync(a, hp, n * 4, cudaMemcpyHostToDevice, s1));
+    ZT_LAUNCH(copy_kernel, 4, 256, 0, s1)(b, a, n);
+    CU(cudaMemcpyAsync(hp, b, n * 4, cudaMemcpyDeviceToHost, s1));
+    CU(cudaStreamSynchronize(s1));
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += hp[i] != (float)(i % 17);
+    CHECK(bad == 0, "pinned round trip: %d wrong", bad);
+    // registration is by page: a second range on a shared page is refused (as on a GPU machine)
+    char *heap = (char *)malloc(3 * 4096);
+    char *pg = (char *)(((uintptr_t)heap + 4095) & ~(uintptr_t)4095);
+    CU(cudaHostRegister(pg, 100, cudaHostRegisterDefault));
+    CHECK(cudaHostRegister(pg + 200, 100, cudaHostRegisterDefault) == cudaErrorHostMemoryAlreadyRegistered,
+          "two registrations on one page");
+    (void)cudaGetLastError();
+    CU(cudaHostUnregister(pg));
+    free(heap);
+    // the legacy stream orders blocking streams
+    cudaStream_t sb;
+    CU(cudaStreamCreate(&sb));
+    ZT_LAUNCH(fill_kernel, 4, 256, 0, sb)(a, 3.0f, n);
+    ZT_LAUNCH(copy_kernel, 4, 256, 0, nullptr)(b, a, n);  // waits for sb's fill implicitly
+    CU(cudaMemcpy(hv, b, sizeof hv, cudaMemcpyDeviceToHost));
+    CHECK(hv[0] == 3.0f && hv[n - 1] == 3.0f, "legacy stream after a blocking stream: %g", hv[0]);
+    // stream-ordered allocation used on its own stream
+    float *tmp;
+    CU(cudaMallocAsync((void **)&tmp, n * 4, s1));
+    ZT_LAUNCH(fill_kernel, 4, 256, 0, s1)(tmp, 2.0f, n);
+    ZT_LAUNCH(copy_kernel, 4, 256, 0, s1)(a, tmp, n);
+    CU(cudaFreeAsync(tmp, s1));
+    CU(cudaStreamSynchronize(s1));
+    CU(cudaMemcpy(hv, a, sizeof hv, cudaMemcpyDeviceToHost));
+    CHECK(hv[7] == 2.0f, "stream-ordered allocation: %g", hv[7]);
+    CU(cudaFreeHost(hp));
+    cudaFree(a), cudaFree(b);
+}
+
+// ---- bad cases (each in a child process) -------------------------------------------------------------
+static int bad_case(const char *name) {
+    const int n = 256;
+    float *x = dev(n), *y = dev(n);
+    CU(cudaMemset(x, 0, n * 4));
+    CU(cudaDeviceSynchronize());  // the memset ran on the legacy stream, which non-blocking streams do not wait for
+    if (!strcmp(name, "oob")) {
+        ZT_LAUNCH(read_past_end_kernel, 1, 256, 0, nullptr)(y, x, n);
+        cudaError_t e = cudaDeviceSynchronize();
+        printf("sync: %s\n", cudaGetErrorName(e));
+        return e == cudaErrorIllegalAddress ? 10 : 0;
+    }
+    if (!strcmp(name, "divergent_sync")) ZT_LAUNCH(divergent_sync_kernel, 1, 64, 0, nullptr)(y);
+    if (!strcmp(name, "early_exit_sync")) ZT_LAUNCH(early_exit_sync_kernel, 1, 64, 0, nullptr)(y, 40);
+    if (!strcmp(name, "shfl_exited")) ZT_LAUNCH(shfl_exited_kernel, 1, 32, 0, nullptr)((int *)y);
+    if (!strcmp(name, "trap")) {
+        ZT_LAUNCH(trap_kernel, 1, 32, 0, nullptr)((int *)y);
+        cudaError_t e = cudaDeviceSynchronize();
+        return e == cudaErrorLaunchFailure && cudaMemset(y, 0, 4) == cudaErrorLaunchFailure ? 10 : 0;
+    }
+    if (!strcmp(name, "misaligned")) {
+        ZT_LAUNCH(misaligned_kernel, 1, 1, 0, nullptr)(y, (const char *)x);
+        return cudaDeviceSynchronize() == cudaErrorMisalignedAddress ? 10 : 0;
+    }
+    if (!strcmp(name, "uninit")) {
+        float *u = dev(n);
+        ZT_LAUNCH(copy_kernel, 1, 256, 0, nullptr)(y, u, n);
+    }
+    if (!strcmp(name, "host_ptr")) {
+        static float host[256];
+        ZT_LAUNCH(copy_kernel, 1, 256, 0, nullptr)(y, host, n);
+    }
+    if (!strcmp(name, "host_deref")) {
+        volatile float v = y[3];  // this file is instrumented like the product's GPU host code
+        (void)v;
+    }
+    if (!strcmp(name, "use_after_free")) {
+        cudaFree(x);
+        ZT_LAUNCH(copy_kernel, 1, 256, 0, nullptr)(y, x, n);
+    }
+    cudaStream_t s1, s2;
+    CU(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CU(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    if (!strcmp(name, "race") || !strcmp(name, "race_ordered")) {
+        ZT_LAUNCH(fill_kernel, 1, 256, 0, s1)(x, 1.0f, n);
+        if (!strcmp(name, "race_ordered")) {
+            cudaEvent_t e;
+            CU(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+            CU(cudaEventRecord(e, s1));
+            CU(cudaStreamWaitEvent(s2, e, 0));
+        }
+        ZT_LAUNCH(copy_kernel, 1, 256, 0, s2)(y, x, n);
+    }
+    if (!strcmp(name, "race_legacy_nonblocking")) {
+        ZT_LAUNCH(fill_kernel, 1, 256, 0, s1)(x, 1.0f, n);
+        ZT_LAUNCH(copy_kernel, 1, 256, 0, nullptr)(y, x, n);  // the legacy stream does not wait for non-blocking streams
+    }
+    if (!strcmp(name, "race_mallocasync")) {
+        float *t;
+        CU(cudaMallocAsync((void **)&t, n * 4, s1));
+        ZT_LAUNCH(fill_kernel, 1, 256, 0, s2)(t, 1.0f, n);
+    }
+    if (!strcmp(name, "pinned_in_flight")) {
+        float *hp;
+        CU(cudaMallocHost((void **)&hp, n * 4));
+        CU(cudaMemcpyAsync(hp, x, n * 4, cudaMemcpyDeviceToHost, s1));
+        printf("value %g\n", hp[0]);  // read before synchronising with s1
+    }
+    if (!strcmp(name, "pinned_in_flight_synced")) {
+        float *hp;
+        CU(cudaMallocHost((void **)&hp, n * 4));
+        CU(cudaMemcpyAsync(hp, x, n * 4, cudaMemcpyDeviceToHost, s1));
+        CU(cudaStreamSynchronize(s1));
+        hp[0] += 1.0f;
+    }
+    cudaError_t e = cudaDeviceSynchronize();
+    printf("case %s ended: %s\n", name, cudaGetErrorName(e));
+    return e == cudaSuccess ? 0 : 1;
+}
+
+extern char **environ;
+// Run this binary with --case NAME; the status and stderr come back.
+static int run_case(const char *self, const char *name, std::string *err) {
+    int fd[2];
+    if (pipe(fd)) return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    char *argv[] = {(char *)self, (char *)"--case", (char *)name, nullptr};
+    pid_t pid;
+    if (posix_spawn(&pid, self, &fa, nullptr, argv, environ)) return -1;
+    close(fd[1]);
+    char buf[4096];
+    ssize_t k;
+    while ((k = read(fd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)k);
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--case")) return bad_case(argv[2]);
+    test_basics();
+    test_launch_checks();
+    test_streams();
+    struct {
+        const char *name;
+        int status;
+        const char *needle;
+    } cases[] = {
+        {"oob", 10, "0 bytes past the end of allocation"},
+        {"divergent_sync", 86, "__syncthreads reached at different places"},
+        {"early_exit_sync", 86, "have already exited"},
+        {"shfl_exited", 86, "has exited"},
+        {"trap", 10, "__trap()"},
+        {"misaligned", 10, "misaligned address"},
+        {"uninit", 86, "uninitialised device memory"},
+        {"host_ptr", 86, "not device memory"},
+        {"host_deref", 86, "device memory is not host-accessible"},
+        {"use_after_free", 86, "not device memory"},
+        {"race", 86, "unordered accesses"},
+        {"race_ordered", 0, ""},
+        {"race_legacy_nonblocking", 86, "unordered accesses"},
+        {"race_mallocasync", 86, "stream-ordered lifetime"},
+        {"pinned_in_flight", 86, "host access to page-locked memory"},
+        {"pinned_in_flight_synced", 0, ""},
+    };
+    for (auto &c : cases) {
+        std::string err;
+        const int st = run_case("/proc/self/exe", c.name, &err);
+        const bool ok = st == c.status && (!*c.needle || err.find(c.needle) != std::string::npos);
+        CHECK(ok, "case %s: exit %d (want %d), stderr:\n%s", c.name, st, c.status, err.c_str());
+        if (ok) printf("case %-26s exit %d as expected\n", c.name, st);
+    }
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
