@@ -387,6 +387,7 @@ static void nccl_destroy(void *self_) {
     if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
     if (s->device >= 0) cudaSetDevice(s->device);
     char msg[512];
+    int any_busy = 0;
     for (int ch = 0; ch < NCHAN; ch++) {
         if (!s->comm[ch]) continue;
         // ncclCommDestroy waits for queued work. Give a straggling collective 10 s;
@@ -401,6 +402,7 @@ static void nccl_destroy(void *self_) {
         }
         (void)cudaGetLastError();
         int busy = e != cudaSuccess;
+        any_busy |= busy;
         ncclResult_t r = busy ? ncclCommAbort(s->comm[ch]) : ncclCommDestroy(s->comm[ch]);
         if (busy) {
             snprintf(msg, sizeof msg,
@@ -417,7 +419,9 @@ static void nccl_destroy(void *self_) {
         s->comm[ch] = NULL;
     }
     for (int i = 0; i < s->npool; i++) cudaEventDestroy(s->pool[i]);
-    if (s->barrier_buf) cudaFree(s->barrier_buf);
+    // cudaFree may synchronize the device, i.e. wait for the stream that did not drain:
+    // then the 4-byte barrier word is left behind rather than blocking finalize.
+    if (s->barrier_buf && !any_busy) cudaFree(s->barrier_buf);
     for (int ch = 0; ch < NCHAN; ch++)
         if (s->stream[ch]) cudaStreamDestroy(s->stream[ch]);
     (void)cudaGetLastError();

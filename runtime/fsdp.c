@@ -186,6 +186,9 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
 int zt_fsdp_cuda_available(void) { return 0; }
 int zt_fsdp_cuda_devices(void) { return 0; }
 void zt_fsdp_cuda_set_recompute(int on) { (void)on; }
+int zt_fsdp_cuda_set_pools(int param_slots, int grad_slots) {
+    return param_slots || grad_slots ? zt_err("GPU FSDP pools: no GPU engine in this build") : 0;
+}
 int zt_fsdp_cuda_set_attention(int cudnn) { return cudnn ? zt_err("--attention cudnn: no GPU engine in this build") : 0; }
 void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n) {
     (void)dcomm;

@@ -120,6 +120,10 @@ int zt_fsdp_cuda_set_attention(int cudnn);
 // step; activation memory L x (2d bytes per token) instead of L x the layer's saved
 // tensors). Results are identical (the ops are deterministic).
 void zt_fsdp_cuda_set_recompute(int on);
+// Tests: smaller buffer pools for the engines created next (0 = the default of
+// ZT_FSDP_PARAM_SLOTS / ZT_FSDP_GRAD_SLOTS; parameters >= 2, or 3 for a tied model;
+// gradients >= 1). With the tightest pools every ordering event of the schedule is needed.
+int zt_fsdp_cuda_set_pools(int param_slots, int grad_slots);
 // "cuda backend: NVIDIA H200, sm_90, 132 SMs, 139.8 GiB (device 0)" for an NCCL comm's GPU.
 void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n);
 // Host copies <-> device state (GPU engine; no-ops on the CPU engine). to_device after

@@ -63,6 +63,7 @@ struct zt_fsdp_cuda {
     cudaEvent_t g_ready[G], g_free[G];
     zt_req *greq[G];
     int p_last, g_last;              // slots handed out last (round robin)
+    int np, ng;                      // pool sizes in use (<= P, G; smaller only in tests)
     cudaEvent_t ev_grads, ev_red, ev_optim;
     // Stall accounting: a timing event pair around each wait of the compute stream on a
     // communication event; after the step's host sync, the time between the two is how
@@ -100,6 +101,15 @@ int zt_fsdp_cuda_available(void) { return 1; }
 int zt_fsdp_cuda_devices(void) { return zt_cuda_device_count(); }
 static int g_recompute;
 void zt_fsdp_cuda_set_recompute(int on) { g_recompute = on != 0; }
+static int g_pool_p, g_pool_g;
+int zt_fsdp_cuda_set_pools(int param_slots, int grad_slots) {
+    if (param_slots < 0 || param_slots > P || (param_slots && param_slots < 2) || grad_slots < 0 || grad_slots > G)
+        return zt_err("GPU FSDP pools: %d parameter slot(s) (2..%d, 0 = %d) and %d gradient slot(s) (1..%d, 0 = %d)",
+                      param_slots, P, P, grad_slots, G, G);
+    g_pool_p = param_slots;
+    g_pool_g = grad_slots;
+    return 0;
+}
 int zt_fsdp_cuda_set_attention(int cudnn) {
     if (cudnn && !zt_cudnn_sdpa_built())
         return zt_err("--attention cudnn: this build has no cuDNN attention (cuDNN was not found at configure "
@@ -157,8 +167,8 @@ static int gather_issue(zt_fsdp *f, int unit) {
     // Round robin over the free slots: the slot reused is the one released longest ago,
     // so an all-gather rarely waits for compute still reading its buffer.
     int s = -1;
-    for (int k = 1; k <= P && s < 0; k++)
-        if (f->pbuf_unit[(c->p_last + k) % P] == -1) s = (c->p_last + k) % P;
+    for (int k = 1; k <= c->np && s < 0; k++)
+        if (f->pbuf_unit[(c->p_last + k) % c->np] == -1) s = (c->p_last + k) % c->np;
     if (s < 0) zt_fatal("GPU FSDP: parameter pool exhausted gathering unit %d (schedule bug)", unit);
     c->p_last = s;
     retire(f, &c->preq[s]);  // the slot's previous all-gather (long done unless the host ran a pool ahead)
@@ -194,8 +204,8 @@ static void param_release(zt_fsdp *f, int s) {
 static int grad_acquire(zt_fsdp *f, int unit) {
     zt_fsdp_cuda *c = f->cu;
     int s = -1;  // round robin, as for parameters: reuse waits on the oldest reduce-scatter
-    for (int k = 1; k <= G && s < 0; k++)
-        if (f->gbuf_unit[(c->g_last + k) % G] == -1) s = (c->g_last + k) % G;
+    for (int k = 1; k <= c->ng && s < 0; k++)
+        if (f->gbuf_unit[(c->g_last + k) % c->ng] == -1) s = (c->g_last + k) % c->ng;
     if (s < 0) zt_fatal("GPU FSDP: gradient pool exhausted for unit %d (schedule bug)", unit);
     c->g_last = s;
     f->gbuf_unit[s] = unit;
@@ -350,8 +360,8 @@ int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_reques
         stall += ms * 1e-3;
     }
     c->ntw = 0;
-    for (int s = 0; s < P; s++) retire_if_done(f, &c->preq[s]);
-    for (int s = 0; s < G; s++) retire(f, &c->greq[s]);  // done: the all-reduce came after them on the GPU
+    for (int s = 0; s < c->np; s++) retire_if_done(f, &c->preq[s]);
+    for (int s = 0; s < c->ng; s++) retire(f, &c->greq[s]);  // done: the all-reduce came after them on the GPU
 
     double loss = 0, sumsq = 0;
     for (int mb = 0; mb < f->grad_accum; mb++) loss += c->red_h[mb];
@@ -407,7 +417,8 @@ int zt_fsdp_to_device(zt_fsdp *f) {
         CK(cudaMemcpyAsync(c->v[i], u->v, b, cudaMemcpyHostToDevice, c->cs));
         zt_cuda_f32_to_bf16(c->pshard[i], c->master[i], u->shard, c->cs);
     }
-    CK(cudaEventRecord(c->ev_optim, c->cs));  // the next step's gathers wait for the new shards
+    // The host waits for the upload: its page-locked copies may change after return, and
+    // everything enqueued afterwards (the next step's gathers on DATA) is ordered after it.
     zt_comm_watch_begin(c->dc, "cudaStreamSynchronize: master/Adam state to the GPU");
     CK(cudaStreamSynchronize(c->cs));         // the host buffers may change after return
     zt_comm_watch_end(c->dc);
@@ -467,6 +478,11 @@ static int init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_c
         memset(f, 0, sizeof *f);
         return zt_err("GPU FSDP engine: head_dim (%d) must be even and seq_len (%lld) >= 2", cfg->head_dim,
                       (long long)seq_len);
+    }
+    if (cfg->tie_word_embeddings && g_pool_p && g_pool_p < 3) {
+        memset(f, 0, sizeof *f);
+        return zt_err("GPU FSDP engine: a tied lm_head needs 3 parameter slots (the last layer, the head and the "
+                      "embedding at once); %d set", g_pool_p);
     }
     if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
                           bench ? ZT_FSDP_NO_INIT : 0) != 0)
@@ -546,13 +562,15 @@ static int init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_c
     }
 
     // pools
-    for (int s = 0; s < P; s++) {
+    c->np = g_pool_p ? g_pool_p : P;
+    c->ng = g_pool_g ? g_pool_g : G;
+    for (int s = 0; s < c->np; s++) {
         c->pbuf[s] = dalloc((size_t)f->max_padded * 2, &c->pool_bytes);
         CK(cudaEventCreateWithFlags(&c->p_ready[s], cudaEventDisableTiming));
         CK(cudaEventCreateWithFlags(&c->p_free[s], cudaEventDisableTiming));
         f->pbuf_unit[s] = -1;
     }
-    for (int s = 0; s < G; s++) {
+    for (int s = 0; s < c->ng; s++) {
         c->gbuf[s] = dalloc((size_t)f->max_padded * 4, &c->pool_bytes);
         c->grecv[s] = dalloc((size_t)(f->max_padded / f->world) * 4, &c->pool_bytes);
         CK(cudaEventCreateWithFlags(&c->g_ready[s], cudaEventDisableTiming));
@@ -622,8 +640,7 @@ static int init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_c
             zt_cuda_fill_uniform(c->master[i], ZT_F32, f->units[i].valid, -a, a, seed + (uint64_t)i, c->cs);
             zt_cuda_f32_to_bf16(c->pshard[i], c->master[i], f->units[i].shard, c->cs);
         }
-        CK(cudaEventRecord(c->ev_optim, c->cs));
-        CK(cudaStreamSynchronize(c->cs));
+        CK(cudaEventRecord(c->ev_optim, c->cs));  // the first step's gathers wait for the drawn shards
     }
     return 0;
 }
@@ -642,9 +659,9 @@ void zt_fsdp_cuda_free(zt_fsdp *f) {
     zt_fsdp_cuda *c = f->cu;
     if (!c) return;
     cudaStreamSynchronize(c->cs);
-    for (int s = 0; s < P; s++)
+    for (int s = 0; s < c->np; s++)
         if (c->preq[s]) zt_wait(c->dc, c->preq[s]);
-    for (int s = 0; s < G; s++)
+    for (int s = 0; s < c->ng; s++)
         if (c->greq[s]) zt_wait(c->dc, c->greq[s]);
     if (c->host_block) {  // the host shards live in the engine's block: zt_fsdp_free must not free() them
         if (c->host_mode == 1)
@@ -662,12 +679,12 @@ void zt_fsdp_cuda_free(zt_fsdp *f) {
     void *dv[] = {c->xf, c->dln, c->dx, c->hrstd, c->rope_cos, c->rope_sin, c->tok_d, c->tgt_d, c->red_d,
                   c->a_master, c->a_m, c->a_v, c->a_grad, c->a_pshard};
     for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) zt_cuda_free(dv[i]);
-    for (int s = 0; s < P; s++) {
+    for (int s = 0; s < c->np; s++) {
         zt_cuda_free(c->pbuf[s]);
         cudaEventDestroy(c->p_ready[s]);
         cudaEventDestroy(c->p_free[s]);
     }
-    for (int s = 0; s < G; s++) {
+    for (int s = 0; s < c->ng; s++) {
         zt_cuda_free(c->gbuf[s]);
         zt_cuda_free(c->grecv[s]);
         cudaEventDestroy(c->g_ready[s]);

@@ -114,8 +114,15 @@ if [ "$rc" = 3 ] && echo "$out" | grep -q 'stuck in "cudaStreamSynchronize after
    [ -s "$1/ranks/rank-00000.flight.json" ]; then exit 0; fi
 echo "expected exit 3 with a host-wait report and a flight dump, got exit $rc"; exit 1]]
                  $<TARGET_FILE:emu_test_comm_nccl> ${ZT_EMU_WORK}/comm_watch)
+# Finalize with a collective stuck behind a 25 s host function: returns after the 10 s drain.
+add_test(NAME emu_comm_nccl_finalize_busy
+         COMMAND sh -c [[out=$("$0" --finalize-busy --run-dir "$1" 2>&1); rc=$?; echo "$out"
+[ "$rc" = 0 ] && echo "$out" | grep -q "still busy after 10 s" && exit 0
+echo "expected finalize to return after the 10 s drain with a warning"; exit 1]]
+                 $<TARGET_FILE:emu_test_comm_nccl> ${ZT_EMU_WORK}/comm_finalize_busy)
 set_tests_properties(emu_comm_nccl_w1 emu_comm_nccl_mpi_w2 emu_comm_nccl_mpi_w3 emu_comm_nccl_deadline
-                     emu_comm_nccl_watch PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 300 PROCESSORS 2)
+                     emu_comm_nccl_watch emu_comm_nccl_finalize_busy PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}"
+                     TIMEOUT 300 PROCESSORS 2)
 
 # ---- zerotrain itself on the emulator -------------------------------------------------------------------
 # `zerotrain train --device cuda` through the real training loop, checkpoints and resume

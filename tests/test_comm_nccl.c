@@ -460,14 +460,39 @@ static int run_watch(const char *run_dir) {
     return 0;  // the ctest wrapper treats exit 0 as failure
 }
 
+// Finalize while a collective is still queued (a handle never waited for, a stream held by
+// a 25 s host function): the backend must give the stream 10 s to drain and then abort the
+// communicator instead of destroying it, so that finalize returns instead of blocking in
+// ncclCommDestroy (which waits for queued work) for as long as the stream is stuck.
+static int run_finalize_busy(const char *run_dir) {
+    zt_comm_opts o = zt_comm_opts_default();
+    o.run_dir = run_dir;
+    MUST(zt_comm_init_nccl_single(&C, -1, &o));
+    zt_comm_get_info(C, &I);
+    static double hold = 25;
+    cudaStream_t st = (cudaStream_t)zt_comm_nccl_stream(C, ZT_CHAN_DATA);
+    float *d = dalloc(16 * 4);
+    CU(cudaMemsetAsync(d, 0, 16 * 4, st));
+    CU(cudaLaunchHostFunc(st, slow_host_fn, &hold));
+    zt_req *r = zt_iallgather(C, d, d, 16, ZT_DT_F32, "never waited");
+    MUST(r ? 0 : -1);
+    const double t0 = zt_now();
+    const int fin = zt_comm_finalize(C);
+    const double dt = zt_now() - t0;
+    printf("finalize returned %d after %.1f s (%s)\n", fin, dt, fin ? zt_errmsg() : "no error");
+    return fin != 0 && dt >= 9.0 && dt < 20.0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     const char *run_dir = NULL;
-    int use_mpi = 0, count_devices = 0, deadline = 0, watch = 0;
+    int use_mpi = 0, count_devices = 0, deadline = 0, watch = 0, finalize_busy = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--run-dir") && i + 1 < argc)
             run_dir = argv[++i];
         else if (!strcmp(argv[i], "--mpi"))
             use_mpi = 1;
+        else if (!strcmp(argv[i], "--finalize-busy"))
+            finalize_busy = 1;
         else if (!strcmp(argv[i], "--count-devices"))
             count_devices = 1;
         else if (!strcmp(argv[i], "--deadline"))
@@ -475,7 +500,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--watch"))
             watch = 1;
         else {
-            fprintf(stderr, "usage: test_comm_nccl [--run-dir DIR] [--mpi] | --count-devices | --deadline | --watch\n");
+            fprintf(stderr, "usage: test_comm_nccl [--run-dir DIR] [--mpi] | --count-devices | --deadline | --watch | --finalize-busy\n");
             return 2;
         }
     }
@@ -491,6 +516,7 @@ int main(int argc, char **argv) {
     }
     if (deadline) return run_deadline(run_dir);
     if (watch) return run_watch(run_dir);
+    if (finalize_busy) return run_finalize_busy(run_dir);
     zt_comm_opts o = zt_comm_opts_default();
     o.run_dir = run_dir;
     o.timeout_s = 60;  // a test that hangs should say so within a minute
@@ -513,6 +539,9 @@ int main(int argc, char **argv) {
 #endif
     zt_comm_get_info(C, &I);
     double t0 = zt_now();
+    // A barrier before the host has synchronised with anything: the backend's barrier word
+    // must be ready for it through stream order alone (it is zeroed on the ctrl stream).
+    MUST(zt_barrier(C, "first"));
     test_info(use_mpi);
     test_allgather();
     test_reduce_scatter();

@@ -1056,6 +1056,41 @@ static cudaError_t sync_streams(int device, bool all_devices) {
     host_observe(v);
     return sticky();
 }
+// Wait until the device's queued work has run, without the host learning anything from
+// it: cudaFree "may perform implicit synchronization" (NVIDIA's words), so the emulator
+// makes the memory safe to release but a program must not rely on that for ordering.
+static void drain_streams(int device, bool all_devices) {
+    std::vector<std::pair<stream *, uint64_t>> w;
+    {
+        std::lock_guard<std::recursive_mutex> g(api_mu());
+        for (stream *s : streams())
+            if (all_devices || s->device == device) w.push_back({s, s->enq_seq});
+    }
+    for (auto &x : w) wait_done(x.first->slot, x.second);
+}
+
+// Freeing memory that an op used which the host has not synchronised with: on a GPU the
+// op may still be running (cudaFree's synchronisation is not guaranteed).
+static void check_free(alloc *a, const char *what, const void *caller) {
+    std::lock_guard<std::mutex> g(chk_mu());
+    for (auto &sl : a->recs) {
+        if (sl.second.empty()) continue;
+        const access_rec &r = sl.second.back();
+        if (r.pseudo || r.seq <= vc_at(host_vc(), sl.first)) continue;
+        char ad[700], o[900], pc[512];
+        describe_alloc(a, ad, sizeof ad);
+        op fake;
+        fake.what = r.what, fake.file = r.file, fake.line = r.line, fake.caller = r.caller, fake.seq = r.seq,
+        fake.slot = r.slot;
+        describe_op(&fake, o, sizeof o);
+        describe_pc(caller, pc, sizeof pc);
+        violation("%s of %s in %s while %s used it and the host has not synchronised with that stream since "
+                  "(cudaFree is not guaranteed to wait for the device: synchronise first, or free with "
+                  "cudaFreeAsync on the stream)",
+                  what, ad, pc, o);
+    }
+}
+
 cudaError_t cudaDeviceSynchronize(void) {
     init_once();
     return sync_streams(t_dev, false);
@@ -1079,8 +1114,10 @@ cudaError_t cudaFree(void *p) {
     if (!a || a->base != (char *)p || a->kind != MEM_DEVICE)
         return api_error(cudaErrorInvalidValue, "cudaFree(%p): not the start of a device allocation", p);
     if (a->freed.load()) return api_error(cudaErrorInvalidValue, "cudaFree(%p): allocation #%llu freed twice", p, (unsigned long long)a->id);
-    // cudaFree waits for the device: work still queued may use the memory.
-    sync_streams(a->device, false);
+    // The emulator waits for the device (work still queued may use the memory) but does not
+    // count that as the host's synchronisation: an unsynchronised user is a violation.
+    drain_streams(a->device, false);
+    check_free(a, "cudaFree", CALLER);
     std::lock_guard<std::recursive_mutex> g(api_mu());
     a->freed.store(true);
     release_mapping(a);
@@ -1178,7 +1215,8 @@ cudaError_t cudaFreeHost(void *p) {
     alloc *a = find_alloc((uintptr_t)p, true);
     if (!a || a->base != (char *)p || a->kind != MEM_PINNED || a->freed.load())
         return api_error(cudaErrorInvalidValue, "cudaFreeHost(%p): not a live cudaMallocHost allocation", p);
-    sync_streams(0, true);
+    drain_streams(0, true);
+    check_free(a, "cudaFreeHost", CALLER);
     std::lock_guard<std::recursive_mutex> g(api_mu());
     for (const prot &x : prots())
         if (x.a == a) violation("cudaFreeHost(%p) while a copy that uses it is not known to be complete", p);

@@ -192,8 +192,9 @@ int main(int argc, char **argv) {
     if (zt_comm_init_nccl(&h1, MPI_COMM_SELF, zt_comm_nccl_device(hw), &o) != 0) zt_die_on_err();
     run_case(hw, h1, cw, 0);
     run_case(hw, h1, cw, 1);
-    zt_comm_finalize(h1);
-    zt_comm_finalize(hw);
+    // Every collective handle the engines issued was waited for (retired).
+    const int fin1 = zt_comm_finalize(h1), finw = zt_comm_finalize(hw);
+    check(fin1 == 0 && finw == 0, fin1 == 0 && finw == 0 ? "comm finalize: every collective handle retired" : zt_errmsg());
 #ifdef ZT_CUDAEMU
     char what[96];
     snprintf(what, sizeof what, "every CUDA event destroyed (%d live)", zt_cudaemu_live_events());
