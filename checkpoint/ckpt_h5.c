@@ -307,7 +307,10 @@ int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_qwen
     }
     if (train_json && !(*train_json = zt_h5_get_str(fid, path, "train_json"))) return -1;
     if (cfg_json && !(*cfg_json = zt_h5_get_str(fid, path, "model_config_json"))) {
-        if (train_json) free(*train_json);
+        if (train_json) {  // the caller owns *train_json on success only: leave it NULL, not dangling
+            free(*train_json);
+            *train_json = NULL;
+        }
         return -1;
     }
     if (meta) *meta = m;
