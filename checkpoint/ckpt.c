@@ -215,6 +215,72 @@ int zt_ckpt_open_meta(const char *ckpt_dir, zt_ckpt_meta *meta, zt_qwen3_config 
     return rc;
 }
 
+int zt_ckpt_scan_run(const char *run_dir, char *names, size_t n) {
+    char ck[4200];
+    snprintf(ck, sizeof ck, "%s/checkpoints", run_dir);
+    if (names && n) names[0] = 0;
+    DIR *d = opendir(ck);
+    if (!d) return 0;
+    int count = 0;
+    size_t used = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char base[256];
+        snprintf(base, sizeof base, "%s", e->d_name);
+        size_t bl = strlen(base);
+        if (bl > 8 && !strcmp(base + bl - 8, ".partial")) base[bl - 8] = 0;
+        if (!is_step_name(base, NULL) && strcmp(e->d_name, "latest") != 0) continue;
+        count++;
+        if (names && used + strlen(e->d_name) + 3 < n)
+            used += (size_t)snprintf(names + used, n - used, "%s%s", used ? ", " : "", e->d_name);
+    }
+    closedir(d);
+    return count;
+}
+
+int zt_ckpt_auto_pick(const char *run_dir, char *out, size_t n, char *note, size_t note_n) {
+    if (note && note_n) note[0] = 0;
+    if (zt_ckpt_resolve(run_dir, out, n) == 0) return 0;  // latest is good: the normal case
+    char latest_why[1024];
+    snprintf(latest_why, sizeof latest_why, "%s", zt_errmsg());
+    char ck[4200];
+    snprintf(ck, sizeof ck, "%s/checkpoints", run_dir);
+    step_dir *v;
+    const int nc = list_complete(ck, &v);
+    char tried[3072] = "";
+    size_t used = 0;
+    for (int i = 0; i < nc; i++) {
+        char dir[4400];
+        snprintf(dir, sizeof dir, "%s/%s", ck, v[i].name);
+        zt_ckpt_meta meta;
+        zt_qwen3_config cfg;
+        if (zt_ckpt_open_meta(dir, &meta, &cfg, NULL) == 0) {
+            snprintf(out, n, "%s", dir);
+            if (note)
+                snprintf(note, note_n,
+                         "--resume auto: %.600s; resuming from %s, the newest complete checkpoint whose metadata "
+                         "reads%s%.900s",
+                         latest_why, v[i].name, used ? " (skipped: " : "", used ? tried : "");
+            if (note && used) strncat(note, ")", note_n - strlen(note) - 1);
+            free(v);
+            return 0;
+        }
+        if (used < sizeof tried)
+            used += (size_t)snprintf(tried + used, sizeof tried - used, "%s%s: %.300s", used ? "; " : "", v[i].name,
+                                     zt_errmsg());
+    }
+    free(v);
+    char names[1024];
+    const int any = zt_ckpt_scan_run(run_dir, names, sizeof names);
+    if (!any) {  // no checkpoint at all: a fresh start is what auto means
+        zt_err("%s/checkpoints holds no checkpoint", run_dir);
+        return 1;
+    }
+    return zt_err("--resume auto: %s/checkpoints holds %s but none can be resumed from (latest: %.500s%s%.1200s); "
+                  "refusing to start over them: name one with --resume PATH, or pass --overwrite to discard them",
+                  run_dir, names, latest_why, used ? "; " : "", used ? tried : "");
+}
+
 // ---- agreement --------------------------------------------------------------------
 
 // Collective: 0 when every rank is ok; otherwise every rank gets the message of the

@@ -92,6 +92,19 @@ int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_qwen3_layout *lay
 // that are there), and a directory without ckpt.h5.
 int zt_ckpt_resolve(const char *path, char *out, size_t n);
 
+// Checkpoint entries of RUN/checkpoints: step-NNNNNNNN directories, complete or .partial,
+// and a latest file. Returns how many (0: none); their names, comma-separated, in names
+// (may be NULL). The fresh-start guard and --resume auto use it: a run directory with any
+// checkpoint is never started over without --overwrite.
+int zt_ckpt_scan_run(const char *run_dir, char *names, size_t n);
+
+// --resume auto: the checkpoint to continue from. 0: out holds it — RUN/checkpoints/latest
+// when that resolves, else the newest complete step directory whose metadata reads (note
+// then says why latest was not used and what was skipped). 1: RUN holds no checkpoint at
+// all (a fresh start is right). -1 + zt_err: checkpoints are there but none can be resumed
+// from (the message names them and why).
+int zt_ckpt_auto_pick(const char *run_dir, char *out, size_t n, char *note, size_t note_n);
+
 // Attributes only (no parameter data, no checksum pass). cfg and train_json may be
 // NULL; *train_json is malloc'd ("" when the checkpoint has none).
 int zt_ckpt_open_meta(const char *ckpt_dir, zt_ckpt_meta *meta, zt_qwen3_config *cfg, char **train_json);

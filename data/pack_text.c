@@ -31,6 +31,7 @@ typedef struct {
     const char *text;    // the document: raw, or the JSON string member
     size_t len;
     cJSON *json;         // parsed line, owns text for jsonl
+    char *owned;         // the member decoded here instead (it holds \u0000), or NULL
     char *err;           // why the record is not a document (malloc'd), or NULL
     int blank;           // a blank line: not a document, not an error
     size_t piece0, npieces;
@@ -95,6 +96,139 @@ static int has_nul_escape(const char *s, size_t n) {
     return 0;
 }
 
+// A raw control character (< 0x20) where JSON forbids it: anywhere inside a string (JSON
+// requires \uXXXX there; cJSON accepts them, and a raw NUL cut the document short without
+// a word), or outside strings other than whitespace. The offset, or -1.
+static int64_t raw_control_at(const char *s, size_t n) {
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+            else if (c < 0x20) return (int64_t)i;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c < 0x20 && c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+            return (int64_t)i;
+        }
+    }
+    return -1;
+}
+
+// ---- the string member with \u0000, decoded here ------------------------------------
+// cJSON's strings end at the first NUL, so a member holding \u0000 (valid JSON, which
+// Hugging Face tokenizers encodes like any other character) is decoded by this minimal
+// scanner over the line cJSON has already validated, keeping the length.
+static const char *js_ws(const char *p, const char *e) {
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) p++;
+    return p;
+}
+static const char *js_skip_string(const char *p, const char *e) {  // at the opening quote
+    for (p++; p < e && *p != '"'; p++)
+        if (*p == '\\') p++;
+    return p < e ? p + 1 : e;
+}
+static const char *js_skip_value(const char *p, const char *e) {
+    p = js_ws(p, e);
+    if (p < e && *p == '"') return js_skip_string(p, e);
+    if (p < e && (*p == '{' || *p == '[')) {
+        int depth = 0;
+        while (p < e) {
+            if (*p == '"') {
+                p = js_skip_string(p, e);
+                continue;
+            }
+            if (*p == '{' || *p == '[') depth++;
+            if ((*p == '}' || *p == ']') && --depth == 0) return p + 1;
+            p++;
+        }
+        return e;
+    }
+    while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t') p++;
+    return p;
+}
+static int js_hex4(const char *p, const char *e, uint32_t *v) {
+    if (e - p < 4) return -1;
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        const char c = p[i];
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        *v = *v * 16 + (uint32_t)d;
+    }
+    return 0;
+}
+// The decoded bytes of the string at p (its opening quote); UTF-16 escapes to UTF-8.
+static char *js_decode(const char *p, const char *e, size_t *len) {
+    char *out = malloc((size_t)(e - p) + 1), *o = out;
+    if (!out) return NULL;
+    for (p++; p < e && *p != '"'; p++) {
+        if (*p != '\\') {
+            *o++ = *p;
+            continue;
+        }
+        if (++p >= e) break;
+        uint32_t cp = 0;
+        switch (*p) {
+        case 'b': *o++ = '\b'; continue;
+        case 'f': *o++ = '\f'; continue;
+        case 'n': *o++ = '\n'; continue;
+        case 'r': *o++ = '\r'; continue;
+        case 't': *o++ = '\t'; continue;
+        case 'u':
+            if (js_hex4(p + 1, e, &cp)) goto bad;
+            p += 4;
+            if (cp >= 0xd800 && cp < 0xdc00) {  // a surrogate pair
+                uint32_t lo;
+                if (e - p < 7 || p[1] != '\\' || p[2] != 'u' || js_hex4(p + 3, e, &lo) || lo < 0xdc00 || lo > 0xdfff)
+                    goto bad;
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                p += 6;
+            } else if (cp >= 0xdc00 && cp < 0xe000) {
+                goto bad;
+            }
+            if (cp < 0x80) {
+                *o++ = (char)cp;
+            } else if (cp < 0x800) {
+                *o++ = (char)(0xc0 | cp >> 6), *o++ = (char)(0x80 | (cp & 63));
+            } else if (cp < 0x10000) {
+                *o++ = (char)(0xe0 | cp >> 12), *o++ = (char)(0x80 | (cp >> 6 & 63)), *o++ = (char)(0x80 | (cp & 63));
+            } else {
+                *o++ = (char)(0xf0 | cp >> 18), *o++ = (char)(0x80 | (cp >> 12 & 63));
+                *o++ = (char)(0x80 | (cp >> 6 & 63)), *o++ = (char)(0x80 | (cp & 63));
+            }
+            continue;
+        default: *o++ = *p; continue;  // \" \\ \/
+        }
+    }
+    *len = (size_t)(o - out);
+    return out;
+bad:
+    free(out);
+    return NULL;
+}
+static char *member_bytes(const char *raw, size_t n, const char *key, size_t *len) {
+    const char *p = js_ws(raw, raw + n), *e = raw + n;
+    if (p >= e || *p != '{') return NULL;
+    for (p++;;) {
+        p = js_ws(p, e);
+        if (p >= e || *p != '"') return NULL;
+        size_t kl = 0;
+        char *k = js_decode(p, e, &kl);
+        if (!k) return NULL;
+        const int match = kl == strlen(key) && !memcmp(k, key, kl);
+        free(k);
+        p = js_ws(js_skip_string(p, e), e);
+        if (p >= e || *p != ':') return NULL;
+        p = js_ws(p + 1, e);
+        if (match) return p < e && *p == '"' ? js_decode(p, e, len) : NULL;
+        p = js_ws(js_skip_value(p, e), e);
+        if (p >= e || *p != ',') return NULL;
+        p++;
+    }
+}
+
 // Worker side, per record: find the document and check what can be checked
 // before tokenizing. Sets r->text/len, or r->err, or r->blank.
 static void prepare_record(text_reader *tr, record *r) {
@@ -112,6 +246,13 @@ static void prepare_record(text_reader *tr, record *r) {
     // JSON Lines
     if (is_blank(r->raw, r->rawlen)) {
         r->blank = 1;
+        return;
+    }
+    const int64_t ctl = raw_control_at(r->raw, r->rawlen);
+    if (ctl >= 0) {
+        r->err = msgf("raw control character 0x%02x at column %lld: JSON requires it escaped (\\u%04x) inside a "
+                      "string, and allows only whitespace outside one",
+                      (unsigned char)r->raw[ctl], (long long)ctl + 1, (unsigned char)r->raw[ctl]);
         return;
     }
     const char *end = NULL;
@@ -152,13 +293,18 @@ static void prepare_record(text_reader *tr, record *r) {
         r->err = msgf("member \"%s\" is %s, not a string", tr->field, json_type_name(v));
         return;
     }
-    if (has_nul_escape(r->raw, r->rawlen)) {
-        r->err = msgf("the line holds \\u0000 (a NUL character), which the JSON reader (cJSON) cannot carry into a "
-                      "document; drop it, or pack such text with --input text or lines");
-        return;
+    if (has_nul_escape(r->raw, r->rawlen)) {  // cJSON's copy ends at the NUL: decode the member here
+        r->owned = member_bytes(r->raw, r->rawlen, tr->field, &r->len);
+        if (!r->owned) {
+            r->err = msgf("member \"%s\" holds \\u0000 and could not be decoded (a lone UTF-16 surrogate?)",
+                          tr->field);
+            return;
+        }
+        r->text = r->owned;
+    } else {
+        r->text = v->valuestring;
+        r->len = strlen(v->valuestring);
     }
-    r->text = v->valuestring;
-    r->len = strlen(v->valuestring);
     if (r->len == 0) r->err = msgf("empty document (member \"%s\" is \"\")", tr->field);
 }
 
@@ -256,6 +402,7 @@ static int run_batch(text_reader *tr) {
     }
     for (size_t i = 0; i < tr->nrec; i++) {
         free(tr->rec[i].err);
+        free(tr->rec[i].owned);
         cJSON_Delete(tr->rec[i].json);
     }
     tr->nrec = 0;

@@ -13,15 +13,23 @@
 
 #include "runtime/common.h"
 
-static int get_int(const cJSON *root, const char *key, int64_t *out, int required, const char *origin) {
+// An integer field within [lo, hi]: the range is checked on the JSON number itself, before
+// any conversion, so 4294967296 layers or a vocabulary of 1e20 are refused instead of
+// wrapping to 0 layers or INT64_MIN.
+static int get_int(const cJSON *root, const char *key, int64_t *out, int required, int64_t lo, int64_t hi,
+                   const char *origin) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!it || cJSON_IsNull(it)) {
         if (required) return zt_err("%s: required field \"%s\" is missing", origin, key);
         return 1;
     }
-    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble))
+    const double x = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+    if (!cJSON_IsNumber(it) || !isfinite(x) || x != floor(x))
         return zt_err("%s: field \"%s\" must be an integer", origin, key);
-    *out = (int64_t)it->valuedouble;
+    if (x < (double)lo || x > (double)hi)
+        return zt_err("%s: field \"%s\" = %.17g is outside the range this trainer supports, [%lld, %lld]", origin, key,
+                      x, (long long)lo, (long long)hi);
+    *out = (int64_t)x;
     return 0;
 }
 
@@ -36,10 +44,16 @@ static int get_num(const cJSON *root, const char *key, double *out, int required
     return 0;
 }
 
-static int positive(int64_t v, const char *key, const char *origin) {
-    if (v <= 0) return zt_err("%s: field \"%s\" must be > 0 (got %lld)", origin, key, (long long)v);
-    return 0;
-}
+// Limits: generous for any dense Qwen3 (Qwen3-32B: 64 layers, 5120 hidden, 25600 ffn, 64/8
+// heads of 128, 151936 tokens) and small enough that every size computed from them fits an
+// int64 (and token ids an int32).
+#define LIM_VOCAB (((int64_t)1 << 31) - 1)
+#define LIM_HIDDEN ((int64_t)1 << 20)
+#define LIM_FFN ((int64_t)1 << 22)
+#define LIM_LAYERS 4096
+#define LIM_HEADS 4096
+#define LIM_HEAD_DIM 4096
+#define LIM_POSITIONS ((int64_t)1 << 31)
 
 int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *origin) {
     memset(c, 0, sizeof *c);
@@ -59,24 +73,23 @@ int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *orig
                it->valuestring);
         goto out;
     }
-    if (get_int(root, "vocab_size", &c->vocab_size, 1, origin) || positive(c->vocab_size, "vocab_size", origin)) goto out;
-    if (get_int(root, "hidden_size", &c->hidden_size, 1, origin) || positive(c->hidden_size, "hidden_size", origin)) goto out;
-    if (get_int(root, "intermediate_size", &c->intermediate_size, 1, origin) ||
-        positive(c->intermediate_size, "intermediate_size", origin))
+    if (get_int(root, "vocab_size", &c->vocab_size, 1, 1, LIM_VOCAB, origin) ||
+        get_int(root, "hidden_size", &c->hidden_size, 1, 1, LIM_HIDDEN, origin) ||
+        get_int(root, "intermediate_size", &c->intermediate_size, 1, 1, LIM_FFN, origin))
         goto out;
-    if (get_int(root, "num_hidden_layers", &v, 1, origin) || positive(v, "num_hidden_layers", origin)) goto out;
+    if (get_int(root, "num_hidden_layers", &v, 1, 1, LIM_LAYERS, origin)) goto out;
     c->num_layers = (int)v;
-    if (get_int(root, "num_attention_heads", &v, 1, origin) || positive(v, "num_attention_heads", origin)) goto out;
+    if (get_int(root, "num_attention_heads", &v, 1, 1, LIM_HEADS, origin)) goto out;
     c->num_heads = (int)v;
     v = c->num_heads;  // HF default: num_key_value_heads = num_attention_heads
-    if (get_int(root, "num_key_value_heads", &v, 0, origin) < 0 || positive(v, "num_key_value_heads", origin)) goto out;
+    if (get_int(root, "num_key_value_heads", &v, 0, 1, LIM_HEADS, origin) < 0) goto out;
     c->num_kv_heads = (int)v;
     if (c->num_heads % c->num_kv_heads) {
         zt_err("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", origin, c->num_heads,
                c->num_kv_heads);
         goto out;
     }
-    int hd_rc = get_int(root, "head_dim", &v, 0, origin);
+    int hd_rc = get_int(root, "head_dim", &v, 0, 1, LIM_HEAD_DIM, origin);
     if (hd_rc < 0) goto out;
     if (hd_rc == 1) {
         if (c->hidden_size % c->num_heads) {
@@ -86,7 +99,10 @@ int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *orig
         }
         v = c->hidden_size / c->num_heads;
     }
-    if (positive(v, "head_dim", origin)) goto out;
+    if (v < 1 || v > LIM_HEAD_DIM) {
+        zt_err("%s: head_dim %lld is outside [1, %d]", origin, (long long)v, LIM_HEAD_DIM);
+        goto out;
+    }
     if (v % 2) {
         zt_err("%s: head_dim %lld must be even (half-split RoPE)", origin, (long long)v);
         goto out;
@@ -95,6 +111,10 @@ int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *orig
 
     c->rms_norm_eps = 1e-6;
     if (get_num(root, "rms_norm_eps", &c->rms_norm_eps, 0, origin) < 0) goto out;
+    if (!(c->rms_norm_eps > 0) || !isfinite(c->rms_norm_eps)) {
+        zt_err("%s: rms_norm_eps must be a finite number > 0 (got %g)", origin, c->rms_norm_eps);
+        goto out;
+    }
     // transformers >= 5 nests RoPE settings under rope_parameters; older files use rope_theta/rope_scaling.
     c->rope_theta = 10000.0;
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
@@ -108,8 +128,8 @@ int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *orig
         }
     }
     if (get_num(root, "rope_theta", &c->rope_theta, 0, origin) < 0) goto out;
-    if (!(c->rope_theta > 0)) {
-        zt_err("%s: rope_theta must be > 0", origin);
+    if (!(c->rope_theta > 0) || !isfinite(c->rope_theta)) {
+        zt_err("%s: rope_theta must be a finite number > 0", origin);
         goto out;
     }
     it = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
@@ -122,16 +142,40 @@ int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *orig
         }
     }
     it = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    if (it && !cJSON_IsNull(it) && !cJSON_IsBool(it)) {  // "yes" is not false
+        zt_err("%s: tie_word_embeddings must be true or false", origin);
+        goto out;
+    }
     c->tie_word_embeddings = it ? cJSON_IsTrue(it) : 0;  // HF Qwen3Config default: false
     c->initializer_range = 0.02;
     if (get_num(root, "initializer_range", &c->initializer_range, 0, origin) < 0) goto out;
+    if (!(c->initializer_range >= 0) || !isfinite(c->initializer_range)) {
+        zt_err("%s: initializer_range must be a finite number >= 0 (got %g)", origin, c->initializer_range);
+        goto out;
+    }
     c->max_position_embeddings = 40960;
-    if (get_int(root, "max_position_embeddings", &c->max_position_embeddings, 0, origin) < 0) goto out;
+    if (get_int(root, "max_position_embeddings", &c->max_position_embeddings, 0, 1, LIM_POSITIONS, origin) < 0) goto out;
     c->bos_token_id = c->eos_token_id = -1;
-    if (get_int(root, "bos_token_id", &c->bos_token_id, 0, origin) < 0) goto out;
+    if (get_int(root, "bos_token_id", &c->bos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) goto out;
     it = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
-    if (it && cJSON_IsArray(it) && cJSON_GetArraySize(it) > 0) it = cJSON_GetArrayItem(it, 0);
-    if (it && cJSON_IsNumber(it)) c->eos_token_id = (int64_t)it->valuedouble;
+    if (it && cJSON_IsArray(it) && cJSON_GetArraySize(it) > 0) {  // several stop tokens: every one a token id
+        const cJSON *e;
+        cJSON_ArrayForEach(e, it) {
+            if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+                e->valuedouble >= (double)c->vocab_size) {
+                zt_err("%s: every eos_token_id must be an integer token id in [0, %lld)", origin,
+                       (long long)c->vocab_size);
+                goto out;
+            }
+        }
+        c->eos_token_id = (int64_t)cJSON_GetArrayItem(it, 0)->valuedouble;
+    } else if (get_int(root, "eos_token_id", &c->eos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) {
+        goto out;
+    }
+    if (zt_qwen3_param_count(c) < 0) {
+        zt_err("%s: the parameter count of this config overflows a 64-bit integer", origin);
+        goto out;
+    }
 
     it = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
     if (it && cJSON_IsTrue(it)) {
@@ -198,9 +242,11 @@ char *zt_qwen3_config_json(const zt_qwen3_config *c) {
     return s;
 }
 
+// -1 when a product or sum overflows int64 (a config that passed the parser's ranges never does).
 int64_t zt_qwen3_param_count(const zt_qwen3_config *c) {
-    const int64_t d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    const int64_t H = c->num_heads, Hkv = c->num_kv_heads, V = c->vocab_size;
-    int64_t layer = 2 * d + H * D * d + 2 * Hkv * D * d + d * H * D + 2 * D + 3 * F * d;
-    return V * d * (c->tie_word_embeddings ? 1 : 2) + d + layer * c->num_layers;
+    const __int128 d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    const __int128 H = c->num_heads, Hkv = c->num_kv_heads, V = c->vocab_size;
+    const __int128 layer = 2 * d + H * D * d + 2 * Hkv * D * d + d * H * D + 2 * D + 3 * F * d;
+    const __int128 n = V * d * (c->tie_word_embeddings ? 1 : 2) + d + layer * c->num_layers;
+    return n < 0 || n > (__int128)INT64_MAX ? -1 : (int64_t)n;
 }

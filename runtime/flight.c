@@ -166,8 +166,13 @@ int zt_flight_open(zt_flight **out, const char *run_dir, int rank, int world, in
             zt_err("flight recorder: cannot create %s: %s", tmp, strerror(errno));
             goto fail;
         }
-        if (ftruncate(f->fd, (off_t)len) < 0) {
-            zt_err("flight recorder: cannot size %s to %zu bytes: %s", tmp, len, strerror(errno));
+        // Reserve the blocks, not just the size: a sparse file on a full disk maps fine and
+        // then kills the process with SIGBUS at the first store into a page with no block.
+        const int fe = posix_fallocate(f->fd, 0, (off_t)len);
+        if (fe != 0) {
+            zt_err("flight recorder: cannot reserve %zu bytes for %s: %s%s", len, tmp, strerror(fe),
+                   fe == ENOSPC ? " (the run directory's file system is full: free space or pick another --run-dir)"
+                                : "");
             goto fail;
         }
         f->map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);

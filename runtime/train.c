@@ -723,16 +723,24 @@ static int train_body(const zt_train_opts *o, run_state *r) {
 }
 
 int zt_train_run(const zt_train_opts *opts) {
-    // --resume auto: continue from RUN/checkpoints/latest when there is one, else start
-    // fresh (what a requeued batch job wants). Every rank sees the same files, so the
-    // decision is the same everywhere.
+    // --resume auto (what a requeued batch job wants): continue from RUN/checkpoints/latest,
+    // or, when latest is missing or damaged, from the newest complete checkpoint that
+    // reads; start fresh only when the run directory holds no checkpoint at all; refuse when
+    // checkpoints are there but none can be resumed from. Never start over saved work.
+    // Every rank sees the same files, so the decision is the same everywhere.
     zt_train_opts eff = *opts;
     const zt_train_opts *o = &eff;
+    static char picked[4200];
     if (eff.resume && !strcmp(eff.resume, "auto")) {
-        char probe[4200];
-        eff.resume = zt_ckpt_resolve(eff.run_dir, probe, sizeof probe) == 0 ? "latest" : NULL;
-        if (!eff.resume) {
-            eff.overwrite = 1;  // an earlier attempt that never checkpointed: start clean
+        char note[2600];
+        const int rc = zt_ckpt_auto_pick(eff.run_dir, picked, sizeof picked, note, sizeof note);
+        if (rc < 0) return -1;
+        if (rc == 0) {
+            eff.resume = picked;
+            if (note[0]) fprintf(stderr, "zerotrain: warning: %s\n", note);
+        } else {
+            eff.resume = NULL;
+            eff.overwrite = 1;  // an earlier attempt that never checkpointed (run.json only): start clean
             zt_err_clear();
         }
     }
@@ -747,6 +755,12 @@ int zt_train_run(const zt_train_opts *opts) {
         return zt_err("%s already exists: this run directory holds a run; continue it with --resume, pick a new "
                       "--run-dir, or pass --overwrite",
                       path);
+    // Saved checkpoints block a fresh start even without run.json (--keep-last would delete them).
+    char found[1024];
+    if (!o->overwrite && !o->resume && zt_ckpt_scan_run(o->run_dir, found, sizeof found) > 0)
+        return zt_err("%s/checkpoints holds %s: this run directory holds saved work; continue it with --resume "
+                      "(auto, latest or a step directory), pick a new --run-dir, or pass --overwrite to discard it",
+                      o->run_dir, found);
     g_stop_signal = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

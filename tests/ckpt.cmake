@@ -23,6 +23,13 @@ add_test(NAME ckpt_fulldisk_tmpfs
 set_tests_properties(ckpt_fulldisk_tmpfs PROPERTIES SKIP_RETURN_CODE 77 PROCESSORS 2
                      ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 
+# A full disk at start (a 256 KiB tmpfs filled up): a clear error at 1 and 2 ranks, no SIGBUS.
+add_test(NAME ckpt_fulldisk_start
+         COMMAND bash ${ZT_TEST_DIR}/cli/ckpt_cli.sh ${ZT_EXE} ${ZT_CKPT_WORK} fulldisk_start ${ZT_MPIEXEC}
+                 ${MPIEXEC_NUMPROC_FLAG})
+set_tests_properties(ckpt_fulldisk_start PROPERTIES SKIP_RETURN_CODE 77 PROCESSORS 2
+                     ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+
 # The CLI on the checkpoints saved above (tests/cli/ckpt_cli.sh).
 foreach(case inspect inspect_corrupt export export_bad transformers)
   add_test(NAME ckpt_cli_${case} COMMAND bash ${ZT_TEST_DIR}/cli/ckpt_cli.sh ${ZT_EXE} ${ZT_CKPT_WORK} ${case})
@@ -33,3 +40,12 @@ endforeach()
 get_property(ZT_CKPT_TESTS DIRECTORY PROPERTY TESTS)
 list(FILTER ZT_CKPT_TESTS INCLUDE REGEX "^ckpt_")
 set_tests_properties(${ZT_CKPT_TESTS} PROPERTIES TIMEOUT 180)
+
+# Every single-byte flip over a checkpoint's metadata (the first 8 KiB of ckpt.h5: the
+# superblock, the root group's attributes, the unit groups' headers) is harmless or refused
+# with a named cause, never a crash (tests/ckpt_flip.c; a double free once crashed 146 of them).
+zt_add_test_exe(ckpt_flip ${ZT_TEST_DIR}/ckpt_flip.c zt_checkpoint zt_model zt_common)
+add_test(NAME ckpt_flip_sweep
+         COMMAND sh -c [[d=$1/flip; rm -rf "$d" && mkdir -p "$d" && cp -a "$1/run/checkpoints/$(cat "$1/run/checkpoints/latest")" "$d/step-00000030" && exec "$0" "$d/step-00000030" 0 8192]]
+                 $<TARGET_FILE:ckpt_flip> ${ZT_CKPT_WORK})
+set_tests_properties(ckpt_flip_sweep PROPERTIES FIXTURES_REQUIRED ckpt_saved TIMEOUT 600)

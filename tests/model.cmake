@@ -2,3 +2,5 @@
 zt_add_test(test_ops ${ZT_TEST_DIR}/test_ops.c zt_kernels)
 zt_add_test(test_model_golden ${ZT_TEST_DIR}/test_model_golden.c zt_runtime)
 zt_add_test(test_hf_io ${ZT_TEST_DIR}/test_hf_io.c zt_model)
+# Config ranges: values that would wrap or truncate are refused by name (tests/test_config.c).
+zt_add_test(test_config ${ZT_TEST_DIR}/test_config.c zt_model)

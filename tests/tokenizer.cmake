@@ -52,3 +52,8 @@ zt_tok_cli_test(tok_cli_pack_flag_needs_text
   pack --skip-bad --vocab-size 100 ${ZT_TOK_DATA}/hello.txt -o ${ZT_TOK_CLI}/flag)
 zt_tok_cli_test(tok_cli_tokenize "^9707 1879\n$" tokenize ${ZT_TOK_DATA}/hello.txt)
 zt_tok_cli_test(tok_cli_tokenize_count "^2\n$" tokenize --count ${ZT_TOK_DATA}/hello.txt)
+
+# JSON Lines with control characters: raw ones refused with FILE:LINE and column, the
+# escaped \u0000 carried through with tokenizers' ids (tests/cli/jsonl_control.sh).
+add_test(NAME tok_cli_jsonl_control
+         COMMAND bash ${ZT_TEST_DIR}/cli/jsonl_control.sh ${ZT_EXE} ${ZT_TOK_DATA} ${CMAKE_CURRENT_BINARY_DIR}/jsonl_control)

@@ -120,6 +120,32 @@ for d in sys.argv[1:]:
 EOF
     echo "ok [$CASE]"
     ;;
+fulldisk_start)
+    # A run directory on a full file system at start: a clear error naming it, at 1 and 2
+    # ranks — not a SIGBUS (exit 135) from the flight recorder's mapped file.
+    shift 3
+    D="$W/tmpfs"
+    mkdir -p "$D"
+    if ! mount -t tmpfs -o size=256k tmpfs "$D" 2>"$W/mount.err"; then
+        echo "SKIP [$CASE]: cannot mount a tmpfs here ($(tr -d '\n' <"$W/mount.err"))"
+        exit 77
+    fi
+    trap 'umount "$D"' EXIT
+    mkdir -p "$D/run"
+    dd if=/dev/zero of="$D/fill" bs=4k 2>/dev/null  # until the file system is full
+    SRC=$(cd "$(dirname "$0")/../.." && pwd)
+    awk 'BEGIN{srand(3); for(d=0; d<8; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+    for n in 1 2; do
+        timeout 120 "$@" "$n" "$ZT" train --init "$SRC/tests/golden/tiny_untied_gqa" --data "$W/data" --steps 2 \
+            --threads 1 --no-preflight --run-dir "$D/run" >"$W/out$n.txt" 2>&1
+        rc=$?
+        [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ] || { cat "$W/out$n.txt"; fail "$n rank(s): exit $rc (want a clean error, not a signal)"; }
+        grep -q "$D/run" "$W/out$n.txt" || { cat "$W/out$n.txt"; fail "$n rank(s): the error must name the run directory"; }
+        grep -Eq "full|No space left" "$W/out$n.txt" || { cat "$W/out$n.txt"; fail "$n rank(s): the error must say the disk is full"; }
+        echo "ok [$CASE]: $n rank(s), exit $rc: $(grep -m1 -E 'error' "$W/out$n.txt" | cut -c1-200)"
+    done
+    ;;
 fulldisk_tmpfs)
     # Real ENOSPC: a 1 MiB tmpfs holds one tiny checkpoint but not two.
     shift 3

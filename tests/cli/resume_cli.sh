@@ -91,6 +91,56 @@ resume_auto)
     [ -f "$W/r/complete.json" ] || fail "no complete.json"
     echo "ok [$CASE]"
     ;;
+auto_damaged_latest)
+    # --resume auto with complete checkpoints but a missing, garbage or dangling latest must
+    # resume from the newest complete one and never rewrite what was saved (it used to start
+    # over from step 0, rewriting every ckpt.h5, run.json and metrics).
+    run 2 "$W/base" --steps 10 --save-every 2 --keep-last 0 --debug-signal-at-step 6
+    runid() { grep -o '"run_id":[[:space:]]*"[^"]*"' "$1/run.json" || echo NO-RUN-ID; }
+    for how in missing garbage dangling; do
+        rm -rf "$W/r" && cp -a "$W/base" "$W/r"
+        case $how in
+        missing) rm "$W/r/checkpoints/latest" ;;
+        garbage) printf '\x00\xff not a name\n' >"$W/r/checkpoints/latest" ;;
+        dangling) echo step-00000099 >"$W/r/checkpoints/latest" ;;
+        esac
+        before=$(cd "$W/r" && md5sum checkpoints/step-*/ckpt.h5; runid "$W/r")
+        run 2 "$W/r" --steps 10 --save-every 2 --keep-last 0 --resume auto
+        grep -q "resuming from step-00000006" "$W/r.out" || { cat "$W/r.out"; fail "$how latest: must resume from step-6"; }
+        grep -q "resume: .*step 6" "$W/r.out" || { cat "$W/r.out"; fail "$how latest: did not resume at step 6"; }
+        after=$(cd "$W/r" && md5sum checkpoints/step-0000000[246]/ckpt.h5; runid "$W/r")
+        [ "$before" = "$after" ] || fail "$how latest: saved checkpoints were rewritten or the run id changed"
+        [ -f "$W/r/checkpoints/step-00000010/ckpt.h5" ] || fail "$how latest: the resumed run did not reach step 10"
+    done
+    echo "ok [$CASE]: missing, garbage and dangling latest each resumed from step 6, nothing rewritten"
+    ;;
+auto_all_damaged)
+    # every checkpoint unreadable: refuse (naming them), start nothing, change nothing
+    run 1 "$W/r" --steps 4 --save-every 2 --keep-last 0
+    rm "$W/r/checkpoints/latest"
+    for f in "$W"/r/checkpoints/step-*/ckpt.h5; do head -c 100 "$f" >"$f.tmp" && mv "$f.tmp" "$f"; done
+    before=$(cd "$W/r" && find . -type f -newer "$W/docs.txt" -exec md5sum {} + | sort)
+    timeout 60 "$ZT" train "${COMMON[@]}" --run-dir "$W/r" --steps 4 --resume auto >"$W/out.txt" 2>&1 \
+        && { cat "$W/out.txt"; fail "must refuse when no checkpoint can be resumed from"; }
+    grep -q "none can be resumed from" "$W/out.txt" || { cat "$W/out.txt"; fail "the refusal must say why"; }
+    grep -q "step-00000002" "$W/out.txt" || { cat "$W/out.txt"; fail "the refusal must name the checkpoints"; }
+    after=$(cd "$W/r" && find . -type f -newer "$W/docs.txt" -exec md5sum {} + | sort)
+    [ "$before" = "$after" ] || fail "files in the run directory changed"
+    echo "ok [$CASE]: $(grep -m1 -o 'none can be resumed from.\{0,80\}' "$W/out.txt")"
+    ;;
+fresh_guard)
+    # checkpoints but no run.json: a fresh start must be refused without --overwrite
+    run 1 "$W/r" --steps 4 --save-every 2 --keep-last 1
+    rm "$W/r/run.json"
+    before=$(cd "$W/r" && md5sum checkpoints/step-*/ckpt.h5)
+    timeout 60 "$ZT" train "${COMMON[@]}" --run-dir "$W/r" --steps 4 --save-every 2 --keep-last 1 >"$W/out.txt" 2>&1 \
+        && { cat "$W/out.txt"; fail "a fresh start over saved checkpoints must be refused"; }
+    grep -q "holds saved work" "$W/out.txt" || { cat "$W/out.txt"; fail "the refusal must say why"; }
+    [ "$before" = "$(cd "$W/r" && md5sum checkpoints/step-*/ckpt.h5)" ] || fail "checkpoints changed"
+    run 1 "$W/r" --steps 4 --save-every 2 --keep-last 1 --overwrite  # the explicit way
+    [ -f "$W/r/complete.json" ] || fail "--overwrite should have started over"
+    echo "ok [$CASE]"
+    ;;
 config_mismatch)
     run 1 "$W/a" --steps 2
     mkdir -p "$W/m" && sed 's/"intermediate_size": *80/"intermediate_size": 64/' "$GOLD/tiny_untied_gqa/config.json" >"$W/m/config.json"
