@@ -5,6 +5,7 @@
 //          zt_ckpt_config_diff, zt_ckpt_check_train_json, zt_crc32c_combine
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,11 +296,34 @@ int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_qwen
         rc |= zt_h5_get_i64(g, where, "eos_token_id", &c.eos_token_id);
         H5Gclose(g);
         if (rc) return -1;
-        c.num_layers = (int)i[0];
-        c.num_heads = (int)i[1];
-        c.num_kv_heads = (int)i[2];
-        c.head_dim = (int)i[3];
-        c.tie_word_embeddings = tie != 0;
+        // The same rules as config.json (model/config.c): the values go through its parser,
+        // so a damaged checkpoint cannot carry a config no config.json could (0 kv heads, a
+        // negative layer count, a parameter count that overflows).
+        if (!isfinite(c.rms_norm_eps) || !isfinite(c.rope_theta) || !isfinite(c.initializer_range))
+            return zt_err("%s: rms_norm_eps, rope_theta and initializer_range must be finite numbers", where);
+        if (tie != 0 && tie != 1) return zt_err("%s: tie_word_embeddings = %lld must be 0 or 1", where, (long long)tie);
+        if (c.bos_token_id < -1 || c.eos_token_id < -1)
+            return zt_err("%s: bos_token_id and eos_token_id must be token ids, or -1 for none", where);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "vocab_size", (double)c.vocab_size);
+        cJSON_AddNumberToObject(o, "hidden_size", (double)c.hidden_size);
+        cJSON_AddNumberToObject(o, "intermediate_size", (double)c.intermediate_size);
+        cJSON_AddNumberToObject(o, "num_hidden_layers", (double)i[0]);
+        cJSON_AddNumberToObject(o, "num_attention_heads", (double)i[1]);
+        cJSON_AddNumberToObject(o, "num_key_value_heads", (double)i[2]);
+        cJSON_AddNumberToObject(o, "head_dim", (double)i[3]);
+        cJSON_AddNumberToObject(o, "rms_norm_eps", c.rms_norm_eps);
+        cJSON_AddNumberToObject(o, "rope_theta", c.rope_theta);
+        cJSON_AddBoolToObject(o, "tie_word_embeddings", (int)tie);
+        cJSON_AddNumberToObject(o, "initializer_range", c.initializer_range);
+        cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c.max_position_embeddings);
+        if (c.bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", (double)c.bos_token_id);
+        if (c.eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", (double)c.eos_token_id);
+        char *text = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        rc = zt_qwen3_config_parse(&c, text, where);
+        free(text);
+        if (rc) return -1;
         if (nu != c.num_layers + 2)
             return zt_err("%s: nunits = %lld but num_hidden_layers = %d needs %d units", path, (long long)nu,
                           c.num_layers, c.num_layers + 2);
@@ -316,6 +340,16 @@ int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_qwen
     if (meta) *meta = m;
     if (nunits) *nunits = (int)nu;
     return 0;
+}
+
+// A JSON number that is a whole count a file can hold: finite, integral, 0..2^53.
+#define JSON_COUNT_MAX ((int64_t)1 << 53)
+static int json_count(const cJSON *v, int64_t *out) {
+    if (!cJSON_IsNumber(v)) return 0;
+    const double x = v->valuedouble;
+    if (!(x >= 0 && x <= (double)JSON_COUNT_MAX) || x != floor(x)) return 0;
+    *out = (int64_t)x;
+    return 1;
 }
 
 int zt_ckpt_read_unit(hid_t fid, const char *path, int u, zt_ckpt_unit_info *ui) {
@@ -360,11 +394,15 @@ int zt_ckpt_read_unit(hid_t fid, const char *path, int u, zt_ckpt_unit_info *ui)
             snprintf(t->name, sizeof t->name, "%s", nm->valuestring);
             t->ndim = n;
             t->numel = 1;
-            for (int j = 0; j < n; j++) {
-                t->shape[j] = (int64_t)cJSON_GetArrayItem(sh, j)->valuedouble;
-                t->numel *= t->shape[j];
+            int bad_num = !json_count(of, &t->offset);
+            for (int j = 0; j < n && !bad_num; j++)
+                bad_num = !json_count(cJSON_GetArrayItem(sh, j), &t->shape[j]) ||
+                          __builtin_mul_overflow(t->numel, t->shape[j], &t->numel) || t->numel > JSON_COUNT_MAX;
+            if (bad_num) {
+                rc = zt_err("%s: tensor %s: shape and offset must be whole numbers in [0, 2^53] (and so must "
+                            "their product)", where, t->name);
+                break;
             }
-            t->offset = (int64_t)of->valuedouble;
             if (t->offset != next || t->numel < 1) {
                 rc = zt_err("%s: tensor %s starts at offset %lld, expected %lld (tensors must tile the unit in order)",
                             where, t->name, (long long)t->offset, (long long)next);
@@ -394,8 +432,9 @@ int zt_ckpt_read_crc(hid_t ds, const char *where, int64_t numel, int64_t *chunk,
     if (t >= 0) H5Tclose(t);
     if (!isf32) return zt_err("%s: dataset type is not 32-bit float", where);
     if (zt_h5_get_i64(ds, where, "crc32c_chunk_elems", chunk) != 0) return -1;
-    if (*chunk < 1) return zt_err("%s: crc32c_chunk_elems = %lld must be >= 1", where, (long long)*chunk);
-    int64_t want = (numel + *chunk - 1) / *chunk;
+    if (*chunk < 1 || *chunk > JSON_COUNT_MAX)
+        return zt_err("%s: crc32c_chunk_elems = %lld must be in [1, 2^53]", where, (long long)*chunk);
+    int64_t want = numel / *chunk + (numel % *chunk != 0);  // no numel + chunk - 1: it may wrap
     if (zt_h5_get_u32v(ds, where, "crc32c", crc, nchunks) != 0) return -1;
     if (*nchunks != want) {
         free(*crc);
@@ -496,6 +535,18 @@ int zt_ckpt_check_train_json(const char *saved, const char *now, const char *con
         cJSON_Delete(a);
         cJSON_Delete(b);
         return zt_err("training settings: %s JSON is not an object", !cJSON_IsObject(a) ? "the checkpoint's" : "the run's");
+    }
+    // A key twice (a damaged or hand-edited checkpoint) would be compared with itself's
+    // first copy and reported as a difference of the run: say what it is instead.
+    for (int pass = 0; pass < 2; pass++) {
+        const cJSON *it, *obj = pass == 0 ? a : b;
+        cJSON_ArrayForEach(it, obj) if (cJSON_GetObjectItemCaseSensitive(obj, it->string) != it) {
+            zt_err("training settings: \"%.100s\" appears twice in the %s JSON", it->string,
+                   pass == 0 ? "checkpoint's" : "run's");
+            cJSON_Delete(a);
+            cJSON_Delete(b);
+            return -1;
+        }
     }
     char msg[ZT_ERR_MAX] = "";
     int k = 0;

@@ -378,9 +378,9 @@ int zt_st_read_f32(const zt_st_file *f, const zt_st_tensor *t, float *out) {
 
 int zt_st_read_f32_range(const zt_st_file *f, const zt_st_tensor *t, int64_t first, int64_t count, float *out) {
     if (check_tensor(f, t) != 0) return -1;
-    if (first < 0 || count < 0 || first + count > t->numel)
-        return zt_err("%s: tensor %s: elements [%lld, %lld) are outside its %lld elements", f->path, t->name,
-                      (long long)first, (long long)(first + count), (long long)t->numel);
+    if (first < 0 || count < 0 || first > t->numel || count > t->numel - first)  // no first + count: it may wrap
+        return zt_err("%s: tensor %s: elements [%lld, +%lld) are outside its %lld elements", f->path, t->name,
+                      (long long)first, (long long)count, (long long)t->numel);
     const size_t es = zt_st_dtype_size(t->dtype);
     const uint8_t *p = f->map + t->begin + (size_t)first * es;
     size_t n = (size_t)count;

@@ -146,10 +146,13 @@ static int parse_files(zt_dataset *ds, const char *jpath, const cJSON *files) {
                 return zt_err("%s: %sname: \"%s\" is listed twice (also files[%d])", jpath, ctx, df->name, j);
         if (parse_crc_hex(crc, &df->crc32c))
             return zt_err("%s: %scrc32c: \"%s\" is not a hex checksum like \"0x1234abcd\"", jpath, ctx, crc);
-        if (df->tokens != df->blocks * ds->seq_len)
+        int64_t want;
+        if (__builtin_mul_overflow(df->blocks, (int64_t)ds->seq_len, &want) || want > ZT_JSON_INT_MAX)
+            return zt_err("%s: %sblocks: %lld blocks of seq_len %d is more tokens than can exist (over 2^53)", jpath,
+                          ctx, (long long)df->blocks, ds->seq_len);
+        if (df->tokens != want)
             return zt_err("%s: %stokens: %lld is not blocks * seq_len = %lld * %d = %lld", jpath, ctx,
-                          (long long)df->tokens, (long long)df->blocks, ds->seq_len,
-                          (long long)(df->blocks * ds->seq_len));
+                          (long long)df->tokens, (long long)df->blocks, ds->seq_len, (long long)want);
         if ((size_t)snprintf(df->path, sizeof df->path, "%s/%s", ds->dir, df->name) >= sizeof df->path)
             return zt_err("%s: %sname: path %s/%s is too long", jpath, ctx, ds->dir, df->name);
         i++;

@@ -8,6 +8,7 @@
 #include "data/pack_text.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -18,9 +19,13 @@
 #include "data/tokenizer.h"
 #include "runtime/common.h"
 
-#define BATCH_BYTES ((size_t)32 << 20)  // text per batch
+// Sizes, variables only so that tests/fuzz/fuzz_jsonl.c can shrink them to a few bytes
+// (and so reach every batch boundary and every cut with small inputs).
+static size_t batch_bytes_max = (size_t)32 << 20;  // text per batch
+static size_t line_slack = (size_t)1 << 20;        // read-buffer room past a batch for its last line
 #define BATCH_RECORDS 100000
-#define PIECE_BYTES ((size_t)1 << 20)   // documents longer than this are cut (at safe points)
+static size_t piece_bytes = (size_t)1 << 20;      // documents longer than twice this are cut (at safe points)
+static zt_tok_pool *kept_pool;                     // fuzz_jsonl: one pool for every call (NULL: one per call)
 #define MAX_WARNINGS 10                 // skipped documents reported one by one
 
 typedef struct {
@@ -99,13 +104,25 @@ static int has_nul_escape(const char *s, size_t n) {
 // A raw control character (< 0x20) where JSON forbids it: anywhere inside a string (JSON
 // requires \uXXXX there; cJSON accepts them, and a raw NUL cut the document short without
 // a word), or outside strings other than whitespace. The offset, or -1.
-static int64_t raw_control_at(const char *s, size_t n) {
+// Also a malformed escape inside a string (*bad_escape = 1): cJSON reads "\u12" or "\uZZZZ"
+// as \u0000 and so cut the document there without a word.
+static int64_t raw_control_at(const char *s, size_t n, int *bad_escape) {
     int in_str = 0;
+    *bad_escape = 0;
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)s[i];
         if (in_str) {
-            if (c == '\\') i++;
-            else if (c == '"') in_str = 0;
+            if (c == '\\') {
+                const char e = i + 1 < n ? s[i + 1] : 0;
+                int ok = e && strchr("\"\\/bfnrtu", e) != NULL;
+                if (ok && e == 'u')
+                    for (size_t k = i + 2; k < i + 6; k++) ok &= k < n && isxdigit((unsigned char)s[k]);
+                if (!ok) {
+                    *bad_escape = 1;
+                    return (int64_t)i;
+                }
+                i += e == 'u' ? 5 : 1;
+            } else if (c == '"') in_str = 0;
             else if (c < 0x20) return (int64_t)i;
         } else if (c == '"') {
             in_str = 1;
@@ -248,7 +265,21 @@ static void prepare_record(text_reader *tr, record *r) {
         r->blank = 1;
         return;
     }
-    const int64_t ctl = raw_control_at(r->raw, r->rawlen);
+    int bad_escape;
+    const int64_t ctl = raw_control_at(r->raw, r->rawlen, &bad_escape);
+    if (ctl >= 0 && bad_escape) {
+        char esc[7];
+        size_t k = 0;
+        for (; k < 6 && (size_t)ctl + k < r->rawlen; k++) {
+            const unsigned char e = (unsigned char)r->raw[ctl + k];
+            esc[k] = e >= 0x20 && e < 0x7f ? (char)e : '?';
+        }
+        esc[k] = 0;
+        r->err = msgf("malformed escape \"%s\" at column %lld: JSON allows only \\\" \\\\ \\/ \\b \\f \\n \\r "
+                      "\\t and \\u with four hex digits",
+                      esc, (long long)ctl + 1);
+        return;
+    }
     if (ctl >= 0) {
         r->err = msgf("raw control character 0x%02x at column %lld: JSON requires it escaped (\\u%04x) inside a "
                       "string, and allows only whitespace outside one",
@@ -363,7 +394,7 @@ static int run_batch(text_reader *tr) {
         }
         for (size_t from = 0; from < r->len;) {
             size_t cut = r->len;
-            if (r->len - from > 2 * PIECE_BYTES) cut = zt_tokenizer_safe_cut(tr->o->tok, r->text, r->len, from + PIECE_BYTES);
+            if (r->len - from > 2 * piece_bytes) cut = zt_tokenizer_safe_cut(tr->o->tok, r->text, r->len, from + piece_bytes);
             add_piece(tr, i, from, cut - from);
             from = cut;
         }
@@ -429,7 +460,7 @@ static int read_lines(text_reader *tr, int input) {
     const char *path = tr->inputs[input];
     FILE *f = fopen(path, "rb");
     if (!f) return zt_err("%s: cannot open input: %s", path, strerror(errno));
-    size_t cap = BATCH_BYTES + (1 << 20), n = 0;
+    size_t cap = batch_bytes_max + line_slack, n = 0;
     char *buf = zt_xmalloc(cap);
     int64_t line = 0;
     int rc = 0, eof = 0;
@@ -495,7 +526,7 @@ static int read_files(text_reader *tr) {
         bufs[nb++] = text;
         new_record(tr, i, 0, text, len);
         batch_bytes += len;
-        if (batch_bytes >= BATCH_BYTES || nb == BATCH_RECORDS || i + 1 == tr->ninputs) {
+        if (batch_bytes >= batch_bytes_max || nb == BATCH_RECORDS || i + 1 == tr->ninputs) {
             rc = run_batch(tr);
             tr->sink->progress(tr->sink->ctx, tr->inputs[i]);
             for (size_t k = 0; k < nb; k++) free(bufs[k]);
@@ -514,7 +545,7 @@ int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, 
     if (!o->tok) return zt_err("pack: text input needs a tokenizer (opts.tok)");
     text_reader tr = {.o = o, .sink = sink, .st = st, .inputs = inputs, .ninputs = ninputs};
     tr.field = o->field && o->field[0] ? o->field : "text";
-    tr.pool = zt_tok_pool_new(o->tok, o->threads);
+    tr.pool = kept_pool ? kept_pool : zt_tok_pool_new(o->tok, o->threads);
     tr.nthreads = zt_tok_pool_threads(tr.pool);
     int rc = 0;
     if (o->input == ZT_PACK_TEXT_FILES) rc = read_files(&tr);
@@ -528,6 +559,6 @@ int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, 
     free(tr.poff);
     free(tr.perr);
     free(tr.rec);
-    zt_tok_pool_free(tr.pool);
+    if (tr.pool != kept_pool) zt_tok_pool_free(tr.pool);
     return rc;
 }

@@ -23,6 +23,7 @@ void zt_buf_reserve(zt_buf *b, size_t extra) {
 }
 
 void zt_buf_append(zt_buf *b, const void *data, size_t n) {
+    if (n == 0) return;  // memcpy with a NULL pointer is undefined even for 0 bytes (zt_nfc of "")
     zt_buf_reserve(b, n);
     memcpy(b->p + b->n, data, n);
     b->n += n;

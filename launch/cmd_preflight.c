@@ -40,12 +40,13 @@ static void usage(FILE *f) {
             "  --port P              rendezvous port to require free (default $MASTER_PORT)\n"
             "  --probe-bandwidth     run check 6;  --min-bus-gbps X  fail below X GB/s\n"
             "  --no-verify-crc       check 1 skips crc32c (sizes and ids are still checked)\n"
+            "  --allow-long-seq      check 1 passes a seq_len beyond the model's max_position_embeddings\n"
             "  -h, --help\n"
             "exit status: 0 all passed or skipped, 1 a check failed, 2 usage error\n");
 }
 
 enum { P_DATA = 256, P_MODEL, P_RUN, P_WORLD, P_MB, P_GA, P_NOEVEN, P_EXPECT, P_KEEP, P_FREE, P_DEVICE, P_IF, P_PORT,
-       P_PROBE, P_MINBW, P_NOCRC };
+       P_PROBE, P_MINBW, P_NOCRC, P_LONGSEQ };
 
 int zt_cmd_preflight(int argc, char **argv) {
     static const struct option opts[] = {
@@ -57,7 +58,7 @@ int zt_cmd_preflight(int argc, char **argv) {
         {"device", required_argument, 0, P_DEVICE},     {"ifname", required_argument, 0, P_IF},
         {"port", required_argument, 0, P_PORT},         {"probe-bandwidth", no_argument, 0, P_PROBE},
         {"min-bus-gbps", required_argument, 0, P_MINBW}, {"no-verify-crc", no_argument, 0, P_NOCRC},
-        {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0}};
+        {"allow-long-seq", no_argument, 0, P_LONGSEQ}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     zt_preflight_opts o;
     zt_preflight_defaults(&o);
     int64_t v;
@@ -68,6 +69,7 @@ int zt_cmd_preflight(int argc, char **argv) {
         switch (c) {
         case P_DATA: o.data = optarg; break;
         case P_MODEL: o.model = optarg; break;
+        case P_LONGSEQ: o.allow_long_seq = 1; break;
         case P_RUN: o.run_dir = optarg; break;
         case P_WORLD: rc = zt_arg_i64("--world", optarg, 1, 1 << 20, &v); o.world = (int)v; break;
         case P_MB: rc = zt_arg_i64("--micro-batch", optarg, 1, 1 << 20, &v); o.micro_batch = (int)v; break;

@@ -1,5 +1,6 @@
 // `zerotrain train`: parse flags into zt_train_opts and run the training loop.
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,7 +52,11 @@ static void usage(FILE *f) {
             "  --resume [PATH|auto]  continue from RUN/checkpoints/latest, or from the checkpoint PATH; `auto`:\n"
             "                        resume when a checkpoint exists, else start fresh (for requeued jobs); the same\n"
             "                        world size continues bit-for-bit, another one reshards (fp32 tolerance);\n"
-            "                        the model config and global batch/schedule must match the checkpoint\n"
+            "                        the model config, global batch/schedule and dataset must match the checkpoint\n"
+            "  --allow-long-seq      train on blocks longer than the model's max_position_embeddings (the\n"
+            "                        preflight gate refuses them otherwise: RoPE beyond the trained range)\n"
+            "  --allow-new-data      resume on a dataset whose files differ from the checkpoint's (recorded in\n"
+            "                        run.json as data_changed_at_step; the data cursor restarts the same way)\n"
             "  --trace-blocks        write every rank's block ids per step to RUN/ranks/rank-N.blocks (debugging)\n"
             "  --debug-signal-at-step K  rank 0 raises SIGUSR1 during step K (testing the graceful stop)\n"
             "\n"
@@ -84,7 +89,8 @@ static void usage(FILE *f) {
 enum {
     O_MODEL = 256, O_INIT, O_DATA, O_RUN, O_OVERWRITE, O_NOVERIFY, O_STEPS, O_EPOCHS, O_MB, O_GA, O_LR, O_SCHED,
     O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_ATTN, O_RECOMP, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE,
-    O_NOEVEN, O_CTIMEOUT, O_STIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE, O_SAVEEVERY, O_KEEP, O_RESUME, O_TRACE, O_DEBUGSIG
+    O_NOEVEN, O_CTIMEOUT, O_STIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE, O_SAVEEVERY, O_KEEP, O_RESUME, O_TRACE, O_DEBUGSIG,
+    O_NEWDATA, O_LONGSEQ
 };
 
 int zt_cmd_train(int argc, char **argv) {
@@ -109,7 +115,8 @@ int zt_cmd_train(int argc, char **argv) {
         {"alive-interval", required_argument, 0, O_ALIVE},    {"no-preflight", no_argument, 0, O_NOPRE},
         {"save-every", required_argument, 0, O_SAVEEVERY}, {"keep-last", required_argument, 0, O_KEEP},
         {"resume", optional_argument, 0, O_RESUME},         {"trace-blocks", no_argument, 0, O_TRACE},
-        {"debug-signal-at-step", required_argument, 0, O_DEBUGSIG},
+        {"debug-signal-at-step", required_argument, 0, O_DEBUGSIG}, {"allow-new-data", no_argument, 0, O_NEWDATA},
+        {"allow-long-seq", no_argument, 0, O_LONGSEQ},
         {0, 0, 0, 0}};
     zt_train_opts o;
     zt_train_defaults(&o);
@@ -124,6 +131,8 @@ int zt_cmd_train(int argc, char **argv) {
         case O_DATA: o.data = optarg; break;
         case O_RUN: o.run_dir = optarg; break;
         case O_OVERWRITE: o.overwrite = 1; break;
+        case O_NEWDATA: o.allow_new_data = 1; break;
+        case O_LONGSEQ: o.allow_long_seq = 1; break;
         case O_NOVERIFY: o.verify_data = 0; break;
         case O_STEPS: rc = zt_arg_i64("--steps", optarg, 1, INT64_MAX, &o.steps); break;
         case O_EPOCHS: rc = zt_arg_i64("--epochs", optarg, 1, 1000000, &o.epochs); break;
@@ -156,7 +165,7 @@ int zt_cmd_train(int argc, char **argv) {
             else rc = zt_err("--attention %s: expected gemm or cudnn", optarg);
             break;
         case O_THREADS: rc = zt_arg_i64("--threads", optarg, 1, 4096, &iv); o.threads = (int)iv; break;
-        case O_LOG: rc = zt_arg_i64("--log-every", optarg, 0, INT64_MAX, &iv); o.log_every = (int)iv; break;
+        case O_LOG: rc = zt_arg_i64("--log-every", optarg, 0, INT_MAX, &iv); o.log_every = (int)iv; break;
         case O_SAVEDT:
             if (!strcmp(optarg, "bf16")) o.save_dtype = ZT_ST_BF16;
             else if (!strcmp(optarg, "fp32")) o.save_dtype = ZT_ST_F32;

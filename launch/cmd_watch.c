@@ -3,11 +3,13 @@
 // writes RUN/watch.json, runs the --on-hang / --on-crash command and exits with the
 // state's code. The rules live in launch/watch.c.
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -144,9 +146,16 @@ int zt_cmd_watch(int argc, char **argv) {
     const char *run = argv[optind];
     // In a loop the run directory may not exist yet (the launcher starts the watcher
     // with the job); it is waited for like any other start.
-    if (once && access(run, R_OK | X_OK) != 0) {
-        fprintf(stderr, "zerotrain watch: error: %s: cannot read the run directory: %m\n", run);
-        return 1;
+    if (once) {
+        struct stat rst;
+        const char *why = NULL;
+        if (stat(run, &rst) != 0) why = strerror(errno);
+        else if (!S_ISDIR(rst.st_mode)) why = "is not a directory (give the run directory, not a file in it)";
+        else if (access(run, R_OK | X_OK) != 0) why = strerror(errno);
+        if (why) {
+            fprintf(stderr, "zerotrain watch: error: %s: cannot read the run directory: %s\n", run, why);
+            return 1;
+        }
     }
     if (bands && zt_bands_load(&o.bands, bands) < 0) {
         fprintf(stderr, "zerotrain watch: error: %s\n", zt_errmsg());

@@ -324,6 +324,60 @@ static void rank_list_where(const zt_watch *w, int (*pred)(const zt_watch_rank *
     free(r);
 }
 
+// What this host can see of a rank whose tick stopped: its process, when the tick names
+// this host. The text goes after "rank N ".
+typedef enum { PROBE_UNKNOWN, PROBE_GONE, PROBE_STOPPED, PROBE_ALIVE } rank_probe;
+
+static int same_host(const char *a, const char *b) {
+    size_t la = strcspn(a, "."), lb = strcspn(b, ".");
+    return la && la == lb && !strncmp(a, b, la);
+}
+
+static rank_probe probe_rank(const zt_watch_rank *k, char *buf, size_t n) {
+    char me[256] = "";
+    gethostname(me, sizeof me - 1);
+    if (!k->seen || k->pid <= 0 || !k->host[0]) {
+        snprintf(buf, n, "stopped answering (its tick names no host and pid)");
+        return PROBE_UNKNOWN;
+    }
+    if (!same_host(k->host, me)) {
+        snprintf(buf, n, "stopped answering (pid %d on host %s; the watcher runs on %s and cannot look at it)", k->pid,
+                 k->host, me[0] ? me : "?");
+        return PROBE_UNKNOWN;
+    }
+    char path[64], st[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", k->pid);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(st, 1, sizeof st - 1, f) : 0;
+    if (f) fclose(f);
+    st[len] = 0;
+    // "PID (comm) S ...": comm may hold spaces and parentheses; the state follows the last ')'.
+    char *open = strchr(st, '('), *close = strrchr(st, ')');
+    if (!f || !open || !close || close < open) {
+        snprintf(buf, n, "is gone (process %d no longer exists on this host: killed or crashed)", k->pid);
+        return PROBE_GONE;
+    }
+    *close = 0;
+    char state = close[1] == ' ' ? close[2] : '?';
+    if (!strstr(open + 1, "zerotrain")) {  // the pid was reused by another program
+        snprintf(buf, n, "is gone (process %d on this host is now \"%s\", not zerotrain: killed or crashed)", k->pid,
+                 open + 1);
+        return PROBE_GONE;
+    }
+    if (state == 'T' || state == 't') {
+        snprintf(buf, n, "is stopped (process %d on this host is in state %c: SIGSTOP, or a debugger holds it)", k->pid,
+                 state);
+        return PROBE_STOPPED;
+    }
+    if (state == 'Z' || state == 'X') {
+        snprintf(buf, n, "is gone (process %d on this host has exited: state %c)", k->pid, state);
+        return PROBE_GONE;
+    }
+    snprintf(buf, n, "is alive but not ticking (process %d on this host, state %c: its tick thread is blocked, e.g. on a "
+             "hung file system)", k->pid, state);
+    return PROBE_ALIVE;
+}
+
 static int is_stale(const zt_watch_rank *k, double lim) { return k->age > lim; }
 static int is_failed(const zt_watch_rank *k, double unused) { return k->seen && !strcmp(k->state, "failed"); }
 static int is_done_stale(const zt_watch_rank *k, double lim) { return k->age > lim && !strcmp(k->state, "done"); }
@@ -400,6 +454,19 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
         rank_list_where(w, is_done_stale, lim, dl, sizeof dl, &ndone);
         rank_list_where(w, is_missing, lim, ml, sizeof ml, &nmiss);
         const zt_watch_rank *k = &w->ranks[worst];
+        // Every stale rank stopped (SIGSTOP, a debugger) and none gone: the job hangs, nothing crashed.
+        int nstopped = 0;
+        char why[512];
+        for (int r = 0; r < world; r++)
+            if (is_stale(&w->ranks[r], lim)) nstopped += probe_rank(&w->ranks[r], why, sizeof why) == PROBE_STOPPED;
+        if (nstopped == w->nstale) {
+            probe_rank(k, why, sizeof why);
+            snprintf(w->reason, sizeof w->reason,
+                     "rank%s %s stopped answering: rank %d %s; its liveness tick is %.0f s old", w->nstale > 1 ? "s" : "",
+                     list, worst, why, k->age);
+            return w->state = ZT_WS_HUNG;
+        }
+        probe_rank(k, why, sizeof why);
         int at = snprintf(w->reason, sizeof w->reason,
                           "liveness ticks stopped: rank%s %s (%d of %d) not updated for over %.0f s (oldest: rank %d, "
                           "%.0f s, host %s, pid %d)",
@@ -409,6 +476,8 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
             at += snprintf(w->reason + at, sizeof w->reason - at, "; rank%s %s finished (\"done\")", ndone > 1 ? "s" : "", dl);
         if (nmiss && at < (int)sizeof w->reason)
             at += snprintf(w->reason + at, sizeof w->reason - at, "; rank%s %s never wrote a tick", nmiss > 1 ? "s" : "", ml);
+        if (at < (int)sizeof w->reason)
+            at += snprintf(w->reason + at, sizeof w->reason - at, "; rank %d %s", worst, why);
         if (at < (int)sizeof w->reason) snprintf(w->reason + at, sizeof w->reason - at, "; no complete.json");
         return w->state = ZT_WS_CRASHED;
     }
@@ -528,8 +597,46 @@ void zt_watch_diagnose(zt_watch *w, double now) {
     }
     int ngroups_coll = 0;
     for (int i = 0; i < ng; i++) ngroups_coll += g[i].incoll;
+    // Ranks whose liveness tick stopped: the first of them to stop explains the others'
+    // waits, whatever collective each was in (a kill -9, a crash, a SIGSTOP).
+    double lim = zt_watch_stale_after(&w->o);
+    int lead = -1, nstale = 0, *stale = zt_xmalloc((size_t)world * sizeof(int));
+    for (int r = 0; r < world && r < w->ranks_cap; r++)
+        if (w->ranks[r].seen && is_stale(&w->ranks[r], lim)) {
+            stale[nstale++] = r;
+            if (lead < 0 || w->ranks[r].value < w->ranks[lead].value) lead = r;
+        }
+    char stale_verdict[1024] = "";
+    if (lead >= 0) {
+        char why[512], rl[256];
+        probe_rank(&w->ranks[lead], why, sizeof why);
+        size_t sv = (size_t)snprintf(stale_verdict, sizeof stale_verdict, " \xe2\x80\x94 rank %d %s; its liveness tick "
+                                     "is %.0f s old", lead, why, w->ranks[lead].age);
+        if (nstale > 1 && sv < sizeof stale_verdict) {
+            zt_rank_list(stale, nstale, rl, sizeof rl);
+            double later = 0;
+            for (int i = 0; i < nstale; i++) later = fmax(later, w->ranks[stale[i]].value - w->ranks[lead].value);
+            sv += (size_t)snprintf(stale_verdict + sv, sizeof stale_verdict - sv,
+                                   " (ranks %s stopped ticking, the others up to %.1f s after it)", rl, later);
+        }
+        if (sv < sizeof stale_verdict)
+            snprintf(stale_verdict + sv, sizeof stale_verdict - sv,
+                     ": the positions are where each rank was when the ticks stopped, not a program-order bug");
+    }
+    free(stale);
+    char stopped_verdict[256];
+    snprintf(stopped_verdict, sizeof stopped_verdict,
+             " \xe2\x80\x94 the run stopped cleanly on a signal at step %lld after committing a checkpoint: nothing is "
+             "stuck", w->hb.step);
     const char *verdict;
-    if (nrec == 0)
+    if (w->state == ZT_WS_STOPPED)
+        verdict = stopped_verdict;
+    else if (w->state == ZT_WS_FAILED)
+        verdict = " \xe2\x80\x94 the trainer reported the failure itself (its error output says why); these are the "
+                  "positions it left";
+    else if (lead >= 0)
+        verdict = stale_verdict;
+    else if (nrec == 0)
         verdict = " \xe2\x80\x94 no flight recorders: the job died before its process group started, or RUN/ranks is not shared";
     else if (ngroups_coll > 1)
         verdict = ndistinct_op > 1 ? " \xe2\x80\x94 collective mismatch"

@@ -367,7 +367,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
     f->t_wait += zt_now() - tw;
 
     const double norm = sqrt(red[2]);
-    const int nonfinite = (int)red[1] + !isfinite(norm);
+    const int nonfinite = red[1] > 0 || !isfinite(norm);
     const double coef = zt_clip_coef(norm, f->hp.clip);
     const double lr = zt_lr_at(&f->hp, f->step);
     f->step++;
@@ -386,6 +386,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
     out->lr = lr;
     out->tokens = (int64_t)f->world * f->grad_accum * B * S;
     out->nonfinite = nonfinite;
+    out->nonfinite_ranks = (int)red[1];
     out->stop_requested = (int)red[3];
     out->t_step = zt_now() - t0;
     out->t_comm_wait = f->t_wait;

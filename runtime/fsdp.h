@@ -45,7 +45,8 @@ typedef struct {
     double grad_norm;       // global, before clipping
     double clip_coef, lr;
     int64_t tokens;         // global tokens in the step
-    int nonfinite;          // ranks that saw a non-finite loss (then the update was skipped)
+    int nonfinite;          // 1: the loss or the gradient norm was not finite (then the update was skipped)
+    int nonfinite_ranks;    // ranks whose loss was not finite (CPU engine; the GPU engine sums the loss: -1 if so)
     int stop_requested;     // ranks that passed stop_request (all-reduced with the loss: no extra collective)
     double t_step, t_compute, t_comm_wait;  // this rank's seconds
     int64_t bytes_gathered, bytes_scattered; // this rank's received (all-gather) / sent (reduce-scatter) bytes

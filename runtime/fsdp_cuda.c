@@ -393,6 +393,7 @@ int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_reques
     out->lr = lr;
     out->tokens = (int64_t)f->world * f->grad_accum * B * S;
     out->nonfinite = nonfinite;
+    out->nonfinite_ranks = isfinite(loss) ? 0 : -1;  // the losses were summed: which ranks is unknown
     out->stop_requested = (int)c->red_h[c->nred - 1];
     out->t_step = zt_now() - t0;
     // The GPU's view: time the compute stream stood waiting for communication. (The host's

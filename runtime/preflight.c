@@ -68,7 +68,7 @@ static void report(gate *g, int num, const char *name, int verdict, double secs,
 }
 
 // ---- check 1: data integrity and per-rank balance ----
-static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_tokens, int64_t vocab) {
+static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_tokens, int64_t vocab, int64_t max_pos) {
     double t0 = zt_now();
     char msg[1024];
     zt_dataset ds;
@@ -117,6 +117,14 @@ static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_token
                  o->verify_crc ? "ok" : "not checked", (long long)(vocab > 0 ? vocab : ds.vocab_size), W,
                  (long long)mn, (long long)mx, (long long)(mx - mn), (long long)dropped,
                  sum ? 100.0 * (double)dropped / (double)sum : 0.0);
+        if (max_pos > 0 && ds.seq_len > max_pos) {
+            char m2[256];
+            snprintf(m2, sizeof m2, "; seq_len %d exceeds the model's max_position_embeddings %lld (RoPE beyond the "
+                     "trained range)%s", ds.seq_len, (long long)max_pos,
+                     o->allow_long_seq ? ", allowed by --allow-long-seq" : ": --allow-long-seq to accept it");
+            strncat(msg, m2, sizeof msg - strlen(msg) - 1);
+            if (!o->allow_long_seq) verdict = FAIL;
+        }
         if (mn < per_rank_step) {
             verdict = FAIL;
             strncat(msg, "; a rank has fewer blocks than one step needs", sizeof msg - strlen(msg) - 1);
@@ -344,14 +352,15 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
         fprintf(out, "preflight: %d rank%s checking for a job of %d rank%s\n", g.world, g.world == 1 ? "" : "s",
                 o->world > 0 ? o->world : g.world, (o->world > 0 ? o->world : g.world) == 1 ? "" : "s");
     zt_qwen3_config cfg;
-    int64_t vocab = 0, params = 0;
+    int64_t vocab = 0, params = 0, max_pos = 0;
     if (o->model) {
         if (zt_qwen3_config_load(&cfg, o->model) != 0) return zt_err_prefix("preflight");
         vocab = cfg.vocab_size;
         params = zt_qwen3_param_count(&cfg);
+        max_pos = cfg.max_position_embeddings;
     }
     int64_t total_tokens = 0;
-    check_data(&g, o, &total_tokens, vocab);
+    check_data(&g, o, &total_tokens, vocab, max_pos);
     check_tokens(&g, o, total_tokens);
     check_devices(&g, o);
     check_rendezvous(&g, o);

@@ -26,6 +26,7 @@ typedef struct {
     int probe_bandwidth;       // check 6 runs only when asked
     double min_bus_gbps;       // probe threshold (GB/s); 0: report only
     int verify_crc;            // check 1 recomputes crc32c (default 1)
+    int allow_long_seq;        // check 1 passes a seq_len beyond the model's max_position_embeddings
 } zt_preflight_opts;
 
 void zt_preflight_defaults(zt_preflight_opts *o);

@@ -108,7 +108,7 @@ static int agree(zt_comm *c, int ok, const char *phase) {
 
 static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, const zt_dataset *ds, const char *id,
                           int world, const char *settings, int64_t steps_per_epoch, int threads,
-                          const zt_fsdp_memory *mem) {
+                          const zt_fsdp_memory *mem, int64_t data_changed_at) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "run_id", id);
     cJSON_AddStringToObject(root, "zerotrain_version", ZT_VERSION);
@@ -132,6 +132,8 @@ static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, co
     cJSON_AddNumberToObject(data, "blocks", (double)ds->total_blocks);
     cJSON_AddStringToObject(data, "tokenizer", ds->tokenizer);
     cJSON_AddBoolToObject(data, "evenfix", o->evenfix);
+    // --resume --allow-new-data on other files: from which step this run trains on them
+    if (data_changed_at >= 0) cJSON_AddNumberToObject(data, "data_changed_at_step", (double)data_changed_at);
     // The settings a resume must match (train_settings_json), plus how this launch splits them.
     cJSON *tr = cJSON_Parse(settings);
     cJSON_AddItemToObject(root, "train", tr);
@@ -164,6 +166,14 @@ static char *train_settings_json(const zt_train_opts *o, const zt_dataset *ds, i
     cJSON_AddNumberToObject(t, "global_batch_blocks", (double)global_batch_blocks);
     cJSON_AddNumberToObject(t, "seq_len", ds->seq_len);
     cJSON_AddNumberToObject(t, "dataset_blocks", (double)ds->total_blocks);
+    // The dataset's identity: every file's name, blocks and crc32c (from dataset.json).
+    cJSON *files = cJSON_AddArrayToObject(t, "dataset_files");
+    for (int i = 0; i < ds->nfiles; i++) {
+        char f[400];
+        snprintf(f, sizeof f, "%s %lld blocks crc32c %08x", ds->files[i].name, (long long)ds->files[i].blocks,
+                 ds->files[i].crc32c);
+        cJSON_AddItemToArray(files, cJSON_CreateString(f));
+    }
     cJSON_AddStringToObject(t, "layout", ds->per_rank ? "per-rank" : "single");
     cJSON_AddBoolToObject(t, "evenfix", o->evenfix);
     cJSON_AddNumberToObject(t, "seed", (double)o->seed);
@@ -193,6 +203,7 @@ typedef struct {
     int ds_open;
     zt_fsdp f;
     int f_init;
+    int data_changed;         // resumed with --allow-new-data on files other than the checkpoint's
     block_ref *order;
     const uint32_t **blocks;
     FILE *metrics;
@@ -277,6 +288,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         po.evenfix = o->evenfix;
         po.keep_last = o->keep_last;
         po.verify_crc = o->verify_data;
+        po.allow_long_seq = o->allow_long_seq;
         po.device = r->cuda ? "cuda" : "cpu";  // check 3 inspects each rank's GPU on the cuda backend
         if (zt_preflight_run(r->comm, &po, stdout) != 0)
             return zt_err_prefix("stopping before training (pass --no-preflight to override)");
@@ -432,9 +444,29 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         if (ok) ok = zt_ckpt_open_meta(ckpt_path, &meta, &saved_cfg, &saved) == 0;
         if (ok && zt_ckpt_config_diff(&saved_cfg, &cfg, diff, sizeof diff) > 0)
             ok = zt_err("--resume %s: the model config differs from the checkpoint's: %s", ckpt_path, diff) == 0;
-        static const char *const may_differ[] = {NULL};
-        if (ok && saved && *saved)
-            ok = zt_ckpt_check_train_json(saved, settings, may_differ) == 0 || zt_err_prefix("--resume %s", ckpt_path) == 0;
+        // A checkpoint written before the dataset's identity was saved has no dataset_files.
+        const int has_files = saved && strstr(saved, "\"dataset_files\"") != NULL;
+        const char *may_differ[4] = {NULL, NULL, NULL, NULL};
+        int nd = 0;
+        if (!has_files || o->allow_new_data) may_differ[nd++] = "dataset_files";
+        if (o->allow_new_data) may_differ[nd++] = "dataset_blocks";
+        if (ok && saved && *saved) {
+            ok = zt_ckpt_check_train_json(saved, settings, may_differ) == 0;
+            if (!ok && strstr(zt_errmsg(), "dataset_")) {
+                char why[ZT_ERR_MAX];
+                snprintf(why, sizeof why, "%s", zt_errmsg());
+                zt_err("%.1800s (this run's dataset is not the one the checkpoint trained on; pass --allow-new-data "
+                       "to continue on it anyway)", why);
+            }
+            if (!ok) zt_err_prefix("--resume %s", ckpt_path);
+            if (ok && o->allow_new_data && has_files) {
+                static const char *const only_data[] = {"global_batch_blocks", "seq_len", "layout", "evenfix", "seed",
+                                                        "total_steps", "lr", "min_lr_ratio", "warmup", "schedule",
+                                                        "beta1", "beta2", "eps", "weight_decay", "clip", NULL};
+                r->data_changed = zt_ckpt_check_train_json(saved, settings, only_data) != 0;
+                zt_err_clear();
+            }
+        }
         free(saved);
         if (ok && ds->per_rank && meta.world_size != r->world)
             ok = zt_err("--resume %s: saved by %d ranks on a per-rank dataset; it can only continue on %d ranks",
@@ -505,7 +537,8 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     }
     if (R0 && ok) {
         if (!r->run_id[0]) make_run_id(r->run_id, sizeof r->run_id);
-        ok = write_run_json(o, &cfg, ds, r->run_id, r->world, settings, steps_per_epoch, threads, &mem) == 0;
+        ok = write_run_json(o, &cfg, ds, r->run_id, r->world, settings, steps_per_epoch, threads, &mem,
+                            r->data_changed ? start_step : -1) == 0;
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
             r->metrics = fopen(path, o->resume ? "a" : "w");
@@ -567,9 +600,17 @@ static int train_body(const zt_train_opts *o, run_state *r) {
             if (r->dcomm) zt_comm_mark_warm(r->dcomm);
         }
         if (s.nonfinite) {  // all-reduced: every rank stops here
-            rc = zt_err("step %lld: the loss or gradient norm is not finite (on %d rank%s); stopping before the "
-                        "update. Lower --lr or check the data; the last checkpoint is untouched",
-                        (long long)step + 1, s.nonfinite, s.nonfinite == 1 ? "" : "s");
+            char what[96];
+            if (s.nonfinite_ranks > 0)
+                snprintf(what, sizeof what, "the loss is not finite on %d of %d rank%s", s.nonfinite_ranks, r->world,
+                         r->world == 1 ? "" : "s");
+            else if (s.nonfinite_ranks < 0)
+                snprintf(what, sizeof what, "the loss is not finite");
+            else
+                snprintf(what, sizeof what, "the gradient norm is not finite");
+            rc = zt_err("step %lld: %s; stopping before the update. Lower --lr or check the data; the last checkpoint "
+                        "is untouched",
+                        (long long)step + 1, what);
             break;
         }
         r->step = step + 1;

@@ -26,6 +26,8 @@ typedef struct {
     int threads;             // 0: library default (all cores)
     int log_every;
     int overwrite;           // allow an existing run directory to be reused
+    int allow_new_data;      // --resume on a dataset whose files differ from the checkpoint's
+    int allow_long_seq;      // seq_len > max_position_embeddings passes the preflight gate
     int verify_data;         // crc32c of every data file before training
     int save_final;          // write RUN/final/ (HF config.json + model.safetensors)
     int save_dtype;          // ZT_ST_BF16 or ZT_ST_F32

@@ -4,7 +4,8 @@
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config gawk
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libopenblas-dev libcjson-dev libpcre2-dev
-      libutf8proc-dev zlib1g-dev)
+      libutf8proc-dev zlib1g-dev
+      clang libclang-rt-dev libomp-dev)  # tests/fuzz: libFuzzer, ASan, UBSan, OpenMP for clang
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,14 +12,14 @@ foreach(part triage errors bands calibrate watch)
   add_test(NAME ops_${part} COMMAND test_triage ${CMAKE_CURRENT_BINARY_DIR}/ops/${part} ${part})
 endforeach()
 
-foreach(case triage_samples triage_errors calibrate watch_once watch_loop train_complete train_hang train_kill9 launch_2node)
+foreach(case triage_samples triage_errors calibrate watch_once watch_loop train_complete train_hang train_kill9 train_sigstop launch_2node)
   add_test(NAME ops_cli_${case}
            COMMAND bash ${ZT_TEST_DIR}/cli/ops_cli.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
                    ${CMAKE_BINARY_DIR}/test-work/ops_cli ${case})
   set_tests_properties(ops_cli_${case} PROPERTIES TIMEOUT 180
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 endforeach()
-set_tests_properties(ops_cli_train_complete ops_cli_train_hang ops_cli_train_kill9 ops_cli_launch_2node PROPERTIES PROCESSORS 2)
+set_tests_properties(ops_cli_train_complete ops_cli_train_hang ops_cli_train_kill9 ops_cli_train_sigstop ops_cli_launch_2node PROPERTIES PROCESSORS 2)
 
 # The Slurm batch script on a real one-node Slurm (exit 77 = skipped, with the reason).
 add_test(NAME ops_slurm COMMAND bash ${ZT_TEST_DIR}/cli/slurm_test.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}

@@ -221,6 +221,10 @@ static void test_unit(const char *work) {
               has(zt_errmsg(), "checkpoint has lr 1, the run has 2") && has(zt_errmsg(), "mb is set only in the checkpoint") &&
               has(zt_errmsg(), "seq is set only in the run"),
           "train json diff");
+    // a key twice is named as such (found by tests/fuzz/fuzz_ckpt_meta), not as a difference
+    CHECK(zt_ckpt_check_train_json("{\"lr\":1,\"lr\":2}", "{\"lr\":1}", NULL) != 0 &&
+              has(zt_errmsg(), "\"lr\" appears twice in the checkpoint's JSON"),
+          "duplicate key: %s", zt_errmsg());
     // resolution without HDF5: fake directories
     char run[2048], out[4096];
     snprintf(run, sizeof run, "%s/resolve", work);
@@ -393,6 +397,23 @@ static int64_t dataset_offset(const char *file, const char *ds) {
     return off;
 }
 
+// Rewrite one int64 or double attribute of a group (the kind of damage a byte flip
+// cannot aim at): a file that is valid HDF5 carrying a value no config.json could.
+static void set_attr(const char *file, const char *group, const char *name, int is_f64, double v) {
+    hid_t fid = H5Fopen(file, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = H5Gopen2(fid, group, H5P_DEFAULT);
+    if (fid < 0 || g < 0) zt_fatal("set_attr: cannot open %s %s", file, group);
+    H5Adelete(g, name);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(g, name, is_f64 ? H5T_IEEE_F64LE : H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int64_t i = (int64_t)v;
+    H5Awrite(a, is_f64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64, is_f64 ? (const void *)&v : (const void *)&i);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Gclose(g);
+    H5Fclose(fid);
+}
+
 static void flip_byte(const char *file, int64_t off) {
     FILE *f = fopen(file, "r+b");
     if (!f) zt_fatal("%s: %s", file, strerror(errno));
@@ -464,6 +485,30 @@ static void test_corrupt(const char *work) {
         CHECK(rc != 0 && has(zt_errmsg(), "checksum"), "metadata flip at %lld: %s", (long long)meta_off[i],
               zt_errmsg());
         if (g_rank == 0) printf("metadata flip at byte %lld refused: %s\n", (long long)meta_off[i], zt_errmsg());
+    }
+    // A model config no config.json could carry (found by tests/fuzz/fuzz_ckpt_meta: 0 kv
+    // heads was read and would divide by zero): held to config.json's rules, named.
+    const struct { const char *name; int f64; double v; const char *says; } bad_cfg[] = {
+        {"num_key_value_heads", 0, 0, "\"num_key_value_heads\" = 0 is outside the range"},
+        {"num_hidden_layers", 0, -3, "\"num_hidden_layers\" = -3 is outside the range"},
+        {"num_attention_heads", 0, 4294967300.0, "\"num_attention_heads\" = 4294967300 is outside the range"},
+        {"rms_norm_eps", 1, -1e-6, "rms_norm_eps must be a finite number > 0"},
+        {"tie_word_embeddings", 0, 7, "tie_word_embeddings = 7 must be 0 or 1"},
+    };
+    for (int i = 0; i < 5; i++) {
+        snprintf(dir, sizeof dir, "%s/cfg%d", cdir, i);
+        snprintf(file, sizeof file, "%s/ckpt.h5", dir);
+        if (g_rank == 0) {
+            sh_run("rm -rf '%s' && cp -r '%s/checkpoints/step-00000030' '%s'", dir, run, dir);
+            set_attr(file, "model_config", bad_cfg[i].name, bad_cfg[i].f64, bad_cfg[i].v);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        zt_ckpt_meta m;
+        zt_qwen3_config c;
+        CHECK(zt_ckpt_open_meta(dir, &m, &c, NULL) != 0 && has(zt_errmsg(), "group /model_config") &&
+                  has(zt_errmsg(), bad_cfg[i].says),
+              "checkpoint config %s = %g: %s", bad_cfg[i].name, bad_cfg[i].v, zt_errmsg());
+        if (g_rank == 0 && i == 0) printf("bad model config refused: %s\n", zt_errmsg());
     }
     // Truncated file
     snprintf(dir, sizeof dir, "%s/trunc", cdir);

@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -719,8 +722,13 @@ static void test_watch(void) {
           "crashed: %s: %s", zt_watch_state_name(w.state), w.reason);
     zt_watch_diagnose(&w, now);
     printf("  crashed: %s\n  diagnosis: %s\n", w.reason, w.diagnosis);
-    CHECK(!strcmp(w.diagnosis, "rank 2: reduce_scatter(\"unit 4 grads\") seq 299; ranks 0-1,3: allgather(\"unit 5 "
-                               "params\") seq 300 \xe2\x80\x94 collective mismatch"),
+    // The rank whose tick stopped explains the others' waits: not a collective mismatch.
+    const char *crash_diag = "rank 2: reduce_scatter(\"unit 4 grads\") seq 299; ranks 0-1,3: allgather(\"unit 5 "
+                             "params\") seq 300 \xe2\x80\x94 rank 2 stopped answering (pid 1002 on host node0; the "
+                             "watcher runs on ";
+    CHECK(!strncmp(w.diagnosis, crash_diag, strlen(crash_diag)) &&
+              strstr(w.diagnosis, "its liveness tick is 60 s old: the positions are where each rank was") &&
+              !strstr(w.diagnosis, "mismatch"),
           "diagnosis: %s", w.diagnosis);
     CHECK(w.details && strstr(w.details, "rank 2: tick 60 s ago (host node0, pid 1002"), "details: %s", w.details);
     zt_watch_free(&w);
@@ -866,6 +874,76 @@ static void test_watch(void) {
               strstr(w.diagnosis, "(rank 0 aborted at the collective deadline)"),
           "outside: %s", w.diagnosis);
     zt_watch_free(&w);
+
+    // A cleanly stopped run and a reported failure are not hangs.
+    run_dir(d, sizeof d, "diag-stopped");
+    heartbeat(d, "stopped", 42, 100, now, 2);
+    for (int r = 0; r < 2; r++) alive(d, r, now, 42, "stopped");
+    for (int r = 0; r < 2; r++) flight(d, r, 2, ZT_OP_ALLGATHER, "unit 1 params", 9, 0);
+    for (int r = 0; r < 2; r++) {  // the last collective finished
+        zt_flight_open(&f, d, r, 2, 0, 64);
+        zt_flight_rec done = {.op = ZT_OP_BARRIER, .state = ZT_FL_DONE, .root = -1, .t_start_ns = zt_flight_wall_ns()};
+        snprintf(done.label, sizeof done.label, "stop save");
+        zt_flight_begin(f, &done);
+        zt_flight_close(f, ZT_FL_RUNNING);
+    }
+    CHECK(poll_once(d, &o, now, &w) == ZT_WS_STOPPED, "stopped: %s", zt_watch_state_name(w.state));
+    zt_watch_diagnose(&w, now);
+    printf("  stopped: %s\n", w.diagnosis);
+    CHECK(strstr(w.diagnosis, "stopped cleanly on a signal at step 42") && !strstr(w.diagnosis, "stuck in compute"),
+          "stopped diagnosis: %s", w.diagnosis);
+    zt_watch_free(&w);
+    run_dir(d, sizeof d, "diag-failed");
+    heartbeat(d, "failed", 7, 10, now, 2);
+    CHECK(poll_once(d, &o, now, &w) == ZT_WS_FAILED, "failed: %s", zt_watch_state_name(w.state));
+    zt_watch_diagnose(&w, now);
+    CHECK(strstr(w.diagnosis, "the trainer reported the failure itself") && !strstr(w.diagnosis, "stuck in compute"),
+          "failed diagnosis: %s", w.diagnosis);
+    zt_watch_free(&w);
+
+    // A rank on this host: its process is looked at. Gone (exited and reaped), stopped
+    // (SIGSTOP: HUNG, not CRASHED), alive but not ticking.
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    for (int kind = 0; kind < 3; kind++) {
+        pid_t child = fork();
+        if (child == 0) {
+            prctl(PR_SET_NAME, "zerotrain-rank");
+            for (;;) pause();
+        }
+        usleep(50000);  // the child has set its name
+        if (kind == 0) {
+            kill(child, SIGKILL);
+            waitpid(child, NULL, 0);
+        } else if (kind == 1) {
+            kill(child, SIGSTOP);
+            waitpid(child, NULL, WUNTRACED);
+        }
+        run_dir(d, sizeof d, kind == 0 ? "local-gone" : kind == 1 ? "local-stopped" : "local-alive");
+        heartbeat(d, "running", 50, 100, now - 5, 2);
+        put(d, "ranks/rank-00000.alive",
+            "{\"rank\": 0, \"pid\": 1, \"host\": \"elsewhere\", \"time\": %.3f, \"step\": 50, \"state\": \"running\"}\n",
+            now - 1);
+        put(d, "ranks/rank-00001.alive",
+            "{\"rank\": 1, \"pid\": %d, \"host\": \"%s\", \"time\": %.3f, \"step\": 50, \"state\": \"running\"}\n",
+            (int)child, host, now - 40);
+        flight(d, 0, 2, ZT_OP_ALLGATHER, "unit 5 params", 300, 0);
+        flight(d, 1, 2, ZT_OP_REDUCE_SCATTER, "unit 4 grads", 299, 0);
+        zt_watch_state want = kind == 1 ? ZT_WS_HUNG : ZT_WS_CRASHED;
+        const char *says = kind == 0 ? "rank 1 is gone (process" : kind == 1 ? "rank 1 is stopped (process" : "rank 1 is alive but not ticking";
+        zt_watch_state got = poll_once(d, &o, now, &w);
+        printf("  %s: %s %s\n", kind == 0 ? "gone" : kind == 1 ? "stopped" : "alive", zt_watch_state_name(got), w.reason);
+        CHECK(got == want && strstr(w.reason, says), "local probe %d: %s: %s", kind, zt_watch_state_name(got), w.reason);
+        if (kind == 1) CHECK(strstr(w.reason, "state T: SIGSTOP"), "stopped reason: %s", w.reason);
+        zt_watch_diagnose(&w, now);
+        CHECK(strstr(w.diagnosis, says) && !strstr(w.diagnosis, "mismatch") && !strstr(w.diagnosis, "transport"),
+              "local probe %d diagnosis: %s", kind, w.diagnosis);
+        zt_watch_free(&w);
+        if (kind) {
+            kill(child, SIGKILL);
+            waitpid(child, NULL, 0);
+        }
+    }
 }
 
 int main(int argc, char **argv) {

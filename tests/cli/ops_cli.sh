@@ -198,7 +198,32 @@ train_kill9)
     expect 3 timeout 100 "$ZT" watch --interval 0.5 --alive-interval 0.5 --startup-grace 60 "$W/run"
     has "CRASHED"
     has "liveness ticks stopped"
+    # the killed rank is named as gone, not read as a collective mismatch (mpirun then
+    # tears rank 0 down too, so either may be the first whose tick stopped)
+    has "is gone (process"
+    ! grep -q "mismatch\|transport is stuck" "$W/out.txt" || fail "a killed rank diagnosed as a mismatch or transport"
     [ ! -e "$W/run/complete.json" ] || fail "a killed run must not have complete.json"
+    echo "ok [$CASE]"
+    ;;
+train_sigstop)
+    # SIGSTOP of one rank of a real run: its tick stops, rank 0 waits in a collective;
+    # the watcher says HUNG and names rank 1 as stopped (not "the transport is stuck").
+    awk 'BEGIN{srand(4); for(d=0; d<400; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+    "${MPIRUN[@]}" -n 2 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" \
+        --steps 100000 --alive-interval 0.5 --log-every 0 --collective-timeout 120 >"$W/train.txt" 2>&1 &
+    job=$!
+    for _ in $(seq 1 300); do
+        grep -q '"step": [1-9]' "$W/run/ranks/rank-00001.alive" 2>/dev/null && break
+        sleep 0.1
+    done
+    pid=$(sed 's/.*"pid": \([0-9]*\).*/\1/' "$W/run/ranks/rank-00001.alive")
+    kill -STOP "$pid" || fail "could not stop rank 1 (pid $pid)"
+    expect 4 timeout 100 "$ZT" watch --interval 0.5 --alive-interval 0.5 --startup-grace 60 "$W/run"
+    kill -CONT "$pid"; kill -9 "$pid" 2>/dev/null; wait "$job"
+    has "HUNG: rank 1 stopped answering: rank 1 is stopped (process $pid on this host is in state T: SIGSTOP"
+    has "diagnosis: .* rank 1 is stopped"
+    ! grep -q "mismatch\|transport is stuck" "$W/out.txt" || fail "a stopped rank diagnosed as a mismatch or transport"
     echo "ok [$CASE]"
     ;;
 launch_2node)

@@ -27,6 +27,16 @@ all_pass)
     expect 0 "\[PASS\] 1 data integrity" "\[PASS\] 2 token total" "\[SKIP\] 3 devices" "\[PASS\] 4 rendezvous" \
         "\[PASS\] 5 checkpoint disk" "\[SKIP\] 6 interconnect" "all checks passed"
     ;;
+long_seq)
+    # blocks longer than the model's max_position_embeddings (64): a failure, unless allowed
+    awk 'BEGIN{srand(3); for(d=0; d<4; d++){ line=""; for(i=0;i<128;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 128 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+    "$ZT" preflight --data "$W/data" --model "$MODEL" >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "\[FAIL\] 1 data integrity.*seq_len 128 exceeds the model's max_position_embeddings 64" "$W/out.txt" \
+        || fail "exit $rc: check 1 must fail on seq_len 128 > 64"
+    "$ZT" preflight --data "$W/data" --model "$MODEL" --allow-long-seq >"$W/out.txt" 2>&1; rc=$?
+    expect 0 "\[PASS\] 1 data integrity.*allowed by --allow-long-seq"
+    ;;
 corrupt_file)
     data 0
     printf '\x07' | dd of="$W/data/data.u32" bs=1 seek=100 conv=notrunc 2>/dev/null

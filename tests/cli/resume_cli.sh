@@ -141,6 +141,23 @@ fresh_guard)
     [ -f "$W/r/complete.json" ] || fail "--overwrite should have started over"
     echo "ok [$CASE]"
     ;;
+new_data)
+    # resuming on other data (same size, other tokens) is refused naming the dataset, unless
+    # --allow-new-data, which run.json then records
+    run 1 "$W/r" --steps 6 --debug-signal-at-step 2
+    awk 'BEGIN{srand(99); for(d=0; d<48; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs2.txt"
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data2" "$W/docs2.txt" >/dev/null || fail "pack"
+    NEW=("${COMMON[@]}")
+    for i in "${!NEW[@]}"; do [ "${NEW[$i]}" = "$W/data" ] && NEW[$i]="$W/data2"; done
+    timeout 60 "$ZT" train "${NEW[@]}" --run-dir "$W/r" --steps 6 --resume >"$W/out.txt" 2>&1 \
+        && { cat "$W/out.txt"; fail "resuming on other data must be refused"; }
+    grep -q "dataset_files" "$W/out.txt" && grep -q -- "--allow-new-data" "$W/out.txt" \
+        || { cat "$W/out.txt"; fail "the refusal must name the dataset and the way out"; }
+    timeout 120 "$ZT" train "${NEW[@]}" --run-dir "$W/r" --steps 6 --resume --allow-new-data >"$W/out2.txt" 2>&1 \
+        || { cat "$W/out2.txt"; fail "--allow-new-data must resume"; }
+    grep -q '"data_changed_at_step":[[:space:]]*2' "$W/r/run.json" || fail "run.json must record data_changed_at_step 2"
+    echo "ok [$CASE]: $(grep -m1 -o 'checkpoint has dataset_files.\{0,60\}' "$W/out.txt")"
+    ;;
 config_mismatch)
     run 1 "$W/a" --steps 2
     mkdir -p "$W/m" && sed 's/"intermediate_size": *80/"intermediate_size": 64/' "$GOLD/tiny_untied_gqa/config.json" >"$W/m/config.json"

@@ -113,6 +113,20 @@ missing_dataset_json)
     PATTERNS=("dataset.json" "zerotrain pack")
     expect_error "$ZT" train --init "$GOLD/tiny_tied" --data "$W/data" --run-dir "$W/run" --steps 1
     ;;
+nonfinite)
+    # NaN weights: the job stops before the update with an honest message (it once said "on 2
+    # ranks" in a 1-rank job: the flag counted the loss and the norm, not ranks)
+    small_data
+    mkdir -p "$W/nan" && cp "$GOLD/tiny_untied_gqa/config.json" "$GOLD/tiny_untied_gqa/model.safetensors" "$W/nan/"
+    hdr=$(od -An -tu8 -N8 "$W/nan/model.safetensors" | tr -d ' ')
+    head -c 65536 /dev/zero | tr '\0' '\377' | dd of="$W/nan/model.safetensors" bs=1 seek=$((8 + hdr)) conv=notrunc status=none
+    "$ZT" train --init "$W/nan" --data "$W/data" --run-dir "$W/run" --steps 2 --threads 1 >"$W/out.txt" 2>&1 \
+        && { cat "$W/out.txt"; fail "NaN weights must stop the run"; }
+    grep -Eq "step 1: the (loss is not finite on 1 of 1 rank|gradient norm is not finite); stopping before the update" "$W/out.txt" \
+        || { cat "$W/out.txt"; fail "the message must say what was not finite, on how many of the ranks"; }
+    grep -q "on 2 ranks" "$W/out.txt" && fail "a 1-rank job must not report 2 ranks"
+    echo "ok [$CASE]: $(grep -m1 -o 'step 1: the.*update' "$W/out.txt")"
+    ;;
 bad_config)
     small_data
     mkdir -p "$W/model"
@@ -123,6 +137,9 @@ bad_config)
 bad_flag)
     PATTERNS=("--lr" "not a number")
     expect_error "$ZT" train --model x --data y --run-dir z --lr fast
+    # an int option beyond int: refused, not wrapped (--log-every 2147483648 became negative)
+    PATTERNS=("--log-every" "2147483648")
+    expect_error "$ZT" train --model x --data y --run-dir z --log-every 2147483648
     ;;
 device)
     # --device: a bad name is refused; cuda without a GPU (or without the GPU engine) fails

@@ -1,0 +1,87 @@
+// Shared by the libFuzzer harnesses: the fuzzed bytes as a file the parser under test
+// opens by path (in a per-process directory on tmpfs), and a property check that
+// aborts (a finding) with what was expected.
+#ifndef ZT_FUZZ_UTIL_H
+#define ZT_FUZZ_UTIL_H
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// A property of the parser's output that must hold for every input: a violation is a
+// finding like a crash (libFuzzer saves the input as crash-*).
+#define FUZZ_ASSERT(cond, ...)                                                           \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            fprintf(stderr, "fuzz property violated at %s:%d: %s\n  ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fprintf(stderr, "\n");                                                       \
+            abort();                                                                     \
+        }                                                                                \
+    } while (0)
+
+static char fuzz_dir_path[512];
+
+// At exit: the scratch directory and the files in it (the harnesses make no subdirectories).
+static void fuzz_dir_remove(void) {
+    DIR *d = opendir(fuzz_dir_path);
+    if (!d) return;
+    struct dirent *e;
+    char p[1024];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", fuzz_dir_path, e->d_name);
+            unlink(p);
+        }
+    closedir(d);
+    rmdir(fuzz_dir_path);
+}
+
+// The process's scratch directory: $ZT_FUZZ_TMP or /dev/shm (else /tmp), one per pid,
+// removed at exit.
+static inline const char *fuzz_dir(void) {
+    char *dir = fuzz_dir_path;
+    if (!dir[0]) {
+        const char *base = getenv("ZT_FUZZ_TMP");
+        struct stat st;
+        if (!base) base = stat("/dev/shm", &st) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(dir, sizeof fuzz_dir_path, "%s/zt-fuzz-%d", base, (int)getpid());
+        mkdir(dir, 0700);
+        atexit(fuzz_dir_remove);
+    }
+    return dir;
+}
+
+// Write bytes to fuzz_dir()/name (replacing it); returns the path (static buffer per slot).
+static inline const char *fuzz_write(const char *name, const void *data, size_t n) {
+    static char paths[8][640];
+    static int slot;
+    char *p = paths[slot++ & 7];
+    snprintf(p, sizeof paths[0], "%s/%s", fuzz_dir(), name);
+    FILE *f = fopen(p, "wb");
+    if (!f || (n && fwrite(data, 1, n, f) != n) || fclose(f) != 0) {
+        perror(p);
+        abort();  // the harness's own failure, not a finding in the code under test
+    }
+    return p;
+}
+
+static inline void fuzz_unlink(const char *name) {
+    char p[640];
+    snprintf(p, sizeof p, "%s/%s", fuzz_dir(), name);
+    unlink(p);
+}
+
+// A NUL-terminated copy (the caller frees).
+static inline char *fuzz_cstr(const uint8_t *data, size_t n) {
+    char *s = malloc(n + 1);
+    if (!s) abort();
+    memcpy(s, data, n);
+    s[n] = 0;
+    return s;
+}
+#endif
