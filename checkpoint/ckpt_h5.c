@@ -529,6 +529,15 @@ int zt_ckpt_config_diff(const zt_qwen3_config *a, const zt_qwen3_config *b, char
     return k;
 }
 
+// The first number that is not finite (JSON has no inf or NaN: cJSON reads 1e999 as inf,
+// which compares unequal to itself and prints as null), or NULL.
+static const cJSON *nonfinite(const cJSON *v) {
+    if (cJSON_IsNumber(v)) return isfinite(v->valuedouble) ? NULL : v;
+    const cJSON *it, *bad = NULL;
+    if (cJSON_IsArray(v) || cJSON_IsObject(v)) cJSON_ArrayForEach(it, v) if (!bad) bad = nonfinite(it);
+    return bad;
+}
+
 int zt_ckpt_check_train_json(const char *saved, const char *now, const char *const *ignore) {
     cJSON *a = cJSON_Parse(saved ? saved : "{}"), *b = cJSON_Parse(now ? now : "{}");
     if (!cJSON_IsObject(a) || !cJSON_IsObject(b)) {
@@ -536,10 +545,18 @@ int zt_ckpt_check_train_json(const char *saved, const char *now, const char *con
         cJSON_Delete(b);
         return zt_err("training settings: %s JSON is not an object", !cJSON_IsObject(a) ? "the checkpoint's" : "the run's");
     }
-    // A key twice (a damaged or hand-edited checkpoint) would be compared with itself's
-    // first copy and reported as a difference of the run: say what it is instead.
+    // A key twice (a damaged or hand-edited checkpoint) would be compared with its first
+    // copy, and an infinite number with itself, and either reported as a difference of
+    // the run: say what it is instead.
     for (int pass = 0; pass < 2; pass++) {
-        const cJSON *it, *obj = pass == 0 ? a : b;
+        const cJSON *it, *obj = pass == 0 ? a : b, *inf = nonfinite(obj);
+        if (inf) {
+            zt_err("training settings: a number%s%.100s%s in the %s JSON is not finite", inf->string ? " (\"" : "",
+                   inf->string ? inf->string : "", inf->string ? "\")" : "", pass == 0 ? "checkpoint's" : "run's");
+            cJSON_Delete(a);
+            cJSON_Delete(b);
+            return -1;
+        }
         cJSON_ArrayForEach(it, obj) if (cJSON_GetObjectItemCaseSensitive(obj, it->string) != it) {
             zt_err("training settings: \"%.100s\" appears twice in the %s JSON", it->string,
                    pass == 0 ? "checkpoint's" : "run's");

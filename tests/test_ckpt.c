@@ -225,6 +225,9 @@ static void test_unit(const char *work) {
     CHECK(zt_ckpt_check_train_json("{\"lr\":1,\"lr\":2}", "{\"lr\":1}", NULL) != 0 &&
               has(zt_errmsg(), "\"lr\" appears twice in the checkpoint's JSON"),
           "duplicate key: %s", zt_errmsg());
+    CHECK(zt_ckpt_check_train_json("{\"lr\":1,\"eps\":1e999}", "{\"lr\":1,\"eps\":1e999}", NULL) != 0 &&
+              has(zt_errmsg(), "a number (\"eps\") in the checkpoint's JSON is not finite"),
+          "infinite number: %s", zt_errmsg());
     // resolution without HDF5: fake directories
     char run[2048], out[4096];
     snprintf(run, sizeof run, "%s/resolve", work);

@@ -124,6 +124,10 @@ watch_once)
     expect 0 "$ZT" watch --once "$W/run"
     has "COMPLETE: complete.json: step 10, final $W/run/final"
     expect 1 "$ZT" watch --once "$W/nonexistent"
+    has "nonexistent: cannot read the run directory: No such file or directory"
+    # a file in the run directory instead of the directory: said so (it said "Permission denied")
+    expect 1 "$ZT" watch --once "$W/run/complete.json"
+    has "complete.json: cannot read the run directory: is not a directory (give the run directory, not a file in it)"
     expect 2 "$ZT" watch
     expect 2 "$ZT" watch --interval x "$W/run"
     echo "ok [$CASE]"

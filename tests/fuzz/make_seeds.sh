@@ -74,6 +74,8 @@ printf '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n</think>
 printf '\xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c\n\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 \xd9\x85\xd8\xb1\xd8\xad\xd8\xa8\xd8\xa7 \xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd' >"$C/tokenizer/scripts"
 printf '    def f(x):\n\treturn x  # tabs   and spaces\n\n\n   \nEnd' >"$C/tokenizer/code"
 printf 'bad \xff byte \xc3 cut' >"$C/tokenizer/invalid"
+# NFC of text that starts with a combining mark called memcpy(NULL, s, 0) (UBSan; fixed)
+printf '\xcc\x81x starts with a combining mark' >"$C/tokenizer/combining_first"
 
 # jsonl: knob byte 0x00 (tiny buffers), then the file
 for f in sample nul_escape raw_nul raw_tab; do
