@@ -456,17 +456,16 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
         const zt_watch_rank *k = &w->ranks[worst];
         // Every stale rank stopped (SIGSTOP, a debugger) and none gone: the job hangs, nothing crashed.
         int nstopped = 0;
-        char why[512];
+        char why[512], other[512];
         for (int r = 0; r < world; r++)
-            if (is_stale(&w->ranks[r], lim)) nstopped += probe_rank(&w->ranks[r], why, sizeof why) == PROBE_STOPPED;
+            if (r != worst && is_stale(&w->ranks[r], lim)) nstopped += probe_rank(&w->ranks[r], other, sizeof other) == PROBE_STOPPED;
+        nstopped += probe_rank(k, why, sizeof why) == PROBE_STOPPED;  // `why` describes the oldest
         if (nstopped == w->nstale) {
-            probe_rank(k, why, sizeof why);
             snprintf(w->reason, sizeof w->reason,
                      "rank%s %s stopped answering: rank %d %s; its liveness tick is %.0f s old", w->nstale > 1 ? "s" : "",
                      list, worst, why, k->age);
             return w->state = ZT_WS_HUNG;
         }
-        probe_rank(k, why, sizeof why);
         int at = snprintf(w->reason, sizeof w->reason,
                           "liveness ticks stopped: rank%s %s (%d of %d) not updated for over %.0f s (oldest: rank %d, "
                           "%.0f s, host %s, pid %d)",

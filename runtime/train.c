@@ -444,28 +444,32 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         if (ok) ok = zt_ckpt_open_meta(ckpt_path, &meta, &saved_cfg, &saved) == 0;
         if (ok && zt_ckpt_config_diff(&saved_cfg, &cfg, diff, sizeof diff) > 0)
             ok = zt_err("--resume %s: the model config differs from the checkpoint's: %s", ckpt_path, diff) == 0;
-        // A checkpoint written before the dataset's identity was saved has no dataset_files.
-        const int has_files = saved && strstr(saved, "\"dataset_files\"") != NULL;
-        const char *may_differ[4] = {NULL, NULL, NULL, NULL};
-        int nd = 0;
-        if (!has_files || o->allow_new_data) may_differ[nd++] = "dataset_files";
-        if (o->allow_new_data) may_differ[nd++] = "dataset_blocks";
+        // The dataset's identity (dataset_files, dataset_blocks) is compared like any other
+        // setting, with its own way out; a checkpoint written before dataset_files existed
+        // has none to compare.
+        int has_files = 0, data_differs = 0;
         if (ok && saved && *saved) {
+            cJSON *sj = cJSON_Parse(saved), *nj = cJSON_Parse(settings);
+            has_files = cJSON_GetObjectItemCaseSensitive(sj, "dataset_files") != NULL;
+            for (int k = 0; k < 2 && has_files; k++) {
+                const char *key = k ? "dataset_blocks" : "dataset_files";
+                data_differs |= !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(sj, key),
+                                               cJSON_GetObjectItemCaseSensitive(nj, key), 1);
+            }
+            cJSON_Delete(sj);
+            cJSON_Delete(nj);
+            const char *may_differ[3] = {NULL, NULL, NULL};
+            if (!has_files || o->allow_new_data) may_differ[0] = "dataset_files";
+            if (o->allow_new_data) may_differ[1] = "dataset_blocks";
             ok = zt_ckpt_check_train_json(saved, settings, may_differ) == 0;
-            if (!ok && strstr(zt_errmsg(), "dataset_")) {
+            if (!ok && data_differs) {
                 char why[ZT_ERR_MAX];
                 snprintf(why, sizeof why, "%s", zt_errmsg());
                 zt_err("%.1800s (this run's dataset is not the one the checkpoint trained on; pass --allow-new-data "
                        "to continue on it anyway)", why);
             }
             if (!ok) zt_err_prefix("--resume %s", ckpt_path);
-            if (ok && o->allow_new_data && has_files) {
-                static const char *const only_data[] = {"global_batch_blocks", "seq_len", "layout", "evenfix", "seed",
-                                                        "total_steps", "lr", "min_lr_ratio", "warmup", "schedule",
-                                                        "beta1", "beta2", "eps", "weight_decay", "clip", NULL};
-                r->data_changed = zt_ckpt_check_train_json(saved, settings, only_data) != 0;
-                zt_err_clear();
-            }
+            r->data_changed = ok && data_differs;
         }
         free(saved);
         if (ok && ds->per_rank && meta.world_size != r->world)
@@ -771,7 +775,7 @@ int zt_train_run(const zt_train_opts *opts) {
     // Every rank sees the same files, so the decision is the same everywhere.
     zt_train_opts eff = *opts;
     const zt_train_opts *o = &eff;
-    static char picked[4200];
+    char picked[4200];  // eff.resume points here for the rest of this function
     if (eff.resume && !strcmp(eff.resume, "auto")) {
         char note[2600];
         const int rc = zt_ckpt_auto_pick(eff.run_dir, picked, sizeof picked, note, sizeof note);

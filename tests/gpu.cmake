@@ -45,13 +45,16 @@ if(ZT_CUDA)
     # The same at W = one rank per visible GPU (needs >= 2; skipped otherwise), NCCL
     # bootstrapped over MPI. Only in the full build (MPI found).
     if(TARGET MPI::MPI_C AND ZT_MPIEXEC)
-      add_executable(test_fsdp_cuda_mpi ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c
-                     ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/trainer.c ${ZT_R}/comm.c ${ZT_R}/flight.c
-                     ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
-      target_compile_definitions(test_fsdp_cuda_mpi PRIVATE ZT_HAVE_CUDA_FSDP=1)
-      target_include_directories(test_fsdp_cuda_mpi PRIVATE ${ZT_NCCL_INCLUDE})
-      target_link_libraries(test_fsdp_cuda_mpi PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C
-                            Threads::Threads m)
+      # The GPU engine with the real NCCL comm over MPI: what both multi-GPU tests link.
+      function(zt_gpu_engine_mpi_test name)
+        add_executable(${name} ${ARGN} ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cuda.c
+                       ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
+                       ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
+        target_compile_definitions(${name} PRIVATE ZT_HAVE_CUDA_FSDP=1)
+        target_include_directories(${name} PRIVATE ${ZT_NCCL_INCLUDE})
+        target_link_libraries(${name} PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C Threads::Threads m)
+      endfunction()
+      zt_gpu_engine_mpi_test(test_fsdp_cuda_mpi ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_R}/trainer.c)
       add_test(NAME gpu_fsdp_cuda_mpi
                COMMAND sh -c [[bin=$0; shift
 n=$("$bin" --count-devices) || { rc=$?; echo "fewer than 2 GPUs visible ($n): skipped"; exit $rc; }
@@ -62,13 +65,7 @@ exec "$@" "$n" "$bin" --mpi]]
       set_tests_properties(gpu_fsdp_cuda_mpi PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
       # The engine at W vs itself at W = 1 and the fp32 CPU engine, one rank per GPU
       # (tests/cudaemu.cmake runs the same program at W = 1..3 on the CPU execution).
-      add_executable(test_fsdp_cuda_vs ${ZT_GPU_DIR}/test_fsdp_cuda_vs.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c
-                     ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/comm_mpi.c ${ZT_R}/flight.c
-                     ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
-      target_compile_definitions(test_fsdp_cuda_vs PRIVATE ZT_HAVE_CUDA_FSDP=1)
-      target_include_directories(test_fsdp_cuda_vs PRIVATE ${ZT_NCCL_INCLUDE})
-      target_link_libraries(test_fsdp_cuda_vs PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C
-                            Threads::Threads m)
+      zt_gpu_engine_mpi_test(test_fsdp_cuda_vs ${ZT_GPU_DIR}/test_fsdp_cuda_vs.c ${ZT_R}/comm_mpi.c)
       add_test(NAME gpu_fsdp_cuda_vs
                COMMAND sh -c [[bin=$0; probe=$1; shift 2
 n=$("$probe" --count-devices); rc=$?; [ "$n" -ge 1 ] 2>/dev/null || { echo "no CUDA device: skipped"; exit 77; }

@@ -27,6 +27,18 @@ flip_byte() {
     printf "$(printf '\\%03o' $((b ^ 16)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
 }
 
+# mount_tmpfs SIZE [NOTE]: a tmpfs of SIZE at D=$W/tmpfs, unmounted at exit; skips the
+# case (exit 77, with NOTE) where this machine cannot mount one.
+mount_tmpfs() {
+    D="$W/tmpfs"
+    mkdir -p "$D"
+    if ! mount -t tmpfs -o size="$1" tmpfs "$D" 2>"$W/mount.err"; then
+        echo "SKIP [$CASE]: cannot mount a tmpfs here ($(tr -d '\n' <"$W/mount.err"))${2:-}"
+        exit 77
+    fi
+    trap 'umount "$D"' EXIT
+}
+
 case "$CASE" in
 inspect)
     "$ZT" inspect "$RUN" >"$W/out.txt" 2>&1 || { cat "$W/out.txt"; fail "inspect exited non-zero"; }
@@ -124,13 +136,7 @@ fulldisk_start)
     # A run directory on a full file system at start: a clear error naming it, at 1 and 2
     # ranks — not a SIGBUS (exit 135) from the flight recorder's mapped file.
     shift 3
-    D="$W/tmpfs"
-    mkdir -p "$D"
-    if ! mount -t tmpfs -o size=256k tmpfs "$D" 2>"$W/mount.err"; then
-        echo "SKIP [$CASE]: cannot mount a tmpfs here ($(tr -d '\n' <"$W/mount.err"))"
-        exit 77
-    fi
-    trap 'umount "$D"' EXIT
+    mount_tmpfs 256k
     mkdir -p "$D/run"
     dd if=/dev/zero of="$D/fill" bs=4k 2>/dev/null  # until the file system is full
     SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -151,13 +157,7 @@ fulldisk_tmpfs)
     shift 3
     TEST=$1
     shift
-    D="$W/tmpfs"
-    mkdir -p "$D"
-    if ! mount -t tmpfs -o size=1m tmpfs "$D" 2>"$W/mount.err"; then
-        echo "SKIP [$CASE]: cannot mount a tmpfs here ($(tr -d '\n' <"$W/mount.err")); ckpt_fulldisk_inject covers the failure path with an injected write error"
-        exit 77
-    fi
-    trap 'umount "$D"' EXIT
+    mount_tmpfs 1m "; ckpt_fulldisk_inject covers the failure path with an injected write error"
     echo "using a 1 MiB tmpfs mounted at $D"
     timeout 120 "$@" "$TEST" fulldisk "$D" tmpfs || fail "full-disk test failed (rc $?)"
     echo "ok [$CASE]"

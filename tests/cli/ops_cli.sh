@@ -36,6 +36,21 @@ alive() {  # DIR RANK TIME STATE
     printf '{"rank": %d, "pid": %d, "host": "h", "time": %s, "step": 3, "state": "%s"}\n' "$2" $((100 + $2)) "$3" "$4" >"$f.tmp" && mv "$f.tmp" "$f"
 }
 
+# A long real 2-rank run in the background (job=its mpirun), once rank 1 has done a step;
+# pid = rank 1's process. Extra train flags as arguments.
+start_long_run() {
+    awk 'BEGIN{srand(4); for(d=0; d<400; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+    "${MPIRUN[@]}" -n 2 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" \
+        --steps 100000 --alive-interval 0.5 --log-every 0 "$@" >"$W/train.txt" 2>&1 &
+    job=$!
+    for _ in $(seq 1 300); do
+        grep -q '"step": [1-9]' "$W/run/ranks/rank-00001.alive" 2>/dev/null && break
+        sleep 0.1
+    done
+    pid=$(sed 's/.*"pid": \([0-9]*\).*/\1/' "$W/run/ranks/rank-00001.alive")
+}
+
 case "$CASE" in
 triage_samples)
     expect 4 "$ZT" triage "$S/node0.smi.csv" "$S/node1.smi.csv"
@@ -187,16 +202,7 @@ train_hang)
 train_kill9)
     # kill -9 of one rank of a real run: mpirun tears the job down, the liveness ticks
     # stop without complete.json, and the watcher says CRASHED.
-    awk 'BEGIN{srand(4); for(d=0; d<400; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
-    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
-    "${MPIRUN[@]}" -n 2 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" \
-        --steps 100000 --alive-interval 0.5 --log-every 0 >"$W/train.txt" 2>&1 &
-    job=$!
-    for _ in $(seq 1 300); do
-        grep -q '"step": [1-9]' "$W/run/ranks/rank-00001.alive" 2>/dev/null && break
-        sleep 0.1
-    done
-    pid=$(sed 's/.*"pid": \([0-9]*\).*/\1/' "$W/run/ranks/rank-00001.alive")
+    start_long_run
     kill -9 "$pid" || fail "could not kill rank 1 (pid $pid)"
     wait "$job"
     expect 3 timeout 100 "$ZT" watch --interval 0.5 --alive-interval 0.5 --startup-grace 60 "$W/run"
@@ -215,16 +221,7 @@ train_kill9)
 train_sigstop)
     # SIGSTOP of one rank of a real run: its tick stops, rank 0 waits in a collective;
     # the watcher says HUNG and names rank 1 as stopped (not "the transport is stuck").
-    awk 'BEGIN{srand(4); for(d=0; d<400; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
-    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
-    "${MPIRUN[@]}" -n 2 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" \
-        --steps 100000 --alive-interval 0.5 --log-every 0 --collective-timeout 120 >"$W/train.txt" 2>&1 &
-    job=$!
-    for _ in $(seq 1 300); do
-        grep -q '"step": [1-9]' "$W/run/ranks/rank-00001.alive" 2>/dev/null && break
-        sleep 0.1
-    done
-    pid=$(sed 's/.*"pid": \([0-9]*\).*/\1/' "$W/run/ranks/rank-00001.alive")
+    start_long_run --collective-timeout 120
     kill -STOP "$pid" || fail "could not stop rank 1 (pid $pid)"
     expect 4 timeout 100 "$ZT" watch --interval 0.5 --alive-interval 0.5 --startup-grace 60 "$W/run"
     kill -CONT "$pid"; kill -9 "$pid" 2>/dev/null; wait "$job"

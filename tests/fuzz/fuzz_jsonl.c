@@ -16,12 +16,7 @@
 static zt_tokenizer *tk;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    const char *path = getenv("ZT_FUZZ_TOKENIZER_JSON") ? getenv("ZT_FUZZ_TOKENIZER_JSON") : ZT_FUZZ_TOKENIZER;
-    tk = zt_tokenizer_load(path);
-    if (!tk) {
-        fprintf(stderr, "fuzz_jsonl: %s\n", zt_errmsg());
-        exit(2);
-    }
+    tk = fuzz_load_tokenizer("fuzz_jsonl");
     kept_pool = zt_tok_pool_new(tk, 1);  // its word caches are not reset between inputs: hits and misses both run
     return 0;
 }

@@ -16,12 +16,7 @@ static zt_tokenizer *tk;
 static zt_encoder *enc;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    const char *path = getenv("ZT_FUZZ_TOKENIZER_JSON") ? getenv("ZT_FUZZ_TOKENIZER_JSON") : ZT_FUZZ_TOKENIZER;
-    tk = zt_tokenizer_load(path);
-    if (!tk) {
-        fprintf(stderr, "fuzz_tokenizer: %s\n", zt_errmsg());
-        exit(2);
-    }
+    tk = fuzz_load_tokenizer("fuzz_tokenizer");
     enc = zt_encoder_new(tk);
     return 0;
 }

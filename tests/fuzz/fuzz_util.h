@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/common.h"  // zt_errmsg
+
 // A property of the parser's output that must hold for every input: a violation is a
 // finding like a crash (libFuzzer saves the input as crash-*).
 #define FUZZ_ASSERT(cond, ...)                                                           \
@@ -84,4 +86,18 @@ static inline char *fuzz_cstr(const uint8_t *data, size_t n) {
     s[n] = 0;
     return s;
 }
+
+#ifdef ZT_TOKENIZER_H
+// The shipped Qwen3 tokenizer ($ZT_FUZZ_TOKENIZER_JSON to use another), loaded once in
+// LLVMFuzzerInitialize; exit 2 (not a finding) when it cannot be read.
+static inline zt_tokenizer *fuzz_load_tokenizer(const char *who) {
+    const char *path = getenv("ZT_FUZZ_TOKENIZER_JSON") ? getenv("ZT_FUZZ_TOKENIZER_JSON") : ZT_FUZZ_TOKENIZER;
+    zt_tokenizer *tk = zt_tokenizer_load(path);
+    if (!tk) {
+        fprintf(stderr, "%s: %s\n", who, zt_errmsg());
+        exit(2);
+    }
+    return tk;
+}
+#endif
 #endif
