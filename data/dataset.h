@@ -7,7 +7,16 @@
 #include <stdint.h>
 
 #define ZT_DATASET_FORMAT "zerotrain-tokens"
-#define ZT_DATASET_VERSION 1
+#define ZT_DATASET_VERSION 1       // plain token streams: every word is a bare id, every target trained
+#define ZT_DATASET_VERSION_FLAGS 2 // "token_flags": each uint32 word is an id plus the two flag bits below
+
+// Version 2 words (supervised fine-tuning data): bits 0..29 the token id (Qwen3 needs 18),
+// bit 30 "this token starts a document", bit 31 "this token is not a trained target"
+// (the prediction of it from the token before does not count in the loss). Version 1
+// words have both bits clear, so one reader serves both.
+#define ZT_TOK_ID_MASK 0x3FFFFFFFu
+#define ZT_TOK_DOC_START (1u << 30)
+#define ZT_TOK_NO_LOSS (1u << 31)
 
 typedef struct {
     char name[256];          // file name relative to the dataset directory

@@ -810,6 +810,15 @@ static int encode_plain(zt_encoder *e, const char *s, size_t n, zt_ids *out) {
     return 0;
 }
 
+int zt_tokenizer_added_count(const zt_tokenizer *tk) { return tk->nadded; }
+
+const char *zt_tokenizer_added(const zt_tokenizer *tk, int k, size_t *len, uint32_t *id) {
+    if (k < 0 || k >= tk->nadded) return NULL;
+    if (len) *len = tk->added[k].len;
+    if (id) *id = (uint32_t)tk->added[k].id;
+    return tk->added[k].text;
+}
+
 // The added token that starts at s[i] (longest first), or NULL.
 static const added_token *added_at(const zt_tokenizer *tk, const char *s, size_t n, size_t i) {
     for (int k = 0; k < tk->nadded; k++) {

@@ -22,6 +22,10 @@ void zt_tokenizer_free(zt_tokenizer *tk);
 
 int64_t zt_tokenizer_vocab_size(const zt_tokenizer *tk);  // largest id + 1 (151669 for Qwen3)
 int64_t zt_tokenizer_token_id(const zt_tokenizer *tk, const char *token);  // -1 if absent
+// The added (special) tokens, longest first, as zt_encode matches them on the raw text:
+// k in [0, zt_tokenizer_added_count); returns the text (len bytes) and sets *id.
+int zt_tokenizer_added_count(const zt_tokenizer *tk);
+const char *zt_tokenizer_added(const zt_tokenizer *tk, int k, size_t *len, uint32_t *id);
 // "crc32c:xxxxxxxx": CRC-32C of the tokenizer.json bytes, recorded in datasets.
 const char *zt_tokenizer_hash(const zt_tokenizer *tk);
 
