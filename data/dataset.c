@@ -184,11 +184,46 @@ static int parse_json(zt_dataset *ds, const char *jpath, const char *text, size_
         goto out;
     }
     if (json_int(jpath, root, "", "version", 1, 0, ZT_JSON_INT_MAX, &version)) goto out;
-    if (version != ZT_DATASET_VERSION) {
-        zt_err("%s: version: %lld is not supported (this zerotrain reads version %d%s)", jpath, (long long)version,
-               ZT_DATASET_VERSION, version > ZT_DATASET_VERSION ? "; the dataset was written by a newer zerotrain" : "");
+    if (version != ZT_DATASET_VERSION && version != ZT_DATASET_VERSION_FLAGS) {
+        zt_err("%s: version: %lld is not supported (this zerotrain reads versions %d and %d%s)", jpath,
+               (long long)version, ZT_DATASET_VERSION, ZT_DATASET_VERSION_FLAGS,
+               version > ZT_DATASET_VERSION_FLAGS ? "; the dataset was written by a newer zerotrain" : "");
         goto out;
     }
+    ds->version = (int)version;
+    ds->trained_tokens = -1;
+    if (version == ZT_DATASET_VERSION_FLAGS) {
+        // the flag bits are fixed by the format; a dataset claiming others was not written by pack
+        const cJSON *tf = cJSON_GetObjectItemCaseSensitive(root, "token_flags");
+        int64_t ds_bit = -1, nl_bit = -1;
+        if (!cJSON_IsObject(tf)) {
+            zt_err("%s: token_flags: version 2 needs {\"doc_start_bit\": 30, \"no_loss_bit\": 31}", jpath);
+            goto out;
+        }
+        if (json_int(jpath, tf, "token_flags.", "doc_start_bit", 1, 0, 31, &ds_bit) ||
+            json_int(jpath, tf, "token_flags.", "no_loss_bit", 1, 0, 31, &nl_bit))
+            goto out;
+        if (ds_bit != 30 || nl_bit != 31) {
+            zt_err("%s: token_flags: doc_start_bit %lld, no_loss_bit %lld; version 2 words use bit 30 for a "
+                   "document start and bit 31 for no loss",
+                   jpath, (long long)ds_bit, (long long)nl_bit);
+            goto out;
+        }
+        ds->token_flags = 1;
+        if (json_int(jpath, root, "", "trained_tokens", 0, 0, ZT_JSON_INT_MAX, &ds->trained_tokens)) goto out;
+    }
+    char attn[32] = "full";
+    if (json_str(jpath, root, "", "doc_attention", 0, attn, sizeof attn)) goto out;
+    if (strcmp(attn, "full") && strcmp(attn, "isolated")) {
+        zt_err("%s: doc_attention: \"%s\" is not one of \"isolated\", \"full\"", jpath, attn);
+        goto out;
+    }
+    if (!strcmp(attn, "isolated") && !ds->token_flags) {
+        zt_err("%s: doc_attention: \"isolated\" needs document boundaries, which only version 2 datasets store",
+               jpath);
+        goto out;
+    }
+    ds->doc_isolated = !strcmp(attn, "isolated");
     // A block needs at least 2 tokens to give one (input, target) pair.
     if (json_int(jpath, root, "", "seq_len", 1, 2, (int64_t)1 << 30, &seq_len)) goto out;
     ds->seq_len = (int)seq_len;
@@ -261,17 +296,17 @@ static int map_file(const zt_dataset *ds, zt_data_file *f) {
 
 // Index of the first token >= lim in d[0..n), or -1. Chunks run in parallel; the
 // min-reduction keeps the answer the lowest index whatever the thread timing.
-static int64_t first_bad_token(const uint32_t *d, int64_t n, uint32_t lim) {
+static int64_t first_bad_token(const uint32_t *d, int64_t n, uint32_t lim, uint32_t id_mask) {
     int64_t nch = (n + ZT_SCAN_CHUNK - 1) / ZT_SCAN_CHUNK, first = INT64_MAX;
 #pragma omp parallel for schedule(dynamic, 4) reduction(min : first) if (nch > 1)
     for (int64_t c = 0; c < nch; c++) {
         const uint32_t *p = d + c * ZT_SCAN_CHUNK;
         int64_t m = n - c * ZT_SCAN_CHUNK < ZT_SCAN_CHUNK ? n - c * ZT_SCAN_CHUNK : ZT_SCAN_CHUNK;
         uint32_t mx = 0;
-        for (int64_t j = 0; j < m; j++) mx = p[j] > mx ? p[j] : mx;  // branch-free: vectorises
+        for (int64_t j = 0; j < m; j++) mx = (p[j] & id_mask) > mx ? (p[j] & id_mask) : mx;  // branch-free: vectorises
         if (mx < lim) continue;
         for (int64_t j = 0; j < m; j++)
-            if (p[j] >= lim) {
+            if ((p[j] & id_mask) >= lim) {
                 if (c * ZT_SCAN_CHUNK + j < first) first = c * ZT_SCAN_CHUNK + j;
                 break;
             }
@@ -312,11 +347,15 @@ static int check_tokens(const zt_dataset *ds, const zt_dataset_opts *o) {
     for (int i = 0; i < ds->nfiles; i++) {
         if (!mine(o, i)) continue;
         const zt_data_file *f = &ds->files[i];
-        int64_t bad = f->data ? first_bad_token(f->data, f->tokens, (uint32_t)limit) : -1;
+        const uint32_t id_mask = ds->token_flags ? ZT_TOK_ID_MASK : UINT32_MAX;
+        int64_t bad = f->data ? first_bad_token(f->data, f->tokens, (uint32_t)limit, id_mask) : -1;
         if (bad >= 0)
-            return zt_err("%s: block %lld position %lld: token id %u >= vocab_size %lld%s", f->path,
-                          (long long)(bad / ds->seq_len), (long long)(bad % ds->seq_len), f->data[bad],
-                          (long long)limit, model_vocab > 0 ? " (the model's)" : " (from dataset.json)");
+            return zt_err("%s: block %lld position %lld: token id %u >= vocab_size %lld%s%s", f->path,
+                          (long long)(bad / ds->seq_len), (long long)(bad % ds->seq_len), f->data[bad] & id_mask,
+                          (long long)limit, model_vocab > 0 ? " (the model's)" : " (from dataset.json)",
+                          !ds->token_flags && f->data[bad] > ZT_TOK_ID_MASK
+                              ? "; a version 1 dataset holds bare ids (flag bits need version 2)"
+                              : "");
     }
     return 0;
 }

@@ -35,6 +35,10 @@ typedef struct {
     int64_t eos_id;          // -1 when absent
     char tokenizer[256];     // tokenizer hash / name, "" when absent
     int per_rank;            // layout "per-rank": file i (rank-%05d.u32) belongs to rank i
+    int version;             // 1: bare ids; 2 (ZT_DATASET_VERSION_FLAGS): words carry document/loss flags
+    int token_flags;         // version 2: words are id | ZT_TOK_DOC_START | ZT_TOK_NO_LOSS
+    int doc_isolated;        // dataset.json "doc_attention": "isolated" (the trainer's default for this data)
+    int64_t trained_tokens;  // version 2: words without ZT_TOK_NO_LOSS, from dataset.json (-1: not recorded)
     int nfiles;
     zt_data_file *files;
     int64_t total_blocks;

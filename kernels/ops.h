@@ -28,20 +28,25 @@ typedef struct zt_ops {
     void (*rmsnorm_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
                         int64_t rows, int64_t d);
 
-    // Half-split RoPE in place on x[B*S, nheads, D]; positions restart at 0 each block.
-    // cos/sin tables are [S, D/2].
-    void (*rope_fwd)(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nheads,
-                     int64_t D);
-    void (*rope_bwd)(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nheads,
-                     int64_t D);
+    // Half-split RoPE in place on x[B*S, nheads, D]; cos/sin tables are [S, D/2].
+    // pos[B*S]: token t's position (0 <= pos[t] < S); NULL: positions restart at 0 each
+    // block (pos[t] = t % S). Packed documents pass their positions inside the document.
+    void (*rope_fwd)(float *x, const float *cos_t, const float *sin_t, const int32_t *pos, int64_t B, int64_t S,
+                     int64_t nheads, int64_t D);
+    void (*rope_bwd)(float *dx, const float *cos_t, const float *sin_t, const int32_t *pos, int64_t B, int64_t S,
+                     int64_t nheads, int64_t D);
 
     // Causal GQA attention. q[B*S, H*D], k/v[B*S, Hkv*D], o[B*S, H*D].
+    // pos NULL: query i of a block sees keys 0..i. pos[B*S] (document positions, as for
+    // RoPE): query i sees keys i - pos[i] .. i of its block, i.e. only the earlier tokens of
+    // its own document (packed documents stay apart).
     // probs[B, H, S, S] is saved for backward (CPU reference keeps it).
-    void (*attention_fwd)(float *o, float *probs, const float *q, const float *k, const float *v, int64_t B,
-                          int64_t S, int64_t H, int64_t Hkv, int64_t D);
+    void (*attention_fwd)(float *o, float *probs, const float *q, const float *k, const float *v, const int32_t *pos,
+                          int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
     // dq, dk, dv assigned.
     void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
-                          const float *k, const float *v, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+                          const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S, int64_t H,
+                          int64_t Hkv, int64_t D);
 
     // h = silu(g) * u
     void (*swiglu_fwd)(float *h, const float *g, const float *u, int64_t n);

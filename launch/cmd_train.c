@@ -26,6 +26,18 @@ static void usage(FILE *f) {
             "  --overwrite           reuse a run directory that already holds a run\n"
             "  --no-verify-data      skip the crc32c check of the data files (token ids are always checked)\n"
             "  --no-preflight        skip the six-check gate (`zerotrain preflight`) that runs before training\n"
+            "  --doc-attention A     isolated: a token attends only to earlier tokens of its own packed document\n"
+            "                        and RoPE positions restart at 0 per document (needs a version 2 dataset,\n"
+            "                        `pack --input chat`); full: every earlier token of the block (plain text).\n"
+            "                        Default: what dataset.json says (isolated for chat data, else full)\n"
+            "\n"
+            "validation:\n"
+            "  --eval-data DIR       held-out dataset (same seq_len and tokenizer): mean loss and perplexity\n"
+            "                        over its blocks, on stdout and in metrics.jsonl (\"eval_loss\"); always\n"
+            "                        after the last step. Never changes the training order, RNG or checkpoints\n"
+            "  --eval-every N        also evaluate every N steps (default 0: only at the end)\n"
+            "  --eval-batches K      micro-batches per rank per evaluation (default 0: all the blocks every\n"
+            "                        rank has, the same count on every rank: evenfix applies here too)\n"
             "\n"
             "length and batch:\n"
             "  --steps N             optimizer steps (default: --epochs worth)\n"
@@ -92,7 +104,7 @@ enum {
     O_MODEL = 256, O_INIT, O_DATA, O_RUN, O_OVERWRITE, O_NOVERIFY, O_STEPS, O_EPOCHS, O_MB, O_GA, O_LR, O_SCHED,
     O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_ATTN, O_RECOMP, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE,
     O_NOEVEN, O_CTIMEOUT, O_STIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE, O_SAVEEVERY, O_KEEP, O_RESUME, O_TRACE, O_DEBUGSIG,
-    O_NEWDATA, O_LONGSEQ
+    O_NEWDATA, O_LONGSEQ, O_DOCATTN, O_EVALDATA, O_EVALEVERY, O_EVALBATCHES
 };
 
 int zt_cmd_train(int argc, char **argv) {
@@ -119,6 +131,8 @@ int zt_cmd_train(int argc, char **argv) {
         {"resume", optional_argument, 0, O_RESUME},         {"trace-blocks", no_argument, 0, O_TRACE},
         {"debug-signal-at-step", required_argument, 0, O_DEBUGSIG}, {"allow-new-data", no_argument, 0, O_NEWDATA},
         {"allow-long-seq", no_argument, 0, O_LONGSEQ},
+        {"doc-attention", required_argument, 0, O_DOCATTN}, {"eval-data", required_argument, 0, O_EVALDATA},
+        {"eval-every", required_argument, 0, O_EVALEVERY},  {"eval-batches", required_argument, 0, O_EVALBATCHES},
         {0, 0, 0, 0}};
     zt_train_opts o;
     zt_train_defaults(&o);
@@ -136,6 +150,14 @@ int zt_cmd_train(int argc, char **argv) {
         case O_NEWDATA: o.allow_new_data = 1; break;
         case O_LONGSEQ: o.allow_long_seq = 1; break;
         case O_NOVERIFY: o.verify_data = 0; break;
+        case O_DOCATTN:
+            if (!strcmp(optarg, "isolated")) o.doc_attention = ZT_DOC_ATTN_ISOLATED;
+            else if (!strcmp(optarg, "full")) o.doc_attention = ZT_DOC_ATTN_FULL;
+            else rc = zt_err("--doc-attention: '%s' is not one of isolated, full", optarg);
+            break;
+        case O_EVALDATA: o.eval_data = optarg; break;
+        case O_EVALEVERY: rc = zt_arg_i64("--eval-every", optarg, 0, INT64_MAX, &o.eval_every); break;
+        case O_EVALBATCHES: rc = zt_arg_i64("--eval-batches", optarg, 0, INT64_MAX, &o.eval_batches); break;
         case O_STEPS: rc = zt_arg_i64("--steps", optarg, 1, INT64_MAX, &o.steps); break;
         case O_EPOCHS: rc = zt_arg_i64("--epochs", optarg, 1, 1000000, &o.epochs); break;
         case O_MB: rc = zt_arg_i64("--micro-batch", optarg, 1, 1 << 20, &iv); o.micro_batch = (int)iv; break;
@@ -202,6 +224,10 @@ int zt_cmd_train(int argc, char **argv) {
     }
     if (optind < argc) {
         fprintf(stderr, "zerotrain train: error: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if ((o.eval_every || o.eval_batches) && !o.eval_data) {
+        fprintf(stderr, "zerotrain train: error: --eval-every and --eval-batches need --eval-data DIR\n");
         return 2;
     }
     if (!o.data || !o.run_dir || (!o.model && !o.init)) {

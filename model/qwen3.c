@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/dataset.h"
 #include "runtime/common.h"
 
 static float *falloc(zt_qwen3 *m, int64_t n) {
@@ -66,6 +67,8 @@ int zt_qwen3_create(zt_qwen3 *m, const zt_qwen3_config *cfg, const zt_ops *ops, 
     m->w_dqp = FALLOC(N * H * D);
     m->w_dkp = FALLOC(N * Hkv * D);
     m->targets = zt_xcalloc((size_t)N, sizeof(int32_t));
+    m->ids = zt_xcalloc((size_t)N, sizeof(uint32_t));
+    m->pos = zt_xcalloc((size_t)N, sizeof(int32_t));
     return 0;
 }
 
@@ -85,6 +88,8 @@ void zt_qwen3_destroy(zt_qwen3 *m) {
                    m->w_dmid, m->w_datt, m->w_dq, m->w_dk, m->w_dv, m->w_dqp, m->w_dkp};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) free(ws[i]);
     free(m->targets);
+    free(m->ids);
+    free(m->pos);
     zt_qwen3_layout_free(&m->lay);
     memset(m, 0, sizeof *m);
 }
@@ -92,6 +97,30 @@ void zt_qwen3_destroy(zt_qwen3 *m) {
 void zt_qwen3_targets(const uint32_t *tokens, int64_t B, int64_t S, int32_t *targets) {
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < S; t++) targets[b * S + t] = t + 1 < S ? (int32_t)tokens[b * S + t + 1] : -1;
+}
+
+int64_t zt_qwen3_batch(const uint32_t *raw, int64_t B, int64_t S, int isolated, uint32_t *ids, int32_t *targets,
+                       int32_t *pos) {
+    int64_t n = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const uint32_t *w = raw + b * S;
+        int32_t p = 0;
+        for (int64_t t = 0; t < S; t++) {
+            if (t > 0 && !(isolated && (w[t] & ZT_TOK_DOC_START))) p++;
+            else p = 0;
+            if (pos) pos[b * S + t] = isolated ? p : (int32_t)t;
+            int32_t tg = -1;
+            if (t + 1 < S) {
+                const uint32_t next = w[t + 1];
+                if (!(next & ZT_TOK_NO_LOSS) && !(isolated && (next & ZT_TOK_DOC_START)))
+                    tg = (int32_t)(next & ZT_TOK_ID_MASK);
+            }
+            targets[b * S + t] = tg;
+            n += tg >= 0;
+        }
+    }
+    for (int64_t i = 0; i < B * S; i++) ids[i] = raw[i] & ZT_TOK_ID_MASK;  // after reading the flags (ids may alias raw)
+    return n;
 }
 
 void zt_qwen3_embed_fwd(zt_qwen3 *m, const float *emb, const uint32_t *tokens) {
@@ -123,9 +152,10 @@ void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params) {
     // QK-norm over head_dim, one weight shared by all heads, before RoPE.
     op->rmsnorm_fwd(a->q, a->qn_rstd, a->q_pre, W(ZT_L_QNORM), N * H, D, eps);
     op->rmsnorm_fwd(a->k, a->kn_rstd, a->k_pre, W(ZT_L_KNORM), N * Hkv, D, eps);
-    op->rope_fwd(a->q, m->rope_cos, m->rope_sin, m->B, m->S, H, D);
-    op->rope_fwd(a->k, m->rope_cos, m->rope_sin, m->B, m->S, Hkv, D);
-    op->attention_fwd(a->att, a->probs, a->q, a->k, a->v, m->B, m->S, H, Hkv, D);
+    const int32_t *pos = m->isolated ? m->pos : NULL;
+    op->rope_fwd(a->q, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
+    op->rope_fwd(a->k, m->rope_cos, m->rope_sin, pos, m->B, m->S, Hkv, D);
+    op->attention_fwd(a->att, a->probs, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
     op->matmul_fwd(a->x_mid, a->att, W(ZT_L_O), N, H * D, d);
     op->add(a->x_mid, a->x_mid, x, N * d);
 
@@ -156,9 +186,10 @@ void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dpar
 
     // attention: x_mid = x + o_proj(attn(rope(qnorm(q(ln1))), rope(knorm(k(ln1))), v(ln1)))
     op->matmul_bwd(m->w_datt, DW(ZT_L_O), m->w_dmid, a->att, W(ZT_L_O), N, H * D, d, 0);
-    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->probs, a->q, a->k, a->v, m->B, m->S, H, Hkv, D);
-    op->rope_bwd(m->w_dq, m->rope_cos, m->rope_sin, m->B, m->S, H, D);
-    op->rope_bwd(m->w_dk, m->rope_cos, m->rope_sin, m->B, m->S, Hkv, D);
+    const int32_t *pos = m->isolated ? m->pos : NULL;
+    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->probs, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
+    op->rope_bwd(m->w_dq, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
+    op->rope_bwd(m->w_dk, m->rope_cos, m->rope_sin, pos, m->B, m->S, Hkv, D);
     op->rmsnorm_bwd(m->w_dqp, DW(ZT_L_QNORM), m->w_dq, a->q_pre, W(ZT_L_QNORM), a->qn_rstd, N * H, D);
     op->rmsnorm_bwd(m->w_dkp, DW(ZT_L_KNORM), m->w_dk, a->k_pre, W(ZT_L_KNORM), a->kn_rstd, N * Hkv, D);
     op->matmul_bwd(m->w_dln, DW(ZT_L_Q), m->w_dqp, a->ln1, W(ZT_L_Q), N, d, H * D, 0);
@@ -190,15 +221,15 @@ const float *zt_qwen3_lm_head(const zt_qwen3_layout *lay, float *const *params) 
 
 double zt_qwen3_fwd_bwd(zt_qwen3 *m, float *const *params, float *const *grads, const uint32_t *tokens, float scale) {
     const int L = m->lay.cfg.num_layers;
-    zt_qwen3_targets(tokens, m->B, m->S, m->targets);
-    zt_qwen3_embed_fwd(m, params[0], tokens);
+    m->ntargets = zt_qwen3_batch(tokens, m->B, m->S, m->isolated, m->ids, m->targets, m->pos);
+    zt_qwen3_embed_fwd(m, params[0], m->ids);
     for (int l = 0; l < L; l++) zt_qwen3_layer_fwd(m, l, params[1 + l]);
     float *dx = zt_xmalloc((size_t)(m->N * m->lay.cfg.hidden_size) * sizeof(float));
     float *dlm = m->lay.cfg.tie_word_embeddings ? grads[0] : grads[L + 1] + m->lay.units[L + 1].t[1].offset;
     double loss = zt_qwen3_head_fwd_bwd(m, params[L + 1], zt_qwen3_lm_head(&m->lay, params), m->targets, scale, dx,
                                         grads[L + 1], dlm);
     for (int l = L - 1; l >= 0; l--) zt_qwen3_layer_bwd(m, l, params[1 + l], grads[1 + l], dx);
-    zt_qwen3_embed_bwd(m, tokens, dx, grads[0]);
+    zt_qwen3_embed_bwd(m, m->ids, dx, grads[0]);
     free(dx);
     return loss;
 }
@@ -206,7 +237,8 @@ double zt_qwen3_fwd_bwd(zt_qwen3 *m, float *const *params, float *const *grads, 
 void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, float *logits) {
     const zt_qwen3_config *c = &m->lay.cfg;
     const int L = c->num_layers;
-    zt_qwen3_embed_fwd(m, params[0], tokens);
+    m->ntargets = zt_qwen3_batch(tokens, m->B, m->S, m->isolated, m->ids, m->targets, m->pos);
+    zt_qwen3_embed_fwd(m, params[0], m->ids);
     for (int l = 0; l < L; l++) zt_qwen3_layer_fwd(m, l, params[1 + l]);
     m->ops->rmsnorm_fwd(m->head_xf, m->head_rstd, m->x[L], params[L + 1], m->N, c->hidden_size,
                         (float)c->rms_norm_eps);

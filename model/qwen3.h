@@ -71,6 +71,10 @@ typedef struct {
     // backward workspaces (activation gradients are assigned, never accumulated)
     float *w_dh, *w_dg, *w_du, *w_dln, *w_dmid, *w_datt, *w_dq, *w_dk, *w_dv, *w_dqp, *w_dkp;
     int32_t *targets;            // [N]
+    uint32_t *ids;               // [N] bare token ids of the micro-batch (flag bits cleared)
+    int32_t *pos;                // [N] positions inside each packed document (used when isolated)
+    int isolated;                // 1: packed documents attend only to themselves, RoPE restarts per document
+    int64_t ntargets;            // targets of the last zt_qwen3_batch / zt_qwen3_fwd_bwd
     int64_t act_bytes;           // bytes of activations and workspaces held for one micro-batch
 } zt_qwen3;
 
@@ -92,9 +96,20 @@ void zt_qwen3_embed_bwd(zt_qwen3 *m, const uint32_t *tokens, const float *dx, fl
 
 // Targets for a micro-batch: position t predicts token t+1; a block's last position has none.
 void zt_qwen3_targets(const uint32_t *tokens, int64_t B, int64_t S, int32_t *targets);
+// Bare ids, targets and document positions of a micro-batch from its raw block words
+// (version 1 words are bare ids; version 2 words carry ZT_TOK_DOC_START / ZT_TOK_NO_LOSS,
+// data/dataset.h). targets[t] = id of token t+1 when that token is a trained target: not
+// flagged NO_LOSS and, with `isolated`, not the first token of a document (predicting it
+// would look across the boundary); otherwise -1, as for each block's last position.
+// pos (NULL allowed when !isolated) = token t's position in its document: 0 at the block
+// start and at each DOC_START (isolated), t within the block otherwise. ids may alias raw.
+// Returns the number of targets.
+int64_t zt_qwen3_batch(const uint32_t *raw, int64_t B, int64_t S, int isolated, uint32_t *ids, int32_t *targets,
+                       int32_t *pos);
 
 // Whole-model helpers for a single process holding every unit's full vector.
-// Forward + backward of one micro-batch; grads accumulate. Returns summed loss.
+// Forward + backward of one micro-batch of raw block words (m->isolated applies);
+// grads accumulate. Returns summed loss over the targets (m->ntargets of them).
 double zt_qwen3_fwd_bwd(zt_qwen3 *m, float *const *params, float *const *grads, const uint32_t *tokens, float scale);
 // Forward only, writing full logits [N, V] (for tests and evaluation on small vocabularies).
 void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, float *logits);

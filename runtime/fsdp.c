@@ -273,11 +273,51 @@ void zt_fsdp_free(zt_fsdp *f) {
 
 // ---- one micro-batch -----------------------------------------------------------
 
-static double micro_step(zt_fsdp *f, const uint32_t *tokens, float scale) {
+int zt_fsdp_set_data(zt_fsdp *f, int token_flags, int isolated) {
+    if (isolated && !token_flags)
+        return zt_err("isolated document attention needs document boundaries: a version 2 dataset (zerotrain pack "
+                      "--input chat)");
+#ifdef ZT_HAVE_CUDA_FSDP
+    if (f->cu && zt_fsdp_cuda_check_data(f, isolated)) return -1;
+#endif
+    f->token_flags = token_flags;
+    f->doc_isolated = isolated;
+    f->model.isolated = isolated;
+    return 0;
+}
+
+int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks, const char *what, int64_t *global) {
+    const int64_t S = f->seq_len;
+    if (!f->token_flags) {
+        *global = (int64_t)f->world * nblocks * (S - 1);
+        return 0;
+    }
+    int32_t *tg = zt_xmalloc((size_t)S * sizeof *tg);
+    uint32_t *ids = zt_xmalloc((size_t)S * sizeof *ids);
+    double n = 0;
+    for (int i = 0; i < nblocks; i++) n += (double)zt_qwen3_batch(blocks[i], 1, S, f->doc_isolated, ids, tg, NULL);
+    free(tg);
+    free(ids);
+    double tw = zt_now();
+    int rc = zt_allreduce(f->comm, &n, &n, 1, ZT_DT_F64, ZT_RED_SUM, what);  // exact: counts < 2^53
+    f->t_wait += zt_now() - tw;
+    *global = (int64_t)n;
+    return rc;
+}
+
+// One micro-batch through the units: forward, then (train) the head's loss and
+// backward with gradients reduce-scattered, or (!train) the head's loss only.
+// live (eval only, may be NULL): live[b] == 0 makes block b a filler whose targets count nothing.
+static double micro_step(zt_fsdp *f, const uint32_t *raw, float scale, int train, const uint8_t *live) {
     zt_qwen3 *m = &f->model;
     const int L = m->lay.cfg.num_layers, head = L + 1;
     const int tied = m->lay.cfg.tie_word_embeddings;
-    zt_qwen3_targets(tokens, m->B, m->S, m->targets);
+    m->ntargets = zt_qwen3_batch(raw, m->B, m->S, f->doc_isolated, m->ids, m->targets, m->pos);
+    for (int64_t b = 0; live && b < m->B; b++)
+        if (!live[b])
+            for (int64_t t = 0; t < m->S; t++)
+                if (m->targets[b * m->S + t] >= 0) m->targets[b * m->S + t] = -1, m->ntargets--;
+    const uint32_t *tokens = m->ids;
 
     // forward: units 0..L, each gathered while its predecessor computes
     int s_cur = gather_issue(f, 0), s_emb = -1;
@@ -296,6 +336,15 @@ static double micro_step(zt_fsdp *f, const uint32_t *tokens, float scale) {
         gather_wait(f, s_next);
         if (s_emb >= 0 && u + 1 == head) gather_wait(f, s_emb);
         s_cur = s_next;
+    }
+
+    if (!train) {  // evaluation: the head's loss, no gradients, nothing left in flight
+        const zt_unit_layout *hl = &m->lay.units[head];
+        const float *lm_w = tied ? f->pbuf[s_emb] : f->pbuf[s_cur] + hl->t[1].offset;
+        double loss = zt_qwen3_head_fwd_bwd(m, f->pbuf[s_cur], lm_w, m->targets, 1.0f, NULL, NULL, NULL);
+        param_release(f, s_cur);
+        if (tied) param_release(f, s_emb);
+        return loss;
     }
 
     // head: fused final norm + lm_head + cross-entropy, forward and backward
@@ -342,11 +391,13 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
 #endif
     const double t0 = zt_now();
     const int64_t S = f->seq_len, B = f->micro_batch;
-    const int64_t targets = (int64_t)f->world * f->grad_accum * B * (S - 1);
-    const float scale = (float)(1.0 / (double)targets);
     f->t_wait = 0;
     f->bytes_ag = f->bytes_rs = 0;
     f->nevents = 0;
+    zt_comm_set_context(f->comm, f->step + 1, f->epoch, 0);
+    int64_t targets;
+    if (zt_fsdp_count_targets(f, blocks, (int)(f->grad_accum * B), "step trained targets", &targets)) return -1;
+    const float scale = targets ? (float)(1.0 / (double)targets) : 0.0f;
     for (int i = 0; i < f->nunits; i++) memset(f->units[i].grad, 0, (size_t)f->units[i].shard * sizeof(float));
 
     double loss = 0;
@@ -354,7 +405,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
         f->micro = mb;
         zt_comm_set_context(f->comm, f->step + 1, f->epoch, mb);  // 1-based step in progress
         for (int64_t b = 0; b < B; b++) memcpy(f->batch + b * S, blocks[mb * B + b], (size_t)S * sizeof(uint32_t));
-        loss += micro_step(f, f->batch, scale);
+        loss += micro_step(f, f->batch, scale, 1, NULL);
     }
     rs_drain(f);
 
@@ -371,7 +422,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
     const double coef = zt_clip_coef(norm, f->hp.clip);
     const double lr = zt_lr_at(&f->hp, f->step);
     f->step++;
-    if (!nonfinite) {  // the same decision on every rank: it comes from the all-reduced values
+    if (!nonfinite && targets > 0) {  // the same decision on every rank: it comes from the all-reduced values
         for (int i = 0; i < f->nunits; i++) {
             zt_fsdp_unit *u = &f->units[i];
             if (coef < 1.0) f->ops->scale(u->grad, (float)coef, u->shard);
@@ -380,7 +431,8 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
                                &f->hp, f->step);
         }
     }
-    out->loss = red[0] / (double)targets;
+    out->loss = targets ? red[0] / (double)targets : 0.0;
+    out->targets = targets;
     out->grad_norm = norm;
     out->clip_coef = coef;
     out->lr = lr;
@@ -393,5 +445,32 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
     out->t_compute = out->t_step - f->t_wait;
     out->bytes_gathered = f->bytes_ag;
     out->bytes_scattered = f->bytes_rs;
+    return 0;
+}
+
+int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *loss_sum, int64_t *targets) {
+#ifdef ZT_HAVE_CUDA_FSDP
+    if (f->cu) return zt_fsdp_cuda_eval(f, blocks, nmicro, loss_sum, targets);
+#endif
+    const int64_t S = f->seq_len, B = f->micro_batch;
+    const int saved_micro = f->micro;
+    double red[2] = {0, 0};
+    uint8_t *live = zt_xmalloc((size_t)B);
+    for (int mb = 0; mb < nmicro; mb++) {
+        f->micro = mb;
+        for (int64_t b = 0; b < B; b++) {
+            const uint32_t *blk = blocks[mb * B + b];
+            live[b] = blk != NULL;
+            if (blk) memcpy(f->batch + b * S, blk, (size_t)S * sizeof(uint32_t));
+            else memset(f->batch + b * S, 0, (size_t)S * sizeof(uint32_t));
+        }
+        red[0] += micro_step(f, f->batch, 1.0f, 0, live);
+        red[1] += (double)f->model.ntargets;
+    }
+    free(live);
+    f->micro = saved_micro;
+    if (zt_allreduce(f->comm, red, red, 2, ZT_DT_F64, ZT_RED_SUM, "eval loss") != 0) return -1;
+    *loss_sum = red[0];
+    *targets = (int64_t)red[1];
     return 0;
 }

@@ -41,7 +41,9 @@ typedef enum {
 typedef struct { zt_fsdp_ev_kind kind; int unit; int micro; double t; } zt_fsdp_event;
 
 typedef struct {
-    double loss;            // mean over all targets of the global step
+    double loss;            // mean over all trained targets of the global step (0 when it has none)
+    int64_t targets;        // global trained targets in the step (every position but each block's last for
+                            // plain data; masked and document-start targets excluded for supervised data)
     double grad_norm;       // global, before clipping
     double clip_coef, lr;
     int64_t tokens;         // global tokens in the step
@@ -91,6 +93,8 @@ typedef struct {
     int nevents, events_cap;
     int micro;
     int64_t epoch;            // set by the training loop; shown in deadline reports
+    int token_flags;          // blocks hold version-2 words (data/dataset.h): targets are counted per step
+    int doc_isolated;         // packed documents attend only to themselves, RoPE restarts per document
 } zt_fsdp;
 
 // Collective: every rank calls it with the same config. Parameters are initialised
@@ -134,6 +138,18 @@ int zt_fsdp_to_host(zt_fsdp *f);
 // One optimizer step; blocks holds this rank's micro_batch * grad_accum blocks.
 // stop_request (e.g. a signal arrived) is summed over ranks into out->stop_requested.
 int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out);
+// What the blocks hold, before the first step (every rank the same): token_flags for
+// version-2 words (loss masks, document starts), isolated for document-causal attention
+// and per-document RoPE positions (needs token_flags). The GPU engine refuses isolation
+// with cuDNN attention (its causal graph would attend across documents).
+int zt_fsdp_set_data(zt_fsdp *f, int token_flags, int isolated);
+// Collective evaluation: the mean loss of nmicro micro-batches (micro_batch blocks each,
+// blocks[i * micro_batch + b]) on every rank, forward only. Every rank must pass the same
+// nmicro (the collectives match unit by unit); a NULL block is a filler that runs but
+// counts nothing, so ranks with fewer blocks keep step. Returns the global summed loss
+// and target count; parameters, optimizer state, the step counter and gradients are
+// untouched.
+int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *loss_sum, int64_t *targets);
 // Collective: assemble full per-unit parameter vectors (unpadded) on every rank.
 int zt_fsdp_gather_full(zt_fsdp *f, float **full);
 void zt_fsdp_memory_usage(const zt_fsdp *f, zt_fsdp_memory *m);

@@ -117,6 +117,21 @@ static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_token
                  o->verify_crc ? "ok" : "not checked", (long long)(vocab > 0 ? vocab : ds.vocab_size), W,
                  (long long)mn, (long long)mx, (long long)(mx - mn), (long long)dropped,
                  sum ? 100.0 * (double)dropped / (double)sum : 0.0);
+        if (ds.token_flags) {
+            char m2[200];
+            snprintf(m2, sizeof m2, "; version 2 words (loss masks%s), %s trained tokens",
+                     ds.doc_isolated ? ", documents isolated" : "",
+                     ds.trained_tokens >= 0 ? "" : "unrecorded");
+            if (ds.trained_tokens >= 0)
+                snprintf(m2, sizeof m2, "; version 2 words (loss masks%s), %lld trained tokens",
+                         ds.doc_isolated ? ", documents isolated" : "", (long long)ds.trained_tokens);
+            strncat(msg, m2, sizeof msg - strlen(msg) - 1);
+            if (ds.trained_tokens == 0) {
+                verdict = FAIL;
+                strncat(msg, ": no token is a trained target (every word has the no-loss flag)",
+                        sizeof msg - strlen(msg) - 1);
+            }
+        }
         if (max_pos > 0 && ds.seq_len > max_pos) {
             char m2[256];
             snprintf(m2, sizeof m2, "; seq_len %d exceeds the model's max_position_embeddings %lld (RoPE beyond the "

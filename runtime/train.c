@@ -106,8 +106,8 @@ static int agree(zt_comm *c, int ok, const char *phase) {
     return bad ? -1 : 0;
 }
 
-static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, const zt_dataset *ds, const char *id,
-                          int world, const char *settings, int64_t steps_per_epoch, int threads,
+static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, const zt_dataset *ds, int isolated,
+                          const char *id, int world, const char *settings, int64_t steps_per_epoch, int threads,
                           const zt_fsdp_memory *mem, int64_t data_changed_at) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "run_id", id);
@@ -132,6 +132,15 @@ static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, co
     cJSON_AddNumberToObject(data, "blocks", (double)ds->total_blocks);
     cJSON_AddStringToObject(data, "tokenizer", ds->tokenizer);
     cJSON_AddBoolToObject(data, "evenfix", o->evenfix);
+    cJSON_AddNumberToObject(data, "version", ds->version);
+    if (ds->token_flags && ds->trained_tokens >= 0)
+        cJSON_AddNumberToObject(data, "trained_tokens", (double)ds->trained_tokens);
+    cJSON_AddStringToObject(data, "doc_attention", isolated ? "isolated" : "full");
+    if (o->eval_data) {
+        cJSON_AddStringToObject(data, "eval_dir", o->eval_data);
+        cJSON_AddNumberToObject(data, "eval_every", (double)o->eval_every);
+        cJSON_AddNumberToObject(data, "eval_batches", (double)o->eval_batches);
+    }
     // --resume --allow-new-data on other files: from which step this run trains on them
     if (data_changed_at >= 0) cJSON_AddNumberToObject(data, "data_changed_at_step", (double)data_changed_at);
     // The settings a resume must match (train_settings_json), plus how this launch splits them.
@@ -160,8 +169,8 @@ static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, co
 
 // Settings a resumed run must share with the checkpoint for an exact continuation
 // (the world size may change; the global batch, data and schedule may not).
-static char *train_settings_json(const zt_train_opts *o, const zt_dataset *ds, int64_t global_batch_blocks,
-                                 int64_t total_steps) {
+static char *train_settings_json(const zt_train_opts *o, const zt_dataset *ds, int isolated,
+                                 int64_t global_batch_blocks, int64_t total_steps) {
     cJSON *t = cJSON_CreateObject();
     cJSON_AddNumberToObject(t, "global_batch_blocks", (double)global_batch_blocks);
     cJSON_AddNumberToObject(t, "seq_len", ds->seq_len);
@@ -175,6 +184,8 @@ static char *train_settings_json(const zt_train_opts *o, const zt_dataset *ds, i
         cJSON_AddItemToArray(files, cJSON_CreateString(f));
     }
     cJSON_AddStringToObject(t, "layout", ds->per_rank ? "per-rank" : "single");
+    // supervised data (version 2): the attention decides what the loss means, so a resume keeps it
+    if (ds->token_flags) cJSON_AddStringToObject(t, "doc_attention", isolated ? "isolated" : "full");
     cJSON_AddBoolToObject(t, "evenfix", o->evenfix);
     cJSON_AddNumberToObject(t, "seed", (double)o->seed);
     cJSON_AddNumberToObject(t, "total_steps", (double)total_steps);
@@ -201,6 +212,9 @@ typedef struct {
     int rank, world;
     zt_dataset ds;
     int ds_open;
+    zt_dataset eds;           // --eval-data
+    int eds_open;
+    int isolated;             // packed documents kept apart (--doc-attention)
     zt_fsdp f;
     int f_init;
     int data_changed;         // resumed with --allow-new-data on files other than the checkpoint's
@@ -223,6 +237,7 @@ static void run_cleanup(run_state *r) {
     free(r->blocks);
     if (r->f_init) zt_fsdp_free(&r->f);
     if (r->ds_open) zt_dataset_close(&r->ds);
+    if (r->eds_open) zt_dataset_close(&r->eds);
 }
 
 static const char *human(double b, char *buf, size_t n) {
@@ -231,6 +246,48 @@ static const char *human(double b, char *buf, size_t n) {
     while (b >= 1024 && i < 4) b /= 1024, i++;
     snprintf(buf, n, "%.1f %s", b, u[i]);
     return buf;
+}
+
+// Validation: every block of --eval-data (or the first --eval-batches x W x micro-batch),
+// in file order, dealt round-robin by micro-batch; every rank runs the same number of
+// micro-batches (ranks past the end run fillers that count nothing), so the collectives
+// match and the mean is over the same blocks at any world size. Stateless: the training
+// order, RNG, optimizer and checkpoints never see it.
+static int run_eval(const zt_train_opts *o, run_state *r, int64_t step) {
+    const zt_dataset *e = &r->eds;
+    const int64_t B = o->micro_batch, per_micro = B * r->world;
+    int64_t n = e->total_blocks;
+    if (o->eval_batches > 0 && o->eval_batches * per_micro < n) n = o->eval_batches * per_micro;
+    const int64_t nmicro = (n + per_micro - 1) / per_micro;
+    if (nmicro == 0) return 0;
+    const uint32_t **blocks = zt_xcalloc((size_t)(nmicro * B), sizeof *blocks);
+    for (int64_t m = 0; m < nmicro; m++)
+        for (int64_t b = 0; b < B; b++) {
+            int64_t g = (m * r->world + r->rank) * B + b, fi = 0;
+            if (g >= n) continue;  // filler
+            while (g >= e->files[fi].blocks) g -= e->files[fi++].blocks;
+            blocks[m * B + b] = zt_dataset_block(e, (int)fi, g);
+        }
+    const double t0 = zt_now();
+    double sum = 0;
+    int64_t targets = 0;
+    int rc = zt_fsdp_eval(&r->f, blocks, (int)nmicro, &sum, &targets);
+    free(blocks);
+    if (rc) return -1;
+    const double loss = targets ? sum / (double)targets : NAN, dt = zt_now() - t0;
+    if (r->rank == 0) {
+        printf("eval  %5lld | loss %.4f | ppl %.3f | %lld blocks, %lld targets | %.2f s\n", (long long)step, loss,
+               exp(loss), (long long)n, (long long)targets, dt);
+        fflush(stdout);
+        if (r->metrics) {
+            fprintf(r->metrics,
+                    "{\"step\":%lld,\"eval_loss\":%.17g,\"eval_ppl\":%.6f,\"eval_blocks\":%lld,\"eval_targets\":%lld,"
+                    "\"eval_time_s\":%.3f}\n",
+                    (long long)step, loss, exp(loss), (long long)n, (long long)targets, dt);
+            fflush(r->metrics);
+        }
+    }
+    return 0;
 }
 
 static int train_body(const zt_train_opts *o, run_state *r) {
@@ -311,6 +368,39 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         printf("data: %s: %s layout, %d file%s, %lld blocks of %d tokens (%.2f M tokens) (%.2f s)\n", o->data,
                ds->per_rank ? "per-rank" : "single", ds->nfiles, ds->nfiles == 1 ? "" : "s",
                (long long)ds->total_blocks, ds->seq_len, (double)ds->total_blocks * ds->seq_len / 1e6, zt_now() - t0);
+    r->isolated = o->doc_attention == ZT_DOC_ATTN_ISOLATED || (o->doc_attention == ZT_DOC_ATTN_DATASET && ds->doc_isolated);
+    if (r->isolated && !ds->token_flags)
+        return zt_err("--doc-attention isolated: %s is a version %d dataset, which stores no document boundaries "
+                      "(pack conversations with `zerotrain pack --input chat`)",
+                      o->data, ds->version);
+    if (R0 && ds->token_flags)
+        printf("data: version 2 words: loss masks%s%s, documents %s\n", ds->trained_tokens >= 0 ? ", " : "",
+               ds->trained_tokens >= 0 ? "trained tokens in dataset.json" : "",
+               r->isolated ? "isolated (attention and RoPE positions per document)" : "see each other (full attention)");
+    if (o->eval_data) {
+        t0 = zt_now();
+        zt_dataset_opts eo = {.verify_crc = o->verify_data, .check_tokens = 1, .model_vocab = cfg.vocab_size,
+                              .part = r->rank, .nparts = r->world};
+        ok = zt_dataset_open(&r->eds, o->eval_data, &eo) == 0;
+        r->eds_open = ok;
+        if (ok && r->eds.seq_len != ds->seq_len)
+            ok = zt_err("--eval-data %s: seq_len %d differs from the training data's %d", o->eval_data, r->eds.seq_len,
+                        ds->seq_len) == 0;
+        if (ok && r->eds.tokenizer[0] && ds->tokenizer[0] && strcmp(r->eds.tokenizer, ds->tokenizer))
+            ok = zt_err("--eval-data %s: tokenizer %s differs from the training data's %s", o->eval_data,
+                        r->eds.tokenizer, ds->tokenizer) == 0;
+        if (ok && r->isolated && !r->eds.token_flags)
+            ok = zt_err("--eval-data %s: a version %d dataset has no document boundaries, but training isolates "
+                        "documents (evaluate on data packed the same way)",
+                        o->eval_data, r->eds.version) == 0;
+        if (agree(r->comm, ok, "opening the evaluation dataset") != 0) return -1;
+        if (R0) {
+            char when[64] = "";
+            if (o->eval_every) snprintf(when, sizeof when, "every %lld steps and ", (long long)o->eval_every);
+            printf("eval: %s: %lld blocks, evaluated %safter the last step (%.2f s)\n", o->eval_data,
+                   (long long)r->eds.total_blocks, when, zt_now() - t0);
+        }
+    }
     if (R0 && ds->seq_len > cfg.max_position_embeddings)
         fprintf(stderr, "zerotrain: warning: dataset seq_len %d exceeds the model's max_position_embeddings %lld\n",
                 ds->seq_len, (long long)cfg.max_position_embeddings);
@@ -406,6 +496,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         ok = zt_fsdp_init(&r->f, r->comm, &cfg, &zt_cpu_ops, o->micro_batch, o->grad_accum, ds->seq_len, &hp,
                           o->seed) == 0;
     r->f_init = ok;
+    if (ok) ok = zt_fsdp_set_data(&r->f, ds->token_flags, r->isolated) == 0;
     if (agree(r->comm, ok, "building the model") != 0) return -1;
     if (o->init) {
         // Every rank maps the safetensors files and reads only its own slices.
@@ -432,7 +523,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         slices[u] = (zt_ckpt_slice){r->f.units[u].numel, r->f.units[u].lo, r->f.units[u].valid, r->f.units[u].master,
                                     r->f.units[u].m, r->f.units[u].v};
     const zt_ckpt_shards shards = {r->f.nunits, slices};
-    char *settings = train_settings_json(o, ds, global_step_blocks, total_steps);
+    char *settings = train_settings_json(o, ds, r->isolated, global_step_blocks, total_steps);
     int64_t start_step = 0, tokens_seen = 0;
     char ckpt_path[4200] = "";
     if (o->resume) {
@@ -541,7 +632,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     }
     if (R0 && ok) {
         if (!r->run_id[0]) make_run_id(r->run_id, sizeof r->run_id);
-        ok = write_run_json(o, &cfg, ds, r->run_id, r->world, settings, steps_per_epoch, threads, &mem,
+        ok = write_run_json(o, &cfg, ds, r->isolated, r->run_id, r->world, settings, steps_per_epoch, threads, &mem,
                             r->data_changed ? start_step : -1) == 0;
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
@@ -647,11 +738,11 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                     "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"clip_coef\":%.6f,"
                     "\"tokens\":%lld,\"tok_per_s\":%.1f,\"tok_per_s_per_rank\":%.1f,\"step_time_s\":%.4f,"
                     "\"compute_s\":%.4f,\"comm_wait_s\":%.4f,\"bytes_gathered\":%lld,\"bytes_scattered\":%lld,"
-                    "\"gpu_hours\":%.6f,\"gpu_hours_at_risk\":%.6f,\"elapsed_s\":%.3f}\n",
+                    "\"gpu_hours\":%.6f,\"gpu_hours_at_risk\":%.6f,\"elapsed_s\":%.3f,\"trained_tokens\":%lld}\n",
                     (long long)step + 1, (long long)epoch, s.loss, s.lr, s.grad_norm, s.clip_coef,
                     (long long)tokens_seen, tok_s, tok_s / r->world, s.t_step, s.t_compute, s.t_comm_wait,
                     (long long)s.bytes_gathered, (long long)s.bytes_scattered, hb.gpu_hours, hb.gpu_hours_at_risk,
-                    now - t_start);
+                    now - t_start, (long long)s.targets);
             fflush(r->metrics);
             if (o->log_every > 0 && ((step + 1) % o->log_every == 0 || steps_run == 1 || step + 1 == total_steps)) {
                 printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s (%.0f "
@@ -666,6 +757,10 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         // ---- step boundary: every decision below comes from all-reduced values ----
         const int epoch_end = (step + 1) % steps_per_epoch == 0, last = step + 1 == total_steps;
         const int stop = s.stop_requested > 0;
+        if (o->eval_data && (last || (o->eval_every > 0 && (step + 1) % o->eval_every == 0))) {
+            zt_comm_set_context(r->comm, step + 1, epoch, -1);
+            if (run_eval(o, r, step + 1) != 0) { rc = -1; break; }
+        }
         if (epoch_end) {
             zt_comm_set_context(r->comm, step + 1, epoch, -1);  // steps completed so far
             if (zt_barrier(r->comm, "epoch-end save") != 0) { rc = -1; break; }

@@ -9,6 +9,7 @@
 #include "runtime/optim.h"
 
 typedef enum { ZT_DEVICE_AUTO = 0, ZT_DEVICE_CPU = 1, ZT_DEVICE_CUDA = 2 } zt_device;
+typedef enum { ZT_DOC_ATTN_DATASET = 0, ZT_DOC_ATTN_FULL = 1, ZT_DOC_ATTN_ISOLATED = 2 } zt_doc_attention;
 
 typedef struct {
     zt_device device;        // AUTO: cuda when built with the GPU engine and every rank sees a GPU
@@ -17,6 +18,10 @@ typedef struct {
     const char *model;       // config.json or HF directory (may be NULL when init is given)
     const char *init;        // HF weights directory or .safetensors (NULL: random init from seed)
     const char *data;        // dataset directory
+    int doc_attention;       // ZT_DOC_ATTN_*: DATASET follows dataset.json (isolated for chat datasets)
+    const char *eval_data;   // held-out dataset directory (NULL: no evaluation)
+    int64_t eval_every;      // evaluate every N steps (0: only at the end) when eval_data is set
+    int64_t eval_batches;    // micro-batches per rank per evaluation (0: as many as every rank has)
     const char *run_dir;
     int64_t steps;           // > 0: train exactly this many optimizer steps
     int64_t epochs;          // used when steps == 0

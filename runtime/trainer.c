@@ -35,8 +35,15 @@ int zt_trainer_init(zt_trainer *t, const zt_qwen3_config *cfg, const zt_ops *ops
 void zt_trainer_step(zt_trainer *t, const uint32_t *const *blocks, zt_step_stats *out) {
     const zt_qwen3_layout *lay = &t->model.lay;
     const int64_t S = t->seq_len, B = t->micro_batch;
-    const int64_t targets = (int64_t)t->grad_accum * B * (S - 1);
-    const float scale = (float)(1.0 / (double)targets);
+    // the loss is the mean over the step's trained targets (every target of plain data;
+    // masked and document-start targets of supervised data excluded), counted first
+    // because every gradient carries 1 / count
+    int64_t targets = 0;
+    for (int mb = 0; mb < t->grad_accum; mb++)
+        for (int64_t b = 0; b < B; b++)
+            targets += zt_qwen3_batch(blocks[mb * B + b], 1, S, t->model.isolated, t->model.ids, t->model.targets,
+                                      NULL);
+    const float scale = targets ? (float)(1.0 / (double)targets) : 0.0f;
     for (int u = 0; u < lay->nunits; u++) memset(t->grads[u], 0, (size_t)lay->units[u].numel * sizeof(float));
 
     double loss = 0;
@@ -55,11 +62,11 @@ void zt_trainer_step(zt_trainer *t, const uint32_t *const *blocks, zt_step_stats
 
     const double lr = zt_lr_at(&t->hp, t->step);
     t->step++;
-    for (int u = 0; u < lay->nunits; u++)
+    for (int u = 0; u < lay->nunits && targets > 0; u++)  // a step with no trained target updates nothing
         zt_adamw_range(t->ops, &lay->units[u], 0, lay->units[u].numel, t->params[u], t->grads[u], t->m[u], t->v[u],
                        lr, &t->hp, t->step);
 
-    out->loss = loss / (double)targets;
+    out->loss = targets ? loss / (double)targets : 0.0;
     out->grad_norm = norm;
     out->clip_coef = coef;
     out->lr = lr;

@@ -381,6 +381,7 @@ static const char *fresh(const char *name) {
 
 static void test_open_errors(void) {
     zt_dataset ds;
+    const zt_dataset_opts nocrc_v2 = {.verify_crc = 0, .check_tokens = 1};
     zt_mkdirs(P("empty"));
     CHECK_ERR(zt_dataset_open(&ds, P("empty"), &all_checks), "empty/dataset.json: not found", "zerotrain pack");
     CHECK_ERR(zt_dataset_open(&ds, P("nowhere"), &all_checks), "nowhere", "does not exist", "zerotrain pack");
@@ -394,8 +395,42 @@ static void test_open_errors(void) {
     CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "j2/dataset.json", "format", "something-else");
 
     d = fresh("j3");
-    replace_in_file(P("j3/dataset.json"), "\"version\":\t1", "\"version\":\t2");
-    CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "version: 2 is not supported", "newer zerotrain");
+    replace_in_file(P("j3/dataset.json"), "\"version\":\t1", "\"version\":\t3");
+    CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "version: 3 is not supported", "reads versions 1 and 2",
+              "newer zerotrain");
+
+    // version 2 (token flags): the flag bits are fixed by the format
+    d = fresh("g1");
+    replace_in_file(P("g1/dataset.json"), "\"version\":\t1", "\"version\":\t2");
+    CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "g1/dataset.json: token_flags", "doc_start_bit");
+    d = fresh("g2");
+    replace_in_file(P("g2/dataset.json"), "\"version\":\t1",
+                    "\"version\": 2, \"token_flags\": {\"doc_start_bit\": 29, \"no_loss_bit\": 31}");
+    CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "g2/dataset.json: token_flags: doc_start_bit 29",
+              "bit 30 for a document start");
+    d = fresh("g3");  // flags set on ids: masked off before the vocabulary check
+    replace_in_file(P("g3/dataset.json"), "\"version\":\t1",
+                    "\"version\": 2, \"doc_attention\": \"isolated\", \"trained_tokens\": 7, "
+                    "\"token_flags\": {\"doc_start_bit\": 30, \"no_loss_bit\": 31}");
+    uint32_t flagged = 7u | ZT_TOK_DOC_START | ZT_TOK_NO_LOSS;
+    poke(P("g3/data.u32"), (1 * 4 + 2) * 4, &flagged, 4);
+    CHECK(zt_dataset_open(&ds, d, &nocrc_v2) == 0, "a flagged id below the vocabulary opens: %s", zt_errmsg());
+    if (ds.nfiles) {
+        CHECK(ds.version == 2 && ds.token_flags && ds.doc_isolated && ds.trained_tokens == 7,
+              "version 2 members read: version %d flags %d isolated %d trained %lld", ds.version, ds.token_flags,
+              ds.doc_isolated, (long long)ds.trained_tokens);
+        zt_dataset_close(&ds);
+    }
+    flagged = 150u | ZT_TOK_NO_LOSS;
+    poke(P("g3/data.u32"), (2 * 4 + 1) * 4, &flagged, 4);
+    CHECK_ERR(zt_dataset_open(&ds, d, &nocrc_v2), "g3/data.u32: block 2 position 1: token id 150 >= vocab_size 100");
+    d = fresh("g4");  // a version 1 word with a flag bit is an out-of-range id, and says why
+    flagged = 5u | ZT_TOK_NO_LOSS;
+    poke(P("g4/data.u32"), 4, &flagged, 4);
+    CHECK_ERR(zt_dataset_open(&ds, d, &nocrc_v2), "g4/data.u32: block 0 position 1", "version 1 dataset holds bare ids");
+    d = fresh("g5");
+    replace_in_file(P("g5/dataset.json"), "\"version\":\t1", "\"version\": 1, \"doc_attention\": \"isolated\"");
+    CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "g5/dataset.json: doc_attention", "only version 2");
 
     d = fresh("j4");
     replace_in_file(P("j4/dataset.json"), "\"seq_len\":\t4", "\"seq_len\":\t1");

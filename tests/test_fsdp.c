@@ -11,6 +11,7 @@
 
 #include "runtime/comm_mpi.h"
 #include "runtime/common.h"
+#include "data/dataset.h"
 #include "runtime/fsdp.h"
 #include "runtime/trainer.h"
 #include "tests/test_util.h"
@@ -52,8 +53,11 @@ static void check_overlap(const zt_fsdp *f) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) zt_fatal("usage: test_fsdp GOLDEN_CASE_DIR [steps]");
+    if (argc < 2) zt_fatal("usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft]");
     const int steps = argc > 2 ? atoi(argv[2]) : 5;
+    // sft: version-2 words (loss masks, several documents per block, isolated), one block
+    // with no trained target at all, and the evaluation pass
+    const int sft = argc > 3 && !strcmp(argv[3], "sft");
     if (zt_mpi_init_once() != 0) zt_die_on_err();
     zt_comm *comm;
     zt_comm_opts co = zt_comm_opts_default();
@@ -82,9 +86,42 @@ int main(int argc, char **argv) {
     zt_rng rng;
     zt_rng_seed(&rng, 7);
     for (int64_t i = 0; i < nblocks * S; i++) data[i] = (uint32_t)zt_rng_below(&rng, (uint64_t)cfg.vocab_size);
+    if (sft) {
+        for (int64_t i = 0; i < nblocks * S; i++) {
+            if (i % S == 0 || zt_rng_below(&rng, 5) == 0) data[i] |= ZT_TOK_DOC_START;
+            if (zt_rng_below(&rng, 3) == 0) data[i] |= ZT_TOK_NO_LOSS;
+        }
+        for (int64_t t = 0; t < S; t++) data[S + t] |= ZT_TOK_NO_LOSS;  // block 1 trains nothing
+        if (zt_fsdp_set_data(&f, 1, 1) != 0) zt_die_on_err();
+    }
 
     zt_trainer ref;
     if (rank == 0 && zt_trainer_init(&ref, &cfg, &zt_cpu_ops, B, W * G, S, &hp, seed) != 0) zt_die_on_err();
+    if (rank == 0) ref.model.isolated = sft;
+
+    // Evaluation (sft): blocks 0..4 dealt round-robin, fillers where a rank runs out; equal to the
+    // reference forward on the same (untrained, W-independent) parameters up to summation order.
+    const int64_t neval = 5, nmicro_eval = (neval + W - 1) / W;
+    const uint32_t **eval_blocks = zt_xcalloc((size_t)nmicro_eval, sizeof *eval_blocks);
+    for (int64_t m = 0; m < nmicro_eval; m++)
+        if (m * W + rank < neval) eval_blocks[m] = data + (m * W + rank) * S;
+    if (sft) {
+        double esum;
+        int64_t etg;
+        if (zt_fsdp_eval(&f, eval_blocks, (int)nmicro_eval, &esum, &etg) != 0) zt_die_on_err();
+        if (rank == 0) {
+            double rsum = 0;
+            int64_t rtg = 0;
+            for (int64_t i = 0; i < neval; i++) {
+                rsum += zt_qwen3_fwd_bwd(&ref.model, ref.params, ref.grads, data + i * S, 0.0f);
+                rtg += ref.model.ntargets;
+            }
+            printf("W=%d eval before training: loss %.15f over %lld targets (reference %.15f over %lld)\n", W,
+                   esum / (double)etg, (long long)etg, rsum / (double)rtg, (long long)rtg);
+            CHECK(etg == rtg, "eval targets %lld, reference %lld", (long long)etg, (long long)rtg);
+            CHECK(fabs(esum - rsum) <= 1e-12 * fabs(rsum), "eval loss sum %.17g vs reference %.17g", esum, rsum);
+        }
+    }
 
     const uint32_t **mine = zt_xmalloc((size_t)(B * G) * sizeof(uint32_t *));
     const uint32_t **all = zt_xmalloc((size_t)GB * sizeof(uint32_t *));
@@ -105,6 +142,10 @@ int main(int argc, char **argv) {
             CHECK_CLOSE("step loss", &a[0], &b[0], 1, 1e-5);
             CHECK_CLOSE("step grad norm", &a[1], &b[1], 1, 1e-5);
             CHECK(st.clip_coef < 1.0, "clipping must be active (coef %.3f)", st.clip_coef);
+            CHECK(st.targets == rs.targets, "step trained targets %lld, reference %lld", (long long)st.targets,
+                  (long long)rs.targets);
+            CHECK(sft ? st.targets < GB * (S - 1) : st.targets == GB * (S - 1), "step %d: %lld trained targets", k + 1,
+                  (long long)st.targets);
         }
     }
     // Final parameters, assembled from every rank's shards.
@@ -119,6 +160,20 @@ int main(int argc, char **argv) {
         }
     }
     if (W > 1) check_overlap(&f);
+    if (sft) {  // after training: the same parameters to 1e-5, so the same evaluation to ~1e-5
+        double esum;
+        int64_t etg;
+        if (zt_fsdp_eval(&f, eval_blocks, (int)nmicro_eval, &esum, &etg) != 0) zt_die_on_err();
+        if (rank == 0) {
+            double rsum = 0;
+            for (int64_t i = 0; i < neval; i++)
+                rsum += zt_qwen3_fwd_bwd(&ref.model, ref.params, ref.grads, data + i * S, 0.0f);
+            float a = (float)esum, b = (float)rsum;
+            printf("W=%d eval after training: loss sum %.9f (reference %.9f)\n", W, esum, rsum);
+            CHECK_CLOSE("eval after training", &a, &b, 1, 1e-5);
+        }
+    }
+    free(eval_blocks);
 
     // Memory: params + grads + optimizer per rank against the W = 1 total / W.
     zt_fsdp_memory mem;

@@ -146,16 +146,17 @@ static void test_rmsnorm(void) {
 }
 
 // ---- rope ----
-typedef struct { float *x, *y, *cs, *sn, *r; int64_t B, S, nh, D; } rope_ctx;
+typedef struct { float *x, *y, *cs, *sn, *r; const int32_t *pos; int64_t B, S, nh, D; } rope_ctx;
 static double rope_eval(void *p) {
     rope_ctx *c = p;
     int64_t n = c->B * c->S * c->nh * c->D;
     memcpy(c->y, c->x, (size_t)n * sizeof(float));
-    op->rope_fwd(c->y, c->cs, c->sn, c->B, c->S, c->nh, c->D);
+    op->rope_fwd(c->y, c->cs, c->sn, c->pos, c->B, c->S, c->nh, c->D);
     return dot(c->y, c->r, n);
 }
-static void test_rope(void) {
-    rope_ctx c = {.B = 2, .S = 5, .nh = 3, .D = 8};
+// pos: NULL (positions t % S) or per-token document positions
+static void test_rope(const int32_t *pos) {
+    rope_ctx c = {.B = 2, .S = 5, .nh = 3, .D = 8, .pos = pos};
     int64_t n = c.B * c.S * c.nh * c.D;
     c.x = rnd(n, 1);
     c.y = zeros(n);
@@ -171,35 +172,40 @@ static void test_rope(void) {
                   (long long)i);
         }
     rope_eval(&c);
-    // naive rotate_half formula on one head of position 3
-    {
-        int64_t t = 3, h = 1, half = c.D / 2;
-        const float *xv = c.x + (t * c.nh + h) * c.D;
-        const float *yv = c.y + (t * c.nh + h) * c.D;
-        float ref[8];
-        for (int64_t i = 0; i < c.D; i++) {
-            double ang = (double)(t % c.S) / pow(10000.0, 2.0 * (i % half) / c.D);
-            double rot = i < half ? -xv[i + half] : xv[i - half];
-            ref[i] = (float)(xv[i] * cos(ang) + rot * sin(ang));
+    // naive rotate_half formula on every head of every token, at its position
+    for (int64_t t = 0; t < c.B * c.S; t++)
+        for (int64_t h = 0; h < c.nh; h++) {
+            int64_t half = c.D / 2;
+            const float *xv = c.x + (t * c.nh + h) * c.D;
+            const float *yv = c.y + (t * c.nh + h) * c.D;
+            float ref[8];
+            for (int64_t i = 0; i < c.D; i++) {
+                double ang = (double)(pos ? pos[t] : t % c.S) / pow(10000.0, 2.0 * (i % half) / c.D);
+                double rot = i < half ? -xv[i + half] : xv[i - half];
+                ref[i] = (float)(xv[i] * cos(ang) + rot * sin(ang));
+            }
+            char name[96];
+            snprintf(name, sizeof name, "rope fwd vs rotate_half t=%lld h=%lld%s", (long long)t, (long long)h,
+                     pos ? " (document positions)" : "");
+            CHECK_CLOSE(name, yv, ref, c.D, 1e-5);
         }
-        CHECK_CLOSE("rope fwd vs rotate_half", yv, ref, c.D, 1e-5);
-    }
     float *dx = zt_xmalloc((size_t)n * sizeof(float));
     memcpy(dx, c.r, (size_t)n * sizeof(float));
-    op->rope_bwd(dx, c.cs, c.sn, c.B, c.S, c.nh, c.D);
-    fd_check("rope dx", rope_eval, &c, c.x, dx, n);
+    op->rope_bwd(dx, c.cs, c.sn, c.pos, c.B, c.S, c.nh, c.D);
+    fd_check(pos ? "rope dx (document positions)" : "rope dx", rope_eval, &c, c.x, dx, n);
     free(c.x), free(c.y), free(c.r), free(c.cs), free(c.sn), free(dx);
 }
 
 // ---- attention ----
-typedef struct { float *q, *k, *v, *o, *p, *r; int64_t B, S, H, Hkv, D; } att_ctx;
+typedef struct { float *q, *k, *v, *o, *p, *r; const int32_t *pos; int64_t B, S, H, Hkv, D; } att_ctx;
 static double att_eval(void *ctx) {
     att_ctx *c = ctx;
-    op->attention_fwd(c->o, c->p, c->q, c->k, c->v, c->B, c->S, c->H, c->Hkv, c->D);
+    op->attention_fwd(c->o, c->p, c->q, c->k, c->v, c->pos, c->B, c->S, c->H, c->Hkv, c->D);
     return dot(c->o, c->r, c->B * c->S * c->H * c->D);
 }
-static void test_attention(int64_t H, int64_t Hkv) {
-    att_ctx c = {.B = 2, .S = 6, .H = H, .Hkv = Hkv, .D = 4};
+// pos: NULL (plain causal) or document positions: query i sees keys i - pos[i] .. i
+static void test_attention(int64_t H, int64_t Hkv, const int32_t *pos) {
+    att_ctx c = {.B = 2, .S = 6, .H = H, .Hkv = Hkv, .D = 4, .pos = pos};
     int64_t nq = c.B * c.S * c.H * c.D, nk = c.B * c.S * c.Hkv * c.D;
     c.q = rnd(nq, 1);
     c.k = rnd(nk, 1);
@@ -208,37 +214,57 @@ static void test_attention(int64_t H, int64_t Hkv) {
     c.r = rnd(nq, 1);
     c.p = zeros(c.B * c.H * c.S * c.S);
     att_eval(&c);
-    // naive: explicit softmax over j <= i in double, KV head h / (H / Hkv)
+    // naive: explicit softmax over lo <= j <= i in double, KV head h / (H / Hkv)
     float *ref = zeros(nq);
     for (int64_t b = 0; b < c.B; b++)
         for (int64_t h = 0; h < c.H; h++)
             for (int64_t i = 0; i < c.S; i++) {
-                int64_t kh = h / (c.H / c.Hkv);
+                int64_t kh = h / (c.H / c.Hkv), lo = pos ? i - pos[b * c.S + i] : 0;
                 double s[64], mx = -1e300, z = 0;
-                for (int64_t j = 0; j <= i; j++) {
+                for (int64_t j = lo; j <= i; j++) {
                     double d = 0;
                     for (int64_t e = 0; e < c.D; e++)
                         d += (double)c.q[((b * c.S + i) * c.H + h) * c.D + e] * c.k[((b * c.S + j) * c.Hkv + kh) * c.D + e];
                     s[j] = d / sqrt((double)c.D);
                     if (s[j] > mx) mx = s[j];
                 }
-                for (int64_t j = 0; j <= i; j++) z += (s[j] = exp(s[j] - mx));
+                for (int64_t j = lo; j <= i; j++) z += (s[j] = exp(s[j] - mx));
                 for (int64_t e = 0; e < c.D; e++) {
                     double acc = 0;
-                    for (int64_t j = 0; j <= i; j++) acc += s[j] / z * c.v[((b * c.S + j) * c.Hkv + kh) * c.D + e];
+                    for (int64_t j = lo; j <= i; j++) acc += s[j] / z * c.v[((b * c.S + j) * c.Hkv + kh) * c.D + e];
                     ref[((b * c.S + i) * c.H + h) * c.D + e] = (float)acc;
                 }
             }
-    char name[64];
-    snprintf(name, sizeof name, "attention fwd vs naive H=%lld Hkv=%lld", (long long)H, (long long)Hkv);
+    char name[96];
+    const char *tag = pos ? ", documents" : "";
+    snprintf(name, sizeof name, "attention fwd vs naive H=%lld Hkv=%lld%s", (long long)H, (long long)Hkv, tag);
     CHECK_CLOSE(name, c.o, ref, nq, 1e-5);
+    if (pos) {  // isolation, independently: each document alone through the plain causal op
+        float *one = zeros(nq);
+        for (int64_t b = 0; b < c.B; b++)
+            for (int64_t i0 = 0; i0 < c.S;) {
+                int64_t n = 1;
+                while (i0 + n < c.S && pos[b * c.S + i0 + n] != 0) n++;
+                const int64_t t0 = b * c.S + i0;
+                float *o1 = zeros(n * c.H * c.D), *p1 = zeros(c.H * n * n);
+                op->attention_fwd(o1, p1, c.q + t0 * c.H * c.D, c.k + t0 * c.Hkv * c.D, c.v + t0 * c.Hkv * c.D, NULL,
+                                  1, n, c.H, c.Hkv, c.D);
+                memcpy(one + t0 * c.H * c.D, o1, (size_t)(n * c.H * c.D) * sizeof(float));
+                free(o1), free(p1);
+                i0 += n;
+            }
+        snprintf(name, sizeof name, "attention documents = each document alone H=%lld Hkv=%lld", (long long)H,
+                 (long long)Hkv);
+        CHECK_CLOSE(name, c.o, one, nq, 1e-6);
+        free(one);
+    }
     float *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
-    op->attention_bwd(dq, dk, dv, c.r, c.p, c.q, c.k, c.v, c.B, c.S, c.H, c.Hkv, c.D);
-    snprintf(name, sizeof name, "attention dq (H=%lld Hkv=%lld)", (long long)H, (long long)Hkv);
+    op->attention_bwd(dq, dk, dv, c.r, c.p, c.q, c.k, c.v, c.pos, c.B, c.S, c.H, c.Hkv, c.D);
+    snprintf(name, sizeof name, "attention dq (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     fd_check(name, att_eval, &c, c.q, dq, nq);
-    snprintf(name, sizeof name, "attention dk (H=%lld Hkv=%lld)", (long long)H, (long long)Hkv);
+    snprintf(name, sizeof name, "attention dk (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     fd_check(name, att_eval, &c, c.k, dk, nk);
-    snprintf(name, sizeof name, "attention dv (H=%lld Hkv=%lld)", (long long)H, (long long)Hkv);
+    snprintf(name, sizeof name, "attention dv (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     fd_check(name, att_eval, &c, c.v, dv, nk);
     free(c.q), free(c.k), free(c.v), free(c.o), free(c.r), free(c.p), free(ref), free(dq), free(dk), free(dv);
 }
@@ -340,10 +366,17 @@ int main(void) {
     test_matmul();
     test_embedding();
     test_rmsnorm();
-    test_rope();
-    test_attention(4, 2);
-    test_attention(3, 3);
-    test_attention(4, 1);
+    // packed documents: block 0 holds [0 1 2] [3 4] [5] (a one-token document at the end),
+    // block 1 [0] [1 2 3 4 5]; the rope blocks (S = 5) [0 1] [2 3 4] and [0 1 2 3] [4]
+    static const int32_t att_pos[12] = {0, 1, 2, 0, 1, 0, 0, 0, 1, 2, 3, 4};
+    static const int32_t rope_pos[10] = {0, 1, 0, 1, 2, 0, 1, 2, 3, 0};
+    test_rope(NULL);
+    test_rope(rope_pos);
+    test_attention(4, 2, NULL);
+    test_attention(3, 3, NULL);
+    test_attention(4, 1, NULL);
+    test_attention(4, 2, att_pos);
+    test_attention(4, 1, att_pos);
     test_swiglu();
     test_xent(19);
     test_xent(700000);  // wider than one 4M-float logits chunk for N=11: exercises chunking

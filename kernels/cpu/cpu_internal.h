@@ -10,12 +10,15 @@ void cpu_embedding_bwd(float *dw, const float *dx, const uint32_t *tokens, int64
 void cpu_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int64_t rows, int64_t d, float eps);
 void cpu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
                      int64_t rows, int64_t d);
-void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nh, int64_t D);
-void cpu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nh, int64_t D);
-void cpu_attention_fwd(float *o, float *probs, const float *q, const float *k, const float *v, int64_t B, int64_t S,
-                       int64_t H, int64_t Hkv, int64_t D);
+void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, const int32_t *pos, int64_t B, int64_t S, int64_t nh,
+                  int64_t D);
+void cpu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, const int32_t *pos, int64_t B, int64_t S,
+                  int64_t nh, int64_t D);
+void cpu_attention_fwd(float *o, float *probs, const float *q, const float *k, const float *v, const int32_t *pos,
+                       int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
 void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
-                       const float *k, const float *v, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+                       const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S, int64_t H,
+                       int64_t Hkv, int64_t D);
 void cpu_swiglu_fwd(float *h, const float *g, const float *u, int64_t n);
 void cpu_swiglu_bwd(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n);
 double cpu_lmhead_xent(float *dx, float *dw, const float *x, const float *w, const int32_t *targets, int64_t N,

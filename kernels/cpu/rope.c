@@ -1,4 +1,6 @@
-// Rotary position embedding, half-split layout (HF rotate_half), fp32 angles.
+// Rotary position embedding, half-split layout (HF rotate_half), fp32 angles; a
+// token's position is its index in the block, or in its document when packed
+// documents restart at 0 (pos[]).
 // defines: zt_rope_table, cpu_rope_fwd, cpu_rope_bwd
 #include <math.h>
 
@@ -20,11 +22,12 @@ void zt_rope_table(float *cos_t, float *sin_t, int64_t S, int64_t D, double thet
     }
 }
 
-void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nh, int64_t D) {
+void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, const int32_t *posv, int64_t B, int64_t S, int64_t nh,
+                  int64_t D) {
     int64_t half = D / 2;
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < B * S; t++) {
-        int64_t pos = t % S;
+        const int64_t pos = posv ? posv[t] : t % S;
         const float *c = cos_t + pos * half, *s = sin_t + pos * half;
         for (int64_t h = 0; h < nh; h++) {
             float *v = x + (t * nh + h) * D;
@@ -38,11 +41,12 @@ void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, int64_t B, i
 }
 
 // Transpose of the rotation: dx = g cos - rotate_half(g sin) per pair.
-void cpu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t S, int64_t nh, int64_t D) {
+void cpu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, const int32_t *posv, int64_t B, int64_t S,
+                  int64_t nh, int64_t D) {
     int64_t half = D / 2;
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < B * S; t++) {
-        int64_t pos = t % S;
+        const int64_t pos = posv ? posv[t] : t % S;
         const float *c = cos_t + pos * half, *s = sin_t + pos * half;
         for (int64_t h = 0; h < nh; h++) {
             float *v = dx + (t * nh + h) * D;
