@@ -97,6 +97,9 @@ static void usage(FILE *f) {
             "  --log-every N         print every N steps (default 1; metrics.jsonl gets every step)\n"
             "  --save-dtype T        bf16 (default) or fp32 for RUN/final/model.safetensors\n"
             "  --no-save-final       do not write RUN/final/\n"
+            "  --no-tensorboard      do not write TensorBoard event files (default: RUN/tb/, rank 0's\n"
+            "                        curves, and RUN/tb/ranks/rank-N/ with each rank's own; open with\n"
+            "                        `tensorboard --logdir RUN/tb`)\n"
             "  -h, --help            this text\n");
 }
 
@@ -104,7 +107,7 @@ enum {
     O_MODEL = 256, O_INIT, O_DATA, O_RUN, O_OVERWRITE, O_NOVERIFY, O_STEPS, O_EPOCHS, O_MB, O_GA, O_LR, O_SCHED,
     O_WARMUP, O_MINLR, O_WD, O_B1, O_B2, O_EPS, O_CLIP, O_SEED, O_DEVICE, O_ATTN, O_RECOMP, O_THREADS, O_LOG, O_SAVEDT, O_NOSAVE,
     O_NOEVEN, O_CTIMEOUT, O_STIMEOUT, O_FTIMEOUT, O_ALIVE, O_NOPRE, O_SAVEEVERY, O_KEEP, O_RESUME, O_TRACE, O_DEBUGSIG,
-    O_NEWDATA, O_LONGSEQ, O_DOCATTN, O_EVALDATA, O_EVALEVERY, O_EVALBATCHES
+    O_NEWDATA, O_LONGSEQ, O_DOCATTN, O_EVALDATA, O_EVALEVERY, O_EVALBATCHES, O_NOTB
 };
 
 int zt_cmd_train(int argc, char **argv) {
@@ -133,6 +136,7 @@ int zt_cmd_train(int argc, char **argv) {
         {"allow-long-seq", no_argument, 0, O_LONGSEQ},
         {"doc-attention", required_argument, 0, O_DOCATTN}, {"eval-data", required_argument, 0, O_EVALDATA},
         {"eval-every", required_argument, 0, O_EVALEVERY},  {"eval-batches", required_argument, 0, O_EVALBATCHES},
+        {"no-tensorboard", no_argument, 0, O_NOTB},
         {0, 0, 0, 0}};
     zt_train_opts o;
     zt_train_defaults(&o);
@@ -196,6 +200,7 @@ int zt_cmd_train(int argc, char **argv) {
             else rc = zt_err("--save-dtype: '%s' is not one of bf16, fp32", optarg);
             break;
         case O_NOSAVE: o.save_final = 0; break;
+        case O_NOTB: o.tensorboard = 0; break;
         case O_NOEVEN: o.evenfix = 0; break;
         case O_STIMEOUT: rc = zt_arg_f64("--save-timeout", optarg, 0.1, 1e7, &o.save_timeout); break;
         case O_CTIMEOUT: rc = zt_arg_f64("--collective-timeout", optarg, 0.1, 1e7, &o.collective_timeout); break;

@@ -31,6 +31,7 @@
 #include "runtime/fsdp.h"
 #include "runtime/liveness.h"
 #include "runtime/preflight.h"
+#include "runtime/tboard.h"
 
 void openblas_set_num_threads(int);  // OpenBLAS extension, not in cblas.h everywhere
 
@@ -45,6 +46,7 @@ void zt_train_defaults(zt_train_opts *o) {
     o->log_every = 1;
     o->verify_data = 1;
     o->save_final = 1;
+    o->tensorboard = 1;
     o->save_dtype = ZT_ST_BF16;
     o->evenfix = 1;
     o->alive_interval = 5;
@@ -222,6 +224,8 @@ typedef struct {
     const uint32_t **blocks;
     FILE *metrics;
     FILE *rank_metrics;       // every rank: its own times and bytes per step
+    zt_tb *tb;                // rank 0: RUN/tb (the run's curves)
+    zt_tb *tb_rank;           // every rank: RUN/tb/ranks/rank-N (its own)
     FILE *trace;
     zt_liveness *alive;
     zt_power_sampler *power;
@@ -232,6 +236,8 @@ typedef struct {
 static void run_cleanup(run_state *r) {
     if (r->metrics) fclose(r->metrics);
     if (r->rank_metrics) fclose(r->rank_metrics);
+    zt_tb_close(r->tb);
+    zt_tb_close(r->tb_rank);
     if (r->trace) fclose(r->trace);
     free(r->order);
     free(r->blocks);
@@ -246,6 +252,12 @@ static const char *human(double b, char *buf, size_t n) {
     while (b >= 1024 && i < 4) b /= 1024, i++;
     snprintf(buf, n, "%.1f %s", b, u[i]);
     return buf;
+}
+
+static double wall_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // Validation: every block of --eval-data (or the first --eval-batches x W x micro-batch),
@@ -286,6 +298,58 @@ static int run_eval(const zt_train_opts *o, run_state *r, int64_t step) {
                     (long long)step, loss, exp(loss), (long long)n, (long long)targets, dt);
             fflush(r->metrics);
         }
+        if (r->tb) {
+            zt_tb_scalar(r->tb, "eval/loss", step, wall_clock(), (float)loss);
+            zt_tb_scalar(r->tb, "eval/ppl", step, wall_clock(), (float)exp(loss));
+            zt_tb_flush(r->tb);
+        }
+    }
+    return 0;
+}
+
+// A resumed run continues after step `keep`: lines of a metrics file written for later
+// steps (after that checkpoint, before the stop or crash) are dropped, so each step
+// appears once. Atomic rewrite; a missing file is fine.
+static int truncate_jsonl_steps(const char *path, int64_t keep) {
+    size_t n;
+    if (access(path, F_OK) != 0) return 0;
+    char *text = zt_read_file(path, &n);
+    if (!text) return -1;
+    char *out = zt_xmalloc(n + 1);
+    size_t o = 0;
+    for (char *line = text; *line;) {
+        char *end = strchr(line, '\n');
+        const size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+        cJSON *j = cJSON_ParseWithLength(line, len);
+        const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
+        const int later = cJSON_IsNumber(st) && st->valuedouble > (double)keep;
+        const int torn = !j && !end;  // a last line cut short by the crash
+        cJSON_Delete(j);
+        if (!later && !torn) memcpy(out + o, line, len), o += len;
+        line += len;
+    }
+    int rc = o == n ? 0 : zt_write_file_atomic(path, out, o);
+    free(out);
+    free(text);
+    return rc;
+}
+
+// TensorBoard: rank 0 the run's curves in RUN/tb, every rank its own in RUN/tb/ranks/rank-N;
+// on resume the records of steps after the checkpoint go first (one curve per tag).
+static int open_tensorboard(const zt_train_opts *o, run_state *r, int64_t start_step) {
+    char dir[4200], host[256] = "";
+    gethostname(host, sizeof host - 1);
+    for (char *c = host; *c; c++)
+        if (*c == '/' || *c == ' ') *c = '_';
+    for (int k = 0; k < 2; k++) {
+        if (k == 0 && r->rank != 0) continue;
+        if (k == 0) snprintf(dir, sizeof dir, "%s/tb", o->run_dir);
+        else snprintf(dir, sizeof dir, "%s/tb/ranks/rank-%05d", o->run_dir, r->rank);
+        if (o->resume && zt_tb_truncate_dir(dir, start_step) < 0) return -1;
+        zt_tb *tb = zt_tb_open(dir, host[0] ? host : "host");
+        if (!tb) return -1;
+        if (k == 0) r->tb = tb;
+        else r->tb_rank = tb;
     }
     return 0;
 }
@@ -636,15 +700,18 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                             r->data_changed ? start_step : -1) == 0;
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
-            r->metrics = fopen(path, o->resume ? "a" : "w");
-            if (!r->metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
+            if (o->resume) ok = truncate_jsonl_steps(path, start_step) == 0;
+            r->metrics = ok ? fopen(path, o->resume ? "a" : "w") : NULL;
+            if (ok && !r->metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
         }
     }
     if (ok) {  // every rank: its own compute / wait split and bytes per step
         snprintf(path, sizeof path, "%s/ranks/rank-%05d.metrics.jsonl", o->run_dir, r->rank);
-        r->rank_metrics = fopen(path, o->resume ? "a" : "w");
-        if (!r->rank_metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
+        if (o->resume) ok = truncate_jsonl_steps(path, start_step) == 0;
+        r->rank_metrics = ok ? fopen(path, o->resume ? "a" : "w") : NULL;
+        if (ok && !r->rank_metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
     }
+    if (ok && o->tensorboard) ok = open_tensorboard(o, r, start_step) == 0;
     if (ok && o->trace_blocks) {  // every rank: its own block ids per step
         snprintf(path, sizeof path, "%s/ranks/rank-%05d.blocks", o->run_dir, r->rank);
         r->trace = fopen(path, o->resume ? "a" : "w");
@@ -718,6 +785,20 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         loss_last = s.loss;
         lr_last = s.lr;
         const double tok_s = (double)s.tokens / s.t_step;
+        if (r->tb_rank) {  // this rank's own view: its throughput and how long it waited
+            const double wt = wall_clock();
+            zt_tb_scalar(r->tb_rank, "rank/tok_per_s", step + 1, wt, (float)(tok_s / r->world));
+            zt_tb_scalar(r->tb_rank, "rank/step_time_s", step + 1, wt, (float)s.t_step);
+            zt_tb_scalar(r->tb_rank, "rank/comm_wait_share", step + 1, wt, (float)(s.t_comm_wait / s.t_step));
+            zt_tb_scalar(r->tb_rank, "rank/bytes_gathered", step + 1, wt, (float)s.bytes_gathered);
+            zt_tb_scalar(r->tb_rank, "rank/bytes_scattered", step + 1, wt, (float)s.bytes_scattered);
+            if (zt_tb_flush(r->tb_rank) != 0) {
+                fprintf(stderr, "zerotrain: warning: %s; TensorBoard output of rank %d stops here\n", zt_errmsg(),
+                        r->rank);
+                zt_tb_close(r->tb_rank);
+                r->tb_rank = NULL;
+            }
+        }
         fprintf(r->rank_metrics,
                 "{\"step\":%lld,\"rank\":%d,\"tok_per_s\":%.1f,\"step_time_s\":%.4f,\"compute_s\":%.4f,"
                 "\"comm_wait_s\":%.4f,\"bytes_gathered\":%lld,\"bytes_scattered\":%lld}\n",
@@ -744,6 +825,25 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                     (long long)s.bytes_gathered, (long long)s.bytes_scattered, hb.gpu_hours, hb.gpu_hours_at_risk,
                     now - t_start, (long long)s.targets);
             fflush(r->metrics);
+            if (r->tb) {
+                const double wt = wall_clock();
+                const struct { const char *tag; double v; } sc[] = {
+                    {"train/loss", s.loss}, {"train/lr", s.lr}, {"train/grad_norm", s.grad_norm},
+                    {"train/clip_coef", s.clip_coef}, {"train/trained_tokens", (double)s.targets},
+                    {"train/tokens", (double)tokens_seen}, {"perf/tok_per_s", tok_s},
+                    {"perf/tok_per_s_per_rank", tok_s / r->world}, {"perf/step_time_s", s.t_step},
+                    {"perf/comm_wait_share", s.t_comm_wait / s.t_step},
+                    {"comm/bytes_gathered", (double)s.bytes_gathered}, {"comm/bytes_scattered", (double)s.bytes_scattered},
+                    {"cost/gpu_hours", hb.gpu_hours}, {"cost/gpu_hours_at_risk", hb.gpu_hours_at_risk}};
+                for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++)
+                    zt_tb_scalar(r->tb, sc[k].tag, step + 1, wt, (float)sc[k].v);
+                if (zt_tb_flush(r->tb) != 0) {
+                    fprintf(stderr, "zerotrain: warning: %s; TensorBoard output stops here (metrics.jsonl goes on)\n",
+                            zt_errmsg());
+                    zt_tb_close(r->tb);
+                    r->tb = NULL;
+                }
+            }
             if (o->log_every > 0 && ((step + 1) % o->log_every == 0 || steps_run == 1 || step + 1 == total_steps)) {
                 printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s (%.0f "
                        "/rank) | %.3f s, comm wait %.0f%%\n",

@@ -35,6 +35,7 @@ typedef struct {
     int allow_long_seq;      // seq_len > max_position_embeddings passes the preflight gate
     int verify_data;         // crc32c of every data file before training
     int save_final;          // write RUN/final/ (HF config.json + model.safetensors)
+    int tensorboard;         // write RUN/tb/ event files (default 1)
     int save_dtype;          // ZT_ST_BF16 or ZT_ST_F32
     int evenfix;             // stop every rank at the global minimum block count (default 1)
     double collective_timeout, first_collective_timeout;  // seconds; 0 = defaults

@@ -25,3 +25,7 @@ set_tests_properties(ops_cli_train_complete ops_cli_train_hang ops_cli_train_kil
 add_test(NAME ops_slurm COMMAND bash ${ZT_TEST_DIR}/cli/slurm_test.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
                                 ${CMAKE_BINARY_DIR}/test-work/ops_slurm)
 set_tests_properties(ops_slurm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)
+
+# TensorBoard event files (runtime/tboard.c): bytes equal to TensorBoard's own writer, CRCs,
+# the resume truncation. The end-to-end read back by TensorBoard's reader is train_cli_tensorboard.
+zt_add_test(test_tboard ${ZT_TEST_DIR}/test_tboard.c zt_runtime)

@@ -160,5 +160,23 @@ device)
         echo "ok [$CASE]: --device auto chose the cpu backend"
     fi
     ;;
+tensorboard)
+    # RUN/tb read by TensorBoard's own reader equals metrics.jsonl, each step once, also after a
+    # resume from an earlier checkpoint over steps that were already logged (they are replaced)
+    small_data
+    common=(--init "$GOLD/tiny_tied" --data "$W/data" --run-dir "$W/run" --steps 5 --threads 1 --no-save-final
+        --save-every 2 --keep-last 0 --eval-data "$W/data" --eval-every 2)
+    "$ZT" train "${common[@]}" >"$W/out.txt" 2>&1 || { cat "$W/out.txt"; fail "train"; }
+    ls "$W/run/tb"/events.out.tfevents.* >/dev/null 2>&1 || fail "no event file in RUN/tb"
+    "$ZT" train "${common[@]}" --resume "$W/run/checkpoints/step-00000002" >"$W/out2.txt" 2>&1 ||
+        { cat "$W/out2.txt"; fail "resume from step 2"; }
+    python3 "$SRC/tests/cli/tb_check.py" "$W/run"
+    rc=$?
+    [ $rc -eq 77 ] && exit 77
+    [ $rc -eq 0 ] || fail "TensorBoard's reader disagrees with metrics.jsonl"
+    "$ZT" train "${common[@]}" --run-dir "$W/run_off" --no-tensorboard >/dev/null 2>&1 || fail "--no-tensorboard run"
+    [ ! -e "$W/run_off/tb" ] || fail "--no-tensorboard wrote RUN/tb"
+    echo "ok [$CASE]"
+    ;;
 *) fail "unknown case" ;;
 esac

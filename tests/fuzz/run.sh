@@ -2,17 +2,18 @@
 # Build the libFuzzer harnesses (clang, ASan + UBSan) in build-fuzz/ and run each for a
 # fixed time on its seed corpus; exit 1 on any finding (crash, sanitizer report,
 # violated property, leak, timeout), naming the saved input.
-#   bash tests/fuzz/run.sh [--build-only] [--seconds N] [--runs N] [--jobs J] [--seed S] [TARGET ...]
+#   bash tests/fuzz/run.sh [--build-only] [--seconds N] [--runs N] [--jobs J] [--seed S] [--fresh] [TARGET ...]
 # --seconds bounds each process's time (default 30), --runs its executions (whichever
 # comes first); --jobs J runs J processes per target sharing the corpus; --seed S fixes
-# libFuzzer's random seed (ctest uses 1, so a CI finding replays the same way).
+# libFuzzer's random seed (ctest uses 1 and a fixed --runs, so a CI finding replays the
+# same way); --fresh starts from the checked-in seeds only (drops the corpus earlier runs grew).
 # Targets: safetensors dataset config tokenizer jsonl ckpt_meta (default: all).
 # New inputs found go to build-fuzz/corpus/TARGET (not the checked-in seeds);
 # findings to build-fuzz/findings/. See tests/fuzz/README.
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 B=${ZT_FUZZ_BUILD:-$SRC/build-fuzz}
-SECONDS_EACH=30 RUNS=-1 BUILD_ONLY=0 JOBS=1 SEED=0 TARGETS=()
+SECONDS_EACH=30 RUNS=-1 BUILD_ONLY=0 JOBS=1 SEED=0 FRESH=0 TARGETS=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --build-only) BUILD_ONLY=1 ;;
@@ -20,7 +21,8 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift ;;
     --jobs) JOBS=$2; shift ;;
     --seed) SEED=$2; shift ;;
-    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    --fresh) FRESH=1 ;;
+    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) TARGETS+=("$1") ;;
     esac
@@ -46,6 +48,7 @@ fail=0
 for t in "${TARGETS[@]}"; do
     exe="$B/fuzz_$t"
     [ -x "$exe" ] || { echo "run.sh: no harness fuzz_$t" >&2; exit 2; }
+    [ "$FRESH" = 1 ] && rm -rf "$B/corpus/$t"
     mkdir -p "$B/corpus/$t"
     dict=()
     case $t in
