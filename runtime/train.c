@@ -254,6 +254,22 @@ static const char *human(double b, char *buf, size_t n) {
     return buf;
 }
 
+// The terminal's progress line (rank 0): cleared before anything else is printed.
+static int g_progress_shown;
+static void clear_progress(void) {
+    if (!g_progress_shown) return;
+    printf("\r\033[K");
+    g_progress_shown = 0;
+}
+
+static const char *human_time(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e9) snprintf(buf, n, "?");
+    else if (s < 60) snprintf(buf, n, "%.0f s", s);
+    else if (s < 3600) snprintf(buf, n, "%d min %02d s", (int)(s / 60), (int)s % 60);
+    else snprintf(buf, n, "%d h %02d min", (int)(s / 3600), (int)(s / 60) % 60);
+    return buf;
+}
+
 static double wall_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -288,6 +304,7 @@ static int run_eval(const zt_train_opts *o, run_state *r, int64_t step) {
     if (rc) return -1;
     const double loss = targets ? sum / (double)targets : NAN, dt = zt_now() - t0;
     if (r->rank == 0) {
+        clear_progress();
         printf("eval  %5lld | loss %.4f | ppl %.3f | %lld blocks, %lld targets | %.2f s\n", (long long)step, loss,
                exp(loss), (long long)n, (long long)targets, dt);
         fflush(stdout);
@@ -730,6 +747,9 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     const double t_loop = zt_now();
     double t_durable = t_loop;  // when the last checkpoint committed (GPU-hours at risk count from here)
     int stopped = 0, rc = 0;
+    // A terminal gets a progress line updated in place; logs and Slurm output (not a
+    // terminal) only the plain --log-every lines, so they stay greppable.
+    const int progress_tty = R0 && o->log_every > 0 && isatty(STDOUT_FILENO);
     for (int64_t step = start_step; step < total_steps; step++) {
         const int64_t e = step / steps_per_epoch, within = step % steps_per_epoch;
         if (e != epoch) {
@@ -844,13 +864,32 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                     r->tb = NULL;
                 }
             }
-            if (o->log_every > 0 && ((step + 1) % o->log_every == 0 || steps_run == 1 || step + 1 == total_steps)) {
+            const int logged =
+                o->log_every > 0 && ((step + 1) % o->log_every == 0 || steps_run == 1 || step + 1 == total_steps);
+            clear_progress();  // the progress line gives way to the plain one
+            if (logged) {
                 printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s (%.0f "
                        "/rank) | %.3f s, comm wait %.0f%%\n",
                        (long long)step + 1, (long long)total_steps, (long long)epoch, s.loss, s.lr, s.grad_norm,
                        s.clip_coef < 1 ? " (clipped)" : "", tok_s, tok_s / r->world, s.t_step,
                        100.0 * s.t_comm_wait / s.t_step);
                 fflush(stdout);
+            }
+            if (progress_tty && step + 1 < total_steps) {
+                // on a terminal: one line rewritten in place, ETA from the mean step time so far
+                int64_t next_save = steps_per_epoch - (step + 1) % steps_per_epoch;
+                if (o->save_every > 0 && o->save_every - (step + 1) % o->save_every < next_save)
+                    next_save = o->save_every - (step + 1) % o->save_every;
+                if (total_steps - (step + 1) < next_save) next_save = total_steps - (step + 1);
+                char eta[32], eta_save[32];
+                printf("[%lld/%lld %4.1f%%] epoch %lld | %.2fM tokens | %.0f tok/s | loss %.4f | ETA %s | next "
+                       "checkpoint in %lld step%s (%s)",
+                       (long long)step + 1, (long long)total_steps, 100.0 * (double)(step + 1) / (double)total_steps,
+                       (long long)epoch, (double)tokens_seen / 1e6, tok_s, s.loss,
+                       human_time(mean_step * (double)(total_steps - step - 1), eta, sizeof eta), (long long)next_save,
+                       next_save == 1 ? "" : "s", human_time(mean_step * (double)next_save, eta_save, sizeof eta_save));
+                fflush(stdout);
+                g_progress_shown = 1;
             }
         }
 
@@ -895,10 +934,14 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                 break;
             }
             t_durable = zt_now();
-            if (R0) printf("checkpoint: step %lld -> %s (%.2f s)\n", (long long)step + 1, ckpt_path, t_durable - ts);
+            if (R0) {
+                clear_progress();
+                printf("checkpoint: step %lld -> %s (%.2f s)\n", (long long)step + 1, ckpt_path, t_durable - ts);
+            }
         }
         if (stop && !last) {
             stopped = 1;
+            if (R0) clear_progress();
             if (R0)
                 printf("stopped: a stop signal (SIGUSR1/SIGTERM) reached %d rank%s; checkpoint of step %lld committed; "
                        "continue with --resume\n", s.stop_requested, s.stop_requested == 1 ? "" : "s",
@@ -908,6 +951,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     }
     free(settings);
     free(slices);
+    if (R0) clear_progress();
     if (rc != 0) return -1;
     const double loop_s = zt_now() - t_loop;
     if (R0 && steps_run > 0)

@@ -178,5 +178,22 @@ tensorboard)
     [ ! -e "$W/run_off/tb" ] || fail "--no-tensorboard wrote RUN/tb"
     echo "ok [$CASE]"
     ;;
+progress)
+    # on a terminal (script(1) gives one): a progress line rewritten in place with the ETA and the
+    # next checkpoint; into a file: only the plain --log-every lines, nothing rewritten
+    small_data
+    common=(--init "$GOLD/tiny_tied" --data "$W/data" --steps 8 --threads 1 --no-save-final --log-every 4
+        --save-every 5)
+    command -v script >/dev/null || { echo "SKIPPED: script(1) not installed"; exit 77; }
+    script -qec "$(printf '%q ' "$ZT" train "${common[@]}" --run-dir "$W/tty")" /dev/null >"$W/tty.txt" 2>&1 ||
+        { cat "$W/tty.txt"; fail "train on a terminal"; }
+    grep -q "ETA" "$W/tty.txt" || { cat -v "$W/tty.txt"; fail "no progress line with an ETA on a terminal"; }
+    grep -q "next checkpoint in 3 steps" "$W/tty.txt" || { cat -v "$W/tty.txt"; fail "progress lacks the next checkpoint"; }
+    grep -q $'\r' "$W/tty.txt" || fail "the progress line is not rewritten in place"
+    "$ZT" train "${common[@]}" --run-dir "$W/file" >"$W/file.txt" 2>&1 || { cat "$W/file.txt"; fail "train into a file"; }
+    ! grep -q "ETA" "$W/file.txt" && ! grep -q $'\r' "$W/file.txt" || fail "progress line written to a file"
+    [ "$(grep -c '^step ' "$W/file.txt")" -eq 3 ] || { cat "$W/file.txt"; fail "expected 3 plain step lines (1, 4, 8)"; }
+    echo "ok [$CASE]"
+    ;;
 *) fail "unknown case" ;;
 esac
