@@ -70,6 +70,8 @@ typedef enum {
     ZT_PACK_JSONL = 3,       // JSON Lines: the document is the string member opts.field of each line's object
     ZT_PACK_TEXT_FILES = 4,  // UTF-8 text, each file one document
     ZT_PACK_TEXT_LINES = 5,  // UTF-8 text, each non-empty line one document (without its \n or \r\n)
+    ZT_PACK_CHAT = 6,        // JSON Lines of conversations (member opts.field, default "messages"), rendered
+                             // with the Qwen3 chat template (data/chat.c): version 2 words with loss masks
 } zt_pack_input;
 
 struct zt_tokenizer;  // data/tokenizer.h
@@ -85,21 +87,28 @@ typedef struct {
                              // round-robin by row, each rank packed separately: uneven block counts)
     const char *tokenizer;   // recorded in dataset.json ("bytes", "ids", or a tokenizer hash)
     int quiet;
-    // text kinds only (jsonl, text files, lines):
+    // text kinds only (jsonl, text files, lines, chat):
     const struct zt_tokenizer *tok;  // required; vocab_size must be >= its vocabulary
-    const char *field;       // jsonl member holding the document (NULL: "text")
+    const char *field;       // jsonl member holding the document (NULL: "text"); chat: the messages (NULL: "messages")
     int skip_bad;            // count and skip bad documents (invalid UTF-8, malformed JSON line,
                              // missing or non-string field, empty document) instead of failing
     int threads;             // tokenizer workers; <= 0: one per core
+    // chat only: no eos (each turn ends with <|im_end|>\n); a conversation never straddles two
+    // blocks (the rest of a block it does not fit in is padded), one longer than seq_len is skipped
+    int train_on;            // zt_chat_train (data/chat.h): which tokens are trained targets
+    const char *chat_template;  // recorded in dataset.json: "qwen3 crc32c:xxxxxxxx"
 } zt_pack_opts;
 
 typedef struct {
-    int64_t documents;       // non-empty documents read (empty files/lines are skipped)
-    int64_t tokens;          // tokens produced, eos included: blocks * seq_len + dropped_tokens
+    int64_t documents;       // non-empty documents (chat: conversations) packed
+    int64_t tokens;          // tokens produced, eos (chat: padding) included: blocks * seq_len + dropped_tokens
     int64_t blocks;          // over all output files
     int64_t dropped_tokens;  // each output stream's tail shorter than one block
     int64_t bytes_in;        // input bytes read
     int64_t bad_documents;   // text kinds with skip_bad: documents skipped as bad
+    int64_t conversations_too_long;  // chat: longer than seq_len, skipped
+    int64_t trained_tokens;  // chat: words without ZT_TOK_NO_LOSS
+    int64_t padding_tokens;  // chat: padding words (<|endoftext|>, NO_LOSS) filling blocks
     int nfiles;              // block files written
     double seconds;
 } zt_pack_stats;

@@ -2,6 +2,8 @@
 // plain bytes) or of text (JSON Lines, text files, text lines: data/pack_text.c
 // tokenizes them) into a dataset directory of seq_len-token uint32 block files plus
 // dataset.json, written last so that its presence means the pack completed.
+// Conversations (--input chat) become version 2 words with loss masks; each one sits
+// inside a single block, the rest of a block it does not fit in is padding.
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/chat.h"
 #include "data/crc32c.h"
 #include "data/dataset.h"
 #include "data/pack_text.h"
@@ -35,6 +38,7 @@ typedef struct {
     uint32_t crc;
     uint64_t bytes_written;
     int64_t blocks, documents, tokens, dropped;
+    int64_t trained, padding;  // chat
 } pack_writer;
 
 typedef struct {
@@ -44,6 +48,7 @@ typedef struct {
     pack_writer *cur;  // stream of the document being read; NULL between documents
     zt_pack_stats *st;
     double t0, last_report;
+    uint32_t pad_id;  // chat: <|endoftext|>
 } packer;
 
 static int write_all(pack_writer *w, const void *data, size_t n) {
@@ -233,8 +238,38 @@ static int sink_put(void *ctx, const uint32_t *ids, size_t n) {
     return 0;
 }
 
+// Chat: the rest of the current block as padding words: <|endoftext|>, never a target,
+// the first one starting a document of its own (so isolated attention keeps it apart).
+static int pad_block(packer *pk, pack_writer *w) {
+    const int64_t pos = w->n % pk->o->seq_len;  // w->buf always starts on a block boundary
+    if (pos == 0) return 0;
+    pk->cur = w;
+    const int64_t k = pk->o->seq_len - pos;
+    int rc = 0;
+    for (int64_t i = 0; i < k && rc == 0; i++)
+        rc = put_token(pk, pk->pad_id | ZT_TOK_NO_LOSS | (i == 0 ? ZT_TOK_DOC_START : 0));
+    w->padding += k;
+    pk->cur = NULL;
+    return rc;
+}
+
+// Chat: a whole conversation (n <= seq_len words), in the current block if it fits there,
+// else at the start of the next one.
+static int sink_put_conversation(void *ctx, const uint32_t *words, size_t n, int64_t trained) {
+    packer *pk = ctx;
+    begin_doc(pk);
+    pack_writer *w = pk->cur;
+    int rc = 0;
+    if (w->n % pk->o->seq_len + (int64_t)n > pk->o->seq_len) rc = pad_block(pk, w);
+    pk->cur = w;
+    for (size_t i = 0; i < n && rc == 0; i++) rc = put_token(pk, words[i]);
+    w->trained += trained;
+    pk->cur = NULL;
+    return rc;
+}
+
 static int is_text_kind(zt_pack_input k) {
-    return k == ZT_PACK_JSONL || k == ZT_PACK_TEXT_FILES || k == ZT_PACK_TEXT_LINES;
+    return k == ZT_PACK_JSONL || k == ZT_PACK_TEXT_FILES || k == ZT_PACK_TEXT_LINES || k == ZT_PACK_CHAT;
 }
 
 static int pack_input(packer *pk, const char *input) {
@@ -267,14 +302,22 @@ static const char *input_name(zt_pack_input k) {
     case ZT_PACK_JSONL: return "jsonl";
     case ZT_PACK_TEXT_FILES: return "text";
     case ZT_PACK_TEXT_LINES: return "lines";
+    case ZT_PACK_CHAT: return "chat";
     default: return "ids";
     }
 }
 
 static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, const zt_pack_stats *st) {
+    const int chat = o->input == ZT_PACK_CHAT;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", ZT_DATASET_FORMAT);
-    cJSON_AddNumberToObject(root, "version", ZT_DATASET_VERSION);
+    cJSON_AddNumberToObject(root, "version", chat ? ZT_DATASET_VERSION_FLAGS : ZT_DATASET_VERSION);
+    if (chat) {
+        cJSON *tf = cJSON_AddObjectToObject(root, "token_flags");
+        cJSON_AddNumberToObject(tf, "doc_start_bit", 30);
+        cJSON_AddNumberToObject(tf, "no_loss_bit", 31);
+        cJSON_AddStringToObject(root, "doc_attention", "isolated");  // the trainer's default for this data
+    }
     cJSON_AddNumberToObject(root, "seq_len", o->seq_len);
     cJSON_AddNumberToObject(root, "vocab_size", (double)o->vocab_size);
     if (o->eos_id >= 0) cJSON_AddNumberToObject(root, "eos_id", (double)o->eos_id);
@@ -282,10 +325,21 @@ static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, c
     // Informational: the reader ignores these, preflight and people read them.
     cJSON_AddStringToObject(root, "input", input_name(o->input));
     if (o->input == ZT_PACK_JSONL) cJSON_AddStringToObject(root, "field", o->field && o->field[0] ? o->field : "text");
+    if (chat) {
+        cJSON_AddStringToObject(root, "field", o->field && o->field[0] ? o->field : "messages");
+        cJSON_AddStringToObject(root, "train_on", zt_chat_train_name((zt_chat_train)o->train_on));
+        if (o->chat_template) cJSON_AddStringToObject(root, "chat_template", o->chat_template);
+        cJSON_AddNumberToObject(root, "pad_id", (double)zt_tokenizer_token_id(o->tok, "<|endoftext|>"));
+    }
     if (is_text_kind(o->input)) cJSON_AddNumberToObject(root, "bad_documents_skipped", (double)st->bad_documents);
     cJSON_AddStringToObject(root, "layout", nw > 1 || o->per_rank > 0 ? "per-rank" : "single");
     cJSON_AddNumberToObject(root, "documents", (double)st->documents);
     cJSON_AddNumberToObject(root, "dropped_tokens", (double)st->dropped_tokens);
+    if (chat) {
+        cJSON_AddNumberToObject(root, "conversations_too_long", (double)st->conversations_too_long);
+        cJSON_AddNumberToObject(root, "trained_tokens", (double)st->trained_tokens);
+        cJSON_AddNumberToObject(root, "padding_tokens", (double)st->padding_tokens);
+    }
     cJSON *files = cJSON_AddArrayToObject(root, "files");
     for (int i = 0; i < nw; i++) {
         cJSON *f = cJSON_CreateObject();
@@ -298,6 +352,10 @@ static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, c
         cJSON_AddStringToObject(f, "crc32c", crc);
         cJSON_AddNumberToObject(f, "documents", (double)w[i].documents);
         cJSON_AddNumberToObject(f, "dropped_tokens", (double)w[i].dropped);
+        if (chat) {
+            cJSON_AddNumberToObject(f, "trained_tokens", (double)w[i].trained);
+            cJSON_AddNumberToObject(f, "padding_tokens", (double)w[i].padding);
+        }
         cJSON_AddItemToArray(files, f);
     }
     char *s = cJSON_Print(root);
@@ -326,6 +384,16 @@ static int check_opts(const zt_pack_opts *o, int ninputs) {
         return zt_err("pack: eos id %lld >= vocab_size %lld", (long long)o->eos_id, (long long)o->vocab_size);
     if (o->per_rank < 0 || o->per_rank > 99999)
         return zt_err("pack: per_rank %d must be in [0, 99999] (0 = one data.u32 file)", o->per_rank);
+    if (o->input == ZT_PACK_CHAT) {
+        if (o->eos_id >= 0)
+            return zt_err("pack: --input chat appends no eos (the template ends every turn with <|im_end|>\\n)");
+        if (o->vocab_size > (int64_t)ZT_TOK_ID_MASK + 1)
+            return zt_err("pack: vocab_size %lld: version 2 words hold ids below 2^30", (long long)o->vocab_size);
+        if (zt_tokenizer_token_id(o->tok, "<|endoftext|>") < 0)
+            return zt_err("pack: --input chat pads blocks with <|endoftext|>, which the tokenizer lacks");
+        if (o->train_on < ZT_CHAT_TRAIN_ASSISTANT || o->train_on > ZT_CHAT_TRAIN_ALL)
+            return zt_err("pack: unknown train_on rule %d", o->train_on);
+    }
     return 0;
 }
 
@@ -357,6 +425,7 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     if (cap_blocks < 1) cap_blocks = 1;
     pack_writer *w = zt_xcalloc((size_t)nw, sizeof *w);
     packer pk = {.o = opts, .w = w, .nw = nw, .st = stats, .t0 = zt_now()};
+    if (opts->input == ZT_PACK_CHAT) pk.pad_id = (uint32_t)zt_tokenizer_token_id(opts->tok, "<|endoftext|>");
     pk.last_report = pk.t0;
     int rc = 0, opened = 0;
     for (int i = 0; i < nw && rc == 0; i++, opened++) {
@@ -371,7 +440,7 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
         w[i].buf = zt_xmalloc((size_t)w[i].cap * 4);
     }
     if (rc == 0 && is_text_kind(opts->input)) {
-        zt_pack_sink sink = {&pk, sink_begin, sink_put, sink_end, sink_progress};
+        zt_pack_sink sink = {&pk, sink_begin, sink_put, sink_end, sink_progress, sink_put_conversation};
         rc = zt_pack_text(inputs, ninputs, opts, &sink, stats);
     } else {
         for (int i = 0; i < ninputs && rc == 0; i++) rc = pack_input(&pk, inputs[i]);
@@ -379,13 +448,18 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
 
     // Each stream's tail shorter than a block is dropped, never padded: padding
     // would train on fake tokens, and a short block breaks the fixed block size.
+    // Chat words say which tokens are targets, so there the last block is padded
+    // (nothing trains on the padding) and nothing is dropped.
     for (int i = 0; i < nw && rc == 0; i++) {
+        if (opts->input == ZT_PACK_CHAT && (rc = pad_block(&pk, &w[i]))) break;
         rc = flush_blocks(&w[i], opts->seq_len);
         if (rc) break;
         w[i].dropped = w[i].n;
         stats->dropped_tokens += w[i].n;
         stats->blocks += w[i].blocks;
         stats->tokens += w[i].tokens;
+        stats->trained_tokens += w[i].trained;
+        stats->padding_tokens += w[i].padding;
         // dataset.json must never describe data that a crash could still lose.
         if (fsync(w[i].fd) != 0) rc = zt_err("%s: fsync failed: %s", w[i].path, strerror(errno));
     }

@@ -4,6 +4,8 @@
 // document still keeps every worker busy, the workers tokenize the pieces, and the
 // documents go to the block writer in input order. A bad document stops the pack
 // with file:line and the rule it broke, or is counted and skipped (skip_bad).
+// Chat lines are rendered, tokenized whole and masked by the workers (data/chat.c) and
+// go to the block writer as version 2 words.
 #define _GNU_SOURCE
 #include "data/pack_text.h"
 
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/chat.h"
 #include "data/tokenizer.h"
 #include "runtime/common.h"
 
@@ -40,6 +43,9 @@ typedef struct {
     char *err;           // why the record is not a document (malloc'd), or NULL
     int blank;           // a blank line: not a document, not an error
     size_t piece0, npieces;
+    uint32_t *words;     // chat: the conversation's version 2 words (malloc'd)
+    size_t nwords;
+    int64_t ntrained;
 } record;
 
 typedef struct {
@@ -59,7 +65,11 @@ typedef struct {
     zt_ids *pids;
     int64_t *perr;
     size_t npieces, piece_cap, pids_cap;
-    int64_t warned;
+    int64_t warned, warned_long;
+    // chat: per worker, an encoder and scratch (a conversation is encoded whole, then masked)
+    zt_encoder **enc;
+    zt_chat *chat;
+    zt_chat_tokens *ctok;
 } text_reader;
 
 static char *msgf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -246,6 +256,30 @@ static char *member_bytes(const char *raw, size_t n, const char *key, size_t *le
     }
 }
 
+// Worker side, a chat line parsed by prepare_record: render the conversation, tokenize
+// it whole, mask it, and make its words. Sets r->words, or r->err.
+static void prepare_conversation(text_reader *tr, record *r) {
+    if (has_nul_escape(r->raw, r->rawlen)) {
+        r->err = msgf("the line holds \\u0000: --input chat does not support NUL characters in conversations");
+        return;
+    }
+    const int w = omp_get_thread_num();
+    zt_chat *c = &tr->chat[w];
+    zt_chat_tokens *t = &tr->ctok[w];
+    if (zt_chat_render(r->json, tr->field, r->raw, r->rawlen, (zt_chat_train)tr->o->train_on, c) ||
+        zt_chat_tokenize(tr->enc[w], tr->o->tok, c, t)) {
+        r->err = strdup(zt_errmsg());
+        return;
+    }
+    r->nwords = t->ids.n;
+    r->ntrained = t->ntrained;
+    if (r->nwords > (size_t)tr->o->seq_len) return;  // too long: only the count is needed
+    r->words = malloc(r->nwords * sizeof *r->words);
+    if (!r->words) zt_fatal("out of host memory for a %zu-token conversation", r->nwords);
+    for (size_t i = 0; i < r->nwords; i++)
+        r->words[i] = t->ids.ids[i] | (i == 0 ? ZT_TOK_DOC_START : 0) | (t->trained[i] ? 0 : ZT_TOK_NO_LOSS);
+}
+
 // Worker side, per record: find the document and check what can be checked
 // before tokenizing. Sets r->text/len, or r->err, or r->blank.
 static void prepare_record(text_reader *tr, record *r) {
@@ -301,6 +335,12 @@ static void prepare_record(text_reader *tr, record *r) {
         while (*end == ' ' || *end == '\t') end++;
         r->err = msgf("text after the JSON value at column %zu; each line must hold exactly one JSON object",
                       (size_t)(end - r->raw) + 1);
+        return;
+    }
+    if (tr->o->input == ZT_PACK_CHAT) {
+        prepare_conversation(tr, r);
+        cJSON_Delete(r->json);  // the words are all that is kept
+        r->json = NULL;
         return;
     }
     if (!cJSON_IsObject(r->json)) {
@@ -376,12 +416,50 @@ static int bad_document(text_reader *tr, const record *r, const char *why) {
     return 0;
 }
 
+static void free_records(text_reader *tr) {
+    for (size_t i = 0; i < tr->nrec; i++) {
+        free(tr->rec[i].err);
+        free(tr->rec[i].owned);
+        free(tr->rec[i].words);
+        cJSON_Delete(tr->rec[i].json);
+    }
+    tr->nrec = 0;
+}
+
+// Chat: the batch's conversations, already words, to the sink in input order; one longer
+// than a block is skipped (a conversation is never split), counted and reported.
+static int finish_chat_batch(text_reader *tr) {
+    int rc = 0;
+    for (size_t i = 0; i < tr->nrec && rc == 0; i++) {
+        const record *r = &tr->rec[i];
+        if (r->blank) continue;
+        if (r->err) {
+            rc = bad_document(tr, r, r->err);
+        } else if (r->nwords > (size_t)tr->o->seq_len) {
+            tr->st->conversations_too_long++;
+            if (!tr->o->quiet && tr->warned_long++ < MAX_WARNINGS) {
+                fprintf(stderr,
+                        "pack: skipping %s:%lld: the conversation has %zu tokens, more than --seq-len %d (a "
+                        "conversation is never split across blocks)\n",
+                        tr->inputs[r->input], (long long)r->line, r->nwords, tr->o->seq_len);
+                if (tr->warned_long == MAX_WARNINGS)
+                    fprintf(stderr, "pack: (further conversations longer than --seq-len are only counted)\n");
+            }
+        } else {
+            rc = tr->sink->put_conversation(tr->sink->ctx, r->words, r->nwords, r->ntrained);
+        }
+    }
+    free_records(tr);
+    return rc;
+}
+
 // Turn the batch's records into documents and hand them to the sink.
 static int run_batch(text_reader *tr) {
     if (tr->nrec == 0) return 0;
     long long n = (long long)tr->nrec;
 #pragma omp parallel for num_threads(tr->nthreads) schedule(dynamic, 64)
     for (long long i = 0; i < n; i++) prepare_record(tr, &tr->rec[i]);
+    if (tr->o->input == ZT_PACK_CHAT) return finish_chat_batch(tr);
 
     // pieces: whole documents, long ones cut at safe points
     tr->npieces = 0;
@@ -431,12 +509,7 @@ static int run_batch(text_reader *tr) {
             rc = tr->sink->put(tr->sink->ctx, tr->pids[k].ids, tr->pids[k].n);
         if (rc == 0) rc = tr->sink->end_doc(tr->sink->ctx);
     }
-    for (size_t i = 0; i < tr->nrec; i++) {
-        free(tr->rec[i].err);
-        free(tr->rec[i].owned);
-        cJSON_Delete(tr->rec[i].json);
-    }
-    tr->nrec = 0;
+    free_records(tr);
     return rc;
 }
 
@@ -544,9 +617,19 @@ int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, 
                  zt_pack_stats *st) {
     if (!o->tok) return zt_err("pack: text input needs a tokenizer (opts.tok)");
     text_reader tr = {.o = o, .sink = sink, .st = st, .inputs = inputs, .ninputs = ninputs};
-    tr.field = o->field && o->field[0] ? o->field : "text";
-    tr.pool = kept_pool ? kept_pool : zt_tok_pool_new(o->tok, o->threads);
-    tr.nthreads = zt_tok_pool_threads(tr.pool);
+    const int chat = o->input == ZT_PACK_CHAT;
+    if (chat && !sink->put_conversation) return zt_err("pack: --input chat needs a sink for whole conversations");
+    tr.field = o->field && o->field[0] ? o->field : chat ? "messages" : "text";
+    if (chat) {  // the workers encode whole conversations themselves: no pool
+        tr.nthreads = o->threads > 0 ? o->threads : omp_get_num_procs();
+        tr.enc = zt_xcalloc((size_t)tr.nthreads, sizeof *tr.enc);
+        tr.chat = zt_xcalloc((size_t)tr.nthreads, sizeof *tr.chat);
+        tr.ctok = zt_xcalloc((size_t)tr.nthreads, sizeof *tr.ctok);
+        for (int w = 0; w < tr.nthreads; w++) tr.enc[w] = zt_encoder_new(o->tok);
+    } else {
+        tr.pool = kept_pool ? kept_pool : zt_tok_pool_new(o->tok, o->threads);
+        tr.nthreads = zt_tok_pool_threads(tr.pool);
+    }
     int rc = 0;
     if (o->input == ZT_PACK_TEXT_FILES) rc = read_files(&tr);
     else
@@ -559,6 +642,14 @@ int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, 
     free(tr.poff);
     free(tr.perr);
     free(tr.rec);
-    if (tr.pool != kept_pool) zt_tok_pool_free(tr.pool);
+    for (int w = 0; chat && w < tr.nthreads; w++) {
+        zt_encoder_free(tr.enc[w]);
+        zt_chat_free(&tr.chat[w]);
+        zt_chat_tokens_free(&tr.ctok[w]);
+    }
+    free(tr.enc);
+    free(tr.chat);
+    free(tr.ctok);
+    if (tr.pool && tr.pool != kept_pool) zt_tok_pool_free(tr.pool);
     return rc;
 }

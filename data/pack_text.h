@@ -1,5 +1,5 @@
-// Inside `zerotrain pack`: the text inputs (JSON Lines, text files, text lines),
-// tokenized in parallel and handed, in input order, to pack's block writer.
+// Inside `zerotrain pack`: the text inputs (JSON Lines, text files, text lines, chat
+// conversations), tokenized in parallel and handed, in input order, to pack's block writer.
 // defines: zt_pack_sink, zt_pack_text
 #ifndef ZT_PACK_TEXT_H
 #define ZT_PACK_TEXT_H
@@ -15,12 +15,15 @@ typedef struct {
     int (*put)(void *ctx, const uint32_t *ids, size_t n);
     int (*end_doc)(void *ctx);
     void (*progress)(void *ctx, const char *input);
+    // chat: one whole conversation of version 2 words (at most seq_len of them), `trained`
+    // of them without ZT_TOK_NO_LOSS; begin/put/end are not used
+    int (*put_conversation)(void *ctx, const uint32_t *words, size_t n, int64_t trained);
 } zt_pack_sink;
 
 // Read every input (kind o->input, one of the text kinds), tokenize with o->tok on
 // o->threads workers, and feed the documents to the sink in input order. Adds to
-// st->bytes_in and st->bad_documents. -1 + zt_err naming file:line on a bad
-// document unless o->skip_bad.
+// st->bytes_in, st->bad_documents and (chat) st->conversations_too_long. -1 + zt_err
+// naming file:line on a bad document unless o->skip_bad.
 int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, const zt_pack_sink *sink,
                  zt_pack_stats *st);
 
