@@ -117,20 +117,32 @@ void zt_gprof_report(const zt_gprof *p, const char *title) {
 }
 
 // ---- the layer ------------------------------------------------------------------------------------
-static void attention_fwd(zt_cuda_ctx *c, void *st, const zt_glayer_dims *dm, zt_glayer_acts *a) {
+// cuDNN's graph here is causal over the whole block: given document positions it would
+// attend across packed documents without a word, so that is a precondition failure
+// (zt_fsdp_set_data refuses the combination before any step).
+static void require_no_documents(const int32_t *pos) {
+    if (pos)
+        zt_cuda_die("precondition pos == NULL", "the cuDNN attention cannot keep packed documents apart; use the "
+                    "GEMM attention (--attention gemm) or --doc-attention full", __FILE__, __LINE__);
+}
+
+static void attention_fwd(zt_cuda_ctx *c, void *st, const zt_glayer_dims *dm, const int32_t *pos,
+                          zt_glayer_acts *a) {
     if (zt_glayer_use_cudnn) {
+        require_no_documents(pos);
         if (zt_cudnn_sdpa_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S, dm->H, dm->Hkv, dm->D))
             zt_fatal("%s", zt_errmsg());
         return;
     }
-    zt_cuda_attention_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S, dm->H, dm->Hkv, dm->D);
+    zt_cuda_attention_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv, dm->D);
 }
 
 #define W(i) (params + off[(i)])
 #define DW(i) (dparams + off[(i)])
 
 void zt_glayer_fwd(zt_cuda_ctx *c, void *st, const zt_glayer_dims *dm, const zt_bf16 *params, const float *rc,
-                   const float *rs, const zt_bf16 *x, zt_bf16 *y, zt_glayer_acts *a, zt_gprof *prof) {
+                   const float *rs, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y, zt_glayer_acts *a,
+                   zt_gprof *prof) {
     int64_t off[ZG_NT + 1];
     zt_glayer_offsets(dm, off);
     const int64_t N = dm->N, d = dm->d, F = dm->F, H = dm->H, Hkv = dm->Hkv, D = dm->D;
@@ -143,10 +155,10 @@ void zt_glayer_fwd(zt_cuda_ctx *c, void *st, const zt_glayer_dims *dm, const zt_
     zt_cuda_rmsnorm_fwd(st, a->q, a->qn_rstd, a->q_pre, W(ZG_QNORM), N * H, D, dm->eps);
     zt_cuda_rmsnorm_fwd(st, a->k, a->kn_rstd, a->k_pre, W(ZG_KNORM), N * Hkv, D, dm->eps);
     mark(prof, st, "qk-norm");
-    zt_cuda_rope_fwd(st, a->q, rc, rs, dm->B, dm->S, H, D);
-    zt_cuda_rope_fwd(st, a->k, rc, rs, dm->B, dm->S, Hkv, D);
+    zt_cuda_rope_fwd(st, a->q, rc, rs, pos, dm->B, dm->S, H, D);
+    zt_cuda_rope_fwd(st, a->k, rc, rs, pos, dm->B, dm->S, Hkv, D);
     mark(prof, st, "rope");
-    attention_fwd(c, st, dm, a);
+    attention_fwd(c, st, dm, pos, a);
     mark(prof, st, "attention fwd");
     zt_cuda_matmul_fwd(c, st, a->x_mid, ZT_BF16, a->att, W(ZG_O), N, H * D, d);
     mark(prof, st, "gemm o");
@@ -166,8 +178,8 @@ void zt_glayer_fwd(zt_cuda_ctx *c, void *st, const zt_glayer_dims *dm, const zt_
 }
 
 void zt_glayer_bwd(zt_cuda_ctx *c, void *st, const zt_glayer_dims *dm, const zt_bf16 *params, float *dparams,
-                   const float *rc, const float *rs, const zt_bf16 *x, const zt_glayer_acts *a, zt_glayer_work *w,
-                   zt_bf16 *dx, zt_gprof *prof) {
+                   const float *rc, const float *rs, const int32_t *pos, const zt_bf16 *x, const zt_glayer_acts *a,
+                   zt_glayer_work *w, zt_bf16 *dx, zt_gprof *prof) {
     int64_t off[ZG_NT + 1];
     zt_glayer_offsets(dm, off);
     const int64_t N = dm->N, d = dm->d, F = dm->F, H = dm->H, Hkv = dm->Hkv, D = dm->D;
@@ -187,16 +199,17 @@ void zt_glayer_bwd(zt_cuda_ctx *c, void *st, const zt_glayer_dims *dm, const zt_
     zt_cuda_matmul_bwd(c, st, w->datt, DW(ZG_O), ZT_F32, w->dmid, a->att, W(ZG_O), N, H * D, d, 0);
     mark(prof, st, "gemm o bwd");
     if (zt_glayer_use_cudnn) {
+        require_no_documents(pos);
         if (zt_cudnn_sdpa_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S,
                               H, Hkv, D))
             zt_fatal("%s", zt_errmsg());
     } else {
-        zt_cuda_attention_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S, H,
-                              Hkv, D);
+        zt_cuda_attention_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos, dm->B,
+                              dm->S, H, Hkv, D);
     }
     mark(prof, st, "attention bwd");
-    zt_cuda_rope_bwd(st, w->dq, rc, rs, dm->B, dm->S, H, D);
-    zt_cuda_rope_bwd(st, w->dk, rc, rs, dm->B, dm->S, Hkv, D);
+    zt_cuda_rope_bwd(st, w->dq, rc, rs, pos, dm->B, dm->S, H, D);
+    zt_cuda_rope_bwd(st, w->dk, rc, rs, pos, dm->B, dm->S, Hkv, D);
     mark(prof, st, "rope bwd");
     zt_cuda_rmsnorm_bwd(c, st, w->dqp, DW(ZG_QNORM), w->dq, a->q_pre, W(ZG_QNORM), a->qn_rstd, N * H, D);
     zt_cuda_rmsnorm_bwd(c, st, w->dkp, DW(ZG_KNORM), w->dk, a->k_pre, W(ZG_KNORM), a->kn_rstd, N * Hkv, D);

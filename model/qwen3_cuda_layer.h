@@ -53,14 +53,17 @@ void zt_gprof_report(const zt_gprof *p, const char *title);
 // with "not built" while attention_cudnn.cu is a stub).
 extern int zt_glayer_use_cudnn;
 
-// x -> y (y != x). rope tables [S, D/2].
+// x -> y (y != x). rope tables [S, D/2]. pos: NULL (positions t % S, plain causal
+// attention), or device int32 [B*S] positions inside packed documents (zt_qwen3_batch):
+// RoPE restarts per document and attention stays inside it. The cuDNN attention
+// cannot mask documents: with zt_glayer_use_cudnn, a non-NULL pos is fatal.
 void zt_glayer_fwd(zt_cuda_ctx *c, void *stream, const zt_glayer_dims *dm, const zt_bf16 *params,
-                   const float *rope_cos, const float *rope_sin, const zt_bf16 *x, zt_bf16 *y, zt_glayer_acts *a,
-                   zt_gprof *prof);
-// dx holds d(loss)/dy on entry and d(loss)/dx on return; dparams += .
+                   const float *rope_cos, const float *rope_sin, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y,
+                   zt_glayer_acts *a, zt_gprof *prof);
+// dx holds d(loss)/dy on entry and d(loss)/dx on return; dparams += . pos as forward.
 void zt_glayer_bwd(zt_cuda_ctx *c, void *stream, const zt_glayer_dims *dm, const zt_bf16 *params, float *dparams,
-                   const float *rope_cos, const float *rope_sin, const zt_bf16 *x, const zt_glayer_acts *a,
-                   zt_glayer_work *w, zt_bf16 *dx, zt_gprof *prof);
+                   const float *rope_cos, const float *rope_sin, const int32_t *pos, const zt_bf16 *x,
+                   const zt_glayer_acts *a, zt_glayer_work *w, zt_bf16 *dx, zt_gprof *prof);
 
 // Model FLOPs of one layer, forward + backward (backward = 2 x forward), with the
 // causal attention products counted at half the S x S square:

@@ -105,7 +105,8 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
 // Adam moments and gradient shards are fp32 on the GPU of `dcomm`, an NCCL comm
 // (runtime/comm_nccl.h) that carries the bf16 all-gathers, the fp32 reduce-scatters and
 // the step's all-reduce; compute runs in bf16 on its own stream. `comm` serves host-side
-// collectives (zt_fsdp_gather_full) and may be dcomm itself when those are not used.
+// collectives (zt_fsdp_gather_full, and the per-step trained-target count of version-2
+// data: zt_fsdp_set_data) and may be dcomm itself when those are not used.
 // units[i].master/m/v stay as page-locked host copies for checkpoints and --init:
 // move them with zt_fsdp_to_device / zt_fsdp_to_host. units[i].grad is NULL.
 // A CPU-only build returns -1 with an error naming the missing backend.

@@ -25,6 +25,12 @@
 // gradient sums of squares and the stop flag, whose values it must read to clip,
 // decide and log. Nothing is allocated per step: activations, pools and shards are
 // allocated once here; the op layer's scratch grows stream-ordered only on first use.
+//
+// Data: the host turns each micro-batch's raw block words into bare ids, targets and
+// (isolated documents) positions with zt_qwen3_batch, as fsdp.c does, and uploads them
+// on the compute stream. Version-2 data (zt_fsdp_set_data) needs the step's global
+// target count before the first gradient: one host all-reduce on `comm` per step
+// (zt_fsdp_count_targets), so `comm` must then be a host comm, not the NCCL one.
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -78,8 +84,9 @@ struct zt_fsdp_cuda {
     zt_bf16 **X;                     // [L+1] residual stream, X[l] = layer l's input
     zt_bf16 *xf, *dln, *dx;          // final-norm output, its gradient, activation gradient
     float *hrstd, *rope_cos, *rope_sin;
-    uint32_t *tok_d, *tok_h;         // device [N]; host page-locked [grad_accum * N]
-    int32_t *tgt_d, *tgt_h;
+    uint32_t *tok_d, *tok_h;         // bare ids: device [N]; host page-locked [grad_accum * N]
+    int32_t *tgt_d, *tgt_h;          // targets (-1: none), the same shapes
+    int32_t *pos_d, *pos_h;          // document positions, the same shapes (uploaded only when isolated)
     // the step's all-reduce: [grad_accum losses | nunits sums of squares | stop]
     double *red_d, *red_h;
     int nred;
@@ -235,32 +242,79 @@ static void rs_issue(zt_fsdp *f, int s) {
 
 // ---- one micro-batch ----------------------------------------------------------------------
 
-static void micro_step(zt_fsdp *f, int mb, float scale) {
+// Host slot `slot`'s micro-batch (ids, targets and, isolated, positions) to the device,
+// on the compute stream: ordered before every kernel of the micro-batch.
+static void upload_batch(zt_fsdp *f, int slot) {
+    zt_fsdp_cuda *c = f->cu;
+    const int64_t N = c->dm.N;
+    CK(cudaMemcpyAsync(c->tok_d, c->tok_h + (size_t)slot * N, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
+    CK(cudaMemcpyAsync(c->tgt_d, c->tgt_h + (size_t)slot * N, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
+    if (f->doc_isolated)
+        CK(cudaMemcpyAsync(c->pos_d, c->pos_h + (size_t)slot * N, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
+}
+
+// Raw block words of one micro-batch into host slot `slot`: bare ids (flags cleared, in
+// place), targets and positions, as fsdp.c's micro_step. A NULL block (an evaluation
+// filler, zt_fsdp_eval) runs as zeros whose targets count nothing. Returns the target count.
+static int64_t stage_batch(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
+    zt_fsdp_cuda *c = f->cu;
+    const int64_t S = f->seq_len, B = f->micro_batch, N = B * S;
+    uint32_t *ids = c->tok_h + (size_t)slot * N;
+    int32_t *tgt = c->tgt_h + (size_t)slot * N;
+    for (int64_t b = 0; b < B; b++) {
+        if (blocks[b]) memcpy(ids + b * S, blocks[b], (size_t)S * sizeof(uint32_t));
+        else memset(ids + b * S, 0, (size_t)S * sizeof(uint32_t));
+    }
+    int64_t n = zt_qwen3_batch(ids, B, S, f->doc_isolated, ids, tgt, f->doc_isolated ? c->pos_h + (size_t)slot * N : NULL);
+    for (int64_t b = 0; b < B; b++)
+        if (!blocks[b])
+            for (int64_t t = 0; t < S; t++)
+                if (tgt[b * S + t] >= 0) tgt[b * S + t] = -1, n--;
+    return n;
+}
+
+// The document positions the layers use: NULL for plain causal attention.
+static const int32_t *layer_pos(const zt_fsdp *f) { return f->doc_isolated ? f->cu->pos_d : NULL; }
+
+// Forward through units 0..L, each gathered while its predecessor computes. Returns the
+// head's slot (its gather already waited for) and, tied, the embedding's in *s_emb.
+static int forward_units(zt_fsdp *f, int *s_emb) {
     zt_fsdp_cuda *c = f->cu;
     const zt_qwen3_config *cfg = &f->model.lay.cfg;
     const int L = cfg->num_layers, head = L + 1, tied = cfg->tie_word_embeddings;
     const int64_t N = c->dm.N, d = cfg->hidden_size, V = cfg->vocab_size;
-    cudaStream_t cs = c->cs;
-    CK(cudaMemcpyAsync(c->tok_d, c->tok_h + (size_t)mb * N, (size_t)N * 4, cudaMemcpyHostToDevice, cs));
-    CK(cudaMemcpyAsync(c->tgt_d, c->tgt_h + (size_t)mb * N, (size_t)N * 4, cudaMemcpyHostToDevice, cs));
-
-    // forward
-    int s_cur = gather_issue(f, 0), s_emb = -1;
+    int s_cur = gather_issue(f, 0);
+    *s_emb = -1;
     const zt_bf16 *p = gather_use(f, s_cur);
     for (int u = 0; u <= L; u++) {
         int s_next = gather_issue(f, u + 1);
-        if (u + 1 == head && tied) s_emb = gather_issue(f, 0);  // lm_head is the embedding
+        if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
         zt_fsdp_log(f, ZT_EV_FWD_START, u, f->micro);
         if (u == 0)
-            zt_cuda_embedding_fwd(cs, c->X[0], p, c->tok_d, N, d, V);
+            zt_cuda_embedding_fwd(c->cs, c->X[0], p, c->tok_d, N, d, V);
         else
-            zt_glayer_fwd(c->ctx, cs, &c->dm, p, c->rope_cos, c->rope_sin, c->X[u - 1], c->X[u],
+            zt_glayer_fwd(c->ctx, c->cs, &c->dm, p, c->rope_cos, c->rope_sin, layer_pos(f), c->X[u - 1], c->X[u],
                           &c->acts[c->recompute ? 0 : u - 1], NULL);
         zt_fsdp_log(f, ZT_EV_FWD_END, u, f->micro);
         param_release(f, s_cur);
         s_cur = s_next;
         p = gather_use(f, s_cur);
     }
+    return s_cur;
+}
+
+static void micro_step(zt_fsdp *f, int mb, float scale) {
+    zt_fsdp_cuda *c = f->cu;
+    const zt_qwen3_config *cfg = &f->model.lay.cfg;
+    const int L = cfg->num_layers, head = L + 1, tied = cfg->tie_word_embeddings;
+    const int64_t N = c->dm.N, d = cfg->hidden_size, V = cfg->vocab_size;
+    cudaStream_t cs = c->cs;
+    upload_batch(f, mb);
+
+    // forward
+    int s_emb;
+    int s_cur = forward_units(f, &s_emb);
+    const zt_bf16 *p = c->pbuf[s_cur];
 
     // head: final norm, fused lm_head + cross-entropy (chunked, never N x V), backward
     const zt_bf16 *emb = tied ? gather_use(f, s_emb) : NULL;
@@ -288,8 +342,9 @@ static void micro_step(zt_fsdp *f, int mb, float scale) {
         zt_fsdp_log(f, ZT_EV_BWD_START, u, f->micro);
         if (c->recompute)  // the saved tensors again, from the kept input (X[u] is rewritten
                            // with the same values: the ops are deterministic)
-            zt_glayer_fwd(c->ctx, cs, &c->dm, p, c->rope_cos, c->rope_sin, c->X[u - 1], c->X[u], &c->acts[0], NULL);
-        zt_glayer_bwd(c->ctx, cs, &c->dm, p, c->gbuf[g], c->rope_cos, c->rope_sin, c->X[u - 1],
+            zt_glayer_fwd(c->ctx, cs, &c->dm, p, c->rope_cos, c->rope_sin, layer_pos(f), c->X[u - 1], c->X[u],
+                          &c->acts[0], NULL);
+        zt_glayer_bwd(c->ctx, cs, &c->dm, p, c->gbuf[g], c->rope_cos, c->rope_sin, layer_pos(f), c->X[u - 1],
                       &c->acts[c->recompute ? 0 : u - 1], &c->work, c->dx, NULL);
         zt_fsdp_log(f, ZT_EV_BWD_END, u, f->micro);
         param_release(f, s_cur);
@@ -305,23 +360,38 @@ static void micro_step(zt_fsdp *f, int mb, float scale) {
     rs_issue(f, g_emb);
 }
 
+int zt_fsdp_cuda_check_data(zt_fsdp *f, int isolated) {
+    (void)f;
+    if (isolated && zt_glayer_use_cudnn)
+        return zt_err("--attention cudnn cannot keep packed documents apart; use --attention gemm or "
+                      "--doc-attention full");
+    return 0;
+}
+
+// The step's trained targets over all ranks, as fsdp.c counts them.
+// Version-2 data needs one host all-reduce, which an NCCL comm cannot take.
+static int count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks, int64_t *targets) {
+    if (f->token_flags && f->comm == f->cu->dc)
+        return zt_err("GPU FSDP engine: version-2 data (loss masks, documents) needs a host comm beside the NCCL "
+                      "one to count each step's targets (zt_fsdp_init_cuda's comm; it is the NCCL comm here)");
+    zt_comm_set_context(f->comm, f->step + 1, f->epoch, 0);
+    return zt_fsdp_count_targets(f, blocks, nblocks, "step trained targets", targets);
+}
+
 int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out) {
     zt_fsdp_cuda *c = f->cu;
     const double t0 = zt_now();
-    const int64_t S = f->seq_len, B = f->micro_batch, N = B * S;
-    const int64_t targets = (int64_t)f->world * f->grad_accum * B * (S - 1);
-    const float scale = (float)(1.0 / (double)targets);
+    const int64_t S = f->seq_len, B = f->micro_batch;
     f->t_wait = 0;
     f->bytes_ag = f->bytes_rs = 0;
     f->nevents = 0;
+    int64_t targets;
+    if (count_targets(f, blocks, (int)(f->grad_accum * B), &targets)) return -1;
+    const float scale = targets ? (float)(1.0 / (double)targets) : 0.0f;
 
     // The batch into page-locked memory (the previous step's copies finished: the host
     // waited on that step's all-reduce, which the compute stream ordered after them).
-    for (int mb = 0; mb < f->grad_accum; mb++) {
-        for (int64_t b = 0; b < B; b++)
-            memcpy(c->tok_h + (size_t)(mb * N + b * S), blocks[mb * B + b], (size_t)S * sizeof(uint32_t));
-        zt_qwen3_targets(c->tok_h + (size_t)mb * N, B, S, c->tgt_h + (size_t)mb * N);
-    }
+    for (int mb = 0; mb < f->grad_accum; mb++) (void)stage_batch(f, blocks + (size_t)mb * B, mb);
     // DATA must see the previous optimizer update (new bf16 shards, gradients read)
     // before it gathers parameters or zeroes and accumulates gradient shards.
     CK(cudaStreamWaitEvent(c->ds, c->ev_optim, 0));
@@ -371,7 +441,7 @@ int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_reques
     const double coef = zt_clip_coef(norm, f->hp.clip);
     const double lr = zt_lr_at(&f->hp, f->step);
     f->step++;
-    if (!nonfinite) {  // the same decision on every rank: it comes from the all-reduced values
+    if (!nonfinite && targets > 0) {  // the same decision on every rank: it comes from the all-reduced values
         for (int i = 0; i < f->nunits; i++) {
             zt_fsdp_unit *u = &f->units[i];
             if (u->valid <= 0) continue;
@@ -387,7 +457,8 @@ int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_reques
         }
     }
     CK(cudaEventRecord(c->ev_optim, c->cs));
-    out->loss = loss / (double)targets;
+    out->loss = targets ? loss / (double)targets : 0.0;
+    out->targets = targets;
     out->grad_norm = norm;
     out->clip_coef = coef;
     out->lr = lr;
@@ -402,6 +473,72 @@ int zt_fsdp_cuda_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_reques
     out->t_compute = out->t_step - stall;
     out->bytes_gathered = f->bytes_ag;
     out->bytes_scattered = f->bytes_rs;
+    return 0;
+}
+
+// ---- evaluation ---------------------------------------------------------------------------
+
+// One micro-batch forward through the units and the head's loss (no gradients) into the
+// device double *loss.
+static void eval_micro(zt_fsdp *f, int slot, double *loss) {
+    zt_fsdp_cuda *c = f->cu;
+    const zt_qwen3_config *cfg = &f->model.lay.cfg;
+    const int L = cfg->num_layers, tied = cfg->tie_word_embeddings;
+    const int64_t N = c->dm.N, d = cfg->hidden_size, V = cfg->vocab_size;
+    upload_batch(f, slot);
+    int s_emb;
+    const int s_cur = forward_units(f, &s_emb);
+    const zt_bf16 *p = c->pbuf[s_cur];
+    const zt_unit_layout *hl = &f->model.lay.units[L + 1];
+    const zt_bf16 *lm_w = tied ? gather_use(f, s_emb) : p + hl->t[1].offset;
+    zt_cuda_rmsnorm_fwd(c->cs, c->xf, c->hrstd, c->X[L], p + hl->t[0].offset, N, d, (float)cfg->rms_norm_eps);
+    zt_cuda_lmhead_xent(c->ctx, c->cs, loss, NULL, NULL, ZT_F32, c->xf, lm_w, c->tgt_d, N, d, V, 1.0f);  // loss only
+    param_release(f, s_cur);
+    if (tied) param_release(f, s_emb);
+}
+
+// As fsdp.c's zt_fsdp_eval: forward only, the same gather schedule, one all-reduce of
+// {loss sum, targets} (on the NCCL comm's CTRL channel, from device memory). Micro-batches
+// run in rounds of grad_accum, the host slots' count: after each round the host reads the
+// round's losses (summed in micro-batch order) and may refill the slots. Parameters,
+// optimizer state, gradients and the step counter are not touched.
+int zt_fsdp_cuda_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *loss_sum, int64_t *targets) {
+    zt_fsdp_cuda *c = f->cu;
+    const int64_t B = f->micro_batch;
+    const int saved_micro = f->micro;
+    double red[2] = {0, 0};
+    CK(cudaStreamWaitEvent(c->ds, c->ev_optim, 0));  // DATA gathers what the last update wrote
+    for (int m0 = 0; m0 < nmicro; m0 += f->grad_accum) {
+        const int k = nmicro - m0 < f->grad_accum ? nmicro - m0 : f->grad_accum;
+        // the slots are free: the host synchronised with the last round (or step) that read them
+        for (int j = 0; j < k; j++) red[1] += (double)stage_batch(f, blocks + (size_t)(m0 + j) * B, j);
+        for (int j = 0; j < k; j++) {
+            f->micro = m0 + j;
+            eval_micro(f, j, c->red_d + j);
+        }
+        CK(cudaMemcpyAsync(c->red_h, c->red_d, (size_t)k * sizeof(double), cudaMemcpyDeviceToHost, c->cs));
+        zt_comm_watch_begin(c->dc, "cudaStreamSynchronize: evaluation losses to the host");
+        CK(cudaStreamSynchronize(c->cs));
+        zt_comm_watch_end(c->dc);
+        for (int j = 0; j < k; j++) red[0] += c->red_h[j];
+    }
+    f->micro = saved_micro;
+    c->ntw = 0;  // the stall timers of the evaluation's waits are not a step's
+    for (int s = 0; s < c->np; s++) retire_if_done(f, &c->preq[s]);
+
+    // {loss sum, targets}: exact in double (counts < 2^53), on every rank the same
+    c->red_h[0] = red[0];
+    c->red_h[1] = red[1];
+    CK(cudaMemcpyAsync(c->red_d, c->red_h, 2 * sizeof(double), cudaMemcpyHostToDevice, c->ks));
+    zt_req *rq = zt_iallreduce(c->dc, c->red_d, c->red_d, 2, ZT_DT_F64, ZT_RED_SUM, "eval loss");
+    if (!rq) return -1;
+    CK(cudaMemcpyAsync(c->red_h, c->red_d, 2 * sizeof(double), cudaMemcpyDeviceToHost, c->ks));
+    if (zt_wait(c->dc, rq) != 0) return -1;
+    zt_comm_watch_begin(c->dc, "cudaStreamSynchronize(ctrl stream): evaluation loss to the host");
+    CK(cudaStreamSynchronize(c->ks));
+    zt_comm_watch_end(c->dc);
+    *loss_sum = c->red_h[0];
+    *targets = (int64_t)c->red_h[1];
     return 0;
 }
 
@@ -616,8 +753,10 @@ static int init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_c
     zt_cuda_rope_table(c->cs, c->rope_cos, c->rope_sin, seq_len, cfg->head_dim, cfg->rope_theta);
     c->tok_d = zt_cuda_malloc((size_t)N * 4);
     c->tgt_d = zt_cuda_malloc((size_t)N * 4);
+    c->pos_d = zt_cuda_malloc((size_t)N * 4);
     CK(cudaMallocHost((void **)&c->tok_h, (size_t)(grad_accum * N) * 4));
     CK(cudaMallocHost((void **)&c->tgt_h, (size_t)(grad_accum * N) * 4));
+    CK(cudaMallocHost((void **)&c->pos_h, (size_t)(grad_accum * N) * 4));
     c->nred = grad_accum + U + 1;
     c->red_d = zt_cuda_malloc((size_t)c->nred * sizeof(double));
     CK(cudaMallocHost((void **)&c->red_h, (size_t)c->nred * sizeof(double)));
@@ -677,7 +816,7 @@ void zt_fsdp_cuda_free(zt_fsdp *f) {
     for (int l = 0; l < (c->recompute ? (L > 0) : L); l++) zt_glayer_acts_free(&c->acts[l]);
     zt_glayer_work_free(&c->work);
     for (int l = 0; l <= L; l++) zt_cuda_free(c->X[l]);
-    void *dv[] = {c->xf, c->dln, c->dx, c->hrstd, c->rope_cos, c->rope_sin, c->tok_d, c->tgt_d, c->red_d,
+    void *dv[] = {c->xf, c->dln, c->dx, c->hrstd, c->rope_cos, c->rope_sin, c->tok_d, c->tgt_d, c->pos_d, c->red_d,
                   c->a_master, c->a_m, c->a_v, c->a_grad, c->a_pshard};
     for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) zt_cuda_free(dv[i]);
     for (int s = 0; s < c->np; s++) {
@@ -698,6 +837,7 @@ void zt_fsdp_cuda_free(zt_fsdp *f) {
     free(c->tw);
     cudaFreeHost(c->tok_h);
     cudaFreeHost(c->tgt_h);
+    cudaFreeHost(c->pos_h);
     cudaFreeHost(c->red_h);
     zt_cuda_ctx_destroy(c->ctx);
     cudaStreamDestroy(c->cs);

@@ -54,7 +54,7 @@ if(ZT_CUDA)
         target_include_directories(${name} PRIVATE ${ZT_NCCL_INCLUDE})
         target_link_libraries(${name} PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C Threads::Threads m)
       endfunction()
-      zt_gpu_engine_mpi_test(test_fsdp_cuda_mpi ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_R}/trainer.c)
+      zt_gpu_engine_mpi_test(test_fsdp_cuda_mpi ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_R}/trainer.c ${ZT_R}/comm_mpi.c)
       add_test(NAME gpu_fsdp_cuda_mpi
                COMMAND sh -c [[bin=$0; shift
 n=$("$bin" --count-devices) || { rc=$?; echo "fewer than 2 GPUs visible ($n): skipped"; exit $rc; }

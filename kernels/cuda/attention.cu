@@ -1,7 +1,9 @@
 // Causal grouped-query attention from cuBLASLt strided-batched products and fused
 // softmax kernels, one (batch, KV head) group at a time: the group's H/Hkv query
 // heads are the batch, and K/V are read in place with batch stride 0 (no copies).
-// Forward keeps lse[B,H,S] (fp32); backward recomputes the probabilities.
+// Forward keeps lse[B,H,S] (fp32); backward recomputes the probabilities. With
+// document positions (pos), the softmax kernels also mask the keys before the query's
+// document: packed documents never attend to each other.
 // Scratch per group (fp32 scores and dP, bf16 P and dS, fp32 per-head dK/dV):
 // g*S*S*12 + g*S*D*8 + g*S*4 bytes (g = H/Hkv); Qwen3-32B at S=2048: ~420 MB.
 // The full S x S square is computed and the upper triangle masked: half of the
@@ -43,24 +45,39 @@ extern "C" size_t zt_cuda_attention_scratch_bytes(int64_t S, int64_t H, int64_t 
     return scratch_layout(NULL, NULL, S, H / Hkv, D);
 }
 
-// One warp per score row (head-in-group hg, query i): masked softmax in fp32,
-// P in bf16 (zeros above the diagonal), lse = max + log(sum).
+// The first key query i may see: 0, or the first token of its document (pos = this
+// block's document positions, pos[i] = i's position in its document). A position
+// that is not one (outside 0..i) traps: it would unmask keys that do not exist.
+__device__ __forceinline__ int first_key(const int32_t *__restrict__ pos, int i) {
+    if (!pos) return 0;
+    const int p = pos[i];
+    if (p < 0 || p > i) {
+        if ((threadIdx.x & 31) == 0)
+            printf("zt_cuda_attention: document position %d of query %d is outside [0, %d]\n", p, i, i);
+        __trap();
+    }
+    return i - p;
+}
+
+// One warp per score row (head-in-group hg, query i): masked softmax in fp32 over the
+// visible keys lo..i, P in bf16 (zeros outside them), lse = max + log(sum).
 __global__ void causal_softmax_fwd_kernel(bf16 *__restrict__ P, float *__restrict__ lse,
-                                          const float *__restrict__ sc, int S, int64_t rows) {
+                                          const float *__restrict__ sc, const int32_t *__restrict__ pos, int S,
+                                          int64_t rows) {
     const int64_t row = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (row >= rows) return;
-    const int i = (int)(row % S);
+    const int i = (int)(row % S), lo = first_key(pos, i);
     const float *s = sc + row * S;
     bf16 *p = P + row * S;
     float m = -INFINITY;
-    for (int j = lane; j <= i; j += 32) m = fmaxf(m, s[j]);
+    for (int j = lo + lane; j <= i; j += 32) m = fmaxf(m, s[j]);
     m = warp_max(m);
     float sum = 0.0f;
-    for (int j = lane; j <= i; j += 32) sum += expf(s[j] - m);
+    for (int j = lo + lane; j <= i; j += 32) sum += expf(s[j] - m);
     sum = warp_sum(sum);
     const float inv = 1.0f / sum;
-    for (int j = lane; j < S; j += 32) p[j] = f2bf(j <= i ? expf(s[j] - m) * inv : 0.0f);
+    for (int j = lane; j < S; j += 32) p[j] = f2bf(j >= lo && j <= i ? expf(s[j] - m) * inv : 0.0f);
     if (lane == 0) lse[row] = m + logf(sum);
 }
 
@@ -78,20 +95,22 @@ __global__ void attn_rowdot_kernel(float *__restrict__ rowdot, const bf16 *__res
     if (lane == 0) rowdot[row] = s;
 }
 
-// P = exp(s - lse), dS = P * (dP - rowdot) * scale, both bf16, zero above the diagonal.
+// P = exp(s - lse), dS = P * (dP - rowdot) * scale, both bf16, zero outside the
+// visible keys lo..i (above the diagonal, and before the query's document).
 __global__ void causal_softmax_bwd_kernel(bf16 *__restrict__ P, bf16 *__restrict__ dS, const float *__restrict__ sc,
                                           const float *__restrict__ dp, const float *__restrict__ lse,
-                                          const float *__restrict__ rowdot, int S, int64_t rows, float scale) {
+                                          const float *__restrict__ rowdot, const int32_t *__restrict__ pos, int S,
+                                          int64_t rows, float scale) {
     const int64_t row = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (row >= rows) return;
-    const int i = (int)(row % S);
+    const int i = (int)(row % S), lo = first_key(pos, i);
     const float l = lse[row], rd = rowdot[row];
     const float *s = sc + row * S, *d = dp + row * S;
     bf16 *pp = P + row * S, *dd = dS + row * S;
     for (int j = lane; j < S; j += 32) {
         float p = 0.0f, ds = 0.0f;
-        if (j <= i) {
+        if (j >= lo && j <= i) {
             p = expf(s[j] - l);
             ds = p * (d[j] - rd) * scale;
         }
@@ -122,8 +141,8 @@ static void check_shape(int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D)
 }
 
 extern "C" void zt_cuda_attention_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
-                                      const zt_bf16 *k, const zt_bf16 *v, int64_t B, int64_t S, int64_t H,
-                                      int64_t Hkv, int64_t D) {
+                                      const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
+                                      int64_t H, int64_t Hkv, int64_t D) {
     check_shape(B, S, H, Hkv, D);
     cudaStream_t st = zt_st(stream);
     const int64_t g = H / Hkv, qs = H * D, kvs = Hkv * D;
@@ -141,7 +160,7 @@ extern "C" void zt_cuda_attention_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, 
             // scores[hg] = scale * Q_hg K^T   (M=S queries, N=S keys, K=D)
             zt_cuda_gemm(c, stream, a.scores, ZT_F32, S, S * S, qg, 0, qs, D, kg, 1, kvs, 0, S, S, D, g, scale, 0.0f);
             ZT_LAUNCH(causal_softmax_fwd_kernel, zt_blocks(rows, WARPS), 32 * WARPS, 0, st)(
-                a.p, lse + (b * H + kh * g) * S, a.scores, (int)S, rows);
+                a.p, lse + (b * H + kh * g) * S, a.scores, pos ? pos + b * S : NULL, (int)S, rows);
             ZT_LAUNCHED("causal_softmax_fwd_kernel", st);
             // O_hg = P_hg V   (M=S, N=D, K=S), written straight into o's head columns
             zt_cuda_gemm(c, stream, og, ZT_BF16, qs, D, (const zt_bf16 *)a.p, 0, S, S * S, vg, 0, kvs, 0, S, D, S, g,
@@ -151,8 +170,8 @@ extern "C" void zt_cuda_attention_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, 
 
 extern "C" void zt_cuda_attention_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
                                       const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
-                                      const zt_bf16 *k, const zt_bf16 *v, int64_t B, int64_t S, int64_t H,
-                                      int64_t Hkv, int64_t D) {
+                                      const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
+                                      int64_t H, int64_t Hkv, int64_t D) {
     check_shape(B, S, H, Hkv, D);
     cudaStream_t st = zt_st(stream);
     const int64_t g = H / Hkv, qs = H * D, kvs = Hkv * D;
@@ -174,7 +193,8 @@ extern "C" void zt_cuda_attention_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq,
             zt_cuda_gemm(c, stream, a.scores, ZT_F32, S, S * S, qg, 0, qs, D, kg, 1, kvs, 0, S, S, D, g, scale, 0.0f);
             zt_cuda_gemm(c, stream, a.dp, ZT_F32, S, S * S, dog, 0, qs, D, vg, 1, kvs, 0, S, S, D, g, 1.0f, 0.0f);
             ZT_LAUNCH(causal_softmax_bwd_kernel, zt_blocks(rows, WARPS), 32 * WARPS, 0, st)(
-                a.p, a.ds, a.scores, a.dp, lse + (b * H + kh * g) * S, a.rowdot, (int)S, rows, scale);
+                a.p, a.ds, a.scores, a.dp, lse + (b * H + kh * g) * S, a.rowdot, pos ? pos + b * S : NULL, (int)S,
+                rows, scale);
             ZT_LAUNCHED("causal_softmax_bwd_kernel", st);
             // per head: dV_hg = P^T dO, dK_hg = dS^T Q (fp32 partials), dQ_hg = dS K (bf16, in place)
             zt_cuda_gemm(c, stream, a.dvs, ZT_F32, D, S * D, (const zt_bf16 *)a.p, 1, S, S * S, dog, 0, qs, D, S, D,

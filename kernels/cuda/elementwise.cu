@@ -174,14 +174,23 @@ __global__ void rope_table_kernel(float *cos_t, float *sin_t, int64_t S, int hal
     sin_t[idx] = (float)sin((double)ang);
 }
 
+// pos (NULL: t % S) is each token's position, e.g. inside its packed document; a
+// position outside the table traps the kernel (it would read past cos/sin).
 template <bool BWD>
 __global__ void rope_kernel(bf16 *__restrict__ x, const float *__restrict__ cos_t, const float *__restrict__ sin_t,
-                            int64_t BS, int64_t S, int nh, int half) {
+                            const int32_t *__restrict__ posv, int64_t BS, int64_t S, int nh, int half) {
     const int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;  // over (token, head, i < half)
     if (idx >= BS * nh * half) return;
     const int i = (int)(idx % half);
     const int64_t th = idx / half;  // token * nh + head
-    const int64_t pos = (th / nh) % S;
+    const int64_t t = th / nh;
+    const int64_t pos = posv ? (int64_t)posv[t] : t % S;
+    if (pos < 0 || pos >= S) {
+        if (th % nh == 0 && i == 0)
+            printf("zt_cuda_rope: position %lld of token %lld is outside the table [0, %lld)\n", (long long)pos,
+                   (long long)t, (long long)S);
+        __trap();
+    }
     bf16 *v = x + th * 2 * half;
     const float c = cos_t[pos * half + i], s = sin_t[pos * half + i];
     const float a = bf2f(v[i]), b = bf2f(v[i + half]);
@@ -202,27 +211,28 @@ extern "C" void zt_cuda_rope_table(void *stream, float *cos_t, float *sin_t, int
     ZT_LAUNCHED("rope_table_kernel", st);
 }
 
-static void rope_launch(bool bwd, void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t, int64_t B,
-                        int64_t S, int64_t nh, int64_t D) {
+static void rope_launch(bool bwd, void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t,
+                        const int32_t *pos, int64_t B, int64_t S, int64_t nh, int64_t D) {
     ZT_REQUIRE(B > 0 && S > 0 && nh > 0 && D > 0 && D % 2 == 0, "rope B=%lld S=%lld heads=%lld D=%lld", (long long)B,
                (long long)S, (long long)nh, (long long)D);
     cudaStream_t st = zt_st(stream);
     const int64_t n = B * S * nh * (D / 2);
     if (bwd)
-        ZT_LAUNCH(rope_kernel<true>, zt_blocks(n, 256), 256, 0, st)((bf16 *)x, cos_t, sin_t, B * S, S, (int)nh, (int)(D / 2));
+        ZT_LAUNCH(rope_kernel<true>, zt_blocks(n, 256), 256, 0, st)((bf16 *)x, cos_t, sin_t, pos, B * S, S, (int)nh,
+                                                                    (int)(D / 2));
     else
-        ZT_LAUNCH(rope_kernel<false>, zt_blocks(n, 256), 256, 0, st)((bf16 *)x, cos_t, sin_t, B * S, S, (int)nh,
-                                                              (int)(D / 2));
+        ZT_LAUNCH(rope_kernel<false>, zt_blocks(n, 256), 256, 0, st)((bf16 *)x, cos_t, sin_t, pos, B * S, S, (int)nh,
+                                                                     (int)(D / 2));
     ZT_LAUNCHED(bwd ? "rope_kernel<bwd>" : "rope_kernel<fwd>", st);
 }
 
-extern "C" void zt_cuda_rope_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t, int64_t B,
-                                 int64_t S, int64_t nh, int64_t D) {
-    rope_launch(false, stream, x, cos_t, sin_t, B, S, nh, D);
+extern "C" void zt_cuda_rope_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t, const int32_t *pos,
+                                 int64_t B, int64_t S, int64_t nh, int64_t D) {
+    rope_launch(false, stream, x, cos_t, sin_t, pos, B, S, nh, D);
 }
-extern "C" void zt_cuda_rope_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t, int64_t B,
-                                 int64_t S, int64_t nh, int64_t D) {
-    rope_launch(true, stream, dx, cos_t, sin_t, B, S, nh, D);
+extern "C" void zt_cuda_rope_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t,
+                                 const int32_t *pos, int64_t B, int64_t S, int64_t nh, int64_t D) {
+    rope_launch(true, stream, dx, cos_t, sin_t, pos, B, S, nh, D);
 }
 
 // ---- SwiGLU ------------------------------------------------------------------------------------------

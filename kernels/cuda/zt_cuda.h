@@ -97,10 +97,12 @@ void zt_cuda_rmsnorm_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, float *dw, c
 // (inv_freq rounded to fp32 as torch does; cos/sin in double, rounded: no fast math).
 void zt_cuda_rope_table(void *stream, float *cos_t, float *sin_t, int64_t S, int64_t D, double theta);
 // Half-split RoPE in place on x[B*S, nheads, D]; backward applies the transpose.
-void zt_cuda_rope_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t, int64_t B, int64_t S,
-                      int64_t nheads, int64_t D);
-void zt_cuda_rope_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t S,
-                      int64_t nheads, int64_t D);
+// pos: device int32 [B*S], token t's position (0 <= pos[t] < S; outside traps the
+// kernel), e.g. inside its packed document; NULL: t % S (kernels/ops.h).
+void zt_cuda_rope_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t, const int32_t *pos,
+                      int64_t B, int64_t S, int64_t nheads, int64_t D);
+void zt_cuda_rope_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t, const int32_t *pos,
+                      int64_t B, int64_t S, int64_t nheads, int64_t D);
 // h = silu(g) * u;  backward: dg, du assigned.
 void zt_cuda_swiglu_fwd(void *stream, zt_bf16 *h, const zt_bf16 *g, const zt_bf16 *u, int64_t n);
 void zt_cuda_swiglu_bwd(void *stream, zt_bf16 *dg, zt_bf16 *du, const zt_bf16 *dh, const zt_bf16 *g,
@@ -121,12 +123,16 @@ void zt_cuda_embedding_bwd(void *stream, float *dw, const zt_bf16 *dx, const uin
 // backward instead of the probabilities. cuBLASLt strided-batched products per
 // (batch, KV head): the group's H/Hkv query heads read the same K/V (stride 0);
 // a fused kernel does scale, causal mask and softmax in fp32.
+// pos: NULL = query i sees keys 0..i of its block; else device int32 [B*S] document
+// positions (as for RoPE; 0 <= pos[b*S+i] <= i, outside traps the kernel): query i sees
+// keys i - pos[b*S+i] .. i only, so packed documents stay apart (kernels/ops.h).
 void zt_cuda_attention_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q, const zt_bf16 *k,
-                           const zt_bf16 *v, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
-// dq, dk, dv assigned. Recomputes the probabilities from q, k and lse.
+                           const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S, int64_t H, int64_t Hkv,
+                           int64_t D);
+// dq, dk, dv assigned. Recomputes the probabilities from q, k and lse (same pos as forward).
 void zt_cuda_attention_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, const zt_bf16 *dout,
                            const zt_bf16 *o, const float *lse, const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
-                           int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+                           const int32_t *pos, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
 
 // ---- fused lm_head + cross-entropy ---------------------------------------------------
 // Per chunk of rows: logits = x W^T into fp32 scratch (never N x V at once), a

@@ -3,9 +3,10 @@
 
 For every cross-stream ordering point of runtime/fsdp_cuda.c and runtime/comm_nccl.c
 (each cudaStreamWaitEvent, each cudaEventRecord an ordering depends on, each host
-synchronisation) and for the three deliberate bugs of the issue (a wrong cuBLASLt leading
-dimension, a kernel reading one element past a row, a __syncthreads moved into a divergent
-branch) and the regressions of the four defects fixed with it: copy the tree, apply the one
+synchronisation, the evaluation's included) and for the three deliberate bugs of the issue (a
+wrong cuBLASLt leading dimension, a kernel reading one element past a row, a __syncthreads
+moved into a divergent branch), the packed-document masking and positions, and the
+regressions of the four defects fixed with it: copy the tree, apply the one
 change, rebuild the emulated programs, run the tests that should catch it and record
 whether one failed ("caught", with the first diagnostic line) or all passed ("SURVIVED").
 
@@ -30,6 +31,7 @@ T_ENGINE = ["emu_fsdp_cuda", "emu_fsdp_cuda_mpi_w2", "emu_cli_resume_exact", "em
 T_COMM = ["emu_comm_nccl_w1", "emu_comm_nccl_mpi_w2", "emu_fsdp_cuda", "emu_comm_nccl_deadline",
           "emu_comm_nccl_finalize_busy"]
 T_OPS = ["emu_cuda_ops", "emu_train_tiny"]
+T_SFT = ["emu_fsdp_cuda_sft_w1"]
 
 OLD_REGISTER = """    c->host_pinned = !bench;
     for (int i = 0; i < U && c->host_pinned; i++) {
@@ -94,6 +96,22 @@ MUTATIONS = [
      T_ENGINE, "step end: the host retires the all-reduce's request (zt_wait)"),
     ("F22", FSDP, "    retire(f, &c->preq[s]);  // the slot's previous all-gather", "    // (mutated) the slot's previous all-gather",
      T_ENGINE, "gather_issue: the host retires the slot's previous all-gather request"),
+    # ---- supervised data and evaluation (runtime/fsdp_cuda.c) ----
+    ("E1", FSDP, "    CK(cudaStreamWaitEvent(c->ds, c->ev_optim, 0));  // DATA gathers what the last update wrote\n", "",
+     T_SFT, "eval start: DATA waits for the previous optimizer update (ev_optim)"),
+    ("E2", FSDP, "evaluation losses to the host\");\n        CK(cudaStreamSynchronize(c->cs));\n",
+     "evaluation losses to the host\");\n", T_SFT,
+     "eval round: the host waits for the round's losses (and uploads) before reading and refilling"),
+    ("E3", FSDP, "evaluation loss to the host\");\n    CK(cudaStreamSynchronize(c->ks));\n",
+     "evaluation loss to the host\");\n", T_SFT, "eval end: the host waits for the all-reduced loss before reading it"),
+    ("E4", FSDP, "    if (zt_wait(c->dc, rq) != 0) return -1;\n    zt_comm_watch_begin(c->dc, \"cudaStreamSynchronize(ctrl stream): eval",
+     "    zt_comm_watch_begin(c->dc, \"cudaStreamSynchronize(ctrl stream): eval", T_SFT,
+     "eval end: the host retires the all-reduce's request (zt_wait)"),
+    ("E5", FSDP, "    if (f->doc_isolated)\n        CK(cudaMemcpyAsync(c->pos_d,", "    if (0)\n        CK(cudaMemcpyAsync(c->pos_d,",
+     T_SFT, "upload_batch: the micro-batch's document positions to the device"),
+    ("E6", FSDP, "static const int32_t *layer_pos(const zt_fsdp *f) { return f->doc_isolated ? f->cu->pos_d : NULL; }",
+     "static const int32_t *layer_pos(const zt_fsdp *f) { (void)f; return NULL; }", T_SFT,
+     "the layers get the document positions (instead: plain causal attention, block positions)"),
     # ---- runtime/comm_nccl.c ----
     ("N1", NCCL, "    CUCK(cudaEventRecord(ev, st));\n    *handle = (void *)ev;", "    *handle = (void *)ev;",
      T_COMM, "start: record the collective's event (its handle)"),
@@ -116,6 +134,15 @@ MUTATIONS = [
     ("D3", "kernels/cuda/xent.cu", "        ss[warp] = s;\n    }\n    __syncthreads();\n",
      "        ss[warp] = s;\n        __syncthreads();\n    }\n", T_OPS,
      "a __syncthreads moved inside a divergent branch (cross-entropy row kernel)"),
+    # ---- packed documents in the kernels ----
+    ("D4", "kernels/cuda/attention.cu",
+     "    const int i = (int)(row % S), lo = first_key(pos, i);\n    const float *s = sc + row * S;\n    bf16 *p =",
+     "    const int i = (int)(row % S), lo = 0;  // (mutated: no lower mask bound)\n    const float *s = sc + row * S;\n"
+     "    bf16 *p =", T_OPS + T_SFT,
+     "the lower mask bound of the forward softmax kernel (keys before the query's document)"),
+    ("D5", "kernels/cuda/elementwise.cu", "    const int64_t pos = posv ? (int64_t)posv[t] : t % S;\n",
+     "    const int64_t pos = t % S;  // (mutated: document positions ignored)\n", T_OPS + T_SFT,
+     "RoPE by document position (instead: by block position, pos ignored)"),
     # ---- regressions of the four defects fixed with the emulation ----
     ("R1", "kernels/cuda/matmul.cu",
      "    if (hs != CUBLAS_STATUS_SUCCESS || nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {",

@@ -6,10 +6,15 @@
 //                 refuses it, and the message must name the problem (m, n, k, ld,
 //                 alignment), not just "cuBLAS status 15"
 //   --oob         a kernel reading past an allocation (a row of embeddings past the table)
+//   --doc-pos     attention given a document position that is not one (pos[i] > i): the
+//                 softmax kernel traps instead of unmasking keys of another block
+//   --cudnn-docs  a decoder layer on the cuDNN attention given document positions: cuDNN's
+//                 causal graph would attend across packed documents, so it is refused
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/cuda/zt_cuda.h"
+#include "model/qwen3_cuda_layer.h"
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -38,8 +43,38 @@ int main(int argc, char **argv) {
         zt_cuda_memcpy_h2d(tok, h, sizeof h);
         zt_cuda_embedding_fwd(NULL, x, w, tok, 8, 64, 12);
         zt_cuda_sync(NULL, "embedding past the table");
+    } else if (!strcmp(mode, "--doc-pos")) {
+        enum { S = 8, H = 2, D = 8 };
+        zt_cuda_ctx *c = zt_cuda_ctx_create();
+        zt_bf16 *q = zt_cuda_malloc(S * H * D * 2), *o = zt_cuda_malloc(S * H * D * 2);
+        float *lse = zt_cuda_malloc(H * S * 4);
+        int32_t *pos = zt_cuda_malloc(S * 4);
+        const int32_t h[S] = {0, 1, 2, 0, 6, 2, 0, 1};  // query 4 claims 6 earlier tokens of its block: 4
+        zt_cuda_memcpy_h2d(pos, h, sizeof h);
+        zt_cuda_fill_uniform(q, ZT_BF16, S * H * D, -1.0f, 1.0f, 1, NULL);
+        zt_cuda_attention_fwd(c, NULL, o, lse, q, q, q, pos, 1, S, H, H, D);
+        zt_cuda_sync(NULL, "attention with document positions");
+    } else if (!strcmp(mode, "--cudnn-docs")) {
+        const zt_glayer_dims dm = {.B = 1, .S = 8, .N = 8, .d = 16, .F = 32, .H = 2, .Hkv = 1, .D = 8, .eps = 1e-6f};
+        int64_t off[ZG_NT + 1];
+        zt_glayer_offsets(&dm, off);
+        zt_cuda_ctx *c = zt_cuda_ctx_create();
+        zt_bf16 *params = zt_cuda_malloc((size_t)off[ZG_NT] * 2), *x = zt_cuda_malloc(8 * 16 * 2);
+        zt_bf16 *y = zt_cuda_malloc(8 * 16 * 2);
+        float *rc = zt_cuda_malloc(8 * 4 * 4), *rs = zt_cuda_malloc(8 * 4 * 4);
+        int32_t *pos = zt_cuda_malloc(8 * 4);
+        const int32_t h[8] = {0, 1, 2, 0, 1, 2, 3, 0};
+        zt_cuda_memcpy_h2d(pos, h, sizeof h);
+        zt_cuda_fill_uniform(params, ZT_BF16, off[ZG_NT], -0.1f, 0.1f, 1, NULL);
+        zt_cuda_fill_uniform(x, ZT_BF16, 8 * 16, -1.0f, 1.0f, 2, NULL);
+        zt_cuda_rope_table(NULL, rc, rs, 8, 8, 1e4);
+        zt_glayer_acts a;
+        zt_glayer_acts_alloc(&a, &dm);
+        zt_glayer_use_cudnn = 1;  // as --attention cudnn in a build with cuDNN
+        zt_glayer_fwd(c, NULL, &dm, params, rc, rs, pos, x, y, &a, NULL);
+        zt_cuda_sync(NULL, "layer");
     } else {
-        fprintf(stderr, "usage: test_fatal --oom | --unaligned | --oob\n");
+        fprintf(stderr, "usage: test_fatal --oom | --unaligned | --oob | --doc-pos | --cudnn-docs\n");
         return 2;
     }
     printf("no fatal error\n");

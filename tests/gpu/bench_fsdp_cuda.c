@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
         ck(cudaMemsetAsync(gshard, 0, (size_t)shard_total * 4, cs), "cudaMemsetAsync");
         zt_cuda_embedding_fwd(cs, X[0], emb, tokd, N, d, V);
         ck(cudaEventRecord(e1, cs), "cudaEventRecord");
-        for (int l = 0; l < L; l++) zt_glayer_fwd(c, cs, &dm, p, rc, rs, X[l], X[l + 1], &acts[l], NULL);
+        for (int l = 0; l < L; l++) zt_glayer_fwd(c, cs, &dm, p, rc, rs, NULL, X[l], X[l + 1], &acts[l], NULL);
         ck(cudaMemsetAsync(dlm, 0, (size_t)(V * d) * 4, cs), "cudaMemsetAsync");  // the head unit's gradient slot
         ck(cudaMemsetAsync(dnw, 0, (size_t)d * 4, cs), "cudaMemsetAsync");
         zt_cuda_rmsnorm_fwd(cs, xf, hrstd, X[L], nw, N, d, (float)cfg.rms_norm_eps);
@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
         zt_cuda_rmsnorm_bwd(c, cs, dx, dnw, dln, X[L], nw, hrstd, N, d);
         for (int l = L - 1; l >= 0; l--) {
             ck(cudaMemsetAsync(dp, 0, (size_t)P * 4, cs), "cudaMemsetAsync");  // the layer's gradient slot
-            zt_glayer_bwd(c, cs, &dm, p, dp, rc, rs, X[l], &acts[l], &w, dx, NULL);
+            zt_glayer_bwd(c, cs, &dm, p, dp, rc, rs, NULL, X[l], &acts[l], &w, dx, NULL);
         }
         ck(cudaEventRecord(e2, cs), "cudaEventRecord");
         ck(cudaMemsetAsync(demb, 0, (size_t)(V * d) * 4, cs), "cudaMemsetAsync");

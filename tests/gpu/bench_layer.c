@@ -136,9 +136,9 @@ int main(int argc, char **argv) {
         // dx is overwritten in place by backward: restore d(loss)/dy each iteration (outside the timed region)
         ck(cudaMemcpyAsync(dx, dy, (size_t)(N * d) * 2, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
         ck(cudaEventRecord(e0, st), "cudaEventRecord");
-        zt_glayer_fwd(c, st, &dm, params, rc, rs, x, y, &acts, NULL);
+        zt_glayer_fwd(c, st, &dm, params, rc, rs, NULL, x, y, &acts, NULL);
         ck(cudaEventRecord(e1, st), "cudaEventRecord");
-        zt_glayer_bwd(c, st, &dm, params, grads, rc, rs, x, &acts, &work, dx, NULL);
+        zt_glayer_bwd(c, st, &dm, params, grads, rc, rs, NULL, x, &acts, &work, dx, NULL);
         ck(cudaEventRecord(e2, st), "cudaEventRecord");
         ck(cudaEventSynchronize(e2), "cudaEventSynchronize");
         float t1, t2;
@@ -173,8 +173,8 @@ int main(int argc, char **argv) {
     zt_gprof_init(&prof);
     ck(cudaMemcpyAsync(dx, dy, (size_t)(N * d) * 2, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
     ck(cudaEventRecord((cudaEvent_t)prof.start, st), "cudaEventRecord");
-    zt_glayer_fwd(c, st, &dm, params, rc, rs, x, y, &acts, &prof);
-    zt_glayer_bwd(c, st, &dm, params, grads, rc, rs, x, &acts, &work, dx, &prof);
+    zt_glayer_fwd(c, st, &dm, params, rc, rs, NULL, x, y, &acts, &prof);
+    zt_glayer_bwd(c, st, &dm, params, grads, rc, rs, NULL, x, &acts, &work, dx, &prof);
     zt_cuda_sync(st, "bench_layer profile pass");
     zt_gprof_report(&prof, "breakdown");
     zt_gprof_free(&prof);

@@ -178,32 +178,77 @@ static void test_rmsnorm(zt_cuda_ctx *c, int64_t rows, int64_t d) {
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
 }
 
+// ---- packed documents --------------------------------------------------------------------------------
+// Document positions of B blocks of S tokens (what zt_qwen3_batch makes of DOC_START words
+// with isolation): every block starts a document; block b adds one starting mid-block at
+// q = S/4 + b % 3 that is a single token (the next starts at q + 1), one at S/2 + 3 that
+// runs across the 32-key warp boundary when S > 35, a single token at the block's end, and
+// on odd blocks a single token at the block's start.
+static int32_t *doc_positions(int64_t B, int64_t S) {
+    int32_t *pos = zt_xmalloc((size_t)(B * S) * sizeof(int32_t));
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t q = S / 4 + b % 3, h = S / 2 + 3;
+        int32_t p = 0;
+        for (int64_t t = 0; t < S; t++) {
+            const int start = t == 0 || t == q || t == q + 1 || t == h || t == S - 1 || (b % 2 && t == 1);
+            p = start ? 0 : p + 1;
+            pos[b * S + t] = p;
+        }
+    }
+    return pos;
+}
+static int32_t *dev_i32(const int32_t *x, int64_t n) {
+    int32_t *d = zt_cuda_malloc((size_t)n * sizeof(int32_t));
+    zt_cuda_memcpy_h2d(d, x, (size_t)n * sizeof(int32_t));
+    return d;
+}
+// A check that must not pass by accident: pass when the document-masked result differs
+// from the plain causal one by at least `min` (relative), i.e. the positions were used.
+static void report_differs(const char *op, const char *sh, double diff, double min) {
+    printf("%s %s: document-masked vs plain causal differ by %.3e (need >= %.1e)\n", op, sh, diff, min);
+    report(op, sh, diff >= min ? 0.0 : 1.0, TOL_EXACT);
+}
+
 // ---- RoPE ------------------------------------------------------------------------------------------
-static void test_rope(int64_t B, int64_t S, int64_t nh, int64_t D, double theta) {
+// docs: positions from doc_positions (packed documents) instead of t % S; the table
+// checks run only without (the table is the same).
+static void test_rope(int64_t B, int64_t S, int64_t nh, int64_t D, double theta, int docs) {
     char sh[64];
-    snprintf(sh, sizeof sh, "B%lld_S%lld_h%lld_D%lld", (long long)B, (long long)S, (long long)nh, (long long)D);
+    snprintf(sh, sizeof sh, "B%lld_S%lld_h%lld_D%lld%s", (long long)B, (long long)S, (long long)nh, (long long)D,
+             docs ? "_docs" : "");
     const int64_t half = D / 2, tn = S * half, n = B * S * nh * D;
     float *ct = hbuf(tn), *stb = hbuf(tn);
     zt_rope_table(ct, stb, S, D, theta);
-    float *gct = df_poison(tn), *gst = df_poison(tn);
-    zt_cuda_rope_table(NULL, gct, gst, S, D, theta);
-    report("rope_table_cos", sh, err_f32(gct, ct, tn), TOL_ROPE_TAB);
-    report("rope_table_sin", sh, err_f32(gst, stb, tn), TOL_ROPE_TAB);
+    if (!docs) {
+        float *gct = df_poison(tn), *gst = df_poison(tn);
+        zt_cuda_rope_table(NULL, gct, gst, S, D, theta);
+        report("rope_table_cos", sh, err_f32(gct, ct, tn), TOL_ROPE_TAB);
+        report("rope_table_sin", sh, err_f32(gst, stb, tn), TOL_ROPE_TAB);
+        zt_cuda_free(gct);
+        zt_cuda_free(gst);
+    }
+    int32_t *pos = docs ? doc_positions(B, S) : NULL, *gpos = docs ? dev_i32(pos, B * S) : NULL;
     // the ops themselves read the CPU table, so only the rotation is compared
     float *dct = zt_dev_f32(ct, tn), *dst = zt_dev_f32(stb, tn);
     float *x = zt_host_normal(n, 1.0f, seed(), 1), *xr = copyf(x, n);
-    zt_cpu_ops.rope_fwd(xr, ct, stb, B, S, nh, D);
+    zt_cpu_ops.rope_fwd(xr, ct, stb, pos, B, S, nh, D);
     zt_bf16 *gx = zt_dev_bf16(x, n);
-    zt_cuda_rope_fwd(NULL, gx, dct, dst, B, S, nh, D);
-    report("rope_fwd", sh, err_bf16(gx, xr, n), TOL_BF16);
+    zt_cuda_rope_fwd(NULL, gx, dct, dst, gpos, B, S, nh, D);
+    report(docs ? "rope_fwd_docs" : "rope_fwd", sh, err_bf16(gx, xr, n), TOL_BF16);
     float *xb = copyf(x, n);
-    zt_cpu_ops.rope_bwd(xb, ct, stb, B, S, nh, D);
+    zt_cpu_ops.rope_bwd(xb, ct, stb, pos, B, S, nh, D);
     zt_bf16 *gxb = zt_dev_bf16(x, n);
-    zt_cuda_rope_bwd(NULL, gxb, dct, dst, B, S, nh, D);
-    report("rope_bwd", sh, err_bf16(gxb, xb, n), TOL_BF16);
-    void *fr[] = {ct, stb, x, xr, xb};
+    zt_cuda_rope_bwd(NULL, gxb, dct, dst, gpos, B, S, nh, D);
+    report(docs ? "rope_bwd_docs" : "rope_bwd", sh, err_bf16(gxb, xb, n), TOL_BF16);
+    if (docs) {  // the rotation by document position is not the one by block position
+        float *plain = copyf(x, n);
+        zt_cpu_ops.rope_fwd(plain, ct, stb, NULL, B, S, nh, D);
+        report_differs("rope_fwd_docs_vs_plain", sh, err_bf16(gx, plain, n), 0.1);
+        free(plain);
+    }
+    void *fr[] = {ct, stb, x, xr, xb, pos};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
-    void *gf[] = {gct, gst, dct, dst, gx, gxb};
+    void *gf[] = {dct, dst, gx, gxb, gpos};
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
 }
 
@@ -263,33 +308,39 @@ static void test_embedding(int64_t N, int64_t d, int64_t V) {
 }
 
 // ---- attention ---------------------------------------------------------------------------------------------
-static void test_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+// docs: packed documents (doc_positions): every output and gradient against the CPU
+// reference given the same positions, lse over each query's document only, and the
+// output must differ from plain causal attention's.
+static void test_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D, int docs) {
     char sh[64];
-    snprintf(sh, sizeof sh, "B%lld_S%lld_H%lld_Hkv%lld_D%lld", (long long)B, (long long)S, (long long)H,
-             (long long)Hkv, (long long)D);
+    snprintf(sh, sizeof sh, "B%lld_S%lld_H%lld_Hkv%lld_D%lld%s", (long long)B, (long long)S, (long long)H,
+             (long long)Hkv, (long long)D, docs ? "_docs" : "");
     const int64_t nq = B * S * H * D, nk = B * S * Hkv * D;
+    int32_t *pos = docs ? doc_positions(B, S) : NULL, *gpos = docs ? dev_i32(pos, B * S) : NULL;
     float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
     float *o = hbuf(nq), *probs = hbuf(B * H * S * S), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
-    zt_cpu_ops.attention_fwd(o, probs, q, k, v, B, S, H, Hkv, D);
-    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, probs, q, k, v, B, S, H, Hkv, D);
-    // lse from the CPU probabilities' definition: lse_i = log sum_j exp(s_ij) over j <= i
+    zt_cpu_ops.attention_fwd(o, probs, q, k, v, pos, B, S, H, Hkv, D);
+    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, probs, q, k, v, pos, B, S, H, Hkv, D);
+    // lse from the CPU probabilities' definition: lse_i = log sum_j exp(s_ij) over the
+    // visible keys lo <= j <= i (lo = 0, or the first token of i's document)
     float *lse = hbuf(B * H * S);
     const int64_t g = H / Hkv;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < S; i++) {
                 const float *qi = q + (b * S + i) * H * D + h * D;
+                const int64_t lo = pos ? i - pos[b * S + i] : 0;
                 double mx = -INFINITY, sum = 0;
                 double *s = zt_xmalloc((size_t)(i + 1) * sizeof(double));
-                for (int64_t j = 0; j <= i; j++) {
+                for (int64_t j = lo; j <= i; j++) {
                     const float *kj = k + (b * S + j) * Hkv * D + (h / g) * D;
                     double dot = 0;
                     for (int64_t e = 0; e < D; e++) dot += (double)qi[e] * kj[e];
                     s[j] = dot / sqrt((double)D);
                     if (s[j] > mx) mx = s[j];
                 }
-                for (int64_t j = 0; j <= i; j++) sum += exp(s[j] - mx);
+                for (int64_t j = lo; j <= i; j++) sum += exp(s[j] - mx);
                 lse[(b * H + h) * S + i] = (float)(mx + log(sum));
                 free(s);
             }
@@ -297,18 +348,24 @@ static void test_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int6
     zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
     zt_bf16 *gdq2 = dbf_poison(nq);
     float *glse = df_poison(B * H * S);
-    zt_cuda_attention_fwd(c, NULL, go, glse, gq, gk, gv, B, S, H, Hkv, D);
+    zt_cuda_attention_fwd(c, NULL, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
     report("attention_fwd_o", sh, err_bf16(go, o, nq), TOL_BF16);
     report("attention_fwd_lse", sh, err_f32(glse, lse, B * H * S), 1e-5);
-    zt_cuda_attention_bwd(c, NULL, gdq, gdk, gdv, gdo, go, glse, gq, gk, gv, B, S, H, Hkv, D);
+    zt_cuda_attention_bwd(c, NULL, gdq, gdk, gdv, gdo, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
     report("attention_bwd_dq", sh, err_bf16(gdq, dq, nq), TOL_BF16_ATT);
     report("attention_bwd_dk", sh, err_bf16(gdk, dk, nk), TOL_BF16_ATT);
     report("attention_bwd_dv", sh, err_bf16(gdv, dv, nk), TOL_BF16_ATT);
-    zt_cuda_attention_bwd(c, NULL, gdq2, gdk, gdv, gdo, go, glse, gq, gk, gv, B, S, H, Hkv, D);
+    zt_cuda_attention_bwd(c, NULL, gdq2, gdk, gdv, gdo, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
     report("attention_bwd_deterministic", sh, bytes_differ(gdq, gdq2, (size_t)nq * 2), TOL_EXACT);
-    void *fr[] = {q, k, v, dout, o, probs, dq, dk, dv, lse};
+    if (docs) {  // keys of other documents really are masked: plain causal attention differs
+        float *o_causal = hbuf(nq);
+        zt_cpu_ops.attention_fwd(o_causal, probs, q, k, v, NULL, B, S, H, Hkv, D);
+        report_differs("attention_fwd_docs_vs_causal", sh, err_bf16(go, o_causal, nq), 0.1);
+        free(o_causal);
+    }
+    void *fr[] = {q, k, v, dout, o, probs, dq, dk, dv, lse, pos};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
-    void *gf[] = {gq, gk, gv, gdo, go, gdq, gdk, gdv, gdq2, glse};
+    void *gf[] = {gq, gk, gv, gdo, go, gdq, gdk, gdv, gdq2, glse, gpos};
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
 }
 
@@ -336,13 +393,13 @@ static void test_cudnn_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H
     float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
     float *o = hbuf(nq), *probs = hbuf(B * H * S * S), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
-    zt_cpu_ops.attention_fwd(o, probs, q, k, v, B, S, H, Hkv, D);
-    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, probs, q, k, v, B, S, H, Hkv, D);
+    zt_cpu_ops.attention_fwd(o, probs, q, k, v, NULL, B, S, H, Hkv, D);
+    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, probs, q, k, v, NULL, B, S, H, Hkv, D);
     zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nk), *gv = zt_dev_bf16(v, nk), *gdo = zt_dev_bf16(dout, nq);
     zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
     zt_bf16 *gdq2 = dbf_poison(nq), *gdk2 = dbf_poison(nk), *gdv2 = dbf_poison(nk), *go_gemm = dbf_poison(nq);
     float *glse = df_poison(nl), *glse_gemm = df_poison(nl);
-    zt_cuda_attention_fwd(c, NULL, go_gemm, glse_gemm, gq, gk, gv, B, S, H, Hkv, D);
+    zt_cuda_attention_fwd(c, NULL, go_gemm, glse_gemm, gq, gk, gv, NULL, B, S, H, Hkv, D);
     float *lse_gemm = hbuf(nl);
     zt_dev_get_f32(lse_gemm, glse_gemm, nl);
 
@@ -509,12 +566,12 @@ int main(int argc, char **argv) {
     test_matmul(c, 257, 384, 320);
     test_rmsnorm(c, 300, 5120);     // hidden-size rows
     test_rmsnorm(c, 16384, 128);    // per-head q/k norm
-    test_rope(2, 64, 8, 128, 1e6);
-    test_rope(1, 4096, 1, 128, 1e6);  // long table: angles up to 4095 rad
+    test_rope(2, 64, 8, 128, 1e6, 0);
+    test_rope(1, 4096, 1, 128, 1e6, 0);  // long table: angles up to 4095 rad
     test_swiglu(1 << 20);
     test_embedding(4096, 256, 1000);
-    test_attention(c, 2, 128, 8, 2, 128);
-    if (!quick) test_attention(c, 1, 256, 16, 2, 64);  // GQA ratio 8 as Qwen3-32B
+    test_attention(c, 2, 128, 8, 2, 128, 0);
+    if (!quick) test_attention(c, 1, 256, 16, 2, 64, 0);  // GQA ratio 8 as Qwen3-32B
     test_xent(c, 300, 256, 5000, 64);  // 5 chunks, the last ragged
     test_adamw((1 << 20) + 5);
     test_reductions(c, (1 << 22) + 3);
@@ -524,8 +581,13 @@ int main(int argc, char **argv) {
     test_swiglu((1 << 16) + 3);
     test_embedding(333, 36, 97);
     test_matmul(c, 33, 40, 24);
-    test_attention(c, 1, 16, 4, 2, 16);  // tests/golden/tiny_untied_gqa attention shape
-    test_attention(c, 2, 33, 4, 1, 8);
+    test_attention(c, 1, 16, 4, 2, 16, 0);  // tests/golden/tiny_untied_gqa attention shape
+    test_attention(c, 2, 33, 4, 1, 8, 0);
+    // Packed documents (supervised data, isolated): RoPE by document position, attention
+    // inside each document. Tiny shapes; S = 40 puts a document across the warp's 32 keys.
+    test_rope(3, 40, 4, 64, 1e6, 1);
+    test_attention(c, 2, 40, 4, 2, 16, 1);
+    test_attention(c, 3, 33, 4, 1, 8, 1);
     test_xent(c, 37, 48, 1003, 8);
     // The optional cuDNN SDPA path (not the default attention; see docs/cuda.md).
     const char *cudnn_skip = cudnn_skip_reason();

@@ -18,6 +18,16 @@
 // same at W = one rank per visible GPU over NCCL bootstrapped by MPI: rank r trains
 // on blocks [r*MB*GA, (r+1)*MB*GA) of a global batch that the reference trainer runs
 // as W*GA micro-batches, and each rank compares its own parameter shard.
+// Supervised data (--mpi only: counting a step's targets needs a host comm, here MPI's,
+// beside the NCCL one): version-2 blocks with loss-masked prompts and several packed
+// documents per block, isolated (document-causal attention, RoPE per document), vs the
+// reference trainer with isolation, untied: the same loss, grad-norm and parameter
+// tolerances, each step's target count exact, a step without any trained target that
+// leaves parameters and Adam moments bit-identical; and zt_fsdp_eval (3 micro-batches,
+// rounds of GA) vs the reference forward before training (1e-2) and after 5 steps
+// (3e-2), with exact target counts, bit-identical repeats, and parameters, moments and
+// the step counter untouched. --sft runs only that case. At world 1 without MPI the
+// engine must refuse version-2 data on an NCCL-only comm, and isolation with cuDNN.
 // Exit 77 without a device (or with --mpi and fewer than 2 GPUs).
 #include <math.h>
 #include <stdio.h>
@@ -26,10 +36,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include "data/dataset.h"
 #include "kernels/ops.h"
+#include "model/qwen3_cuda_layer.h"
 #include "runtime/comm_nccl.h"
 #if !ZT_NCCL_NO_MPI
 #include <mpi.h>
+
+#include "runtime/comm_mpi.h"
 #endif
 #include "runtime/common.h"
 #include "runtime/fsdp.h"
@@ -243,8 +257,271 @@ static void run_case(zt_comm *dc, int tied, int tight) {
     free(blocks);
 }
 
+// ---- supervised data ---------------------------------------------------------------------
+#define SFT_STEPS 8
+#define SFT_EMPTY_STEP 3  // every word NO_LOSS: no trained target
+#define SFT_EVAL_AT 5     // evaluate after this many steps (and before the first)
+#define NEVAL 3           // eval micro-batches per rank: a round of GA = 2, then one of 1
+
+// Version-2 words (data/dataset.h) of `n` blocks, the same on every rank: ids in
+// [3, V); a document starts at each block's first token and then with probability
+// 1/5 per token (a one-token document now and then); each document's first two tokens
+// are its "prompt", flagged NO_LOSS. Four fixed batches in turn, as make_blocks; `empty`
+// flags every word NO_LOSS.
+static void make_sft_blocks(uint32_t *buf, const uint32_t **blocks, int n, uint64_t seed, int64_t V, int empty) {
+    zt_rng r;
+    zt_rng_seed(&r, seed);
+    for (int b = 0; b < n; b++) {
+        int since = 0;
+        for (int t = 0; t < SEQ; t++) {
+            uint32_t w = 3 + (uint32_t)zt_rng_below(&r, (uint64_t)V - 3);
+            if (t == 0 || zt_rng_below(&r, 5) == 0) {
+                w |= ZT_TOK_DOC_START;
+                since = 0;
+            }
+            if (since++ < 2 || empty) w |= ZT_TOK_NO_LOSS;
+            buf[b * SEQ + t] = w;
+        }
+        blocks[b] = buf + b * SEQ;
+    }
+}
+
+// The reference's evaluation: summed cross-entropy over the targets of n micro-batches
+// (MB blocks each) from the full fp32 logits, and their count.
+static void ref_eval(zt_trainer *ref, const uint32_t *const *blocks, int n, double *loss, int64_t *targets) {
+    const int64_t N = MB * SEQ, V = ref->model.lay.cfg.vocab_size;
+    float *logits = zt_xmalloc((size_t)(N * V) * sizeof(float));
+    uint32_t *tok = zt_xmalloc((size_t)N * sizeof(uint32_t));
+    *loss = 0;
+    *targets = 0;
+    for (int mb = 0; mb < n; mb++) {
+        for (int b = 0; b < MB; b++) {  // a NULL block is an evaluation filler: zeros, counting nothing
+            if (blocks[mb * MB + b]) memcpy(tok + b * SEQ, blocks[mb * MB + b], SEQ * sizeof(uint32_t));
+            else memset(tok + b * SEQ, 0, SEQ * sizeof(uint32_t));
+        }
+        zt_qwen3_logits(&ref->model, ref->params, tok, logits);
+        for (int b = 0; b < MB; b++)
+            if (!blocks[mb * MB + b])
+                for (int64_t t = 0; t < SEQ; t++)
+                    if (ref->model.targets[b * SEQ + t] >= 0) ref->model.targets[b * SEQ + t] = -1, ref->model.ntargets--;
+        for (int64_t t = 0; t < N; t++) {
+            const int32_t tg = ref->model.targets[t];
+            if (tg < 0) continue;
+            const float *l = logits + t * V;
+            double mx = l[0], sum = 0;
+            for (int64_t j = 1; j < V; j++) mx = l[j] > mx ? l[j] : mx;
+            for (int64_t j = 0; j < V; j++) sum += exp(l[j] - mx);
+            *loss += mx + log(sum) - l[tg];
+        }
+        *targets += ref->model.ntargets;
+    }
+    free(logits);
+    free(tok);
+}
+
+// This rank's master/m/v shards (host copies, after zt_fsdp_to_host), concatenated.
+static float *snapshot(zt_fsdp *f, size_t *n) {
+    if (zt_fsdp_to_host(f) != 0) zt_die_on_err();
+    size_t total = 0;
+    for (int u = 0; u < f->nunits; u++) total += 3 * (size_t)f->units[u].shard;
+    float *s = zt_xmalloc(total * sizeof(float)), *p = s;
+    for (int u = 0; u < f->nunits; u++) {
+        const size_t b = (size_t)f->units[u].shard * sizeof(float);
+        memcpy(p, f->units[u].master, b), p += f->units[u].shard;
+        memcpy(p, f->units[u].m, b), p += f->units[u].shard;
+        memcpy(p, f->units[u].v, b), p += f->units[u].shard;
+    }
+    *n = total;
+    return s;
+}
+static int same_floats(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+// zt_fsdp_eval on the GPU engine vs ref_eval on the same global eval batch; repeated
+// once (bit-identical), and the engine's state checked untouched by the repeat. The first
+// evaluation follows the caller's last step with no host synchronisation in between, so
+// that its ordering after the optimizer update is the engine's own. tol: relative.
+static void check_eval(zt_fsdp *f, zt_trainer *ref, const char *when, double tol) {
+    char what[200];
+    const int nb = g_world * NEVAL * MB;
+    uint32_t *buf = zt_xmalloc((size_t)nb * SEQ * sizeof(uint32_t));
+    const uint32_t **blocks = zt_xcalloc((size_t)nb, sizeof *blocks);
+    make_sft_blocks(buf, blocks, nb, 3000, ref->model.lay.cfg.vocab_size, 0);
+    blocks[nb - 1] = NULL;  // the last rank runs out of blocks: a filler that must count nothing
+    double rl;
+    int64_t rt;
+    ref_eval(ref, blocks, g_world * NEVAL, &rl, &rt);
+    size_t n0, n1;
+    const int64_t step0 = f->step;
+    double gl[2];
+    int64_t gt[2];
+    const uint32_t *const *mine = blocks + (size_t)g_rank * NEVAL * MB;
+    if (zt_fsdp_eval(f, mine, NEVAL, &gl[0], &gt[0]) != 0) zt_die_on_err();
+    float *before = snapshot(f, &n0);
+    if (zt_fsdp_eval(f, mine, NEVAL, &gl[1], &gt[1]) != 0) zt_die_on_err();
+    float *after = snapshot(f, &n1);
+    const double rel = isfinite(gl[0]) ? fabs(gl[0] - rl) / fabs(rl) : INFINITY;
+    if (g_rank == 0)
+        printf("eval %s: loss sum cpu %.6f gpu %.6f (rel %.2e), targets cpu %lld gpu %lld\n", when, rl, gl[0], rel,
+               (long long)rt, (long long)gt[0]);
+    snprintf(what, sizeof what, "eval %s: loss sum relative difference %.2e <= %.0e", when, rel, tol);
+    check(rel <= tol, what);
+    snprintf(what, sizeof what, "eval %s: targets %lld == reference %lld", when, (long long)gt[0], (long long)rt);
+    check(gt[0] == rt, what);
+    check(memcmp(&gl[0], &gl[1], sizeof(double)) == 0 && gt[0] == gt[1],
+          "eval repeated: bit-identical loss sum and targets");
+    check(n0 == n1 && same_floats(before, after, n0) && f->step == step0,
+          "eval leaves parameters, Adam moments and the step counter untouched");
+    if (g_rank == 0) printf("RESULT fsdp_cuda_sft_eval_%s_rel=%.3e\n", when, rel);
+    free(before);
+    free(after);
+    free(buf);
+    free(blocks);
+}
+
+static void run_sft_case(zt_comm *dc, zt_comm *hc) {
+    char what[200];
+    const zt_qwen3_config cfg = tiny(0);
+    const zt_hparams hp = hparams();
+    const uint64_t seed = 777;
+    if (g_rank == 0)
+        printf("---- supervised data: version-2 words, packed documents isolated, untied model, micro-batch %d x "
+               "grad-accum %d x seq %d\n", MB, GA, SEQ);
+    zt_trainer ref;
+    if (zt_trainer_init(&ref, &cfg, &zt_cpu_ops, MB, GA * g_world, SEQ, &hp, seed) != 0) zt_die_on_err();
+    ref.model.isolated = 1;
+    zt_fsdp f;
+    if (zt_fsdp_init_cuda(&f, hc, dc, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
+    if (zt_fsdp_set_data(&f, 1, 1) != 0) zt_die_on_err();
+    const int U = f.nunits;
+    float **init = zt_xcalloc((size_t)U, sizeof(float *));
+    for (int u = 0; u < U; u++) {
+        init[u] = zt_xmalloc((size_t)f.units[u].numel * 4);
+        memcpy(init[u], ref.params[u], (size_t)f.units[u].numel * 4);
+    }
+    check_eval(&f, &ref, "before_training", TOL_STEP1);
+    const int nb = g_world * MB * GA;
+    uint32_t *buf = zt_xmalloc((size_t)nb * SEQ * sizeof(uint32_t));
+    const uint32_t **blocks = zt_xcalloc((size_t)nb, sizeof *blocks);
+    const uint32_t *const *mine = blocks + (size_t)g_rank * MB * GA;
+    double max_rel = 0, rel1 = 0, gn_rel1 = 0, losses[SFT_STEPS];
+    int targets_ok = 1, empty_ok = 0;
+    if (g_rank == 0)
+        printf("%4s %8s %12s %12s %10s %12s %12s\n", "step", "targets", "loss cpu", "loss gpu", "rel", "gnorm cpu",
+               "gnorm gpu");
+    for (int s = 0; s < SFT_STEPS; s++) {
+        const int empty = s == SFT_EMPTY_STEP;
+        make_sft_blocks(buf, blocks, nb, 2000 + (uint64_t)(s % 4), cfg.vocab_size, empty);
+        size_t n0 = 0, n1 = 0;
+        float *before = empty ? snapshot(&f, &n0) : NULL;
+        zt_step_stats rs;
+        zt_trainer_step(&ref, blocks, &rs);
+        zt_fsdp_stats gs;
+        if (zt_fsdp_step(&f, mine, 0, &gs) != 0) zt_die_on_err();
+        losses[s] = gs.loss;
+        if (gs.targets != rs.targets) targets_ok = 0;
+        if (empty) {
+            float *after = snapshot(&f, &n1);
+            empty_ok = rs.targets == 0 && gs.targets == 0 && gs.loss == 0.0 && n0 == n1 &&
+                       same_floats(before, after, n0);
+            free(before);
+            free(after);
+        }
+        const double rel = rs.targets == 0          ? 0.0  // no loss to compare: empty_ok above
+                           : isfinite(gs.loss) ? fabs(gs.loss - rs.loss) / fabs(rs.loss)
+                                               : INFINITY;
+        if (g_rank == 0)
+            printf("%4d %8lld %12.6f %12.6f %10.2e %12.6f %12.6f\n", s + 1, (long long)gs.targets, rs.loss, gs.loss,
+                   rel, rs.grad_norm, gs.grad_norm);
+        if (s == 0) {
+            rel1 = rel;
+            gn_rel1 = fabs(gs.grad_norm - rs.grad_norm) / rs.grad_norm;
+        }
+        if (!(rel <= max_rel)) max_rel = rel;
+        if (s + 1 == SFT_EVAL_AT) check_eval(&f, &ref, "after_5_steps", TOL_LOSS);
+    }
+    snprintf(what, sizeof what, "sft step-1 loss relative difference %.2e <= %.0e", rel1, TOL_STEP1);
+    check(rel1 <= TOL_STEP1, what);
+    snprintf(what, sizeof what, "sft max loss relative difference over %d steps %.2e <= %.0e", SFT_STEPS, max_rel,
+             TOL_LOSS);
+    check(max_rel <= TOL_LOSS, what);
+    snprintf(what, sizeof what, "sft step-1 grad norm relative difference %.2e <= %.0e", gn_rel1, TOL_GNORM1);
+    check(gn_rel1 <= TOL_GNORM1, what);
+    check(targets_ok, "sft every step's trained targets == the reference's");
+    check(empty_ok, "sft step without trained targets: loss 0, targets 0, parameters and Adam moments unchanged");
+
+    if (zt_fsdp_to_host(&f) != 0) zt_die_on_err();
+    double acc[2] = {0, 0};
+    for (int u = 0; u < U; u++)
+        for (int64_t j = 0; j < f.units[u].valid; j++) {
+            const int64_t k = f.units[u].lo + j;
+            const double g = f.units[u].master[j], c = ref.params[u][k], i0 = init[u][k];
+            acc[0] += (g - c) * (g - c);
+            acc[1] += (c - i0) * (c - i0);
+        }
+    sum_ranks(acc, 2);
+    const double prel = sqrt(acc[0]) / sqrt(acc[1]);
+    snprintf(what, sizeof what, "sft parameters after %d steps: |gpu - cpu| / |cpu - init| = %.3f <= %.2f", SFT_STEPS,
+             prel, TOL_PARAM);
+    check(prel <= TOL_PARAM, what);
+    if (g_rank == 0)
+        printf("RESULT fsdp_cuda_sft_step1_rel=%.3e max_rel=%.3e gnorm1_rel=%.3e param_rel=%.3e\n", rel1, max_rel,
+               gn_rel1, prel);
+    zt_fsdp_free(&f);
+
+    // activation recomputation re-runs each layer's forward with the same positions
+    zt_fsdp_cuda_set_recompute(1);
+    if (zt_fsdp_init_cuda(&f, hc, dc, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
+    zt_fsdp_cuda_set_recompute(0);
+    if (zt_fsdp_set_data(&f, 1, 1) != 0) zt_die_on_err();
+    int same = 1;
+    for (int s = 0; s < 3; s++) {
+        make_sft_blocks(buf, blocks, nb, 2000 + (uint64_t)(s % 4), cfg.vocab_size, s == SFT_EMPTY_STEP);
+        zt_fsdp_stats gs;
+        if (zt_fsdp_step(&f, mine, 0, &gs) != 0) zt_die_on_err();
+        if (memcmp(&gs.loss, &losses[s], sizeof(double)) != 0) same = 0;
+    }
+    check(same, "sft activation recomputation: bit-identical losses for 3 steps");
+    zt_fsdp_free(&f);
+    zt_trainer_free(&ref);
+    for (int u = 0; u < U; u++) free(init[u]);
+    free(init);
+    free(buf);
+    free(blocks);
+}
+
+// What the engine refuses (world 1, the NCCL comm as the host comm too): isolation with
+// the cuDNN attention (zt_fsdp_set_data), and version-2 data whose step would need a host
+// all-reduce that an NCCL comm cannot take (zt_fsdp_step).
+static void run_sft_refusals(zt_comm *dc) {
+    char what[240];
+    const zt_qwen3_config cfg = tiny(0);
+    const zt_hparams hp = hparams();
+    zt_fsdp f;
+    if (zt_fsdp_init_cuda(&f, dc, dc, &cfg, MB, GA, SEQ, &hp, 5) != 0) zt_die_on_err();
+    zt_glayer_use_cudnn = 1;  // as zt_fsdp_cuda_set_attention(1) in a build with cuDNN
+    int rc = zt_fsdp_set_data(&f, 1, 1);
+    zt_glayer_use_cudnn = 0;
+    snprintf(what, sizeof what, "isolated documents with cuDNN attention refused: %s",
+             rc ? zt_errmsg() : "accepted");
+    check(rc != 0 && strstr(zt_errmsg(), "cannot keep packed documents apart"), what);
+    check(f.doc_isolated == 0 && f.token_flags == 0, "a refused zt_fsdp_set_data changes nothing");
+    if (zt_fsdp_set_data(&f, 1, 1) != 0) zt_die_on_err();  // GEMM attention: accepted
+    uint32_t *buf = zt_xmalloc((size_t)MB * GA * SEQ * sizeof(uint32_t));
+    const uint32_t **blocks = zt_xcalloc((size_t)MB * GA, sizeof *blocks);
+    make_sft_blocks(buf, blocks, MB * GA, 2000, cfg.vocab_size, 0);
+    zt_fsdp_stats gs;
+    rc = zt_fsdp_step(&f, blocks, 0, &gs);
+    snprintf(what, sizeof what, "version-2 data without a host comm refused: %s", rc ? zt_errmsg() : "accepted");
+    check(rc != 0 && strstr(zt_errmsg(), "needs a host comm"), what);
+    check(f.step == 0, "the refused step did not count");
+    zt_fsdp_free(&f);
+    free(buf);
+    free(blocks);
+}
+
 int main(int argc, char **argv) {
     int mpi = argc > 1 && !strcmp(argv[1], "--mpi");
+    const int sft_only = argc > 2 && !strcmp(argv[2], "--sft");
     if (argc > 1 && !strcmp(argv[1], "--count-devices")) {  // for the ctest driver: ranks to launch
         int n = zt_cuda_device_count();
         printf("%d\n", n);
@@ -252,7 +529,7 @@ int main(int argc, char **argv) {
     }
     zt_comm_opts o = zt_comm_opts_default();
     o.timeout_s = 60;
-    zt_comm *dc = NULL;
+    zt_comm *dc = NULL, *hc = NULL;
     if (mpi) {
 #if ZT_NCCL_NO_MPI
         zt_fatal("test_fsdp_cuda: --mpi needs the MPI build (target test_fsdp_cuda_mpi)");
@@ -266,6 +543,7 @@ int main(int argc, char **argv) {
             return 77;
         }
         if (zt_comm_init_nccl(&dc, MPI_COMM_WORLD, -1, &o) != 0) zt_die_on_err();
+        if (zt_comm_init_mpi(&hc, MPI_COMM_WORLD, &o) != 0) zt_die_on_err();
 #endif
     } else {
         zt_skip_without_device();
@@ -274,12 +552,22 @@ int main(int argc, char **argv) {
     char dev[128];
     zt_cuda_device_describe(dev, sizeof dev);
     if (g_rank == 0) printf("test_fsdp_cuda: %s, NCCL world %d\n", dev, g_world);
-    run_case(dc, 0, 0);
-    run_case(dc, 1, 0);
-    run_case(dc, 0, 1);
+    if (!sft_only) {
+        run_case(dc, 0, 0);
+        run_case(dc, 1, 0);
+        run_case(dc, 0, 1);
+    }
+    if (hc)
+        run_sft_case(dc, hc);
+    else
+        run_sft_refusals(dc);
     // Every collective handle the engines issued was waited for (retired).
     const int fin = zt_comm_finalize(dc);
     check(fin == 0, fin == 0 ? "comm finalize: every collective handle retired" : zt_errmsg());
+    if (hc) {
+        const int hfin = zt_comm_finalize(hc);
+        check(hfin == 0, hfin == 0 ? "host comm finalize: every collective handle retired" : zt_errmsg());
+    }
     double bad = failures;
     sum_ranks(&bad, 1);
     if (g_rank == 0) {

@@ -119,13 +119,14 @@ int main(void) {
         // GPU
         for (int u = 0; u < U; u++) zt_cuda_fill(gg[u], 0.0f, lay->units[u].numel, NULL);
         zt_cuda_embedding_fwd(NULL, X[0], gb[0], gtok, N, d, V);
-        for (int l = 0; l < L; l++) zt_glayer_fwd(c, NULL, &dm, gb[1 + l], rc, rs, X[l], X[l + 1], &acts[l], NULL);
+        for (int l = 0; l < L; l++)
+            zt_glayer_fwd(c, NULL, &dm, gb[1 + l], rc, rs, NULL, X[l], X[l + 1], &acts[l], NULL);
         zt_cuda_rmsnorm_fwd(NULL, xf, hrstd, X[L], gb[L + 1], N, d, dm.eps);
         zt_cuda_lmhead_xent(c, NULL, gloss, dln, gg[L + 1] + lm_off, ZT_F32, xf, gb[L + 1] + lm_off, gtgt, N, d, V,
                             scale);
         zt_cuda_rmsnorm_bwd(c, NULL, dx, gg[L + 1], dln, X[L], gb[L + 1], hrstd, N, d);
         for (int l = L - 1; l >= 0; l--)
-            zt_glayer_bwd(c, NULL, &dm, gb[1 + l], gg[1 + l], rc, rs, X[l], &acts[l], &work, dx, NULL);
+            zt_glayer_bwd(c, NULL, &dm, gb[1 + l], gg[1 + l], rc, rs, NULL, X[l], &acts[l], &work, dx, NULL);
         zt_cuda_embedding_bwd(NULL, gg[0], dx, gtok, N, d, V);
         for (int u = 0; u < U; u++) zt_cuda_sumsq(c, NULL, gsq + u, gg[u], lay->units[u].numel);
         double hloss, hsq[64], sq_gpu = 0;
