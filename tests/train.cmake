@@ -11,7 +11,7 @@ endforeach()
 
 # Supervised fine-tuning data end to end (tests/cli/sft_cli.sh): masks, isolation, evaluation,
 # ZeRO-3 at W = 1..3, resume.
-foreach(case train world resume v1_isolated eval_errors nothing_trained)
+foreach(case train world resume eval_no_disturb v1_isolated eval_errors nothing_trained)
   add_test(NAME sft_cli_${case}
            COMMAND bash ${ZT_TEST_DIR}/cli/sft_cli.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
                    ${CMAKE_BINARY_DIR}/test-work/sft_cli ${case})

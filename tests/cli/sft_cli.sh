@@ -102,6 +102,21 @@ resume)
     done
     echo "ok [$CASE]: losses $(field "$W/part/metrics.jsonl" loss | tr '\n' ' ')identical after a stop at step 3"
     ;;
+eval_no_disturb)
+    # evaluating every step changes nothing of the training: the same losses and the same
+    # final weights, byte for byte, as a run without --eval-data
+    chat_data 60 20
+    common=(--model "$MODEL" --data "$W/data" --steps 4 --micro-batch 2 --lr 3e-3 --threads 2 --save-dtype fp32)
+    "$ZT" train "${common[@]}" --run-dir "$W/eval" --eval-data "$W/eval" --eval-every 1 >"$W/a.txt" 2>&1 ||
+        { cat "$W/a.txt"; fail "run with evaluation"; }
+    "$ZT" train "${common[@]}" --run-dir "$W/plain" >"$W/b.txt" 2>&1 || { cat "$W/b.txt"; fail "run without"; }
+    [ "$(grep -c '"eval_loss":' "$W/eval/metrics.jsonl")" -eq 4 ] || fail "expected 4 evaluations"
+    diff <(field "$W/eval/metrics.jsonl" loss) <(field "$W/plain/metrics.jsonl" loss) >/dev/null ||
+        fail "evaluation changed the training losses"
+    cmp -s "$W/eval/final/model.safetensors" "$W/plain/final/model.safetensors" ||
+        fail "evaluation changed the trained weights"
+    echo "ok [$CASE]: losses and final weights identical with and without evaluation"
+    ;;
 v1_isolated)
     # plain data has no document boundaries: isolation is refused, and full attention trains as before
     awk 'BEGIN{srand(3); for(d=0; d<40; d++){ l=""; for(i=0;i<30;i++) l=l int(rand()*900) " "; print l }}' >"$W/ids.txt"
