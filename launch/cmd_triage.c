@@ -9,6 +9,7 @@
 
 #include "launch/args.h"
 #include "launch/commands.h"
+#include "launch/report.h"
 #include "launch/triage.h"
 #include "runtime/common.h"
 
@@ -47,6 +48,9 @@ static void triage_usage(FILE *out) {
             "      --min-deadlock N   a deadlock stretch of at least N snapshots sets exit 4 (default 2)\n"
             "      --max-gap S        a gap longer than S ends a stretch (default max(5, 3 x median interval))\n"
             "  -q, --quiet            only totals and the verdict\n"
+            "      --html FILE        also write the power picture as one self-contained HTML page:\n"
+            "                         board power per GPU against time over the bands, and the state\n"
+            "                         of every snapshot as a coloured strip under it (as `zerotrain report`)\n"
             "  -h, --help             this text\n"
             "\n"
             "exit: 0 no deadlock stretch, 1 bad input (the message names file:line and the rule),\n"
@@ -76,9 +80,10 @@ int zt_cmd_triage(int argc, char **argv) {
         {"window", required_argument, 0, 'w'},  {"dmon-interval", required_argument, 0, 1},
         {"per-sample", no_argument, 0, 'p'},    {"min-deadlock", required_argument, 0, 2},
         {"max-gap", required_argument, 0, 3},   {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {"html", required_argument, 0, 4},      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
-    const char *bands_path = NULL;
+    const char *bands_path = NULL, *html = NULL;
     zt_sample_format fmt = ZT_SF_AUTO;
     double window = 1.0, dmon_interval = 1.0, max_gap = 0;
     int64_t min_deadlock = 2;
@@ -95,6 +100,7 @@ int zt_cmd_triage(int argc, char **argv) {
         case 2: bad = zt_arg_i64("--min-deadlock", optarg, 1, 1 << 30, &min_deadlock); break;
         case 3: bad = zt_arg_f64("--max-gap", optarg, 1e-3, 1e9, &max_gap); break;
         case 'q': quiet = 1; break;
+        case 4: html = optarg; break;
         case 'h': triage_usage(stdout); return 0;
         default: triage_usage(stderr); return 2;
         }
@@ -198,6 +204,16 @@ int zt_cmd_triage(int argc, char **argv) {
         printf("verdict: no deadlock; compute %.1f%% of the busy time, communication %.1f%%, starvation %.1f%%\n",
                busy > 0 ? 100 * secs[ZT_GS_COMPUTE] / busy : 0.0, busy > 0 ? 100 * secs[ZT_GS_COMM] / busy : 0.0,
                busy > 0 ? 100 * secs[ZT_GS_STARVATION] / busy : 0.0);
+    }
+    if (html) {
+        zt_power_class pc = {.snaps = snaps, .ns = ns, .st = st, .nst = nst, .median_interval = med, .max_gap = max_gap};
+        if (zt_triage_html(html, &set, &b, bands_path ? bands_path : "built in", &pc, argv + optind, argc - optind,
+                           (int)min_deadlock) != 0) {
+            fprintf(stderr, "zerotrain triage: error: --html: %s\n", zt_errmsg());
+            rc = 1;
+        } else {
+            printf("html: %s\n", html);
+        }
     }
     free(snaps);
     free(st);

@@ -12,4 +12,5 @@ int zt_cmd_triage(int argc, char **argv);
 int zt_cmd_calibrate(int argc, char **argv);
 int zt_cmd_watch(int argc, char **argv);
 int zt_cmd_plan(int argc, char **argv);
+int zt_cmd_report(int argc, char **argv);
 #endif

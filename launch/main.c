@@ -25,6 +25,7 @@ static const zt_command commands[] = {
     {"calibrate", zt_cmd_calibrate, "derive triage power bands for another GPU model from healthy and idle samples"},
     {"watch", zt_cmd_watch, "watch a run directory from outside the job: complete, crashed or hung, and who is stuck"},
     {"plan", zt_cmd_plan, "predict per-GPU memory and step time of FSDP sharding choices on GPUs"},
+    {"report", zt_cmd_report, "one self-contained HTML page of a run: curves, power picture, state, diagnosis"},
 };
 
 static void usage(FILE *out) {

@@ -705,7 +705,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     if (R0 && o->overwrite && !o->resume) {
         // A fresh run in a reused directory: nothing of the old run may look like this one's
         // (a stale complete.json would read as COMPLETE; old checkpoints would resume into it).
-        const char *stale[] = {"checkpoints", "complete.json", "heartbeat.json", "final", "watch.json"};
+        const char *stale[] = {"checkpoints", "complete.json", "heartbeat.json", "final", "watch.json", "report.html", "tb"};
         for (size_t i = 0; i < sizeof stale / sizeof stale[0] && ok; i++) {
             snprintf(path, sizeof path, "%s/%s", o->run_dir, stale[i]);
             ok = remove_tree(path) == 0;
@@ -824,6 +824,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                 "\"comm_wait_s\":%.4f,\"bytes_gathered\":%lld,\"bytes_scattered\":%lld}\n",
                 (long long)step + 1, r->rank, tok_s / r->world, s.t_step, s.t_compute, s.t_comm_wait,
                 (long long)s.bytes_gathered, (long long)s.bytes_scattered);
+        fflush(r->rank_metrics);  // a rank that dies or hangs next leaves whole lines behind
         if (R0) {
             // GPU-hours (rank-hours on the CPU backend): spent in this process so far, projected
             // per epoch at the mean step time, and at risk = spent since the last checkpoint.

@@ -29,3 +29,23 @@ set_tests_properties(ops_slurm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SE
 # TensorBoard event files (runtime/tboard.c): bytes equal to TensorBoard's own writer, CRCs,
 # the resume truncation. The end-to-end read back by TensorBoard's reader is train_cli_tensorboard.
 zt_add_test(test_tboard ${ZT_TEST_DIR}/test_tboard.c zt_runtime)
+
+# `zerotrain report` and `zerotrain triage --html` (launch/report.c, launch/power_view.c,
+# launch/svg.c): pages of real training runs made by the test (a clean 2-rank run with
+# evaluation and checkpoints; the --no-evenfix field deadlock aborted at the collective
+# deadline), plots counted against the run's files, missing pieces, errors; `browser`
+# renders those pages in headless Chromium and checks the screenshot's pixels and the
+# rendered DOM (tests/cli/report_check.py); exit 77 = skipped (no chromium), with the reason.
+foreach(case run hang triage_html errors browser)
+  add_test(NAME report_cli_${case}
+           COMMAND bash ${ZT_TEST_DIR}/cli/report_cli.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
+                   ${CMAKE_BINARY_DIR}/test-work/report_cli ${case})
+  set_tests_properties(report_cli_${case} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+endforeach()
+set_tests_properties(report_cli_run report_cli_hang PROPERTIES PROCESSORS 2)
+set_tests_properties(report_cli_run PROPERTIES FIXTURES_SETUP report_run_page)
+set_tests_properties(report_cli_hang PROPERTIES FIXTURES_SETUP report_hang_page)
+set_tests_properties(report_cli_triage_html PROPERTIES FIXTURES_SETUP report_triage_page)
+set_tests_properties(report_cli_browser PROPERTIES
+  FIXTURES_REQUIRED "report_run_page;report_hang_page;report_triage_page")
