@@ -19,5 +19,5 @@ if [ ! -f "$DATA/dataset.json" ] || [ ! -f "$EVAL/dataset.json" ]; then
     ./build/zerotrain pack --input chat --seq-len 256 runs/sft-split/eval.jsonl -o "$EVAL"
 fi
 ./build/zerotrain train --model examples/tiny-qwen3-chat --data "$DATA" --run-dir "$RUN" --overwrite \
-    --eval-data "$EVAL" --eval-every 50 --epochs 3 --micro-batch 4 --lr 3e-3 --warmup 20 --log-every 10 "$@"
+    --eval-data "$EVAL" --eval-every 10 --epochs 3 --micro-batch 4 --lr 3e-3 --warmup 20 --log-every 10 "$@"
 echo "metrics (train and eval loss): $RUN/metrics.jsonl   weights (Hugging Face format): $RUN/final/"
