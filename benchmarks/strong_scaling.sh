@@ -6,6 +6,11 @@
 # core-h or GPU-h, scaling efficiency, compute vs exposed communication) plus per-rank
 # work and communication volume, which stay meaningful on oversubscribed CPU ranks.
 # `--check` re-derives the table from the raw metrics and fails on any inconsistency.
+# Two-node mode (--hostfile, or ZT_SCALING_HOSTFILE): the ranks are spread evenly over
+# the hostfile's nodes, and with --link-bytes CMD (ZT_SCALING_LINK_BYTES) the bytes that
+# crossed the node link during each run (CMD prints a cumulative byte counter, e.g. the
+# sum of the nodes' tx_bytes) become two more columns: MB per step over the link and the
+# link's share of all the bytes the ranks moved. Without them the table is as before.
 # Needs only bash, awk and mpirun. See benchmarks/README.md and docs/benchmarks.md.
 set -euo pipefail
 
@@ -17,6 +22,7 @@ DATA="" WORK="" OUT="" TSV=""
 RANKS="1 2 4 8 16"
 GLOBAL=16 MB=1 SEQ=256 STEPS=8 WARMUP=2 THREADS=1 EPOCH_TOKENS=1.01e9 DEVICE=cpu CHECK=0 TIMEOUT=1800
 MPIRUN_CMD="mpirun --oversubscribe --allow-run-as-root --bind-to none"
+HOSTFILE=${ZT_SCALING_HOSTFILE:-} LINK_CMD=${ZT_SCALING_LINK_BYTES:-}
 EXTRA=()
 
 usage() {
@@ -41,6 +47,11 @@ prints the strong-scaling table.
   --device D           cpu (default) or cuda: passed to train; cuda labels the cost GPU-h
   --mpirun "CMD"       launcher prefix (default: "$MPIRUN_CMD"); add --hostfile etc. here
   --timeout S          per-run wall-clock limit in seconds (default $TIMEOUT)
+  --hostfile FILE      two-node (multi-node) mode: mpirun --hostfile FILE, ranks spread evenly
+                       over its nodes (--map-by ppr:RANKS/NODES:node); env ZT_SCALING_HOSTFILE
+  --link-bytes "CMD"   a command printing the bytes that have crossed the node link so far
+                       (a counter); adds the MB per step over the link and its share of all the
+                       bytes the ranks moved; env ZT_SCALING_LINK_BYTES
   --work DIR           run directories and default data (default: a new directory under /tmp)
   --out FILE           also write the table and the machine description as markdown
   --tsv FILE           also write the table as tab-separated values
@@ -66,6 +77,8 @@ while [ $# -gt 0 ]; do
     --device) DEVICE=$2; shift 2 ;;
     --mpirun) MPIRUN_CMD=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
+    --hostfile) HOSTFILE=$2; shift 2 ;;
+    --link-bytes) LINK_CMD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --tsv) TSV=$2; shift 2 ;;
@@ -89,6 +102,17 @@ for w in "${RANK_LIST[@]}"; do
     [ $((GLOBAL % (w * MB))) -eq 0 ] ||
         die "--global-batch $GLOBAL blocks is not a multiple of $w ranks x micro-batch $MB: the global batch must be the same at every rank count"
 done
+NODES=1
+if [ -n "$HOSTFILE" ]; then
+    [ -r "$HOSTFILE" ] || die "--hostfile $HOSTFILE is not readable"
+    NODES=$(grep -c -v -E '^[[:space:]]*(#|$)' "$HOSTFILE")
+    [ "$NODES" -ge 1 ] || die "--hostfile $HOSTFILE lists no node"
+    for w in "${RANK_LIST[@]}"; do
+        [ $((w % NODES)) -eq 0 ] || die "--ranks entry $w does not spread evenly over the $NODES nodes of $HOSTFILE"
+    done
+fi
+link_bytes() { bash -c "$LINK_CMD" | awk 'NF { s += $1 } END { printf "%.0f\n", s }'; }
+if [ -n "$LINK_CMD" ]; then link_bytes >/dev/null || die "--link-bytes command failed: $LINK_CMD"; fi
 case "$DEVICE" in cpu) COST="core-h" ;; *) COST="GPU-h" ;; esac
 [ -n "$WORK" ] || WORK=$(mktemp -d /tmp/zt-strong-scaling.XXXXXX)
 mkdir -p "$WORK"
@@ -128,14 +152,18 @@ for w in "${RANK_LIST[@]}"; do
     run="$WORK/ranks-$w"
     rm -rf "$run"
     echo "strong_scaling: $w rank(s) x micro-batch $MB x grad-accum $ga = $GLOBAL blocks per step, $((WARMUP + STEPS)) steps ..." >&2
+    place=()
+    [ -z "$HOSTFILE" ] || place=(--hostfile "$HOSTFILE" --map-by "ppr:$((w / NODES)):node")
+    [ -z "$LINK_CMD" ] || link0=$(link_bytes)
     # shellcheck disable=SC2086 # MPIRUN_CMD is a command line by design
-    if ! timeout "$TIMEOUT" $MPIRUN_CMD -n "$w" -x OMP_NUM_THREADS="$THREADS" -x OPENBLAS_NUM_THREADS="$THREADS" \
+    if ! timeout "$TIMEOUT" $MPIRUN_CMD -n "$w" ${place[@]+"${place[@]}"} -x OMP_NUM_THREADS="$THREADS" -x OPENBLAS_NUM_THREADS="$THREADS" \
         "$ZT" train --model "$MODEL" --data "$DATA" --run-dir "$run" --steps $((WARMUP + STEPS)) \
         --micro-batch "$MB" --grad-accum "$ga" --threads "$THREADS" --device "$DEVICE" --schedule constant \
         --no-save-final --no-preflight --log-every 0 ${EXTRA[@]+"${EXTRA[@]}"} >"$WORK/ranks-$w.log" 2>&1; then
         tail -20 "$WORK/ranks-$w.log" >&2
         die "the $w-rank run failed (log: $WORK/ranks-$w.log)"
     fi
+    [ -z "$LINK_CMD" ] || echo $(( $(link_bytes) - link0 )) >"$WORK/ranks-$w.link"
 done
 
 # ---- the table ---------------------------------------------------------------------------
@@ -175,18 +203,32 @@ TABLE="$WORK/table.tsv"
 awk -F'\t' 'BEGIN { OFS = "\t" } NR == 1 { print; next } NR == 2 { base = $11 } { $14 = sprintf("%.4f", $11 / base); print }' \
     "$TABLE.raw" >"$TABLE"
 rm -f "$TABLE.raw"
+if [ -n "$LINK_CMD" ]; then
+    # link bytes over the whole run (warm-up, start-up and the launcher's own traffic
+    # included) per step; share = link bytes / all bytes the W ranks gathered + scattered
+    for w in "${RANK_LIST[@]}"; do echo "$w $(cat "$WORK/ranks-$w.link")"; done >"$WORK/link.txt"
+    awk -F'\t' -v OFS='\t' -v nsteps=$((WARMUP + STEPS)) 'FNR == NR { split($0, a, " "); lb[a[1]] = a[2]; next }
+        FNR == 1 { print $0, "link_mb_per_step", "link_share"; next }
+        { moved = $1 * ($20 + $21) * 1e6 * nsteps; print $0, sprintf("%.6g", lb[$1] / nsteps / 1e6), sprintf("%.4f", moved > 0 ? lb[$1] / moved : 0) }' \
+        "$WORK/link.txt" "$TABLE" >"$TABLE.link" && mv "$TABLE.link" "$TABLE"
+fi
 
 render() {
     local model_desc
     model_desc=$(awk -F'\t' 'NR == 2 { printf "seq %d, global batch %d tokens per step", $5, $6 }' "$TABLE")
-    echo "| ranks | grad-accum | tok/s | tok/s per rank | epoch hours | $COST per epoch | efficiency | compute | exposed comm | step s | tokens / rank / step | GFLOP / rank / step | MB gathered / rank / step | MB scattered / rank / step |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    awk -F'\t' 'NR > 1 { printf "| %d | %d | %.0f | %.1f | %.1f | %.1f | %.0f%% | %.0f%% | %.0f%% | %.3f | %d | %.3g | %.3g | %.3g |\n",
-        $1, $4, $10, $11, $12, $13, 100 * $14, 100 * $15, 100 * $16, $17, $18, $19, $20, $21 }' "$TABLE"
+    local lh="" ls=""
+    [ -z "$LINK_CMD" ] || { lh=" MB over the node link / step | node link share |"; ls="---:|---:|"; }
+    echo "| ranks | grad-accum | tok/s | tok/s per rank | epoch hours | $COST per epoch | efficiency | compute | exposed comm | step s | tokens / rank / step | GFLOP / rank / step | MB gathered / rank / step | MB scattered / rank / step |$lh"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|$ls"
+    awk -F'\t' -v link="${LINK_CMD:+1}" 'NR > 1 { printf "| %d | %d | %.0f | %.1f | %.1f | %.1f | %.0f%% | %.0f%% | %.0f%% | %.3f | %d | %.3g | %.3g | %.3g |",
+        $1, $4, $10, $11, $12, $13, 100 * $14, 100 * $15, 100 * $16, $17, $18, $19, $20, $21
+        if (link) printf " %.3g | %.0f%% |", $22, 100 * $23; printf "\n" }' "$TABLE"
     echo
     echo "$model_desc; $STEPS measured steps after $WARMUP warm-up; projection for $EPOCH_TOKENS tokens per epoch;"
     echo "$COST = ranks x $THREADS thread(s) per rank x epoch hours; efficiency = tok/s per rank / that at ${RANK_LIST[0]} rank(s);"
     echo "compute and exposed comm are rank 0's shares of its step time; bytes are rank 0's (fp32 on the CPU backend)."
+    [ -z "$HOSTFILE" ] || echo "ranks spread over the $NODES nodes of $HOSTFILE (--map-by ppr:ranks/$NODES:node)."
+    [ -z "$LINK_CMD" ] || echo "node link: bytes on the wire (frames, headers included) from \`$LINK_CMD\` over each whole run / its $((WARMUP + STEPS)) steps; share = those / all the bytes the ranks gathered + scattered."
 }
 
 echo

@@ -111,6 +111,8 @@ if [ "$dry" = 1 ]; then
     [ "$watch" = 1 ] && echo "+ $ZT watch $RUN ${ZT_WATCH_ARGS:---interval 30} --on-hang '${ZT_ON_HANG:-kill -TERM <mpirun pid>}' &"
     exit 0
 fi
+mark=""
+[ "$watch" = 1 ] && [ -f "$RUN/heartbeat.json" ] && mark=$(mktemp "${TMPDIR:-/tmp}/zt-launch.XXXXXX")
 "${MPIRUN[@]}" "$ZT" train "$@" "${train_extra[@]}" &
 job=$!
 watcher=""
@@ -119,7 +121,15 @@ if [ "$watch" = 1 ]; then
     wargs=(--on-hang "$hook")
     [ -n "${ZT_ON_CRASH:-}" ] && wargs+=(--on-crash "$ZT_ON_CRASH")
     # shellcheck disable=SC2086
-    "$ZT" watch "$RUN" ${ZT_WATCH_ARGS:---interval 30} "${wargs[@]}" >"$RUN/watch.log" 2>&1 &
+    (   # a resumed run (requeue, --resume): RUN/heartbeat.json is still the last job's
+        # ("stopped" at its checkpoint) until this job writes its own; watching that would
+        # give this job the old verdict, so wait for the new heartbeat (or the job's end)
+        if [ -n "$mark" ]; then
+            while kill -0 "$job" 2>/dev/null && ! [ "$RUN/heartbeat.json" -nt "$mark" ]; do sleep 0.5; done
+            rm -f "$mark"
+        fi
+        exec "$ZT" watch "$RUN" ${ZT_WATCH_ARGS:---interval 30} "${wargs[@]}"
+    ) >"$RUN/watch.log" 2>&1 &
     watcher=$!
     echo "zerotrain-2node: watcher pid $watcher, log $RUN/watch.log"
 fi
@@ -138,7 +148,7 @@ if [ -n "$watcher" ]; then
     else
         wait "$watcher"
         wrc=$?
-        echo "zerotrain-2node: watcher: $(grep -E '\] (COMPLETE|CRASHED|HUNG|FAILED):' "$RUN/watch.log" | tail -1) (exit $wrc)"
+        echo "zerotrain-2node: watcher: $(grep -E '\] (COMPLETE|CRASHED|HUNG|FAILED|STOPPED):' "$RUN/watch.log" | tail -1) (exit $wrc)"
     fi
 fi
 echo "zerotrain-2node: mpirun exited with $rc"
