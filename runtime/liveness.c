@@ -130,7 +130,18 @@ struct zt_power_sampler {
     double interval_s;
     atomic_int stop;
     pthread_t thread;
+    pthread_mutex_t mu;     // guards the latest sample
+    double last_w, last_util;
 };
+
+double zt_power_last(zt_power_sampler *p, double *util_pct) {
+    if (!p) return -1;
+    pthread_mutex_lock(&p->mu);
+    const double w = p->last_w;
+    if (util_pct) *util_pct = p->last_util;
+    pthread_mutex_unlock(&p->mu);
+    return w;
+}
 
 static void *power_main(void *arg) {
     zt_power_sampler *p = arg;
@@ -139,6 +150,10 @@ static void *power_main(void *arg) {
         if (zt_nvml_sample(p->gpu, &w, &u, &mem) == 0) {
             fprintf(p->f, "%.3f,%d,%.1f,%.0f,%.0f\n", unix_now(), p->gpu, w, u, mem);
             fflush(p->f);
+            pthread_mutex_lock(&p->mu);
+            p->last_w = w;
+            p->last_util = u;
+            pthread_mutex_unlock(&p->mu);
         }
         for (double slept = 0; slept < p->interval_s && !atomic_load(&p->stop); slept += 0.05) usleep(50000);
     }
@@ -160,6 +175,8 @@ zt_power_sampler *zt_power_start(const char *run_dir, int rank, int gpu, double 
     p->f = f;
     p->gpu = gpu;
     p->interval_s = interval_s > 0 ? interval_s : 1.0;
+    p->last_w = -1;
+    pthread_mutex_init(&p->mu, NULL);
     atomic_init(&p->stop, 0);
     if (pthread_create(&p->thread, NULL, power_main, p) != 0) {
         fclose(f);
@@ -175,5 +192,6 @@ void zt_power_stop(zt_power_sampler *p) {
     atomic_store(&p->stop, 1);
     pthread_join(p->thread, NULL);
     fclose(p->f);
+    pthread_mutex_destroy(&p->mu);
     free(p);
 }

@@ -32,4 +32,6 @@ int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h);
 typedef struct zt_power_sampler zt_power_sampler;
 zt_power_sampler *zt_power_start(const char *run_dir, int rank, int gpu, double interval_s);
 void zt_power_stop(zt_power_sampler *p);
+// The latest sample (watts, utilisation %); -1 when none has been taken yet.
+double zt_power_last(zt_power_sampler *p, double *util_pct);
 #endif

@@ -812,6 +812,12 @@ static int train_body(const zt_train_opts *o, run_state *r) {
             zt_tb_scalar(r->tb_rank, "rank/comm_wait_share", step + 1, wt, (float)(s.t_comm_wait / s.t_step));
             zt_tb_scalar(r->tb_rank, "rank/bytes_gathered", step + 1, wt, (float)s.bytes_gathered);
             zt_tb_scalar(r->tb_rank, "rank/bytes_scattered", step + 1, wt, (float)s.bytes_scattered);
+            double util;
+            const double watts = zt_power_last(r->power, &util);
+            if (watts >= 0) {  // this rank's GPU, as NVML last saw it (RUN/ranks/rank-N.power.csv has every sample)
+                zt_tb_scalar(r->tb_rank, "power/board_w", step + 1, wt, (float)watts);
+                zt_tb_scalar(r->tb_rank, "power/util_pct", step + 1, wt, (float)util);
+            }
             if (zt_tb_flush(r->tb_rank) != 0) {
                 fprintf(stderr, "zerotrain: warning: %s; TensorBoard output of rank %d stops here\n", zt_errmsg(),
                         r->rank);
