@@ -48,6 +48,7 @@ typedef struct {
     pack_writer *cur;  // stream of the document being read; NULL between documents
     zt_pack_stats *st;
     double t0, last_report;
+    int64_t bytes_total;  // of all inputs (for the progress line's ETA)
     uint32_t pad_id;  // chat: <|endoftext|>
 } packer;
 
@@ -107,14 +108,28 @@ static int end_doc(packer *pk) {
 static void progress(packer *pk, const char *input) {
     if (pk->o->quiet) return;
     double now = zt_now();
-    if (now - pk->last_report < 1.0) return;
+    // one line a second; ZT_PROGRESS_INTERVAL (seconds) changes that (tests use 0)
+    static double interval = -1;
+    if (interval < 0) {
+        const char *e = getenv("ZT_PROGRESS_INTERVAL");
+        interval = e ? atof(e) : 1.0;
+        if (!(interval >= 0)) interval = 1.0;
+    }
+    if (now - pk->last_report < interval) return;
     pk->last_report = now;
     double dt = now - pk->t0 > 1e-9 ? now - pk->t0 : 1e-9;
     int64_t tok = 0;
     for (int i = 0; i < pk->nw; i++) tok += pk->w[i].tokens;
-    fprintf(stderr, "pack: %s: %.1f MB read (%.1f MB/s), %lld documents, %.2fM tokens (%.2fM tok/s)\n", input,
-            (double)pk->st->bytes_in / 1e6, (double)pk->st->bytes_in / 1e6 / dt, (long long)pk->st->documents,
-            (double)tok / 1e6, (double)tok / 1e6 / dt);
+    const double rate = (double)pk->st->bytes_in / dt;  // bytes/s
+    char eta[48] = "";
+    if (pk->bytes_total > 0 && rate > 0 && pk->st->bytes_in <= pk->bytes_total) {
+        const double left = (double)(pk->bytes_total - pk->st->bytes_in) / rate;
+        snprintf(eta, sizeof eta, " of %.1f MB (%.0f%%), ETA %.0f s", (double)pk->bytes_total / 1e6,
+                 100.0 * (double)pk->st->bytes_in / (double)pk->bytes_total, left);
+    }
+    fprintf(stderr, "pack: %s: %.1f MB read%s (%.1f MB/s), %lld documents, %.2fM tokens (%.2fM tok/s)\n", input,
+            (double)pk->st->bytes_in / 1e6, eta, rate / 1e6, (long long)pk->st->documents, (double)tok / 1e6,
+            (double)tok / 1e6 / dt);
 }
 
 // Raw little-endian uint32 ids; the whole file is one document.
@@ -427,6 +442,8 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     packer pk = {.o = opts, .w = w, .nw = nw, .st = stats, .t0 = zt_now()};
     if (opts->input == ZT_PACK_CHAT) pk.pad_id = (uint32_t)zt_tokenizer_token_id(opts->tok, "<|endoftext|>");
     pk.last_report = pk.t0;
+    for (int i = 0; i < ninputs; i++)
+        if (stat(inputs[i], &st) == 0) pk.bytes_total += (int64_t)st.st_size;
     int rc = 0, opened = 0;
     for (int i = 0; i < nw && rc == 0; i++, opened++) {
         if (opts->per_rank > 0) snprintf(w[i].path, sizeof w[i].path, "%s/rank-%05d.u32", out_dir, i);

@@ -57,3 +57,11 @@ zt_tok_cli_test(tok_cli_tokenize_count "^2\n$" tokenize --count ${ZT_TOK_DATA}/h
 # escaped \u0000 carried through with tokenizers' ids (tests/cli/jsonl_control.sh).
 add_test(NAME tok_cli_jsonl_control
          COMMAND bash ${ZT_TEST_DIR}/cli/jsonl_control.sh ${ZT_EXE} ${ZT_TOK_DATA} ${CMAKE_CURRENT_BINARY_DIR}/jsonl_control)
+
+# pack's progress lines: bytes of the total, documents, rate and the ETA (ZT_PROGRESS_INTERVAL=0
+# prints one per batch instead of one a second).
+add_test(NAME tok_cli_pack_progress COMMAND bash -c "
+  set -e; d=${CMAKE_BINARY_DIR}/test-work/pack_progress; rm -rf $d; mkdir -p $d
+  awk 'BEGIN{srand(1); for(i=0;i<30000;i++){ l=\"\"; for(j=0;j<12;j++) l=l \"word\" int(rand()*5000) \" \"; print l }}' >$d/in.txt
+  ZT_PROGRESS_INTERVAL=0 ${ZT_EXE} pack --input lines $d/in.txt -o $d/out 2>$d/err.txt
+  grep -E 'MB read of [0-9.]+ MB \\([0-9]+%\\), ETA [0-9]+ s .* documents' $d/err.txt || { cat $d/err.txt; exit 1; }")
