@@ -35,17 +35,17 @@ field() { grep "\"$2\":" "$1" | sed "s/.*\"$2\":\([-0-9.eE+naif]*\).*/\1/"; }
 case "$CASE" in
 train)
     # masked, isolated chat data: the loss falls, every step names its trained tokens, the
-    # evaluation runs every 10 steps and at the end
-    chat_data 120 30
+    # evaluation runs every 8 steps and at the end
+    chat_data 100 16
     grep -Eq '"version":[[:space:]]*2' "$W/data/dataset.json" || fail "dataset.json is not version 2"
-    "$ZT" train --model "$MODEL" --data "$W/data" --eval-data "$W/eval" --eval-every 10 --run-dir "$W/run" \
-        --steps 30 --micro-batch 2 --lr 3e-3 --warmup 5 --threads 2 --log-every 10 >"$W/out.txt" 2>&1 ||
+    "$ZT" train --model "$MODEL" --data "$W/data" --eval-data "$W/eval" --eval-every 8 --run-dir "$W/run" \
+        --steps 24 --micro-batch 2 --lr 3e-3 --warmup 5 --threads 2 --log-every 10 >"$W/out.txt" 2>&1 ||
         { cat "$W/out.txt"; fail "train exited non-zero"; }
     cat "$W/out.txt"
     grep -q "documents isolated" "$W/out.txt" || fail "the run does not say documents are isolated"
     M="$W/run/metrics.jsonl"
-    [ "$(grep -c '"loss":' "$M")" -eq 30 ] || fail "metrics.jsonl should have 30 step lines"
-    [ "$(grep -c '"eval_loss":' "$M")" -eq 3 ] || fail "metrics.jsonl should have 3 eval lines (steps 10, 20, 30)"
+    [ "$(grep -c '"loss":' "$M")" -eq 24 ] || fail "metrics.jsonl should have 24 step lines"
+    [ "$(grep -c '"eval_loss":' "$M")" -eq 3 ] || fail "metrics.jsonl should have 3 eval lines (steps 8, 16, 24)"
     # trained tokens: present on every step, fewer than the step's targets (masks), never 0 here
     field "$M" trained_tokens | awk '{ if ($1 <= 0 || $1 >= 2 * 127) bad = 1 } END { exit bad }' ||
         fail "trained_tokens per step out of (0, 254): $(field "$M" trained_tokens | tr '\n' ' ')"
@@ -59,7 +59,7 @@ train)
 world)
     # ZeRO-3 at W = 1, 2, 3 on the same global batch (6 blocks): the same losses to 1e-5; with
     # --lr 0 the parameters stay put, so the evaluation must agree to summation order (1e-12)
-    chat_data 80 25
+    chat_data 60 12
     for w in 1 2 3; do
         ga=$((6 / w))
         mpirun -n $w --bind-to none "$ZT" train --model "$MODEL" --data "$W/data" --run-dir "$W/run$w" --steps 4 \
@@ -87,7 +87,7 @@ world)
 resume)
     # a stop at step 3 and --resume continue bit-for-bit: steps 4..6 print the same losses,
     # the same trained tokens and the same final evaluation as an uninterrupted run
-    chat_data 80 20
+    chat_data 60 10
     common=(--model "$MODEL" --data "$W/data" --eval-data "$W/eval" --eval-every 2 --steps 6 --micro-batch 2
         --lr 3e-3 --threads 2 --no-save-final)
     "$ZT" train "${common[@]}" --run-dir "$W/full" >"$W/full.txt" 2>&1 || { cat "$W/full.txt"; fail "full run"; }
@@ -105,7 +105,7 @@ resume)
 eval_no_disturb)
     # evaluating every step changes nothing of the training: the same losses and the same
     # final weights, byte for byte, as a run without --eval-data
-    chat_data 60 20
+    chat_data 40 8
     common=(--model "$MODEL" --data "$W/data" --steps 4 --micro-batch 2 --lr 3e-3 --threads 2 --save-dtype fp32)
     "$ZT" train "${common[@]}" --run-dir "$W/eval" --eval-data "$W/eval" --eval-every 1 >"$W/a.txt" 2>&1 ||
         { cat "$W/a.txt"; fail "run with evaluation"; }
