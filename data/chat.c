@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "data/crc32c.h"
+#include "data/json_util.h"
 #include "runtime/common.h"
 
 // The chat_template member of assets/qwen3-tokenizer/tokenizer_config.json, byte for byte:
@@ -163,16 +164,6 @@ int zt_chat_check_template(const char *path, uint32_t *crc) {
 }
 
 // ---- JSON helpers ----------------------------------------------------------------------
-static const char *type_name(const cJSON *v) {
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsArray(v)) return "an array";
-    if (cJSON_IsObject(v)) return "an object";
-    return "something else";
-}
-
 // obj[key] into *out (NULL when absent). Python's json keeps the last of duplicate keys,
 // cJSON's lookup the first: a duplicate is refused rather than read differently.
 static int member(const cJSON *obj, const char *key, const char *where, const cJSON **out) {
@@ -188,7 +179,7 @@ static int member(const cJSON *obj, const char *key, const char *where, const cJ
 
 // A string we will render: its bytes, which must be UTF-8.
 static int str_view(const cJSON *v, const char *where, const char *what, const char **s, size_t *n) {
-    if (!cJSON_IsString(v)) return zt_err("%s: %s is %s, not a string", where, what, type_name(v));
+    if (!cJSON_IsString(v)) return zt_err("%s: %s is %s, not a string", where, what, zt_json_type_name(v));
     *s = v->valuestring;
     *n = strlen(v->valuestring);
     const size_t ok = zt_utf8_valid_prefix(*s, *n);
@@ -534,11 +525,12 @@ static void rstrip_nl(const char **s, size_t *n) {
 static int read_message(const cJSON *m, int i, msg_view *v) {
     char where[64];
     snprintf(where, sizeof where, "messages[%d]", i);
-    if (!cJSON_IsObject(m)) return zt_err("%s is %s, not an object with \"role\" and \"content\"", where, type_name(m));
+    if (!cJSON_IsObject(m))
+        return zt_err("%s is %s, not an object with \"role\" and \"content\"", where, zt_json_type_name(m));
     const cJSON *role, *content;
     if (member(m, "role", where, &role)) return -1;
     if (!role) return zt_err("%s: no \"role\" member", where);
-    if (!cJSON_IsString(role)) return zt_err("%s: role is %s, not a string", where, type_name(role));
+    if (!cJSON_IsString(role)) return zt_err("%s: role is %s, not a string", where, zt_json_type_name(role));
     v->role = -1;
     for (int r = 0; r < 4; r++)
         if (!strcmp(role->valuestring, role_names[r])) v->role = r;
@@ -552,7 +544,7 @@ static int read_message(const cJSON *m, int i, msg_view *v) {
                       "\"\" for an empty turn",
                       where);
     if (!cJSON_IsString(content))
-        return zt_err("%s: content is %s, not a string%s", where, type_name(content),
+        return zt_err("%s: content is %s, not a string%s", where, zt_json_type_name(content),
                       cJSON_IsArray(content) ? " (lists of content parts are not supported)" : "");
     if (str_view(content, where, "content", &v->content, &v->content_len)) return -1;
     v->msg = m;
@@ -566,17 +558,17 @@ static int render_tool_calls(zt_chat *c, num_table *nt, const msg_view *v, int i
     const cJSON *calls;
     if (member(v->msg, "tool_calls", where, &calls)) return -1;
     if (!calls || cJSON_IsNull(calls)) return 0;
-    if (!cJSON_IsArray(calls)) return zt_err("%s: tool_calls is %s, not an array", where, type_name(calls));
+    if (!cJSON_IsArray(calls)) return zt_err("%s: tool_calls is %s, not an array", where, zt_json_type_name(calls));
     int k = 0;
     for (const cJSON *tc = calls->child; tc; tc = tc->next, k++) {
         snprintf(where, sizeof where, "messages[%d] (assistant): tool_calls[%d]", i, k);
-        if (!cJSON_IsObject(tc)) return zt_err("%s is %s, not an object", where, type_name(tc));
+        if (!cJSON_IsObject(tc)) return zt_err("%s is %s, not an object", where, zt_json_type_name(tc));
         if (k > 0 || content_len > 0) emits(c, "\n");
         // {"function": {"name", "arguments"}} (OpenAI) or {"name", "arguments"}
         const cJSON *fn, *call = tc, *name, *args;
         if (member(tc, "function", where, &fn)) return -1;
         if (fn && !cJSON_IsNull(fn)) {
-            if (!cJSON_IsObject(fn)) return zt_err("%s: function is %s, not an object", where, type_name(fn));
+            if (!cJSON_IsObject(fn)) return zt_err("%s: function is %s, not an object", where, zt_json_type_name(fn));
             if (!fn->child) return zt_err("%s: function is an empty object", where);
             call = fn;
             snprintf(where, sizeof where, "messages[%d] (assistant): tool_calls[%d].function", i, k);
@@ -605,7 +597,7 @@ static int render_tool_calls(zt_chat *c, num_table *nt, const msg_view *v, int i
 
 static int render(const cJSON *root, const char *field, num_table *nt, zt_chat_train rule, zt_chat *c) {
     if (!cJSON_IsObject(root))
-        return zt_err("the line is %s, not a JSON object with a \"%s\" member", type_name(root), field);
+        return zt_err("the line is %s, not a JSON object with a \"%s\" member", zt_json_type_name(root), field);
     const cJSON *msgs;
     if (member(root, field, "the line", &msgs)) return -1;
     if (!msgs) {
@@ -620,7 +612,7 @@ static int render(const cJSON *root, const char *field, num_table *nt, zt_chat_t
         return zt_err("no \"%s\" member (the object has %s; choose one with --field)", field, k ? names : "none");
     }
     if (!cJSON_IsArray(msgs))
-        return zt_err("member \"%s\" is %s, not an array of messages", field, type_name(msgs));
+        return zt_err("member \"%s\" is %s, not an array of messages", field, zt_json_type_name(msgs));
     const int n = cJSON_GetArraySize(msgs);
     if (n == 0) return zt_err("member \"%s\" is an empty array: a conversation needs at least one message", field);
     msg_view *v = zt_xcalloc((size_t)n, sizeof *v);

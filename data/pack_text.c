@@ -7,6 +7,7 @@
 // Chat lines are rendered, tokenized whole and masked by the workers (data/chat.c) and
 // go to the block writer as version 2 words.
 #define _GNU_SOURCE
+#include "data/json_util.h"
 #include "data/pack_text.h"
 
 #include <cjson/cJSON.h>
@@ -80,16 +81,6 @@ static char *msgf(const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     return strdup(buf);
-}
-
-static const char *json_type_name(const cJSON *v) {
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsArray(v)) return "an array";
-    if (cJSON_IsObject(v)) return "an object";
-    return "something else";
 }
 
 static int is_blank(const char *s, size_t n) {
@@ -344,7 +335,7 @@ static void prepare_record(text_reader *tr, record *r) {
         return;
     }
     if (!cJSON_IsObject(r->json)) {
-        r->err = msgf("the line is %s, not a JSON object with a \"%s\" member", json_type_name(r->json), tr->field);
+        r->err = msgf("the line is %s, not a JSON object with a \"%s\" member", zt_json_type_name(r->json), tr->field);
         return;
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, tr->field);
@@ -361,7 +352,7 @@ static void prepare_record(text_reader *tr, record *r) {
         return;
     }
     if (!cJSON_IsString(v)) {
-        r->err = msgf("member \"%s\" is %s, not a string", tr->field, json_type_name(v));
+        r->err = msgf("member \"%s\" is %s, not a string", tr->field, zt_json_type_name(v));
         return;
     }
     if (has_nul_escape(r->raw, r->rawlen)) {  // cJSON's copy ends at the NUL: decode the member here

@@ -59,12 +59,6 @@ static void watch_usage(FILE *out) {
             "      6 still STARTING/RUNNING (--once only), 7 STOPPED\n");
 }
 
-static double wall_now(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
-}
-
 static const char *clock_str(double t, char *buf, size_t n) {
     time_t s = (time_t)t;
     struct tm tm;
@@ -165,7 +159,7 @@ int zt_cmd_watch(int argc, char **argv) {
     zt_watch_init(&w, run, &o);
     char line[1024], t[16], lastwarn[1024] = "";
     for (;;) {
-        double now = wall_now();
+        double now = zt_wall_now();
         zt_watch_state st = zt_watch_poll(&w, now);
         if (w.warnings[0] && strcmp(w.warnings, lastwarn) != 0) fprintf(stderr, "zerotrain watch: warning: %s\n", w.warnings);
         snprintf(lastwarn, sizeof lastwarn, "%s", w.warnings);
@@ -197,8 +191,8 @@ int zt_cmd_watch(int argc, char **argv) {
             zt_watch_free(&w);
             return ZT_WATCH_EXIT_RUNNING;
         }
-        double until = wall_now() + interval;
-        for (double left; (left = until - wall_now()) > 0;) {
+        double until = zt_wall_now() + interval;
+        for (double left; (left = until - zt_wall_now()) > 0;) {
             struct timespec ts = {(time_t)left, (long)((left - floor(left)) * 1e9)};
             nanosleep(&ts, NULL);
         }

@@ -104,21 +104,25 @@ static void note(run_data *r, const char *fmt, ...) {
     va_end(ap);
 }
 
+// A JSON object file, or NULL with a note on the page naming it (shown as `shown`).
+static cJSON *read_object(run_data *r, const char *path, const char *shown) {
+    char *text = zt_read_file(path, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!cJSON_IsObject(j)) {
+        note(r, "%s could not be read as a JSON object (being rewritten, or damaged); its facts are missing", shown);
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
 static cJSON *read_json_file(run_data *r, const char *name, int *exists) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", r->dir, name);
     struct stat st;
     *exists = stat(path, &st) == 0;
-    if (!*exists) return NULL;
-    char *text = zt_read_file(path, NULL);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    if (!cJSON_IsObject(j)) {
-        note(r, "%s could not be read as a JSON object (being rewritten, or damaged); its facts are missing", name);
-        cJSON_Delete(j);
-        return NULL;
-    }
-    return j;
+    return *exists ? read_object(r, path, name) : NULL;
 }
 
 static double jnum(const cJSON *o, const char *k) {
@@ -206,14 +210,8 @@ static void read_power(run_data *r, const char *path) {
 }
 
 static void read_flight_dump(run_data *r, const char *path, int rank) {
-    char *text = zt_read_file(path, NULL);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    if (!cJSON_IsObject(j)) {
-        note(r, "%s could not be read (not JSON)", path);
-        cJSON_Delete(j);
-        return;
-    }
+    cJSON *j = read_object(r, path, path);
+    if (!j) return;
     r->dumps = realloc(r->dumps, (size_t)(r->ndumps + 1) * sizeof *r->dumps);
     if (!r->dumps) zt_fatal("out of memory");
     flight_dump *d = &r->dumps[r->ndumps++];

@@ -106,6 +106,12 @@ void zt_qwen3_targets(const uint32_t *tokens, int64_t B, int64_t S, int32_t *tar
 // Returns the number of targets.
 int64_t zt_qwen3_batch(const uint32_t *raw, int64_t B, int64_t S, int isolated, uint32_t *ids, int32_t *targets,
                        int32_t *pos);
+// The number of targets zt_qwen3_batch would find in one block (no buffers written):
+// what an engine needs before the step to scale its gradients.
+int64_t zt_qwen3_count_targets(const uint32_t *raw, int64_t S, int isolated);
+// Row b of a micro-batch is a filler (evaluation past a rank's last block): its targets
+// are set to -1. Returns how many targets it held.
+int64_t zt_qwen3_drop_row_targets(int32_t *targets, int64_t b, int64_t S);
 
 // Whole-model helpers for a single process holding every unit's full vector.
 // Forward + backward of one micro-batch of raw block words (m->isolated applies);

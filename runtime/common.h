@@ -33,7 +33,8 @@ void *zt_xcalloc_at(size_t n, size_t size, const char *file, int line);
 #define zt_xmalloc(n) zt_xmalloc_at((n), __FILE__, __LINE__)
 #define zt_xcalloc(n, s) zt_xcalloc_at((n), (s), __FILE__, __LINE__)
 
-double zt_now(void);  // monotonic seconds
+double zt_now(void);       // monotonic seconds
+double zt_wall_now(void);  // wall-clock (unix) seconds
 
 // splitmix64-seeded xoshiro256** generator: reproducible across machines.
 typedef struct { uint64_t s[4]; } zt_rng;

@@ -292,12 +292,8 @@ int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks
         *global = (int64_t)f->world * nblocks * (S - 1);
         return 0;
     }
-    int32_t *tg = zt_xmalloc((size_t)S * sizeof *tg);
-    uint32_t *ids = zt_xmalloc((size_t)S * sizeof *ids);
     double n = 0;
-    for (int i = 0; i < nblocks; i++) n += (double)zt_qwen3_batch(blocks[i], 1, S, f->doc_isolated, ids, tg, NULL);
-    free(tg);
-    free(ids);
+    for (int i = 0; i < nblocks; i++) n += (double)zt_qwen3_count_targets(blocks[i], S, f->doc_isolated);
     double tw = zt_now();
     int rc = zt_allreduce(f->comm, &n, &n, 1, ZT_DT_F64, ZT_RED_SUM, what);  // exact: counts < 2^53
     f->t_wait += zt_now() - tw;
@@ -314,9 +310,7 @@ static double micro_step(zt_fsdp *f, const uint32_t *raw, float scale, int train
     const int tied = m->lay.cfg.tie_word_embeddings;
     m->ntargets = zt_qwen3_batch(raw, m->B, m->S, f->doc_isolated, m->ids, m->targets, m->pos);
     for (int64_t b = 0; live && b < m->B; b++)
-        if (!live[b])
-            for (int64_t t = 0; t < m->S; t++)
-                if (m->targets[b * m->S + t] >= 0) m->targets[b * m->S + t] = -1, m->ntargets--;
+        if (!live[b]) m->ntargets -= zt_qwen3_drop_row_targets(m->targets, b, m->S);
     const uint32_t *tokens = m->ids;
 
     // forward: units 0..L, each gathered while its predecessor computes

@@ -267,9 +267,7 @@ static int64_t stage_batch(zt_fsdp *f, const uint32_t *const *blocks, int slot) 
     }
     int64_t n = zt_qwen3_batch(ids, B, S, f->doc_isolated, ids, tgt, f->doc_isolated ? c->pos_h + (size_t)slot * N : NULL);
     for (int64_t b = 0; b < B; b++)
-        if (!blocks[b])
-            for (int64_t t = 0; t < S; t++)
-                if (tgt[b * S + t] >= 0) tgt[b * S + t] = -1, n--;
+        if (!blocks[b]) n -= zt_qwen3_drop_row_targets(tgt, b, S);
     return n;
 }
 

@@ -26,12 +26,6 @@ struct zt_liveness {
     pthread_cond_t cv;
 };
 
-static double unix_now(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
-}
-
 // tmp + rename: readers see the old or the new content, never a torn one.
 static int replace_file(const char *path, const char *text) {
     char tmp[4300];
@@ -54,7 +48,7 @@ static void tick(zt_liveness *l, const char *state) {
     char text[512];
     snprintf(text, sizeof text,
              "{\"rank\": %d, \"pid\": %d, \"host\": \"%s\", \"time\": %.3f, \"step\": %lld, \"state\": \"%s\"}\n",
-             l->rank, (int)getpid(), host, unix_now(), (long long)atomic_load(&l->step), state);
+             l->rank, (int)getpid(), host, zt_wall_now(), (long long)atomic_load(&l->step), state);
     if (replace_file(l->path, text) != 0) fprintf(stderr, "zerotrain: warning: rank %d: %s\n", l->rank, zt_errmsg());
 }
 
@@ -119,7 +113,7 @@ int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h) {
              "\"loss\": %.6f, \"world_size\": %d, \"gpu_hours\": %.6f, \"gpu_hours_per_epoch\": %.6f, "
              "\"gpu_hours_at_risk\": %.6f}\n",
              h->run_id, h->state, (long long)h->step, (long long)h->total_steps, (long long)h->epoch,
-             (long long)h->tokens, unix_now(), h->elapsed_s, h->step_time_s, h->tok_per_s, h->loss, h->world_size,
+             (long long)h->tokens, zt_wall_now(), h->elapsed_s, h->step_time_s, h->tok_per_s, h->loss, h->world_size,
              h->gpu_hours, h->gpu_hours_per_epoch, h->gpu_hours_at_risk);
     return replace_file(path, text);
 }
@@ -148,7 +142,7 @@ static void *power_main(void *arg) {
     while (!atomic_load(&p->stop)) {
         double w, u, mem;
         if (zt_nvml_sample(p->gpu, &w, &u, &mem) == 0) {
-            fprintf(p->f, "%.3f,%d,%.1f,%.0f,%.0f\n", unix_now(), p->gpu, w, u, mem);
+            fprintf(p->f, "%.3f,%d,%.1f,%.0f,%.0f\n", zt_wall_now(), p->gpu, w, u, mem);
             fflush(p->f);
             pthread_mutex_lock(&p->mu);
             p->last_w = w;

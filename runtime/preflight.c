@@ -118,13 +118,10 @@ static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_token
                  (long long)mn, (long long)mx, (long long)(mx - mn), (long long)dropped,
                  sum ? 100.0 * (double)dropped / (double)sum : 0.0);
         if (ds.token_flags) {
-            char m2[200];
+            char m2[200], trained[32] = "unrecorded";
+            if (ds.trained_tokens >= 0) snprintf(trained, sizeof trained, "%lld", (long long)ds.trained_tokens);
             snprintf(m2, sizeof m2, "; version 2 words (loss masks%s), %s trained tokens",
-                     ds.doc_isolated ? ", documents isolated" : "",
-                     ds.trained_tokens >= 0 ? "" : "unrecorded");
-            if (ds.trained_tokens >= 0)
-                snprintf(m2, sizeof m2, "; version 2 words (loss masks%s), %lld trained tokens",
-                         ds.doc_isolated ? ", documents isolated" : "", (long long)ds.trained_tokens);
+                     ds.doc_isolated ? ", documents isolated" : "", trained);
             strncat(msg, m2, sizeof msg - strlen(msg) - 1);
             if (ds.trained_tokens == 0) {
                 verdict = FAIL;

@@ -61,35 +61,25 @@ static size_t put_header(uint8_t *p, int64_t step, double wall_time) {
     return k;
 }
 
+// A length-delimited field (wire type 2): key, varint length, bytes.
+static size_t put_bytes_field(uint8_t *p, uint8_t key, const void *data, size_t n) {
+    size_t k = 0;
+    p[k++] = key;
+    k += put_varint(p + k, n);
+    memcpy(p + k, data, n);
+    return k + n;
+}
+
 size_t zt_tb_encode_scalar(uint8_t *out, const char *tag, int64_t step, double wall_time, float value) {
-    const size_t tl = strlen(tag);
-    uint8_t val[32 + 4096];
-    size_t v = 0;
-    val[v++] = 0x0a;  // Value.tag
-    v += put_varint(val + v, tl);
-    memcpy(val + v, tag, tl);
-    v += tl;
+    uint8_t val[32 + 4096], sum[48 + 4096];
+    size_t v = put_bytes_field(val, 0x0a, tag, strlen(tag));  // Value.tag
     uint32_t fb;
     memcpy(&fb, &value, 4);
     val[v++] = 0x15;  // Value.simple_value, fixed32
     v += put_le(val + v, fb, 4);
-    uint8_t sum[48 + 4096];
-    size_t s = 0;
-    sum[s++] = 0x0a;  // Summary.value
-    s += put_varint(sum + s, v);
-    memcpy(sum + s, val, v);
-    s += v;
-    size_t k = put_header(out, step, wall_time);
-    out[k++] = 0x2a;  // Event.summary
-    k += put_varint(out + k, s);
-    memcpy(out + k, sum, s);
-    return k + s;
-}
-
-static double wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    const size_t s = put_bytes_field(sum, 0x0a, val, v);  // Summary.value
+    const size_t k = put_header(out, step, wall_time);
+    return k + put_bytes_field(out + k, 0x2a, sum, s);  // Event.summary
 }
 
 static void append_record(zt_tb *tb, const uint8_t *data, size_t n) {
@@ -112,7 +102,7 @@ static void append_record(zt_tb *tb, const uint8_t *data, size_t n) {
 zt_tb *zt_tb_open(const char *dir, const char *host) {
     if (zt_mkdirs(dir)) return NULL;
     zt_tb *tb = zt_xcalloc(1, sizeof *tb);
-    const double now = wall_now();
+    const double now = zt_wall_now();
     // a second file in the same second (a quick restart) must not overwrite the first
     for (int k = 0;; k++) {
         if (k == 0)
@@ -130,10 +120,7 @@ zt_tb *zt_tb_open(const char *dir, const char *host) {
     uint8_t ev[64];
     size_t k = put_header(ev, 0, now);
     static const char version[] = "brain.Event:2";
-    ev[k++] = 0x1a;  // Event.file_version
-    k += put_varint(ev + k, sizeof version - 1);
-    memcpy(ev + k, version, sizeof version - 1);
-    k += sizeof version - 1;
+    k += put_bytes_field(ev + k, 0x1a, version, sizeof version - 1);  // Event.file_version
     append_record(tb, ev, k);
     if (zt_tb_flush(tb)) {
         zt_tb_close(tb);

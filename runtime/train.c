@@ -270,12 +270,6 @@ static const char *human_time(double s, char *buf, size_t n) {
     return buf;
 }
 
-static double wall_clock(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 // Validation: every block of --eval-data (or the first --eval-batches x W x micro-batch),
 // in file order, dealt round-robin by micro-batch; every rank runs the same number of
 // micro-batches (ranks past the end run fillers that count nothing), so the collectives
@@ -316,8 +310,8 @@ static int run_eval(const zt_train_opts *o, run_state *r, int64_t step) {
             fflush(r->metrics);
         }
         if (r->tb) {
-            zt_tb_scalar(r->tb, "eval/loss", step, wall_clock(), (float)loss);
-            zt_tb_scalar(r->tb, "eval/ppl", step, wall_clock(), (float)exp(loss));
+            zt_tb_scalar(r->tb, "eval/loss", step, zt_wall_now(), (float)loss);
+            zt_tb_scalar(r->tb, "eval/ppl", step, zt_wall_now(), (float)exp(loss));
             zt_tb_flush(r->tb);
         }
     }
@@ -454,10 +448,12 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         return zt_err("--doc-attention isolated: %s is a version %d dataset, which stores no document boundaries "
                       "(pack conversations with `zerotrain pack --input chat`)",
                       o->data, ds->version);
-    if (R0 && ds->token_flags)
-        printf("data: version 2 words: loss masks%s%s, documents %s\n", ds->trained_tokens >= 0 ? ", " : "",
-               ds->trained_tokens >= 0 ? "trained tokens in dataset.json" : "",
+    if (R0 && ds->token_flags) {
+        char trained[48] = "count not recorded";
+        if (ds->trained_tokens >= 0) snprintf(trained, sizeof trained, "%lld trained tokens", (long long)ds->trained_tokens);
+        printf("data: version 2 words: loss masks (%s), documents %s\n", trained,
                r->isolated ? "isolated (attention and RoPE positions per document)" : "see each other (full attention)");
+    }
     if (o->eval_data) {
         t0 = zt_now();
         zt_dataset_opts eo = {.verify_crc = o->verify_data, .check_tokens = 1, .model_vocab = cfg.vocab_size,
@@ -806,7 +802,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         lr_last = s.lr;
         const double tok_s = (double)s.tokens / s.t_step;
         if (r->tb_rank) {  // this rank's own view: its throughput and how long it waited
-            const double wt = wall_clock();
+            const double wt = zt_wall_now();
             zt_tb_scalar(r->tb_rank, "rank/tok_per_s", step + 1, wt, (float)(tok_s / r->world));
             zt_tb_scalar(r->tb_rank, "rank/step_time_s", step + 1, wt, (float)s.t_step);
             zt_tb_scalar(r->tb_rank, "rank/comm_wait_share", step + 1, wt, (float)(s.t_comm_wait / s.t_step));
@@ -853,7 +849,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                     now - t_start, (long long)s.targets);
             fflush(r->metrics);
             if (r->tb) {
-                const double wt = wall_clock();
+                const double wt = zt_wall_now();
                 const struct { const char *tag; double v; } sc[] = {
                     {"train/loss", s.loss}, {"train/lr", s.lr}, {"train/grad_norm", s.grad_norm},
                     {"train/clip_coef", s.clip_coef}, {"train/trained_tokens", (double)s.targets},

@@ -41,8 +41,7 @@ void zt_trainer_step(zt_trainer *t, const uint32_t *const *blocks, zt_step_stats
     int64_t targets = 0;
     for (int mb = 0; mb < t->grad_accum; mb++)
         for (int64_t b = 0; b < B; b++)
-            targets += zt_qwen3_batch(blocks[mb * B + b], 1, S, t->model.isolated, t->model.ids, t->model.targets,
-                                      NULL);
+            targets += zt_qwen3_count_targets(blocks[mb * B + b], S, t->model.isolated);
     const float scale = targets ? (float)(1.0 / (double)targets) : 0.0f;
     for (int u = 0; u < lay->nunits; u++) memset(t->grads[u], 0, (size_t)lay->units[u].numel * sizeof(float));
 

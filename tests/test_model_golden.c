@@ -36,6 +36,25 @@ static uint32_t *read_tokens(const zt_st_file *g, const char *name, int64_t *num
     return out;
 }
 
+// Every parameter gradient against the golden file's grad.<HF name> (relative 1e-4).
+static void check_grads(const zt_st_file *g, const zt_qwen3_layout *lay, float *const *grads, const char *tag,
+                        int tied) {
+    int ngrads = 0;
+    for (int u = 0; u < lay->nunits; u++)
+        for (int k = 0; k < lay->units[u].ntensors; k++) {
+            const zt_tensor_desc *d = &lay->units[u].t[k];
+            char name[160], what[200];
+            snprintf(name, sizeof name, "grad.%s", d->name);
+            float *gr = read_f32(g, name, d->numel);
+            if (!gr) continue;
+            snprintf(what, sizeof what, "%s%s", tag, name);
+            CHECK_CLOSE(what, grads[u] + d->offset, gr, d->numel, 1e-4);
+            ngrads++;
+            free(gr);
+        }
+    CHECK(ngrads == (tied ? 24 : 25), "compared %d gradients", ngrads);
+}
+
 static double meta_num(const zt_st_file *g, const char *key) {
     char buf[64];
     if (zt_st_metadata(g, key, buf, sizeof buf) != 0) zt_die_on_err();
@@ -80,18 +99,7 @@ static void run_case(const char *name) {
     printf("  loss ours %.7f HF %.7f\n", loss, ref_loss[0]);
     free(ref_loss);
 
-    int ngrads = 0;
-    for (int u = 0; u < lay->nunits; u++)
-        for (int k = 0; k < lay->units[u].ntensors; k++) {
-            const zt_tensor_desc *d = &lay->units[u].t[k];
-            snprintf(path, sizeof path, "grad.%s", d->name);
-            float *gr = read_f32(&g, path, d->numel);
-            if (!gr) continue;
-            CHECK_CLOSE(path, tr.grads[u] + d->offset, gr, d->numel, 1e-4);
-            ngrads++;
-            free(gr);
-        }
-    CHECK(ngrads == (cfg.tie_word_embeddings ? 24 : 25), "compared %d gradients", ngrads);
+    check_grads(&g, lay, tr.grads, "", cfg.tie_word_embeddings);
     zt_trainer_free(&tr);
 
     // ---- 3 AdamW steps with clipping, as micro-batches of 1 block x grad-accum B ----
@@ -160,20 +168,7 @@ static void run_sft_case(const char *name) {
     float l32 = (float)(loss / (double)count);
     CHECK_CLOSE("sft loss", &l32, ref_loss, 1, 1e-5);
     printf("  loss ours %.7f HF %.7f over %lld trained targets\n", l32, ref_loss[0], (long long)count);
-    int ngrads = 0;
-    for (int u = 0; u < lay->nunits; u++)
-        for (int k = 0; k < lay->units[u].ntensors; k++) {
-            const zt_tensor_desc *d = &lay->units[u].t[k];
-            snprintf(path, sizeof path, "grad.%s", d->name);
-            float *gr = read_f32(&g, path, d->numel);
-            if (!gr) continue;
-            char what[4300];
-            snprintf(what, sizeof what, "sft %s", path);
-            CHECK_CLOSE(what, tr.grads[u] + d->offset, gr, d->numel, 1e-4);
-            ngrads++;
-            free(gr);
-        }
-    CHECK(ngrads == (cfg.tie_word_embeddings ? 24 : 25), "compared %d gradients", ngrads);
+    check_grads(&g, lay, tr.grads, "sft ", cfg.tie_word_embeddings);
     // the same words with documents seeing each other must give another loss: the test can fail
     tr.model.isolated = 0;
     double full = zt_qwen3_fwd_bwd(&tr.model, tr.params, tr.grads, words, 0.0f);

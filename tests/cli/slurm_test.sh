@@ -87,33 +87,19 @@ free_port() {
 CTLD_PORT=$(free_port) SLURMD_PORT=$(free_port)
 [ "$CTLD_PORT" != 0 ] && [ "$SLURMD_PORT" != 0 ] && [ "$CTLD_PORT" != "$SLURMD_PORT" ] || skip "no free TCP ports"
 H=$(hostname -s)
+. "$SRC/tests/slurm_conf.sh"
 cat >"$T/slurm.conf" <<EOF
 ClusterName=zttest
 SlurmctldHost=$H(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$SOCK
+$(slurm_conf_policy "$SOCK")
 StateSaveLocation=$T/state
 SlurmdSpoolDir=$T/spool
 SlurmctldPidFile=$T/slurmctld.pid
 SlurmdPidFile=$T/slurmd.pid
 SlurmctldLogFile=$T/slurmctld.log
 SlurmdLogFile=$T/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-MinJobAge=600
-SlurmdParameters=config_overrides
 NodeName=$H NodeAddr=127.0.0.1 CPUs=4 RealMemory=1000 State=UNKNOWN
 PartitionName=zt Nodes=$H Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF

@@ -133,3 +133,23 @@ cluster_mpi_env() {
     # a daemon behind a dead link is noticed in seconds, not after TCP's 15-minute retries
     export OMPI_MCA_oob_tcp_keepalive_time=2 OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=3
 }
+
+# The test scripts' common start: a fresh WORK, the cluster up, OpenMPI's environment
+# for it; W = the directory every node shares; fail() ends the test.
+cluster_test_start() {
+    rm -rf "$1" && mkdir -p "$1"
+    cluster_up "$1"
+    cluster_mpi_env
+    W=$ZC_DIR
+}
+fail() { echo "FAIL: $*"; exit 1; }
+
+# cluster_ids_data ZEROTRAIN SEED N DIR [PACK_ARGS...]: N random documents of one 16-token
+# block each (ids < 90, for the 96-token golden configs) packed into DIR/data.
+cluster_ids_data() {
+    local zt=$1 seed=$2 n=$3 dir=$4
+    shift 4
+    awk -v n="$n" -v s="$seed" 'BEGIN{srand(s); for(d=0; d<n; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' \
+        >"$dir/docs.txt"
+    "$zt" pack --quiet --input ids --vocab-size 96 --seq-len 16 "$@" -o "$dir/data" "$dir/docs.txt" >/dev/null || fail "pack"
+}

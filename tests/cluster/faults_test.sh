@@ -16,11 +16,7 @@ ZT=$1 SRC=$2 WORK=$3; shift 3
 CASES=${*:-kill_node link_down uneven}
 GOLD="$SRC/tests/golden"
 . "$SRC/tests/cluster/cluster.sh"
-rm -rf "$WORK" && mkdir -p "$WORK"
-cluster_up "$WORK"
-cluster_mpi_env
-W=$ZC_DIR
-fail() { echo "FAIL: $*"; exit 1; }
+cluster_test_start "$WORK"
 printf 'node0 slots=2\nnode1 slots=2\n' >"$W/hosts"
 printf 'fault\tdetected_after_s\texit_code\tverdict\n' >"$WORK/faults.tsv"
 record() { printf '%s\t%s\t%s\t%s\n' "$@" >>"$WORK/faults.tsv"; echo "fault $1: detected after $2 s, exit $3: $4"; }
@@ -28,9 +24,6 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 LAUNCH=(env ZT_BIN="$ZT" ZT_NODES=2 ZT_GPUS_PER_NODE=2 NCCL_SOCKET_IFNAME=zt0 OMP_NUM_THREADS=1
         bash "$SRC/launch/zerotrain-2node.sh")
-docs() {  # docs N FILE: N documents of one 16-token block each
-    awk -v n="$1" 'BEGIN{srand(7); for(d=0; d<n; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$2"
-}
 node_clear() {  # node_clear HOST T0: seconds after T0 until HOST runs no zerotrain (60 s at most)
     for _ in $(seq 1 600); do
         ip netns pids "$(zc_ns "$1")" | xargs -r ps -o comm= -p 2>/dev/null | grep -q zerotrain || { since "$2"; return 0; }
@@ -45,8 +38,7 @@ wait_steps() {  # wait_steps RUN N: until metrics.jsonl has N lines (60 s at mos
     done
     return 1
 }
-docs 2000 "$W/docs.txt"
-"$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+cluster_ids_data "$ZT" 7 2000 "$W"
 TRAIN=(--init "$GOLD/tiny_untied_gqa" --data "$W/data" --steps 400 --threads 1 --log-every 0 --lr 1e-3 --save-every 3
        --alive-interval 1)
 
@@ -117,9 +109,9 @@ link_down)
     ;;
 uneven)
     # 4 x 8 - 1 blocks dealt round-robin to 4 per-rank files: ranks 0-2 get 8, rank 3 (node 1) 7
-    docs 31 "$W/uneven.txt"
-    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 --per-rank 4 -o "$W/udata" "$W/uneven.txt" >/dev/null || fail "pack --per-rank"
-    U=(--init "$GOLD/tiny_untied_gqa" --data "$W/udata" --epochs 1 --lr 1e-3 --threads 1 --log-every 0)
+    mkdir -p "$W/uneven"
+    cluster_ids_data "$ZT" 7 31 "$W/uneven" --per-rank 4
+    U=(--init "$GOLD/tiny_untied_gqa" --data "$W/uneven/data" --epochs 1 --lr 1e-3 --threads 1 --log-every 0)
     on login env ZT_WATCH_ARGS="--interval 0.5" ZT_WATCH_GRACE=10 timeout 120 "${LAUNCH[@]}" "$W/hosts" "${U[@]}" \
         --run-dir "$W/even" --collective-timeout 20 >"$W/even.out" 2>&1 || { cat "$W/even.out"; fail "evenfix run failed"; }
     grep -E "evenfix|stops after" "$W/even.out"

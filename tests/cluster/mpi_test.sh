@@ -14,15 +14,10 @@ set -u
 ZT=$1 HOLD=$2 SRC=$3 WORK=$4
 GOLD="$SRC/tests/golden"
 . "$SRC/tests/cluster/cluster.sh"
-rm -rf "$WORK" && mkdir -p "$WORK"
-cluster_up "$WORK"
-cluster_mpi_env
-W=$ZC_DIR
-fail() { echo "FAIL: $*"; exit 1; }
+cluster_test_start "$WORK"
 printf 'node0 slots=2\nnode1 slots=2\n' >"$W/hosts2x2"
 printf 'node0 slots=4\n' >"$W/hosts1x4"
-awk 'BEGIN{srand(5); for(d=0; d<48; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
-"$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+cluster_ids_data "$ZT" 5 48 "$W"
 COMMON=(--init "$GOLD/tiny_untied_gqa" --data "$W/data" --steps 8 --lr 1e-3 --adam-eps 1e-4 --threads 1 --log-every 1)
 PORT=29533
 # ZT_BIND=none: 4 ranks on a 2-core "node" would overload --bind-to numa, and a remote

@@ -9,14 +9,9 @@
 set -u
 ZT=$1 SRC=$2 WORK=$3
 . "$SRC/tests/cluster/cluster.sh"
-rm -rf "$WORK" && mkdir -p "$WORK"
-cluster_up "$WORK"
-cluster_mpi_env
-W=$ZC_DIR
-fail() { echo "FAIL: $*"; exit 1; }
+cluster_test_start "$WORK"
 printf 'node0 slots=8\nnode1 slots=8\n' >"$W/hosts"
-awk 'BEGIN{srand(3); for(d=0; d<96; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
-"$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+cluster_ids_data "$ZT" 3 96 "$W"
 # what the nodes sent over their links (ip netns exec: the namespace's own sysfs)
 cat >"$W/link-bytes.sh" <<EOS
 for ns in $ZC_NS_node0 $ZC_NS_node1; do ip netns exec \$ns cat /sys/class/net/zt0/statistics/tx_bytes; done

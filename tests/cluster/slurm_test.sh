@@ -41,35 +41,21 @@ on login runuser -u munge -- munged --socket="$SOCK" --pid-file="$T/munge/munged
     --seed-file="$T/munge/seed" --key-file="$KEY" 2>/dev/null || skip_logs "munged does not start here"
 on node1 munge -n -S "$SOCK" | on node0 unmunge -S "$SOCK" >/dev/null 2>&1 || skip_logs "munge credentials do not round-trip between the nodes"
 
+. "$SRC/tests/slurm_conf.sh"
 cat >"$T/slurm.conf" <<EOC
 ClusterName=ztcluster
 SlurmctldHost=login($ZC_IP_login)
 SlurmctldPort=6817
 SlurmdPort=6818
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$SOCK
+$(slurm_conf_policy "$SOCK")
 StateSaveLocation=$T/state
 SlurmdSpoolDir=$T/spool-%n
 SlurmctldPidFile=$T/slurmctld.pid
 SlurmdPidFile=$T/slurmd-%n.pid
 SlurmctldLogFile=$T/slurmctld.log
 SlurmdLogFile=$T/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-MinJobAge=600
 KillWait=30
 JobRequeue=1
-SlurmdParameters=config_overrides
 NodeName=node0 NodeAddr=$ZC_IP_node0 CPUs=4 RealMemory=1000 State=UNKNOWN
 NodeName=node1 NodeAddr=$ZC_IP_node1 CPUs=4 RealMemory=1000 State=UNKNOWN
 PartitionName=zt Nodes=node0,node1 Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
@@ -94,8 +80,7 @@ echo "slurm up: $(on login sinfo -h -o '%P %D %N %T'), $(slurmd -V)"
 on login srun --mpi=list 2>&1 | grep -qw pmix && echo "srun has --mpi=pmix" || echo "srun has no pmix: the batch script falls back to mpirun"
 
 # data and the uninterrupted reference: the same global batch (4 blocks) as W = 1 x grad-accum 4
-awk 'BEGIN{srand(9); for(d=0; d<800; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$T/docs.txt"
-"$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$T/data" "$T/docs.txt" >/dev/null || fail "pack"
+cluster_ids_data "$ZT" 9 800 "$T"
 STEPS=150
 COMMON=(--init "$GOLD/tiny_untied_gqa" --data "$T/data" --steps $STEPS --lr 1e-3 --adam-eps 1e-4 --threads 1 --log-every 0)
 on node0 "$ZT" train "${COMMON[@]}" --grad-accum 4 --run-dir "$T/ref" >"$T/ref.out" 2>&1 || { cat "$T/ref.out"; fail "reference run"; }
