@@ -81,30 +81,11 @@ size_t zt_st_dtype_size(zt_st_dtype d) {
 
 // ---- scalar conversions --------------------------------------------------------
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 static float bits_f32(uint32_t u) {
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
-
-uint16_t zt_f32_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    // Rounding could carry a NaN's payload into the exponent (-> inf) or truncate it
-    // to zero (-> inf), so NaNs keep sign and top payload bits and are forced quiet.
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    // Round to nearest, ties to even: add 0x7fff plus the lowest kept bit. Overflow
-    // past the largest finite bf16 correctly carries into inf.
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-float zt_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 
 float zt_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;

@@ -4,90 +4,68 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launch/args.h"
 #include "launch/commands.h"
+#include "launch/flags.h"
 #include "launch/triage.h"
+#include "launch/triage_defaults.h"
 #include "runtime/common.h"
 
-static void calibrate_usage(FILE *out) {
-    fprintf(out,
+static const char synopsis[] =
             "usage: zerotrain calibrate --healthy FILE... --idle FILE... -o BANDS.json [options]\n"
             "\n"
             "Reads samples in any format `zerotrain triage` reads. The compute level is the\n"
-            "median power of the healthy run's busy samples (util >= 90%%), its range median\n"
+            "median power of the healthy run's busy samples (util >= 90%), its range median\n"
             "+- k sigma (sigma = 1.4826 MAD); the idle range likewise from the idle samples.\n"
             "Deadlock, starvation and communication levels keep the B300 ratios between idle\n"
             "and compute; edges sit halfway between neighbouring levels; utilization limits\n"
-            "are the B300 ones (the shapes carry over).\n"
-            "\n"
-            "options:\n"
-            "      --healthy FILE...  samples of a known-healthy training run (mostly compute)\n"
-            "      --idle FILE...     samples of the same GPUs with nothing running\n"
-            "  -o, --output FILE      band file to write (atomically)\n"
-            "      --gpu NAME         GPU model recorded in the file (default \"calibrated\")\n"
-            "  -k, --k K              range half-width in sigmas (default 2)\n"
-            "  -f, --format F         auto (default), power-csv, smi-csv or dmon\n"
-            "      --dmon-interval S  dmon -d period for logs without -o T (default 1)\n"
-            "  -h, --help             this text\n");
-}
+            "are the B300 ones (the shapes carry over).\n";
+
+typedef struct {
+    zt_flag_list healthy, idle;
+    const char *output, *gpu, *format;
+    double k, dmon_interval;
+} calibrate_flags;
+
+#define T calibrate_flags
+static const zt_flag flags[] = {
+    {.type = ZT_FLAG_SECTION, .help = "options:"},
+    {"healthy", ZT_FLAG_LIST, ZT_AT_LIST(T, healthy), "FILE...",
+     .help = "samples of a known-healthy training run (mostly compute)"},
+    {"idle", ZT_FLAG_LIST, ZT_AT_LIST(T, idle), "FILE...", .help = "samples of the same GPUs with nothing running"},
+    {"output", ZT_FLAG_STR, ZT_AT_STR(T, output), "FILE", .letter = 'o', .help = "band file to write (atomically)"},
+    {"gpu", ZT_FLAG_STR, ZT_AT_STR(T, gpu), "NAME", .help = "GPU model recorded in the file (default \"calibrated\")"},
+    {"k", ZT_FLAG_F64, ZT_AT_F64(T, k), "K", .fmin = 0.1, .fmax = 20, .def = ZT_CALIB_DEF_K, .letter = 'k',
+     .help = "range half-width in sigmas (default {default})"},
+    {"format", ZT_FLAG_STR, ZT_AT_STR(T, format), "F", .sdef = "auto", .letter = 'f',
+     .help = "auto (default), power-csv, smi-csv or dmon"},
+    {"dmon-interval", ZT_FLAG_F64, ZT_AT_F64(T, dmon_interval), "S", .fmin = 1e-3, .fmax = 3600,
+     .def = ZT_TRIAGE_DEF_DMON_INTERVAL, .help = "dmon -d period for logs without -o T (default {default})"},
+    {0}};
+#undef T
 
 int zt_cmd_calibrate(int argc, char **argv) {
-    const char **hf = zt_xcalloc((size_t)argc, sizeof *hf), **idf = zt_xcalloc((size_t)argc, sizeof *idf);
-    int nh = 0, ni = 0, list = 0, rc = 2;
-    const char *out = NULL, *gpu = NULL;
-    double k = 2.0, dmon_interval = 1.0;
-    zt_sample_format fmt = ZT_SF_AUTO;
+    calibrate_flags f;
     zt_samples hs, is;
     zt_samples_init(&hs);
     zt_samples_init(&is);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int need = !strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--gpu") || !strcmp(a, "-k") ||
-                   !strcmp(a, "--k") || !strcmp(a, "-f") || !strcmp(a, "--format") || !strcmp(a, "--dmon-interval");
-        if (need && i + 1 >= argc) {
-            fprintf(stderr, "zerotrain calibrate: error: %s needs a value\n", a);
-            goto done;
-        }
-        int bad = 0;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            calibrate_usage(stdout);
-            rc = 0;
-            goto done;
-        } else if (!strcmp(a, "--healthy")) {
-            list = 1;
-        } else if (!strcmp(a, "--idle")) {
-            list = 2;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            out = argv[++i];
-        } else if (!strcmp(a, "--gpu")) {
-            gpu = argv[++i];
-        } else if (!strcmp(a, "-k") || !strcmp(a, "--k")) {
-            bad = zt_arg_f64("--k", argv[++i], 0.1, 20, &k);
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--format")) {
-            bad = zt_sample_format_parse(argv[++i], &fmt);
-        } else if (!strcmp(a, "--dmon-interval")) {
-            bad = zt_arg_f64("--dmon-interval", argv[++i], 1e-3, 3600, &dmon_interval);
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "zerotrain calibrate: error: unknown option '%s'\n\n", a);
-            calibrate_usage(stderr);
-            goto done;
-        } else if (list == 1) {
-            hf[nh++] = a;
-        } else if (list == 2) {
-            idf[ni++] = a;
-        } else {
-            fprintf(stderr, "zerotrain calibrate: error: '%s': say whether it is --healthy or --idle\n", a);
-            goto done;
-        }
-        if (bad) {
-            fprintf(stderr, "zerotrain calibrate: error: %s\n", zt_errmsg());
-            goto done;
-        }
+    int rc = zt_flags_parse("calibrate", flags, &f, argc, argv, synopsis, NULL);
+    if (rc) {
+        rc = rc == 1 ? 0 : 2;
+        goto done;
+    }
+    rc = 2;
+    const char **hf = f.healthy.v, **idf = f.idle.v, *out = f.output, *gpu = f.gpu;
+    const int nh = f.healthy.n, ni = f.idle.n;
+    const double k = f.k, dmon_interval = f.dmon_interval;
+    zt_sample_format fmt;
+    if (zt_sample_format_parse(f.format, &fmt) != 0) {
+        fprintf(stderr, "zerotrain calibrate: error: %s\n", zt_errmsg());
+        goto done;
     }
     if (!nh || !ni || !out) {
         fprintf(stderr, "zerotrain calibrate: error: %s\n\n",
                 !nh ? "no --healthy files" : !ni ? "no --idle files" : "no output file (-o BANDS.json)");
-        calibrate_usage(stderr);
+        zt_flags_usage(stderr, flags, synopsis, NULL);
         goto done;
     }
     rc = 1;
@@ -128,7 +106,6 @@ fail:
 done:
     zt_samples_free(&hs);
     zt_samples_free(&is);
-    free(hf);
-    free(idf);
+    zt_flags_free(flags, &f);
     return rc;
 }

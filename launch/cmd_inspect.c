@@ -1,16 +1,15 @@
 // `zerotrain inspect CKPT`: what a checkpoint holds (step, epoch, data cursor, world
 // size, run id, model config, every unit's tensors and datasets) and a full crc32c
 // pass over every dataset. Exit 0 when every checksum matches, 1 otherwise.
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "checkpoint/ckpt.h"
 #include "launch/commands.h"
+#include "launch/flags.h"
 #include "runtime/common.h"
 
-static void inspect_usage(FILE *out) {
-    fprintf(out,
+static const char synopsis[] =
             "usage: zerotrain inspect CKPT\n"
             "\n"
             "Prints a checkpoint's step, epoch and data cursor, world size at save, run id, model\n"
@@ -19,26 +18,21 @@ static void inspect_usage(FILE *out) {
             "Every crc32c chunk of every dataset is verified; the exit status is 1 if any fails.\n"
             "\n"
             "CKPT is a run directory (uses RUN/checkpoints/latest), a checkpoints directory, or a\n"
-            "step directory (RUN/checkpoints/step-NNNNNNNN). A .partial directory is refused.\n");
-}
+            "step directory (RUN/checkpoints/step-NNNNNNNN). A .partial directory is refused.\n";
+
+// No flags but --help; the table keeps the parsing and the usage text like the other commands'.
+static const zt_flag flags[] = {{.type = ZT_FLAG_SECTION, .help = "options:"}, {0}};
 
 int zt_cmd_inspect(int argc, char **argv) {
-    static const struct option longopts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (c == 'h') {
-            inspect_usage(stdout);
-            return 0;
-        }
-        fprintf(stderr, "(see zerotrain inspect --help)\n");
-        return 1;
-    }
-    if (argc - optind != 1) {
+    int first;
+    // exit 1 on a usage error as before (not the table's 2): 1 is "not verified" here
+    const int prc = zt_flags_parse_operands("inspect", flags, NULL, argc, argv, synopsis, NULL, &first);
+    if (prc) return prc == 1 ? 0 : 1;
+    if (argc - first != 1) {
         fprintf(stderr, "zerotrain: error: inspect needs exactly one CKPT (see zerotrain inspect --help)\n");
         return 1;
     }
-    if (zt_ckpt_inspect(argv[optind], stdout) != 0) {
+    if (zt_ckpt_inspect(argv[first], stdout) != 0) {
         fflush(stdout);
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
         return 1;

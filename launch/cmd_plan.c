@@ -1,21 +1,17 @@
 // `zerotrain plan`: prints the memory and step-time model of launch/plan.c for a
 // model, a GPU and a world size; `--field` checks it against the field report's
 // 4/8/16-B300 table and extrapolates to 1,024 GPUs.
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "launch/args.h"
 #include "launch/commands.h"
+#include "launch/flags.h"
 #include "launch/plan.h"
 #include "runtime/common.h"
 
-static void usage(FILE *f) {
-    char names[128];
-    zt_gpu_preset_names(names, sizeof names);
-    fprintf(f,
+static const char synopsis[] =
             "usage: zerotrain plan --model CONFIG [options]\n"
             "       zerotrain plan --field [options]\n"
             "\n"
@@ -26,43 +22,88 @@ static void usage(FILE *f) {
             "          reduce-scattered once per step\n"
             "  hsdp    full shard inside a group (default: a node), replicated across groups; one all-reduce of\n"
             "          the gradient shards across replicas per step\n"
-            "The model and its assumptions: docs/plan.md.\n"
-            "\n"
-            "model and job:\n"
-            "  --model PATH          Qwen3 config.json or HF directory (--field: built-in Qwen3-32B)\n"
-            "  --field               reproduce the field report's table (Qwen3-32B, 4/8/16 B300s) and\n"
-            "                        extrapolate to 1,024 GPUs\n"
-            "  --world W             GPUs for the detailed breakdown (default 16)\n"
-            "  --worlds LIST         comma-separated GPU counts for the scaling table\n"
-            "                        (default 4,8,16,32,64,128,256,512,1024)\n"
-            "  --seq-len S           tokens per block (2048)\n"
-            "  --micro-batch B       blocks per forward/backward (1)\n"
-            "  --grad-accum G        micro-batches per step, per GPU (8)\n"
-            "  --global-batch T      instead: tokens per step for the whole job; grad-accum = T / (W B S)\n"
-            "  --shard C             full, nosync, hsdp or all (all)\n"
-            "  --shard-group G       HSDP shard group (default: GPUs per node)\n"
-            "  --reduce-dtype T      fp32 (default) or bf16 gradient reduction\n"
-            "  --accum-dtype T       nosync's unsharded gradient accumulator: fp32 (default) or bf16\n"
-            "  --recompute           recompute every decoder layer's activations in backward\n"
-            "  --epoch-tokens N      tokens per epoch for GPU-hours (1.01e9)\n"
-            "\n"
-            "GPU (preset, then overrides):\n"
-            "  --gpu NAME            %s (default B300)\n"
-            "  --gpu-file FILE       JSON with peak_flops, hbm_bytes, hbm_bw, nvlink_bw, net_bw (bytes/s,\n"
-            "                        one direction per GPU), gpus_per_node, name\n"
-            "  --peak-tflops X  --hbm-gb X  --hbm-tbps X  --nvlink-gbps X  --net-gbps X  --gpus-per-node N\n"
-            "\n"
-            "assumptions (defaults in docs/plan.md):\n"
-            "  --mfu X               achieved fraction of peak while computing (0.30)\n"
-            "  --nvlink-eff X        ring bus bandwidth / NVLink line rate (0.82)\n"
-            "  --net-eff X           ring bus bandwidth / NIC line rate (0.90)\n"
-            "  --alpha-nvlink-us X   latency per ring step inside a node (3)\n"
-            "  --alpha-net-us X      latency per ring step across nodes (15)\n"
-            "  --hbm-eff X           achieved HBM bandwidth fraction, optimizer step (0.80)\n"
-            "  --mem-usable X        fraction of HBM a job can hold (0.92)\n"
-            "  -h, --help            this text\n",
-            names);
-}
+            "The model and its assumptions: docs/plan.md.\n";
+
+// The assumptions' defaults are zt_plan_assumptions_default's (launch/plan.c, docs/plan.md):
+// these flags start unset (-1) and override it only when given; the help names the values.
+typedef struct {
+    const char *model, *worlds, *shard, *gpu, *gpu_file;
+    int field, world, micro_batch, grad_accum, shard_group, reduce_bytes, accum_bytes, recompute, gpus_per_node;
+    int64_t seq_len, global_batch;
+    double epoch_tokens, peak_tflops, hbm_gb, hbm_tbps, nvlink_gbps, net_gbps;
+    double mfu, nvlink_eff, net_eff, alpha_nvlink_us, alpha_net_us, hbm_eff, mem_usable;
+} plan_flags;
+
+static char gpu_help[192];  // names the presets (zt_gpu_preset_names), filled before parsing
+static const zt_flag_choice dtype_choices[] = {{"fp32", 4}, {"bf16", 2}, {0}};
+
+#define T plan_flags
+#define UNSET .def = -1
+static const zt_flag flags[] = {
+    {.type = ZT_FLAG_SECTION, .help = "model and job:"},
+    {"model", ZT_FLAG_STR, ZT_AT_STR(T, model), "PATH",
+     .help = "Qwen3 config.json or HF directory (--field: built-in Qwen3-32B)"},
+    {"field", ZT_FLAG_SET, ZT_AT_INT(T, field),
+     .help = "reproduce the field report's table (Qwen3-32B, 4/8/16 B300s) and\nextrapolate to 1,024 GPUs"},
+    {"world", ZT_FLAG_INT, ZT_AT_INT(T, world), "W", 1, 1 << 20, .def = 16,
+     .help = "GPUs for the detailed breakdown (default {default})"},
+    {"worlds", ZT_FLAG_STR, ZT_AT_STR(T, worlds), "LIST", .sdef = "4,8,16,32,64,128,256,512,1024",
+     .help = "comma-separated GPU counts for the scaling table\n(default {default})"},
+    {"seq-len", ZT_FLAG_I64, ZT_AT_I64(T, seq_len), "S", 2, 1 << 24, .def = 2048,
+     .help = "tokens per block ({default})"},
+    {"micro-batch", ZT_FLAG_INT, ZT_AT_INT(T, micro_batch), "B", 1, 1 << 20, .def = 1,
+     .help = "blocks per forward/backward ({default})"},
+    {"grad-accum", ZT_FLAG_INT, ZT_AT_INT(T, grad_accum), "G", 1, 1 << 20, .def = 8,
+     .help = "micro-batches per step, per GPU ({default})"},
+    {"global-batch", ZT_FLAG_I64, ZT_AT_I64(T, global_batch), "T", 1, INT64_MAX,
+     .help = "instead: tokens per step for the whole job; grad-accum = T / (W B S)"},
+    {"shard", ZT_FLAG_STR, ZT_AT_STR(T, shard), "C", .sdef = "all",
+     .help = "full, nosync, hsdp or all ({default})"},
+    {"shard-group", ZT_FLAG_INT, ZT_AT_INT(T, shard_group), "G", 1, 1 << 20,
+     .help = "HSDP shard group (default: GPUs per node)"},
+    {"reduce-dtype", ZT_FLAG_ENUM, ZT_AT_INT(T, reduce_bytes), "T", .def = 4, .choices = dtype_choices,
+     .help = "{default} (default) or bf16 gradient reduction"},
+    {"accum-dtype", ZT_FLAG_ENUM, ZT_AT_INT(T, accum_bytes), "T", .def = 4, .choices = dtype_choices,
+     .help = "nosync's unsharded gradient accumulator: {default} (default) or bf16"},
+    {"recompute", ZT_FLAG_SET, ZT_AT_INT(T, recompute),
+     .help = "recompute every decoder layer's activations in backward"},
+    {"epoch-tokens", ZT_FLAG_F64, ZT_AT_F64(T, epoch_tokens), "N", .fmin = 1, .fmax = 1e18,
+     .def = ZT_FIELD_EPOCH_TOKENS, .help = "tokens per epoch for GPU-hours ({default})"},
+
+    {.type = ZT_FLAG_SECTION, .help = "GPU (preset, then overrides):"},
+    {"gpu", ZT_FLAG_STR, ZT_AT_STR(T, gpu), "NAME", .sdef = "B300", .help = gpu_help},
+    {"gpu-file", ZT_FLAG_STR, ZT_AT_STR(T, gpu_file), "FILE",
+     .help = "JSON with peak_flops, hbm_bytes, hbm_bw, nvlink_bw, net_bw (bytes/s,\none direction per GPU), "
+             "gpus_per_node, name"},
+    {"peak-tflops", ZT_FLAG_F64, ZT_AT_F64(T, peak_tflops), "X", .fmin = 1e-3, .fmax = 1e6, UNSET,
+     .help = "bf16 dense peak, TFLOP/s"},
+    {"hbm-gb", ZT_FLAG_F64, ZT_AT_F64(T, hbm_gb), "X", .fmin = 1e-3, .fmax = 1e6, UNSET, .help = "HBM size, GB"},
+    {"hbm-tbps", ZT_FLAG_F64, ZT_AT_F64(T, hbm_tbps), "X", .fmin = 1e-3, .fmax = 1e3, UNSET,
+     .help = "HBM bandwidth, TB/s"},
+    {"nvlink-gbps", ZT_FLAG_F64, ZT_AT_F64(T, nvlink_gbps), "X", .fmin = 1e-3, .fmax = 1e6, UNSET,
+     .help = "NVLink bandwidth per GPU per direction, GB/s"},
+    {"net-gbps", ZT_FLAG_F64, ZT_AT_F64(T, net_gbps), "X", .fmin = 1e-3, .fmax = 1e6, UNSET,
+     .help = "network bandwidth per GPU per direction, GB/s"},
+    {"gpus-per-node", ZT_FLAG_INT, ZT_AT_INT(T, gpus_per_node), "N", 1, 1024, UNSET, .help = "GPUs per node"},
+
+    {.type = ZT_FLAG_SECTION, .help = "assumptions (defaults in docs/plan.md):"},
+    {"mfu", ZT_FLAG_F64, ZT_AT_F64(T, mfu), "X", .fmin = 1e-4, .fmax = 1, UNSET,
+     .help = "achieved fraction of peak while computing (0.30)"},
+    {"nvlink-eff", ZT_FLAG_F64, ZT_AT_F64(T, nvlink_eff), "X", .fmin = 1e-4, .fmax = 1, UNSET,
+     .help = "ring bus bandwidth / NVLink line rate (0.82)"},
+    {"net-eff", ZT_FLAG_F64, ZT_AT_F64(T, net_eff), "X", .fmin = 1e-4, .fmax = 1, UNSET,
+     .help = "ring bus bandwidth / NIC line rate (0.90)"},
+    {"alpha-nvlink-us", ZT_FLAG_F64, ZT_AT_F64(T, alpha_nvlink_us), "X", .fmin = 0, .fmax = 1e6, UNSET,
+     .help = "latency per ring step inside a node (3)"},
+    {"alpha-net-us", ZT_FLAG_F64, ZT_AT_F64(T, alpha_net_us), "X", .fmin = 0, .fmax = 1e6, UNSET,
+     .help = "latency per ring step across nodes (15)"},
+    {"hbm-eff", ZT_FLAG_F64, ZT_AT_F64(T, hbm_eff), "X", .fmin = 1e-4, .fmax = 1, UNSET,
+     .help = "achieved HBM bandwidth fraction, optimizer step (0.80)"},
+    {"mem-usable", ZT_FLAG_F64, ZT_AT_F64(T, mem_usable), "X", .fmin = 1e-4, .fmax = 1, UNSET,
+     .help = "fraction of HBM a job can hold (0.92)"},
+    {0}};
+#undef UNSET
+#undef T
 
 static void print_header(const char *model_src, const zt_qwen3_config *c, const zt_gpu_spec *g,
                          const zt_plan_assumptions *a, int64_t S) {
@@ -271,97 +312,41 @@ static int parse_worlds(const char *s, int *out, int max, int *n) {
     return 0;
 }
 
-enum {
-    O_MODEL = 256, O_FIELD, O_WORLD, O_WORLDS, O_SEQ, O_MB, O_GA, O_GB, O_SHARD, O_SGROUP, O_RDT, O_RECOMP, O_EPT,
-    O_GPU, O_GPUFILE, O_PEAK, O_HBMGB, O_HBMBW, O_NVL, O_NET, O_GPN, O_MFU, O_NVLEFF, O_NETEFF, O_ANVL, O_ANET,
-    O_HBMEFF, O_MEMUSE, O_ADT
-};
+// A flag left at its default of -1 keeps the preset's value.
+static void override(double *dst, double v, double scale) {
+    if (v >= 0) *dst = v * scale;
+}
 
 int zt_cmd_plan(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, O_MODEL},        {"field", no_argument, 0, O_FIELD},
-        {"world", required_argument, 0, O_WORLD},        {"worlds", required_argument, 0, O_WORLDS},
-        {"seq-len", required_argument, 0, O_SEQ},        {"micro-batch", required_argument, 0, O_MB},
-        {"grad-accum", required_argument, 0, O_GA},      {"global-batch", required_argument, 0, O_GB},
-        {"shard", required_argument, 0, O_SHARD},        {"shard-group", required_argument, 0, O_SGROUP},
-        {"reduce-dtype", required_argument, 0, O_RDT},   {"recompute", no_argument, 0, O_RECOMP},
-        {"accum-dtype", required_argument, 0, O_ADT},
-        {"epoch-tokens", required_argument, 0, O_EPT},   {"gpu", required_argument, 0, O_GPU},
-        {"gpu-file", required_argument, 0, O_GPUFILE},   {"peak-tflops", required_argument, 0, O_PEAK},
-        {"hbm-gb", required_argument, 0, O_HBMGB},       {"hbm-tbps", required_argument, 0, O_HBMBW},
-        {"nvlink-gbps", required_argument, 0, O_NVL},    {"net-gbps", required_argument, 0, O_NET},
-        {"gpus-per-node", required_argument, 0, O_GPN},  {"mfu", required_argument, 0, O_MFU},
-        {"nvlink-eff", required_argument, 0, O_NVLEFF},  {"net-eff", required_argument, 0, O_NETEFF},
-        {"alpha-nvlink-us", required_argument, 0, O_ANVL}, {"alpha-net-us", required_argument, 0, O_ANET},
-        {"hbm-eff", required_argument, 0, O_HBMEFF},     {"mem-usable", required_argument, 0, O_MEMUSE},
-        {"help", no_argument, 0, 'h'},                   {0, 0, 0, 0}};
-    const char *model = NULL, *gpu_name = "B300", *gpu_file = NULL, *worlds_s = "4,8,16,32,64,128,256,512,1024";
-    int field = 0, world = 16, shard = -1;
-    double epoch_tokens = ZT_FIELD_EPOCH_TOKENS;
-    double ov[6] = {-1, -1, -1, -1, -1, -1};  // peak, hbm, hbm bw, nvlink, net, gpus per node
-    job_tmpl t = {.job = {.micro_batch = 1, .grad_accum = 8, .seq_len = 2048, .reduce_bytes = 4, .accum_bytes = 4}};
+    char names[128];
+    zt_gpu_preset_names(names, sizeof names);
+    snprintf(gpu_help, sizeof gpu_help, "%s (default {default})", names);
+    plan_flags f;
+    const int prc = zt_flags_parse("plan", flags, &f, argc, argv, synopsis, NULL);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *model = f.model, *gpu_name = f.gpu, *gpu_file = f.gpu_file, *worlds_s = f.worlds;
+    const int field = f.field, world = f.world;
+    const double epoch_tokens = f.epoch_tokens;
+    const double ov[6] = {f.peak_tflops, f.hbm_gb, f.hbm_tbps, f.nvlink_gbps, f.net_gbps, f.gpus_per_node};
+    job_tmpl t = {.job = {.micro_batch = f.micro_batch, .grad_accum = f.grad_accum, .seq_len = f.seq_len,
+                          .shard_group = f.shard_group, .reduce_bytes = f.reduce_bytes, .accum_bytes = f.accum_bytes,
+                          .recompute = f.recompute},
+                  .global_batch = f.global_batch};
     zt_plan_assumptions a;
     zt_plan_assumptions_default(&a);
-    int64_t iv;
-    double dv;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case O_MODEL: model = optarg; break;
-        case O_FIELD: field = 1; break;
-        case O_WORLD: rc = zt_arg_i64("--world", optarg, 1, 1 << 20, &iv); world = (int)iv; break;
-        case O_WORLDS: worlds_s = optarg; break;
-        case O_SEQ: rc = zt_arg_i64("--seq-len", optarg, 2, 1 << 24, &t.job.seq_len); break;
-        case O_MB: rc = zt_arg_i64("--micro-batch", optarg, 1, 1 << 20, &iv); t.job.micro_batch = (int)iv; break;
-        case O_GA: rc = zt_arg_i64("--grad-accum", optarg, 1, 1 << 20, &iv); t.job.grad_accum = (int)iv; break;
-        case O_GB: rc = zt_arg_i64("--global-batch", optarg, 1, INT64_MAX, &t.global_batch); break;
-        case O_SHARD:
-            shard = -2;
-            for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
-                if (!strcmp(optarg, zt_shard_names[k])) shard = k;
-            if (!strcmp(optarg, "all")) shard = -1;
-            if (shard == -2) rc = zt_err("--shard: '%s' is not one of full, nosync, hsdp, all", optarg);
-            break;
-        case O_SGROUP: rc = zt_arg_i64("--shard-group", optarg, 1, 1 << 20, &iv); t.job.shard_group = (int)iv; break;
-        case O_RDT:
-            if (!strcmp(optarg, "fp32")) t.job.reduce_bytes = 4;
-            else if (!strcmp(optarg, "bf16")) t.job.reduce_bytes = 2;
-            else rc = zt_err("--reduce-dtype: '%s' is not one of fp32, bf16", optarg);
-            break;
-        case O_ADT:
-            if (!strcmp(optarg, "fp32")) t.job.accum_bytes = 4;
-            else if (!strcmp(optarg, "bf16")) t.job.accum_bytes = 2;
-            else rc = zt_err("--accum-dtype: '%s' is not one of fp32, bf16", optarg);
-            break;
-        case O_RECOMP: t.job.recompute = 1; break;
-        case O_EPT: rc = zt_arg_f64("--epoch-tokens", optarg, 1, 1e18, &epoch_tokens); break;
-        case O_GPU: gpu_name = optarg; break;
-        case O_GPUFILE: gpu_file = optarg; break;
-        case O_PEAK: rc = zt_arg_f64("--peak-tflops", optarg, 1e-3, 1e6, &ov[0]); break;
-        case O_HBMGB: rc = zt_arg_f64("--hbm-gb", optarg, 1e-3, 1e6, &ov[1]); break;
-        case O_HBMBW: rc = zt_arg_f64("--hbm-tbps", optarg, 1e-3, 1e3, &ov[2]); break;
-        case O_NVL: rc = zt_arg_f64("--nvlink-gbps", optarg, 1e-3, 1e6, &ov[3]); break;
-        case O_NET: rc = zt_arg_f64("--net-gbps", optarg, 1e-3, 1e6, &ov[4]); break;
-        case O_GPN: rc = zt_arg_i64("--gpus-per-node", optarg, 1, 1024, &iv); ov[5] = (double)iv; break;
-        case O_MFU: rc = zt_arg_f64("--mfu", optarg, 1e-4, 1, &a.mfu); break;
-        case O_NVLEFF: rc = zt_arg_f64("--nvlink-eff", optarg, 1e-4, 1, &a.nvlink_eff); break;
-        case O_NETEFF: rc = zt_arg_f64("--net-eff", optarg, 1e-4, 1, &a.net_eff); break;
-        case O_ANVL: rc = zt_arg_f64("--alpha-nvlink-us", optarg, 0, 1e6, &dv); a.alpha_nvlink = dv * 1e-6; break;
-        case O_ANET: rc = zt_arg_f64("--alpha-net-us", optarg, 0, 1e6, &dv); a.alpha_net = dv * 1e-6; break;
-        case O_HBMEFF: rc = zt_arg_f64("--hbm-eff", optarg, 1e-4, 1, &a.hbm_eff); break;
-        case O_MEMUSE: rc = zt_arg_f64("--mem-usable", optarg, 1e-4, 1, &a.mem_usable); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-        if (rc != 0) {
-            fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "zerotrain: error: unexpected argument '%s' (plan takes only options)\n", argv[optind]);
+    override(&a.mfu, f.mfu, 1);
+    override(&a.nvlink_eff, f.nvlink_eff, 1);
+    override(&a.net_eff, f.net_eff, 1);
+    override(&a.alpha_nvlink, f.alpha_nvlink_us, 1e-6);
+    override(&a.alpha_net, f.alpha_net_us, 1e-6);
+    override(&a.hbm_eff, f.hbm_eff, 1);
+    override(&a.mem_usable, f.mem_usable, 1);
+    int shard = -2;  // -1: all
+    for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
+        if (!strcmp(f.shard, zt_shard_names[k])) shard = k;
+    if (!strcmp(f.shard, "all")) shard = -1;
+    if (shard == -2) {
+        fprintf(stderr, "zerotrain: error: --shard: '%s' is not one of full, nosync, hsdp, all\n", f.shard);
         return 2;
     }
     if (!model && !field) {

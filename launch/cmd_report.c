@@ -1,16 +1,15 @@
 // `zerotrain report RUN`: one self-contained HTML page of a run directory's curves,
 // state and diagnosis (launch/report.c).
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "launch/args.h"
 #include "launch/commands.h"
+#include "launch/flags.h"
 #include "launch/report.h"
+#include "launch/triage_defaults.h"
 #include "runtime/common.h"
 
-static void report_usage(FILE *out) {
-    fprintf(out,
+static const char synopsis[] =
             "usage: zerotrain report [options] RUN\n"
             "\n"
             "Writes one self-contained HTML page (inline SVG and CSS: no script, nothing fetched\n"
@@ -31,52 +30,46 @@ static void report_usage(FILE *out) {
             "            (while running) projected to the last step\n"
             "Pieces that are not there yet (no power samples on the CPU, no --eval-data, a live\n"
             "run without complete.json) are listed on the page. Run it again to refresh a live\n"
-            "run's page. TensorBoard reads the same run: tensorboard --logdir RUN/tb\n"
-            "\n"
-            "options:\n"
-            "  -o, --output FILE   the page (default RUN/report.html; written atomically)\n"
-            "  -b, --bands FILE    triage band file for the power picture (default: the built-in\n"
-            "                      B300 calibration, launch/bands-b300.json)\n"
-            "  -w, --window S      triage snapshot window in seconds (default 1.0)\n"
-            "  -q, --quiet         print nothing on success\n"
-            "  -h, --help          this text\n"
+            "run's page. TensorBoard reads the same run: tensorboard --logdir RUN/tb\n";
+static const char epilog[] =
             "\n"
             "exit: 0 written, 1 RUN is not a run directory (the message names what is missing) or\n"
-            "      the page cannot be written, 2 usage\n");
-}
+            "      the page cannot be written, 2 usage\n";
+
+typedef struct {
+    const char *output, *bands;
+    double window;
+    int quiet;
+} report_flags;
+
+#define T report_flags
+static const zt_flag flags[] = {
+    {.type = ZT_FLAG_SECTION, .help = "options:"},
+    {"output", ZT_FLAG_STR, ZT_AT_STR(T, output), "FILE", .letter = 'o',
+     .help = "the page (default RUN/report.html; written atomically)"},
+    {"bands", ZT_FLAG_STR, ZT_AT_STR(T, bands), "FILE", .letter = 'b',
+     .help = "triage band file for the power picture (default: the built-in\nB300 calibration, launch/bands-b300.json)"},
+    {"window", ZT_FLAG_F64, ZT_AT_F64(T, window), "S", .fmin = 1e-3, .fmax = 3600, .def = ZT_TRIAGE_DEF_WINDOW, .letter = 'w',
+     .help = "triage snapshot window in seconds (default {default})"},
+    {"quiet", ZT_FLAG_SET, ZT_AT_INT(T, quiet), .letter = 'q', .help = "print nothing on success"},
+    {0}};
+#undef T
 
 int zt_cmd_report(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"output", required_argument, 0, 'o'}, {"bands", required_argument, 0, 'b'},
-        {"window", required_argument, 0, 'w'}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
-    };
-    const char *out = NULL, *bands_path = NULL;
-    int quiet = 0, c;
-    zt_report_opts o = {.window = 1.0};
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:b:w:qh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'b': bands_path = optarg; break;
-        case 'w':
-            if (zt_arg_f64("--window", optarg, 1e-3, 3600, &o.window)) {
-                fprintf(stderr, "zerotrain report: error: %s\n", zt_errmsg());
-                return 2;
-            }
-            break;
-        case 'q': quiet = 1; break;
-        case 'h': report_usage(stdout); return 0;
-        default: report_usage(stderr); return 2;
-        }
-    }
-    if (argc - optind != 1) {
+    report_flags f;
+    int first;
+    const int prc = zt_flags_parse_operands("report", flags, &f, argc, argv, synopsis, epilog, &first);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *out = f.output, *bands_path = f.bands;
+    const int quiet = f.quiet;
+    zt_report_opts o = {.window = f.window};
+    if (argc - first != 1) {
         fprintf(stderr, "zerotrain report: error: %s\n\n",
-                optind >= argc ? "no run directory given" : "give one run directory");
-        report_usage(stderr);
+                first >= argc ? "no run directory given" : "give one run directory");
+        zt_flags_usage(stderr, flags, synopsis, epilog);
         return 2;
     }
-    const char *run = argv[optind];
+    const char *run = argv[first];
     if (bands_path ? zt_bands_load(&o.bands, bands_path) : (zt_bands_b300(&o.bands), 0)) {
         fprintf(stderr, "zerotrain report: error: %s\n", zt_errmsg());
         return 1;

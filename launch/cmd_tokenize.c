@@ -1,7 +1,6 @@
 // `zerotrain tokenize`: the Qwen3 tokenizer from the command line. Encodes text to
 // ids, decodes ids to text, and times encoding on a file (--bench) so that the
 // tokenizer's own speed can be seen apart from pack's reading and writing.
-#include <getopt.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,31 +8,42 @@
 
 #include "data/tokenizer.h"
 #include "launch/commands.h"
+#include "launch/flags.h"
 #include "runtime/common.h"
 
-static void tokenize_usage(FILE *out) {
-    fprintf(out,
+static const char synopsis[] =
             "usage: zerotrain tokenize [options] [FILE]\n"
             "\n"
             "Encodes UTF-8 text (FILE, or standard input) with the Qwen3 tokenizer and prints the\n"
             "ids, space-separated; with --lines, one line of ids per input line. --decode reads\n"
-            "ids (separated by spaces, commas or newlines) and writes the text they stand for.\n"
-            "\n"
-            "options:\n"
-            "  -t, --tokenizer PATH  tokenizer.json, or a directory holding one (default: the\n"
-            "                        Qwen3 one shipped in assets/)\n"
-            "  -l, --lines           encode each line on its own (without its line end)\n"
-            "  -d, --decode          ids in, text out\n"
-            "  -c, --count           print only the number of tokens\n"
-            "      --bench           encode FILE's lines as documents on --threads workers, twice\n"
-            "                        (cold and warm word caches), and print tokens per second\n"
-            "  -j, --threads N       workers for --bench (default: one per core)\n"
-            "  -h, --help            this text\n"
+            "ids (separated by spaces, commas or newlines) and writes the text they stand for.\n";
+static const char epilog[] =
             "\n"
             "examples:\n"
             "  echo 'Hello world' | zerotrain tokenize          # 9707 1879 198\n"
-            "  echo '9707 1879' | zerotrain tokenize --decode   # Hello world\n");
-}
+            "  echo '9707 1879' | zerotrain tokenize --decode   # Hello world\n";
+
+typedef struct {
+    const char *tokenizer;
+    int lines, decode, count, bench, threads;
+} tokenize_flags;
+
+#define T tokenize_flags
+static const zt_flag flags[] = {
+    {.type = ZT_FLAG_SECTION, .help = "options:"},
+    {"tokenizer", ZT_FLAG_STR, ZT_AT_STR(T, tokenizer), "PATH", .sdef = ZT_DEFAULT_TOKENIZER, .letter = 't',
+     .help = "tokenizer.json, or a directory holding one (default: the\nQwen3 one shipped in assets/)"},
+    {"lines", ZT_FLAG_SET, ZT_AT_INT(T, lines), .letter = 'l',
+     .help = "encode each line on its own (without its line end)"},
+    {"decode", ZT_FLAG_SET, ZT_AT_INT(T, decode), .letter = 'd', .help = "ids in, text out"},
+    {"count", ZT_FLAG_SET, ZT_AT_INT(T, count), .letter = 'c', .help = "print only the number of tokens"},
+    {"bench", ZT_FLAG_SET, ZT_AT_INT(T, bench),
+     .help = "encode FILE's lines as documents on --threads workers, twice\n(cold and warm word caches), and "
+             "print tokens per second"},
+    {"threads", ZT_FLAG_INT, ZT_AT_INT(T, threads), "N", 1, 4096, .letter = 'j',
+     .help = "workers for --bench (default: one per core)"},
+    {0}};
+#undef T
 
 static char *read_all(const char *path, size_t *n) {
     if (path && strcmp(path, "-")) return zt_read_file(path, n);
@@ -133,33 +143,14 @@ static int bench(const zt_tokenizer *tk, char *text, size_t n, int threads) {
 }
 
 int zt_cmd_tokenize(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"tokenizer", required_argument, 0, 't'}, {"lines", no_argument, 0, 'l'},   {"decode", no_argument, 0, 'd'},
-        {"count", no_argument, 0, 'c'},           {"bench", no_argument, 0, 1},     {"threads", required_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
-    };
-    const char *tpath = ZT_DEFAULT_TOKENIZER;
-    int lines = 0, decode = 0, count = 0, do_bench = 0, threads = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "t:ldcj:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 't': tpath = optarg; break;
-        case 'l': lines = 1; break;
-        case 'd': decode = 1; break;
-        case 'c': count = 1; break;
-        case 1: do_bench = 1; break;
-        case 'j':
-            threads = atoi(optarg);
-            if (threads < 1) {
-                fprintf(stderr, "zerotrain: error: --threads: '%s' is not a positive integer\n", optarg);
-                return 1;
-            }
-            break;
-        case 'h': tokenize_usage(stdout); return 0;
-        default: fprintf(stderr, "(see zerotrain tokenize --help)\n"); return 1;
-        }
-    }
-    if (argc - optind > 1) {
+    tokenize_flags f;
+    int first;
+    // a usage error exits 1 as before (not the table's 2)
+    const int prc = zt_flags_parse_operands("tokenize", flags, &f, argc, argv, synopsis, epilog, &first);
+    if (prc) return prc == 1 ? 0 : 1;
+    const char *tpath = f.tokenizer;
+    const int lines = f.lines, decode = f.decode, count = f.count, do_bench = f.bench, threads = f.threads;
+    if (argc - first > 1) {
         fprintf(stderr, "zerotrain: error: tokenize takes at most one FILE\n");
         return 1;
     }
@@ -173,7 +164,7 @@ int zt_cmd_tokenize(int argc, char **argv) {
         return 1;
     }
     size_t n;
-    char *text = read_all(optind < argc ? argv[optind] : NULL, &n);
+    char *text = read_all(first < argc ? argv[first] : NULL, &n);
     if (!text) {
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
         zt_tokenizer_free(tk);

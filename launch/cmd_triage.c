@@ -1,22 +1,21 @@
 // `zerotrain triage`: classify GPU power/utilization logs into the field report's
 // states (compute, communication, data starvation, checkpoint, deadlock, idle) and
 // print stretches and totals; exit 4 when a deadlock stretch is found.
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "launch/args.h"
 #include "launch/commands.h"
+#include "launch/flags.h"
 #include "launch/report.h"
 #include "launch/triage.h"
+#include "launch/triage_defaults.h"
 #include "runtime/common.h"
 
 #define TRIAGE_EXIT_DEADLOCK 4
 
-static void triage_usage(FILE *out) {
-    fprintf(out,
+static const char synopsis[] =
             "usage: zerotrain triage [options] FILE...\n"
             "\n"
             "Classifies GPU samples by board power and utilization. FILEs are, detected from\n"
@@ -30,32 +29,46 @@ static void triage_usage(FILE *out) {
             "form one snapshot, which is classified as a whole:\n"
             "  idle           every GPU at <= zero util and median power <= idle_max\n"
             "  deadlock       busy GPUs (>= busy util) at a median <= hang_max watts: spinning\n"
-            "                 in a wait; one or more ranks at ~0%% (or none)\n"
-            "  checkpoint     the same, but only rank 0 at ~0%%: it writes a checkpoint while\n"
+            "                 in a wait; one or more ranks at ~0% (or none)\n"
+            "  checkpoint     the same, but only rank 0 at ~0%: it writes a checkpoint while\n"
             "                 the others wait\n"
             "  compute        median power >= compute_min\n"
             "  starvation     median power between hang_max and compute_min, uneven util\n"
             "  communication  the same with even util (every GPU >= busy, spread <= uneven)\n"
-            "  unknown        anything else (e.g. all at ~0%% but drawing power)\n"
-            "\n"
-            "options:\n"
-            "  -b, --bands FILE       band file (default: the built-in B300 calibration,\n"
-            "                         identical to launch/bands-b300.json)\n"
-            "  -f, --format F         auto (default), power-csv, smi-csv or dmon, for all FILEs\n"
-            "  -w, --window S         snapshot window in seconds (default 1.0: +-0.5 s)\n"
-            "      --dmon-interval S  dmon -d period for logs without -o T (default 1)\n"
-            "  -p, --per-sample       print every snapshot\n"
-            "      --min-deadlock N   a deadlock stretch of at least N snapshots sets exit 4 (default 2)\n"
-            "      --max-gap S        a gap longer than S ends a stretch (default max(5, 3 x median interval))\n"
-            "  -q, --quiet            only totals and the verdict\n"
-            "      --html FILE        also write the power picture as one self-contained HTML page:\n"
-            "                         board power per GPU against time over the bands, and the state\n"
-            "                         of every snapshot as a coloured strip under it (as `zerotrain report`)\n"
-            "  -h, --help             this text\n"
+            "  unknown        anything else (e.g. all at ~0% but drawing power)\n";
+static const char epilog[] =
             "\n"
             "exit: 0 no deadlock stretch, 1 bad input (the message names file:line and the rule),\n"
-            "      2 usage, 4 a deadlock stretch of >= --min-deadlock snapshots was found\n");
-}
+            "      2 usage, 4 a deadlock stretch of >= --min-deadlock snapshots was found\n";
+
+typedef struct {
+    const char *bands, *format, *html;
+    double window, dmon_interval, max_gap;
+    int per_sample, min_deadlock, quiet;
+} triage_flags;
+
+#define T triage_flags
+static const zt_flag flags[] = {
+    {.type = ZT_FLAG_SECTION, .help = "options:"},
+    {"bands", ZT_FLAG_STR, ZT_AT_STR(T, bands), "FILE", .letter = 'b',
+     .help = "band file (default: the built-in B300 calibration,\nidentical to launch/bands-b300.json)"},
+    {"format", ZT_FLAG_STR, ZT_AT_STR(T, format), "F", .sdef = "auto", .letter = 'f',
+     .help = "auto (default), power-csv, smi-csv or dmon, for all FILEs"},
+    {"window", ZT_FLAG_F64, ZT_AT_F64(T, window), "S", .fmin = 1e-3, .fmax = 3600, .def = ZT_TRIAGE_DEF_WINDOW,
+     .letter = 'w', .help = "snapshot window in seconds: samples within +-S/2 (default {default})"},
+    {"dmon-interval", ZT_FLAG_F64, ZT_AT_F64(T, dmon_interval), "S", .fmin = 1e-3, .fmax = 3600,
+     .def = ZT_TRIAGE_DEF_DMON_INTERVAL, .help = "dmon -d period for logs without -o T (default {default})"},
+    {"per-sample", ZT_FLAG_SET, ZT_AT_INT(T, per_sample), .letter = 'p', .help = "print every snapshot"},
+    {"min-deadlock", ZT_FLAG_INT, ZT_AT_INT(T, min_deadlock), "N", 1, 1 << 30, .def = ZT_TRIAGE_DEF_MIN_DEADLOCK,
+     .help = "a deadlock stretch of at least N snapshots sets exit 4 (default {default})"},
+    {"max-gap", ZT_FLAG_F64, ZT_AT_F64(T, max_gap), "S", .fmin = 1e-3, .fmax = 1e9,
+     .help = "a gap longer than S ends a stretch (default max(5, 3 x median interval))"},
+    {"quiet", ZT_FLAG_SET, ZT_AT_INT(T, quiet), .letter = 'q', .help = "only totals and the verdict"},
+    {"html", ZT_FLAG_STR, ZT_AT_STR(T, html), "FILE",
+     .help = "also write the power picture as one self-contained HTML page:\nboard power per GPU against time over "
+             "the bands, and the state\nof every snapshot as a coloured strip under it (as `zerotrain report`)"},
+    {0}};
+#undef T
 
 typedef struct {
     double p_med, p_lo, p_hi, u_lo, u_hi;
@@ -75,43 +88,23 @@ static void stretch_summary(const zt_snapshot *s, const zt_stretch *st, stretch_
 }
 
 int zt_cmd_triage(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"bands", required_argument, 0, 'b'},   {"format", required_argument, 0, 'f'},
-        {"window", required_argument, 0, 'w'},  {"dmon-interval", required_argument, 0, 1},
-        {"per-sample", no_argument, 0, 'p'},    {"min-deadlock", required_argument, 0, 2},
-        {"max-gap", required_argument, 0, 3},   {"quiet", no_argument, 0, 'q'},
-        {"html", required_argument, 0, 4},      {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    const char *bands_path = NULL, *html = NULL;
-    zt_sample_format fmt = ZT_SF_AUTO;
-    double window = 1.0, dmon_interval = 1.0, max_gap = 0;
-    int64_t min_deadlock = 2;
-    int per_sample = 0, quiet = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "b:f:w:pqh", longopts, NULL)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case 'b': bands_path = optarg; break;
-        case 'f': bad = zt_sample_format_parse(optarg, &fmt); break;
-        case 'w': bad = zt_arg_f64("--window", optarg, 1e-3, 3600, &window); break;
-        case 1: bad = zt_arg_f64("--dmon-interval", optarg, 1e-3, 3600, &dmon_interval); break;
-        case 'p': per_sample = 1; break;
-        case 2: bad = zt_arg_i64("--min-deadlock", optarg, 1, 1 << 30, &min_deadlock); break;
-        case 3: bad = zt_arg_f64("--max-gap", optarg, 1e-3, 1e9, &max_gap); break;
-        case 'q': quiet = 1; break;
-        case 4: html = optarg; break;
-        case 'h': triage_usage(stdout); return 0;
-        default: triage_usage(stderr); return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "zerotrain triage: error: %s\n", zt_errmsg());
-            return 2;
-        }
+    triage_flags f;
+    int first;  // the first FILE
+    const int prc = zt_flags_parse_operands("triage", flags, &f, argc, argv, synopsis, epilog, &first);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *bands_path = f.bands, *html = f.html;
+    const double window = f.window, dmon_interval = f.dmon_interval;
+    double max_gap = f.max_gap;
+    const int64_t min_deadlock = f.min_deadlock;
+    const int per_sample = f.per_sample, quiet = f.quiet;
+    zt_sample_format fmt;
+    if (zt_sample_format_parse(f.format, &fmt) != 0) {
+        fprintf(stderr, "zerotrain triage: error: %s\n", zt_errmsg());
+        return 2;
     }
-    if (optind >= argc) {
+    if (first >= argc) {
         fprintf(stderr, "zerotrain triage: error: no sample files given\n\n");
-        triage_usage(stderr);
+        zt_flags_usage(stderr, flags, synopsis, epilog);
         return 2;
     }
     zt_bands b;
@@ -121,7 +114,7 @@ int zt_cmd_triage(int argc, char **argv) {
     }
     zt_samples set;
     zt_samples_init(&set);
-    for (int i = optind; i < argc; i++)
+    for (int i = first; i < argc; i++)
         if (zt_samples_read(&set, argv[i], fmt, dmon_interval) < 0) {
             fprintf(stderr, "zerotrain triage: error: %s\n", zt_errmsg());
             zt_samples_free(&set);
@@ -207,7 +200,7 @@ int zt_cmd_triage(int argc, char **argv) {
     }
     if (html) {
         zt_power_class pc = {.snaps = snaps, .ns = ns, .st = st, .nst = nst, .median_interval = med, .max_gap = max_gap};
-        if (zt_triage_html(html, &set, &b, bands_path ? bands_path : "built in", &pc, argv + optind, argc - optind,
+        if (zt_triage_html(html, &set, &b, bands_path ? bands_path : "built in", &pc, argv + first, argc - first,
                            (int)min_deadlock) != 0) {
             fprintf(stderr, "zerotrain triage: error: --html: %s\n", zt_errmsg());
             rc = 1;

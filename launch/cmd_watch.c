@@ -4,7 +4,6 @@
 // state's code. The rules live in launch/watch.c.
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,13 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launch/args.h"
 #include "launch/commands.h"
+#include "launch/flags.h"
 #include "launch/watch.h"
 #include "runtime/common.h"
 
-static void watch_usage(FILE *out) {
-    fprintf(out,
+static const char synopsis[] =
             "usage: zerotrain watch RUN [options]\n"
             "\n"
             "Watches a run directory from outside the job (any machine that sees RUN) and tells\n"
@@ -38,26 +36,43 @@ static void watch_usage(FILE *out) {
             "            deadlock signature (busy GPUs at hang-band power; see zerotrain triage)\n"
             "  RUNNING / STARTING otherwise\n"
             "On HUNG, CRASHED and FAILED it names who is in which collective from the flight\n"
-            "recorders (RUN/ranks/rank-N.flight), writes RUN/watch.json and runs the hook.\n"
-            "\n"
-            "options:\n"
-            "  -i, --interval S        seconds between polls (default 10)\n"
-            "      --stall-factor F    stall bound in median step times (default 10)\n"
-            "      --min-stall S       smallest stall bound in seconds (default 600)\n"
-            "      --alive-interval S  the trainer's --alive-interval (default 5)\n"
-            "      --startup-grace S   bound before the first step / first tick (default 1800)\n"
-            "      --power-samples N   consecutive deadlock snapshots that mean HUNG (default 2, 0: off)\n"
-            "  -b, --bands FILE        band file for the power signature (default: built-in B300)\n"
-            "      --on-hang CMD       run `/bin/sh -c CMD` on HUNG\n"
-            "      --on-crash CMD      run `/bin/sh -c CMD` on CRASHED or FAILED\n"
-            "                          (hooks get ZT_WATCH_STATE, ZT_RUN_DIR, ZT_WATCH_JSON)\n"
-            "      --once              evaluate once and exit with the state's code\n"
-            "  -q, --quiet             no status lines, only the final report\n"
-            "  -h, --help              this text\n"
+            "recorders (RUN/ranks/rank-N.flight), writes RUN/watch.json and runs the hook.\n";
+static const char epilog[] =
             "\n"
             "exit: 0 COMPLETE, 1 error, 2 usage, 3 CRASHED, 4 HUNG, 5 FAILED,\n"
-            "      6 still STARTING/RUNNING (--once only), 7 STOPPED\n");
-}
+            "      6 still STARTING/RUNNING (--once only), 7 STOPPED\n";
+
+typedef struct {
+    zt_watch_opts o;  // the rules' bounds, set in place
+    double interval;
+    const char *bands, *on_hang, *on_crash;
+    int once, quiet;
+} watch_flags;
+
+#define T watch_flags
+static const zt_flag flags[] = {
+    {.type = ZT_FLAG_SECTION, .help = "options:"},
+    {"interval", ZT_FLAG_F64, ZT_AT_F64(T, interval), "S", .fmin = 0.01, .fmax = 86400, .def = ZT_WATCH_DEF_INTERVAL,
+     .letter = 'i', .help = "seconds between polls (default {default})"},
+    {"stall-factor", ZT_FLAG_F64, ZT_AT_F64(T, o.stall_factor), "F", .fmin = 1, .fmax = 1e6,
+     .def = ZT_WATCH_DEF_STALL_FACTOR, .help = "stall bound in median step times (default {default})"},
+    {"min-stall", ZT_FLAG_F64, ZT_AT_F64(T, o.min_stall), "S", .fmin = 0, .fmax = 1e9, .def = ZT_WATCH_DEF_MIN_STALL,
+     .help = "smallest stall bound in seconds (default {default})"},
+    {"alive-interval", ZT_FLAG_F64, ZT_AT_F64(T, o.alive_interval), "S", .fmin = 0.05, .fmax = 3600,
+     .def = ZT_DEF_ALIVE_INTERVAL, .help = "the trainer's --alive-interval (default {default})"},
+    {"startup-grace", ZT_FLAG_F64, ZT_AT_F64(T, o.startup_grace), "S", .fmin = 0, .fmax = 1e9,
+     .def = ZT_WATCH_DEF_STARTUP_GRACE, .help = "bound before the first step / first tick (default {default})"},
+    {"power-samples", ZT_FLAG_INT, ZT_AT_INT(T, o.power_samples), "N", 0, 1000, .def = ZT_WATCH_DEF_POWER_SAMPLES,
+     .help = "consecutive deadlock snapshots that mean HUNG (default {default}, 0: off)"},
+    {"bands", ZT_FLAG_STR, ZT_AT_STR(T, bands), "FILE", .letter = 'b',
+     .help = "band file for the power signature (default: built-in B300)"},
+    {"on-hang", ZT_FLAG_STR, ZT_AT_STR(T, on_hang), "CMD", .help = "run `/bin/sh -c CMD` on HUNG"},
+    {"on-crash", ZT_FLAG_STR, ZT_AT_STR(T, on_crash), "CMD",
+     .help = "run `/bin/sh -c CMD` on CRASHED or FAILED\n(hooks get ZT_WATCH_STATE, ZT_RUN_DIR, ZT_WATCH_JSON)"},
+    {"once", ZT_FLAG_SET, ZT_AT_INT(T, once), .help = "evaluate once and exit with the state's code"},
+    {"quiet", ZT_FLAG_SET, ZT_AT_INT(T, quiet), .letter = 'q', .help = "no status lines, only the final report"},
+    {0}};
+#undef T
 
 static const char *clock_str(double t, char *buf, size_t n) {
     time_t s = (time_t)t;
@@ -91,53 +106,22 @@ static int run_hook(const char *cmd, const zt_watch *w) {
 }
 
 int zt_cmd_watch(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"interval", required_argument, 0, 'i'},   {"stall-factor", required_argument, 0, 1},
-        {"min-stall", required_argument, 0, 2},    {"alive-interval", required_argument, 0, 3},
-        {"startup-grace", required_argument, 0, 4}, {"power-samples", required_argument, 0, 5},
-        {"bands", required_argument, 0, 'b'},      {"on-hang", required_argument, 0, 6},
-        {"on-crash", required_argument, 0, 7},     {"once", no_argument, 0, 8},
-        {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    zt_watch_opts o;
-    zt_watch_opts_default(&o);
-    double interval = 10;
-    const char *on_hang = NULL, *on_crash = NULL, *bands = NULL;
-    int once = 0, quiet = 0, c;
-    int64_t v;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "i:b:qh", longopts, NULL)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case 'i': bad = zt_arg_f64("--interval", optarg, 0.01, 86400, &interval); break;
-        case 1: bad = zt_arg_f64("--stall-factor", optarg, 1, 1e6, &o.stall_factor); break;
-        case 2: bad = zt_arg_f64("--min-stall", optarg, 0, 1e9, &o.min_stall); break;
-        case 3: bad = zt_arg_f64("--alive-interval", optarg, 0.05, 3600, &o.alive_interval); break;
-        case 4: bad = zt_arg_f64("--startup-grace", optarg, 0, 1e9, &o.startup_grace); break;
-        case 5:
-            bad = zt_arg_i64("--power-samples", optarg, 0, 1000, &v);
-            o.power_samples = (int)v;
-            break;
-        case 'b': bands = optarg; break;
-        case 6: on_hang = optarg; break;
-        case 7: on_crash = optarg; break;
-        case 8: once = 1; break;
-        case 'q': quiet = 1; break;
-        case 'h': watch_usage(stdout); return 0;
-        default: watch_usage(stderr); return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "zerotrain watch: error: %s\n", zt_errmsg());
-            return 2;
-        }
-    }
-    if (optind + 1 != argc) {
-        fprintf(stderr, "zerotrain watch: error: %s\n\n", optind >= argc ? "no run directory given" : "more than one run directory given");
-        watch_usage(stderr);
+    watch_flags f;
+    zt_watch_opts_default(&f.o);  // the bands and every field the table does not set
+    int first;
+    const int prc = zt_flags_parse_operands("watch", flags, &f, argc, argv, synopsis, epilog, &first);
+    if (prc) return prc == 1 ? 0 : 2;
+    zt_watch_opts o = f.o;
+    const double interval = f.interval;
+    const char *on_hang = f.on_hang, *on_crash = f.on_crash, *bands = f.bands;
+    const int once = f.once, quiet = f.quiet;
+    if (first + 1 != argc) {
+        fprintf(stderr, "zerotrain watch: error: %s\n\n",
+                first >= argc ? "no run directory given" : "more than one run directory given");
+        zt_flags_usage(stderr, flags, synopsis, epilog);
         return 2;
     }
-    const char *run = argv[optind];
+    const char *run = argv[first];
     // In a loop the run directory may not exist yet (the launcher starts the watcher
     // with the job); it is waited for like any other start.
     if (once) {

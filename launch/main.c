@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "launch/commands.h"
+#include "runtime/cuda_module.h"
 
 #ifndef ZT_VERSION
 #define ZT_VERSION "dev"
@@ -35,11 +36,11 @@ static void usage(FILE *out) {
             ZT_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
-#ifdef ZT_HAVE_CUDA
-    fprintf(out, "\nbuilt with the CUDA backend compiled in\n");
-#else
-    fprintf(out, "\nbuilt without CUDA (CPU backend only)\n");
-#endif
+    char mod[4200];
+    if (zt_cuda_module_find(mod, sizeof mod))
+        fprintf(out, "\nCUDA backend: %s (loaded for --device cuda, or auto on a host with an NVIDIA driver)\n", mod);
+    else
+        fprintf(out, "\nCUDA backend: not installed (no libzerotrain_cuda.so; CPU backend only; docs/cuda.md)\n");
 }
 
 int main(int argc, char **argv) {

@@ -22,6 +22,7 @@
 #include "runtime/comm.h"
 #include "runtime/common.h"
 #include "runtime/flight.h"
+#include "runtime/train_defaults.h"
 
 static const char *ws_names[] = {"STARTING", "RUNNING", "COMPLETE", "CRASHED", "HUNG", "FAILED", "STOPPED"};
 
@@ -42,11 +43,11 @@ int zt_watch_exit_code(zt_watch_state s) {
 
 void zt_watch_opts_default(zt_watch_opts *o) {
     memset(o, 0, sizeof *o);
-    o->alive_interval = 5;
-    o->stall_factor = 10;
-    o->min_stall = 600;
-    o->startup_grace = 1800;
-    o->power_samples = 2;
+    o->alive_interval = ZT_DEF_ALIVE_INTERVAL;
+    o->stall_factor = ZT_WATCH_DEF_STALL_FACTOR;
+    o->min_stall = ZT_WATCH_DEF_MIN_STALL;
+    o->startup_grace = ZT_WATCH_DEF_STARTUP_GRACE;
+    o->power_samples = ZT_WATCH_DEF_POWER_SAMPLES;
     zt_bands_b300(&o->bands);
 }
 

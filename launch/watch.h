@@ -35,6 +35,14 @@ const char *zt_watch_state_name(zt_watch_state s);  // "RUNNING", ...
 int zt_watch_exit_code(zt_watch_state s);
 int zt_watch_state_final(zt_watch_state s);
 
+// The watcher's defaults, used by zt_watch_opts_default and `zerotrain watch`'s flag table;
+// the alive interval is the trainer's own (ZT_DEF_ALIVE_INTERVAL, runtime/train_defaults.h).
+#define ZT_WATCH_DEF_INTERVAL 10.0        // seconds between polls
+#define ZT_WATCH_DEF_STALL_FACTOR 10.0    // stall bound in median step times
+#define ZT_WATCH_DEF_MIN_STALL 600.0      // smallest stall bound, seconds
+#define ZT_WATCH_DEF_STARTUP_GRACE 1800.0 // bound before the first step and the first tick
+#define ZT_WATCH_DEF_POWER_SAMPLES 2      // consecutive deadlock snapshots that mean HUNG
+
 typedef struct {
     double alive_interval;  // the trainer's --alive-interval (5 s)
     double stall_factor;    // 10

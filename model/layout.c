@@ -40,19 +40,17 @@ int zt_qwen3_layout_init(zt_qwen3_layout *lay, const zt_qwen3_config *cfg) {
         u = &lay->units[1 + l];
         u->kind = ZT_UNIT_LAYER;
         u->layer = l;
-#define T(suffix, r, c) (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), add_tensor(u, n, r, c))
-        T("input_layernorm.weight", d, 0);
-        T("self_attn.q_proj.weight", H * D, d);
-        T("self_attn.k_proj.weight", Hkv * D, d);
-        T("self_attn.v_proj.weight", Hkv * D, d);
-        T("self_attn.o_proj.weight", d, H * D);
-        T("self_attn.q_norm.weight", D, 0);
-        T("self_attn.k_norm.weight", D, 0);
-        T("post_attention_layernorm.weight", d, 0);
-        T("mlp.gate_proj.weight", F, d);
-        T("mlp.up_proj.weight", F, d);
-        T("mlp.down_proj.weight", d, F);
-#undef T
+        static const char *const names[ZT_L_NTENSORS] = {
+            "input_layernorm.weight",  "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+            "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_norm.weight",
+            "self_attn.k_norm.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight",
+            "mlp.up_proj.weight",      "mlp.down_proj.weight"};
+        int64_t shape[ZT_L_NTENSORS][2];
+        zt_qwen3_layer_shapes(d, F, H, Hkv, D, shape);
+        for (int t = 0; t < ZT_L_NTENSORS; t++) {
+            snprintf(n, sizeof n, "model.layers.%d.%s", l, names[t]);
+            add_tensor(u, n, shape[t][0], shape[t][1]);
+        }
     }
 
     u = &lay->units[L + 1];

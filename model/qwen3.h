@@ -20,6 +20,15 @@ enum {
     ZT_L_GATE, ZT_L_UP, ZT_L_DOWN, ZT_L_NTENSORS
 };
 
+// Shapes [rows, cols] (cols 0: a vector) of a decoder layer's tensors in that order: the one
+// definition model/layout.c (the unit layout) and the CUDA layer (its offsets) both use.
+static inline void zt_qwen3_layer_shapes(int64_t d, int64_t F, int64_t H, int64_t Hkv, int64_t D,
+                                         int64_t shape[ZT_L_NTENSORS][2]) {
+    const int64_t s[ZT_L_NTENSORS][2] = {{d, 0},       {H * D, d}, {Hkv * D, d}, {Hkv * D, d}, {d, H * D}, {D, 0},
+                                         {D, 0},       {d, 0},     {F, d},       {F, d},       {d, F}};
+    for (int i = 0; i < ZT_L_NTENSORS; i++) shape[i][0] = s[i][0], shape[i][1] = s[i][1];
+}
+
 typedef struct {
     char name[96];      // Hugging Face tensor name
     int ndim;           // 1 or 2

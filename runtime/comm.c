@@ -19,8 +19,9 @@
 #include "runtime/common.h"
 #include "runtime/flight.h"
 
-#define ZT_COMM_DEFAULT_TIMEOUT 300.0
-#define ZT_COMM_DEFAULT_FIRST_TIMEOUT 1800.0
+#include "runtime/train_defaults.h"  // the deadlines' defaults, shared with the train flags
+#define ZT_COMM_DEFAULT_TIMEOUT ZT_DEF_COLLECTIVE_TIMEOUT
+#define ZT_COMM_DEFAULT_FIRST_TIMEOUT ZT_DEF_FIRST_COLLECTIVE_TIMEOUT
 #define ZT_COMM_DEFAULT_FLIGHT 256
 #define ZT_COMM_ABORT_CODE 3
 #define ZT_WATCHDOG_DEFAULT_PERIOD_MS 100
@@ -92,33 +93,6 @@ struct zt_comm {
 };
 
 #define RLX memory_order_relaxed
-
-// ---- names and sizes -------------------------------------------------------------
-size_t zt_dtype_size(zt_dtype dt) {
-    static const size_t sz[ZT_DT_COUNT_] = {4, 8, 8, 4, 1, 2};
-    return (unsigned)dt < ZT_DT_COUNT_ ? sz[dt] : 0;
-}
-
-const char *zt_dtype_name(zt_dtype dt) {
-    static const char *n[ZT_DT_COUNT_] = {"f32", "f64", "i64", "i32", "u8", "bf16"};
-    return (unsigned)dt < ZT_DT_COUNT_ ? n[dt] : "?";
-}
-
-const char *zt_red_name(zt_red red) {
-    static const char *n[ZT_RED_COUNT_] = {"sum", "min", "max", "avg"};
-    return (unsigned)red < ZT_RED_COUNT_ ? n[red] : "?";
-}
-
-const char *zt_op_name(zt_coll_op op) {
-    switch (op) {
-    case ZT_OP_ALLGATHER: return "allgather";
-    case ZT_OP_REDUCE_SCATTER: return "reduce_scatter";
-    case ZT_OP_ALLREDUCE: return "allreduce";
-    case ZT_OP_BROADCAST: return "broadcast";
-    case ZT_OP_BARRIER: return "barrier";
-    }
-    return "?";
-}
 
 // ---- lifetime ----------------------------------------------------------------------
 zt_comm_opts zt_comm_opts_default(void) {

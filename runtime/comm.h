@@ -12,34 +12,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "runtime/coll.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-// The numeric values of these enums are stored in flight-recorder files: append only.
-// Element types. BF16 is moved as raw 2-byte words: all-gather and broadcast only on
-// the MPI backend (MPI has no bf16 arithmetic); reductions on it are refused.
-typedef enum { ZT_DT_F32 = 0, ZT_DT_F64, ZT_DT_I64, ZT_DT_I32, ZT_DT_U8, ZT_DT_BF16, ZT_DT_COUNT_ } zt_dtype;
-// AVG = SUM then scale by 1/world; floating-point types only.
-typedef enum { ZT_RED_SUM = 0, ZT_RED_MIN, ZT_RED_MAX, ZT_RED_AVG, ZT_RED_COUNT_ } zt_red;
-typedef enum {
-    ZT_OP_ALLGATHER = 1,
-    ZT_OP_REDUCE_SCATTER,
-    ZT_OP_ALLREDUCE,
-    ZT_OP_BROADCAST,
-    ZT_OP_BARRIER,
-} zt_coll_op;
-
-// Channels. A collective's channel is fixed by its op, not chosen by the caller:
-//   DATA: all-gather, reduce-scatter (the bulk FSDP traffic; NCCL on GPUs later)
-//   CTRL: all-reduce, broadcast, barrier (small control traffic: evenfix counts,
-//         grad norm, checkpoint barriers, bootstrap ids)
-// Each channel is its own communicator. A rank that skips a reduce-scatter and enters
-// a barrier then genuinely hangs (and the deadline reports it) instead of having MPI
-// match two different collective types on one communicator, which is undefined.
-// Ordering rule for callers: collectives on ONE channel must be issued in the same
-// order on every rank; order across the two channels may differ.
-typedef enum { ZT_CHAN_DATA = 0, ZT_CHAN_CTRL = 1 } zt_chan;
+// The vocabulary (zt_dtype, zt_red, zt_coll_op, zt_chan and their names): runtime/coll.h.
 
 // A zt_comm and its requests are used from one thread (MPI_THREAD_FUNNELED). The
 // comm's own watchdog thread (below) only reads atomics until it aborts the job.
@@ -167,11 +146,6 @@ int zt_barrier(zt_comm *c, const char *label);
 int zt_comm_dump_flight(zt_comm *c, FILE *out);
 // Path of the binary ring (RUN/ranks/rank-NNNNN.flight) or NULL without run_dir.
 const char *zt_comm_flight_path(const zt_comm *c);
-
-size_t zt_dtype_size(zt_dtype dt);
-const char *zt_dtype_name(zt_dtype dt);
-const char *zt_red_name(zt_red red);
-const char *zt_op_name(zt_coll_op op);  // "allgather", "reduce_scatter", ...
 
 // ---- backend interface (for implementations, not callers) -----------------
 // A backend starts and polls collectives; the common layer (runtime/comm.c) owns

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/cuda/zt_cuda_check.h"
 #include "runtime/common.h"
 
 #if !defined(ZT_NCCL_NO_MPI) || !ZT_NCCL_NO_MPI
@@ -101,23 +102,9 @@ static int nccl_fail(const nccl_self *s, ncclResult_t r, const char *call, const
                   last && *last ? ": " : "", last ? last : "", nccl_hint(r));
 }
 
-// Inside functions with a `fail:` label and `s` in scope.
-#define CUCK(call)                                                    \
-    do {                                                              \
-        cudaError_t e_ = (call);                                      \
-        if (e_ != cudaSuccess) {                                      \
-            cuda_fail(s, e_, #call, __FILE__, __LINE__);              \
-            goto fail;                                                \
-        }                                                             \
-    } while (0)
-#define NCK(call)                                                     \
-    do {                                                              \
-        ncclResult_t r_ = (call);                                     \
-        if (r_ != ncclSuccess) {                                      \
-            nccl_fail(s, r_, #call, __FILE__, __LINE__);              \
-            goto fail;                                                \
-        }                                                             \
-    } while (0)
+// CUDA and NCCL calls are checked with ZT_CUDA_CHECK_GOTO(call, cuda_fail, s) and
+// ZT_NCCL_CHECK_GOTO(call, nccl_fail, s) (kernels/cuda/zt_cuda_check.h): on failure the
+// report above sets zt_err and the function jumps to its `fail:` label.
 
 static void warn(const nccl_self *s, const char *what) {
     fprintf(stderr, "zerotrain: rank %d: warning: %s\n", s->rank, what);
@@ -154,10 +141,10 @@ static int ev_get(nccl_self *s, cudaEvent_t *ev) {
     // Events belong to the device current at creation: create on the comm's device even
     // if the caller switched away, and switch back.
     int cur = -1;
-    CUCK(cudaGetDevice(&cur));
-    if (cur != s->device) CUCK(cudaSetDevice(s->device));
+    ZT_CUDA_CHECK_GOTO(cudaGetDevice(&cur), cuda_fail, s);
+    if (cur != s->device) ZT_CUDA_CHECK_GOTO(cudaSetDevice(s->device), cuda_fail, s);
     cudaError_t e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
-    if (cur != s->device) CUCK(cudaSetDevice(cur));
+    if (cur != s->device) ZT_CUDA_CHECK_GOTO(cudaSetDevice(cur), cuda_fail, s);
     if (e != cudaSuccess) {
         cuda_fail(s, e, "cudaEventCreateWithFlags(ev, cudaEventDisableTiming)", __FILE__, __LINE__);
         goto fail;
@@ -215,23 +202,25 @@ static int start_impl(void *self_, const zt_coll *d, void **handle) {
     if (d->count || d->op == ZT_OP_BARRIER) {
         switch (d->op) {
         case ZT_OP_ALLGATHER:  // in place (send == recv + rank * block) is NCCL's in-place form too
-            NCK(ncclAllGather(d->send, d->recv, d->count, t, comm, st));
+            ZT_NCCL_CHECK_GOTO(ncclAllGather(d->send, d->recv, d->count, t, comm, st), nccl_fail, s);
             break;
         case ZT_OP_REDUCE_SCATTER:
-            NCK(ncclReduceScatter(d->send, d->recv, d->count, t, nccl_op(d->red), comm, st));
+            ZT_NCCL_CHECK_GOTO(ncclReduceScatter(d->send, d->recv, d->count, t, nccl_op(d->red), comm, st), nccl_fail,
+                               s);
             break;
         case ZT_OP_ALLREDUCE:
-            NCK(ncclAllReduce(d->send, d->recv, d->count, t, nccl_op(d->red), comm, st));
+            ZT_NCCL_CHECK_GOTO(ncclAllReduce(d->send, d->recv, d->count, t, nccl_op(d->red), comm, st), nccl_fail, s);
             break;
         case ZT_OP_BROADCAST:
-            NCK(ncclBroadcast(d->send, d->recv, d->count, t, d->root, comm, st));
+            ZT_NCCL_CHECK_GOTO(ncclBroadcast(d->send, d->recv, d->count, t, d->root, comm, st), nccl_fail, s);
             break;
         case ZT_OP_BARRIER:
-            NCK(ncclAllReduce(s->barrier_buf, s->barrier_buf, 1, ncclInt32, ncclSum, comm, st));
+            ZT_NCCL_CHECK_GOTO(ncclAllReduce(s->barrier_buf, s->barrier_buf, 1, ncclInt32, ncclSum, comm, st),
+                               nccl_fail, s);
             break;
         }
     }
-    CUCK(cudaEventRecord(ev, st));
+    ZT_CUDA_CHECK_GOTO(cudaEventRecord(ev, st), cuda_fail, s);
     *handle = (void *)ev;
     return 0;
 fail:
@@ -468,19 +457,21 @@ static int setup_local(nccl_self *s, int device, int local_rank, int local_world
                       s->rank, local_rank, local_world, n, vis ? vis : "unset", n);
     }
     s->device = dev;
-    CUCK(cudaSetDevice(dev));
-    for (int ch = 0; ch < NCHAN; ch++) CUCK(cudaStreamCreateWithFlags(&s->stream[ch], cudaStreamNonBlocking));
-    CUCK(cudaMalloc((void **)&s->barrier_buf, sizeof(int)));
+    ZT_CUDA_CHECK_GOTO(cudaSetDevice(dev), cuda_fail, s);
+    for (int ch = 0; ch < NCHAN; ch++)
+        ZT_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s->stream[ch], cudaStreamNonBlocking), cuda_fail, s);
+    ZT_CUDA_CHECK_GOTO(cudaMalloc((void **)&s->barrier_buf, sizeof(int)), cuda_fail, s);
     // On the ctrl stream, so it is ordered before every barrier (a non-blocking stream
     // does not wait for the legacy default stream).
-    CUCK(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), s->stream[ZT_CHAN_CTRL]));
+    ZT_CUDA_CHECK_GOTO(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), s->stream[ZT_CHAN_CTRL]), cuda_fail, s);
     return 0;
 fail:
     return -1;
 }
 
 static int init_comms(nccl_self *s, const ncclUniqueId id[NCHAN]) {
-    for (int ch = 0; ch < NCHAN; ch++) NCK(ncclCommInitRank(&s->comm[ch], s->world, id[ch], s->rank));
+    for (int ch = 0; ch < NCHAN; ch++)
+        ZT_NCCL_CHECK_GOTO(ncclCommInitRank(&s->comm[ch], s->world, id[ch], s->rank), nccl_fail, s);
     return 0;
 fail:
     return -1;
@@ -501,7 +492,7 @@ int zt_comm_init_nccl_single(zt_comm **out, int device, const zt_comm_opts *opts
     nccl_self *s = self_new(0, 1);
     ncclUniqueId id[NCHAN];
     if (setup_local(s, device, 0, 1) < 0) goto fail;
-    for (int ch = 0; ch < NCHAN; ch++) NCK(ncclGetUniqueId(&id[ch]));
+    for (int ch = 0; ch < NCHAN; ch++) ZT_NCCL_CHECK_GOTO(ncclGetUniqueId(&id[ch]), nccl_fail, s);
     if (init_comms(s, id) < 0) goto fail;
     if (finish(out, s, &info, opts) < 0) return zt_err_prefix("zt_comm_init_nccl (world 1, no MPI)");
     return 0;

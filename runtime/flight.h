@@ -1,6 +1,7 @@
 // Flight recorder: each rank's ring of its most recent collectives, kept in an
 // mmap'd file (RUN/ranks/rank-NNNNN.flight) so a watcher can read it while the job
 // runs and after it dies. Writer for runtime/comm.c, reader and JSON for tools.
+// Depends on the collective vocabulary (runtime/coll.h) only, not on the process group.
 // defines: zt_flight, zt_flight_hdr, zt_flight_rec, zt_flight_open, zt_flight_read,
 //          zt_flight_json, zt_flight_summarize_dir
 #ifndef ZT_FLIGHT_H
@@ -9,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "runtime/comm.h"
+#include "runtime/coll.h"
 
 #ifdef __cplusplus
 extern "C" {

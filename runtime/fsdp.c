@@ -1,9 +1,12 @@
-// The ZeRO-3 schedule on top of the per-unit model passes and the comm layer.
+// The ZeRO-3 schedule, once, for every backend (fsdp_internal.h): the CPU one
+// (fsdp_cpu.c) and the GPU one (fsdp_cuda.c).
 // Forward:  gather(0); for u: issue gather(u+1) -> compute u -> release u.
 // Head:     prefetch the last layer, fused norm + lm_head + loss fwd/bwd, reduce-scatter.
-// Backward: for u = L..1: wait gather(u), issue gather(u-1) (before u's reduce-scatter,
+// Backward: for u = L..1: use gather(u), issue gather(u-1) (before u's reduce-scatter,
 //           because one communicator runs collectives in issue order), compute u,
 //           release u, issue reduce-scatter(u) which runs while u-1 computes.
+// Step:     the backend's reduction of [loss | non-finite | grad sum of squares | stop],
+//           then the same clip / lr / skip decision on every rank and AdamW per unit.
 #include "runtime/fsdp.h"
 
 #include <math.h>
@@ -12,6 +15,7 @@
 #include <string.h>
 
 #include "runtime/common.h"
+#include "runtime/cuda_module.h"
 #include "runtime/fsdp_internal.h"
 
 void zt_fsdp_log(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro) {
@@ -25,92 +29,233 @@ void zt_fsdp_log(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro) {
 
 static void ev(zt_fsdp *f, zt_fsdp_ev_kind k, int unit) { zt_fsdp_log(f, k, unit, f->micro); }
 
-// ---- parameter pool --------------------------------------------------------
+// ---- pools: round robin over the free slots -----------------------------------------
+// The slot reused is the one released longest ago, so a gather or a gradient slot rarely
+// waits for the work that last used it.
 
 static int gather_issue(zt_fsdp *f, int unit) {
-    int s = 0;
-    while (s < ZT_FSDP_PARAM_SLOTS && f->pbuf_unit[s] != -1) s++;
-    if (s == ZT_FSDP_PARAM_SLOTS) zt_fatal("FSDP: parameter pool exhausted gathering unit %d (schedule bug)", unit);
-    const zt_fsdp_unit *u = &f->units[unit];
-    char label[48];
-    snprintf(label, sizeof label, "unit %d params", unit);
+    int s = -1;
+    for (int k = 1; k <= f->np && s < 0; k++)
+        if (f->pbuf_unit[(f->p_last + k) % f->np] == -1) s = (f->p_last + k) % f->np;
+    if (s < 0) zt_fatal("FSDP: parameter pool exhausted gathering unit %d (schedule bug)", unit);
+    f->p_last = s;
     f->pbuf_unit[s] = unit;
-    f->preq[s] = zt_iallgather(f->comm, u->master, f->pbuf[s], (size_t)u->shard, ZT_DT_F32, label);
-    if (!f->preq[s]) zt_die_on_err();
-    f->bytes_ag += (int64_t)(f->world - 1) * u->shard * (int64_t)sizeof(float);
+    f->be->gather(f, s, unit);
     ev(f, ZT_EV_AG_ISSUE, unit);
     return s;
 }
 
-static void gather_wait(zt_fsdp *f, int s) {
-    double t0 = zt_now();
-    if (zt_wait(f->comm, f->preq[s]) != 0) zt_die_on_err();
-    f->t_wait += zt_now() - t0;
-    f->preq[s] = NULL;
-    ev(f, ZT_EV_AG_DONE, f->pbuf_unit[s]);
+static const void *gather_use(zt_fsdp *f, int s) {
+    f->be->gather_use(f, s);
+    ev(f, ZT_EV_AG_DONE, f->pbuf_unit[s]);  // GPU backend: enqueue order, not GPU time
+    return f->pbuf[s];
 }
 
-static void param_release(zt_fsdp *f, int s) { f->pbuf_unit[s] = -1; }
-
-// ---- gradient pool -----------------------------------------------------------
-
-static void rs_finish(zt_fsdp *f, int s) {
-    zt_fsdp_unit *u = &f->units[f->gbuf_unit[s]];
-    double t0 = zt_now();
-    if (zt_wait(f->comm, f->greq[s]) != 0) zt_die_on_err();
-    f->t_wait += zt_now() - t0;
-    f->greq[s] = NULL;
-    f->ops->add(u->grad, u->grad, f->grecv[s], u->shard);  // accumulate over micro-batches
-    zt_fsdp_log(f, ZT_EV_RS_DONE, f->gbuf_unit[s], f->gbuf_micro[s]);
-    f->gbuf_unit[s] = -1;
+static void param_release(zt_fsdp *f, int s) {  // reshard after use
+    f->be->param_done(f, s);
+    f->pbuf_unit[s] = -1;
 }
 
 static int grad_acquire(zt_fsdp *f, int unit) {
-    for (;;) {
-        for (int s = 0; s < ZT_FSDP_GRAD_SLOTS; s++)
-            if (f->gbuf_unit[s] == -1) {
-                f->gbuf_unit[s] = unit;
-                memset(f->gbuf[s], 0, (size_t)f->units[unit].padded * sizeof(float));
-                return s;
-            }
-        int oldest = -1;  // no free slot: complete the oldest reduce-scatter in flight
-        for (int s = 0; s < ZT_FSDP_GRAD_SLOTS; s++)
-            if (f->greq[s] && (oldest < 0 || f->gbuf_order[s] < f->gbuf_order[oldest])) oldest = s;
-        if (oldest < 0) zt_fatal("FSDP: gradient pool exhausted for unit %d (schedule bug)", unit);
-        rs_finish(f, oldest);
-    }
+    int s = -1;
+    for (int k = 1; k <= f->ng && s < 0; k++)
+        if (f->gbuf_unit[(f->g_last + k) % f->ng] == -1) s = (f->g_last + k) % f->ng;
+    if (s < 0) zt_fatal("FSDP: gradient pool exhausted for unit %d (schedule bug)", unit);
+    f->g_last = s;
+    f->gbuf_unit[s] = unit;
+    f->be->grad_take(f, s, unit);
+    return s;
 }
 
 static void rs_issue(zt_fsdp *f, int s) {
     const int unit = f->gbuf_unit[s];
-    const zt_fsdp_unit *u = &f->units[unit];
-    char label[48];
-    snprintf(label, sizeof label, "unit %d grads", unit);
-    f->greq[s] = zt_ireduce_scatter(f->comm, f->gbuf[s], f->grecv[s], (size_t)u->shard, ZT_DT_F32, ZT_RED_SUM, label);
-    if (!f->greq[s]) zt_die_on_err();
-    f->gbuf_order[s] = f->rs_seq++;
-    f->gbuf_micro[s] = f->micro;
-    f->bytes_rs += (int64_t)(f->world - 1) * u->shard * (int64_t)sizeof(float);
+    f->be->reduce_scatter(f, s, unit);
     ev(f, ZT_EV_RS_ISSUE, unit);
+    f->gbuf_unit[s] = -1;  // the backend retires the collective before the slot's next use
 }
 
-static void rs_drain(zt_fsdp *f) {
-    for (;;) {
-        int oldest = -1;
-        for (int s = 0; s < ZT_FSDP_GRAD_SLOTS; s++)
-            if (f->greq[s] && (oldest < 0 || f->gbuf_order[s] < f->gbuf_order[oldest])) oldest = s;
-        if (oldest < 0) return;
-        rs_finish(f, oldest);
+static void progress(zt_fsdp *f) {
+    if (f->be->progress) f->be->progress(f);
+}
+
+// ---- one micro-batch ---------------------------------------------------------------------
+
+// Forward through units 0..L, each gathered while its predecessor computes. Returns the
+// head's slot (ready for use) and, tied, the embedding's (issued, not yet used) in *s_emb.
+static int forward_units(zt_fsdp *f, int *s_emb) {
+    const int L = f->model.lay.cfg.num_layers, head = L + 1, tied = f->model.lay.cfg.tie_word_embeddings;
+    int s_cur = gather_issue(f, 0);
+    *s_emb = -1;
+    const void *p = gather_use(f, s_cur);
+    for (int u = 0; u <= L; u++) {
+        int s_next = gather_issue(f, u + 1);
+        if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
+        ev(f, ZT_EV_FWD_START, u);
+        if (u == 0)
+            f->be->embed_fwd(f, p);
+        else
+            f->be->layer_fwd(f, u - 1, p);
+        ev(f, ZT_EV_FWD_END, u);
+        param_release(f, s_cur);
+        progress(f);
+        s_cur = s_next;
+        p = gather_use(f, s_cur);
     }
+    return s_cur;
 }
 
-// ---- lifetime ----------------------------------------------------------------
+// Forward, the head's loss and backward of staged micro-batch `mb`, each unit's gradient
+// reduce-scattered while the next unit computes.
+static void train_micro(zt_fsdp *f, int mb, float scale) {
+    const int L = f->model.lay.cfg.num_layers, head = L + 1, tied = f->model.lay.cfg.tie_word_embeddings;
+    f->be->use_batch(f, mb);
+    int s_emb;
+    int s_cur = forward_units(f, &s_emb);
+    const void *emb = tied ? gather_use(f, s_emb) : NULL;
 
-// The state both engines share: the unit table, this rank's slices, and the host
-// master/m/v shards initialised from `seed`. flags: ZT_FSDP_HOST_MODEL (the CPU
-// engine: CPU activations, host gradient shards and pools; without it only the
-// layout) and ZT_FSDP_NO_INIT (benchmarks: leave the master shards zero; seeded init
-// of billions of parameters on one host thread takes a minute).
+    // head: fused final norm + lm_head + cross-entropy, forward and backward
+    int s_layer = gather_issue(f, L);  // the last layer, for its backward
+    int g_head = grad_acquire(f, head);
+    int g_emb = tied ? grad_acquire(f, 0) : -1;
+    ev(f, ZT_EV_BWD_START, head);
+    f->be->head(f, mb, f->pbuf[s_cur], emb, f->gbuf[g_head], tied ? f->gbuf[g_emb] : NULL, scale);
+    ev(f, ZT_EV_BWD_END, head);
+    param_release(f, s_cur);
+    if (tied) param_release(f, s_emb);
+    rs_issue(f, g_head);
+
+    // backward through the layers
+    s_cur = s_layer;
+    for (int u = L; u >= 1; u--) {
+        const void *p = gather_use(f, s_cur);
+        int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
+        int g = grad_acquire(f, u);
+        ev(f, ZT_EV_BWD_START, u);
+        f->be->layer_bwd(f, u - 1, p, f->gbuf[g]);
+        ev(f, ZT_EV_BWD_END, u);
+        param_release(f, s_cur);
+        rs_issue(f, g);
+        progress(f);
+        s_cur = s_prev;
+    }
+
+    // embedding backward needs no parameters, only the token ids
+    if (!tied) g_emb = grad_acquire(f, 0);
+    ev(f, ZT_EV_BWD_START, 0);
+    f->be->embed_bwd(f, f->gbuf[g_emb]);
+    ev(f, ZT_EV_BWD_END, 0);
+    rs_issue(f, g_emb);
+}
+
+// Forward and the head's loss only (evaluation) of staged micro-batch `slot`.
+static void eval_micro(zt_fsdp *f, int slot) {
+    const int tied = f->model.lay.cfg.tie_word_embeddings;
+    f->be->use_batch(f, slot);
+    int s_emb;
+    const int s_cur = forward_units(f, &s_emb);
+    const void *emb = tied ? gather_use(f, s_emb) : NULL;
+    f->be->head(f, slot, f->pbuf[s_cur], emb, NULL, NULL, 1.0f);
+    param_release(f, s_cur);
+    if (tied) param_release(f, s_emb);
+}
+
+// ---- the step ------------------------------------------------------------------------------
+
+int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks, const char *what, int64_t *global) {
+    const int64_t S = f->seq_len;
+    if (!f->token_flags) {
+        *global = (int64_t)f->world * nblocks * (S - 1);
+        return 0;
+    }
+    if (!strcmp(zt_comm_backend_name(f->comm), "nccl"))
+        return zt_err("FSDP engine: version-2 data (loss masks, documents) needs a host comm beside the NCCL one to "
+                      "count each step's targets (zt_fsdp_init_cuda's comm; it is the NCCL comm here)");
+    double n = 0;
+    for (int i = 0; i < nblocks; i++) n += (double)zt_qwen3_count_targets(blocks[i], S, f->doc_isolated);
+    double tw = zt_now();
+    int rc = zt_allreduce(f->comm, &n, &n, 1, ZT_DT_F64, ZT_RED_SUM, what);  // exact: counts < 2^53
+    f->t_wait += zt_now() - tw;
+    *global = (int64_t)n;
+    return rc;
+}
+
+int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out) {
+    const double t0 = zt_now();
+    const int64_t S = f->seq_len, B = f->micro_batch;
+    f->t_wait = 0;
+    f->bytes_ag = f->bytes_rs = 0;
+    f->nevents = 0;
+    zt_comm_set_context(f->comm, f->step + 1, f->epoch, 0);  // 1-based step in progress
+    int64_t targets;
+    if (zt_fsdp_count_targets(f, blocks, (int)(f->grad_accum * B), "step trained targets", &targets)) return -1;
+    const float scale = targets ? (float)(1.0 / (double)targets) : 0.0f;
+
+    for (int mb = 0; mb < f->grad_accum; mb++) (void)f->be->stage(f, blocks + (size_t)mb * B, mb);
+    f->be->step_begin(f);
+    for (int mb = 0; mb < f->grad_accum; mb++) {
+        f->micro = mb;
+        zt_comm_set_context(f->dcomm, f->step + 1, f->epoch, mb);
+        train_micro(f, mb, scale);
+    }
+    zt_fsdp_reduced r;
+    if (f->be->step_reduce(f, stop_request, &r) != 0) return -1;
+
+    const double norm = sqrt(r.sumsq);
+    const int nonfinite = r.nonfinite_ranks != 0 || !isfinite(r.loss) || !isfinite(norm);
+    const double coef = zt_clip_coef(norm, f->hp.clip);
+    const double lr = zt_lr_at(&f->hp, f->step);
+    f->step++;
+    if (!nonfinite && targets > 0)  // the same decision on every rank: it comes from the all-reduced values
+        for (int i = 0; i < f->nunits; i++)
+            if (f->units[i].valid > 0) f->be->update(f, i, coef, lr);
+    if (f->be->step_end) f->be->step_end(f);
+    out->loss = targets ? r.loss / (double)targets : 0.0;
+    out->targets = targets;
+    out->grad_norm = norm;
+    out->clip_coef = coef;
+    out->lr = lr;
+    out->tokens = (int64_t)f->world * f->grad_accum * B * S;
+    out->nonfinite = nonfinite;
+    out->nonfinite_ranks = r.nonfinite_ranks;
+    out->stop_requested = r.stop;
+    out->t_step = zt_now() - t0;
+    out->t_comm_wait = r.comm_wait;
+    out->t_compute = out->t_step - r.comm_wait;
+    out->bytes_gathered = f->bytes_ag;
+    out->bytes_scattered = f->bytes_rs;
+    return 0;
+}
+
+// Micro-batches run in rounds of grad_accum (the staging slots' count): after each round
+// the backend hands the round's losses to the host (summed in micro-batch order).
+int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *loss_sum, int64_t *targets) {
+    const int64_t B = f->micro_batch;
+    const int saved_micro = f->micro;
+    double red[2] = {0, 0};
+    if (f->be->eval_begin) f->be->eval_begin(f);
+    for (int m0 = 0; m0 < nmicro; m0 += f->grad_accum) {
+        const int k = nmicro - m0 < f->grad_accum ? nmicro - m0 : f->grad_accum;
+        for (int j = 0; j < k; j++) red[1] += (double)f->be->stage(f, blocks + (size_t)(m0 + j) * B, j);
+        for (int j = 0; j < k; j++) {
+            f->micro = m0 + j;
+            eval_micro(f, j);
+        }
+        if (f->be->eval_losses(f, k, &red[0]) != 0) return -1;
+    }
+    f->micro = saved_micro;
+    if (f->be->eval_end) f->be->eval_end(f);
+    // {loss sum, targets}: exact in double (counts < 2^53), on every rank the same
+    if (f->be->allreduce_f64(f, red, 2, "eval loss") != 0) return -1;
+    *loss_sum = red[0];
+    *targets = (int64_t)red[1];
+    return 0;
+}
+
+// ---- lifetime ------------------------------------------------------------------------------
+
+// flags: ZT_FSDP_HOST_MODEL (the CPU backend: the CPU model's activations; without it only
+// the layout) and ZT_FSDP_NO_INIT (benchmarks: leave the master shards zero; seeded init of
+// billions of parameters on one host thread takes a minute).
 int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags) {
     const int host_model = flags & ZT_FSDP_HOST_MODEL;
@@ -127,7 +272,7 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
         f->model.S = seq_len;
         f->model.N = micro_batch * seq_len;
     }
-    f->comm = comm;
+    f->comm = f->dcomm = comm;
     f->rank = info.rank;
     f->world = info.world;
     f->ops = ops;
@@ -135,6 +280,10 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
     f->micro_batch = micro_batch;
     f->grad_accum = grad_accum;
     f->seq_len = seq_len;
+    f->np = ZT_FSDP_PARAM_SLOTS;
+    f->ng = ZT_FSDP_GRAD_SLOTS;
+    for (int s = 0; s < ZT_FSDP_PARAM_SLOTS; s++) f->pbuf_unit[s] = -1;
+    for (int s = 0; s < ZT_FSDP_GRAD_SLOTS; s++) f->gbuf_unit[s] = -1;
     const zt_qwen3_layout *lay = &f->model.lay;
     f->nunits = lay->nunits;
     f->units = zt_xcalloc((size_t)f->nunits, sizeof *f->units);
@@ -151,7 +300,6 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
         u->master = zt_xcalloc((size_t)u->shard, sizeof(float));
         u->m = zt_xcalloc((size_t)u->shard, sizeof(float));
         u->v = zt_xcalloc((size_t)u->shard, sizeof(float));
-        u->grad = host_model ? zt_xcalloc((size_t)u->shard, sizeof(float)) : NULL;
         if (u->padded > f->max_padded) f->max_padded = u->padded;
         if (u->numel > max_numel) max_numel = u->numel;
     }
@@ -162,53 +310,38 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
         memcpy(f->units[i].master, tmp + f->units[i].lo, (size_t)f->units[i].valid * sizeof(float));
     }
     free(tmp);
-    if (!host_model) return 0;
-    for (int s = 0; s < ZT_FSDP_PARAM_SLOTS; s++) {
-        f->pbuf[s] = zt_xcalloc((size_t)f->max_padded, sizeof(float));
-        f->pbuf_unit[s] = -1;
-    }
-    for (int s = 0; s < ZT_FSDP_GRAD_SLOTS; s++) {
-        f->gbuf[s] = zt_xcalloc((size_t)f->max_padded, sizeof(float));
-        f->grecv[s] = zt_xcalloc((size_t)f->max_padded / f->world, sizeof(float));
-        f->gbuf_unit[s] = -1;
-    }
-    f->dx = zt_xcalloc((size_t)(f->model.N * cfg->hidden_size), sizeof(float));
-    f->batch = zt_xcalloc((size_t)(micro_batch * seq_len), sizeof(uint32_t));
     return 0;
 }
 
-int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
-                 int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
-    return zt_fsdp_init_host(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, ZT_FSDP_HOST_MODEL);
+int zt_fsdp_cuda_available(void) { return zt_cuda_module_load() != NULL; }
+
+int zt_fsdp_cuda_devices(int load) {
+    if (!load && !zt_cuda_module_loaded() && !zt_cuda_driver_present()) return 0;
+    const zt_cuda_module *m = zt_cuda_module_load();
+    return m ? m->devices() : 0;
 }
 
-#ifndef ZT_HAVE_CUDA_FSDP
-int zt_fsdp_cuda_available(void) { return 0; }
-int zt_fsdp_cuda_devices(void) { return 0; }
-void zt_fsdp_cuda_set_recompute(int on) { (void)on; }
-int zt_fsdp_cuda_set_pools(int param_slots, int grad_slots) {
-    return param_slots || grad_slots ? zt_err("GPU FSDP pools: no GPU engine in this build") : 0;
-}
-int zt_fsdp_cuda_set_attention(int cudnn) { return cudnn ? zt_err("--attention cudnn: no GPU engine in this build") : 0; }
 void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n) {
-    (void)dcomm;
-    snprintf(buf, n, "cuda backend: not built");
+    const zt_cuda_module *m = zt_cuda_module_load();
+    if (m)
+        m->describe(dcomm, buf, n);
+    else
+        snprintf(buf, n, "cuda backend: not available (%s)", zt_errmsg());
 }
+
 int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
-                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
-    (void)comm, (void)dcomm, (void)cfg, (void)micro_batch, (void)grad_accum, (void)seq_len, (void)hp, (void)seed;
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
+                      const zt_fsdp_opts *opts) {
     memset(f, 0, sizeof *f);
-    return zt_err("--device cuda: this zerotrain was built without the GPU engine (it needs the CUDA toolkit and "
-                  "NCCL at configure time; see docs/cuda.md)");
+    const zt_cuda_module *m = zt_cuda_module_load();
+    if (!m) return -1;
+    zt_fsdp_opts o = {0};
+    if (opts) o = *opts;
+    return m->engine_init(f, comm, dcomm, cfg, micro_batch, grad_accum, seq_len, hp, seed, &o);
 }
-int zt_fsdp_init_cuda_bench(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
-                            int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, float a) {
-    (void)a;
-    return zt_fsdp_init_cuda(f, comm, dcomm, cfg, micro_batch, grad_accum, seq_len, hp, seed);
-}
-int zt_fsdp_to_device(zt_fsdp *f) { return f->cu ? zt_err("GPU engine not built") : 0; }
-int zt_fsdp_to_host(zt_fsdp *f) { return f->cu ? zt_err("GPU engine not built") : 0; }
-#endif
+
+int zt_fsdp_to_device(zt_fsdp *f) { return f->be && f->be->to_device ? f->be->to_device(f) : 0; }
+int zt_fsdp_to_host(zt_fsdp *f) { return f->be && f->be->to_host ? f->be->to_host(f) : 0; }
 
 int zt_fsdp_gather_full(zt_fsdp *f, float **full) {
     if (zt_fsdp_to_host(f) != 0) return -1;
@@ -227,28 +360,23 @@ int zt_fsdp_gather_full(zt_fsdp *f, float **full) {
 
 void zt_fsdp_memory_usage(const zt_fsdp *f, zt_fsdp_memory *m) {
     memset(m, 0, sizeof *m);
-#ifdef ZT_HAVE_CUDA_FSDP
-    if (f->cu) {
-        zt_fsdp_cuda_memory(f, m);
-        return;
-    }
-#endif
-    for (int i = 0; i < f->nunits; i++) {
-        int64_t b = f->units[i].shard * (int64_t)sizeof(float);
-        m->params += b;
-        m->grads += b;
-        m->optimizer += 2 * b;
-    }
-    m->buffers = (int64_t)sizeof(float) * (ZT_FSDP_PARAM_SLOTS * f->max_padded +
-                                           ZT_FSDP_GRAD_SLOTS * (f->max_padded + f->max_padded / f->world));
-    m->activations = f->model.act_bytes + (int64_t)sizeof(float) * f->model.N * f->model.lay.cfg.hidden_size;
+    if (f->be) f->be->memory(f, m);
+}
+
+int zt_fsdp_set_data(zt_fsdp *f, int token_flags, int isolated) {
+    if (isolated && !token_flags)
+        return zt_err("isolated document attention needs document boundaries: a version 2 dataset (zerotrain pack "
+                      "--input chat)");
+    if (f->be->check_data && f->be->check_data(f, isolated)) return -1;
+    f->token_flags = token_flags;
+    f->doc_isolated = isolated;
+    f->model.isolated = isolated;
+    return 0;
 }
 
 void zt_fsdp_free(zt_fsdp *f) {
     if (!f->units) return;
-#ifdef ZT_HAVE_CUDA_FSDP
-    if (f->cu) zt_fsdp_cuda_free(f);  // unpins the host shards too
-#endif
+    if (f->be) f->be->free(f);  // the GPU backend unpins (and owns) the host shards
     for (int i = 0; i < f->nunits; i++) {
         free(f->units[i].master);
         free(f->units[i].m);
@@ -256,215 +384,10 @@ void zt_fsdp_free(zt_fsdp *f) {
         free(f->units[i].grad);
     }
     free(f->units);
-    for (int s = 0; s < ZT_FSDP_PARAM_SLOTS; s++) free(f->pbuf[s]);
-    for (int s = 0; s < ZT_FSDP_GRAD_SLOTS; s++) {
-        free(f->gbuf[s]);
-        free(f->grecv[s]);
-    }
-    free(f->dx);
-    free(f->batch);
     free(f->events);
     if (f->model.ops)
         zt_qwen3_destroy(&f->model);
     else
         zt_qwen3_layout_free(&f->model.lay);  // GPU engine: no host model was built
     memset(f, 0, sizeof *f);
-}
-
-// ---- one micro-batch -----------------------------------------------------------
-
-int zt_fsdp_set_data(zt_fsdp *f, int token_flags, int isolated) {
-    if (isolated && !token_flags)
-        return zt_err("isolated document attention needs document boundaries: a version 2 dataset (zerotrain pack "
-                      "--input chat)");
-#ifdef ZT_HAVE_CUDA_FSDP
-    if (f->cu && zt_fsdp_cuda_check_data(f, isolated)) return -1;
-#endif
-    f->token_flags = token_flags;
-    f->doc_isolated = isolated;
-    f->model.isolated = isolated;
-    return 0;
-}
-
-int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks, const char *what, int64_t *global) {
-    const int64_t S = f->seq_len;
-    if (!f->token_flags) {
-        *global = (int64_t)f->world * nblocks * (S - 1);
-        return 0;
-    }
-    double n = 0;
-    for (int i = 0; i < nblocks; i++) n += (double)zt_qwen3_count_targets(blocks[i], S, f->doc_isolated);
-    double tw = zt_now();
-    int rc = zt_allreduce(f->comm, &n, &n, 1, ZT_DT_F64, ZT_RED_SUM, what);  // exact: counts < 2^53
-    f->t_wait += zt_now() - tw;
-    *global = (int64_t)n;
-    return rc;
-}
-
-// One micro-batch through the units: forward, then (train) the head's loss and
-// backward with gradients reduce-scattered, or (!train) the head's loss only.
-// live (eval only, may be NULL): live[b] == 0 makes block b a filler whose targets count nothing.
-static double micro_step(zt_fsdp *f, const uint32_t *raw, float scale, int train, const uint8_t *live) {
-    zt_qwen3 *m = &f->model;
-    const int L = m->lay.cfg.num_layers, head = L + 1;
-    const int tied = m->lay.cfg.tie_word_embeddings;
-    m->ntargets = zt_qwen3_batch(raw, m->B, m->S, f->doc_isolated, m->ids, m->targets, m->pos);
-    for (int64_t b = 0; live && b < m->B; b++)
-        if (!live[b]) m->ntargets -= zt_qwen3_drop_row_targets(m->targets, b, m->S);
-    const uint32_t *tokens = m->ids;
-
-    // forward: units 0..L, each gathered while its predecessor computes
-    int s_cur = gather_issue(f, 0), s_emb = -1;
-    gather_wait(f, s_cur);
-    for (int u = 0; u <= L; u++) {
-        int s_next = gather_issue(f, u + 1);
-        if (u + 1 == head && tied) s_emb = gather_issue(f, 0);  // lm_head is the embedding
-        ev(f, ZT_EV_FWD_START, u);
-        if (u == 0)
-            zt_qwen3_embed_fwd(m, f->pbuf[s_cur], tokens);
-        else
-            zt_qwen3_layer_fwd(m, u - 1, f->pbuf[s_cur]);
-        ev(f, ZT_EV_FWD_END, u);
-        param_release(f, s_cur);  // reshard after forward
-        zt_comm_progress(f->comm);
-        gather_wait(f, s_next);
-        if (s_emb >= 0 && u + 1 == head) gather_wait(f, s_emb);
-        s_cur = s_next;
-    }
-
-    if (!train) {  // evaluation: the head's loss, no gradients, nothing left in flight
-        const zt_unit_layout *hl = &m->lay.units[head];
-        const float *lm_w = tied ? f->pbuf[s_emb] : f->pbuf[s_cur] + hl->t[1].offset;
-        double loss = zt_qwen3_head_fwd_bwd(m, f->pbuf[s_cur], lm_w, m->targets, 1.0f, NULL, NULL, NULL);
-        param_release(f, s_cur);
-        if (tied) param_release(f, s_emb);
-        return loss;
-    }
-
-    // head: fused final norm + lm_head + cross-entropy, forward and backward
-    int s_layer = gather_issue(f, L);  // the last layer, for its backward
-    const zt_unit_layout *hl = &m->lay.units[head];
-    const float *lm_w = tied ? f->pbuf[s_emb] : f->pbuf[s_cur] + hl->t[1].offset;
-    int g_head = grad_acquire(f, head);
-    int g_emb = tied ? grad_acquire(f, 0) : -1;
-    float *dlm = tied ? f->gbuf[g_emb] : f->gbuf[g_head] + hl->t[1].offset;
-    ev(f, ZT_EV_BWD_START, head);
-    double loss = zt_qwen3_head_fwd_bwd(m, f->pbuf[s_cur], lm_w, m->targets, scale, f->dx, f->gbuf[g_head], dlm);
-    ev(f, ZT_EV_BWD_END, head);
-    param_release(f, s_cur);
-    if (tied) param_release(f, s_emb);
-    rs_issue(f, g_head);
-
-    // backward through the layers
-    s_cur = s_layer;
-    for (int u = L; u >= 1; u--) {
-        gather_wait(f, s_cur);
-        int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
-        int g = grad_acquire(f, u);
-        ev(f, ZT_EV_BWD_START, u);
-        zt_qwen3_layer_bwd(m, u - 1, f->pbuf[s_cur], f->gbuf[g], f->dx);
-        ev(f, ZT_EV_BWD_END, u);
-        param_release(f, s_cur);
-        rs_issue(f, g);
-        zt_comm_progress(f->comm);
-        s_cur = s_prev;
-    }
-
-    // embedding backward needs no parameters, only the token ids
-    if (!tied) g_emb = grad_acquire(f, 0);
-    ev(f, ZT_EV_BWD_START, 0);
-    zt_qwen3_embed_bwd(m, tokens, f->dx, f->gbuf[g_emb]);
-    ev(f, ZT_EV_BWD_END, 0);
-    rs_issue(f, g_emb);
-    return loss;
-}
-
-int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out) {
-#ifdef ZT_HAVE_CUDA_FSDP
-    if (f->cu) return zt_fsdp_cuda_step(f, blocks, stop_request, out);
-#endif
-    const double t0 = zt_now();
-    const int64_t S = f->seq_len, B = f->micro_batch;
-    f->t_wait = 0;
-    f->bytes_ag = f->bytes_rs = 0;
-    f->nevents = 0;
-    zt_comm_set_context(f->comm, f->step + 1, f->epoch, 0);
-    int64_t targets;
-    if (zt_fsdp_count_targets(f, blocks, (int)(f->grad_accum * B), "step trained targets", &targets)) return -1;
-    const float scale = targets ? (float)(1.0 / (double)targets) : 0.0f;
-    for (int i = 0; i < f->nunits; i++) memset(f->units[i].grad, 0, (size_t)f->units[i].shard * sizeof(float));
-
-    double loss = 0;
-    for (int mb = 0; mb < f->grad_accum; mb++) {
-        f->micro = mb;
-        zt_comm_set_context(f->comm, f->step + 1, f->epoch, mb);  // 1-based step in progress
-        for (int64_t b = 0; b < B; b++) memcpy(f->batch + b * S, blocks[mb * B + b], (size_t)S * sizeof(uint32_t));
-        loss += micro_step(f, f->batch, scale, 1, NULL);
-    }
-    rs_drain(f);
-
-    // One control all-reduce per step: summed loss, non-finite flag, grad sum of squares, stop requests.
-    double red[4] = {loss, isfinite(loss) ? 0.0 : 1.0, 0.0, stop_request ? 1.0 : 0.0};
-    for (int i = 0; i < f->nunits; i++) red[2] += f->ops->sumsq(f->units[i].grad, f->units[i].valid);
-    if (!isfinite(red[0])) red[0] = 0;  // the flag carries it; keep the sum finite
-    double tw = zt_now();
-    if (zt_allreduce(f->comm, red, red, 4, ZT_DT_F64, ZT_RED_SUM, "step loss/grad-norm") != 0) return -1;
-    f->t_wait += zt_now() - tw;
-
-    const double norm = sqrt(red[2]);
-    const int nonfinite = red[1] > 0 || !isfinite(norm);
-    const double coef = zt_clip_coef(norm, f->hp.clip);
-    const double lr = zt_lr_at(&f->hp, f->step);
-    f->step++;
-    if (!nonfinite && targets > 0) {  // the same decision on every rank: it comes from the all-reduced values
-        for (int i = 0; i < f->nunits; i++) {
-            zt_fsdp_unit *u = &f->units[i];
-            if (coef < 1.0) f->ops->scale(u->grad, (float)coef, u->shard);
-            if (u->valid > 0)
-                zt_adamw_range(f->ops, &f->model.lay.units[i], u->lo, u->valid, u->master, u->grad, u->m, u->v, lr,
-                               &f->hp, f->step);
-        }
-    }
-    out->loss = targets ? red[0] / (double)targets : 0.0;
-    out->targets = targets;
-    out->grad_norm = norm;
-    out->clip_coef = coef;
-    out->lr = lr;
-    out->tokens = (int64_t)f->world * f->grad_accum * B * S;
-    out->nonfinite = nonfinite;
-    out->nonfinite_ranks = (int)red[1];
-    out->stop_requested = (int)red[3];
-    out->t_step = zt_now() - t0;
-    out->t_comm_wait = f->t_wait;
-    out->t_compute = out->t_step - f->t_wait;
-    out->bytes_gathered = f->bytes_ag;
-    out->bytes_scattered = f->bytes_rs;
-    return 0;
-}
-
-int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *loss_sum, int64_t *targets) {
-#ifdef ZT_HAVE_CUDA_FSDP
-    if (f->cu) return zt_fsdp_cuda_eval(f, blocks, nmicro, loss_sum, targets);
-#endif
-    const int64_t S = f->seq_len, B = f->micro_batch;
-    const int saved_micro = f->micro;
-    double red[2] = {0, 0};
-    uint8_t *live = zt_xmalloc((size_t)B);
-    for (int mb = 0; mb < nmicro; mb++) {
-        f->micro = mb;
-        for (int64_t b = 0; b < B; b++) {
-            const uint32_t *blk = blocks[mb * B + b];
-            live[b] = blk != NULL;
-            if (blk) memcpy(f->batch + b * S, blk, (size_t)S * sizeof(uint32_t));
-            else memset(f->batch + b * S, 0, (size_t)S * sizeof(uint32_t));
-        }
-        red[0] += micro_step(f, f->batch, 1.0f, 0, live);
-        red[1] += (double)f->model.ntargets;
-    }
-    free(live);
-    f->micro = saved_micro;
-    if (zt_allreduce(f->comm, red, red, 2, ZT_DT_F64, ZT_RED_SUM, "eval loss") != 0) return -1;
-    *loss_sum = red[0];
-    *targets = (int64_t)red[1];
-    return 0;
 }

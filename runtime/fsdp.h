@@ -4,11 +4,13 @@
 // flight while unit i computes), released after its forward, re-gathered for its
 // backward (unit i-1 issued before unit i's reduce-scatter), and its gradient leaves
 // by reduce-scatter while the next unit computes.
-// Two engines share this interface: the CPU one (fsdp.c, fp32 on host buffers through
-// any zt_comm) and the GPU one (fsdp_cuda.c, bf16 compute with fp32 master/grads on
-// device buffers through an NCCL zt_comm), selected by zt_fsdp_init / zt_fsdp_init_cuda.
-// defines: zt_fsdp, zt_fsdp_init, zt_fsdp_init_cuda, zt_fsdp_step, zt_fsdp_gather_full,
-//          zt_fsdp_to_device, zt_fsdp_to_host, zt_fsdp_free, zt_fsdp_event
+// The schedule exists once (fsdp.c) over a backend table (fsdp_internal.h): the CPU
+// backend (fsdp_cpu.c, fp32 on host buffers through any zt_comm) and the GPU backend
+// (fsdp_cuda.c, bf16 compute with fp32 master/grads on device buffers through an NCCL
+// zt_comm; built into the CUDA module, runtime/cuda_module.h, loaded on demand), selected
+// by zt_fsdp_init / zt_fsdp_init_cuda.
+// defines: zt_fsdp, zt_fsdp_opts, zt_fsdp_init, zt_fsdp_init_cuda, zt_fsdp_step, zt_fsdp_eval,
+//          zt_fsdp_gather_full, zt_fsdp_to_device, zt_fsdp_to_host, zt_fsdp_free, zt_fsdp_event
 #ifndef ZT_FSDP_H
 #define ZT_FSDP_H
 #include <stdint.h>
@@ -59,13 +61,29 @@ typedef struct {
     int64_t host_pinned;  // GPU engine: bytes of host master/Adam copies that are page-locked (0: pageable)
 } zt_fsdp_memory;
 
-typedef struct zt_fsdp_cuda zt_fsdp_cuda;  // the GPU engine's device state (runtime/fsdp_cuda.c)
+struct zt_fsdp_backend;  // runtime/fsdp_internal.h
 
+// Engine options (the GPU backend's; the CPU backend has none of these). Zero = default.
+#define ZT_FSDP_CUDNN_FORCE 2
 typedef struct {
-    zt_comm *comm;
+    int recompute;          // keep only each layer's input; re-run its forward before its backward
+                            // (one more forward per step; identical results: the ops are deterministic)
+    int attention_cudnn;    // 1: cuDNN fused flash attention (refused when not built); 0: cuBLASLt products +
+                            // fused softmax; ZT_FSDP_CUDNN_FORCE: tests only, cuDNN selected even in a build
+                            // without it, to reach the engine's refusals before any attention runs
+    int param_slots;        // tests: smaller pools (0 = ZT_FSDP_PARAM_SLOTS; >= 2, or 3 when tied)
+    int grad_slots;         //        (0 = ZT_FSDP_GRAD_SLOTS; >= 1)
+    float bench_uniform;    // benchmarks: > 0 draws parameters uniform in [-a, a) on the device instead
+                            // of the seeded host init (a minute saved at 32B shapes)
+} zt_fsdp_opts;
+
+typedef struct zt_fsdp {
+    zt_comm *comm;            // host collectives (gather_full, target counts, the CPU engine's everything)
+    zt_comm *dcomm;           // the unit collectives: comm (CPU backend) or the NCCL comm (GPU backend)
     int rank, world;
-    zt_fsdp_cuda *cu;         // NULL: the CPU engine
-    zt_qwen3 model;           // activations for one micro-batch; params come from the pools
+    const struct zt_fsdp_backend *be;
+    void *bs;                 // the backend's state
+    zt_qwen3 model;           // the layout; CPU backend: also the activations of one micro-batch
     const zt_ops *ops;
     zt_hparams hp;
     int micro_batch, grad_accum;
@@ -73,17 +91,13 @@ typedef struct {
     int nunits;
     zt_fsdp_unit *units;
     int64_t max_padded;
-    float *pbuf[ZT_FSDP_PARAM_SLOTS];
-    int pbuf_unit[ZT_FSDP_PARAM_SLOTS];
-    zt_req *preq[ZT_FSDP_PARAM_SLOTS];
-    float *gbuf[ZT_FSDP_GRAD_SLOTS], *grecv[ZT_FSDP_GRAD_SLOTS];
-    int gbuf_unit[ZT_FSDP_GRAD_SLOTS];
-    zt_req *greq[ZT_FSDP_GRAD_SLOTS];
-    int64_t gbuf_order[ZT_FSDP_GRAD_SLOTS];
-    int gbuf_micro[ZT_FSDP_GRAD_SLOTS];
-    int64_t rs_seq;
-    float *dx;                // activation gradient [N, d]
-    uint32_t *batch;          // [micro_batch * seq_len]
+    // pools, owned by the schedule (fsdp.c), buffers by the backend: slots handed out round robin
+    int np, ng;               // pool sizes in use (<= ZT_FSDP_*_SLOTS; smaller only in tests)
+    void *pbuf[ZT_FSDP_PARAM_SLOTS];   // full-unit parameters (backend element type: fp32 or bf16)
+    int pbuf_unit[ZT_FSDP_PARAM_SLOTS];  // unit held for compute, -1 free
+    float *gbuf[ZT_FSDP_GRAD_SLOTS];   // full-unit fp32 gradients
+    int gbuf_unit[ZT_FSDP_GRAD_SLOTS];   // unit whose backward writes it, -1 once reduce-scattered
+    int p_last, g_last;       // slots handed out last
     int64_t step;             // optimizer steps done
     // per-step counters
     double t_wait;
@@ -101,35 +115,22 @@ typedef struct {
 // from `seed` exactly as the single-process trainer does (independent of world).
 int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
                  int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
-// The GPU engine (available when zt_fsdp_cuda_available() says so). Master weights,
-// Adam moments and gradient shards are fp32 on the GPU of `dcomm`, an NCCL comm
-// (runtime/comm_nccl.h) that carries the bf16 all-gathers, the fp32 reduce-scatters and
+// The GPU engine, from the CUDA module (runtime/cuda_module.h; loaded on first use).
+// Master weights, Adam moments and gradient shards are fp32 on the GPU of `dcomm`, an NCCL
+// comm (zt_cuda_comm_init) that carries the bf16 all-gathers, the fp32 reduce-scatters and
 // the step's all-reduce; compute runs in bf16 on its own stream. `comm` serves host-side
 // collectives (zt_fsdp_gather_full, and the per-step trained-target count of version-2
 // data: zt_fsdp_set_data) and may be dcomm itself when those are not used.
 // units[i].master/m/v stay as page-locked host copies for checkpoints and --init:
 // move them with zt_fsdp_to_device / zt_fsdp_to_host. units[i].grad is NULL.
-// A CPU-only build returns -1 with an error naming the missing backend.
+// opts NULL = defaults. Without the module: -1 with an error naming what was looked for.
 int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
-                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
-// Benchmarks: the same engine without the seeded host init (parameters uniform in
-// [-a, a) drawn on the device from `seed` instead; a minute saved at 32B shapes).
-int zt_fsdp_init_cuda_bench(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
-                            int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, float a);
-int zt_fsdp_cuda_available(void);  // built with the GPU engine (CUDA + NCCL)
-int zt_fsdp_cuda_devices(void);    // CUDA devices visible to this process (0 without the engine)
-// Attention of the GPU engine: 0 = cuBLASLt products + fused softmax (default), 1 = cuDNN
-// fused flash attention. -1 + zt_err when cuDNN's path is not built.
-int zt_fsdp_cuda_set_attention(int cudnn);
-// Activation recomputation for GPU engines created from now on: keep only each layer's
-// input and re-run the layer's forward before its backward (one more forward pass per
-// step; activation memory L x (2d bytes per token) instead of L x the layer's saved
-// tensors). Results are identical (the ops are deterministic).
-void zt_fsdp_cuda_set_recompute(int on);
-// Tests: smaller buffer pools for the engines created next (0 = the default of
-// ZT_FSDP_PARAM_SLOTS / ZT_FSDP_GRAD_SLOTS; parameters >= 2, or 3 for a tied model;
-// gradients >= 1). With the tightest pools every ordering event of the schedule is needed.
-int zt_fsdp_cuda_set_pools(int param_slots, int grad_slots);
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
+                      const zt_fsdp_opts *opts);
+int zt_fsdp_cuda_available(void);  // the CUDA module loads (this loads it)
+// CUDA devices visible to this process: 0 without the module, or (unless `load`) when no
+// NVIDIA driver is present, so that `--device auto` on a CPU host never loads the module.
+int zt_fsdp_cuda_devices(int load);
 // "cuda backend: NVIDIA H200, sm_90, 132 SMs, 139.8 GiB (device 0)" for an NCCL comm's GPU.
 void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n);
 // Host copies <-> device state (GPU engine; no-ops on the CPU engine). to_device after
@@ -156,6 +157,6 @@ int zt_fsdp_gather_full(zt_fsdp *f, float **full);
 void zt_fsdp_memory_usage(const zt_fsdp *f, zt_fsdp_memory *m);
 void zt_fsdp_free(zt_fsdp *f);
 
-// For the engines only: append to the event log.
+// For the backends only: append to the event log.
 void zt_fsdp_log(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro);
 #endif

@@ -20,15 +20,17 @@
 #include "model/config.h"
 #include "runtime/common.h"
 #include "runtime/nvml.h"
+#include "runtime/train_defaults.h"
 
 void zt_preflight_defaults(zt_preflight_opts *o) {
     memset(o, 0, sizeof *o);
-    o->micro_batch = 1;
-    o->grad_accum = 1;
-    o->evenfix = 1;
-    o->keep_last = 2;
+    o->micro_batch = ZT_DEF_MICRO_BATCH;
+    o->grad_accum = ZT_DEF_GRAD_ACCUM;
+    o->evenfix = ZT_DEF_EVENFIX;
+    o->keep_last = ZT_DEF_KEEP_LAST;
     o->device = "cpu";
-    o->verify_crc = 1;
+    o->verify_crc = ZT_DEF_VERIFY_CRC;
+    o->allow_long_seq = ZT_DEF_ALLOW_LONG_SEQ;
 }
 
 enum { PASS, FAIL, SKIP };

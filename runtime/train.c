@@ -3,6 +3,10 @@
 // engine. Every control-flow decision (stop, error, epoch end) comes from an
 // all-reduced value, so all ranks take it at the same step. Rank 0 writes run.json,
 // metrics.jsonl and final/.
+// Phases, in train_body's order: set_threads, choose_device, run_gate, open_data,
+// deal_blocks (runtime/train_deal.c), build_engine (--init, --resume), print_plan,
+// runlog_open; then train_loop: next_batch, zt_fsdp_step, runlog_step, maybe_eval,
+// maybe_save; at the end runlog_summary, export_final, runlog_complete.
 #define _GNU_SOURCE
 #include "runtime/train.h"
 
@@ -24,9 +28,7 @@
 #include "data/dataset.h"
 #include "model/qwen3.h"
 #include "runtime/comm_mpi.h"
-#ifdef ZT_HAVE_NCCL
-#include "runtime/comm_nccl.h"
-#endif
+#include "runtime/cuda_module.h"
 #include "runtime/common.h"
 #include "runtime/fsdp.h"
 #include "runtime/liveness.h"
@@ -37,22 +39,27 @@ void openblas_set_num_threads(int);  // OpenBLAS extension, not in cblas.h every
 
 void zt_train_defaults(zt_train_opts *o) {
     memset(o, 0, sizeof *o);
-    o->epochs = 1;
-    o->micro_batch = 1;
-    o->grad_accum = 1;
-    o->hp = (zt_hparams){.lr = 1e-4, .min_lr_ratio = 0.1, .warmup = 0, .schedule = ZT_SCHED_COSINE,
-                         .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 1.0};
-    o->seed = 1234;
-    o->log_every = 1;
-    o->verify_data = 1;
-    o->save_final = 1;
-    o->tensorboard = 1;
+    o->epochs = ZT_DEF_EPOCHS;
+    o->steps = ZT_DEF_STEPS;
+    o->micro_batch = ZT_DEF_MICRO_BATCH;
+    o->grad_accum = ZT_DEF_GRAD_ACCUM;
+    o->hp = (zt_hparams){.lr = ZT_DEF_LR, .min_lr_ratio = ZT_DEF_MIN_LR_RATIO, .warmup = ZT_DEF_WARMUP,
+                         .schedule = ZT_SCHED_COSINE, .beta1 = ZT_DEF_BETA1, .beta2 = ZT_DEF_BETA2,
+                         .eps = ZT_DEF_ADAM_EPS, .weight_decay = ZT_DEF_WEIGHT_DECAY, .clip = ZT_DEF_CLIP};
+    o->seed = ZT_DEF_SEED;
+    o->log_every = ZT_DEF_LOG_EVERY;
+    o->verify_crc = ZT_DEF_VERIFY_CRC;
+    o->allow_long_seq = ZT_DEF_ALLOW_LONG_SEQ;
+    o->save_final = ZT_DEF_SAVE_FINAL;
+    o->tensorboard = ZT_DEF_TENSORBOARD;
     o->save_dtype = ZT_ST_BF16;
-    o->evenfix = 1;
-    o->alive_interval = 5;
-    o->preflight = 1;
-    o->keep_last = 2;
-    o->save_timeout = 1800;
+    o->evenfix = ZT_DEF_EVENFIX;
+    o->alive_interval = ZT_DEF_ALIVE_INTERVAL;
+    o->preflight = ZT_DEF_PREFLIGHT;
+    o->keep_last = ZT_DEF_KEEP_LAST;
+    o->collective_timeout = ZT_DEF_COLLECTIVE_TIMEOUT;
+    o->first_collective_timeout = ZT_DEF_FIRST_COLLECTIVE_TIMEOUT;
+    o->save_timeout = ZT_DEF_SAVE_TIMEOUT;
 }
 
 typedef struct { int file; int64_t block; } block_ref;
@@ -188,18 +195,19 @@ static char *train_settings_json(const zt_train_opts *o, const zt_dataset *ds, i
     cJSON_AddStringToObject(t, "layout", ds->per_rank ? "per-rank" : "single");
     // supervised data (version 2): the attention decides what the loss means, so a resume keeps it
     if (ds->token_flags) cJSON_AddStringToObject(t, "doc_attention", isolated ? "isolated" : "full");
-    cJSON_AddBoolToObject(t, "evenfix", o->evenfix);
-    cJSON_AddNumberToObject(t, "seed", (double)o->seed);
-    cJSON_AddNumberToObject(t, "total_steps", (double)total_steps);
-    cJSON_AddNumberToObject(t, "lr", o->hp.lr);
-    cJSON_AddNumberToObject(t, "min_lr_ratio", o->hp.min_lr_ratio);
-    cJSON_AddNumberToObject(t, "warmup", (double)o->hp.warmup);
-    cJSON_AddStringToObject(t, "schedule", o->hp.schedule == ZT_SCHED_COSINE ? "cosine" : "constant");
-    cJSON_AddNumberToObject(t, "beta1", o->hp.beta1);
-    cJSON_AddNumberToObject(t, "beta2", o->hp.beta2);
-    cJSON_AddNumberToObject(t, "eps", o->hp.eps);
-    cJSON_AddNumberToObject(t, "weight_decay", o->hp.weight_decay);
-    cJSON_AddNumberToObject(t, "clip", o->hp.clip);
+    // The flags a resume must match come from the flag table (o->flag_settings, in its order:
+    // evenfix, seed, lr, ...); total_steps, derived from --steps/--epochs, follows the seed.
+    cJSON *flags = o->flag_settings ? cJSON_Parse(o->flag_settings) : NULL;
+    while (flags && flags->child) {
+        cJSON *it = cJSON_DetachItemViaPointer(flags, flags->child);
+        char key[64];
+        snprintf(key, sizeof key, "%s", it->string);
+        cJSON_AddItemToObject(t, key, it);
+        const int after = !strcmp(key, "seed");
+        if (after) cJSON_AddNumberToObject(t, "total_steps", (double)total_steps);
+    }
+    cJSON_Delete(flags);
+    if (!cJSON_GetObjectItemCaseSensitive(t, "total_steps")) cJSON_AddNumberToObject(t, "total_steps", (double)total_steps);
     char *text = cJSON_PrintUnformatted(t);
     cJSON_Delete(t);
     return text;
@@ -231,6 +239,28 @@ typedef struct {
     zt_power_sampler *power;
     char run_id[64];
     int64_t step;             // optimizer steps completed
+
+    // what this run is: filled by the phases before the loop
+    double t_start;
+    int threads;
+    zt_qwen3_config cfg;
+    char backend[192];
+    int64_t per_rank_step;    // micro-batch x grad-accum blocks per rank and step
+    int64_t global_step_blocks;
+    int64_t steps_per_epoch;  // after evenfix
+    int64_t total_steps;
+    zt_hparams hp;
+    char *settings;           // train_settings_json: what a resume must match
+    zt_ckpt_slice *slices;    // this rank's slices of every unit (checkpoint save and load)
+    zt_ckpt_shards shards;
+    char ckpt_path[4200];     // the checkpoint resumed from, then the last one saved
+    int64_t start_step;
+
+    // the loop's running totals
+    int64_t epoch, steps_run, tokens_seen;
+    double t_loop, t_durable;  // t_durable: when the last checkpoint committed (GPU-hours at risk)
+    double loss_first, loss_last, lr_last, t_wait_total, t_compute_total;
+    int progress_tty;          // rank 0 on a terminal: a progress line rewritten in place
 } run_state;
 
 static void run_cleanup(run_state *r) {
@@ -241,6 +271,8 @@ static void run_cleanup(run_state *r) {
     if (r->trace) fclose(r->trace);
     free(r->order);
     free(r->blocks);
+    free(r->settings);
+    free(r->slices);
     if (r->f_init) zt_fsdp_free(&r->f);
     if (r->ds_open) zt_dataset_close(&r->ds);
     if (r->eds_open) zt_dataset_close(&r->eds);
@@ -365,9 +397,11 @@ static int open_tensorboard(const zt_train_opts *o, run_state *r, int64_t start_
     return 0;
 }
 
-static int train_body(const zt_train_opts *o, run_state *r) {
-    const double t_start = zt_now();
-    const int R0 = r->rank == 0;
+// ---- phases of a run, in the order train_body calls them ----
+
+// OpenMP and OpenBLAS threads: --threads, else OMP_NUM_THREADS, else the node's cores
+// split between the ranks on it.
+static void set_threads(const zt_train_opts *o, run_state *r) {
     int threads = o->threads;
     if (threads > 0) {
         omp_set_num_threads(threads);
@@ -384,53 +418,58 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     } else {
         threads = omp_get_max_threads();
     }
+    r->threads = threads;
+}
 
-    // ---- model config (every rank reads it; they must agree) ----
-    zt_qwen3_config cfg;
-    const char *cfg_src = o->model ? o->model : o->init;
-    int ok = zt_qwen3_config_load(&cfg, cfg_src) == 0;
-    if (agree(r->comm, ok, "reading the model config") != 0) return -1;
-    char backend[192] = "cpu backend";
-
-    // ---- device: every rank takes the same backend ----
-    {
-        int mine = zt_fsdp_cuda_available() && zt_fsdp_cuda_devices() > 0, all = mine;
-        if (zt_allreduce(r->comm, &mine, &all, 1, ZT_DT_I32, ZT_RED_MIN, "device choice") != 0) return -1;
-        if (o->device == ZT_DEVICE_CUDA) {
-            ok = mine || (zt_fsdp_cuda_available()
-                              ? zt_err("--device cuda: rank %d sees no CUDA device (check CUDA_VISIBLE_DEVICES and "
-                                       "the driver: nvidia-smi)", r->rank)
-                              : zt_err("--device cuda: this zerotrain was built without the GPU engine (it needs the "
-                                       "CUDA toolkit and NCCL at configure time; see docs/cuda.md)")) == 0;
-            if (agree(r->comm, ok, "choosing the device") != 0) return -1;
-            r->cuda = 1;
-        } else {
-            r->cuda = o->device == ZT_DEVICE_AUTO && all;
-        }
+// Every rank takes the same backend: cuda when asked (refused, agreed, when any rank has no
+// GPU), or with auto when every rank has one; else cpu.
+static int choose_device(const zt_train_opts *o, run_state *r) {
+    // cuda loads the CUDA module (its error names what was looked for and why it failed);
+    // auto loads it only on a host with an NVIDIA driver; cpu never does.
+    const int want = o->device == ZT_DEVICE_CUDA;
+    int mine = o->device != ZT_DEVICE_CPU && zt_fsdp_cuda_devices(want) > 0, all = mine;
+    if (zt_allreduce(r->comm, &mine, &all, 1, ZT_DT_I32, ZT_RED_MIN, "device choice") != 0) return -1;
+    if (want) {
+        const int ok = mine || (zt_cuda_module_loaded()
+                                    ? zt_err("--device cuda: rank %d sees no CUDA device (check CUDA_VISIBLE_DEVICES and "
+                                             "the driver: nvidia-smi)", r->rank)
+                                    : zt_err_prefix("--device cuda")) == 0;
+        if (agree(r->comm, ok, "choosing the device") != 0) return -1;
+        r->cuda = 1;
+    } else {
+        r->cuda = o->device == ZT_DEVICE_AUTO && all;
     }
-    // ---- the gate: data integrity and balance, token ids, disk, devices, network ----
-    if (o->preflight) {
-        zt_preflight_opts po;
-        zt_preflight_defaults(&po);
-        po.data = o->data;
-        po.model = cfg_src;
-        po.run_dir = o->run_dir;
-        po.micro_batch = o->micro_batch;
-        po.grad_accum = o->grad_accum;
-        po.evenfix = o->evenfix;
-        po.keep_last = o->keep_last;
-        po.verify_crc = o->verify_data;
-        po.allow_long_seq = o->allow_long_seq;
-        po.device = r->cuda ? "cuda" : "cpu";  // check 3 inspects each rank's GPU on the cuda backend
-        if (zt_preflight_run(r->comm, &po, stdout) != 0)
-            return zt_err_prefix("stopping before training (pass --no-preflight to override)");
-    }
+    return 0;
+}
 
-    // ---- data: every rank maps all files; crc/tokens were checked by the gate (or here, split by rank) ----
+// The gate: data integrity and balance, token ids, disk, devices, network.
+static int run_gate(const zt_train_opts *o, run_state *r, const char *cfg_src) {
+    if (!o->preflight) return 0;
+    zt_preflight_opts po;
+    zt_preflight_defaults(&po);
+    po.data = o->data;
+    po.model = cfg_src;
+    po.run_dir = o->run_dir;
+    po.micro_batch = o->micro_batch;
+    po.grad_accum = o->grad_accum;
+    po.evenfix = o->evenfix;
+    po.keep_last = o->keep_last;
+    po.verify_crc = o->verify_crc;
+    po.allow_long_seq = o->allow_long_seq;
+    po.device = r->cuda ? "cuda" : "cpu";  // check 3 inspects each rank's GPU on the cuda backend
+    if (zt_preflight_run(r->comm, &po, stdout) != 0)
+        return zt_err_prefix("stopping before training (pass --no-preflight to override)");
+    return 0;
+}
+
+// Every rank maps all files; crc/tokens were checked by the gate (or here, split by rank).
+static int open_data(const zt_train_opts *o, run_state *r) {
+    const int R0 = r->rank == 0;
+    const zt_qwen3_config *cfg = &r->cfg;
     double t0 = zt_now();
-    zt_dataset_opts dopts = {.verify_crc = o->verify_data && !o->preflight, .check_tokens = !o->preflight,
-                             .model_vocab = cfg.vocab_size, .part = r->rank, .nparts = r->world};
-    ok = zt_dataset_open(&r->ds, o->data, &dopts) == 0;
+    zt_dataset_opts dopts = {.verify_crc = o->verify_crc && !o->preflight, .check_tokens = !o->preflight,
+                             .model_vocab = cfg->vocab_size, .part = r->rank, .nparts = r->world};
+    int ok = zt_dataset_open(&r->ds, o->data, &dopts) == 0;
     r->ds_open = ok;
     if (ok && r->ds.per_rank && r->ds.nfiles != r->world)
         ok = zt_err("%s: a per-rank dataset with %d file%s needs exactly %d rank%s, but the job has %d (pack it "
@@ -456,7 +495,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     }
     if (o->eval_data) {
         t0 = zt_now();
-        zt_dataset_opts eo = {.verify_crc = o->verify_data, .check_tokens = 1, .model_vocab = cfg.vocab_size,
+        zt_dataset_opts eo = {.verify_crc = o->verify_crc, .check_tokens = 1, .model_vocab = cfg->vocab_size,
                               .part = r->rank, .nparts = r->world};
         ok = zt_dataset_open(&r->eds, o->eval_data, &eo) == 0;
         r->eds_open = ok;
@@ -478,82 +517,173 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                    (long long)r->eds.total_blocks, when, zt_now() - t0);
         }
     }
-    if (R0 && ds->seq_len > cfg.max_position_embeddings)
+    if (R0 && ds->seq_len > cfg->max_position_embeddings)
         fprintf(stderr, "zerotrain: warning: dataset seq_len %d exceeds the model's max_position_embeddings %lld\n",
-                ds->seq_len, (long long)cfg.max_position_embeddings);
+                ds->seq_len, (long long)cfg->max_position_embeddings);
+    return 0;
+}
 
-    // ---- dealing and evenfix ----
-    const int64_t per_rank_step = (int64_t)o->micro_batch * o->grad_accum;
-    const int64_t global_step_blocks = per_rank_step * r->world;
-    int64_t my_blocks;  // blocks this rank would train on in one epoch
-    if (ds->per_rank) {
-        my_blocks = ds->files[r->rank].blocks;
-    } else {  // global order cut into steps of W slices; full steps only
-        my_blocks = ds->total_blocks / global_step_blocks * per_rank_step;
-        int64_t rem = ds->total_blocks % global_step_blocks;
-        int64_t extra = rem - (int64_t)r->rank * per_rank_step;
-        my_blocks += extra < 0 ? 0 : extra > per_rank_step ? per_rank_step : extra;
-    }
-    const int64_t my_steps = my_blocks / per_rank_step;
+// Dealing and evenfix: every rank's block count (zt_deal_blocks, all-gathered), the steps
+// per epoch every rank agrees on (zt_evenfix), and the run's length.
+static int deal_blocks(const zt_train_opts *o, run_state *r) {
+    const zt_dataset *ds = &r->ds;
+    r->per_rank_step = (int64_t)o->micro_batch * o->grad_accum;
+    r->global_step_blocks = r->per_rank_step * r->world;
+    int64_t *file_blocks = zt_xcalloc((size_t)(ds->nfiles > 0 ? ds->nfiles : 1), sizeof(int64_t));
+    for (int i = 0; i < ds->nfiles; i++) file_blocks[i] = ds->files[i].blocks;
+    const zt_deal d = {.per_rank = ds->per_rank, .file_blocks = file_blocks, .total_blocks = ds->total_blocks,
+                       .world = r->world, .per_rank_step = r->per_rank_step};
+    int64_t my_blocks = zt_deal_blocks(&d, r->rank);  // blocks this rank would train on in one epoch
+    free(file_blocks);
     int64_t *counts = zt_xcalloc((size_t)r->world, sizeof(int64_t));
     if (zt_allgather(r->comm, &my_blocks, counts, 1, ZT_DT_I64, "evenfix block counts") != 0) {
         free(counts);
         return -1;
     }
-    int64_t min_blocks = INT64_MAX, max_blocks = 0;
-    for (int i = 0; i < r->world; i++) {
-        if (counts[i] < min_blocks) min_blocks = counts[i];
-        if (counts[i] > max_blocks) max_blocks = counts[i];
-    }
-    const int64_t min_steps = min_blocks / per_rank_step;
-    if (R0) {
-        printf("evenfix: blocks per rank min %lld, max %lld, spread %lld", (long long)min_blocks, (long long)max_blocks,
-               (long long)(max_blocks - min_blocks));
+    zt_evenfix_plan p;
+    zt_evenfix(counts, r->world, r->rank, r->per_rank_step, o->evenfix, &p);
+    if (r->rank == 0) {
+        printf("evenfix: blocks per rank min %lld, max %lld, spread %lld", (long long)p.min_blocks,
+               (long long)p.max_blocks, (long long)(p.max_blocks - p.min_blocks));
         if (o->evenfix) {
-            int64_t dropped = 0, total = 0;
-            for (int i = 0; i < r->world; i++) dropped += counts[i] - min_steps * per_rank_step, total += counts[i];
             printf("; every rank stops after %lld steps per epoch; dropped %lld blocks (%.3f%% of tokens)\n",
-                   (long long)min_steps, (long long)dropped, total ? 100.0 * dropped / total : 0.0);
-            for (int i = 0; i < r->world && max_blocks != min_blocks; i++)
+                   (long long)p.min_steps, (long long)p.dropped, p.total ? 100.0 * p.dropped / p.total : 0.0);
+            for (int i = 0; i < r->world && p.max_blocks != p.min_blocks; i++)
                 printf("evenfix: rank %d has %lld blocks, drops %lld\n", i, (long long)counts[i],
-                       (long long)(counts[i] - min_steps * per_rank_step));
+                       (long long)(counts[i] - p.min_steps * r->per_rank_step));
         } else {
             printf("\n");
-            if (max_blocks / per_rank_step != min_steps)
+            if (p.max_steps != p.min_steps)
                 fprintf(stderr,
                         "zerotrain: warning: --no-evenfix with uneven ranks: steps per epoch range from %lld to %lld; "
                         "ranks will leave the epoch at different steps and the job WILL HANG until the collective "
                         "deadline aborts it (this flag exists to reproduce that failure)\n",
-                        (long long)min_steps, (long long)(max_blocks / per_rank_step));
+                        (long long)p.min_steps, (long long)p.max_steps);
         }
     }
     free(counts);
-    const int64_t steps_per_epoch = o->evenfix ? min_steps : my_steps;
-    if (agree(r->comm, steps_per_epoch >= 1 ||
+    r->steps_per_epoch = p.steps_per_epoch;
+    if (agree(r->comm, r->steps_per_epoch >= 1 ||
                            zt_err("%s: rank %d gets %lld blocks, fewer than one step needs (micro-batch %d x "
                                   "grad-accum %d = %lld blocks per rank%s)",
                                   o->data, r->rank, (long long)my_blocks, o->micro_batch, o->grad_accum,
-                                  (long long)per_rank_step, r->world > 1 ? "; more ranks than blocks?" : "") == 0,
+                                  (long long)r->per_rank_step, r->world > 1 ? "; more ranks than blocks?" : "") == 0,
               "checking the block count") != 0)
         return -1;
-    const int64_t total_steps = o->steps > 0 ? o->steps : o->epochs * steps_per_epoch;
-    zt_hparams hp = o->hp;
-    hp.total_steps = total_steps;
+    r->total_steps = o->steps > 0 ? o->steps : o->epochs * r->steps_per_epoch;
+    r->hp = o->hp;
+    r->hp.total_steps = r->total_steps;
+    return 0;
+}
 
+// --init: every rank maps the safetensors files and reads only its own slices.
+static int load_init_weights(const zt_train_opts *o, run_state *r) {
+    const double t0 = zt_now();
+    const zt_qwen3_layout *lay = &r->f.model.lay;
+    int64_t *lo = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
+    int64_t *valid = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
+    float **dst = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
+    for (int u = 0; u < lay->nunits; u++) {
+        lo[u] = r->f.units[u].lo;
+        valid[u] = r->f.units[u].valid;
+        dst[u] = r->f.units[u].master;
+        memset(r->f.units[u].master, 0, (size_t)r->f.units[u].shard * sizeof(float));
+    }
+    const int ok = zt_qwen3_load_hf_slices(lay, o->init, lo, valid, dst) == 0;
+    if (!ok) zt_err_prefix("--init %s", o->init);
+    free(lo), free(valid), free(dst);
+    if (agree(r->comm, ok, "loading --init weights") != 0) return -1;
+    if (r->rank == 0) printf("init: loaded Hugging Face weights from %s (%.2f s)\n", o->init, zt_now() - t0);
+    return 0;
+}
+
+// --resume: this rank's slices of the canonical vectors, at any world size, after the
+// checkpoint's model config, settings and data cursor are checked against this run.
+static int resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
+    const zt_dataset *ds = &r->ds;
+    const double t0 = zt_now();
+    int ok = zt_ckpt_resolve(strcmp(o->resume, "latest") ? o->resume : o->run_dir, r->ckpt_path,
+                             sizeof r->ckpt_path) == 0;
+    const char *ckpt_path = r->ckpt_path;
+    zt_ckpt_meta meta;
+    zt_qwen3_config saved_cfg;
+    char *saved = NULL, diff[1024];
+    if (ok) ok = zt_ckpt_open_meta(ckpt_path, &meta, &saved_cfg, &saved) == 0;
+    if (ok && zt_ckpt_config_diff(&saved_cfg, &r->cfg, diff, sizeof diff) > 0)
+        ok = zt_err("--resume %s: the model config differs from the checkpoint's: %s", ckpt_path, diff) == 0;
+    // The dataset's identity (dataset_files, dataset_blocks) is compared like any other
+    // setting, with its own way out; a checkpoint written before dataset_files existed
+    // has none to compare.
+    int has_files = 0, data_differs = 0;
+    if (ok && saved && *saved) {
+        cJSON *sj = cJSON_Parse(saved), *nj = cJSON_Parse(r->settings);
+        has_files = cJSON_GetObjectItemCaseSensitive(sj, "dataset_files") != NULL;
+        for (int k = 0; k < 2 && has_files; k++) {
+            const char *key = k ? "dataset_blocks" : "dataset_files";
+            data_differs |= !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(sj, key),
+                                           cJSON_GetObjectItemCaseSensitive(nj, key), 1);
+        }
+        cJSON_Delete(sj);
+        cJSON_Delete(nj);
+        const char *may_differ[3] = {NULL, NULL, NULL};
+        if (!has_files || o->allow_new_data) may_differ[0] = "dataset_files";
+        if (o->allow_new_data) may_differ[1] = "dataset_blocks";
+        ok = zt_ckpt_check_train_json(saved, r->settings, may_differ) == 0;
+        if (!ok && data_differs) {
+            char why[ZT_ERR_MAX];
+            snprintf(why, sizeof why, "%s", zt_errmsg());
+            zt_err("%.1800s (this run's dataset is not the one the checkpoint trained on; pass --allow-new-data "
+                   "to continue on it anyway)", why);
+        }
+        if (!ok) zt_err_prefix("--resume %s", ckpt_path);
+        r->data_changed = ok && data_differs;
+    }
+    free(saved);
+    if (ok && ds->per_rank && meta.world_size != r->world)
+        ok = zt_err("--resume %s: saved by %d ranks on a per-rank dataset; it can only continue on %d ranks",
+                    ckpt_path, meta.world_size, meta.world_size) == 0;
+    if (ok && (meta.epoch != meta.step / r->steps_per_epoch || meta.epoch_step != meta.step % r->steps_per_epoch))
+        ok = zt_err("--resume %s: its data cursor (epoch %lld, step %lld of the epoch) does not match %lld steps "
+                    "per epoch of this run", ckpt_path, (long long)meta.epoch, (long long)meta.epoch_step,
+                    (long long)r->steps_per_epoch) == 0;
+    if (agree(r->comm, ok, "reading the checkpoint to resume") != 0) return -1;
+    // Collective: refuses a model config that differs (naming the fields) and bad checksums.
+    zt_comm_watch_begin(r->comm, "checkpoint load (HDF5 collective read)");  // first-step deadline applies
+    const int load_rc = zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, &r->f.model.lay, &meta, &r->shards);
+    zt_comm_watch_end(r->comm);
+    if (load_rc != 0) return zt_err_prefix("--resume");
+    r->start_step = meta.step;
+    r->tokens_seen = meta.tokens_seen;
+    snprintf(r->run_id, sizeof r->run_id, "%s", meta.run_id);  // one logical run across restarts
+    r->f.step = meta.step;  // Adam's bias-correction step and the LR schedule continue
+    r->step = meta.step;
+    if (r->rank == 0)
+        printf("resume: %s: step %lld (epoch %lld, %lld steps into it), saved by %d rank%s, loaded by %d (%.2f s)\n",
+               ckpt_path, (long long)meta.step, (long long)meta.epoch, (long long)meta.epoch_step, meta.world_size,
+               meta.world_size == 1 ? "" : "s", r->world, zt_now() - t0);
+    if (r->start_step >= r->total_steps && r->rank == 0)
+        printf("resume: the checkpoint is already at step %lld of %lld; nothing to train\n", (long long)r->start_step,
+               (long long)r->total_steps);
+    return 0;
+}
+
+// The engine: NCCL communicators (cuda), the sharded model and optimizer state, then its
+// starting point: --init weights, or the checkpoint of --resume, copied to the device.
+static int build_engine(const zt_train_opts *o, run_state *r) {
+    const zt_qwen3_config cfg = r->cfg;
+    const zt_dataset *ds = &r->ds;
+    const zt_hparams hp = r->hp;
+    char backend[192] = "cpu backend";
+    int ok = 1;
     if (r->cuda) {
-#ifdef ZT_HAVE_NCCL
         // Its own flight recorders (RUN/nccl/ranks/rank-N.flight): a deadline report on the
         // NCCL comm summarises the peers' NCCL recorders, not the MPI comm's.
         char ndir[4200];
         snprintf(ndir, sizeof ndir, "%s/nccl", o->run_dir);
         zt_comm_opts dco = r->copts;
         dco.run_dir = ndir;
-        ok = zt_comm_init_nccl(&r->dcomm, MPI_COMM_WORLD, -1, &dco) == 0;
-#else
-        ok = zt_err("--device cuda: built without NCCL") == 0;
-#endif
-        if (ok) ok = zt_fsdp_cuda_set_attention(o->attention_cudnn) == 0;
-        zt_fsdp_cuda_set_recompute(o->recompute);
+        MPI_Comm world = MPI_COMM_WORLD;
+        ok = zt_cuda_comm_init(&r->dcomm, &world, -1, &dco) == 0;
         if (agree(r->comm, ok, "creating the NCCL communicators") != 0) return -1;
         zt_fsdp_cuda_describe(r->dcomm, backend, sizeof backend);
         size_t bl = strlen(backend);
@@ -561,143 +691,65 @@ static int train_body(const zt_train_opts *o, run_state *r) {
                  o->recompute ? ", activation recomputation" : "");
     }
 
-    if (!r->cuda && (o->attention_cudnn || o->recompute) && R0)
+    snprintf(r->backend, sizeof r->backend, "%s", backend);
+    if (!r->cuda && (o->attention_cudnn || o->recompute) && r->rank == 0)
         fprintf(stderr, "zerotrain: warning: --attention cudnn and --recompute apply to the cuda backend; the cpu "
                         "backend ignores them\n");
 
     // ---- model and optimizer state, sharded ----
     if (r->cuda)
         ok = zt_fsdp_init_cuda(&r->f, r->comm, r->dcomm, &cfg, o->micro_batch, o->grad_accum, ds->seq_len, &hp,
-                               o->seed) == 0;
+                               o->seed, &(zt_fsdp_opts){.recompute = o->recompute,
+                                                        .attention_cudnn = o->attention_cudnn}) == 0;
     else
         ok = zt_fsdp_init(&r->f, r->comm, &cfg, &zt_cpu_ops, o->micro_batch, o->grad_accum, ds->seq_len, &hp,
                           o->seed) == 0;
     r->f_init = ok;
     if (ok) ok = zt_fsdp_set_data(&r->f, ds->token_flags, r->isolated) == 0;
     if (agree(r->comm, ok, "building the model") != 0) return -1;
-    if (o->init) {
-        // Every rank maps the safetensors files and reads only its own slices.
-        t0 = zt_now();
-        const zt_qwen3_layout *lay = &r->f.model.lay;
-        int64_t *lo = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
-        int64_t *valid = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
-        float **dst = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
-        for (int u = 0; u < lay->nunits; u++) {
-            lo[u] = r->f.units[u].lo;
-            valid[u] = r->f.units[u].valid;
-            dst[u] = r->f.units[u].master;
-            memset(r->f.units[u].master, 0, (size_t)r->f.units[u].shard * sizeof(float));
-        }
-        ok = zt_qwen3_load_hf_slices(lay, o->init, lo, valid, dst) == 0;
-        if (!ok) zt_err_prefix("--init %s", o->init);
-        free(lo), free(valid), free(dst);
-        if (agree(r->comm, ok, "loading --init weights") != 0) return -1;
-        if (R0) printf("init: loaded Hugging Face weights from %s (%.2f s)\n", o->init, zt_now() - t0);
-    }
-    // ---- resume: this rank's slices of the canonical vectors, at any world size ----
-    zt_ckpt_slice *slices = zt_xcalloc((size_t)r->f.nunits, sizeof *slices);
+    if (o->init && load_init_weights(o, r) != 0) return -1;
+    r->slices = zt_xcalloc((size_t)r->f.nunits, sizeof *r->slices);
     for (int u = 0; u < r->f.nunits; u++)
-        slices[u] = (zt_ckpt_slice){r->f.units[u].numel, r->f.units[u].lo, r->f.units[u].valid, r->f.units[u].master,
-                                    r->f.units[u].m, r->f.units[u].v};
-    const zt_ckpt_shards shards = {r->f.nunits, slices};
-    char *settings = train_settings_json(o, ds, r->isolated, global_step_blocks, total_steps);
-    int64_t start_step = 0, tokens_seen = 0;
-    char ckpt_path[4200] = "";
-    if (o->resume) {
-        t0 = zt_now();
-        ok = zt_ckpt_resolve(strcmp(o->resume, "latest") ? o->resume : o->run_dir, ckpt_path, sizeof ckpt_path) == 0;
-        zt_ckpt_meta meta;
-        zt_qwen3_config saved_cfg;
-        char *saved = NULL, diff[1024];
-        if (ok) ok = zt_ckpt_open_meta(ckpt_path, &meta, &saved_cfg, &saved) == 0;
-        if (ok && zt_ckpt_config_diff(&saved_cfg, &cfg, diff, sizeof diff) > 0)
-            ok = zt_err("--resume %s: the model config differs from the checkpoint's: %s", ckpt_path, diff) == 0;
-        // The dataset's identity (dataset_files, dataset_blocks) is compared like any other
-        // setting, with its own way out; a checkpoint written before dataset_files existed
-        // has none to compare.
-        int has_files = 0, data_differs = 0;
-        if (ok && saved && *saved) {
-            cJSON *sj = cJSON_Parse(saved), *nj = cJSON_Parse(settings);
-            has_files = cJSON_GetObjectItemCaseSensitive(sj, "dataset_files") != NULL;
-            for (int k = 0; k < 2 && has_files; k++) {
-                const char *key = k ? "dataset_blocks" : "dataset_files";
-                data_differs |= !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(sj, key),
-                                               cJSON_GetObjectItemCaseSensitive(nj, key), 1);
-            }
-            cJSON_Delete(sj);
-            cJSON_Delete(nj);
-            const char *may_differ[3] = {NULL, NULL, NULL};
-            if (!has_files || o->allow_new_data) may_differ[0] = "dataset_files";
-            if (o->allow_new_data) may_differ[1] = "dataset_blocks";
-            ok = zt_ckpt_check_train_json(saved, settings, may_differ) == 0;
-            if (!ok && data_differs) {
-                char why[ZT_ERR_MAX];
-                snprintf(why, sizeof why, "%s", zt_errmsg());
-                zt_err("%.1800s (this run's dataset is not the one the checkpoint trained on; pass --allow-new-data "
-                       "to continue on it anyway)", why);
-            }
-            if (!ok) zt_err_prefix("--resume %s", ckpt_path);
-            r->data_changed = ok && data_differs;
-        }
-        free(saved);
-        if (ok && ds->per_rank && meta.world_size != r->world)
-            ok = zt_err("--resume %s: saved by %d ranks on a per-rank dataset; it can only continue on %d ranks",
-                        ckpt_path, meta.world_size, meta.world_size) == 0;
-        if (ok && (meta.epoch != meta.step / steps_per_epoch || meta.epoch_step != meta.step % steps_per_epoch))
-            ok = zt_err("--resume %s: its data cursor (epoch %lld, step %lld of the epoch) does not match %lld steps "
-                        "per epoch of this run", ckpt_path, (long long)meta.epoch, (long long)meta.epoch_step,
-                        (long long)steps_per_epoch) == 0;
-        if (agree(r->comm, ok, "reading the checkpoint to resume") != 0) {
-            free(settings), free(slices);
-            return -1;
-        }
-        // Collective: refuses a model config that differs (naming the fields) and bad checksums.
-        zt_comm_watch_begin(r->comm, "checkpoint load (HDF5 collective read)");  // first-step deadline applies
-        const int load_rc = zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, &r->f.model.lay, &meta, &shards);
-        zt_comm_watch_end(r->comm);
-        if (load_rc != 0) {
-            free(settings), free(slices);
-            return zt_err_prefix("--resume");
-        }
-        start_step = meta.step;
-        tokens_seen = meta.tokens_seen;
-        snprintf(r->run_id, sizeof r->run_id, "%s", meta.run_id);  // one logical run across restarts
-        r->f.step = meta.step;  // Adam's bias-correction step and the LR schedule continue
-        r->step = meta.step;
-        if (R0)
-            printf("resume: %s: step %lld (epoch %lld, %lld steps into it), saved by %d rank%s, loaded by %d (%.2f s)\n",
-                   ckpt_path, (long long)meta.step, (long long)meta.epoch, (long long)meta.epoch_step, meta.world_size,
-                   meta.world_size == 1 ? "" : "s", r->world, zt_now() - t0);
-        if (start_step >= total_steps && R0)
-            printf("resume: the checkpoint is already at step %lld of %lld; nothing to train\n", (long long)start_step,
-                   (long long)total_steps);
-    }
-    if ((o->init || o->resume) && zt_fsdp_to_device(&r->f) != 0) {  // the loaded host shards to the GPU
-        free(settings), free(slices);
-        return -1;
-    }
-    zt_fsdp_memory mem;
-    zt_fsdp_memory_usage(&r->f, &mem);
-    char b1[32], b2[32], b3[32], b4[32], b5[32];
-    if (R0) {
-        printf("model: Qwen3 %d layers, d=%lld, ffn=%lld, heads %d/%d, head_dim %d, vocab %lld, %s, %.2f M params\n",
-               cfg.num_layers, (long long)cfg.hidden_size, (long long)cfg.intermediate_size, cfg.num_heads,
-               cfg.num_kv_heads, cfg.head_dim, (long long)cfg.vocab_size,
-               cfg.tie_word_embeddings ? "tied" : "untied", zt_qwen3_param_count(&cfg) / 1e6);
-        printf("memory per rank: params %s, grads %s, optimizer %s (sharded 1/%d), gather/scatter buffers %s, "
-               "activations %s\n",
-               human((double)mem.params, b1, sizeof b1), human((double)mem.grads, b2, sizeof b2),
-               human((double)mem.optimizer, b3, sizeof b3), r->world, human((double)mem.buffers, b4, sizeof b4),
-               human((double)mem.activations, b5, sizeof b5));
-        printf("train: %lld steps (%lld per epoch), %d rank%s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "
-               "per step, %d thread%s per rank, %s\n",
-               (long long)total_steps, (long long)steps_per_epoch, r->world, r->world == 1 ? "" : "s",
-               o->micro_batch, o->grad_accum, ds->seq_len, (long long)(global_step_blocks * ds->seq_len), threads,
-               threads == 1 ? "" : "s", backend);
-    }
+        r->slices[u] = (zt_ckpt_slice){r->f.units[u].numel, r->f.units[u].lo, r->f.units[u].valid,
+                                       r->f.units[u].master, r->f.units[u].m, r->f.units[u].v};
+    r->shards = (zt_ckpt_shards){r->f.nunits, r->slices};
+    r->settings = train_settings_json(o, ds, r->isolated, r->global_step_blocks, r->total_steps);
+    if (o->resume && resume_from_checkpoint(o, r) != 0) return -1;
+    if ((o->init || o->resume) && zt_fsdp_to_device(&r->f) != 0) return -1;  // the loaded host shards to the GPU
+    return 0;
+}
 
-    // ---- run.json, metrics.jsonl (rank 0) ----
+// Rank 0: the model, the memory per rank and the run's shape, before the first step.
+static void print_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_memory *mem) {
+    if (r->rank != 0) return;
+    const zt_qwen3_config *cfg = &r->cfg;
+    const int threads = r->threads;
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    printf("model: Qwen3 %d layers, d=%lld, ffn=%lld, heads %d/%d, head_dim %d, vocab %lld, %s, %.2f M params\n",
+           cfg->num_layers, (long long)cfg->hidden_size, (long long)cfg->intermediate_size, cfg->num_heads,
+           cfg->num_kv_heads, cfg->head_dim, (long long)cfg->vocab_size, cfg->tie_word_embeddings ? "tied" : "untied",
+           zt_qwen3_param_count(cfg) / 1e6);
+    printf("memory per rank: params %s, grads %s, optimizer %s (sharded 1/%d), gather/scatter buffers %s, "
+           "activations %s\n",
+           human((double)mem->params, b1, sizeof b1), human((double)mem->grads, b2, sizeof b2),
+           human((double)mem->optimizer, b3, sizeof b3), r->world, human((double)mem->buffers, b4, sizeof b4),
+           human((double)mem->activations, b5, sizeof b5));
+    printf("train: %lld steps (%lld per epoch), %d rank%s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "
+           "per step, %d thread%s per rank, %s\n",
+           (long long)r->total_steps, (long long)r->steps_per_epoch, r->world, r->world == 1 ? "" : "s",
+           o->micro_batch, o->grad_accum, r->ds.seq_len, (long long)(r->global_step_blocks * r->ds.seq_len), threads,
+           threads == 1 ? "" : "s", r->backend);
+}
+
+// ---- the run log: run.json, metrics.jsonl, per-rank files, TensorBoard, heartbeat, complete.json ----
+
+// Opens every file the run writes to (rank 0: run.json, metrics.jsonl, RUN/tb; every rank:
+// its metrics, its TensorBoard and --trace-blocks file). Agreed: all ranks or none go on.
+static int runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *mem) {
+    const int R0 = r->rank == 0;
+    const int64_t start_step = r->start_step;
     char path[4200];
+    int ok = 1;
     if (R0 && o->overwrite && !o->resume) {
         // A fresh run in a reused directory: nothing of the old run may look like this one's
         // (a stale complete.json would read as COMPLETE; old checkpoints would resume into it).
@@ -709,8 +761,8 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     }
     if (R0 && ok) {
         if (!r->run_id[0]) make_run_id(r->run_id, sizeof r->run_id);
-        ok = write_run_json(o, &cfg, ds, r->isolated, r->run_id, r->world, settings, steps_per_epoch, threads, &mem,
-                            r->data_changed ? start_step : -1) == 0;
+        ok = write_run_json(o, &r->cfg, &r->ds, r->isolated, r->run_id, r->world, r->settings, r->steps_per_epoch,
+                            r->threads, mem, r->data_changed ? start_step : -1) == 0;
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
             if (o->resume) ok = truncate_jsonl_steps(path, start_step) == 0;
@@ -730,283 +782,355 @@ static int train_body(const zt_train_opts *o, run_state *r) {
         r->trace = fopen(path, o->resume ? "a" : "w");
         if (!r->trace) ok = zt_err("%s: cannot open for writing", path) == 0;
     }
-    if (agree(r->comm, ok, "writing run.json") != 0) {
-        free(settings), free(slices);
-        return -1;
-    }
+    return agree(r->comm, ok, "writing run.json");
+}
 
-    // ---- loop ----
-    r->order = zt_xmalloc((size_t)(ds->total_blocks > 0 ? ds->total_blocks : 1) * sizeof(block_ref));
-    r->blocks = zt_xmalloc((size_t)per_rank_step * sizeof(uint32_t *));
-    int64_t epoch = -1, steps_run = 0;
-    double loss_first = NAN, loss_last = NAN, lr_last = 0, t_wait_total = 0, t_compute_total = 0;
-    const double t_loop = zt_now();
-    double t_durable = t_loop;  // when the last checkpoint committed (GPU-hours at risk count from here)
-    int stopped = 0, rc = 0;
-    // A terminal gets a progress line updated in place; logs and Slurm output (not a
-    // terminal) only the plain --log-every lines, so they stay greppable.
-    const int progress_tty = R0 && o->log_every > 0 && isatty(STDOUT_FILENO);
-    for (int64_t step = start_step; step < total_steps; step++) {
-        const int64_t e = step / steps_per_epoch, within = step % steps_per_epoch;
-        if (e != epoch) {
-            epoch = e;
-            r->f.epoch = e;
-            int64_t k = 0;
-            if (ds->per_rank) {
-                for (int64_t b = 0; b < ds->files[r->rank].blocks; b++) r->order[k++] = (block_ref){r->rank, b};
-                shuffle_blocks(r->order, k, o->seed, epoch, r->rank + 1);
-            } else {
-                for (int fi = 0; fi < ds->nfiles; fi++)
-                    for (int64_t b = 0; b < ds->files[fi].blocks; b++) r->order[k++] = (block_ref){fi, b};
-                shuffle_blocks(r->order, k, o->seed, epoch, 0);
-            }
+// One finished step: this rank's metrics and TensorBoard; on rank 0 the heartbeat, the
+// run's metrics and TensorBoard, the plain log line and the terminal's progress line.
+static void runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt_fsdp_stats *sp) {
+    const zt_fsdp_stats s = *sp;
+    const int64_t total_steps = r->total_steps, steps_per_epoch = r->steps_per_epoch, epoch = r->epoch;
+    const int64_t tokens_seen = r->tokens_seen, steps_run = r->steps_run;
+    const double tok_s = (double)s.tokens / s.t_step;
+    if (r->tb_rank) {  // this rank's own view: its throughput and how long it waited
+        const double wt = zt_wall_now();
+        zt_tb_scalar(r->tb_rank, "rank/tok_per_s", step + 1, wt, (float)(tok_s / r->world));
+        zt_tb_scalar(r->tb_rank, "rank/step_time_s", step + 1, wt, (float)s.t_step);
+        zt_tb_scalar(r->tb_rank, "rank/comm_wait_share", step + 1, wt, (float)(s.t_comm_wait / s.t_step));
+        zt_tb_scalar(r->tb_rank, "rank/bytes_gathered", step + 1, wt, (float)s.bytes_gathered);
+        zt_tb_scalar(r->tb_rank, "rank/bytes_scattered", step + 1, wt, (float)s.bytes_scattered);
+        double util;
+        const double watts = zt_power_last(r->power, &util);
+        if (watts >= 0) {  // this rank's GPU, as NVML last saw it (RUN/ranks/rank-N.power.csv has every sample)
+            zt_tb_scalar(r->tb_rank, "power/board_w", step + 1, wt, (float)watts);
+            zt_tb_scalar(r->tb_rank, "power/util_pct", step + 1, wt, (float)util);
         }
-        if (r->trace) fprintf(r->trace, "%lld", (long long)step + 1);
-        for (int64_t i = 0; i < per_rank_step; i++) {
-            int64_t idx = ds->per_rank ? within * per_rank_step + i
-                                       : within * global_step_blocks + (int64_t)r->rank * per_rank_step + i;
-            block_ref br = r->order[idx];
-            r->blocks[i] = zt_dataset_block(ds, br.file, br.block);
-            if (r->trace) fprintf(r->trace, " %d:%lld", br.file, (long long)br.block);
+        if (zt_tb_flush(r->tb_rank) != 0) {
+            fprintf(stderr, "zerotrain: warning: %s; TensorBoard output of rank %d stops here\n", zt_errmsg(),
+                    r->rank);
+            zt_tb_close(r->tb_rank);
+            r->tb_rank = NULL;
         }
-        if (r->trace) fputc('\n', r->trace), fflush(r->trace);
-        if (o->debug_signal_at_step > 0 && step + 1 == o->debug_signal_at_step && R0) raise(SIGUSR1);
+    }
+    fprintf(r->rank_metrics,
+            "{\"step\":%lld,\"rank\":%d,\"tok_per_s\":%.1f,\"step_time_s\":%.4f,\"compute_s\":%.4f,"
+            "\"comm_wait_s\":%.4f,\"bytes_gathered\":%lld,\"bytes_scattered\":%lld}\n",
+            (long long)step + 1, r->rank, tok_s / r->world, s.t_step, s.t_compute, s.t_comm_wait,
+            (long long)s.bytes_gathered, (long long)s.bytes_scattered);
+    fflush(r->rank_metrics);  // a rank that dies or hangs next leaves whole lines behind
+    if (r->rank != 0) return;
+    // GPU-hours (rank-hours on the CPU backend): spent in this process so far, projected
+    // per epoch at the mean step time, and at risk = spent since the last checkpoint.
+    const double now = zt_now(), el = now - r->t_loop, mean_step = el / (double)steps_run;
+    zt_heartbeat hb = {.run_id = r->run_id, .state = "running", .step = step + 1, .total_steps = total_steps,
+                       .epoch = epoch, .tokens = tokens_seen, .elapsed_s = now - r->t_start,
+                       .step_time_s = s.t_step, .tok_per_s = tok_s, .loss = s.loss, .world_size = r->world,
+                       .gpu_hours = r->world * el / 3600.0,
+                       .gpu_hours_per_epoch = r->world * mean_step * (double)steps_per_epoch / 3600.0,
+                       .gpu_hours_at_risk = r->world * (now - r->t_durable) / 3600.0};
+    if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
+    fprintf(r->metrics,
+            "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"clip_coef\":%.6f,"
+            "\"tokens\":%lld,\"tok_per_s\":%.1f,\"tok_per_s_per_rank\":%.1f,\"step_time_s\":%.4f,"
+            "\"compute_s\":%.4f,\"comm_wait_s\":%.4f,\"bytes_gathered\":%lld,\"bytes_scattered\":%lld,"
+            "\"gpu_hours\":%.6f,\"gpu_hours_at_risk\":%.6f,\"elapsed_s\":%.3f,\"trained_tokens\":%lld}\n",
+            (long long)step + 1, (long long)epoch, s.loss, s.lr, s.grad_norm, s.clip_coef,
+            (long long)tokens_seen, tok_s, tok_s / r->world, s.t_step, s.t_compute, s.t_comm_wait,
+            (long long)s.bytes_gathered, (long long)s.bytes_scattered, hb.gpu_hours, hb.gpu_hours_at_risk,
+            now - r->t_start, (long long)s.targets);
+    fflush(r->metrics);
+    if (r->tb) {
+        const double wt = zt_wall_now();
+        const struct { const char *tag; double v; } sc[] = {
+            {"train/loss", s.loss}, {"train/lr", s.lr}, {"train/grad_norm", s.grad_norm},
+            {"train/clip_coef", s.clip_coef}, {"train/trained_tokens", (double)s.targets},
+            {"train/tokens", (double)tokens_seen}, {"perf/tok_per_s", tok_s},
+            {"perf/tok_per_s_per_rank", tok_s / r->world}, {"perf/step_time_s", s.t_step},
+            {"perf/comm_wait_share", s.t_comm_wait / s.t_step},
+            {"comm/bytes_gathered", (double)s.bytes_gathered}, {"comm/bytes_scattered", (double)s.bytes_scattered},
+            {"cost/gpu_hours", hb.gpu_hours}, {"cost/gpu_hours_at_risk", hb.gpu_hours_at_risk}};
+        for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++)
+            zt_tb_scalar(r->tb, sc[k].tag, step + 1, wt, (float)sc[k].v);
+        if (zt_tb_flush(r->tb) != 0) {
+            fprintf(stderr, "zerotrain: warning: %s; TensorBoard output stops here (metrics.jsonl goes on)\n",
+                    zt_errmsg());
+            zt_tb_close(r->tb);
+            r->tb = NULL;
+        }
+    }
+    const int logged =
+        o->log_every > 0 && ((step + 1) % o->log_every == 0 || steps_run == 1 || step + 1 == total_steps);
+    clear_progress();  // the progress line gives way to the plain one
+    if (logged) {
+        printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s (%.0f "
+               "/rank) | %.3f s, comm wait %.0f%%\n",
+               (long long)step + 1, (long long)total_steps, (long long)epoch, s.loss, s.lr, s.grad_norm,
+               s.clip_coef < 1 ? " (clipped)" : "", tok_s, tok_s / r->world, s.t_step,
+               100.0 * s.t_comm_wait / s.t_step);
+        fflush(stdout);
+    }
+    if (r->progress_tty && step + 1 < total_steps) {
+        // on a terminal: one line rewritten in place, ETA from the mean step time so far
+        int64_t next_save = steps_per_epoch - (step + 1) % steps_per_epoch;
+        if (o->save_every > 0 && o->save_every - (step + 1) % o->save_every < next_save)
+            next_save = o->save_every - (step + 1) % o->save_every;
+        if (total_steps - (step + 1) < next_save) next_save = total_steps - (step + 1);
+        char eta[32], eta_save[32];
+        printf("[%lld/%lld %4.1f%%] epoch %lld | %.2fM tokens | %.0f tok/s | loss %.4f | ETA %s | next "
+               "checkpoint in %lld step%s (%s)",
+               (long long)step + 1, (long long)total_steps, 100.0 * (double)(step + 1) / (double)total_steps,
+               (long long)epoch, (double)tokens_seen / 1e6, tok_s, s.loss,
+               human_time(mean_step * (double)(total_steps - step - 1), eta, sizeof eta), (long long)next_save,
+               next_save == 1 ? "" : "s", human_time(mean_step * (double)next_save, eta_save, sizeof eta_save));
+        fflush(stdout);
+        g_progress_shown = 1;
+    }
+}
+
+// Rank 0, after the loop: the summary line, then the heartbeat "stopped", or the heartbeat
+// "complete" and complete.json (the watcher's COMPLETE) once the final checkpoint and
+// final/ are committed.
+static void runlog_summary(const run_state *r, int stopped) {
+    if (r->rank != 0) return;
+    clear_progress();
+    const double loop_s = zt_now() - r->t_loop;
+    const double tokens = (double)(r->steps_run * r->global_step_blocks * r->ds.seq_len);
+    if (r->steps_run > 0)
+        printf("%s: %lld steps, %lld tokens in %.1f s (%.0f tok/s, %.0f per rank); rank 0 waited on collectives "
+               "%.1f%% of the time; loss %.4f -> %.4f\n",
+               stopped ? "stopped" : "done", (long long)r->steps_run, (long long)tokens, loop_s, tokens / loop_s,
+               tokens / loop_s / r->world, 100 * r->t_wait_total / (r->t_wait_total + r->t_compute_total),
+               r->loss_first, r->loss_last);
+}
+
+static void runlog_stopped(const zt_train_opts *o, const run_state *r) {
+    if (r->rank != 0) return;
+    zt_heartbeat hb = {.run_id = r->run_id, .state = "stopped", .step = r->step, .total_steps = r->total_steps,
+                       .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = zt_now() - r->t_start,
+                       .loss = r->loss_last, .world_size = r->world};
+    zt_heartbeat_write(o->run_dir, &hb);
+}
+
+static int runlog_complete(const zt_train_opts *o, const run_state *r) {
+    if (r->rank != 0) return 0;
+    const double el = zt_now() - r->t_loop;
+    const int64_t steps_run = r->steps_run, total_steps = r->total_steps;
+    zt_heartbeat hb = {.run_id = r->run_id, .state = "complete", .step = total_steps, .total_steps = total_steps,
+                       .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = zt_now() - r->t_start,
+                       .tok_per_s = steps_run ? steps_run * r->global_step_blocks * r->ds.seq_len / el : 0,
+                       .loss = r->loss_last, .world_size = r->world, .gpu_hours = r->world * el / 3600.0,
+                       .gpu_hours_per_epoch = steps_run ? r->world * el / (double)steps_run *
+                                                              (double)r->steps_per_epoch / 3600.0 : 0};
+    zt_heartbeat_write(o->run_dir, &hb);
+    char text[9000], path[4200];
+    snprintf(text, sizeof text,
+             "{\"run_id\": \"%s\", \"step\": %lld, \"time\": %.3f, \"checkpoint\": \"%s\", \"final\": \"%s%s\"}\n",
+             r->run_id, (long long)total_steps, (double)time(NULL), r->ckpt_path, o->save_final ? o->run_dir : "",
+             o->save_final ? "/final" : "");
+    snprintf(path, sizeof path, "%s/complete.json", o->run_dir);
+    if (zt_write_file_atomic(path, text, strlen(text)) != 0) return -1;
+    printf("GPU-hours (rank-hours on cpu): %.4f spent in this process, %.4f per epoch projected\n", hb.gpu_hours,
+           hb.gpu_hours_per_epoch);
+    return 0;
+}
+
+// ---- the loop's parts ----
+
+// This rank's blocks of `step` in r->blocks: the epoch's seeded order (reshuffled when a
+// new epoch starts), cut into steps of W slices (per-rank layout: this rank's own file).
+static void next_batch(const zt_train_opts *o, run_state *r, int64_t step) {
+    const zt_dataset *ds = &r->ds;
+    const int64_t e = step / r->steps_per_epoch, within = step % r->steps_per_epoch;
+    if (e != r->epoch) {
+        r->epoch = e;
+        r->f.epoch = e;
+        int64_t k = 0;
+        if (ds->per_rank) {
+            for (int64_t b = 0; b < ds->files[r->rank].blocks; b++) r->order[k++] = (block_ref){r->rank, b};
+            shuffle_blocks(r->order, k, o->seed, r->epoch, r->rank + 1);
+        } else {
+            for (int fi = 0; fi < ds->nfiles; fi++)
+                for (int64_t b = 0; b < ds->files[fi].blocks; b++) r->order[k++] = (block_ref){fi, b};
+            shuffle_blocks(r->order, k, o->seed, r->epoch, 0);
+        }
+    }
+    if (r->trace) fprintf(r->trace, "%lld", (long long)step + 1);
+    for (int64_t i = 0; i < r->per_rank_step; i++) {
+        int64_t idx = ds->per_rank ? within * r->per_rank_step + i
+                                   : within * r->global_step_blocks + (int64_t)r->rank * r->per_rank_step + i;
+        block_ref br = r->order[idx];
+        r->blocks[i] = zt_dataset_block(ds, br.file, br.block);
+        if (r->trace) fprintf(r->trace, " %d:%lld", br.file, (long long)br.block);
+    }
+    if (r->trace) fputc('\n', r->trace), fflush(r->trace);
+}
+
+// A step's outcome the loop stops on: a non-finite loss or gradient norm (all-reduced).
+static int check_finite(const run_state *r, int64_t step, const zt_fsdp_stats *s) {
+    if (!s->nonfinite) return 0;
+    char what[96];
+    if (s->nonfinite_ranks > 0)
+        snprintf(what, sizeof what, "the loss is not finite on %d of %d rank%s", s->nonfinite_ranks, r->world,
+                 r->world == 1 ? "" : "s");
+    else if (s->nonfinite_ranks < 0)
+        snprintf(what, sizeof what, "the loss is not finite");
+    else
+        snprintf(what, sizeof what, "the gradient norm is not finite");
+    return zt_err("step %lld: %s; stopping before the update. Lower --lr or check the data; the last checkpoint "
+                  "is untouched",
+                  (long long)step + 1, what);
+}
+
+// The running totals after a step.
+static void account_step(run_state *r, int64_t step, const zt_fsdp_stats *s) {
+    r->step = step + 1;
+    r->steps_run++;
+    zt_liveness_set_step(r->alive, r->step);
+    r->tokens_seen += s->tokens;
+    r->t_wait_total += s->t_comm_wait;
+    r->t_compute_total += s->t_compute;
+    if (r->steps_run == 1) r->loss_first = s->loss;
+    r->loss_last = s->loss;
+    r->lr_last = s->lr;
+}
+
+// Evaluation after `step` steps: every --eval-every steps and after the last one.
+static int maybe_eval(const zt_train_opts *o, run_state *r, int64_t step, int last) {
+    if (!o->eval_data || !(last || (o->eval_every > 0 && step % o->eval_every == 0))) return 0;
+    zt_comm_set_context(r->comm, step, r->epoch, -1);
+    return run_eval(o, r, step);
+}
+
+// The checkpoint policy after `step` steps: at each epoch end (behind a barrier every rank
+// reaches), every --save-every steps, at the last step, and when a stop was requested.
+static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int last, int stop) {
+    const int epoch_end = step % r->steps_per_epoch == 0;
+    if (epoch_end) {
+        zt_comm_set_context(r->comm, step, r->epoch, -1);  // steps completed so far
+        if (zt_barrier(r->comm, "epoch-end save") != 0) return -1;
+    }
+    if (!(epoch_end || last || stop || (o->save_every > 0 && step % o->save_every == 0))) return 0;
+    const double ts = zt_now();
+    // Deadline-guarded: a rank that is not here is reported instead of hanging in HDF5's own barrier.
+    if (!epoch_end && zt_barrier(r->comm, "checkpoint save") != 0) return -1;
+    zt_ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
+    meta.step = step;
+    meta.epoch = step / r->steps_per_epoch;
+    meta.epoch_step = step % r->steps_per_epoch;
+    meta.epoch_blocks = meta.epoch_step * (r->ds.per_rank ? r->per_rank_step : r->global_step_blocks);
+    meta.tokens_seen = r->tokens_seen;
+    meta.seed = o->seed;
+    meta.world_size = r->world;
+    snprintf(meta.run_id, sizeof meta.run_id, "%s", r->run_id);
+    meta.lr_last = r->lr_last;
+    meta.final = last;
+    if (zt_fsdp_to_host(&r->f) != 0) return -1;  // GPU engine: device state to the host copies
+    // HDF5 runs its own MPI barriers inside the collective write; the comm watchdog
+    // gives them a deadline (--save-timeout) and the usual report instead of a silent hang.
+    const double prev_timeout = zt_comm_set_timeout(r->comm, fmax(o->save_timeout, r->copts.timeout_s));
+    zt_comm_watch_begin(r->comm, "checkpoint save (HDF5 collective write; limit: --save-timeout)");
+    const int save_rc = zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, &r->f.model.lay, r->settings, &r->shards,
+                                     o->keep_last, r->ckpt_path, sizeof r->ckpt_path);
+    zt_comm_watch_end(r->comm);
+    zt_comm_set_timeout(r->comm, prev_timeout);
+    if (save_rc != 0) return zt_err_prefix("step %lld", (long long)step);
+    r->t_durable = zt_now();
+    if (r->rank == 0) {
+        clear_progress();
+        printf("checkpoint: step %lld -> %s (%.2f s)\n", (long long)step, r->ckpt_path, r->t_durable - ts);
+    }
+    return 0;
+}
+
+// RUN/final/: exported by rank 0 from the final checkpoint (checksums verified, one unit in
+// memory at a time, shards of at most 5 GB): no rank ever assembles the whole model.
+static int export_final(const zt_train_opts *o, run_state *r) {
+    if (!o->save_final) return 0;
+    int ok = 1;
+    if (r->rank == 0) {
+        const double ts = zt_now();
+        char path[4200];
+        snprintf(path, sizeof path, "%s/final", o->run_dir);
+        ok = remove_tree(path) == 0 && zt_ckpt_export_hf(r->ckpt_path, path, o->save_dtype, 0) == 0;
+        if (ok)
+            printf("saved: %s (Hugging Face config.json + safetensors, %s, from %s, %.2f s)\n", path,
+                   o->save_dtype == ZT_ST_BF16 ? "bf16" : "fp32", r->ckpt_path, zt_now() - ts);
+    }
+    return agree(r->comm, ok, "exporting final weights");
+}
+
+// The training loop. Every decision at a step boundary (stop, evaluation, checkpoint,
+// epoch end) comes from all-reduced values, so every rank takes it at the same step.
+static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
+    for (int64_t step = r->start_step; step < r->total_steps; step++) {
+        next_batch(o, r, step);
+        if (o->debug_signal_at_step > 0 && step + 1 == o->debug_signal_at_step && r->rank == 0) raise(SIGUSR1);
         zt_fsdp_stats s;
-        if (zt_fsdp_step(&r->f, r->blocks, g_stop_signal != 0, &s) != 0) { rc = -1; break; }
-        if (steps_run == 0) {
+        if (zt_fsdp_step(&r->f, r->blocks, g_stop_signal != 0, &s) != 0) return -1;
+        if (r->steps_run == 0) {
             zt_comm_mark_warm(r->comm);
             if (r->dcomm) zt_comm_mark_warm(r->dcomm);
         }
-        if (s.nonfinite) {  // all-reduced: every rank stops here
-            char what[96];
-            if (s.nonfinite_ranks > 0)
-                snprintf(what, sizeof what, "the loss is not finite on %d of %d rank%s", s.nonfinite_ranks, r->world,
-                         r->world == 1 ? "" : "s");
-            else if (s.nonfinite_ranks < 0)
-                snprintf(what, sizeof what, "the loss is not finite");
-            else
-                snprintf(what, sizeof what, "the gradient norm is not finite");
-            rc = zt_err("step %lld: %s; stopping before the update. Lower --lr or check the data; the last checkpoint "
-                        "is untouched",
-                        (long long)step + 1, what);
-            break;
-        }
-        r->step = step + 1;
-        steps_run++;
-        zt_liveness_set_step(r->alive, r->step);
-        tokens_seen += s.tokens;
-        t_wait_total += s.t_comm_wait;
-        t_compute_total += s.t_compute;
-        if (steps_run == 1) loss_first = s.loss;
-        loss_last = s.loss;
-        lr_last = s.lr;
-        const double tok_s = (double)s.tokens / s.t_step;
-        if (r->tb_rank) {  // this rank's own view: its throughput and how long it waited
-            const double wt = zt_wall_now();
-            zt_tb_scalar(r->tb_rank, "rank/tok_per_s", step + 1, wt, (float)(tok_s / r->world));
-            zt_tb_scalar(r->tb_rank, "rank/step_time_s", step + 1, wt, (float)s.t_step);
-            zt_tb_scalar(r->tb_rank, "rank/comm_wait_share", step + 1, wt, (float)(s.t_comm_wait / s.t_step));
-            zt_tb_scalar(r->tb_rank, "rank/bytes_gathered", step + 1, wt, (float)s.bytes_gathered);
-            zt_tb_scalar(r->tb_rank, "rank/bytes_scattered", step + 1, wt, (float)s.bytes_scattered);
-            double util;
-            const double watts = zt_power_last(r->power, &util);
-            if (watts >= 0) {  // this rank's GPU, as NVML last saw it (RUN/ranks/rank-N.power.csv has every sample)
-                zt_tb_scalar(r->tb_rank, "power/board_w", step + 1, wt, (float)watts);
-                zt_tb_scalar(r->tb_rank, "power/util_pct", step + 1, wt, (float)util);
-            }
-            if (zt_tb_flush(r->tb_rank) != 0) {
-                fprintf(stderr, "zerotrain: warning: %s; TensorBoard output of rank %d stops here\n", zt_errmsg(),
-                        r->rank);
-                zt_tb_close(r->tb_rank);
-                r->tb_rank = NULL;
-            }
-        }
-        fprintf(r->rank_metrics,
-                "{\"step\":%lld,\"rank\":%d,\"tok_per_s\":%.1f,\"step_time_s\":%.4f,\"compute_s\":%.4f,"
-                "\"comm_wait_s\":%.4f,\"bytes_gathered\":%lld,\"bytes_scattered\":%lld}\n",
-                (long long)step + 1, r->rank, tok_s / r->world, s.t_step, s.t_compute, s.t_comm_wait,
-                (long long)s.bytes_gathered, (long long)s.bytes_scattered);
-        fflush(r->rank_metrics);  // a rank that dies or hangs next leaves whole lines behind
-        if (R0) {
-            // GPU-hours (rank-hours on the CPU backend): spent in this process so far, projected
-            // per epoch at the mean step time, and at risk = spent since the last checkpoint.
-            const double now = zt_now(), el = now - t_loop, mean_step = el / (double)steps_run;
-            zt_heartbeat hb = {.run_id = r->run_id, .state = "running", .step = step + 1, .total_steps = total_steps,
-                               .epoch = epoch, .tokens = tokens_seen, .elapsed_s = now - t_start,
-                               .step_time_s = s.t_step, .tok_per_s = tok_s, .loss = s.loss, .world_size = r->world,
-                               .gpu_hours = r->world * el / 3600.0,
-                               .gpu_hours_per_epoch = r->world * mean_step * (double)steps_per_epoch / 3600.0,
-                               .gpu_hours_at_risk = r->world * (now - t_durable) / 3600.0};
-            if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
-            fprintf(r->metrics,
-                    "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"clip_coef\":%.6f,"
-                    "\"tokens\":%lld,\"tok_per_s\":%.1f,\"tok_per_s_per_rank\":%.1f,\"step_time_s\":%.4f,"
-                    "\"compute_s\":%.4f,\"comm_wait_s\":%.4f,\"bytes_gathered\":%lld,\"bytes_scattered\":%lld,"
-                    "\"gpu_hours\":%.6f,\"gpu_hours_at_risk\":%.6f,\"elapsed_s\":%.3f,\"trained_tokens\":%lld}\n",
-                    (long long)step + 1, (long long)epoch, s.loss, s.lr, s.grad_norm, s.clip_coef,
-                    (long long)tokens_seen, tok_s, tok_s / r->world, s.t_step, s.t_compute, s.t_comm_wait,
-                    (long long)s.bytes_gathered, (long long)s.bytes_scattered, hb.gpu_hours, hb.gpu_hours_at_risk,
-                    now - t_start, (long long)s.targets);
-            fflush(r->metrics);
-            if (r->tb) {
-                const double wt = zt_wall_now();
-                const struct { const char *tag; double v; } sc[] = {
-                    {"train/loss", s.loss}, {"train/lr", s.lr}, {"train/grad_norm", s.grad_norm},
-                    {"train/clip_coef", s.clip_coef}, {"train/trained_tokens", (double)s.targets},
-                    {"train/tokens", (double)tokens_seen}, {"perf/tok_per_s", tok_s},
-                    {"perf/tok_per_s_per_rank", tok_s / r->world}, {"perf/step_time_s", s.t_step},
-                    {"perf/comm_wait_share", s.t_comm_wait / s.t_step},
-                    {"comm/bytes_gathered", (double)s.bytes_gathered}, {"comm/bytes_scattered", (double)s.bytes_scattered},
-                    {"cost/gpu_hours", hb.gpu_hours}, {"cost/gpu_hours_at_risk", hb.gpu_hours_at_risk}};
-                for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++)
-                    zt_tb_scalar(r->tb, sc[k].tag, step + 1, wt, (float)sc[k].v);
-                if (zt_tb_flush(r->tb) != 0) {
-                    fprintf(stderr, "zerotrain: warning: %s; TensorBoard output stops here (metrics.jsonl goes on)\n",
-                            zt_errmsg());
-                    zt_tb_close(r->tb);
-                    r->tb = NULL;
-                }
-            }
-            const int logged =
-                o->log_every > 0 && ((step + 1) % o->log_every == 0 || steps_run == 1 || step + 1 == total_steps);
-            clear_progress();  // the progress line gives way to the plain one
-            if (logged) {
-                printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s (%.0f "
-                       "/rank) | %.3f s, comm wait %.0f%%\n",
-                       (long long)step + 1, (long long)total_steps, (long long)epoch, s.loss, s.lr, s.grad_norm,
-                       s.clip_coef < 1 ? " (clipped)" : "", tok_s, tok_s / r->world, s.t_step,
-                       100.0 * s.t_comm_wait / s.t_step);
-                fflush(stdout);
-            }
-            if (progress_tty && step + 1 < total_steps) {
-                // on a terminal: one line rewritten in place, ETA from the mean step time so far
-                int64_t next_save = steps_per_epoch - (step + 1) % steps_per_epoch;
-                if (o->save_every > 0 && o->save_every - (step + 1) % o->save_every < next_save)
-                    next_save = o->save_every - (step + 1) % o->save_every;
-                if (total_steps - (step + 1) < next_save) next_save = total_steps - (step + 1);
-                char eta[32], eta_save[32];
-                printf("[%lld/%lld %4.1f%%] epoch %lld | %.2fM tokens | %.0f tok/s | loss %.4f | ETA %s | next "
-                       "checkpoint in %lld step%s (%s)",
-                       (long long)step + 1, (long long)total_steps, 100.0 * (double)(step + 1) / (double)total_steps,
-                       (long long)epoch, (double)tokens_seen / 1e6, tok_s, s.loss,
-                       human_time(mean_step * (double)(total_steps - step - 1), eta, sizeof eta), (long long)next_save,
-                       next_save == 1 ? "" : "s", human_time(mean_step * (double)next_save, eta_save, sizeof eta_save));
-                fflush(stdout);
-                g_progress_shown = 1;
-            }
-        }
+        if (check_finite(r, step, &s) != 0) return -1;
+        account_step(r, step, &s);
+        runlog_step(o, r, step, &s);
 
-        // ---- step boundary: every decision below comes from all-reduced values ----
-        const int epoch_end = (step + 1) % steps_per_epoch == 0, last = step + 1 == total_steps;
-        const int stop = s.stop_requested > 0;
-        if (o->eval_data && (last || (o->eval_every > 0 && (step + 1) % o->eval_every == 0))) {
-            zt_comm_set_context(r->comm, step + 1, epoch, -1);
-            if (run_eval(o, r, step + 1) != 0) { rc = -1; break; }
-        }
-        if (epoch_end) {
-            zt_comm_set_context(r->comm, step + 1, epoch, -1);  // steps completed so far
-            if (zt_barrier(r->comm, "epoch-end save") != 0) { rc = -1; break; }
-        }
-        if (epoch_end || last || stop || (o->save_every > 0 && (step + 1) % o->save_every == 0)) {
-            const double ts = zt_now();
-            // Deadline-guarded: a rank that is not here is reported instead of hanging in HDF5's own barrier.
-            if (!epoch_end && zt_barrier(r->comm, "checkpoint save") != 0) { rc = -1; break; }
-            zt_ckpt_meta meta;
-            memset(&meta, 0, sizeof meta);
-            meta.step = step + 1;
-            meta.epoch = (step + 1) / steps_per_epoch;
-            meta.epoch_step = (step + 1) % steps_per_epoch;
-            meta.epoch_blocks = meta.epoch_step * (ds->per_rank ? per_rank_step : global_step_blocks);
-            meta.tokens_seen = tokens_seen;
-            meta.seed = o->seed;
-            meta.world_size = r->world;
-            snprintf(meta.run_id, sizeof meta.run_id, "%s", r->run_id);
-            meta.lr_last = lr_last;
-            meta.final = last;
-            if (zt_fsdp_to_host(&r->f) != 0) { rc = -1; break; }  // GPU engine: device state to the host copies
-            // HDF5 runs its own MPI barriers inside the collective write; the comm watchdog
-            // gives them a deadline (--save-timeout) and the usual report instead of a silent hang.
-            const double prev_timeout = zt_comm_set_timeout(r->comm, fmax(o->save_timeout, r->copts.timeout_s));
-            zt_comm_watch_begin(r->comm, "checkpoint save (HDF5 collective write; limit: --save-timeout)");
-            const int save_rc = zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, &r->f.model.lay, settings, &shards,
-                                             o->keep_last, ckpt_path, sizeof ckpt_path);
-            zt_comm_watch_end(r->comm);
-            zt_comm_set_timeout(r->comm, prev_timeout);
-            if (save_rc != 0) {
-                rc = zt_err_prefix("step %lld", (long long)step + 1);
-                break;
-            }
-            t_durable = zt_now();
-            if (R0) {
-                clear_progress();
-                printf("checkpoint: step %lld -> %s (%.2f s)\n", (long long)step + 1, ckpt_path, t_durable - ts);
-            }
-        }
+        const int last = step + 1 == r->total_steps, stop = s.stop_requested > 0;
+        if (maybe_eval(o, r, step + 1, last) != 0 || maybe_save(o, r, step + 1, last, stop) != 0) return -1;
         if (stop && !last) {
-            stopped = 1;
-            if (R0) clear_progress();
-            if (R0)
+            *stopped = 1;
+            if (r->rank == 0) {
+                clear_progress();
                 printf("stopped: a stop signal (SIGUSR1/SIGTERM) reached %d rank%s; checkpoint of step %lld committed; "
                        "continue with --resume\n", s.stop_requested, s.stop_requested == 1 ? "" : "s",
                        (long long)step + 1);
-            break;
+            }
+            return 0;
         }
-    }
-    free(settings);
-    free(slices);
-    if (R0) clear_progress();
-    if (rc != 0) return -1;
-    const double loop_s = zt_now() - t_loop;
-    if (R0 && steps_run > 0)
-        printf("%s: %lld steps, %lld tokens in %.1f s (%.0f tok/s, %.0f per rank); rank 0 waited on collectives "
-               "%.1f%% of the time; loss %.4f -> %.4f\n",
-               stopped ? "stopped" : "done", (long long)steps_run, (long long)(steps_run * global_step_blocks * ds->seq_len),
-               loop_s, steps_run * global_step_blocks * ds->seq_len / loop_s,
-               steps_run * global_step_blocks * ds->seq_len / loop_s / r->world,
-               100 * t_wait_total / (t_wait_total + t_compute_total), loss_first, loss_last);
-    if (stopped) {
-        if (R0) {
-            zt_heartbeat hb = {.run_id = r->run_id, .state = "stopped", .step = r->step, .total_steps = total_steps,
-                               .epoch = epoch, .tokens = tokens_seen, .elapsed_s = zt_now() - t_start,
-                               .loss = loss_last, .world_size = r->world};
-            zt_heartbeat_write(o->run_dir, &hb);
-        }
-        return 0;
-    }
-
-    if (o->save_final) {
-        // Exported by rank 0 from the final checkpoint (checksums verified, one unit in memory
-        // at a time, shards of at most 5 GB): no rank ever assembles the whole model.
-        if (R0) {
-            const double ts = zt_now();
-            snprintf(path, sizeof path, "%s/final", o->run_dir);
-            ok = remove_tree(path) == 0 && zt_ckpt_export_hf(ckpt_path, path, o->save_dtype, 0) == 0;
-            if (ok)
-                printf("saved: %s (Hugging Face config.json + safetensors, %s, from %s, %.2f s)\n", path,
-                       o->save_dtype == ZT_ST_BF16 ? "bf16" : "fp32", ckpt_path, zt_now() - ts);
-        }
-        if (agree(r->comm, ok, "exporting final weights") != 0) return -1;
-    }
-    if (R0) {  // COMPLETE for the watcher: the final checkpoint (and final/) are committed
-        const double el = zt_now() - t_loop;
-        zt_heartbeat hb = {.run_id = r->run_id, .state = "complete", .step = total_steps, .total_steps = total_steps,
-                           .epoch = epoch, .tokens = tokens_seen, .elapsed_s = zt_now() - t_start,
-                           .tok_per_s = steps_run ? steps_run * global_step_blocks * ds->seq_len / el : 0,
-                           .loss = loss_last, .world_size = r->world, .gpu_hours = r->world * el / 3600.0,
-                           .gpu_hours_per_epoch = steps_run ? r->world * el / (double)steps_run *
-                                                                  (double)steps_per_epoch / 3600.0 : 0};
-        zt_heartbeat_write(o->run_dir, &hb);
-        char text[9000];
-        snprintf(text, sizeof text,
-                 "{\"run_id\": \"%s\", \"step\": %lld, \"time\": %.3f, \"checkpoint\": \"%s\", \"final\": \"%s%s\"}\n",
-                 r->run_id, (long long)total_steps, (double)time(NULL), ckpt_path, o->save_final ? o->run_dir : "",
-                 o->save_final ? "/final" : "");
-        snprintf(path, sizeof path, "%s/complete.json", o->run_dir);
-        if (zt_write_file_atomic(path, text, strlen(text)) != 0) return -1;
-        printf("GPU-hours (rank-hours on cpu): %.4f spent in this process, %.4f per epoch projected\n", hb.gpu_hours,
-               hb.gpu_hours_per_epoch);
     }
     return 0;
+}
+
+// The loop, then its ending: stopped (heartbeat), or final/ and complete.json.
+static int train_loop(const zt_train_opts *o, run_state *r) {
+    r->order = zt_xmalloc((size_t)(r->ds.total_blocks > 0 ? r->ds.total_blocks : 1) * sizeof(block_ref));
+    r->blocks = zt_xmalloc((size_t)r->per_rank_step * sizeof(uint32_t *));
+    r->epoch = -1;
+    r->loss_first = r->loss_last = NAN;
+    r->t_loop = r->t_durable = zt_now();
+    // A terminal gets a progress line updated in place; logs and Slurm output (not a
+    // terminal) only the plain --log-every lines, so they stay greppable.
+    r->progress_tty = r->rank == 0 && o->log_every > 0 && isatty(STDOUT_FILENO);
+    int stopped = 0;
+    const int rc = run_steps(o, r, &stopped);
+    if (r->rank == 0) clear_progress();
+    if (rc != 0) return -1;
+    runlog_summary(r, stopped);
+    if (stopped) {
+        runlog_stopped(o, r);
+        return 0;
+    }
+    if (export_final(o, r) != 0) return -1;
+    return runlog_complete(o, r);
+}
+
+// A run: its phases in order, each agreed by every rank before the next.
+static int train_body(const zt_train_opts *o, run_state *r) {
+    r->t_start = zt_now();
+    set_threads(o, r);
+    const char *cfg_src = o->model ? o->model : o->init;  // every rank reads it; they must agree
+    if (agree(r->comm, zt_qwen3_config_load(&r->cfg, cfg_src) == 0, "reading the model config") != 0) return -1;
+    if (choose_device(o, r) != 0) return -1;
+    if (run_gate(o, r, cfg_src) != 0) return -1;
+    if (open_data(o, r) != 0) return -1;
+    if (deal_blocks(o, r) != 0) return -1;
+    if (build_engine(o, r) != 0) return -1;
+    zt_fsdp_memory mem;
+    zt_fsdp_memory_usage(&r->f, &mem);
+    print_plan(o, r, &mem);
+    if (runlog_open(o, r, &mem) != 0) return -1;
+    return train_loop(o, r);
 }
 
 int zt_train_run(const zt_train_opts *opts) {
@@ -1032,6 +1156,7 @@ int zt_train_run(const zt_train_opts *opts) {
         }
     }
     if (!o->model && !o->init) return zt_err("no model: give --model CONFIG.json|HF_DIR (or --init HF_DIR)");
+    // The flag table refuses these with the flag's range; this guards other callers of the API.
     if (o->micro_batch < 1 || o->grad_accum < 1)
         return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", o->micro_batch, o->grad_accum);
     // Checked before anything is written, so every rank sees the same answer.

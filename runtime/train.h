@@ -1,12 +1,13 @@
 // The training loop of `zerotrain train` on W MPI ranks (W = 1 without mpirun):
 // data dealing with the evenfix stop, the FSDP engine, symmetric epoch ends,
 // logging to the terminal, RUN/run.json and RUN/metrics.jsonl.
-// defines: zt_train_opts, zt_train_run
+// defines: zt_train_opts, zt_train_run, zt_deal_blocks, zt_evenfix
 #ifndef ZT_TRAIN_H
 #define ZT_TRAIN_H
 #include <stdint.h>
 
 #include "runtime/optim.h"
+#include "runtime/train_defaults.h"
 
 typedef enum { ZT_DEVICE_AUTO = 0, ZT_DEVICE_CPU = 1, ZT_DEVICE_CUDA = 2 } zt_device;
 typedef enum { ZT_DOC_ATTN_DATASET = 0, ZT_DOC_ATTN_FULL = 1, ZT_DOC_ATTN_ISOLATED = 2 } zt_doc_attention;
@@ -33,7 +34,7 @@ typedef struct {
     int overwrite;           // allow an existing run directory to be reused
     int allow_new_data;      // --resume on a dataset whose files differ from the checkpoint's
     int allow_long_seq;      // seq_len > max_position_embeddings passes the preflight gate
-    int verify_data;         // crc32c of every data file before training
+    int verify_crc;          // crc32c of every data file before training (--no-verify-crc clears it)
     int save_final;          // write RUN/final/ (HF config.json + model.safetensors)
     int tensorboard;         // write RUN/tb/ event files (default 1)
     int save_dtype;          // ZT_ST_BF16 or ZT_ST_F32
@@ -49,7 +50,32 @@ typedef struct {
     int trace_blocks;        // debugging: every rank logs its block ids per step to RUN/ranks/rank-N.blocks
     int64_t debug_signal_at_step;  // testing: rank 0 raises SIGUSR1 after this step (0: never)
     double alive_interval;   // seconds between RUN/ranks/rank-N.alive ticks (default 5)
+    const char *flag_settings;  // JSON object: the flag values a resume must match (seed, lr, ...), written
+                                // by the flag table (launch/flags.c); train_settings_json adds the derived ones
 } zt_train_opts;
+
+// Dealing one epoch's blocks to ranks (no MPI: a function of the layout and the rank).
+typedef struct {
+    int per_rank;                // per-rank layout: rank i trains on file i only
+    const int64_t *file_blocks;  // per-rank layout: blocks of each rank's file
+    int64_t total_blocks;        // single layout: blocks of the global order
+    int world;
+    int64_t per_rank_step;       // micro-batch x grad-accum
+} zt_deal;
+
+// What the evenfix stop makes of every rank's block count.
+typedef struct {
+    int64_t min_blocks, max_blocks;  // over the ranks
+    int64_t min_steps, max_steps;    // whole steps per epoch over the ranks
+    int64_t steps_per_epoch;         // this rank's: min_steps with evenfix, else its own whole steps
+    int64_t dropped, total;          // blocks evenfix leaves out of the epoch / all dealt blocks
+} zt_evenfix_plan;
+
+// Blocks `rank` would train on in one epoch (single layout: full global steps plus its share
+// of the last partial one).
+int64_t zt_deal_blocks(const zt_deal *d, int rank);
+// counts: every rank's zt_deal_blocks (train.c all-gathers them).
+void zt_evenfix(const int64_t *counts, int world, int rank, int64_t per_rank_step, int evenfix, zt_evenfix_plan *p);
 
 void zt_train_defaults(zt_train_opts *o);
 int zt_train_run(const zt_train_opts *o);

@@ -14,43 +14,12 @@
 #include "data/dataset.h"
 #include "runtime/fsdp.h"
 #include "runtime/trainer.h"
+#include "tests/fsdp_schedule.h"
 #include "tests/test_util.h"
 
-static int find_event(const zt_fsdp *f, int from, zt_fsdp_ev_kind k, int unit, int micro) {
-    for (int i = from; i < f->nevents; i++)
-        if (f->events[i].kind == k && f->events[i].unit == unit && f->events[i].micro == micro) return i;
-    return -1;
-}
-
-// The schedule the design promises, checked on the last step's event log.
-static void check_overlap(const zt_fsdp *f) {
-    const int L = f->model.lay.cfg.num_layers, head = L + 1;
-    for (int mb = 0; mb < f->grad_accum; mb++) {
-        for (int u = 0; u <= L; u++) {
-            int fwd = find_event(f, 0, ZT_EV_FWD_START, u, mb);
-            int ag_next = find_event(f, 0, ZT_EV_AG_ISSUE, u + 1, mb);
-            CHECK(fwd >= 0 && ag_next >= 0 && ag_next < fwd,
-                  "micro %d: all-gather of unit %d must be issued before unit %d's forward starts (%d vs %d)", mb,
-                  u + 1, u, ag_next, fwd);
-        }
-        int head_bwd = find_event(f, 0, ZT_EV_BWD_START, head, mb);
-        for (int u = L; u >= 1; u--) {
-            int bwd = find_event(f, head_bwd, ZT_EV_BWD_START, u, mb);
-            int rs = find_event(f, head_bwd, ZT_EV_RS_ISSUE, u, mb);
-            int next_bwd = find_event(f, head_bwd, ZT_EV_BWD_START, u - 1, mb);
-            int rs_done = find_event(f, head_bwd, ZT_EV_RS_DONE, u, mb);
-            if (u - 1 >= 1) {
-                int ag_prev = find_event(f, head_bwd, ZT_EV_AG_ISSUE, u - 1, mb);
-                CHECK(ag_prev >= 0 && ag_prev < rs && ag_prev < bwd,
-                      "micro %d: gather of unit %d must be issued before unit %d computes and before its "
-                      "reduce-scatter (%d, %d, %d)", mb, u - 1, u, ag_prev, bwd, rs);
-            }
-            CHECK(rs >= 0 && next_bwd >= 0 && rs < next_bwd && rs_done > next_bwd,
-                  "micro %d: reduce-scatter of unit %d must be in flight while unit %d computes (issue %d, next "
-                  "start %d, done %d)", mb, u, u - 1, rs, next_bwd, rs_done);
-        }
-    }
-}
+// The schedule the design promises, checked on the last step's event log (tests/fsdp_schedule.h).
+static void report(int ok, const char *message) { CHECK(ok, "%s", message); }
+static void check_overlap(const zt_fsdp *f) { zt_check_fsdp_schedule(f, report); }
 
 int main(int argc, char **argv) {
     if (argc < 2) zt_fatal("usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft]");

@@ -1,5 +1,5 @@
 // The CPU reference op table: fp32, OpenBLAS for matrix products, OpenMP for the
-// rest. It is the readable spec that the CUDA table is tested against.
+// rest. It is the readable spec that the CUDA ops (kernels/cuda/) are tested against.
 #include "kernels/ops.h"
 #include "kernels/cpu/cpu_internal.h"
 

@@ -1,7 +1,8 @@
 // CUDA backend plumbing: device queries, checked-call reporting, the op context
-// (cuBLASLt handle, workspace, scratch arena), memory helpers, fills and casts.
+// (cuBLASLt handle, workspace, scratch arena), memory helpers.
 // defines: zt_cuda_device_count, zt_cuda_device_describe, zt_cuda_die, zt_cuda_check_at,
-//          zt_cublas_check_at, zt_cuda_ctx_*, zt_cuda_malloc/free/memcpy, zt_cuda_fill*, casts
+//          zt_cublas_check_at, zt_cuda_launched_at, zt_cuda_sync, zt_cuda_ctx_*,
+//          zt_cuda_malloc/free/memcpy
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,8 @@ extern "C" void zt_cuda_check_at(cudaError_t e, const char *call, const char *fi
     zt_cuda_die(call, d, file, line);
 }
 
-extern "C" void zt_cublas_check_at(cublasStatus_t s, const char *call, const char *file, int line) {
+extern "C" void zt_cublas_check_at(int status, const char *call, const char *file, int line) {
+    const cublasStatus_t s = (cublasStatus_t)status;
     if (s == CUBLAS_STATUS_SUCCESS) return;
     char d[256];
     snprintf(d, sizeof d, "cuBLAS status %d (%s)", (int)s, cublasLtGetStatusString(s));
@@ -91,21 +93,21 @@ extern "C" void zt_cuda_sync(void *stream, const char *what) {
 extern "C" zt_cuda_ctx *zt_cuda_ctx_create(void) {
     zt_cuda_ctx *c = (zt_cuda_ctx *)calloc(1, sizeof *c);
     if (!c) zt_cuda_die("calloc(zt_cuda_ctx)", "out of host memory", __FILE__, __LINE__);
-    ZT_CK(cudaGetDevice(&c->device));
-    ZT_CKBLAS(cublasLtCreate(&c->lt));
+    ZT_CUDA_CHECK(cudaGetDevice(&c->device));
+    ZT_CUBLAS_CHECK(cublasLtCreate(&c->lt));
     c->workspace_bytes = ZT_LT_WORKSPACE;
-    ZT_CK(cudaMalloc(&c->workspace, c->workspace_bytes));
+    ZT_CUDA_CHECK(cudaMalloc(&c->workspace, c->workspace_bytes));
     return c;
 }
 
 extern "C" void zt_cuda_ctx_destroy(zt_cuda_ctx *c) {
     if (!c) return;
-    ZT_CK(cudaDeviceSynchronize());
+    ZT_CUDA_CHECK(cudaDeviceSynchronize());
     zt_plans_destroy(c);
     zt_cudnn_ctx_release(c);
-    if (c->scratch) ZT_CK(cudaFree(c->scratch));
-    ZT_CK(cudaFree(c->workspace));
-    ZT_CKBLAS(cublasLtDestroy(c->lt));
+    if (c->scratch) ZT_CUDA_CHECK(cudaFree(c->scratch));
+    ZT_CUDA_CHECK(cudaFree(c->workspace));
+    ZT_CUBLAS_CHECK(cublasLtDestroy(c->lt));
     free(c);
 }
 
@@ -115,8 +117,8 @@ void *zt_ctx_scratch(zt_cuda_ctx *c, size_t bytes, cudaStream_t st) {
     want = (want + 255) & ~(size_t)255;
     // Stream-ordered: the old area is released after the work already queued on
     // st, and the new one is usable by work queued after this point.
-    if (c->scratch) ZT_CK(cudaFreeAsync(c->scratch, st));
-    ZT_CK(cudaMallocAsync(&c->scratch, want, st));
+    if (c->scratch) ZT_CUDA_CHECK(cudaFreeAsync(c->scratch, st));
+    ZT_CUDA_CHECK(cudaMallocAsync(&c->scratch, want, st));
     c->scratch_bytes = want;
     return c->scratch;
 }
@@ -146,88 +148,11 @@ extern "C" void *zt_cuda_malloc(size_t bytes) {
     return p;
 }
 extern "C" void zt_cuda_free(void *p) {
-    if (p) ZT_CK(cudaFree(p));
+    if (p) ZT_CUDA_CHECK(cudaFree(p));
 }
 extern "C" void zt_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes) {
-    ZT_CK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    ZT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
 extern "C" void zt_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes) {
-    ZT_CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
-}
-
-// ---- fills and casts --------------------------------------------------------------------------------
-__global__ void fill_u16_kernel(uint16_t *x, uint16_t v, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        x[i] = v;
-}
-__global__ void fill_f32_kernel(float *x, float v, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        x[i] = v;
-}
-__global__ void f32_to_bf16_kernel(bf16 *y, const float *x, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = f2bf(x[i]);
-}
-__global__ void bf16_to_f32_kernel(float *y, const bf16 *x, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = bf2f(x[i]);
-}
-
-__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-template <typename T>
-__global__ void fill_uniform_kernel(T *x, int64_t n, float lo, float hi, uint64_t seed) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const float u = (float)(splitmix64(seed * 0x2545f4914f6cdd1dull + (uint64_t)i) >> 40) * (1.0f / 16777216.0f);
-        x[i] = (T)(lo + (hi - lo) * u);
-    }
-}
-
-static unsigned grid_for(int64_t n) {
-    int64_t b = (n + 255) / 256;
-    if (b > 65536) b = 65536;  // grid-stride loops cover the rest
-    return (unsigned)(b < 1 ? 1 : b);
-}
-
-extern "C" void zt_cuda_fill_nan(void *x, zt_cuda_dtype t, int64_t n, void *stream) {
-    if (n <= 0) return;
-    if (t == ZT_BF16) {
-        ZT_LAUNCH(fill_u16_kernel, grid_for(n), 256, 0, zt_st(stream))((uint16_t *)x, 0x7fc0, n);
-        ZT_LAUNCHED("fill_u16_kernel", zt_st(stream));
-    } else {
-        ZT_LAUNCH(fill_f32_kernel, grid_for(n), 256, 0, zt_st(stream))((float *)x, __builtin_nanf(""), n);
-        ZT_LAUNCHED("fill_f32_kernel", zt_st(stream));
-    }
-}
-
-extern "C" void zt_cuda_fill_uniform(void *x, zt_cuda_dtype t, int64_t n, float lo, float hi, uint64_t seed,
-                                     void *stream) {
-    if (n <= 0) return;
-    if (t == ZT_BF16)
-        ZT_LAUNCH(fill_uniform_kernel<bf16>, grid_for(n), 256, 0, zt_st(stream))((bf16 *)x, n, lo, hi, seed);
-    else
-        ZT_LAUNCH(fill_uniform_kernel<float>, grid_for(n), 256, 0, zt_st(stream))((float *)x, n, lo, hi, seed);
-    ZT_LAUNCHED("fill_uniform_kernel", zt_st(stream));
-}
-
-extern "C" void zt_cuda_fill(float *x, float value, int64_t n, void *stream) {
-    if (n <= 0) return;
-    ZT_LAUNCH(fill_f32_kernel, grid_for(n), 256, 0, zt_st(stream))(x, value, n);
-    ZT_LAUNCHED("fill_f32_kernel", zt_st(stream));
-}
-
-extern "C" void zt_cuda_f32_to_bf16(zt_bf16 *y, const float *x, int64_t n, void *stream) {
-    if (n <= 0) return;
-    ZT_LAUNCH(f32_to_bf16_kernel, grid_for(n), 256, 0, zt_st(stream))((bf16 *)y, x, n);
-    ZT_LAUNCHED("f32_to_bf16_kernel", zt_st(stream));
-}
-
-extern "C" void zt_cuda_bf16_to_f32(float *y, const zt_bf16 *x, int64_t n, void *stream) {
-    if (n <= 0) return;
-    ZT_LAUNCH(bf16_to_f32_kernel, grid_for(n), 256, 0, zt_st(stream))(y, (const bf16 *)x, n);
-    ZT_LAUNCHED("bf16_to_f32_kernel", zt_st(stream));
+    ZT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }

@@ -1,6 +1,7 @@
 // Internals shared by the kernels/cuda/*.cu files (CUDA C++ only, never included
-// from C): checked-call macros, bf16 vector helpers, the context structure.
-// defines: ZT_CK, ZT_CKBLAS, ZT_LAUNCHED, zt_cuda_ctx (struct), scratch helpers
+// from C): launch and precondition checks, bf16 vector helpers, the context structure.
+// The checked-call macros (ZT_CUDA_CHECK, ZT_CUBLAS_CHECK) are in zt_cuda_check.h.
+// defines: ZT_LAUNCHED, ZT_REQUIRE, zt_cuda_ctx (struct), scratch helpers
 #ifndef ZT_CUDA_INTERNAL_H
 #define ZT_CUDA_INTERNAL_H
 #include <cublasLt.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/cuda/zt_cuda.h"
+#include "kernels/cuda/zt_cuda_check.h"
 
 typedef __nv_bfloat16 bf16;
 
@@ -25,16 +27,11 @@ typedef __nv_bfloat16 bf16;
 #define ZT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
 
-// ---- error checking: every call names itself, the file and the line ----------------
-extern "C" void zt_cuda_die(const char *what, const char *detail, const char *file, int line) __attribute__((noreturn));
-extern "C" void zt_cuda_check_at(cudaError_t e, const char *call, const char *file, int line);
-extern "C" void zt_cublas_check_at(cublasStatus_t s, const char *call, const char *file, int line);
+// ---- launch and precondition checks: each names itself, the file and the line ------
 // After a kernel launch: the launch error now, and with ZT_CUDA_SYNC=1 the execution error.
 extern "C" void zt_cuda_launched_at(const char *kernel, cudaStream_t st, const char *file, int line);
 extern "C" int zt_cuda_sync_every_op(void);
 
-#define ZT_CK(call) zt_cuda_check_at((call), #call, __FILE__, __LINE__)
-#define ZT_CKBLAS(call) zt_cublas_check_at((call), #call, __FILE__, __LINE__)
 #define ZT_LAUNCHED(name, st) zt_cuda_launched_at((name), (st), __FILE__, __LINE__)
 // Shape and argument preconditions at an op's boundary.
 #define ZT_REQUIRE(cond, ...)                                                        \
@@ -48,6 +45,12 @@ extern "C" int zt_cuda_sync_every_op(void);
 
 static inline cudaStream_t zt_st(void *s) { return (cudaStream_t)s; }
 static inline unsigned zt_blocks(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+// Blocks of 256 threads for a grid-stride loop over n elements: one per 256, at most
+// 65536 (the loop covers the rest), at least 1.
+static inline unsigned zt_stride_blocks(int64_t n) {
+    int64_t b = (n + 255) / 256;
+    return (unsigned)(b > 65536 ? 65536 : (b < 1 ? 1 : b));
+}
 
 // ---- the context ------------------------------------------------------------------
 struct zt_plan;  // defined in matmul.cu
@@ -95,6 +98,15 @@ __device__ __forceinline__ void store8(bf16 *p, const float *f) {
     *reinterpret_cast<uint4 *>(p) = u;
 }
 static inline int zt_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+// An element as fp32 and back, for ops that take either storage type (add, scale).
+template <typename T>
+__device__ __forceinline__ float ld_f32(const T *p, int64_t i);
+template <>
+__device__ __forceinline__ float ld_f32<float>(const float *p, int64_t i) { return p[i]; }
+template <>
+__device__ __forceinline__ float ld_f32<bf16>(const bf16 *p, int64_t i) { return bf2f(p[i]); }
+__device__ __forceinline__ void st_f32(float *p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void st_f32(bf16 *p, int64_t i, float v) { p[i] = f2bf(v); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -45,10 +45,10 @@ static uint32_t align_of(const void *p, int64_t stride_bytes, int batch) {
 static cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld, int32_t batch,
                                           int64_t stride) {
     cublasLtMatrixLayout_t l;
-    ZT_CKBLAS(cublasLtMatrixLayoutCreate(&l, t, (uint64_t)rows, (uint64_t)cols, ld));
+    ZT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, (uint64_t)rows, (uint64_t)cols, ld));
     if (batch > 1) {
-        ZT_CKBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
-        ZT_CKBLAS(
+        ZT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
+        ZT_CUBLAS_CHECK(
             cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
     }
     return l;
@@ -59,10 +59,10 @@ static struct zt_plan *plan_build(zt_cuda_ctx *c, const zt_plan_key *k) {
     if (!p) zt_cuda_die("calloc(zt_plan)", "out of host memory", __FILE__, __LINE__);
     p->key = *k;
     const cudaDataType_t ct = k->ctype == ZT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-    ZT_CKBLAS(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    ZT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = (cublasOperation_t)k->ta, tb = (cublasOperation_t)k->tb;
-    ZT_CKBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    ZT_CKBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     // Stored shapes: op(A) is m x k, op(B) is k x n.
     p->a = ta == CUBLAS_OP_N ? make_layout(CUDA_R_16BF, k->m, k->k, k->lda, k->batch, k->sa)
                              : make_layout(CUDA_R_16BF, k->k, k->m, k->lda, k->batch, k->sa);
@@ -71,26 +71,27 @@ static struct zt_plan *plan_build(zt_cuda_ctx *c, const zt_plan_key *k) {
     p->c = make_layout(ct, k->m, k->n, k->ldc, k->batch, k->sc);
 
     cublasLtMatmulPreference_t pref;
-    ZT_CKBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = c->workspace_bytes;
-    ZT_CKBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    ZT_CKBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k->align_a,
-                                                   sizeof k->align_a));
-    ZT_CKBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k->align_b,
-                                                   sizeof k->align_b));
-    ZT_CKBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k->align_c,
-                                                   sizeof k->align_c));
-    ZT_CKBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->align_c,
-                                                   sizeof k->align_c));
+    ZT_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k->align_a,
+                                                         sizeof k->align_a));
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k->align_b,
+                                                         sizeof k->align_b));
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k->align_c,
+                                                         sizeof k->align_c));
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->align_c,
+                                                         sizeof k->align_c));
     cublasLtMatmulHeuristicResult_t res;
     memset(&res, 0, sizeof res);
     int nres = 0;
-    // Checked by hand, not with ZT_CKBLAS: a refused problem (CUBLAS_STATUS_NOT_SUPPORTED or
+    // Checked by hand, not with ZT_CUBLAS_CHECK: a refused problem (CUBLAS_STATUS_NOT_SUPPORTED or
     // INVALID_VALUE, zero results, or a result whose state is not success) must report the
     // shape, leading dimensions and alignments, which is what a user needs to fix it.
     const cublasStatus_t hs =
         cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &nres);
-    ZT_CKBLAS(cublasLtMatmulPreferenceDestroy(pref));
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     if (hs != CUBLAS_STATUS_SUCCESS || nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
         char d[512];
         snprintf(d, sizeof d,
@@ -191,9 +192,9 @@ extern "C" void zt_cuda_gemm(zt_cuda_ctx *c, void *stream, void *C, zt_cuda_dtyp
     k.align_b = align_of(A, strideA * 2, (int)batch);
     k.align_c = align_of(C, strideC * csize, (int)batch);
     struct zt_plan *p = plan_get(c, &k);
-    ZT_CKBLAS(cublasLtMatmul(c->lt, p->op, &alpha, B, p->a, A, p->b, &beta, C, p->c, C, p->c, &p->algo, c->workspace,
-                             p->workspace, zt_st(stream)));
-    if (zt_cuda_sync_every_op()) ZT_CK(cudaStreamSynchronize(zt_st(stream)));
+    ZT_CUBLAS_CHECK(cublasLtMatmul(c->lt, p->op, &alpha, B, p->a, A, p->b, &beta, C, p->c, C, p->c, &p->algo,
+                                   c->workspace, p->workspace, zt_st(stream)));
+    if (zt_cuda_sync_every_op()) ZT_CUDA_CHECK(cudaStreamSynchronize(zt_st(stream)));
 }
 
 extern "C" void zt_cuda_matmul_fwd(zt_cuda_ctx *c, void *stream, void *y, zt_cuda_dtype ytype, const zt_bf16 *x,

@@ -65,7 +65,25 @@ on() {
     nsenter --net="/run/netns/$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$h" "$@"
 }
 
-cluster_link() { ip netns exec "$ZC_NS_switch" ip link set "p-$1" "$2"; }
+# cluster_link HOST up|down: the host's switch port. `up` returns once the port forwards
+# again and both ends report carrier, with the hosts' stale neighbour entries flushed, so
+# the next job does not race the bridge (a connect() to the other node failed that way once).
+cluster_link() {
+    ip netns exec "$ZC_NS_switch" ip link set "p-$1" "$2" || return 1
+    [ "$2" = up ] || return 0
+    local i st op peer h
+    for i in $(seq 100); do
+        st=$(ip netns exec "$ZC_NS_switch" cat "/sys/class/net/p-$1/brport/state" 2>/dev/null)
+        op=$(ip netns exec "$ZC_NS_switch" cat "/sys/class/net/p-$1/operstate" 2>/dev/null)
+        peer=$(ip netns exec "$(zc_ns "$1")" cat /sys/class/net/zt0/operstate 2>/dev/null)
+        [ "$st" = 3 ] && [ "$op" = up ] && [ "$peer" = up ] && break
+        sleep 0.1
+    done
+    [ "$st" = 3 ] && [ "$op" = up ] && [ "$peer" = up ] ||
+        { echo "cluster: port p-$1 not forwarding 10 s after up (state $st, $op, peer $peer)" >&2; return 1; }
+    for h in node0 node1 login; do ip -n "$(zc_ns "$h")" neigh flush dev zt0 2>/dev/null; done
+    return 0
+}
 
 cluster_bytes() {
     # ip netns exec mounts a sysfs of the namespace: /sys/class/net/zt0 is this host's zt0

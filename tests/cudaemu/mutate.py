@@ -54,13 +54,13 @@ MUTATIONS = [
     ("F2", FSDP, "    compute_wait(c, c->p_ready[s]);\n", "",
      T_ENGINE, "gather_use: compute waits for the slot's all-gather (p_ready)"),
     ("F3", FSDP, "    compute_wait(c, c->g_free[s]);  // its last reduce-scatter and add are done\n", "",
-     T_ENGINE, "grad_acquire: compute waits until the slot's reduce-scatter and add are done (g_free)"),
+     T_ENGINE, "grad_take: compute waits until the slot's reduce-scatter and add are done (g_free)"),
     ("F4", FSDP, "    compute_wait(c, c->ev_grads);\n", "",
      T_ENGINE, "step end: compute waits for the last gradient accumulation (ev_grads)"),
     ("F5", FSDP, "    CK(cudaStreamWaitEvent(c->ds, c->p_free[s], 0));  // compute has finished reading the slot\n", "",
      T_ENGINE, "gather_issue: DATA waits until compute no longer reads the slot (p_free)"),
     ("F6", FSDP, "    CK(cudaStreamWaitEvent(c->ds, c->g_ready[s], 0));\n", "",
-     T_ENGINE, "rs_issue: DATA waits for the unit's backward (g_ready)"),
+     T_ENGINE, "reduce_scatter: DATA waits for the unit's backward (g_ready)"),
     ("F7", FSDP, "    CK(cudaStreamWaitEvent(c->ds, c->ev_optim, 0));\n", "",
      T_ENGINE, "step start: DATA waits for the previous optimizer update (ev_optim)"),
     ("F8", FSDP, "    CK(cudaStreamWaitEvent(c->ks, c->ev_red, 0));\n", "",
@@ -68,17 +68,19 @@ MUTATIONS = [
     # ---- the events those waits use ----
     ("F9", FSDP, "    CK(cudaEventRecord(c->p_ready[s], c->ds));\n", "",
      T_ENGINE, "gather_issue: record p_ready after the all-gather"),
-    ("F10", FSDP, "    CK(cudaEventRecord(f->cu->p_free[s], f->cu->cs));\n", "",
-     T_ENGINE, "param_release: record p_free after the last kernel reading the slot"),
+    ("F10", FSDP, "static void param_done(zt_fsdp *f, int s) { ZT_CUDA_CHECK(cudaEventRecord(st(f)->p_free[s], st(f)->cs)); }",
+     "static void param_done(zt_fsdp *f, int s) { (void)f, (void)s; }",
+     T_ENGINE, "param_done: record p_free after the last kernel reading the slot"),
     ("F11", FSDP, "    CK(cudaEventRecord(c->g_ready[s], c->cs));\n", "",
-     T_ENGINE, "rs_issue: record g_ready after the unit's backward"),
+     T_ENGINE, "reduce_scatter: record g_ready after the unit's backward"),
     ("F12", FSDP, "    CK(cudaEventRecord(c->g_free[s], c->ds));\n", "",
-     T_ENGINE, "rs_issue: record g_free after the accumulation into the shard"),
+     T_ENGINE, "reduce_scatter: record g_free after the accumulation into the shard"),
     ("F13", FSDP, "    CK(cudaEventRecord(c->ev_grads, c->ds));\n", "",
      T_ENGINE, "step end: record ev_grads on DATA"),
     ("F14", FSDP, "    CK(cudaEventRecord(c->ev_red, c->cs));\n", "",
      T_ENGINE, "step end: record ev_red after the sums of squares"),
-    ("F15", FSDP, "    CK(cudaEventRecord(c->ev_optim, c->cs));\n    out->loss", "    out->loss",
+    ("F15", FSDP, "static void step_end(zt_fsdp *f) { ZT_CUDA_CHECK(cudaEventRecord(st(f)->ev_optim, st(f)->cs)); }",
+     "static void step_end(zt_fsdp *f) { (void)f; }",
      T_ENGINE, "step end: record ev_optim after AdamW"),
     ("F16", FSDP, "        CK(cudaEventRecord(c->ev_optim, c->cs));  // the first step's gathers wait for the drawn shards\n",
      "", ["emu_bench_fsdp_smoke"], "benchmark init: record ev_optim after drawing the parameters"),
@@ -90,16 +92,17 @@ MUTATIONS = [
     ("F19", FSDP, "GPU state to the host for a checkpoint\");\n    CK(cudaStreamSynchronize(c->cs));\n",
      "GPU state to the host for a checkpoint\");\n", T_ENGINE,
      "to_host: the host waits for the download before the checkpoint reads it"),
-    ("F20", FSDP, "    cudaStreamSynchronize(c->cs);\n    for (int s = 0; s < c->np; s++)", "    for (int s = 0; s < c->np; s++)",
+    ("F20", FSDP, "    cudaStreamSynchronize(c->cs);\n    for (int s = 0; s < f->np; s++)", "    for (int s = 0; s < f->np; s++)",
      T_ENGINE, "free: the host waits for the compute stream before freeing"),
     ("F21", FSDP, "    if (zt_wait(c->dc, rq) != 0) return -1;  // the host's one wait per step (deadline-guarded)\n", "",
      T_ENGINE, "step end: the host retires the all-reduce's request (zt_wait)"),
     ("F22", FSDP, "    retire(f, &c->preq[s]);  // the slot's previous all-gather", "    // (mutated) the slot's previous all-gather",
      T_ENGINE, "gather_issue: the host retires the slot's previous all-gather request"),
     # ---- supervised data and evaluation (runtime/fsdp_cuda.c) ----
-    ("E1", FSDP, "    CK(cudaStreamWaitEvent(c->ds, c->ev_optim, 0));  // DATA gathers what the last update wrote\n", "",
+    ("E1", FSDP, "static void eval_begin(zt_fsdp *f) { ZT_CUDA_CHECK(cudaStreamWaitEvent(st(f)->ds, st(f)->ev_optim, 0)); }",
+     "static void eval_begin(zt_fsdp *f) { (void)f; }",
      T_SFT, "eval start: DATA waits for the previous optimizer update (ev_optim)"),
-    ("E2", FSDP, "evaluation losses to the host\");\n        CK(cudaStreamSynchronize(c->cs));\n",
+    ("E2", FSDP, "evaluation losses to the host\");\n    ZT_CUDA_CHECK(cudaStreamSynchronize(c->cs));\n",
      "evaluation losses to the host\");\n", T_SFT,
      "eval round: the host waits for the round's losses (and uploads) before reading and refilling"),
     ("E3", FSDP, "evaluation loss to the host\");\n    CK(cudaStreamSynchronize(c->ks));\n",
@@ -108,27 +111,64 @@ MUTATIONS = [
      "    zt_comm_watch_begin(c->dc, \"cudaStreamSynchronize(ctrl stream): eval", T_SFT,
      "eval end: the host retires the all-reduce's request (zt_wait)"),
     ("E5", FSDP, "    if (f->doc_isolated)\n        CK(cudaMemcpyAsync(c->pos_d,", "    if (0)\n        CK(cudaMemcpyAsync(c->pos_d,",
-     T_SFT, "upload_batch: the micro-batch's document positions to the device"),
-    ("E6", FSDP, "static const int32_t *layer_pos(const zt_fsdp *f) { return f->doc_isolated ? f->cu->pos_d : NULL; }",
+     T_SFT, "use_batch: the micro-batch's document positions to the device"),
+    ("E6", FSDP, "static const int32_t *layer_pos(const zt_fsdp *f) { return f->doc_isolated ? st(f)->pos_d : NULL; }",
      "static const int32_t *layer_pos(const zt_fsdp *f) { (void)f; return NULL; }", T_SFT,
      "the layers get the document positions (instead: plain causal attention, block positions)"),
+    # ---- runtime/fsdp.c: the one schedule both backends run (its order, not its values) ----
+    ("S1", "runtime/fsdp.c",
+     """        int s_next = gather_issue(f, u + 1);
+        if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
+        ev(f, ZT_EV_FWD_START, u);
+        if (u == 0)
+            f->be->embed_fwd(f, p);
+        else
+            f->be->layer_fwd(f, u - 1, p);
+        ev(f, ZT_EV_FWD_END, u);
+""",
+     """        ev(f, ZT_EV_FWD_START, u);
+        if (u == 0)
+            f->be->embed_fwd(f, p);
+        else
+            f->be->layer_fwd(f, u - 1, p);
+        ev(f, ZT_EV_FWD_END, u);
+        int s_next = gather_issue(f, u + 1);
+        if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
+""", T_ENGINE, "forward: unit u+1's all-gather issued after unit u computes (no prefetch)"),
+    ("S2", "runtime/fsdp.c",
+     """        int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
+        int g = grad_acquire(f, u);
+        ev(f, ZT_EV_BWD_START, u);
+        f->be->layer_bwd(f, u - 1, p, f->gbuf[g]);
+        ev(f, ZT_EV_BWD_END, u);
+        param_release(f, s_cur);
+        rs_issue(f, g);
+""",
+     """        int g = grad_acquire(f, u);
+        ev(f, ZT_EV_BWD_START, u);
+        f->be->layer_bwd(f, u - 1, p, f->gbuf[g]);
+        ev(f, ZT_EV_BWD_END, u);
+        param_release(f, s_cur);
+        rs_issue(f, g);
+        int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;
+""", T_ENGINE, "backward: unit u-1's all-gather issued after unit u's reduce-scatter (no prefetch)"),
     # ---- runtime/comm_nccl.c ----
-    ("N1", NCCL, "    CUCK(cudaEventRecord(ev, st));\n    *handle = (void *)ev;", "    *handle = (void *)ev;",
+    ("N1", NCCL, "    ZT_CUDA_CHECK_GOTO(cudaEventRecord(ev, st), cuda_fail, s);\n    *handle = (void *)ev;", "    *handle = (void *)ev;",
      T_COMM, "start: record the collective's event (its handle)"),
     ("N2", NCCL, "    cudaError_t e = cudaEventQuery(ev);\n    if (e == cudaSuccess) {",
      "    cudaError_t e = cudaSuccess;\n    if (e == cudaSuccess) {", T_COMM,
      "test: query the collective's event (instead: report every collective complete)"),
-    ("N3", NCCL, "    CUCK(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), s->stream[ZT_CHAN_CTRL]));",
-     "    CUCK(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), NULL));", T_COMM,
+    ("N3", NCCL, "    ZT_CUDA_CHECK_GOTO(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), s->stream[ZT_CHAN_CTRL]), cuda_fail, s);",
+     "    ZT_CUDA_CHECK_GOTO(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), NULL), cuda_fail, s);", T_COMM,
      "setup: zero the barrier word on the CTRL stream (instead: on the legacy stream)"),
-    ("N4", NCCL, "    CUCK(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), s->stream[ZT_CHAN_CTRL]));", "", T_COMM,
+    ("N4", NCCL, "    ZT_CUDA_CHECK_GOTO(cudaMemsetAsync(s->barrier_buf, 0, sizeof(int), s->stream[ZT_CHAN_CTRL]), cuda_fail, s);", "", T_COMM,
      "setup: zero the barrier word at all"),
     ("N5", NCCL, "for (int i = 0; s->stream[ch] && i < 10000 &&", "for (int i = 0; 0 && s->stream[ch] && i < 10000 &&",
      T_COMM, "destroy: wait up to 10 s for the channel's stream to drain"),
     # ---- the issue's three deliberate bugs ----
     ("D1", "kernels/cuda/matmul.cu", "    k.ldb = lda;\n", "    k.ldb = transA ? M : K;  // (mutated: assumes a packed A)\n",
      T_OPS, "a wrong cuBLASLt leading dimension (A's ld taken as its packed width)"),
-    ("D2", "kernels/cuda/elementwise.cu", "        for (int j = lane; j < d; j += 32) {\n            float f = bf2f(xr[j]);",
+    ("D2", "kernels/cuda/rmsnorm.cu", "        for (int j = lane; j < d; j += 32) {\n            float f = bf2f(xr[j]);",
      "        for (int j = lane; j <= d; j += 32) {\n            float f = bf2f(xr[j]);", T_OPS,
      "a kernel reading one element past a row (RMSNorm forward, scalar path)"),
     ("D3", "kernels/cuda/xent.cu", "        ss[warp] = s;\n    }\n    __syncthreads();\n",
@@ -140,13 +180,13 @@ MUTATIONS = [
      "    const int i = (int)(row % S), lo = 0;  // (mutated: no lower mask bound)\n    const float *s = sc + row * S;\n"
      "    bf16 *p =", T_OPS + T_SFT,
      "the lower mask bound of the forward softmax kernel (keys before the query's document)"),
-    ("D5", "kernels/cuda/elementwise.cu", "    const int64_t pos = posv ? (int64_t)posv[t] : t % S;\n",
+    ("D5", "kernels/cuda/rope.cu", "    const int64_t pos = posv ? (int64_t)posv[t] : t % S;\n",
      "    const int64_t pos = t % S;  // (mutated: document positions ignored)\n", T_OPS + T_SFT,
      "RoPE by document position (instead: by block position, pos ignored)"),
     # ---- regressions of the four defects fixed with the emulation ----
     ("R1", "kernels/cuda/matmul.cu",
      "    if (hs != CUBLAS_STATUS_SUCCESS || nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {",
-     "    ZT_CKBLAS(hs);\n    if (nres < 1) {",
+     "    ZT_CUBLAS_CHECK(hs);\n    if (nres < 1) {",
      ["emu_fatal_unaligned"], "defect 2: the heuristic query inside the fatal check again"),
     ("R2", FSDP, "    c->host_pinned = 0;\n    if (!bench) {\n", OLD_REGISTER.replace("    if (0) {\n", "    if (0) {\n"),
      ["emu_fsdp_cuda"], "defect 4: the host shards registered piecemeal again"),
@@ -196,6 +236,9 @@ def main():
         f = os.path.join(src, path)
         text = open(f).read()
         n = text.count(old)
+        if n != 1 and re.search(r"\bCK\(", old):  # runtime/fsdp_cuda.c's CK spelled ZT_CUDA_CHECK
+            old, new = (re.sub(r"\bCK\(", "ZT_CUDA_CHECK(", x) for x in (old, new))
+            n = text.count(old)
         if n != 1:
             rows.append((mid, path, what, f"NOT APPLIED (pattern found {n} times)", ""))
             continue

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "emu.h"
+#include "kernels/bf16.h"
 
 static int g_failures = 0;
 static int g_checks = 0;
@@ -49,19 +50,6 @@ static void expect(cublasStatus_t got, cublasStatus_t want, const char *what) {
 #define CKLT(call) expect((call), CUBLAS_STATUS_SUCCESS, #call)
 
 // ---- values -----------------------------------------------------------------------------------------
-static float bf2f(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint16_t f2bf(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static float urand() {  // [-1, 1)
     g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -100,7 +88,7 @@ static hmat make_mat(int type, int64_t rows, int64_t cols, int64_t ld, int64_t s
                 size_t x = (size_t)m.idx(b, i, j);
                 if (!m.is_elem[x] && random) {
                     float r = urand();
-                    m.v[x] = type == CUDA_R_16BF ? bf2f(f2bf(r)) : r;
+                    m.v[x] = type == CUDA_R_16BF ? zt_bf16_to_f32(zt_f32_to_bf16(r)) : r;
                 }
                 m.is_elem[x] = 1;
             }
@@ -111,7 +99,7 @@ static std::vector<unsigned char> encode(const hmat &m) {
     std::vector<unsigned char> out(m.v.size() * esize(m.type));
     for (size_t i = 0; i < m.v.size(); i++) {
         if (m.type == CUDA_R_16BF) {
-            uint16_t h = f2bf(m.v[i]);
+            uint16_t h = zt_f32_to_bf16(m.v[i]);
             memcpy(&out[i * 2], &h, 2);
         } else {
             memcpy(&out[i * 4], &m.v[i], 4);
@@ -124,7 +112,7 @@ static float decode(const std::vector<unsigned char> &bytes, int type, size_t i)
     if (type == CUDA_R_16BF) {
         uint16_t h;
         memcpy(&h, &bytes[i * 2], 2);
-        return bf2f(h);
+        return zt_bf16_to_f32(h);
     }
     float f;
     memcpy(&f, &bytes[i * 4], 4);

@@ -55,23 +55,23 @@ int main(int argc, char **argv) {
         zt_cuda_attention_fwd(c, NULL, o, lse, q, q, q, pos, 1, S, H, H, D);
         zt_cuda_sync(NULL, "attention with document positions");
     } else if (!strcmp(mode, "--cudnn-docs")) {
-        const zt_glayer_dims dm = {.B = 1, .S = 8, .N = 8, .d = 16, .F = 32, .H = 2, .Hkv = 1, .D = 8, .eps = 1e-6f};
-        int64_t off[ZG_NT + 1];
-        zt_glayer_offsets(&dm, off);
+        const zt_qwen3_cuda_dims dm = {.B = 1, .S = 8, .N = 8, .d = 16, .F = 32, .H = 2, .Hkv = 1, .D = 8, .eps = 1e-6f,
+                                   .cudnn = 1};  // as --attention cudnn in a build with cuDNN
+        int64_t off[ZT_L_NTENSORS + 1];
+        zt_qwen3_cuda_layer_offsets(&dm, off);
         zt_cuda_ctx *c = zt_cuda_ctx_create();
-        zt_bf16 *params = zt_cuda_malloc((size_t)off[ZG_NT] * 2), *x = zt_cuda_malloc(8 * 16 * 2);
+        zt_bf16 *params = zt_cuda_malloc((size_t)off[ZT_L_NTENSORS] * 2), *x = zt_cuda_malloc(8 * 16 * 2);
         zt_bf16 *y = zt_cuda_malloc(8 * 16 * 2);
         float *rc = zt_cuda_malloc(8 * 4 * 4), *rs = zt_cuda_malloc(8 * 4 * 4);
         int32_t *pos = zt_cuda_malloc(8 * 4);
         const int32_t h[8] = {0, 1, 2, 0, 1, 2, 3, 0};
         zt_cuda_memcpy_h2d(pos, h, sizeof h);
-        zt_cuda_fill_uniform(params, ZT_BF16, off[ZG_NT], -0.1f, 0.1f, 1, NULL);
+        zt_cuda_fill_uniform(params, ZT_BF16, off[ZT_L_NTENSORS], -0.1f, 0.1f, 1, NULL);
         zt_cuda_fill_uniform(x, ZT_BF16, 8 * 16, -1.0f, 1.0f, 2, NULL);
         zt_cuda_rope_table(NULL, rc, rs, 8, 8, 1e4);
-        zt_glayer_acts a;
-        zt_glayer_acts_alloc(&a, &dm);
-        zt_glayer_use_cudnn = 1;  // as --attention cudnn in a build with cuDNN
-        zt_glayer_fwd(c, NULL, &dm, params, rc, rs, pos, x, y, &a, NULL);
+        zt_qwen3_cuda_acts a;
+        zt_qwen3_cuda_acts_alloc(&a, &dm);
+        zt_qwen3_cuda_layer_fwd(c, NULL, &dm, params, rc, rs, pos, x, y, &a, NULL);
         zt_cuda_sync(NULL, "layer");
     } else {
         fprintf(stderr, "usage: test_fatal --oom | --unaligned | --oob | --doc-pos | --cudnn-docs\n");

@@ -23,16 +23,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/zt_cuda_check.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
 #include "model/qwen3_cuda_layer.h"
 #include "runtime/comm_nccl.h"
 #include "runtime/common.h"
 #include "runtime/fsdp.h"
 #include "tests/gpu/gpu_test_util.h"
-
-static void ck(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) zt_fatal("%s: %s", what, cudaGetErrorString(e));
-}
 
 int main(int argc, char **argv) {
     int L = 2, steps = 6, warmup = 2, cudnn = 0, tiny = 0;
@@ -66,14 +63,14 @@ int main(int argc, char **argv) {
     zt_comm_opts o = zt_comm_opts_default();
     zt_comm *dc = NULL;
     if (zt_comm_init_nccl_single(&dc, 0, &o) != 0) zt_die_on_err();
-    if (zt_fsdp_cuda_set_attention(cudnn) != 0) zt_die_on_err();
     char dev[128];
     zt_cuda_device_describe(dev, sizeof dev);
     printf("bench_fsdp_cuda: %s; %s shapes with %d layers, micro-batch 1 x seq %lld, %s attention\n", dev,
            tiny ? "tiny (smoke run, not a benchmark)" : "Qwen3-32B", L, (long long)S, cudnn ? "cuDNN" : "GEMM");
     double t0 = zt_now();
     zt_fsdp f;
-    if (zt_fsdp_init_cuda_bench(&f, dc, dc, &cfg, 1, 1, S, &hp, 7, 0.02f) != 0) zt_die_on_err();
+    const zt_fsdp_opts eo = {.attention_cudnn = cudnn, .bench_uniform = 0.02f};  // device-drawn parameters
+    if (zt_fsdp_init_cuda(&f, dc, dc, &cfg, 1, 1, S, &hp, 7, &eo) != 0) zt_die_on_err();
     zt_fsdp_memory mem;
     zt_fsdp_memory_usage(&f, &mem);
     size_t freeb = 0, total = 0;
@@ -101,11 +98,11 @@ int main(int argc, char **argv) {
     const double t_engine = zt_median(st, steps);
 
     // compute only: the same ops on their own buffers (one set of layer parameters reused)
-    zt_glayer_dims dm = {.B = 1, .S = S, .N = S, .d = cfg.hidden_size, .F = cfg.intermediate_size, .H = cfg.num_heads,
+    zt_qwen3_cuda_dims dm = {.B = 1, .S = S, .N = S, .d = cfg.hidden_size, .F = cfg.intermediate_size, .H = cfg.num_heads,
                          .Hkv = cfg.num_kv_heads, .D = cfg.head_dim, .eps = (float)cfg.rms_norm_eps};
-    int64_t off[ZG_NT + 1];
-    zt_glayer_offsets(&dm, off);
-    const int64_t N = S, d = dm.d, V = cfg.vocab_size, P = off[ZG_NT];
+    int64_t off[ZT_L_NTENSORS + 1];
+    zt_qwen3_cuda_layer_offsets(&dm, off);
+    const int64_t N = S, d = dm.d, V = cfg.vocab_size, P = off[ZT_L_NTENSORS];
     // the engine's units: embedding, L layers, final norm + lm_head; the largest sizes the optimizer buffers
     const int U = f.nunits;
     int64_t umax = 0, shard_total = 0;
@@ -114,7 +111,7 @@ int main(int argc, char **argv) {
         shard_total += f.units[u].shard;
     }
     cudaStream_t cs;
-    ck(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking), "cudaStreamCreate");
+    ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
     zt_cuda_ctx *c = zt_cuda_ctx_create();
     zt_bf16 *p = zt_cuda_malloc((size_t)P * 2), *lm = zt_cuda_malloc((size_t)(V * d) * 2);
     zt_bf16 *emb = zt_cuda_malloc((size_t)(V * d) * 2), *nw = zt_cuda_malloc((size_t)d * 2);
@@ -139,10 +136,10 @@ int main(int argc, char **argv) {
     for (int l = 0; l <= L; l++) X[l] = zt_cuda_malloc((size_t)(N * d) * 2);
     zt_bf16 *xf = zt_cuda_malloc((size_t)(N * d) * 2), *dln = zt_cuda_malloc((size_t)(N * d) * 2);
     float *hrstd = zt_cuda_malloc((size_t)N * 4);
-    zt_glayer_acts *acts = zt_xcalloc((size_t)L, sizeof *acts);
-    for (int l = 0; l < L; l++) zt_glayer_acts_alloc(&acts[l], &dm);
-    zt_glayer_work w;
-    zt_glayer_work_alloc(&w, &dm);
+    zt_qwen3_cuda_acts *acts = zt_xcalloc((size_t)L, sizeof *acts);
+    for (int l = 0; l < L; l++) zt_qwen3_cuda_acts_alloc(&acts[l], &dm);
+    zt_qwen3_cuda_work w;
+    zt_qwen3_cuda_work_alloc(&w, &dm);
     zt_bf16 *dx = zt_cuda_malloc((size_t)(N * d) * 2);
     float *rc = zt_cuda_malloc((size_t)(S * dm.D / 2) * 4), *rs = zt_cuda_malloc((size_t)(S * dm.D / 2) * 4);
     zt_cuda_rope_table(cs, rc, rs, S, dm.D, cfg.rope_theta);
@@ -150,47 +147,47 @@ int main(int argc, char **argv) {
     uint32_t *tokd = zt_cuda_malloc((size_t)N * 4);
     int32_t *tgh = zt_xmalloc((size_t)N * 4);
     zt_qwen3_targets(tok, 1, S, tgh);
-    ck(cudaMemcpy(tg, tgh, (size_t)N * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-    ck(cudaMemcpy(tokd, tok, (size_t)N * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-    ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // pageable copies on the legacy stream, cs is non-blocking
+    ZT_CUDA_CHECK(cudaMemcpy(tg, tgh, (size_t)N * 4, cudaMemcpyHostToDevice));
+    ZT_CUDA_CHECK(cudaMemcpy(tokd, tok, (size_t)N * 4, cudaMemcpyHostToDevice));
+    ZT_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies on the legacy stream, cs is non-blocking
     double *loss = zt_cuda_malloc(sizeof(double));
     cudaEvent_t e0, e1, e2, e3, e4;
-    ck(cudaEventCreate(&e0), "cudaEventCreate");
-    ck(cudaEventCreate(&e1), "cudaEventCreate");
-    ck(cudaEventCreate(&e2), "cudaEventCreate");
-    ck(cudaEventCreate(&e3), "cudaEventCreate");
-    ck(cudaEventCreate(&e4), "cudaEventCreate");
+    ZT_CUDA_CHECK(cudaEventCreate(&e0));
+    ZT_CUDA_CHECK(cudaEventCreate(&e1));
+    ZT_CUDA_CHECK(cudaEventCreate(&e2));
+    ZT_CUDA_CHECK(cudaEventCreate(&e3));
+    ZT_CUDA_CHECK(cudaEventCreate(&e4));
     double *ct = zt_xmalloc((size_t)steps * sizeof(double)), *ot = zt_xmalloc((size_t)steps * sizeof(double));
     double *et = zt_xmalloc((size_t)steps * sizeof(double));
     for (int i = 0; i < warmup + steps; i++) {
-        ck(cudaEventRecord(e0, cs), "cudaEventRecord");
-        ck(cudaMemsetAsync(gshard, 0, (size_t)shard_total * 4, cs), "cudaMemsetAsync");
+        ZT_CUDA_CHECK(cudaEventRecord(e0, cs));
+        ZT_CUDA_CHECK(cudaMemsetAsync(gshard, 0, (size_t)shard_total * 4, cs));
         zt_cuda_embedding_fwd(cs, X[0], emb, tokd, N, d, V);
-        ck(cudaEventRecord(e1, cs), "cudaEventRecord");
-        for (int l = 0; l < L; l++) zt_glayer_fwd(c, cs, &dm, p, rc, rs, NULL, X[l], X[l + 1], &acts[l], NULL);
-        ck(cudaMemsetAsync(dlm, 0, (size_t)(V * d) * 4, cs), "cudaMemsetAsync");  // the head unit's gradient slot
-        ck(cudaMemsetAsync(dnw, 0, (size_t)d * 4, cs), "cudaMemsetAsync");
+        ZT_CUDA_CHECK(cudaEventRecord(e1, cs));
+        for (int l = 0; l < L; l++) zt_qwen3_cuda_layer_fwd(c, cs, &dm, p, rc, rs, NULL, X[l], X[l + 1], &acts[l], NULL);
+        ZT_CUDA_CHECK(cudaMemsetAsync(dlm, 0, (size_t)(V * d) * 4, cs));  // the head unit's gradient slot
+        ZT_CUDA_CHECK(cudaMemsetAsync(dnw, 0, (size_t)d * 4, cs));
         zt_cuda_rmsnorm_fwd(cs, xf, hrstd, X[L], nw, N, d, (float)cfg.rms_norm_eps);
         zt_cuda_lmhead_xent(c, cs, loss, dln, dlm, ZT_F32, xf, lm, tg, N, d, V, 1.0f / (float)(S - 1));
         zt_cuda_rmsnorm_bwd(c, cs, dx, dnw, dln, X[L], nw, hrstd, N, d);
         for (int l = L - 1; l >= 0; l--) {
-            ck(cudaMemsetAsync(dp, 0, (size_t)P * 4, cs), "cudaMemsetAsync");  // the layer's gradient slot
-            zt_glayer_bwd(c, cs, &dm, p, dp, rc, rs, NULL, X[l], &acts[l], &w, dx, NULL);
+            ZT_CUDA_CHECK(cudaMemsetAsync(dp, 0, (size_t)P * 4, cs));  // the layer's gradient slot
+            zt_qwen3_cuda_layer_bwd(c, cs, &dm, p, dp, rc, rs, NULL, X[l], &acts[l], &w, dx, NULL);
         }
-        ck(cudaEventRecord(e2, cs), "cudaEventRecord");
-        ck(cudaMemsetAsync(demb, 0, (size_t)(V * d) * 4, cs), "cudaMemsetAsync");
+        ZT_CUDA_CHECK(cudaEventRecord(e2, cs));
+        ZT_CUDA_CHECK(cudaMemsetAsync(demb, 0, (size_t)(V * d) * 4, cs));
         zt_cuda_embedding_bwd(cs, demb, dx, tokd, N, d, V);
-        ck(cudaEventRecord(e3, cs), "cudaEventRecord");
+        ZT_CUDA_CHECK(cudaEventRecord(e3, cs));
         for (int u = 0; u < U; u++) zt_cuda_sumsq(c, cs, sq + u, og, f.units[u].valid);
         for (int u = 0; u < U; u++)
             zt_cuda_adamw(cs, om, ob, og, omm, ov, f.units[u].valid, 1e-5f, 0.9f, 0.95f, 1e-8f, 0.1f, i + 1);
-        ck(cudaEventRecord(e4, cs), "cudaEventRecord");
-        ck(cudaEventSynchronize(e4), "cudaEventSynchronize");
+        ZT_CUDA_CHECK(cudaEventRecord(e4, cs));
+        ZT_CUDA_CHECK(cudaEventSynchronize(e4));
         float ms, ms_e1, ms_e2, ms_o;
-        ck(cudaEventElapsedTime(&ms, e0, e4), "cudaEventElapsedTime");
-        ck(cudaEventElapsedTime(&ms_e1, e0, e1), "cudaEventElapsedTime");
-        ck(cudaEventElapsedTime(&ms_e2, e2, e3), "cudaEventElapsedTime");
-        ck(cudaEventElapsedTime(&ms_o, e3, e4), "cudaEventElapsedTime");
+        ZT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e4));
+        ZT_CUDA_CHECK(cudaEventElapsedTime(&ms_e1, e0, e1));
+        ZT_CUDA_CHECK(cudaEventElapsedTime(&ms_e2, e2, e3));
+        ZT_CUDA_CHECK(cudaEventElapsedTime(&ms_o, e3, e4));
         if (i >= warmup) {
             ct[i - warmup] = ms * 1e-3;
             ot[i - warmup] = ms_o * 1e-3;
@@ -198,7 +195,7 @@ int main(int argc, char **argv) {
         }
     }
     const double t_compute = zt_median(ct, steps);
-    const double flops = L * zt_glayer_flops(&dm) + 6.0 * (double)N * (double)d * (double)V;
+    const double flops = L * zt_qwen3_cuda_layer_flops(&dm) + 6.0 * (double)N * (double)d * (double)V;
     printf("engine step  %.2f ms  (%.1f TFLOP/s model FLOPs, %.0f tok/s)\n", t_engine * 1e3, flops / t_engine / 1e12,
            (double)S / t_engine);
     printf("compute only %.2f ms  (%.1f TFLOP/s)\n", t_compute * 1e3, flops / t_compute / 1e12);

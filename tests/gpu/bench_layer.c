@@ -14,15 +14,11 @@
 #include <string.h>
 
 #include "kernels/cuda/zt_cuda.h"
+#include "kernels/cuda/zt_cuda_check.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
 #include "runtime/common.h"
 #include "model/qwen3_cuda_layer.h"
 #include "tests/gpu/gpu_test_util.h"
-
-static void ck(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) zt_fatal("%s: %s", what, cudaGetErrorString(e));
-}
-
 
 // bf16 GEMM peak: C[n,n] = A[n,n] B[n,n]^T, random data, median of iters.
 static double measure_peak(zt_cuda_ctx *c, cudaStream_t st, int64_t n, int warmup, int iters) {
@@ -31,16 +27,16 @@ static double measure_peak(zt_cuda_ctx *c, cudaStream_t st, int64_t n, int warmu
     zt_cuda_fill_uniform(A, ZT_BF16, n * n, -1.0f, 1.0f, 11, st);
     zt_cuda_fill_uniform(B, ZT_BF16, n * n, -1.0f, 1.0f, 12, st);
     cudaEvent_t e0, e1;
-    ck(cudaEventCreate(&e0), "cudaEventCreate");
-    ck(cudaEventCreate(&e1), "cudaEventCreate");
+    ZT_CUDA_CHECK(cudaEventCreate(&e0));
+    ZT_CUDA_CHECK(cudaEventCreate(&e1));
     double *ms = zt_xmalloc((size_t)iters * sizeof(double));
     for (int it = 0; it < warmup + iters; it++) {
-        ck(cudaEventRecord(e0, st), "cudaEventRecord");
+        ZT_CUDA_CHECK(cudaEventRecord(e0, st));
         zt_cuda_matmul_fwd(c, st, C, ZT_BF16, A, B, n, n, n);
-        ck(cudaEventRecord(e1, st), "cudaEventRecord");
-        ck(cudaEventSynchronize(e1), "cudaEventSynchronize");
+        ZT_CUDA_CHECK(cudaEventRecord(e1, st));
+        ZT_CUDA_CHECK(cudaEventSynchronize(e1));
         float t;
-        ck(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
+        ZT_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
         if (it >= warmup) ms[it - warmup] = t;
     }
     double med = zt_median(ms, iters);
@@ -57,7 +53,7 @@ static double measure_peak(zt_cuda_ctx *c, cudaStream_t st, int64_t n, int warmu
 }
 
 int main(int argc, char **argv) {
-    zt_glayer_dims dm = {.B = 1, .S = 2048, .d = 5120, .F = 25600, .H = 64, .Hkv = 8, .D = 128, .eps = 1e-6f};
+    zt_qwen3_cuda_dims dm = {.B = 1, .S = 2048, .d = 5120, .F = 25600, .H = 64, .Hkv = 8, .D = 128, .eps = 1e-6f};
     int iters = 10, warmup = 3, smoke = 0;
     int64_t peak_n = 8192;
     for (int i = 1; i < argc; i++) {
@@ -68,82 +64,83 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--iters") && v) iters = atoi(argv[++i]);
         else if (!strcmp(a, "--warmup") && v) warmup = atoi(argv[++i]);
         else if (!strcmp(a, "--peak-n") && v) peak_n = atoll(argv[++i]);
-        else if (!strcmp(a, "--attn") && v) zt_glayer_use_cudnn = !strcmp(argv[++i], "cudnn");
+        else if (!strcmp(a, "--attn") && v) dm.cudnn = !strcmp(argv[++i], "cudnn");
         else zt_fatal("bench_layer: unknown argument '%s' (see the comment at the top of tests/gpu/bench_layer.c)", a);
     }
     zt_skip_without_device();
     if (smoke) {  // small and quick: proves the layer runs end to end
-        dm = (zt_glayer_dims){.B = 2, .S = 128, .d = 256, .F = 512, .H = 8, .Hkv = 2, .D = 32, .eps = 1e-6f};
+        dm = (zt_qwen3_cuda_dims){.B = 2, .S = 128, .d = 256, .F = 512, .H = 8, .Hkv = 2, .D = 32, .eps = 1e-6f,
+                              .cudnn = dm.cudnn};
         iters = 2;
         warmup = 1;
         peak_n = 1024;
     }
     if (iters < 1) iters = 1;
     dm.N = dm.B * dm.S;
-    if (zt_glayer_use_cudnn && !zt_cudnn_sdpa_built()) {
+    if (dm.cudnn && !zt_cudnn_sdpa_built()) {
         printf("cuDNN SDPA attention: not built (cuDNN was not found when this build was configured); using the "
                "GEMM path\n");
-        zt_glayer_use_cudnn = 0;
+        dm.cudnn = 0;
     }
     char dev[256];
     zt_cuda_device_describe(dev, sizeof dev);
     printf("bench_layer on %s\n", dev);
     printf("layer: B=%lld S=%lld d=%lld F=%lld H=%lld Hkv=%lld D=%lld, bf16, attention=%s\n", (long long)dm.B,
            (long long)dm.S, (long long)dm.d, (long long)dm.F, (long long)dm.H, (long long)dm.Hkv, (long long)dm.D,
-           zt_glayer_use_cudnn ? "cudnn" : "gemm");
+           dm.cudnn ? "cudnn" : "gemm");
 
     cudaStream_t st;
-    ck(cudaStreamCreate(&st), "cudaStreamCreate");
+    ZT_CUDA_CHECK(cudaStreamCreate(&st));
     zt_cuda_ctx *c = zt_cuda_ctx_create();
-    int64_t off[ZG_NT + 1];
-    zt_glayer_offsets(&dm, off);
-    const int64_t P = off[ZG_NT], N = dm.N, d = dm.d;
+    int64_t off[ZT_L_NTENSORS + 1];
+    zt_qwen3_cuda_layer_offsets(&dm, off);
+    const int64_t P = off[ZT_L_NTENSORS], N = dm.N, d = dm.d;
     // Parameters: matrices U(-a, a) with std 0.02, norm weights U(0.9, 1.1).
     zt_bf16 *params = zt_cuda_malloc((size_t)P * 2);
     const float a = 0.02f * 1.7320508f;
-    for (int t = 0; t < ZG_NT; t++) {
-        const int is_norm = t == ZG_IN_NORM || t == ZG_QNORM || t == ZG_KNORM || t == ZG_POST_NORM;
+    for (int t = 0; t < ZT_L_NTENSORS; t++) {
+        const int is_norm = t == ZT_L_INPUT_NORM || t == ZT_L_QNORM || t == ZT_L_KNORM || t == ZT_L_POST_NORM;
         zt_cuda_fill_uniform(params + off[t], ZT_BF16, off[t + 1] - off[t], is_norm ? 0.9f : -a, is_norm ? 1.1f : a,
                              100 + (uint64_t)t, st);
     }
     float *grads = zt_cuda_malloc((size_t)P * 4);
-    ck(cudaMemsetAsync(grads, 0, (size_t)P * 4, st), "cudaMemsetAsync");
+    ZT_CUDA_CHECK(cudaMemsetAsync(grads, 0, (size_t)P * 4, st));
     zt_bf16 *x = zt_cuda_malloc((size_t)(N * d) * 2), *y = zt_cuda_malloc((size_t)(N * d) * 2);
     zt_bf16 *dy = zt_cuda_malloc((size_t)(N * d) * 2), *dx = zt_cuda_malloc((size_t)(N * d) * 2);
     zt_cuda_fill_uniform(x, ZT_BF16, N * d, -1.0f, 1.0f, 7, st);
     zt_cuda_fill_uniform(dy, ZT_BF16, N * d, -1e-3f, 1e-3f, 8, st);
     float *rc = zt_cuda_malloc((size_t)(dm.S * dm.D / 2) * 4), *rs = zt_cuda_malloc((size_t)(dm.S * dm.D / 2) * 4);
     zt_cuda_rope_table(st, rc, rs, dm.S, dm.D, 1e6);
-    zt_glayer_acts acts;
-    zt_glayer_work work;
-    zt_glayer_acts_alloc(&acts, &dm);
-    zt_glayer_work_alloc(&work, &dm);
+    zt_qwen3_cuda_acts acts;
+    zt_qwen3_cuda_work work;
+    zt_qwen3_cuda_acts_alloc(&acts, &dm);
+    zt_qwen3_cuda_work_alloc(&work, &dm);
     zt_cuda_ctx_reserve(c, zt_cuda_attention_scratch_bytes(dm.S, dm.H, dm.Hkv, dm.D), st);
     size_t free_b, total_b;
-    ck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    ZT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     printf("memory: params %.2f GiB bf16, grads %.2f GiB fp32, attention scratch %.2f GiB; %.1f GiB free of %.1f\n",
            P * 2.0 / (1 << 30), P * 4.0 / (1 << 30),
            zt_cuda_attention_scratch_bytes(dm.S, dm.H, dm.Hkv, dm.D) / (double)(1 << 30), free_b / (double)(1 << 30),
            total_b / (double)(1 << 30));
 
     cudaEvent_t e0, e1, e2;
-    ck(cudaEventCreate(&e0), "cudaEventCreate");
-    ck(cudaEventCreate(&e1), "cudaEventCreate");
-    ck(cudaEventCreate(&e2), "cudaEventCreate");
+    ZT_CUDA_CHECK(cudaEventCreate(&e0));
+    ZT_CUDA_CHECK(cudaEventCreate(&e1));
+    ZT_CUDA_CHECK(cudaEventCreate(&e2));
     double *tot = zt_xmalloc((size_t)iters * sizeof(double)), *fwd = zt_xmalloc((size_t)iters * sizeof(double));
     double *bwd = zt_xmalloc((size_t)iters * sizeof(double));
     for (int it = 0; it < warmup + iters; it++) {
         // dx is overwritten in place by backward: restore d(loss)/dy each iteration (outside the timed region)
-        ck(cudaMemcpyAsync(dx, dy, (size_t)(N * d) * 2, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
-        ck(cudaEventRecord(e0, st), "cudaEventRecord");
-        zt_glayer_fwd(c, st, &dm, params, rc, rs, NULL, x, y, &acts, NULL);
-        ck(cudaEventRecord(e1, st), "cudaEventRecord");
-        zt_glayer_bwd(c, st, &dm, params, grads, rc, rs, NULL, x, &acts, &work, dx, NULL);
-        ck(cudaEventRecord(e2, st), "cudaEventRecord");
-        ck(cudaEventSynchronize(e2), "cudaEventSynchronize");
+        ZT_CUDA_CHECK(cudaMemcpyAsync(dx, dy, (size_t)(N * d) * 2, cudaMemcpyDeviceToDevice, st));
+        ZT_CUDA_CHECK(cudaEventRecord(e0, st));
+        zt_qwen3_cuda_layer_fwd(c, st, &dm, params, rc, rs, NULL, x, y, &acts, NULL);
+        ZT_CUDA_CHECK(cudaEventRecord(e1, st));
+        zt_qwen3_cuda_layer_bwd(c, st, &dm, params, grads, rc, rs, NULL, x, &acts, &work, dx, NULL);
+        ZT_CUDA_CHECK(cudaEventRecord(e2, st));
+        ZT_CUDA_CHECK(cudaEventSynchronize(e2));
         float t1, t2;
-        ck(cudaEventElapsedTime(&t1, e0, e1), "cudaEventElapsedTime");
-        ck(cudaEventElapsedTime(&t2, e1, e2), "cudaEventElapsedTime");
+        ZT_CUDA_CHECK(cudaEventElapsedTime(&t1, e0, e1));
+        ZT_CUDA_CHECK(cudaEventElapsedTime(&t2, e1, e2));
         if (it >= warmup) {
             fwd[it - warmup] = t1;
             bwd[it - warmup] = t2;
@@ -163,7 +160,7 @@ int main(int argc, char **argv) {
         if (bad) zt_fatal("bench_layer: %d non-finite values in the layer output or input gradient", bad);
     }
     const double tmed = zt_median(tot, iters), fmed = zt_median(fwd, iters), bmed = zt_median(bwd, iters);
-    const double flops = zt_glayer_flops(&dm);
+    const double flops = zt_qwen3_cuda_layer_flops(&dm);
     const double tflops = flops / (tmed * 1e-3) / 1e12;
     printf("layer fwd+bwd: median %.3f ms over %d (fwd %.3f ms, bwd %.3f ms); %.3f TFLOP per pass -> %.1f TFLOP/s\n",
            tmed, iters, fmed, bmed, flops / 1e12, tflops);
@@ -171,10 +168,10 @@ int main(int argc, char **argv) {
     // One more pass with an event after every op: where the time goes.
     zt_gprof prof;
     zt_gprof_init(&prof);
-    ck(cudaMemcpyAsync(dx, dy, (size_t)(N * d) * 2, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
-    ck(cudaEventRecord((cudaEvent_t)prof.start, st), "cudaEventRecord");
-    zt_glayer_fwd(c, st, &dm, params, rc, rs, NULL, x, y, &acts, &prof);
-    zt_glayer_bwd(c, st, &dm, params, grads, rc, rs, NULL, x, &acts, &work, dx, &prof);
+    ZT_CUDA_CHECK(cudaMemcpyAsync(dx, dy, (size_t)(N * d) * 2, cudaMemcpyDeviceToDevice, st));
+    ZT_CUDA_CHECK(cudaEventRecord((cudaEvent_t)prof.start, st));
+    zt_qwen3_cuda_layer_fwd(c, st, &dm, params, rc, rs, NULL, x, y, &acts, &prof);
+    zt_qwen3_cuda_layer_bwd(c, st, &dm, params, grads, rc, rs, NULL, x, &acts, &work, dx, &prof);
     zt_cuda_sync(st, "bench_layer profile pass");
     zt_gprof_report(&prof, "breakdown");
     zt_gprof_free(&prof);
@@ -185,10 +182,10 @@ int main(int argc, char **argv) {
            fmed, bmed, flops / 1e12);
     printf("RESULT layer_tflops=%.2f\nRESULT peak_tflops=%.2f\nRESULT pct_peak=%.1f\n", tflops, peak,
            100.0 * tflops / peak);
-    printf("RESULT attn=%s\n", zt_glayer_use_cudnn ? "cudnn" : "gemm");
+    printf("RESULT attn=%s\n", dm.cudnn ? "cudnn" : "gemm");
 
-    zt_glayer_acts_free(&acts);
-    zt_glayer_work_free(&work);
+    zt_qwen3_cuda_acts_free(&acts);
+    zt_qwen3_cuda_work_free(&work);
     void *gf[] = {params, grads, x, y, dy, dx, rc, rs};
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
     zt_cuda_ctx_destroy(c);

@@ -7,21 +7,7 @@
 #include <string.h>
 
 #include "runtime/common.h"
-
-uint16_t zt_f2bf(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
-    u += 0x7fffu + ((u >> 16) & 1u);                     // round to nearest even
-    return (uint16_t)(u >> 16);
-}
-
-float zt_bf2f(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
+#include "tests/test_util.h"  // zt_max_rel_err
 
 float *zt_host_normal(int64_t n, float std, uint64_t seed, int round_bf16) {
     float *x = zt_xmalloc((size_t)n * sizeof(float));
@@ -47,7 +33,7 @@ float *zt_host_uniform(int64_t n, float lo, float hi, uint64_t seed, int round_b
 
 zt_bf16 *zt_dev_bf16(const float *x, int64_t n) {
     uint16_t *h = zt_xmalloc((size_t)n * 2);
-    for (int64_t i = 0; i < n; i++) h[i] = zt_f2bf(x[i]);
+    for (int64_t i = 0; i < n; i++) h[i] = zt_f32_to_bf16(x[i]);
     zt_bf16 *d = zt_cuda_malloc((size_t)n * 2);
     zt_cuda_memcpy_h2d(d, h, (size_t)n * 2);
     free(h);
@@ -63,24 +49,14 @@ float *zt_dev_f32(const float *x, int64_t n) {
 void zt_dev_get_bf16(float *dst, const zt_bf16 *src, int64_t n) {
     uint16_t *h = zt_xmalloc((size_t)n * 2);
     zt_cuda_memcpy_d2h(h, src, (size_t)n * 2);
-    for (int64_t i = 0; i < n; i++) dst[i] = zt_bf2f(h[i]);
+    for (int64_t i = 0; i < n; i++) dst[i] = zt_bf16_to_f32(h[i]);
     free(h);
 }
 
 void zt_dev_get_f32(float *dst, const float *src, int64_t n) { zt_cuda_memcpy_d2h(dst, src, (size_t)n * sizeof(float)); }
 
-double zt_relerr(const float *got, const float *ref, int64_t n) {
-    double maxdiff = 0, maxref = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) return INFINITY;
-        double dd = fabs((double)got[i] - (double)ref[i]);
-        double r = fabs((double)ref[i]);
-        if (dd > maxdiff) maxdiff = dd;
-        if (r > maxref) maxref = r;
-    }
-    if (maxref == 0) return maxdiff;
-    return maxdiff / maxref;
-}
+// The shared helper (tests/test_util.h) under the GPU tests' convention.
+double zt_relerr(const float *got, const float *ref, int64_t n) { return zt_max_rel_err(got, ref, n, 0, ZT_REL_FINITE); }
 
 void zt_skip_without_device(void) {
     if (zt_cuda_device_count() > 0) return;

@@ -1,17 +1,16 @@
 // Host helpers shared by the GPU test programs: bf16 rounding, random data,
 // upload/download, error norms, the no-device skip.
-// defines: zt_f2bf, zt_bf2f, zt_bf16_round, zt_host_*, zt_dev_*, zt_relerr, zt_median, ZT_SKIP_NO_DEVICE
+// defines: zt_host_*, zt_dev_*, zt_relerr, zt_median, ZT_SKIP_NO_DEVICE
 #ifndef ZT_GPU_TEST_UTIL_H
 #define ZT_GPU_TEST_UTIL_H
 #include <stdint.h>
 
+#include "kernels/bf16.h"
 #include "kernels/cuda/zt_cuda.h"
 
 #define ZT_EXIT_SKIP 77  // ctest SKIP_RETURN_CODE
 
-uint16_t zt_f2bf(float x);  // round to nearest even (NaN stays NaN)
-float zt_bf2f(uint16_t b);
-static inline float zt_bf16_round(float x) { return zt_bf2f(zt_f2bf(x)); }
+// bf16 rounding: zt_f32_to_bf16, zt_bf16_to_f32, zt_bf16_round (kernels/bf16.h).
 
 // N(0, std) from a seeded generator, rounded to bf16 when round_bf16.
 float *zt_host_normal(int64_t n, float std, uint64_t seed, int round_bf16);

@@ -48,6 +48,7 @@
 #include "runtime/common.h"
 #include "runtime/fsdp.h"
 #include "runtime/trainer.h"
+#include "tests/fsdp_schedule.h"
 #include "tests/gpu/gpu_test_util.h"
 
 #define STEPS 20
@@ -58,6 +59,9 @@
 #define TOL_LOSS 3e-2
 #define TOL_GNORM1 3e-2
 #define TOL_PARAM 0.25
+
+// Engine options of the cases below (pool sizes, recomputation), as the trainer passes them.
+static zt_fsdp_opts g_opts;
 
 static int failures, g_rank, g_world = 1;
 static void check(int ok, const char *what) {
@@ -150,11 +154,22 @@ static int schedule_ok(const zt_fsdp *f, int L) {
     return ok;
 }
 
+// The CPU backend's schedule assertions (tests/fsdp_schedule.h) on this backend's event log:
+// failures printed, counted.
+static int g_sched_n, g_sched_bad;
+static void sched_report(int ok, const char *message) {
+    g_sched_n++;
+    if (!ok) {
+        g_sched_bad++;
+        printf("  %s\n", message);
+    }
+}
+
 // tight: the smallest pools the schedule allows (2 parameter slots, 1 gradient slot; untied),
 // where no ordering event is implied by another one.
 static void run_case(zt_comm *dc, int tied, int tight) {
     char what[160];
-    if (tight && zt_fsdp_cuda_set_pools(2, 1) != 0) zt_die_on_err();
+    if (tight) g_opts.param_slots = 2, g_opts.grad_slots = 1;
     const zt_qwen3_config cfg = tiny(tied);
     const zt_hparams hp = hparams();
     const uint64_t seed = 4242;
@@ -164,7 +179,7 @@ static void run_case(zt_comm *dc, int tied, int tight) {
     zt_trainer ref;  // the whole global batch: W * GA micro-batches
     if (zt_trainer_init(&ref, &cfg, &zt_cpu_ops, MB, GA * g_world, SEQ, &hp, seed) != 0) zt_die_on_err();
     zt_fsdp f, f2;
-    if (zt_fsdp_init_cuda(&f, dc, dc, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
+    if (zt_fsdp_init_cuda(&f, dc, dc, &cfg, MB, GA, SEQ, &hp, seed, &g_opts) != 0) zt_die_on_err();
     const int U = f.nunits, L = cfg.num_layers;
     // The host copies of master/m/v are page-locked in one block (not pageable, not
     // registered piecemeal: page-sharing heap blocks cannot all be registered).
@@ -195,6 +210,13 @@ static void run_case(zt_comm *dc, int tied, int tight) {
         zt_fsdp_stats gs;
         if (zt_fsdp_step(&f, mine, 0, &gs) != 0) zt_die_on_err();
         if (s == 0) sched = schedule_ok(&f, L);
+        if (s == 0 && !tight) {
+            g_sched_n = g_sched_bad = 0;
+            zt_check_fsdp_schedule(&f, sched_report);
+            snprintf(what, sizeof what, "schedule as on the CPU backend (tests/fsdp_schedule.h): %d of %d conditions hold",
+                     g_sched_n - g_sched_bad, g_sched_n);
+            check(g_sched_n > 0 && g_sched_bad == 0, what);
+        }
         losses[s] = gs.loss;
         const double rel = isfinite(gs.loss) ? fabs(gs.loss - rs.loss) / fabs(rs.loss) : INFINITY;
         if (g_rank == 0) printf("%4d %12.6f %12.6f %10.2e %12.6f %12.6f\n", s + 1, rs.loss, gs.loss, rel, rs.grad_norm, gs.grad_norm);
@@ -229,7 +251,7 @@ static void run_case(zt_comm *dc, int tied, int tight) {
                             tight ? "_tight" : "", rel1, max_rel, prel);
 
     // determinism: a fresh engine, same seed and blocks
-    if (zt_fsdp_init_cuda(&f2, dc, dc, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
+    if (zt_fsdp_init_cuda(&f2, dc, dc, &cfg, MB, GA, SEQ, &hp, seed, &g_opts) != 0) zt_die_on_err();
     int same = 1;
     for (int s = 0; s < 5; s++) {
         make_blocks(buf, blocks, s, cfg.vocab_size);
@@ -242,9 +264,9 @@ static void run_case(zt_comm *dc, int tied, int tight) {
     }
     check(same, "a second engine from the same seed: bit-identical losses for 5 steps");
     zt_fsdp_free(&f2);
-    zt_fsdp_cuda_set_recompute(1);  // activation recomputation: the same numbers
-    if (zt_fsdp_init_cuda(&f2, dc, dc, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
-    zt_fsdp_cuda_set_recompute(0);
+    g_opts.recompute = 1;  // activation recomputation: the same numbers
+    if (zt_fsdp_init_cuda(&f2, dc, dc, &cfg, MB, GA, SEQ, &hp, seed, &g_opts) != 0) zt_die_on_err();
+    g_opts.recompute = 0;
     same = 1;
     for (int s = 0; s < 5; s++) {
         make_blocks(buf, blocks, s, cfg.vocab_size);
@@ -256,7 +278,7 @@ static void run_case(zt_comm *dc, int tied, int tight) {
     zt_fsdp_free(&f2);
     zt_fsdp_free(&f);
     zt_trainer_free(&ref);
-    if (tight) zt_fsdp_cuda_set_pools(0, 0);
+    if (tight) g_opts.param_slots = g_opts.grad_slots = 0;
     for (int u = 0; u < U; u++) free(init[u]);
     free(init);
     free(buf);
@@ -394,7 +416,7 @@ static void run_sft_case(zt_comm *dc, zt_comm *hc) {
     if (zt_trainer_init(&ref, &cfg, &zt_cpu_ops, MB, GA * g_world, SEQ, &hp, seed) != 0) zt_die_on_err();
     ref.model.isolated = 1;
     zt_fsdp f;
-    if (zt_fsdp_init_cuda(&f, hc, dc, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
+    if (zt_fsdp_init_cuda(&f, hc, dc, &cfg, MB, GA, SEQ, &hp, seed, &g_opts) != 0) zt_die_on_err();
     if (zt_fsdp_set_data(&f, 1, 1) != 0) zt_die_on_err();
     const int U = f.nunits;
     float **init = zt_xcalloc((size_t)U, sizeof(float *));
@@ -463,9 +485,9 @@ static void run_sft_case(zt_comm *dc, zt_comm *hc) {
     zt_fsdp_free(&f);
 
     // activation recomputation re-runs each layer's forward with the same positions
-    zt_fsdp_cuda_set_recompute(1);
-    if (zt_fsdp_init_cuda(&f, hc, dc, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
-    zt_fsdp_cuda_set_recompute(0);
+    g_opts.recompute = 1;
+    if (zt_fsdp_init_cuda(&f, hc, dc, &cfg, MB, GA, SEQ, &hp, seed, &g_opts) != 0) zt_die_on_err();
+    g_opts.recompute = 0;
     if (zt_fsdp_set_data(&f, 1, 1) != 0) zt_die_on_err();
     int same = 1;
     for (int s = 0; s < 3; s++) {
@@ -491,14 +513,16 @@ static void run_sft_refusals(zt_comm *dc) {
     const zt_qwen3_config cfg = tiny(0);
     const zt_hparams hp = hparams();
     zt_fsdp f;
-    if (zt_fsdp_init_cuda(&f, dc, dc, &cfg, MB, GA, SEQ, &hp, 5) != 0) zt_die_on_err();
-    zt_glayer_use_cudnn = 1;  // as zt_fsdp_cuda_set_attention(1) in a build with cuDNN
-    int rc = zt_fsdp_set_data(&f, 1, 1);
-    zt_glayer_use_cudnn = 0;
+    zt_fsdp fc;  // cuDNN attention selected (forced: this build may lack cuDNN; no attention runs here)
+    const zt_fsdp_opts copts = {.attention_cudnn = ZT_FSDP_CUDNN_FORCE};
+    if (zt_fsdp_init_cuda(&fc, dc, dc, &cfg, MB, GA, SEQ, &hp, 5, &copts) != 0) zt_die_on_err();
+    int rc = zt_fsdp_set_data(&fc, 1, 1);
     snprintf(what, sizeof what, "isolated documents with cuDNN attention refused: %s",
              rc ? zt_errmsg() : "accepted");
     check(rc != 0 && strstr(zt_errmsg(), "cannot keep packed documents apart"), what);
-    check(f.doc_isolated == 0 && f.token_flags == 0, "a refused zt_fsdp_set_data changes nothing");
+    check(fc.doc_isolated == 0 && fc.token_flags == 0, "a refused zt_fsdp_set_data changes nothing");
+    zt_fsdp_free(&fc);
+    if (zt_fsdp_init_cuda(&f, dc, dc, &cfg, MB, GA, SEQ, &hp, 5, &g_opts) != 0) zt_die_on_err();
     if (zt_fsdp_set_data(&f, 1, 1) != 0) zt_die_on_err();  // GEMM attention: accepted
     uint32_t *buf = zt_xmalloc((size_t)MB * GA * SEQ * sizeof(uint32_t));
     const uint32_t **blocks = zt_xcalloc((size_t)MB * GA, sizeof *blocks);

@@ -18,7 +18,7 @@
 // gpuW against cpuW (fp32) at bf16 tolerance: step-1 loss 1e-2, every step 3e-2,
 // parameters within 25% of their movement. And the all-gathers move bf16: gpuW's
 // gathered bytes are exactly half of cpuW's.
-// And activation recomputation (zt_fsdp_cuda_set_recompute): the same engine at W that
+// And activation recomputation (zt_fsdp_opts.recompute): the same engine at W that
 // keeps only layer inputs must give bit-identical losses and parameters.
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -90,11 +90,10 @@ static void run_case(zt_comm *hw, zt_comm *h1, zt_comm *cw, int tied) {
     if (g_rank == 0) printf("---- %s model, W = %d, micro-batch %d x grad-accum %d x seq %d\n", tied ? "tied" : "untied",
                             g_world, MB, GA, SEQ);
     zt_fsdp gw, g1, cw_, gr;
-    if (zt_fsdp_init_cuda(&gw, hw, hw, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
-    zt_fsdp_cuda_set_recompute(1);
-    if (zt_fsdp_init_cuda(&gr, hw, hw, &cfg, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
-    zt_fsdp_cuda_set_recompute(0);
-    if (zt_fsdp_init_cuda(&g1, h1, h1, &cfg, MB, GA * g_world, SEQ, &hp, seed) != 0) zt_die_on_err();
+    const zt_fsdp_opts recompute = {.recompute = 1};
+    if (zt_fsdp_init_cuda(&gw, hw, hw, &cfg, MB, GA, SEQ, &hp, seed, NULL) != 0) zt_die_on_err();
+    if (zt_fsdp_init_cuda(&gr, hw, hw, &cfg, MB, GA, SEQ, &hp, seed, &recompute) != 0) zt_die_on_err();
+    if (zt_fsdp_init_cuda(&g1, h1, h1, &cfg, MB, GA * g_world, SEQ, &hp, seed, NULL) != 0) zt_die_on_err();
     if (zt_fsdp_init(&cw_, cw, &cfg, &zt_cpu_ops, MB, GA, SEQ, &hp, seed) != 0) zt_die_on_err();
     const int U = gw.nunits;
     float **init = zt_xcalloc((size_t)U, sizeof(float *));

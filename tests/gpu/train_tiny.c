@@ -65,12 +65,12 @@ int main(void) {
     const float scale = 1.0f / (float)ntgt;
 
     // ---- GPU state: fp32 master, bf16 copy, fp32 grads and moments per unit ----
-    zt_glayer_dims dm = {.B = B, .S = S, .N = N, .d = d, .F = cfg.intermediate_size, .H = cfg.num_heads,
+    zt_qwen3_cuda_dims dm = {.B = B, .S = S, .N = N, .d = d, .F = cfg.intermediate_size, .H = cfg.num_heads,
                          .Hkv = cfg.num_kv_heads, .D = cfg.head_dim, .eps = (float)cfg.rms_norm_eps};
-    int64_t off[ZG_NT + 1];
-    zt_glayer_offsets(&dm, off);
+    int64_t off[ZT_L_NTENSORS + 1];
+    zt_qwen3_cuda_layer_offsets(&dm, off);
     for (int l = 0; l < L; l++)
-        for (int t = 0; t < ZG_NT; t++)
+        for (int t = 0; t < ZT_L_NTENSORS; t++)
             if (lay->units[1 + l].t[t].offset != off[t])
                 zt_fatal("gpu_layer offsets disagree with model/layout.c at tensor %s", lay->units[1 + l].t[t].name);
     zt_cuda_ctx *c = zt_cuda_ctx_create();
@@ -94,10 +94,10 @@ int main(void) {
     zt_cuda_memcpy_h2d(gtgt, tgt, (size_t)N * 4);
     zt_bf16 **X = zt_xcalloc((size_t)L + 1, sizeof(zt_bf16 *));
     for (int l = 0; l <= L; l++) X[l] = zt_cuda_malloc((size_t)(N * d) * 2);
-    zt_glayer_acts *acts = zt_xcalloc((size_t)L, sizeof *acts);
-    for (int l = 0; l < L; l++) zt_glayer_acts_alloc(&acts[l], &dm);
-    zt_glayer_work work;
-    zt_glayer_work_alloc(&work, &dm);
+    zt_qwen3_cuda_acts *acts = zt_xcalloc((size_t)L, sizeof *acts);
+    for (int l = 0; l < L; l++) zt_qwen3_cuda_acts_alloc(&acts[l], &dm);
+    zt_qwen3_cuda_work work;
+    zt_qwen3_cuda_work_alloc(&work, &dm);
     zt_bf16 *xf = zt_cuda_malloc((size_t)(N * d) * 2), *dln = zt_cuda_malloc((size_t)(N * d) * 2);
     zt_bf16 *dx = zt_cuda_malloc((size_t)(N * d) * 2);
     float *hrstd = zt_cuda_malloc((size_t)N * 4);
@@ -120,13 +120,13 @@ int main(void) {
         for (int u = 0; u < U; u++) zt_cuda_fill(gg[u], 0.0f, lay->units[u].numel, NULL);
         zt_cuda_embedding_fwd(NULL, X[0], gb[0], gtok, N, d, V);
         for (int l = 0; l < L; l++)
-            zt_glayer_fwd(c, NULL, &dm, gb[1 + l], rc, rs, NULL, X[l], X[l + 1], &acts[l], NULL);
+            zt_qwen3_cuda_layer_fwd(c, NULL, &dm, gb[1 + l], rc, rs, NULL, X[l], X[l + 1], &acts[l], NULL);
         zt_cuda_rmsnorm_fwd(NULL, xf, hrstd, X[L], gb[L + 1], N, d, dm.eps);
         zt_cuda_lmhead_xent(c, NULL, gloss, dln, gg[L + 1] + lm_off, ZT_F32, xf, gb[L + 1] + lm_off, gtgt, N, d, V,
                             scale);
         zt_cuda_rmsnorm_bwd(c, NULL, dx, gg[L + 1], dln, X[L], gb[L + 1], hrstd, N, d);
         for (int l = L - 1; l >= 0; l--)
-            zt_glayer_bwd(c, NULL, &dm, gb[1 + l], gg[1 + l], rc, rs, NULL, X[l], &acts[l], &work, dx, NULL);
+            zt_qwen3_cuda_layer_bwd(c, NULL, &dm, gb[1 + l], gg[1 + l], rc, rs, NULL, X[l], &acts[l], &work, dx, NULL);
         zt_cuda_embedding_bwd(NULL, gg[0], dx, gtok, N, d, V);
         for (int u = 0; u < U; u++) zt_cuda_sumsq(c, NULL, gsq + u, gg[u], lay->units[u].numel);
         double hloss, hsq[64], sq_gpu = 0;

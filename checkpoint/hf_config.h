@@ -1,0 +1,33 @@
+// Qwen3 dense model configuration, as in a Hugging Face config.json. Every field
+// comes from the file (head_dim is never derived when present). The model loads it
+// (model/config.h); the training checkpoint stores and validates it, so it lives
+// below both.
+// defines: zt_qwen3_config, zt_qwen3_config_parse, zt_qwen3_config_json, zt_qwen3_param_count
+#ifndef ZT_HF_CONFIG_H
+#define ZT_HF_CONFIG_H
+#include <stdint.h>
+
+typedef struct {
+    int64_t vocab_size;
+    int64_t hidden_size;        // d
+    int64_t intermediate_size;  // F
+    int num_layers;             // L
+    int num_heads;              // H
+    int num_kv_heads;           // Hkv
+    int head_dim;               // D
+    double rms_norm_eps;
+    double rope_theta;
+    int tie_word_embeddings;
+    double initializer_range;
+    int64_t max_position_embeddings;
+    int64_t bos_token_id;       // -1 when absent
+    int64_t eos_token_id;       // -1 when absent
+} zt_qwen3_config;
+
+// Parse from JSON text; `origin` names the source in error messages.
+int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *origin);
+// HF-compatible config.json text (malloc'd).
+char *zt_qwen3_config_json(const zt_qwen3_config *c);
+// Parameter count (with tied embeddings counted once).
+int64_t zt_qwen3_param_count(const zt_qwen3_config *c);
+#endif

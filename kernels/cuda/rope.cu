@@ -1,0 +1,80 @@
+// Half-split RoPE in place, with a device-computed fp32 cos/sin table: bf16 in and
+// out, fp32 arithmetic, the formulas of kernels/cpu/rope.c.
+// defines: zt_cuda_rope_table, zt_cuda_rope_fwd, zt_cuda_rope_bwd
+#include "kernels/cuda/cuda_internal.h"
+
+// torch's fp32 arithmetic: inv_freq = 1 / theta^(2i/D) rounded to fp32, angle =
+// pos * inv_freq in fp32; cos/sin evaluated in double and rounded, so the table
+// matches a correctly rounded host cosf/sinf (no fast-math approximations).
+__global__ void rope_table_kernel(float *cos_t, float *sin_t, int64_t S, int half, int D, float theta) {
+    const int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (idx >= S * half) return;
+    const int64_t p = idx / half;
+    const int i = (int)(idx % half);
+    const float expo = (float)(2 * i) / (float)D;
+    const float inv_freq = 1.0f / (float)pow((double)theta, (double)expo);
+    const float ang = (float)p * inv_freq;
+    cos_t[idx] = (float)cos((double)ang);
+    sin_t[idx] = (float)sin((double)ang);
+}
+
+// pos (NULL: t % S) is each token's position, e.g. inside its packed document; a
+// position outside the table traps the kernel (it would read past cos/sin).
+template <bool BWD>
+__global__ void rope_kernel(bf16 *__restrict__ x, const float *__restrict__ cos_t, const float *__restrict__ sin_t,
+                            const int32_t *__restrict__ posv, int64_t BS, int64_t S, int nh, int half) {
+    const int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;  // over (token, head, i < half)
+    if (idx >= BS * nh * half) return;
+    const int i = (int)(idx % half);
+    const int64_t th = idx / half;  // token * nh + head
+    const int64_t t = th / nh;
+    const int64_t pos = posv ? (int64_t)posv[t] : t % S;
+    if (pos < 0 || pos >= S) {
+        if (th % nh == 0 && i == 0)
+            printf("zt_cuda_rope: position %lld of token %lld is outside the table [0, %lld)\n", (long long)pos,
+                   (long long)t, (long long)S);
+        __trap();
+    }
+    bf16 *v = x + th * 2 * half;
+    const float c = cos_t[pos * half + i], s = sin_t[pos * half + i];
+    const float a = bf2f(v[i]), b = bf2f(v[i + half]);
+    if (!BWD) {
+        v[i] = f2bf(a * c - b * s);
+        v[i + half] = f2bf(b * c + a * s);
+    } else {  // transpose of the rotation
+        v[i] = f2bf(a * c + b * s);
+        v[i + half] = f2bf(b * c - a * s);
+    }
+}
+
+extern "C" void zt_cuda_rope_table(void *stream, float *cos_t, float *sin_t, int64_t S, int64_t D, double theta) {
+    ZT_REQUIRE(S > 0 && D > 0 && D % 2 == 0, "rope table S=%lld D=%lld (D must be even)", (long long)S, (long long)D);
+    cudaStream_t st = zt_st(stream);
+    const int64_t n = S * (D / 2);
+    ZT_LAUNCH(rope_table_kernel, zt_blocks(n, 256), 256, 0, st)(cos_t, sin_t, S, (int)(D / 2), (int)D, (float)theta);
+    ZT_LAUNCHED("rope_table_kernel", st);
+}
+
+static void rope_launch(bool bwd, void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t,
+                        const int32_t *pos, int64_t B, int64_t S, int64_t nh, int64_t D) {
+    ZT_REQUIRE(B > 0 && S > 0 && nh > 0 && D > 0 && D % 2 == 0, "rope B=%lld S=%lld heads=%lld D=%lld", (long long)B,
+               (long long)S, (long long)nh, (long long)D);
+    cudaStream_t st = zt_st(stream);
+    const int64_t n = B * S * nh * (D / 2);
+    if (bwd)
+        ZT_LAUNCH(rope_kernel<true>, zt_blocks(n, 256), 256, 0, st)((bf16 *)x, cos_t, sin_t, pos, B * S, S, (int)nh,
+                                                                    (int)(D / 2));
+    else
+        ZT_LAUNCH(rope_kernel<false>, zt_blocks(n, 256), 256, 0, st)((bf16 *)x, cos_t, sin_t, pos, B * S, S, (int)nh,
+                                                                     (int)(D / 2));
+    ZT_LAUNCHED(bwd ? "rope_kernel<bwd>" : "rope_kernel<fwd>", st);
+}
+
+extern "C" void zt_cuda_rope_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t, const int32_t *pos,
+                                 int64_t B, int64_t S, int64_t nh, int64_t D) {
+    rope_launch(false, stream, x, cos_t, sin_t, pos, B, S, nh, D);
+}
+extern "C" void zt_cuda_rope_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t,
+                                 const int32_t *pos, int64_t B, int64_t S, int64_t nh, int64_t D) {
+    rope_launch(true, stream, dx, cos_t, sin_t, pos, B, S, nh, D);
+}

@@ -1,0 +1,13 @@
+# The CUDA backend as a module loaded on demand (runtime/cuda_module.h): zerotrain links no
+# CUDA library (cuda_module_link), --help's peak RSS stays small and what loading the module
+# costs is measured (cuda_module_rss), watch / triage / plan / preflight / pack and a CPU
+# training run start with every CUDA library hidden in a private mount namespace
+# (cuda_module_hidden, root), and a missing or broken module is a clear error (cuda_module_missing).
+add_executable(maxrss ${ZT_TEST_DIR}/maxrss.c)
+add_library(fake_cuda_module MODULE ${ZT_TEST_DIR}/fake_cuda_module.c)
+foreach(case link rss hidden missing)
+  add_test(NAME cuda_module_${case}
+           COMMAND bash ${ZT_TEST_DIR}/cli/cuda_module.sh ${ZT_EXE} $<TARGET_FILE:maxrss> ${CMAKE_SOURCE_DIR}
+                   ${CMAKE_BINARY_DIR}/test-work/cuda_module ${case} $<TARGET_FILE:fake_cuda_module>)
+  set_tests_properties(cuda_module_${case} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endforeach()
