@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/qwen3.h"
+#include "model/layout.h"
 #include "runtime/common.h"
 
 static void add_tensor(zt_unit_layout *u, const char *name, int64_t rows, int64_t cols) {

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/zt_cuda.h"
-#include "model/qwen3.h"
+#include "model/layout.h"
 
 typedef struct {
     int64_t B, S, N;              // micro-batch, sequence, N = B*S tokens

@@ -1,0 +1,65 @@
+// The parameter layout of a Qwen3 dense model: which Hugging Face tensors live in which
+// FSDP unit, in what order, at what offset of the unit's flat vector (model/layout.c).
+// Unit 0 = embedding; units 1..L = decoder layers; unit L+1 = final norm (+ lm_head when
+// untied). The CPU model (model/qwen3.h), the GPU layer (model/qwen3_cuda_layer.h), the
+// engines and the checkpoints all read it.
+// defines: zt_qwen3_layout, zt_unit_layout, zt_tensor_desc, ZT_L_*, zt_qwen3_layer_shapes,
+//          zt_qwen3_layout_init/free/find, zt_qwen3_init_unit
+#ifndef ZT_LAYOUT_H
+#define ZT_LAYOUT_H
+#include <stdint.h>
+
+#include "model/config.h"
+
+#define ZT_UNIT_MAX_TENSORS 11
+
+typedef enum { ZT_UNIT_EMBED = 0, ZT_UNIT_LAYER = 1, ZT_UNIT_HEAD = 2 } zt_unit_kind;
+
+// Tensor order inside a decoder-layer unit (the canonical flat order).
+enum {
+    ZT_L_INPUT_NORM, ZT_L_Q, ZT_L_K, ZT_L_V, ZT_L_O, ZT_L_QNORM, ZT_L_KNORM, ZT_L_POST_NORM,
+    ZT_L_GATE, ZT_L_UP, ZT_L_DOWN, ZT_L_NTENSORS
+};
+
+// Shapes [rows, cols] (cols 0: a vector) of a decoder layer's tensors in that order: the one
+// definition model/layout.c (the unit layout) and the CUDA layer (its offsets) both use.
+static inline void zt_qwen3_layer_shapes(int64_t d, int64_t F, int64_t H, int64_t Hkv, int64_t D,
+                                         int64_t shape[ZT_L_NTENSORS][2]) {
+    const int64_t s[ZT_L_NTENSORS][2] = {{d, 0},       {H * D, d}, {Hkv * D, d}, {Hkv * D, d}, {d, H * D}, {D, 0},
+                                         {D, 0},       {d, 0},     {F, d},       {F, d},       {d, F}};
+    for (int i = 0; i < ZT_L_NTENSORS; i++) shape[i][0] = s[i][0], shape[i][1] = s[i][1];
+}
+
+typedef struct {
+    char name[96];      // Hugging Face tensor name
+    int ndim;           // 1 or 2
+    int64_t shape[2];   // [out, in] for matrices
+    int64_t offset;     // element offset inside the unit's flat vector
+    int64_t numel;
+    int decay;          // weight decay applies (matrices and embeddings, not norm weights)
+} zt_tensor_desc;
+
+typedef struct {
+    zt_unit_kind kind;
+    int layer;          // decoder layer index for ZT_UNIT_LAYER, else -1
+    int ntensors;
+    zt_tensor_desc t[ZT_UNIT_MAX_TENSORS];
+    int64_t numel;      // unpadded elements in the unit
+} zt_unit_layout;
+
+typedef struct {
+    zt_qwen3_config cfg;
+    int nunits;
+    zt_unit_layout *units;
+    int64_t total_numel;
+} zt_qwen3_layout;
+
+int zt_qwen3_layout_init(zt_qwen3_layout *lay, const zt_qwen3_config *cfg);
+void zt_qwen3_layout_free(zt_qwen3_layout *lay);
+// Find a tensor by HF name; returns 0 and sets *unit/*idx, or -1.
+int zt_qwen3_layout_find(const zt_qwen3_layout *lay, const char *name, int *unit, int *idx);
+// transformers-style init: N(0, initializer_range) for matrices, 1 for norms.
+// Each tensor draws from its own stream (seed, unit, tensor), so the values do not
+// depend on how units are later sharded.
+void zt_qwen3_init_unit(const zt_qwen3_layout *lay, int unit, float *params, uint64_t seed);
+#endif
