@@ -159,6 +159,26 @@ static void eval_micro(zt_fsdp *f, int slot) {
     if (tied) param_release(f, s_emb);
 }
 
+// ---- data ------------------------------------------------------------------------------------
+
+int64_t zt_fsdp_stage_rows(const zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
+                           int32_t *pos) {
+    const int64_t S = f->seq_len;
+    int64_t n = 0;
+    for (int64_t b = 0; b < f->micro_batch; b++) {
+        uint32_t *ib = ids + b * S;
+        int32_t *tb = targets + b * S, *pb = pos ? pos + b * S : NULL;
+        if (blocks[b]) {
+            n += zt_qwen3_batch(blocks[b], 1, S, f->doc_isolated, ib, tb, pb);
+        } else {  // a filler: zeros whose targets count nothing
+            memset(ib, 0, (size_t)S * sizeof(uint32_t));
+            (void)zt_qwen3_batch(ib, 1, S, f->doc_isolated, ib, tb, pb);
+            (void)zt_qwen3_drop_row_targets(tb, 0, S);
+        }
+    }
+    return n;
+}
+
 // ---- the step ------------------------------------------------------------------------------
 
 int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks, const char *what, int64_t *global) {

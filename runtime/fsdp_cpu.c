@@ -23,8 +23,7 @@ typedef struct {
     int gunit[G], gmicro[G]; // its unit and micro-batch
     int64_t rs_seq;
     float *dx;               // activation gradient [N, d]
-    uint32_t *raw;           // staged micro-batches: raw words [grad_accum][N]
-    uint32_t *ids;           // bare ids [grad_accum][N]
+    uint32_t *ids;           // staged micro-batches: bare ids [grad_accum][N]
     int32_t *tgt, *pos;      // targets and document positions [grad_accum][N]
     double *loss;            // [grad_accum] the head's loss per staged micro-batch
 } cpu_state;
@@ -103,17 +102,8 @@ static void progress(zt_fsdp *f) { zt_comm_progress(f->comm); }
 
 static int64_t stage(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
     cpu_state *c = st(f);
-    const int64_t S = f->seq_len, B = f->micro_batch, N = B * S;
-    uint32_t *raw = c->raw + (size_t)slot * N;
-    for (int64_t b = 0; b < B; b++) {
-        if (blocks[b]) memcpy(raw + b * S, blocks[b], (size_t)S * sizeof(uint32_t));
-        else memset(raw + b * S, 0, (size_t)S * sizeof(uint32_t));
-    }
-    int32_t *tgt = c->tgt + (size_t)slot * N;
-    int64_t n = zt_qwen3_batch(raw, B, S, f->doc_isolated, c->ids + (size_t)slot * N, tgt, c->pos + (size_t)slot * N);
-    for (int64_t b = 0; b < B; b++)
-        if (!blocks[b]) n -= zt_qwen3_drop_row_targets(tgt, b, S);
-    return n;
+    const size_t at = (size_t)slot * (size_t)f->model.N;
+    return zt_fsdp_stage_rows(f, blocks, c->ids + at, c->tgt + at, c->pos + at);
 }
 
 static void use_batch(zt_fsdp *f, int slot) {
@@ -122,7 +112,7 @@ static void use_batch(zt_fsdp *f, int slot) {
     const size_t N = (size_t)m->N;
     memcpy(m->ids, c->ids + slot * N, N * sizeof(uint32_t));
     memcpy(m->targets, c->tgt + slot * N, N * sizeof(int32_t));
-    memcpy(m->pos, c->pos + slot * N, N * sizeof(int32_t));
+    if (f->doc_isolated) memcpy(m->pos, c->pos + slot * N, N * sizeof(int32_t));  // read only when isolated
 }
 
 // ---- unit passes ----------------------------------------------------------------------------
@@ -202,7 +192,7 @@ static void cpu_free(zt_fsdp *f) {
         free(f->gbuf[s]);
         free(c->grecv[s]);
     }
-    free(c->dx), free(c->raw), free(c->ids), free(c->tgt), free(c->pos), free(c->loss);
+    free(c->dx), free(c->ids), free(c->tgt), free(c->pos), free(c->loss);
     free(c);
     f->bs = NULL;
 }
@@ -229,7 +219,6 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
     }
     const size_t N = (size_t)(micro_batch * seq_len), slots = (size_t)grad_accum;
     c->dx = zt_xcalloc(N * (size_t)cfg->hidden_size, sizeof(float));
-    c->raw = zt_xcalloc(slots * N, sizeof(uint32_t));
     c->ids = zt_xcalloc(slots * N, sizeof(uint32_t));
     c->tgt = zt_xcalloc(slots * N, sizeof(int32_t));
     c->pos = zt_xcalloc(slots * N, sizeof(int32_t));

@@ -201,23 +201,12 @@ static void reduce_scatter(zt_fsdp *f, int s, int unit) {
 
 // ---- data ------------------------------------------------------------------------------------
 
-// Raw block words of one micro-batch into host slot `slot`: bare ids (flags cleared, in
-// place), targets and positions. A NULL block (an evaluation filler) runs as zeros whose
-// targets count nothing. The slot is free: the host synchronised with the last step or
-// evaluation round that read it.
+// One micro-batch into host slot `slot` (zt_fsdp_stage_rows). The slot is free: the host
+// synchronised with the last step or evaluation round that read it.
 static int64_t stage(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
     gpu_state *c = st(f);
-    const int64_t S = f->seq_len, B = f->micro_batch, N = B * S;
-    uint32_t *ids = c->tok_h + (size_t)slot * N;
-    int32_t *tgt = c->tgt_h + (size_t)slot * N;
-    for (int64_t b = 0; b < B; b++) {
-        if (blocks[b]) memcpy(ids + b * S, blocks[b], (size_t)S * sizeof(uint32_t));
-        else memset(ids + b * S, 0, (size_t)S * sizeof(uint32_t));
-    }
-    int64_t n = zt_qwen3_batch(ids, B, S, f->doc_isolated, ids, tgt, f->doc_isolated ? c->pos_h + (size_t)slot * N : NULL);
-    for (int64_t b = 0; b < B; b++)
-        if (!blocks[b]) n -= zt_qwen3_drop_row_targets(tgt, b, S);
-    return n;
+    const size_t at = (size_t)slot * (size_t)c->dm.N;
+    return zt_fsdp_stage_rows(f, blocks, c->tok_h + at, c->tgt_h + at, f->doc_isolated ? c->pos_h + at : NULL);
 }
 
 // Host slot `slot` to the device on the compute stream: ordered before every kernel of the micro-batch.

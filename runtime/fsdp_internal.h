@@ -8,7 +8,7 @@
 // collective or a pass is carried out: host waits (CPU) or CUDA events between streams
 // (GPU). Every hook is called on every rank in the same order.
 // defines: zt_fsdp_backend, zt_fsdp_reduced, zt_fsdp_init_host, zt_fsdp_count_targets,
-//          zt_fsdp_cpu_backend, zt_fsdp_cuda_engine_init
+//          zt_fsdp_stage_rows, zt_fsdp_cpu_backend, zt_fsdp_cuda_engine_init
 #ifndef ZT_FSDP_INTERNAL_H
 #define ZT_FSDP_INTERNAL_H
 #include "runtime/fsdp.h"
@@ -82,6 +82,13 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
 // The trained targets of `nblocks` blocks of this rank, summed over all ranks (one
 // all-reduce on the host comm, tagged `what`) when f->token_flags; W * nblocks * (S - 1) otherwise.
 int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks, const char *what, int64_t *global);
+
+// A backend's `stage`: the raw block words of one micro-batch (blocks[0..micro_batch), row
+// b at ids/targets/pos + b * seq_len) as bare ids, targets and (pos non-NULL) document
+// positions (zt_qwen3_batch, row by row, straight from the blocks); a NULL block is a filler
+// of zeros whose targets count nothing. Returns the micro-batch's trained targets.
+int64_t zt_fsdp_stage_rows(const zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
+                           int32_t *pos);
 
 // The GPU backend's constructor (fsdp_cuda.c, inside the CUDA module; reached through
 // runtime/cuda_module.h).

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/bf16.h"
 #include "runtime/comm.h"
 #include "runtime/common.h"
 #include "tests/test_util.h"
@@ -67,18 +68,6 @@ static inline void cs_free(void *b) { zt_cs.m->release(b); }
 
 // Small integers: sums over ranks stay exact in f32 and bf16 (|sum| <= 11 W), so SUM compares with ==.
 static inline double cs_val(int r, size_t i) { return (double)((int)((r * 31 + i * 17) % 23) - 11); }
-// Exact for values with at most 8 significant bits (the small integers above).
-static inline uint16_t cs_f2bf(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);
-}
-static inline float cs_bf2f(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 // ---- layout -----------------------------------------------------------------------------
 static inline void zt_comm_suite_info(void) {
@@ -182,7 +171,7 @@ static inline void zt_comm_suite_reduce_scatter(void) {
         sf[j] = (float)cs_val(I.rank, j);
         sd[j] = cs_val(I.rank, j) + 0.25;
         si[j] = (int64_t)cs_val(I.rank, j) * 1000000007LL;
-        sb[j] = cs_f2bf((float)cs_val(I.rank, j));
+        sb[j] = zt_f32_to_bf16((float)cs_val(I.rank, j));
     }
     void *dsf = cs_buf(sf, W * n * 4), *dsd = cs_buf(sd, W * n * 8), *dsi = cs_buf(si, W * n * 8);
     void *drf = cs_buf(NULL, n * 4), *daf = cs_buf(NULL, n * 4), *drd = cs_buf(NULL, n * 8), *dad = cs_buf(NULL, n * 8);
@@ -215,7 +204,7 @@ static inline void zt_comm_suite_reduce_scatter(void) {
         bad += fabs(ad[i] - (s + 0.25 * I.world) / I.world) > 1e-12;
         bad += ri[i] != (int64_t)s * 1000000007LL;
         bad += mi[i] != (int64_t)mx * 1000000007LL;
-        if (zt_cs.m->bf16_reduce) bad += cs_bf2f(rb[i]) != (float)s;
+        if (zt_cs.m->bf16_reduce) bad += zt_bf16_to_f32(rb[i]) != (float)s;
         af[i] *= (float)I.world;  // compare avg * world against the sum
     }
     CHECK(bad == 0, "reduce_scatter: %d wrong elements", bad);

@@ -82,11 +82,11 @@ set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEO
 set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/trainer.c ${ZT_R}/comm.c
     ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_cuda_layer.c)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
-           LIBS zt_kernels DEFS ZT_HAVE_CUDA_FSDP=1 ZT_NCCL_NO_MPI=1)
+           LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
 add_test(NAME emu_fsdp_cuda COMMAND emu_test_fsdp_cuda)
 set_tests_properties(emu_fsdp_cuda PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 zt_emu_exe(emu_test_fsdp_cuda_mpi SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
-           ${ZT_EMU_ENGINE} ${ZT_R}/comm_mpi.c LIBS zt_kernels MPI::MPI_C DEFS ZT_HAVE_CUDA_FSDP=1)
+           ${ZT_EMU_ENGINE} ${ZT_R}/comm_mpi.c LIBS zt_kernels MPI::MPI_C)
 foreach(w 2 3)
   add_test(NAME emu_fsdp_cuda_mpi_w${w}
            COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} ${w} $<TARGET_FILE:emu_test_fsdp_cuda_mpi> --mpi)
@@ -137,8 +137,7 @@ list(REMOVE_ITEM ZT_EMU_RUNTIME ${ZT_R}/common.c)
 file(GLOB ZT_EMU_LAUNCH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/launch/*.c)
 zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/qwen3_cuda_layer.c
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_common ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
-           DEFS ZT_HAVE_CUDA=1 ZT_HAVE_CUDA_FSDP=1 ZT_HAVE_NCCL=1
-                ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
+           DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
 foreach(case w1_matches_cpu w2_matches_w1 resume_exact)
   add_test(NAME emu_cli_${case}
            COMMAND bash ${ZT_TEST_DIR}/cli/cudaemu_cli.sh $<TARGET_FILE:zerotrain_cudaemu> ${ZT_EXE}
@@ -148,7 +147,7 @@ endforeach()
 
 # The GPU engine at W against itself at W = 1 and the fp32 CPU engine (tests/gpu/test_fsdp_cuda_vs.c).
 zt_emu_exe(emu_test_fsdp_cuda_vs SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda_vs.c ${ZT_GPU_DIR}/gpu_test_util.c
-           ${ZT_EMU_ENGINE} ${ZT_R}/comm_mpi.c LIBS zt_kernels MPI::MPI_C DEFS ZT_HAVE_CUDA_FSDP=1)
+           ${ZT_EMU_ENGINE} ${ZT_R}/comm_mpi.c LIBS zt_kernels MPI::MPI_C)
 foreach(w 1 2 3)
   add_test(NAME emu_fsdp_cuda_vs_w${w}
            COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} ${w} $<TARGET_FILE:emu_test_fsdp_cuda_vs>)
@@ -157,7 +156,7 @@ endforeach()
 
 # The engine benchmark's code path on tiny shapes (a smoke run: emulated times mean nothing).
 zt_emu_exe(emu_bench_fsdp_cuda SOURCES ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
-           LIBS zt_kernels DEFS ZT_HAVE_CUDA_FSDP=1 ZT_NCCL_NO_MPI=1)
+           LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
 add_test(NAME emu_bench_fsdp_smoke COMMAND emu_bench_fsdp_cuda --tiny --steps 2 --warmup 1)
 set_tests_properties(emu_bench_fsdp_smoke PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 300)
 

@@ -37,7 +37,7 @@ if(ZT_CUDA)
     add_executable(test_fsdp_cuda ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
                    ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/trainer.c ${ZT_R}/comm.c ${ZT_R}/flight.c
                    ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
-    target_compile_definitions(test_fsdp_cuda PRIVATE ZT_HAVE_CUDA_FSDP=1 ZT_NCCL_NO_MPI=1)
+    target_compile_definitions(test_fsdp_cuda PRIVATE ZT_NCCL_NO_MPI=1)
     target_include_directories(test_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})
     target_link_libraries(test_fsdp_cuda PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} Threads::Threads m)
     add_test(NAME gpu_fsdp_cuda COMMAND test_fsdp_cuda)
@@ -50,7 +50,6 @@ if(ZT_CUDA)
         add_executable(${name} ${ARGN} ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c
                        ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
                        ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
-        target_compile_definitions(${name} PRIVATE ZT_HAVE_CUDA_FSDP=1)
         target_include_directories(${name} PRIVATE ${ZT_NCCL_INCLUDE})
         target_link_libraries(${name} PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C Threads::Threads m)
       endfunction()
@@ -80,7 +79,7 @@ exec "$@" "$n" "$bin"]]
     add_executable(bench_fsdp_cuda ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
                    ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
                    ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
-    target_compile_definitions(bench_fsdp_cuda PRIVATE ZT_HAVE_CUDA_FSDP=1 ZT_NCCL_NO_MPI=1)
+    target_compile_definitions(bench_fsdp_cuda PRIVATE ZT_NCCL_NO_MPI=1)
     target_include_directories(bench_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})
     target_link_libraries(bench_fsdp_cuda PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} Threads::Threads m)
     set_target_properties(test_fsdp_cuda bench_fsdp_cuda PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

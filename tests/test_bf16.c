@@ -13,17 +13,6 @@
 #include "kernels/bf16.h"
 #include "tests/test_util.h"
 
-static float from_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint32_t bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 // |x| rounded to nearest even on the bf16 grid, as a double (inf past the largest finite).
 static double ref_round_abs(double a) {
     if (a == 0) return 0;
@@ -43,7 +32,7 @@ static int g_bad_shown;
 static void check_one(float x) {
     const uint16_t h = zt_f32_to_bf16(x);
     const float y = zt_bf16_to_f32(h);
-    const uint32_t u = bits(x);
+    const uint32_t u = zt_f32_bits(x);
     int ok;
     if (isnan(x)) {
         ok = isnan(y) && signbit(y) == signbit(x) && (h & 0x0040) && (h & 0x3f) == ((u >> 16) & 0x3f);
@@ -97,15 +86,15 @@ int main(void) {
         {0xff812345u, 0xffc1, "negative signalling NaN"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const uint16_t h = zt_f32_to_bf16(from_bits(cases[i].in));
+        const uint16_t h = zt_f32_to_bf16(zt_f32_from_bits(cases[i].in));
         CHECK(h == cases[i].out, "%s: 0x%08x -> 0x%04x, want 0x%04x", cases[i].what, cases[i].in, h, cases[i].out);
-        check_one(from_bits(cases[i].in));
+        check_one(zt_f32_from_bits(cases[i].in));
     }
     // bf16 -> fp32 is exact and round-trips every non-NaN bf16.
     int rt_bad = 0;
     for (uint32_t h = 0; h < 0x10000u; h++) {
         const float f = zt_bf16_to_f32((uint16_t)h);
-        if (bits(f) != h << 16 || (!isnan(f) && zt_f32_to_bf16(f) != h)) rt_bad++;
+        if (zt_f32_bits(f) != h << 16 || (!isnan(f) && zt_f32_to_bf16(f) != h)) rt_bad++;
     }
     CHECK(rt_bad == 0, "%d bf16 values do not round-trip", rt_bad);
     CHECK(zt_bf16_round(1.00390625f) == 1.0f && zt_bf16_round(-3.0f) == -3.0f, "zt_bf16_round");
@@ -115,9 +104,9 @@ int main(void) {
     static const uint32_t lows[] = {0x0000, 0x0001, 0x3fff, 0x7ffe, 0x7fff, 0x8000, 0x8001, 0xc000, 0xffff};
     uint64_t s = 0x9e3779b97f4a7c15ull;
     for (uint32_t hi = 0; hi < 0x10000u; hi++) {
-        for (size_t j = 0; j < sizeof lows / sizeof lows[0]; j++) check_one(from_bits(hi << 16 | lows[j]));
+        for (size_t j = 0; j < sizeof lows / sizeof lows[0]; j++) check_one(zt_f32_from_bits(hi << 16 | lows[j]));
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        check_one(from_bits(hi << 16 | (uint32_t)(s & 0xffff)));
+        check_one(zt_f32_from_bits(hi << 16 | (uint32_t)(s & 0xffff)));
     }
     TEST_END();
 }

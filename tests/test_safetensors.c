@@ -20,19 +20,7 @@ static char tmpdir[64];
 // Same formula as ramp() in tests/reference/make_safetensors_fixtures.py.
 static float ramp(int i) { return (float)(sin(0.37 * i + 0.1) * (1.0 + 0.25 * i)); }
 
-static uint32_t bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float from_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static int same_float(float a, float b) { return (isnan(a) && isnan(b)) || bits(a) == bits(b); }
+static int same_float(float a, float b) { return (isnan(a) && isnan(b)) || zt_f32_bits(a) == zt_f32_bits(b); }
 
 static char *tmp_path(const char *name) {
     static char buf[4][256];
@@ -78,7 +66,7 @@ static void check_against_expect(const zt_st_file *f, const char *name, float *g
     CHECK(zt_st_read_f32(f, e, want) == 0, "read %s: %s", ename, zt_errmsg());
     for (int64_t i = 0; i < t->numel; i++)
         CHECK(same_float(got[i], want[i]), "%s[%lld] = %.9g (0x%08x), torch says %.9g (0x%08x)", name, (long long)i,
-              got[i], bits(got[i]), want[i], bits(want[i]));
+              got[i], zt_f32_bits(got[i]), want[i], zt_f32_bits(want[i]));
 }
 
 // ---- (a) the Python library's file -------------------------------------------------
@@ -118,8 +106,8 @@ static void test_python_fixture(void) {
         // Torch rounded the same formula to bf16; our rounding must give the same bits.
         zt_st_read_f32(&f, t, got);
         for (int i = 0; i < 20; i++)
-            CHECK(bits(got[i]) == ((uint32_t)zt_f32_to_bf16(ramp(i)) << 16), "bf16[%d] 0x%08x vs ours 0x%04x", i,
-                  bits(got[i]), zt_f32_to_bf16(ramp(i)));
+            CHECK(zt_f32_bits(got[i]) == ((uint32_t)zt_f32_to_bf16(ramp(i)) << 16), "bf16[%d] 0x%08x vs ours 0x%04x", i,
+                  zt_f32_bits(got[i]), zt_f32_to_bf16(ramp(i)));
     }
     check_against_expect(&f, "model.layers.0.bf16", got, want);
 
@@ -196,7 +184,7 @@ static void test_conversions(void) {
         {0xffc00000u, 0xffc0, "negative NaN keeps sign"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        uint16_t h = zt_f32_to_bf16(from_bits(cases[i].in));
+        uint16_t h = zt_f32_to_bf16(zt_f32_from_bits(cases[i].in));
         CHECK(h == cases[i].out, "bf16(0x%08x) = 0x%04x, want 0x%04x (%s)", cases[i].in, h, cases[i].out,
               cases[i].what);
     }
@@ -204,9 +192,9 @@ static void test_conversions(void) {
     // must stay NaN rather than become inf.
     uint32_t nans[] = {0x7f800001u, 0x7fbfffffu, 0xff800001u, 0x7fffffffu};
     for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
-        float back = zt_bf16_to_f32(zt_f32_to_bf16(from_bits(nans[i])));
+        float back = zt_bf16_to_f32(zt_f32_to_bf16(zt_f32_from_bits(nans[i])));
         CHECK(isnan(back) && (signbit(back) != 0) == ((nans[i] >> 31) != 0), "NaN 0x%08x -> 0x%04x", nans[i],
-              zt_f32_to_bf16(from_bits(nans[i])));
+              zt_f32_to_bf16(zt_f32_from_bits(nans[i])));
     }
     CHECK(zt_bf16_to_f32(0x4049) == 3.140625f, "bf16 0x4049 -> %g", zt_bf16_to_f32(0x4049));
 
@@ -234,8 +222,8 @@ static void test_conversions(void) {
 static void test_round_trip(void) {
     static float a[RT_N], b[RT_N], got[RT_N];
     for (int i = 0; i < RT_N; i++) a[i] = ramp(i) * 1e3f, b[i] = ramp(i + 7) * 1e-3f;
-    a[0] = from_bits(0x7f7fffffu), a[1] = -0.0f, a[2] = ldexpf(1, -140), a[3] = INFINITY;
-    b[0] = NAN, b[1] = -INFINITY, b[2] = from_bits(0x3f808000u);
+    a[0] = zt_f32_from_bits(0x7f7fffffu), a[1] = -0.0f, a[2] = ldexpf(1, -140), a[3] = INFINITY;
+    b[0] = NAN, b[1] = -INFINITY, b[2] = zt_f32_from_bits(0x3f808000u);
 
     zt_st_writer *w = zt_st_writer_new();
     int64_t sa[2] = {10, 100}, sb[3] = {10, 10, 10}, s0[2] = {0, 4}, sc[1] = {3};

@@ -6,9 +6,22 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int zt_test_failures __attribute__((unused)) = 0;
 static int zt_test_checks __attribute__((unused)) = 0;
+
+// A float's bit pattern and back (bf16 and dtype tests).
+static inline uint32_t zt_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float zt_f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 #define CHECK(cond, ...)                                                     \
     do {                                                                     \
