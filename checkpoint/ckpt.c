@@ -238,47 +238,89 @@ int zt_ckpt_scan_run(const char *run_dir, char *names, size_t n) {
     return count;
 }
 
-int zt_ckpt_auto_pick(const char *run_dir, char *out, size_t n, char *note, size_t note_n) {
+int zt_ckpt_auto_candidates(const char *run_dir, char ***paths, char *note, size_t note_n) {
+    *paths = NULL;
     if (note && note_n) note[0] = 0;
-    if (zt_ckpt_resolve(run_dir, out, n) == 0) return 0;  // latest is good: the normal case
-    char latest_why[1024];
-    snprintf(latest_why, sizeof latest_why, "%s", zt_errmsg());
-    char ck[4200];
+    char ck[4200], first[4096] = "", latest_why[1024] = "";
     snprintf(ck, sizeof ck, "%s/checkpoints", run_dir);
+    if (zt_ckpt_resolve(run_dir, first, sizeof first) != 0) snprintf(latest_why, sizeof latest_why, "%s", zt_errmsg());
     step_dir *v;
     const int nc = list_complete(ck, &v);
+    char **out = zt_xcalloc((size_t)nc + 1, sizeof *out);
+    int n = 0;
+    if (first[0]) out[n++] = strdup(first);  // latest is good: the normal case, tried first
     char tried[3072] = "";
     size_t used = 0;
     for (int i = 0; i < nc; i++) {
         char dir[4400];
         snprintf(dir, sizeof dir, "%s/%s", ck, v[i].name);
+        if (first[0] && !strcmp(dir, first)) continue;
         zt_ckpt_meta meta;
         zt_qwen3_config cfg;
         if (zt_ckpt_open_meta(dir, &meta, &cfg, NULL) == 0) {
-            snprintf(out, n, "%s", dir);
-            if (note)
-                snprintf(note, note_n,
-                         "--resume auto: %.600s; resuming from %s, the newest complete checkpoint whose metadata "
-                         "reads%s%.900s",
-                         latest_why, v[i].name, used ? " (skipped: " : "", used ? tried : "");
-            if (note && used) strncat(note, ")", note_n - strlen(note) - 1);
-            free(v);
-            return 0;
-        }
-        if (used < sizeof tried)
+            out[n++] = strdup(dir);
+        } else if (used < sizeof tried) {
             used += (size_t)snprintf(tried + used, sizeof tried - used, "%s%s: %.300s", used ? "; " : "", v[i].name,
                                      zt_errmsg());
+        }
     }
     free(v);
+    if (n > 0) {
+        if (note && !first[0]) {
+            const char *base = strrchr(out[0], '/');
+            snprintf(note, note_n,
+                     "--resume auto: %.600s; resuming from %s, the newest complete checkpoint whose metadata reads%s%.900s%s",
+                     latest_why, base ? base + 1 : out[0], used ? " (skipped: " : "", used ? tried : "", used ? ")" : "");
+        }
+        *paths = out;
+        return n;
+    }
+    free(out);
     char names[1024];
     const int any = zt_ckpt_scan_run(run_dir, names, sizeof names);
     if (!any) {  // no checkpoint at all: a fresh start is what auto means
         zt_err("%s/checkpoints holds no checkpoint", run_dir);
-        return 1;
+        return 0;
     }
     return zt_err("--resume auto: %s/checkpoints holds %s but none can be resumed from (latest: %.500s%s%.1200s); "
                   "refusing to start over them: name one with --resume PATH, or pass --overwrite to discard them",
                   run_dir, names, latest_why, used ? "; " : "", used ? tried : "");
+}
+
+int zt_ckpt_clear_removing(const char *run_dir, FILE *log) {
+    char ck[4200], p[4500];
+    snprintf(ck, sizeof ck, "%s/checkpoints", run_dir);
+    DIR *d = opendir(ck);
+    if (!d) return 0;
+    int n = 0, rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "step-", 5) || len < 9 || strcmp(e->d_name + len - 9, ".removing")) continue;
+        snprintf(p, sizeof p, "%s/%s", ck, e->d_name);
+        if (rm_rf(p) != 0) rc = -1;
+        else n++;
+        if (log && rc == 0) fprintf(log, "checkpoints: removed %s (a removal an earlier job did not finish)\n", p);
+    }
+    closedir(d);
+    return rc;
+}
+
+void zt_ckpt_free_paths(char **paths) {
+    for (int i = 0; paths && paths[i]; i++) free(paths[i]);
+    free(paths);
+}
+
+// A checkpoint is removed by renaming it to step-N.removing first (one atomic step that
+// takes it out of every listing), then deleting that: a crash in between leaves only a
+// name that the next save or start clears, never a step-N/ holding half its files.
+static int remove_checkpoint_dir(const char *ckdir, const char *name) {
+    char from[4400], to[4500];
+    snprintf(from, sizeof from, "%s/%s", ckdir, name);
+    snprintf(to, sizeof to, "%s.removing", from);
+    if (rm_rf(to) != 0) return -1;
+    if (rename(from, to) != 0) return zt_err("%s: cannot move aside to remove it: %s", from, strerror(errno));
+    return rm_rf(to);
 }
 
 // ---- agreement --------------------------------------------------------------------
@@ -720,11 +762,13 @@ static int write_latest(const char *ckdir, const char *name) {
     return fsync_path(ckdir, 1);
 }
 
-// step-N.partial (a save that never finished) or step-N.replaced (an interrupted re-save).
+// step-N.partial (a save that never finished), step-N.replaced (an interrupted re-save) or
+// step-N.removing (an interrupted prune).
 static int is_stale_name(const char *name) {
     size_t n = strlen(name);
     return strncmp(name, "step-", 5) == 0 &&
-           (has_partial_suffix(name) || (n > 9 && !strcmp(name + n - 9, ".replaced")));
+           (has_partial_suffix(name) || (n > 9 && !strcmp(name + n - 9, ".replaced")) ||
+            (n > 9 && !strcmp(name + n - 9, ".removing")));
 }
 
 // Remove complete checkpoints beyond keep_last (never `keep`) and stale .partial
@@ -739,8 +783,8 @@ static void prune(const char *ckdir, const char *keep, int keep_last) {
             kept++;
             continue;
         }
-        snprintf(p, sizeof p, "%s/%s", ckdir, v[i].name);
-        if (rm_rf(p) != 0) fprintf(stderr, "zerotrain: warning: --keep-last: %s\n", zt_errmsg());
+        if (remove_checkpoint_dir(ckdir, v[i].name) != 0)
+            fprintf(stderr, "zerotrain: warning: --keep-last: %s\n", zt_errmsg());
     }
     free(v);
     DIR *d = opendir(ckdir);

@@ -98,12 +98,20 @@ int zt_ckpt_resolve(const char *path, char *out, size_t n);
 // checkpoint is never started over without --overwrite.
 int zt_ckpt_scan_run(const char *run_dir, char *names, size_t n);
 
-// --resume auto: the checkpoint to continue from. 0: out holds it — RUN/checkpoints/latest
-// when that resolves, else the newest complete step directory whose metadata reads (note
-// then says why latest was not used and what was skipped). 1: RUN holds no checkpoint at
+// --resume auto: the checkpoints to try, best first: RUN/checkpoints/latest when it
+// resolves, then every other complete step directory whose metadata reads, newest first
+// (the trainer loads them in that order and falls back past one whose data checksums fail).
+// > 0: how many, *paths a NULL-terminated malloc'd list (zt_ckpt_free_paths); note says why
+// latest was not used and what was skipped, when it was not. 0: RUN holds no checkpoint at
 // all (a fresh start is right). -1 + zt_err: checkpoints are there but none can be resumed
 // from (the message names them and why).
-int zt_ckpt_auto_pick(const char *run_dir, char *out, size_t n, char *note, size_t note_n);
+int zt_ckpt_auto_candidates(const char *run_dir, char ***paths, char *note, size_t note_n);
+void zt_ckpt_free_paths(char **paths);
+
+// Deletes RUN/checkpoints/step-N.removing directories (a prune interrupted by a crash;
+// pruning renames a checkpoint to that name before deleting it), naming each on log.
+// Only for the job holding the run directory's lock. 0, or -1 + zt_err.
+int zt_ckpt_clear_removing(const char *run_dir, FILE *log);
 
 // Attributes only (no parameter data, no checksum pass). cfg and train_json may be
 // NULL; *train_json is malloc'd ("" when the checkpoint has none).

@@ -8,6 +8,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -250,7 +254,126 @@ out:
     return rc;
 }
 
-// Size check and read-only map of one block file.
+
+// ---- a file that changes under its mapping ----------------------------------------------
+// Reading a mapped page past a file's new end raises SIGBUS, and a file rewritten in place
+// (cp over it) silently feeds other tokens. zt_dataset_read_block copies a block under a
+// guard (a SIGBUS inside the copy jumps back and becomes an error) between two checks of the
+// file's size and modification time against those at open. Elsewhere (the checksum pass at
+// open), the handler names the mapped file the fault hit before the process ends as it would.
+
+#define ZT_MAP_REGISTRY 1024
+static struct { const char *addr; size_t len; const char *path; } g_maps[ZT_MAP_REGISTRY];
+static pthread_mutex_t g_maps_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sigaction g_prev_bus;
+static pthread_once_t g_bus_once = PTHREAD_ONCE_INIT;
+static __thread sigjmp_buf *volatile t_guard;
+
+static void put_str(const char *s) { (void)!write(STDERR_FILENO, s, strlen(s)); }
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    if (t_guard) siglongjmp(*t_guard, 1);
+    const char *a = si ? (const char *)si->si_addr : NULL;
+    for (int i = 0; a && i < ZT_MAP_REGISTRY; i++)
+        if (g_maps[i].addr && a >= g_maps[i].addr && a < g_maps[i].addr + g_maps[i].len) {
+            put_str("zerotrain: error: SIGBUS reading ");
+            put_str(g_maps[i].path);
+            put_str(": the file changed while it was in use (truncated or rewritten in place); the process ends\n");
+            break;
+        }
+    if ((g_prev_bus.sa_flags & SA_SIGINFO) && g_prev_bus.sa_sigaction) {
+        g_prev_bus.sa_sigaction(sig, si, uc);
+    } else if (!(g_prev_bus.sa_flags & SA_SIGINFO) && g_prev_bus.sa_handler != SIG_DFL &&
+               g_prev_bus.sa_handler != SIG_IGN) {
+        g_prev_bus.sa_handler(sig);
+    }
+    signal(SIGBUS, SIG_DFL);  // the faulting access runs again and ends the process with SIGBUS
+}
+
+static void install_sigbus(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &g_prev_bus);
+}
+
+static void register_map(const zt_data_file *f, int add) {
+    pthread_once(&g_bus_once, install_sigbus);
+    pthread_mutex_lock(&g_maps_mu);
+    for (int i = 0; i < ZT_MAP_REGISTRY; i++) {
+        if (add && !g_maps[i].addr) {
+            g_maps[i].len = f->bytes, g_maps[i].path = f->path;
+            __atomic_store_n(&g_maps[i].addr, (const char *)f->data, __ATOMIC_RELEASE);
+            break;
+        }
+        if (!add && g_maps[i].addr == (const char *)f->data) {
+            __atomic_store_n(&g_maps[i].addr, NULL, __ATOMIC_RELEASE);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_maps_mu);
+}
+
+// 0 when the file's size and modification time are those it had at open; else 1 and why.
+static int file_changed(const zt_data_file *f, char *why, size_t n) {
+    struct stat st;
+    if (fstat(f->fd, &st) != 0) {
+        snprintf(why, n, "it cannot be examined any more: %s", strerror(errno));
+        return 1;
+    }
+    if ((uint64_t)st.st_size != (uint64_t)f->bytes) {
+        snprintf(why, n, "it now holds %lld bytes, %zu when training opened it", (long long)st.st_size, f->bytes);
+        return 1;
+    }
+    if (st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec) {
+        snprintf(why, n, "it was written to after training opened it (same size, new modification time)");
+        return 1;
+    }
+    return 0;
+}
+
+int zt_copy_guarded(void *dst, const void *src, size_t n) {
+    pthread_once(&g_bus_once, install_sigbus);
+    sigjmp_buf jb;
+    if (sigsetjmp(jb, 1)) {  // SIGBUS inside the copy: the pages are gone
+        t_guard = NULL;
+        return -1;
+    }
+    t_guard = &jb;
+    memcpy(dst, src, n);
+    t_guard = NULL;
+    return 0;
+}
+
+int zt_dataset_read_block(const zt_dataset *ds, int file, int64_t block, uint32_t *dst) {
+    if (file < 0 || file >= ds->nfiles || block < 0 || block >= ds->files[file].blocks)
+        return zt_err("%s: block %lld of file %d is out of range", ds->dir, (long long)block, file);
+    const zt_data_file *f = &ds->files[file];
+    const size_t n = (size_t)ds->seq_len * sizeof(uint32_t);
+    char why[256];
+    if (file_changed(f, why, sizeof why)) goto changed;
+    if (zt_copy_guarded(dst, f->data + block * (int64_t)ds->seq_len, n) != 0) {
+        snprintf(why, sizeof why, "reading it raised SIGBUS: it was truncated under the mapping");
+        goto changed;
+    }
+    if (file_changed(f, why, sizeof why)) goto changed;
+    return 0;
+changed:
+    return zt_err("%s: the file changed while training (%s); block %lld cannot be read as the data packed into "
+                  "it (dataset.json's crc32c 0x%08x). Restore the file, or pack the data anew and continue with "
+                  "--resume --allow-new-data",
+                  f->path, why, (long long)block, f->crc32c);
+}
+
+int zt_dataset_check_unchanged(const zt_dataset *ds, int file) {
+    char why[256];
+    if (file < 0 || file >= ds->nfiles || !file_changed(&ds->files[file], why, sizeof why)) return 0;
+    return zt_err("%s: the file changed while training (%s)", ds->files[file].path, why);
+}
+
+// Size check and read-only map of one block file (its descriptor stays open: the change check).
 static int map_file(const zt_dataset *ds, zt_data_file *f) {
     int fd = open(f->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -289,8 +412,11 @@ static int map_file(const zt_dataset *ds, zt_data_file *f) {
             return zt_err("%s: mmap of %zu bytes failed: %s", f->path, f->bytes, strerror(e));
         }
         f->data = p;
+        register_map(f, 1);
     }
-    close(fd);  // the mapping keeps the file alive
+    f->fd = fd;
+    f->fd_open = 1;
+    f->mtime = st.st_mtim;
     return 0;
 }
 
@@ -411,8 +537,13 @@ const uint32_t *zt_dataset_block(const zt_dataset *ds, int file, int64_t block) 
 }
 
 void zt_dataset_close(zt_dataset *ds) {
-    for (int i = 0; i < ds->nfiles; i++)
-        if (ds->files[i].data) munmap((void *)ds->files[i].data, ds->files[i].bytes);
+    for (int i = 0; i < ds->nfiles; i++) {
+        if (ds->files[i].data) {
+            register_map(&ds->files[i], 0);
+            munmap((void *)ds->files[i].data, ds->files[i].bytes);
+        }
+        if (ds->files[i].fd_open) close(ds->files[i].fd);
+    }
     free(ds->files);
     memset(ds, 0, sizeof *ds);
     ds->eos_id = -1;

@@ -1,10 +1,11 @@
 // The token dataset directory: dataset.json plus headerless little-endian
 // uint32 block files (blocks = bytes / 4 / seq_len), memory-mapped read-only.
-// defines: zt_dataset, zt_dataset_open, zt_dataset_block, zt_dataset_close
+// defines: zt_dataset, zt_dataset_open, zt_dataset_block, zt_dataset_read_block, zt_copy_guarded, zt_dataset_close
 #ifndef ZT_DATASET_H
 #define ZT_DATASET_H
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define ZT_DATASET_FORMAT "zerotrain-tokens"
 #define ZT_DATASET_VERSION 1       // plain token streams: every word is a bare id, every target trained
@@ -26,6 +27,8 @@ typedef struct {
     uint32_t crc32c;         // of the whole file, from dataset.json
     const uint32_t *data;    // mmap'd tokens (NULL when blocks == 0)
     size_t bytes;
+    int fd, fd_open;         // kept open: the file's size and modification time are checked on every read
+    struct timespec mtime;   // modification time at open
 } zt_data_file;
 
 typedef struct {
@@ -57,8 +60,19 @@ typedef struct {
 // count differing from dataset.json, crc mismatch, token id >= vocab (with file,
 // block index and position inside the block).
 int zt_dataset_open(zt_dataset *ds, const char *dir, const zt_dataset_opts *opts);
-// Pointer to seq_len tokens of block `block` of file `file`.
+// Pointer to seq_len tokens of block `block` of file `file` (the mapping itself: a file
+// truncated meanwhile faults on access; training reads through zt_dataset_read_block).
 const uint32_t *zt_dataset_block(const zt_dataset *ds, int file, int64_t block);
+// Copies block `block` of file `file` (seq_len words) into dst, safely against the file
+// changing underneath: its size and modification time are compared with those at open
+// before and after the copy, and a SIGBUS inside the copy (the file truncated under the
+// mapping) is caught. -1 + zt_err naming the file, the block and what changed.
+int zt_dataset_read_block(const zt_dataset *ds, int file, int64_t block, uint32_t *dst);
+// memcpy from a mapping that may have lost its pages (the file truncated): 0, or -1 when the
+// copy faulted with SIGBUS (caught; dst then holds a partial copy).
+int zt_copy_guarded(void *dst, const void *src, size_t n);
+// 0 when file `file` still has its size and modification time of open; -1 + zt_err.
+int zt_dataset_check_unchanged(const zt_dataset *ds, int file);
 void zt_dataset_close(zt_dataset *ds);
 
 // ---- pack: token ids -> dataset directory ----

@@ -31,7 +31,8 @@
 
 // One output block file and the tokens not yet written to it.
 typedef struct {
-    char path[4096];
+    char path[4096];  // the block file's name once the pack is complete
+    char tmp[4200];   // written under this name (path + ".partial"), renamed at the end
     int fd;
     uint32_t *buf;
     int64_t cap, n;  // cap is a whole number of blocks, so a full buffer is whole blocks
@@ -59,7 +60,7 @@ static int write_all(pack_writer *w, const void *data, size_t n) {
         if (k < 0) {
             int e = errno;
             if (e == EINTR) continue;
-            return zt_err("%s: write failed after %llu bytes written: %s%s", w->path,
+            return zt_err("%s: write failed after %llu bytes written: %s%s", w->tmp,
                           (unsigned long long)w->bytes_written, strerror(e),
                           e == ENOSPC ? " (free space or pack to another disk; this pack is incomplete and "
                                             "has no dataset.json)"
@@ -412,6 +413,24 @@ static int check_opts(const zt_pack_opts *o, int ninputs) {
     return 0;
 }
 
+// 0 when no input is one of the files the pack writes (block files, their .partial names,
+// dataset.json): compared by device and inode, so a hard link or a symlink counts too.
+static int check_inputs_not_outputs(const char *const *inputs, int ninputs, const pack_writer *w, int nw,
+                                    const char *jpath) {
+    for (int i = 0; i < ninputs; i++) {
+        struct stat in, out;
+        if (stat(inputs[i], &in) != 0) continue;  // a missing input is refused by the caller
+        for (int k = 0; k < 2 * nw + 1; k++) {
+            const char *o = k == 2 * nw ? jpath : k % 2 ? w[k / 2].tmp : w[k / 2].path;
+            if (stat(o, &out) == 0 && out.st_dev == in.st_dev && out.st_ino == in.st_ino)
+                return zt_err("%s: this input is %s, a file the pack writes (%s): packing would destroy the input "
+                              "before reading it; write the dataset to another directory with -o",
+                              inputs[i], o, strcmp(inputs[i], o) ? "the same file through a link" : "the same path");
+        }
+    }
+    return 0;
+}
+
 int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const zt_pack_opts *opts,
             zt_pack_stats *stats) {
     zt_pack_stats local;
@@ -433,8 +452,6 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
         if (stat(inputs[i], &st) == 0 && S_ISDIR(st.st_mode))
             return zt_err("%s: is a directory, not an input file", inputs[i]);
     }
-    if (zt_mkdirs(out_dir)) return -1;
-
     int nw = opts->per_rank > 0 ? opts->per_rank : 1;
     int64_t cap_blocks = ZT_PACK_BUF_TOKENS / nw / opts->seq_len;
     if (cap_blocks < 1) cap_blocks = 1;
@@ -444,13 +461,26 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     pk.last_report = pk.t0;
     for (int i = 0; i < ninputs; i++)
         if (stat(inputs[i], &st) == 0) pk.bytes_total += (int64_t)st.st_size;
-    int rc = 0, opened = 0;
-    for (int i = 0; i < nw && rc == 0; i++, opened++) {
+    for (int i = 0; i < nw; i++) {
         if (opts->per_rank > 0) snprintf(w[i].path, sizeof w[i].path, "%s/rank-%05d.u32", out_dir, i);
         else snprintf(w[i].path, sizeof w[i].path, "%s/data.u32", out_dir);
-        w[i].fd = open(w[i].path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        snprintf(w[i].tmp, sizeof w[i].tmp, "%s.partial", w[i].path);
+        w[i].fd = -1;
+    }
+    // An input that is a file this pack writes (the same path, a hard link or a symlink to it)
+    // would be truncated before it is read: refused before anything is opened for writing.
+    int rc = check_inputs_not_outputs(inputs, ninputs, w, nw, jpath), opened = 0;
+    if (rc == 0 && zt_mkdirs(out_dir)) rc = -1;
+    for (int i = 0; i < nw && rc == 0; i++, opened++) {
+        // a stale .partial of an interrupted pack goes first; never written through (O_EXCL: not
+        // a symlink left there, whatever it points to)
+        if (unlink(w[i].tmp) != 0 && errno != ENOENT) {
+            rc = zt_err("%s: cannot remove the stale partial file: %s", w[i].tmp, strerror(errno));
+            break;
+        }
+        w[i].fd = open(w[i].tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (w[i].fd < 0) {
-            rc = zt_err("%s: cannot create: %s", w[i].path, strerror(errno));
+            rc = zt_err("%s: cannot create: %s", w[i].tmp, strerror(errno));
             break;
         }
         w[i].cap = cap_blocks * opts->seq_len;
@@ -478,14 +508,20 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
         stats->trained_tokens += w[i].trained;
         stats->padding_tokens += w[i].padding;
         // dataset.json must never describe data that a crash could still lose.
-        if (fsync(w[i].fd) != 0) rc = zt_err("%s: fsync failed: %s", w[i].path, strerror(errno));
+        if (fsync(w[i].fd) != 0) rc = zt_err("%s: fsync failed: %s", w[i].tmp, strerror(errno));
     }
     for (int i = 0; i < opened; i++) {
         if (w[i].fd >= 0 && close(w[i].fd) != 0 && rc == 0)
-            rc = zt_err("%s: close failed: %s", w[i].path, strerror(errno));
+            rc = zt_err("%s: close failed: %s", w[i].tmp, strerror(errno));
         w[i].fd = -1;
     }
     stats->nfiles = nw;
+    // Complete: the block files take their names, then dataset.json (written last, atomically)
+    // makes the directory a dataset. A crash before that leaves no dataset.json: nothing that
+    // looks complete.
+    int renamed = 0;
+    for (int i = 0; i < nw && rc == 0; i++, renamed++)
+        if (rename(w[i].tmp, w[i].path) != 0) rc = zt_err("cannot rename %s to %s: %s", w[i].tmp, w[i].path, strerror(errno));
     if (rc == 0) {
         char *json = dataset_json(opts, w, nw, stats);
         size_t n = strlen(json);
@@ -498,7 +534,7 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     }
     if (rc != 0) {
         // Without dataset.json the block files are unusable; don't leave them to be mistaken for data.
-        for (int i = 0; i < opened; i++) unlink(w[i].path);
+        for (int i = 0; i < opened; i++) unlink(i < renamed ? w[i].path : w[i].tmp);
     }
     for (int i = 0; i < nw; i++) free(w[i].buf);
     free(w);

@@ -10,6 +10,7 @@
 
 #include "data/chat.h"
 #include "data/dataset.h"
+#include "model/qwen3.h"
 #include "data/tokenizer.h"
 #include "launch/commands.h"
 #include "runtime/common.h"
@@ -148,6 +149,18 @@ static int verify_dataset(const char *dir, long long model_vocab) {
                ds.dir, (long long)trained, (long long)docs, ds.doc_isolated ? "isolated" : "attend to each other");
     printf("%s: ok: %lld blocks (%lld tokens) checked in %.2f s\n", ds.dir, (long long)ds.total_blocks,
            (long long)ds.total_blocks * ds.seq_len, zt_now() - t0);
+    // What `train` would refuse as --eval-data (and what would train nothing as --data).
+    int64_t targets = 0;
+    for (int i = 0; i < ds.nfiles; i++)
+        for (int64_t b = 0; b < ds.files[i].blocks; b++)
+            targets += zt_qwen3_count_targets(zt_dataset_block(&ds, i, b), ds.seq_len, ds.doc_isolated);
+    if (ds.total_blocks == 0)
+        fprintf(stderr, "zerotrain: warning: %s holds no blocks: train refuses it as --eval-data, and as --data it "
+                        "gives no step\n", ds.dir);
+    else if (targets == 0)
+        fprintf(stderr, "zerotrain: warning: %s: its blocks hold no trained target (every prediction is masked out "
+                        "of the loss): train refuses it as --eval-data, and as --data no step would change the "
+                        "model\n", ds.dir);
     if (ds.nfiles > 1 && ds.files[lo].blocks != ds.files[hi].blocks)
         printf("%s: uneven: %s has %lld blocks, %s has %lld; a per-rank run must stop every rank after %lld "
                "blocks\n",

@@ -95,6 +95,12 @@ static const zt_flag train_flags[] = {
      .help = "write every rank's block ids per step to RUN/ranks/rank-N.blocks (debugging)"},
     {"debug-signal-at-step", ZT_FLAG_I64, ZT_AT_I64(T, debug_signal_at_step), "K", 1, INT64_MAX,
      .help = "rank 0 raises SIGUSR1 during step K (testing the graceful stop)"},
+    {"debug-signal-in-eval", ZT_FLAG_I64, ZT_AT_I64(T, debug_signal_in_eval), "M", 1, INT64_MAX,
+     .help = "the last rank raises SIGUSR1 before micro-batch M of the first evaluation\n"
+             "(testing the stop during evaluation)"},
+    {"no-run-lock", ZT_FLAG_CLEAR, ZT_AT_INT(T, run_lock), .def = ZT_DEF_RUN_LOCK,
+     .help = "do not lock RUN/lock (only for file systems without flock; then make sure\n"
+             "by other means that one job at a time uses the run directory)"},
 
     {.type = ZT_FLAG_SECTION, .help = "ranks (launch with mpirun -n W zerotrain train ...; without mpirun W = 1):"},
     {"collective-timeout", ZT_FLAG_F64, ZT_AT_F64(T, collective_timeout), "S", .fmin = 0.1, .fmax = 1e7,

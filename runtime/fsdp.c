@@ -199,7 +199,11 @@ int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks
     return rc;
 }
 
-int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out) {
+// The two flags summed over ranks in one number: stops in the low bits, bad inputs above
+// (exact in the float64 all-reduce for any world size below 2^16).
+#define ZT_FSDP_BAD_UNIT 65536
+
+int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_stats *out) {
     const double t0 = zt_now();
     const int64_t S = f->seq_len, B = f->micro_batch;
     f->t_wait = 0;
@@ -218,14 +222,17 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
         train_micro(f, mb, scale);
     }
     zt_fsdp_reduced r;
-    if (f->be->step_reduce(f, stop_request, &r) != 0) return -1;
+    const int packed = (flags & ZT_FSDP_STOP ? 1 : 0) + (flags & ZT_FSDP_INPUT_BAD ? ZT_FSDP_BAD_UNIT : 0);
+    if (f->be->step_reduce(f, packed, &r) != 0) return -1;
+    const int bad = r.stop / ZT_FSDP_BAD_UNIT;
+    r.stop %= ZT_FSDP_BAD_UNIT;
 
     const double norm = sqrt(r.sumsq);
     const int nonfinite = r.nonfinite_ranks != 0 || !isfinite(r.loss) || !isfinite(norm);
     const double coef = zt_clip_coef(norm, f->hp.clip);
     const double lr = zt_lr_at(&f->hp, f->step);
-    f->step++;
-    if (!nonfinite && targets > 0)  // the same decision on every rank: it comes from the all-reduced values
+    if (!bad) f->step++;
+    if (!nonfinite && targets > 0 && !bad)  // the same decision on every rank: it comes from the all-reduced values
         for (int i = 0; i < f->nunits; i++)
             if (f->units[i].valid > 0) f->be->update(f, i, coef, lr);
     if (f->be->step_end) f->be->step_end(f);
@@ -238,6 +245,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
     out->nonfinite = nonfinite;
     out->nonfinite_ranks = r.nonfinite_ranks;
     out->stop_requested = r.stop;
+    out->input_bad = bad;
     out->t_step = zt_now() - t0;
     out->t_comm_wait = r.comm_wait;
     out->t_compute = out->t_step - r.comm_wait;
@@ -246,28 +254,84 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt
     return 0;
 }
 
-// Micro-batches run in rounds of grad_accum (the staging slots' count): after each round
-// the backend hands the round's losses to the host (summed in micro-batch order).
-int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *loss_sum, int64_t *targets) {
+// Micro-batches use the staging slots round robin; after every grad_accum of them (a round)
+// the backend hands the round's losses to the host (summed in micro-batch order), so a slot
+// is refilled only after its last use has finished. With src->stop, every rank agrees before
+// each micro-batch whether to go on (an all-reduce of [stop, bad] on the host comm): a stop
+// request or a bad input on any rank ends the pass on every rank at the same micro-batch.
+int zt_fsdp_eval_from(zt_fsdp *f, int nmicro, const zt_fsdp_eval_source *src, zt_fsdp_eval_result *out) {
     const int64_t B = f->micro_batch;
     const int saved_micro = f->micro;
+    const uint32_t **blocks = zt_xcalloc((size_t)B, sizeof *blocks);
     double red[2] = {0, 0};
+    memset(out, 0, sizeof *out);
+    char why[ZT_ERR_MAX] = "";
+    int rc = 0, pending = 0;
     if (f->be->eval_begin) f->be->eval_begin(f);
-    for (int m0 = 0; m0 < nmicro; m0 += f->grad_accum) {
-        const int k = nmicro - m0 < f->grad_accum ? nmicro - m0 : f->grad_accum;
-        for (int j = 0; j < k; j++) red[1] += (double)f->be->stage(f, blocks + (size_t)(m0 + j) * B, j);
-        for (int j = 0; j < k; j++) {
-            f->micro = m0 + j;
-            eval_micro(f, j);
+    for (int m = 0; m < nmicro; m++) {
+        int64_t flags[2] = {0, 0};  // ranks that want to stop, ranks whose input is bad
+        if (src->stop && src->stop(src->ctx)) flags[0] = 1;
+        if (!flags[0] && src->fetch(src->ctx, m, blocks) != 0) {
+            flags[1] = 1;
+            snprintf(why, sizeof why, "%s", zt_errmsg());
         }
-        if (f->be->eval_losses(f, k, &red[0]) != 0) return -1;
+        if (src->stop) {
+            const double tw = zt_now();
+            rc = zt_allreduce(f->comm, flags, flags, 2, ZT_DT_I64, ZT_RED_SUM, "evaluation: go on?");
+            f->t_wait += zt_now() - tw;
+            if (rc != 0) break;
+        }
+        if (flags[0] || flags[1]) {
+            out->stopped = (int)flags[0];
+            out->bad = (int)flags[1];
+            break;
+        }
+        const int slot = m % f->grad_accum;
+        red[1] += (double)f->be->stage(f, blocks, slot);
+        f->micro = m;
+        eval_micro(f, slot);
+        pending++;
+        if (slot == f->grad_accum - 1 || m == nmicro - 1) {
+            if ((rc = f->be->eval_losses(f, pending, &red[0])) != 0) break;
+            pending = 0;
+        }
+        out->micro_done = m + 1;
     }
+    double dropped = 0;  // an ended pass: the round's losses are read (the device drained) and dropped
+    if (rc == 0 && pending) rc = f->be->eval_losses(f, pending, &dropped);
     f->micro = saved_micro;
     if (f->be->eval_end) f->be->eval_end(f);
+    free(blocks);
+    if (rc != 0) return -1;
+    if (out->stopped || out->bad) {
+        if (why[0]) zt_err("%s", why);  // this rank's own reason; the others know only that one failed
+        return 0;
+    }
     // {loss sum, targets}: exact in double (counts < 2^53), on every rank the same
     if (f->be->allreduce_f64(f, red, 2, "eval loss") != 0) return -1;
-    *loss_sum = red[0];
-    *targets = (int64_t)red[1];
+    out->loss_sum = red[0];
+    out->targets = (int64_t)red[1];
+    return 0;
+}
+
+typedef struct {
+    const uint32_t *const *blocks;
+    int64_t B;
+} array_source;
+
+static int array_fetch(void *ctx, int m, const uint32_t **blocks) {
+    const array_source *a = ctx;
+    memcpy(blocks, a->blocks + (size_t)m * (size_t)a->B, (size_t)a->B * sizeof *blocks);
+    return 0;
+}
+
+int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *loss_sum, int64_t *targets) {
+    array_source a = {blocks, f->micro_batch};
+    const zt_fsdp_eval_source src = {.fetch = array_fetch, .ctx = &a};
+    zt_fsdp_eval_result res;
+    if (zt_fsdp_eval_from(f, nmicro, &src, &res) != 0) return -1;
+    *loss_sum = res.loss_sum;
+    *targets = res.targets;
     return 0;
 }
 
@@ -335,11 +399,28 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
 
 int zt_fsdp_cuda_available(void) { return zt_cuda_module_load() != NULL; }
 
+static char g_no_cuda[ZT_ERR_MAX];  // why the last zt_fsdp_cuda_devices that looked found none
+
 int zt_fsdp_cuda_devices(int load) {
     if (!load && !zt_cuda_module_loaded() && !zt_cuda_driver_present()) return 0;
     const zt_cuda_module *m = zt_cuda_module_load();
-    return m ? m->devices() : 0;
+    if (!m) {
+        snprintf(g_no_cuda, sizeof g_no_cuda, "%s", zt_errmsg());
+        return 0;
+    }
+    zt_err_clear();
+    const int n = m->devices();
+    g_no_cuda[0] = 0;
+    if (n < 1) {
+        char mod[ZT_ERR_MAX];
+        snprintf(g_no_cuda, sizeof g_no_cuda, "the CUDA module %.1500s loaded but sees no CUDA device: %.400s (check "
+                 "CUDA_VISIBLE_DEVICES and the driver: nvidia-smi)", zt_cuda_module_describe(mod, sizeof mod),
+                 zt_errmsg());
+    }
+    return n;
 }
+
+const char *zt_fsdp_cuda_why_none(void) { return g_no_cuda[0] ? g_no_cuda : NULL; }
 
 void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n) {
     const zt_cuda_module *m = zt_cuda_module_load();

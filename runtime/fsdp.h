@@ -9,7 +9,7 @@
 // (fsdp_cuda.c, bf16 compute with fp32 master/grads on device buffers through an NCCL
 // zt_comm; built into the CUDA module, runtime/cuda_module.h, loaded on demand), selected
 // by zt_fsdp_init / zt_fsdp_init_cuda.
-// defines: zt_fsdp, zt_fsdp_opts, zt_fsdp_init, zt_fsdp_init_cuda, zt_fsdp_step, zt_fsdp_eval,
+// defines: zt_fsdp, zt_fsdp_opts, zt_fsdp_init, zt_fsdp_init_cuda, zt_fsdp_step, zt_fsdp_eval, zt_fsdp_eval_from,
 //          zt_fsdp_gather_full, zt_fsdp_to_device, zt_fsdp_to_host, zt_fsdp_free, zt_fsdp_event
 #ifndef ZT_FSDP_H
 #define ZT_FSDP_H
@@ -51,7 +51,8 @@ typedef struct {
     int64_t tokens;         // global tokens in the step
     int nonfinite;          // 1: the loss or the gradient norm was not finite (then the update was skipped)
     int nonfinite_ranks;    // ranks whose loss was not finite (CPU engine; the GPU engine sums the loss: -1 if so)
-    int stop_requested;     // ranks that passed stop_request (all-reduced with the loss: no extra collective)
+    int stop_requested;     // ranks that passed ZT_FSDP_STOP (all-reduced with the loss: no extra collective)
+    int input_bad;          // ranks that passed ZT_FSDP_INPUT_BAD: the step made no update
     double t_step, t_compute, t_comm_wait;  // this rank's seconds
     int64_t bytes_gathered, bytes_scattered; // this rank's received (all-gather) / sent (reduce-scatter) bytes
 } zt_fsdp_stats;
@@ -131,6 +132,11 @@ int zt_fsdp_cuda_available(void);  // the CUDA module loads (this loads it)
 // CUDA devices visible to this process: 0 without the module, or (unless `load`) when no
 // NVIDIA driver is present, so that `--device auto` on a CPU host never loads the module.
 int zt_fsdp_cuda_devices(int load);
+// Why the last zt_fsdp_cuda_devices that looked for a GPU (--device cuda, or auto on a host
+// with an NVIDIA driver) found none: the module's load error (every path tried and why), or
+// "the CUDA module /abs/path (...) loaded but sees no CUDA device: <CUDA's reason>". NULL when it did not
+// look (no driver) or found a device.
+const char *zt_fsdp_cuda_why_none(void);
 // "cuda backend: NVIDIA H200, sm_90, 132 SMs, 139.8 GiB (device 0)" for an NCCL comm's GPU.
 void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n);
 // Host copies <-> device state (GPU engine; no-ops on the CPU engine). to_device after
@@ -138,8 +144,13 @@ void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n);
 int zt_fsdp_to_device(zt_fsdp *f);
 int zt_fsdp_to_host(zt_fsdp *f);
 // One optimizer step; blocks holds this rank's micro_batch * grad_accum blocks.
-// stop_request (e.g. a signal arrived) is summed over ranks into out->stop_requested.
-int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int stop_request, zt_fsdp_stats *out);
+// flags: ZT_FSDP_STOP (e.g. a signal arrived), counted over ranks into out->stop_requested;
+// ZT_FSDP_INPUT_BAD (this rank's blocks could not be read: they hold zeros), counted into
+// out->input_bad: when any rank says so, no rank updates and the step counter stays (the
+// step did not happen). Both ride on the step's one control all-reduce.
+#define ZT_FSDP_STOP 1
+#define ZT_FSDP_INPUT_BAD 2
+int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_stats *out);
 // What the blocks hold, before the first step (every rank the same): token_flags for
 // version-2 words (loss masks, document starts), isolated for document-causal attention
 // and per-document RoPE positions (needs token_flags). The GPU engine refuses isolation
@@ -152,6 +163,26 @@ int zt_fsdp_set_data(zt_fsdp *f, int token_flags, int isolated);
 // and target count; parameters, optimizer state, the step counter and gradients are
 // untouched.
 int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *loss_sum, int64_t *targets);
+// The same pass with micro-batches fetched one at a time. fetch fills blocks[0..micro_batch)
+// of micro-batch m (NULL: a filler) and returns 0, or -1 + zt_err when this rank's input is
+// bad. With stop (nonzero: this rank asks the pass to end, e.g. a stop signal), every rank
+// agrees before each micro-batch (an all-reduce on the host comm): a stop or a bad input on
+// any rank ends the pass there on every rank (out->stopped / out->bad count the ranks; no
+// loss is returned; this rank's own reason, if it had one, is in zt_err). Without stop no
+// agreement is made and fetch must not fail.
+typedef struct {
+    int (*fetch)(void *ctx, int m, const uint32_t **blocks);
+    int (*stop)(void *ctx);
+    void *ctx;
+} zt_fsdp_eval_source;
+typedef struct {
+    double loss_sum;
+    int64_t targets;
+    int micro_done;  // micro-batches evaluated
+    int stopped;     // ranks that asked to stop (the pass ended early)
+    int bad;         // ranks whose input was bad (the pass ended early)
+} zt_fsdp_eval_result;
+int zt_fsdp_eval_from(zt_fsdp *f, int nmicro, const zt_fsdp_eval_source *src, zt_fsdp_eval_result *out);
 // Collective: assemble full per-unit parameter vectors (unpadded) on every rank.
 int zt_fsdp_gather_full(zt_fsdp *f, float **full);
 void zt_fsdp_memory_usage(const zt_fsdp *f, zt_fsdp_memory *m);

@@ -142,7 +142,7 @@ static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
     rs_drain(f);
     double loss = 0;
     for (int mb = 0; mb < f->grad_accum; mb++) loss += st(f)->loss[mb];
-    double red[4] = {loss, isfinite(loss) ? 0.0 : 1.0, 0.0, stop_request ? 1.0 : 0.0};
+    double red[4] = {loss, isfinite(loss) ? 0.0 : 1.0, 0.0, (double)stop_request};
     for (int i = 0; i < f->nunits; i++) red[2] += f->ops->sumsq(f->units[i].grad, f->units[i].valid);
     if (!isfinite(red[0])) red[0] = 0;  // the flag carries it; keep the sum finite
     double tw = zt_now();

@@ -86,7 +86,11 @@ typedef struct {
     zt_bf16 **X;                     // [L+1] residual stream, X[l] = layer l's input
     zt_bf16 *dx;                     // activation gradient
     float *rope_cos, *rope_sin;
-    uint32_t *tok_d, *tok_h;         // bare ids: device [N]; host page-locked [grad_accum * N]
+    uint32_t *tok_d, *tok_h;         // bare ids: device [N]; host page-locked [grad_accum * hs]
+    int64_t hs;                      // host slot stride: N rounded up to whole 4 KiB pages, so that
+                                     // staging a slot never writes a page an in-flight copy of
+                                     // another slot reads (evaluation stages one slot while the
+                                     // previous one's upload may still run)
     int32_t *tgt_d, *tgt_h;          // targets (-1: none), the same shapes
     int32_t *pos_d, *pos_h;          // document positions, the same shapes (uploaded only when isolated)
     // the step's all-reduce: [grad_accum losses | nunits sums of squares | stop]
@@ -98,7 +102,19 @@ typedef struct {
 static gpu_state *st(const zt_fsdp *f) { return (gpu_state *)f->bs; }
 
 
-static int devices(void) { return zt_cuda_device_count(); }
+// The visible devices, or 0 with the CUDA runtime's reason in zt_err (what `--device auto`
+// says when it takes the cpu backend on a host with an NVIDIA driver).
+static int devices(void) {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky "no driver" error
+        zt_err("cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        return 0;
+    }
+    if (n < 1) zt_err("cudaGetDeviceCount: no device");
+    return n;
+}
 
 static void describe(zt_comm *dcomm, char *buf, size_t n) {
     const int dev = zt_comm_nccl_device(dcomm);
@@ -205,7 +221,7 @@ static void reduce_scatter(zt_fsdp *f, int s, int unit) {
 // synchronised with the last step or evaluation round that read it.
 static int64_t stage(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
     gpu_state *c = st(f);
-    const size_t at = (size_t)slot * (size_t)c->dm.N;
+    const size_t at = (size_t)slot * (size_t)c->hs;
     return zt_fsdp_stage_rows(f, blocks, c->tok_h + at, c->tgt_h + at, f->doc_isolated ? c->pos_h + at : NULL);
 }
 
@@ -213,10 +229,10 @@ static int64_t stage(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
 static void use_batch(zt_fsdp *f, int slot) {
     gpu_state *c = st(f);
     const int64_t N = c->dm.N;
-    ZT_CUDA_CHECK(cudaMemcpyAsync(c->tok_d, c->tok_h + (size_t)slot * N, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
-    ZT_CUDA_CHECK(cudaMemcpyAsync(c->tgt_d, c->tgt_h + (size_t)slot * N, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
+    ZT_CUDA_CHECK(cudaMemcpyAsync(c->tok_d, c->tok_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
+    ZT_CUDA_CHECK(cudaMemcpyAsync(c->tgt_d, c->tgt_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
     if (f->doc_isolated)
-        ZT_CUDA_CHECK(cudaMemcpyAsync(c->pos_d, c->pos_h + (size_t)slot * N, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
+        ZT_CUDA_CHECK(cudaMemcpyAsync(c->pos_d, c->pos_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
 }
 
 // ---- unit passes ---------------------------------------------------------------------------------
@@ -280,7 +296,7 @@ static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
     ZT_CUDA_CHECK(cudaMemsetAsync(sq, 0, (size_t)(f->nunits + 1) * sizeof(double), c->cs));
     for (int i = 0; i < f->nunits; i++)
         if (f->units[i].valid > 0) zt_cuda_sumsq(c->ctx, c->cs, sq + i, c->grad[i], f->units[i].valid);
-    c->red_h[c->nred - 1] = stop_request ? 1.0 : 0.0;
+    c->red_h[c->nred - 1] = (double)stop_request;
     ZT_CUDA_CHECK(cudaMemcpyAsync(c->red_d + c->nred - 1, c->red_h + c->nred - 1, sizeof(double), cudaMemcpyHostToDevice, c->cs));
     ZT_CUDA_CHECK(cudaEventRecord(c->ev_red, c->cs));
     ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ks, c->ev_red, 0));
@@ -658,9 +674,10 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     c->tok_d = zt_cuda_malloc((size_t)N * 4);
     c->tgt_d = zt_cuda_malloc((size_t)N * 4);
     c->pos_d = zt_cuda_malloc((size_t)N * 4);
-    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->tok_h, (size_t)(grad_accum * N) * 4));
-    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->tgt_h, (size_t)(grad_accum * N) * 4));
-    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->pos_h, (size_t)(grad_accum * N) * 4));
+    c->hs = (N + 1023) / 1024 * 1024;
+    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->tok_h, (size_t)(grad_accum * c->hs) * 4));
+    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->tgt_h, (size_t)(grad_accum * c->hs) * 4));
+    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->pos_h, (size_t)(grad_accum * c->hs) * 4));
     c->nred = grad_accum + U + 1;
     c->red_d = zt_cuda_malloc((size_t)c->nred * sizeof(double));
     ZT_CUDA_CHECK(cudaMallocHost((void **)&c->red_h, (size_t)c->nred * sizeof(double)));

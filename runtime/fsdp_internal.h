@@ -46,7 +46,9 @@ typedef struct zt_fsdp_backend {
     void (*embed_bwd)(zt_fsdp *f, float *dp);
     // ---- the step ----
     void (*step_begin)(zt_fsdp *f);                    // gradient shards to zero
-    int (*step_reduce)(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r);  // after the last micro-batch
+    // after the last micro-batch; stop_request is summed over ranks into r->stop as it is (the
+    // schedule packs a stop and a bad input into it: zt_fsdp_step)
+    int (*step_reduce)(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r);
     void (*update)(zt_fsdp *f, int u, double coef, double lr);  // clip + AdamW on u's valid range
     void (*step_end)(zt_fsdp *f);                      // may be NULL
     // ---- evaluation ----

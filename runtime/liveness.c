@@ -3,6 +3,7 @@
 #include "runtime/liveness.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -104,17 +105,40 @@ void zt_liveness_stop(zt_liveness *l, const char *state) {
     free(l);
 }
 
+// JSON has no NaN or Infinity: a value that is not finite is written as null.
+static const char *num(char *buf, size_t n, const char *fmt, double v) {
+    if (!isfinite(v)) snprintf(buf, n, "null");
+    else snprintf(buf, n, fmt, v);
+    return buf;
+}
+
 int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h) {
-    char path[4200], text[1400];
+    char path[4200], text[4800], b[8][64];
     snprintf(path, sizeof path, "%s/heartbeat.json", run_dir);
     snprintf(text, sizeof text,
              "{\"run_id\": \"%s\", \"state\": \"%s\", \"step\": %lld, \"total_steps\": %lld, \"epoch\": %lld, "
-             "\"tokens\": %lld, \"time\": %.3f, \"elapsed_s\": %.3f, \"step_time_s\": %.6f, \"tok_per_s\": %.1f, "
-             "\"loss\": %.6f, \"world_size\": %d, \"gpu_hours\": %.6f, \"gpu_hours_per_epoch\": %.6f, "
-             "\"gpu_hours_at_risk\": %.6f}\n",
+             "\"tokens\": %lld, \"time\": %.3f, \"elapsed_s\": %s, \"step_time_s\": %s, \"tok_per_s\": %s, "
+             "\"loss\": %s, \"world_size\": %d, \"gpu_hours\": %s, \"gpu_hours_per_epoch\": %s, "
+             "\"gpu_hours_at_risk\": %s",
              h->run_id, h->state, (long long)h->step, (long long)h->total_steps, (long long)h->epoch,
-             (long long)h->tokens, zt_wall_now(), h->elapsed_s, h->step_time_s, h->tok_per_s, h->loss, h->world_size,
-             h->gpu_hours, h->gpu_hours_per_epoch, h->gpu_hours_at_risk);
+             (long long)h->tokens, zt_wall_now(), num(b[0], 64, "%.3f", h->elapsed_s),
+             num(b[1], 64, "%.6f", h->step_time_s), num(b[2], 64, "%.1f", h->tok_per_s), num(b[3], 64, "%.6f", h->loss),
+             h->world_size, num(b[4], 64, "%.6f", h->gpu_hours), num(b[5], 64, "%.6f", h->gpu_hours_per_epoch),
+             num(b[6], 64, "%.6f", h->gpu_hours_at_risk));
+    if (h->error && h->error[0]) {  // the failure, for the watcher and the report (JSON-escaped, cut at 2000 bytes)
+        size_t n = strlen(text);
+        n += (size_t)snprintf(text + n, sizeof text - n, ", \"error\": \"");
+        for (const unsigned char *c = (const unsigned char *)h->error; *c && n + 8 < sizeof text - 8 &&
+                                                                       c - (const unsigned char *)h->error < 2000; c++) {
+            if (*c == '"' || *c == '\\') text[n++] = '\\', text[n++] = (char)*c;
+            else if (*c < 0x20) n += (size_t)snprintf(text + n, sizeof text - n, "\\u%04x", *c);
+            else text[n++] = (char)*c;
+        }
+        text[n] = 0;
+        snprintf(text + n, sizeof text - n, "\"");
+    }
+    const size_t n = strlen(text);
+    snprintf(text + n, sizeof text - n, "}\n");
     return replace_file(path, text);
 }
 

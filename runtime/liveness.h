@@ -21,6 +21,7 @@ typedef struct {
     double elapsed_s, step_time_s, tok_per_s, loss;
     int world_size;
     double gpu_hours, gpu_hours_per_epoch, gpu_hours_at_risk;  // rank-hours on the CPU backend
+    const char *error;       // state failed: the error (NULL: none); numbers that are not finite are null
 } zt_heartbeat;
 
 // RUN/heartbeat.json, replaced atomically (no fsync: it is rewritten every step).

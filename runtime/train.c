@@ -33,6 +33,7 @@
 #include "runtime/fsdp.h"
 #include "runtime/liveness.h"
 #include "runtime/preflight.h"
+#include "runtime/run_lock.h"
 #include "runtime/tboard.h"
 
 void openblas_set_num_threads(int);  // OpenBLAS extension, not in cblas.h everywhere
@@ -68,7 +69,19 @@ typedef struct { int file; int64_t block; } block_ref;
 // only sets a flag; the ranks agree on it with an all-reduce every step, so a
 // signal to any one rank stops all of them at the same step.
 static volatile sig_atomic_t g_stop_signal = 0;
-static void on_stop_signal(int sig) { g_stop_signal = sig; }
+// Outside the training loop (start-up: loading the module, checking the data, reading the
+// checkpoint) there is nothing to save, so a stop request ends the process at once, even
+// from inside a blocking call.
+static volatile sig_atomic_t g_stop_exits = 0;
+static void on_stop_signal(int sig) {
+    g_stop_signal = sig;
+    if (g_stop_exits) {
+        static const char msg[] = "zerotrain: a stop signal (SIGUSR1/SIGTERM) arrived before training started; "
+                                  "exiting, nothing to save\n";
+        (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+        _exit(128 + sig);
+    }
+}
 
 // Seeded Fisher-Yates; every epoch (and, for per-rank files, every rank) has its own order.
 static void shuffle_blocks(block_ref *b, int64_t n, uint64_t seed, int64_t epoch, int stream) {
@@ -261,6 +274,13 @@ typedef struct {
     double t_loop, t_durable;  // t_durable: when the last checkpoint committed (GPU-hours at risk)
     double loss_first, loss_last, lr_last, t_wait_total, t_compute_total;
     int progress_tty;          // rank 0 on a terminal: a progress line rewritten in place
+    int64_t saved_step;        // the step of the last checkpoint this job committed (-1: none)
+    uint32_t *batch;           // this rank's blocks of the step, copied out of the mapped files
+    int eval_signalled;        // --debug-signal-in-eval done
+    int eval_stopped;          // ranks whose stop request ended the last evaluation
+
+    zt_run_lock *lock;         // rank 0: RUN/lock, held for the job's life
+    char **resume_candidates;  // --resume auto: the checkpoints to try in order (NULL-terminated)
 } run_state;
 
 static void run_cleanup(run_state *r) {
@@ -271,6 +291,7 @@ static void run_cleanup(run_state *r) {
     if (r->trace) fclose(r->trace);
     free(r->order);
     free(r->blocks);
+    free(r->batch);
     free(r->settings);
     free(r->slices);
     if (r->f_init) zt_fsdp_free(&r->f);
@@ -302,43 +323,110 @@ static const char *human_time(double s, char *buf, size_t n) {
     return buf;
 }
 
-// Validation: every block of --eval-data (or the first --eval-batches x W x micro-batch),
-// in file order, dealt round-robin by micro-batch; every rank runs the same number of
-// micro-batches (ranks past the end run fillers that count nothing), so the collectives
-// match and the mean is over the same blocks at any world size. Stateless: the training
-// order, RNG, optimizer and checkpoints never see it.
+// The blocks of --eval-data one evaluation reads: all, or the first --eval-batches x W x
+// micro-batch of them.
+static int64_t eval_blocks(const zt_train_opts *o, int64_t total, int world) {
+    const int64_t per_micro = (int64_t)o->micro_batch * world;
+    return o->eval_batches > 0 && o->eval_batches * per_micro < total ? o->eval_batches * per_micro : total;
+}
+
+// What an evaluation pass reads, fetched one micro-batch at a time through the guarded copy
+// (a file changed underneath is an error, not a SIGBUS).
+typedef struct {
+    const zt_train_opts *o;
+    run_state *r;
+    int64_t n;           // blocks evaluated
+    uint32_t *buf;       // micro_batch blocks
+    int signal_at;       // --debug-signal-in-eval on this rank (0: never)
+    int asked;           // micro-batches the stop was asked for
+} eval_ctx;
+
+static int eval_fetch(void *ctx, int m, const uint32_t **blocks) {
+    eval_ctx *c = ctx;
+    const zt_dataset *e = &c->r->eds;
+    const int64_t B = c->o->micro_batch, S = e->seq_len;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t g = ((int64_t)m * c->r->world + c->r->rank) * B + b, fi = 0;
+        blocks[b] = NULL;
+        if (g >= c->n) continue;  // a filler
+        while (g >= e->files[fi].blocks) g -= e->files[fi++].blocks;
+        if (zt_dataset_read_block(e, (int)fi, g, c->buf + b * S) != 0) return zt_err_prefix("--eval-data");
+        blocks[b] = c->buf + b * S;
+    }
+    return 0;
+}
+
+static int eval_stop(void *ctx) {
+    eval_ctx *c = ctx;
+    if (c->signal_at && ++c->asked == c->signal_at) raise(SIGUSR1);  // --debug-signal-in-eval
+    return g_stop_signal != 0;
+}
+
+// JSON has no NaN or Infinity: such a value is written as null.
+static const char *json_num(char *buf, size_t n, const char *fmt, double v) {
+    if (isfinite(v)) snprintf(buf, n, fmt, v);
+    else snprintf(buf, n, "null");
+    return buf;
+}
+
+enum { EVAL_DONE = 0, EVAL_STOPPED = 1, EVAL_DATA_BAD = 2 };
+
+// Validation: the evaluated blocks in file order, dealt round-robin by micro-batch; every
+// rank runs the same number of micro-batches (ranks past the end run fillers that count
+// nothing), so the collectives match and the mean is over the same blocks at any world
+// size. Stateless: the training order, RNG, optimizer and checkpoints never see it. A stop
+// request ends the pass at the next micro-batch (EVAL_STOPPED), a changed file at the
+// micro-batch that reads it (EVAL_DATA_BAD, the reason in zt_err), on every rank alike.
 static int run_eval(const zt_train_opts *o, run_state *r, int64_t step) {
     const zt_dataset *e = &r->eds;
     const int64_t B = o->micro_batch, per_micro = B * r->world;
-    int64_t n = e->total_blocks;
-    if (o->eval_batches > 0 && o->eval_batches * per_micro < n) n = o->eval_batches * per_micro;
+    const int64_t n = eval_blocks(o, e->total_blocks, r->world);
     const int64_t nmicro = (n + per_micro - 1) / per_micro;
-    if (nmicro == 0) return 0;
-    const uint32_t **blocks = zt_xcalloc((size_t)(nmicro * B), sizeof *blocks);
-    for (int64_t m = 0; m < nmicro; m++)
-        for (int64_t b = 0; b < B; b++) {
-            int64_t g = (m * r->world + r->rank) * B + b, fi = 0;
-            if (g >= n) continue;  // filler
-            while (g >= e->files[fi].blocks) g -= e->files[fi++].blocks;
-            blocks[m * B + b] = zt_dataset_block(e, (int)fi, g);
-        }
+    if (nmicro == 0) return EVAL_DONE;
+    eval_ctx c = {o, r, n, zt_xmalloc((size_t)(B * e->seq_len) * sizeof(uint32_t)), 0, 0};
+    // --debug-signal-in-eval: the last rank, in the first evaluation only
+    if (o->debug_signal_in_eval > 0 && r->rank == r->world - 1 && !r->eval_signalled) {
+        c.signal_at = (int)o->debug_signal_in_eval;
+        r->eval_signalled = 1;
+    }
+    const zt_fsdp_eval_source src = {.fetch = eval_fetch, .stop = eval_stop, .ctx = &c};
     const double t0 = zt_now();
-    double sum = 0;
-    int64_t targets = 0;
-    int rc = zt_fsdp_eval(&r->f, blocks, (int)nmicro, &sum, &targets);
-    free(blocks);
+    zt_fsdp_eval_result res;
+    int rc = zt_fsdp_eval_from(&r->f, (int)nmicro, &src, &res);
+    free(c.buf);
     if (rc) return -1;
-    const double loss = targets ? sum / (double)targets : NAN, dt = zt_now() - t0;
+    if (res.bad) {
+        if (!strstr(zt_errmsg(), "changed while training"))  // another rank's file: it printed the details
+            zt_err("the evaluation data changed while training on %d rank%s (see %s messages)", res.bad,
+                   res.bad == 1 ? "" : "s", res.bad == 1 ? "its" : "their");
+        return EVAL_DATA_BAD;
+    }
+    if (res.stopped) {
+        if (r->rank == 0) {
+            clear_progress();
+            printf("eval  %5lld | ended after %d of %lld micro-batches: a stop signal reached %d rank%s; not "
+                   "recorded, checkpointing\n",
+                   (long long)step, res.micro_done, (long long)nmicro, res.stopped, res.stopped == 1 ? "" : "s");
+            fflush(stdout);
+        }
+        r->eval_stopped = res.stopped;
+        return EVAL_STOPPED;
+    }
+    const int64_t targets = res.targets;
+    const double loss = targets ? res.loss_sum / (double)targets : NAN, dt = zt_now() - t0;
     if (r->rank == 0) {
         clear_progress();
         printf("eval  %5lld | loss %.4f | ppl %.3f | %lld blocks, %lld targets | %.2f s\n", (long long)step, loss,
                exp(loss), (long long)n, (long long)targets, dt);
         fflush(stdout);
         if (r->metrics) {
+            char l[48], p[48];
             fprintf(r->metrics,
-                    "{\"step\":%lld,\"eval_loss\":%.17g,\"eval_ppl\":%.6f,\"eval_blocks\":%lld,\"eval_targets\":%lld,"
-                    "\"eval_time_s\":%.3f}\n",
-                    (long long)step, loss, exp(loss), (long long)n, (long long)targets, dt);
+                    "{\"step\":%lld,\"eval_loss\":%s,\"eval_ppl\":%s,\"eval_blocks\":%lld,\"eval_targets\":%lld,"
+                    "\"eval_time_s\":%.3f%s}\n",
+                    (long long)step, json_num(l, sizeof l, "%.17g", loss), json_num(p, sizeof p, "%.6f", exp(loss)),
+                    (long long)n, (long long)targets, dt,
+                    isfinite(loss) && isfinite(exp(loss)) ? "" : ",\"eval_note\":\"the loss is not finite\"");
             fflush(r->metrics);
         }
         if (r->tb) {
@@ -347,30 +435,41 @@ static int run_eval(const zt_train_opts *o, run_state *r, int64_t step) {
             zt_tb_flush(r->tb);
         }
     }
-    return 0;
+    return EVAL_DONE;
 }
 
 // A resumed run continues after step `keep`: lines of a metrics file written for later
 // steps (after that checkpoint, before the stop or crash) are dropped, so each step
-// appears once. Atomic rewrite; a missing file is fine.
+// appears once. The file is walked by length, not as a C string: a line that does not
+// parse (a NUL byte, garbage) is kept as it is and counted, never a reason to drop what
+// follows it; only a torn last line (no newline: the crash cut it) goes. Atomic rewrite;
+// a missing file is fine.
 static int truncate_jsonl_steps(const char *path, int64_t keep) {
     size_t n;
     if (access(path, F_OK) != 0) return 0;
     char *text = zt_read_file(path, &n);
     if (!text) return -1;
     char *out = zt_xmalloc(n + 1);
-    size_t o = 0;
-    for (char *line = text; *line;) {
-        char *end = strchr(line, '\n');
-        const size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
-        cJSON *j = cJSON_ParseWithLength(line, len);
+    size_t o = 0, at = 0;
+    int64_t bad = 0, lineno = 0, first_bad = 0;
+    while (at < n) {
+        char *line = text + at, *end = memchr(line, '\n', n - at);
+        const size_t len = end ? (size_t)(end - line) + 1 : n - at;
+        lineno++;
+        const int has_nul = memchr(line, 0, len) != NULL;
+        cJSON *j = has_nul ? NULL : cJSON_ParseWithLength(line, len);
         const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
         const int later = cJSON_IsNumber(st) && st->valuedouble > (double)keep;
         const int torn = !j && !end;  // a last line cut short by the crash
+        if (!j && !torn && !bad++) first_bad = lineno;
         cJSON_Delete(j);
         if (!later && !torn) memcpy(out + o, line, len), o += len;
-        line += len;
+        at += len;
     }
+    if (bad)
+        fprintf(stderr, "zerotrain: warning: %s: %lld line%s that %s not parse (first: line %lld) kept as %s\n", path,
+                (long long)bad, bad == 1 ? "" : "s", bad == 1 ? "does" : "do", (long long)first_bad,
+                bad == 1 ? "it is" : "they are");
     int rc = o == n ? 0 : zt_write_file_atomic(path, out, o);
     free(out);
     free(text);
@@ -509,6 +608,24 @@ static int open_data(const zt_train_opts *o, run_state *r) {
             ok = zt_err("--eval-data %s: a version %d dataset has no document boundaries, but training isolates "
                         "documents (evaluate on data packed the same way)",
                         o->eval_data, r->eds.version) == 0;
+        // Nothing to evaluate would print "evaluated every N steps" and never do it, or log a
+        // loss of 0/0: both are refused here, before any step.
+        if (ok && r->eds.total_blocks == 0)
+            ok = zt_err("--eval-data %s: the dataset holds no blocks, so there is nothing to evaluate (pack more "
+                        "held-out data, or leave --eval-data out)",
+                        o->eval_data) == 0;
+        if (ok) {
+            const int64_t n = eval_blocks(o, r->eds.total_blocks, r->world);
+            int64_t targets = 0, k = 0;
+            for (int fi = 0; fi < r->eds.nfiles && k < n; fi++)
+                for (int64_t b = 0; b < r->eds.files[fi].blocks && k < n; b++, k++)
+                    targets += zt_qwen3_count_targets(zt_dataset_block(&r->eds, fi, b), r->eds.seq_len, r->isolated);
+            if (targets == 0)
+                ok = zt_err("--eval-data %s: the %lld block%s an evaluation reads hold no trained target (every token "
+                            "is masked out of the loss: packed with --train-on rules that leave nothing?), so the "
+                            "validation loss would be 0/0",
+                            o->eval_data, (long long)n, n == 1 ? "" : "s") == 0;
+        }
         if (agree(r->comm, ok, "opening the evaluation dataset") != 0) return -1;
         if (R0) {
             char when[64] = "";
@@ -599,11 +716,13 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
 
 // --resume: this rank's slices of the canonical vectors, at any world size, after the
 // checkpoint's model config, settings and data cursor are checked against this run.
-static int resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
+// *load_failed = 1 when everything matched but reading the data failed (a checksum, a
+// short file): --resume auto then tries the next candidate.
+static int resume_one(const zt_train_opts *o, run_state *r, const char *from, int *load_failed) {
     const zt_dataset *ds = &r->ds;
     const double t0 = zt_now();
-    int ok = zt_ckpt_resolve(strcmp(o->resume, "latest") ? o->resume : o->run_dir, r->ckpt_path,
-                             sizeof r->ckpt_path) == 0;
+    *load_failed = 0;
+    int ok = zt_ckpt_resolve(strcmp(from, "latest") ? from : o->run_dir, r->ckpt_path, sizeof r->ckpt_path) == 0;
     const char *ckpt_path = r->ckpt_path;
     zt_ckpt_meta meta;
     zt_qwen3_config saved_cfg;
@@ -651,7 +770,10 @@ static int resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
     zt_comm_watch_begin(r->comm, "checkpoint load (HDF5 collective read)");  // first-step deadline applies
     const int load_rc = zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, &r->f.model.lay, &meta, &r->shards);
     zt_comm_watch_end(r->comm);
-    if (load_rc != 0) return zt_err_prefix("--resume");
+    if (load_rc != 0) {
+        *load_failed = 1;
+        return zt_err_prefix("--resume");
+    }
     r->start_step = meta.step;
     r->tokens_seen = meta.tokens_seen;
     snprintf(r->run_id, sizeof r->run_id, "%s", meta.run_id);  // one logical run across restarts
@@ -665,6 +787,37 @@ static int resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
         printf("resume: the checkpoint is already at step %lld of %lld; nothing to train\n", (long long)r->start_step,
                (long long)r->total_steps);
     return 0;
+}
+
+// --resume: one checkpoint; --resume auto: its candidates in order, past any whose data
+// fails to load (a checksum, a truncated file), naming what was skipped. The load is
+// collective and agreed, so every rank moves to the same next candidate.
+static int resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
+    char **cand = r->resume_candidates;
+    const int is_auto = cand && cand[0] && o->resume == cand[0];
+    if (!is_auto) {
+        int load_failed;
+        return resume_one(o, r, o->resume, &load_failed);
+    }
+    char skipped[4096] = "";
+    for (int i = 0; cand[i]; i++) {
+        int load_failed;
+        if (resume_one(o, r, cand[i], &load_failed) == 0) {
+            if (skipped[0] && r->rank == 0)
+                fprintf(stderr, "zerotrain: warning: --resume auto: skipped %s; resumed from %s instead\n", skipped,
+                        r->ckpt_path);
+            return 0;
+        }
+        if (!load_failed) return -1;  // a mismatch of config or settings: an older checkpoint would not fit either
+        const size_t n = strlen(skipped);
+        snprintf(skipped + n, sizeof skipped - n, "%s%.1500s", n ? "; " : "", zt_errmsg());
+        if (r->rank == 0)
+            fprintf(stderr, "zerotrain: warning: --resume auto: %s does not load (%.1500s)%s\n", cand[i], zt_errmsg(),
+                    cand[i + 1] ? "; trying the next newest checkpoint" : "");
+    }
+    return zt_err("--resume auto: no checkpoint of %s/checkpoints loads: %.3000s; refusing to start over them: name "
+                  "one with --resume PATH, or pass --overwrite to discard them",
+                  o->run_dir, skipped);
 }
 
 // The engine: NCCL communicators (cuda), the sharded model and optimizer state, then its
@@ -761,6 +914,9 @@ static int runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memor
     }
     if (R0 && ok) {
         if (!r->run_id[0]) make_run_id(r->run_id, sizeof r->run_id);
+        ok = zt_run_lock_set_run_id(r->lock, r->run_id) == 0;  // a second job's refusal names it
+    }
+    if (R0 && ok) {
         ok = write_run_json(o, &r->cfg, &r->ds, r->isolated, r->run_id, r->world, r->settings, r->steps_per_epoch,
                             r->threads, mem, r->data_changed ? start_step : -1) == 0;
         if (ok) {
@@ -903,12 +1059,19 @@ static void runlog_summary(const run_state *r, int stopped) {
                r->loss_first, r->loss_last);
 }
 
+// GPU-hours (rank-hours on cpu) this process spent training: the same figure as the last
+// metrics line's gpu_hours.
+static double gpu_hours_spent(const run_state *r) { return r->world * (zt_now() - r->t_loop) / 3600.0; }
+
 static void runlog_stopped(const zt_train_opts *o, const run_state *r) {
     if (r->rank != 0) return;
+    const double el = zt_now() - r->t_loop;
     zt_heartbeat hb = {.run_id = r->run_id, .state = "stopped", .step = r->step, .total_steps = r->total_steps,
                        .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = zt_now() - r->t_start,
-                       .loss = r->loss_last, .world_size = r->world};
-    zt_heartbeat_write(o->run_dir, &hb);
+                       .loss = r->loss_last, .world_size = r->world, .gpu_hours = gpu_hours_spent(r),
+                       .gpu_hours_per_epoch = r->steps_run ? r->world * el / (double)r->steps_run *
+                                                                 (double)r->steps_per_epoch / 3600.0 : 0};
+    if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
 }
 
 static int runlog_complete(const zt_train_opts *o, const run_state *r) {
@@ -937,9 +1100,12 @@ static int runlog_complete(const zt_train_opts *o, const run_state *r) {
 // ---- the loop's parts ----
 
 // This rank's blocks of `step` in r->blocks: the epoch's seeded order (reshuffled when a
-// new epoch starts), cut into steps of W slices (per-rank layout: this rank's own file).
-static void next_batch(const zt_train_opts *o, run_state *r, int64_t step) {
+// new epoch starts), cut into steps of W slices (per-rank layout: this rank's own file),
+// copied out of the mapped files (a file changed underneath: -1 + zt_err, never a SIGBUS;
+// a block that could not be read holds zeros, valid ids for the step that then updates nothing).
+static int next_batch(const zt_train_opts *o, run_state *r, int64_t step) {
     const zt_dataset *ds = &r->ds;
+    int bad = 0;
     const int64_t e = step / r->steps_per_epoch, within = step % r->steps_per_epoch;
     if (e != r->epoch) {
         r->epoch = e;
@@ -959,10 +1125,32 @@ static void next_batch(const zt_train_opts *o, run_state *r, int64_t step) {
         int64_t idx = ds->per_rank ? within * r->per_rank_step + i
                                    : within * r->global_step_blocks + (int64_t)r->rank * r->per_rank_step + i;
         block_ref br = r->order[idx];
-        r->blocks[i] = zt_dataset_block(ds, br.file, br.block);
+        uint32_t *dst = r->batch + i * (int64_t)ds->seq_len;
+        if (zt_dataset_read_block(ds, br.file, br.block, dst) != 0) {
+            if (!bad++) zt_err_prefix("--data (rank %d, step %lld)", r->rank, (long long)step + 1);
+            memset(dst, 0, (size_t)ds->seq_len * sizeof *dst);  // valid ids: the step runs, then makes no update
+        }
+        r->blocks[i] = dst;
         if (r->trace) fprintf(r->trace, " %d:%lld", br.file, (long long)br.block);
     }
     if (r->trace) fputc('\n', r->trace), fflush(r->trace);
+    return bad ? -1 : 0;
+}
+
+// Like agree(), but every rank ends up with the message of the lowest failing rank (a data
+// file that changed under one rank is named in every rank's error and in the heartbeat).
+// 0: every rank is ok; 1: some rank failed (zt_err says why); -1: the collective failed.
+static int agree_named(run_state *r, int ok, const char *phase) {
+    int64_t first = ok ? r->world : r->rank;
+    if (zt_allreduce(r->comm, &first, &first, 1, ZT_DT_I64, ZT_RED_MIN, phase) != 0) return -1;
+    if (first >= r->world) return 0;
+    char msg[1800];
+    snprintf(msg, sizeof msg, "%s", zt_errmsg());
+    if (zt_broadcast(r->comm, msg, sizeof msg, ZT_DT_U8, (int)first, phase) != 0) return -1;
+    msg[sizeof msg - 1] = 0;
+    if (first != r->rank) zt_err("rank %lld: %s", (long long)first, msg);
+    else zt_err("%s", msg);
+    return 1;
 }
 
 // A step's outcome the loop stops on: a non-finite loss or gradient norm (all-reduced).
@@ -995,8 +1183,9 @@ static void account_step(run_state *r, int64_t step, const zt_fsdp_stats *s) {
 }
 
 // Evaluation after `step` steps: every --eval-every steps and after the last one.
+// EVAL_DONE, EVAL_STOPPED, EVAL_DATA_BAD (run_eval), or -1.
 static int maybe_eval(const zt_train_opts *o, run_state *r, int64_t step, int last) {
-    if (!o->eval_data || !(last || (o->eval_every > 0 && step % o->eval_every == 0))) return 0;
+    if (!o->eval_data || !(last || (o->eval_every > 0 && step % o->eval_every == 0))) return EVAL_DONE;
     zt_comm_set_context(r->comm, step, r->epoch, -1);
     return run_eval(o, r, step);
 }
@@ -1004,6 +1193,7 @@ static int maybe_eval(const zt_train_opts *o, run_state *r, int64_t step, int la
 // The checkpoint policy after `step` steps: at each epoch end (behind a barrier every rank
 // reaches), every --save-every steps, at the last step, and when a stop was requested.
 static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int last, int stop) {
+    if (step == r->saved_step) return 0;  // committed already (a stop right after a save point)
     const int epoch_end = step % r->steps_per_epoch == 0;
     if (epoch_end) {
         zt_comm_set_context(r->comm, step, r->epoch, -1);  // steps completed so far
@@ -1035,6 +1225,7 @@ static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int la
     zt_comm_watch_end(r->comm);
     zt_comm_set_timeout(r->comm, prev_timeout);
     if (save_rc != 0) return zt_err_prefix("step %lld", (long long)step);
+    r->saved_step = step;
     r->t_durable = zt_now();
     if (r->rank == 0) {
         clear_progress();
@@ -1060,14 +1251,40 @@ static int export_final(const zt_train_opts *o, run_state *r) {
     return agree(r->comm, ok, "exporting final weights");
 }
 
+// The input changed under the job after `step` good steps: every rank checkpoints that step
+// (unless nothing was trained since the run started or it is saved already), then fails with
+// the data error (kept first; a failing save is appended).
+static int data_bad_stop(const zt_train_opts *o, run_state *r, int64_t step) {
+    char why[ZT_ERR_MAX];
+    snprintf(why, sizeof why, "%s", zt_errmsg());
+    if (r->steps_run == 0 || step == r->saved_step)
+        return zt_err("%.3000s; nothing trained since the last checkpoint (step %lld)", why, (long long)step);
+    if (maybe_save(o, r, step, 0, 1) != 0) {
+        char save[ZT_ERR_MAX];
+        snprintf(save, sizeof save, "%s", zt_errmsg());
+        return zt_err("%.2000s; and the checkpoint of step %lld failed: %.1500s", why, (long long)step, save);
+    }
+    return zt_err("%.3000s; the checkpoint of step %lld, the last good step, is committed (%s): continue with "
+                  "--resume once the data is right",
+                  why, (long long)step, r->ckpt_path);
+}
+
 // The training loop. Every decision at a step boundary (stop, evaluation, checkpoint,
 // epoch end) comes from all-reduced values, so every rank takes it at the same step.
 static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
     for (int64_t step = r->start_step; step < r->total_steps; step++) {
-        next_batch(o, r, step);
+        const int data_ok = next_batch(o, r, step) == 0;
         if (o->debug_signal_at_step > 0 && step + 1 == o->debug_signal_at_step && r->rank == 0) raise(SIGUSR1);
         zt_fsdp_stats s;
-        if (zt_fsdp_step(&r->f, r->blocks, g_stop_signal != 0, &s) != 0) return -1;
+        const int flags = (g_stop_signal ? ZT_FSDP_STOP : 0) | (data_ok ? 0 : ZT_FSDP_INPUT_BAD);
+        if (zt_fsdp_step(&r->f, r->blocks, flags, &s) != 0) return -1;
+        // A data file changed under any rank (the step's all-reduce says so; no rank updated):
+        // the reason to every rank, a checkpoint of the last good step (the model and optimizer
+        // are intact; only the input is not) and the named error.
+        if (s.input_bad) {
+            if (agree_named(r, data_ok, "step data check") < 0) return -1;
+            return data_bad_stop(o, r, step);
+        }
         if (r->steps_run == 0) {
             zt_comm_mark_warm(r->comm);
             if (r->dcomm) zt_comm_mark_warm(r->dcomm);
@@ -1076,15 +1293,22 @@ static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
         account_step(r, step, &s);
         runlog_step(o, r, step, &s);
 
-        const int last = step + 1 == r->total_steps, stop = s.stop_requested > 0;
-        if (maybe_eval(o, r, step + 1, last) != 0 || maybe_save(o, r, step + 1, last, stop) != 0) return -1;
+        const int last = step + 1 == r->total_steps;
+        int stop = s.stop_requested > 0;
+        // A stop already agreed skips the evaluation: the checkpoint comes first.
+        const int ev = stop ? EVAL_DONE : maybe_eval(o, r, step + 1, last);
+        if (ev < 0) return -1;
+        if (ev == EVAL_DATA_BAD) return data_bad_stop(o, r, step + 1);
+        if (ev == EVAL_STOPPED) stop = 1;
+        if (maybe_save(o, r, step + 1, last, stop) != 0) return -1;
         if (stop && !last) {
             *stopped = 1;
             if (r->rank == 0) {
                 clear_progress();
-                printf("stopped: a stop signal (SIGUSR1/SIGTERM) reached %d rank%s; checkpoint of step %lld committed; "
-                       "continue with --resume\n", s.stop_requested, s.stop_requested == 1 ? "" : "s",
-                       (long long)step + 1);
+                const int n = ev == EVAL_STOPPED ? r->eval_stopped : s.stop_requested;
+                printf("stopped: a stop signal (SIGUSR1/SIGTERM) reached %d rank%s%s; checkpoint of step %lld "
+                       "committed; continue with --resume\n",
+                       n, n == 1 ? "" : "s", ev == EVAL_STOPPED ? " during evaluation" : "", (long long)step + 1);
             }
             return 0;
         }
@@ -1096,12 +1320,15 @@ static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
 static int train_loop(const zt_train_opts *o, run_state *r) {
     r->order = zt_xmalloc((size_t)(r->ds.total_blocks > 0 ? r->ds.total_blocks : 1) * sizeof(block_ref));
     r->blocks = zt_xmalloc((size_t)r->per_rank_step * sizeof(uint32_t *));
+    r->batch = zt_xmalloc((size_t)(r->per_rank_step * r->ds.seq_len) * sizeof(uint32_t));
     r->epoch = -1;
     r->loss_first = r->loss_last = NAN;
     r->t_loop = r->t_durable = zt_now();
     // A terminal gets a progress line updated in place; logs and Slurm output (not a
     // terminal) only the plain --log-every lines, so they stay greppable.
     r->progress_tty = r->rank == 0 && o->log_every > 0 && isatty(STDOUT_FILENO);
+    r->saved_step = o->resume ? r->start_step : -1;  // a resumed step is committed already
+    g_stop_exits = 0;  // from here a stop request checkpoints at the next step boundary
     int stopped = 0;
     const int rc = run_steps(o, r, &stopped);
     if (r->rank == 0) clear_progress();
@@ -1133,47 +1360,124 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     return train_loop(o, r);
 }
 
-int zt_train_run(const zt_train_opts *opts) {
+// Before the communicators exist: every rank contributes ok; when any failed, every rank
+// returns -1 with the lowest failing rank's message (MPI_COMM_WORLD, no deadline: nothing
+// here waits on anything but the other ranks' start-up).
+static int agree_start(int ok) {
+    int all = 0, rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all) return 0;
+    int me = ok ? world : rank, first = world;
+    MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    char msg[ZT_ERR_MAX];
+    snprintf(msg, sizeof msg, "%s", zt_errmsg());
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD);
+    if (first != rank && world > 1) return zt_err("rank %d: %.2000s", first, msg);
+    return zt_err("%s", msg);
+}
+
+// Everything between taking the run directory and handing it back: --resume auto's choice,
+// the fresh-start guards, the communicators, the run itself. Every early refusal here is
+// agreed (agree_start), so all ranks return together.
+static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
+    const zt_train_opts *o = eff;
     // --resume auto (what a requeued batch job wants): continue from RUN/checkpoints/latest,
     // or, when latest is missing or damaged, from the newest complete checkpoint that
     // reads; start fresh only when the run directory holds no checkpoint at all; refuse when
-    // checkpoints are there but none can be resumed from. Never start over saved work.
-    // Every rank sees the same files, so the decision is the same everywhere.
-    zt_train_opts eff = *opts;
-    const zt_train_opts *o = &eff;
-    char picked[4200];  // eff.resume points here for the rest of this function
-    if (eff.resume && !strcmp(eff.resume, "auto")) {
+    // checkpoints are there but none can be resumed from. Never start over saved work. The
+    // candidates are loaded in order: one whose data checksums fail is skipped, named.
+    if (eff->resume && !strcmp(eff->resume, "auto")) {
         char note[2600];
-        const int rc = zt_ckpt_auto_pick(eff.run_dir, picked, sizeof picked, note, sizeof note);
-        if (rc < 0) return -1;
-        if (rc == 0) {
-            eff.resume = picked;
-            if (note[0]) fprintf(stderr, "zerotrain: warning: %s\n", note);
+        const int rc = zt_ckpt_auto_candidates(eff->run_dir, candidates, note, sizeof note);
+        if (agree_start(rc >= 0) != 0) return -1;
+        if (rc > 0) {
+            eff->resume = (*candidates)[0];
+            if (note[0] && r->rank == 0) fprintf(stderr, "zerotrain: warning: %s\n", note);
         } else {
-            eff.resume = NULL;
-            eff.overwrite = 1;  // an earlier attempt that never checkpointed (run.json only): start clean
+            eff->resume = NULL;
+            eff->overwrite = 1;  // an earlier attempt that never checkpointed (run.json only): start clean
             zt_err_clear();
         }
     }
+    // A fresh run's id from the start, so that a second job's refusal names it (a resumed run
+    // takes its checkpoint's when it loads).
+    if (!eff->resume && r->rank == 0) {
+        make_run_id(r->run_id, sizeof r->run_id);
+        zt_run_lock_set_run_id(r->lock, r->run_id);
+    }
+    // Checked before anything is written, so every rank sees the same answer.
+    char path[4200], found[1024];
+    snprintf(path, sizeof path, "%s/run.json", o->run_dir);
+    struct stat st;
+    int ok = 1;
+    if (!o->overwrite && !o->resume && stat(path, &st) == 0)
+        ok = zt_err("%s already exists: this run directory holds a run; continue it with --resume, pick a new "
+                    "--run-dir, or pass --overwrite",
+                    path) == 0;
+    // Saved checkpoints block a fresh start even without run.json (--keep-last would delete them).
+    if (ok && !o->overwrite && !o->resume && zt_ckpt_scan_run(o->run_dir, found, sizeof found) > 0)
+        ok = zt_err("%s/checkpoints holds %s: this run directory holds saved work; continue it with --resume "
+                    "(auto, latest or a step directory), pick a new --run-dir, or pass --overwrite to discard it",
+                    o->run_dir, found) == 0;
+    snprintf(path, sizeof path, "%s/ranks", o->run_dir);
+    if (ok) ok = zt_mkdirs(path) == 0;
+    // A prune a crashed job left half done (only the job holding the lock may clear it).
+    if (ok && r->rank == 0) ok = zt_ckpt_clear_removing(o->run_dir, stdout) == 0;
+    if (agree_start(ok) != 0) return -1;
+
+    zt_comm_opts co = zt_comm_opts_default();
+    if (o->collective_timeout > 0) co.timeout_s = o->collective_timeout;
+    if (o->first_collective_timeout > 0) co.first_timeout_s = o->first_collective_timeout;
+    if (co.first_timeout_s < co.timeout_s) co.first_timeout_s = co.timeout_s;
+    co.run_dir = o->run_dir;
+    r->copts = co;
+    if (zt_comm_init_mpi(&r->comm, MPI_COMM_WORLD, &co) != 0) return -1;
+    zt_comm_info info;
+    zt_comm_get_info(r->comm, &info);
+    r->alive = zt_liveness_start(o->run_dir, r->rank, o->alive_interval);
+    // Power telemetry whenever this rank's GPU is visible to NVML (health is judged by
+    // board power, not utilization); silently absent on machines without NVIDIA GPUs.
+    r->power = zt_power_start(o->run_dir, r->rank, info.local_rank, 1.0);
+    r->resume_candidates = *candidates;
+    const int rc = train_body(o, r);
+    // The first error is the one reported: what cleaning up and the last heartbeat run into
+    // afterwards (a full disk fails both) is appended, never substituted.
+    char first[ZT_ERR_MAX] = "";
+    if (rc != 0) snprintf(first, sizeof first, "%s", zt_errmsg());
+    run_cleanup(r);
+    zt_power_stop(r->power);
+    zt_liveness_stop(r->alive, rc == 0 ? "done" : "failed");
+    if (rc != 0 && r->rank == 0 && r->run_id[0]) {
+        zt_heartbeat hb = {.run_id = r->run_id, .state = "failed", .step = r->step, .total_steps = r->total_steps,
+                           .epoch = r->epoch, .tokens = r->tokens_seen, .loss = r->loss_last, .world_size = r->world,
+                           .elapsed_s = zt_now() - r->t_start, .error = first};
+        if (zt_heartbeat_write(o->run_dir, &hb) != 0) {
+            const size_t n = strlen(first);
+            snprintf(first + n, sizeof first - n, " (then, recording the failure: %.600s)", zt_errmsg());
+        }
+    }
+    if (rc != 0) {  // failures are agreed (every rank is here); name the rank in multi-rank jobs
+        if (r->world > 1) zt_err("rank %d: %.3000s", r->rank, first);
+        else zt_err("%s", first);
+    }
+    if (r->dcomm) zt_comm_finalize(r->dcomm);  // after the engine's buffers are gone (run_cleanup)
+    zt_comm_finalize(r->comm);
+    return rc;
+}
+
+int zt_train_run(const zt_train_opts *opts) {
+    zt_train_opts eff = *opts;
+    const zt_train_opts *o = &eff;
     if (!o->model && !o->init) return zt_err("no model: give --model CONFIG.json|HF_DIR (or --init HF_DIR)");
     // The flag table refuses these with the flag's range; this guards other callers of the API.
     if (o->micro_batch < 1 || o->grad_accum < 1)
         return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", o->micro_batch, o->grad_accum);
-    // Checked before anything is written, so every rank sees the same answer.
-    char path[4200];
-    snprintf(path, sizeof path, "%s/run.json", o->run_dir);
-    struct stat st;
-    if (!o->overwrite && !o->resume && stat(path, &st) == 0)
-        return zt_err("%s already exists: this run directory holds a run; continue it with --resume, pick a new "
-                      "--run-dir, or pass --overwrite",
-                      path);
-    // Saved checkpoints block a fresh start even without run.json (--keep-last would delete them).
-    char found[1024];
-    if (!o->overwrite && !o->resume && zt_ckpt_scan_run(o->run_dir, found, sizeof found) > 0)
-        return zt_err("%s/checkpoints holds %s: this run directory holds saved work; continue it with --resume "
-                      "(auto, latest or a step directory), pick a new --run-dir, or pass --overwrite to discard it",
-                      o->run_dir, found);
+    // SIGUSR1 / SIGTERM: a checkpoint at the next step boundary once training runs; before
+    // that (the module, the data, the checkpoint still loading) the process exits at once.
     g_stop_signal = 0;
+    g_stop_exits = 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
@@ -1181,42 +1485,28 @@ int zt_train_run(const zt_train_opts *opts) {
     sa.sa_flags = SA_RESTART;
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    snprintf(path, sizeof path, "%s/ranks", o->run_dir);
-    if (zt_mkdirs(path) != 0) return -1;
     if (zt_mpi_init_once() != 0) return -1;
 
     run_state r;
     memset(&r, 0, sizeof r);
-    zt_comm_opts co = zt_comm_opts_default();
-    if (o->collective_timeout > 0) co.timeout_s = o->collective_timeout;
-    if (o->first_collective_timeout > 0) co.first_timeout_s = o->first_collective_timeout;
-    if (co.first_timeout_s < co.timeout_s) co.first_timeout_s = co.timeout_s;
-    co.run_dir = o->run_dir;
-    r.copts = co;
-    if (zt_comm_init_mpi(&r.comm, MPI_COMM_WORLD, &co) != 0) return -1;
-    zt_comm_info info;
-    zt_comm_get_info(r.comm, &info);
-    r.rank = info.rank;
-    r.world = info.world;
-    r.alive = zt_liveness_start(o->run_dir, r.rank, o->alive_interval);
-    // Power telemetry whenever this rank's GPU is visible to NVML (health is judged by
-    // board power, not utilization); silently absent on machines without NVIDIA GPUs.
-    r.power = zt_power_start(o->run_dir, r.rank, info.local_rank, 1.0);
-    int rc = train_body(o, &r);
-    run_cleanup(&r);
-    zt_power_stop(r.power);
-    zt_liveness_stop(r.alive, rc == 0 ? "done" : "failed");
-    if (rc != 0 && r.rank == 0 && r.run_id[0]) {
-        zt_heartbeat hb = {.run_id = r.run_id, .state = "failed", .step = r.step, .world_size = r.world};
-        zt_heartbeat_write(o->run_dir, &hb);
-    }
-    if (rc != 0) {  // failures are agreed (every rank is here); name the rank in multi-rank jobs
-        char msg[ZT_ERR_MAX];
-        snprintf(msg, sizeof msg, "%s", zt_errmsg());
-        if (r.world > 1) zt_err("rank %d: %.2000s", r.rank, msg);
-    }
-    if (r.dcomm) zt_comm_finalize(r.dcomm);  // after the engine's buffers are gone (run_cleanup)
-    zt_comm_finalize(r.comm);
+    MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &r.world);
+    // One job per run directory: rank 0 holds RUN/lock until the job ends, before anything in
+    // RUN is read for a decision or written (runtime/run_lock.h).
+    zt_run_lock *lock = NULL;
+    int ok = 1;
+    if (r.rank == 0 && o->run_lock) ok = zt_run_lock_acquire(o->run_dir, &lock) == 0;
+    else if (r.rank == 0) ok = zt_mkdirs(o->run_dir) == 0;
+    r.lock = lock;
+    char **candidates = NULL;
+    int rc = agree_start(ok);
+    if (rc == 0) rc = train_locked(&eff, &r, &candidates);
+    zt_ckpt_free_paths(candidates);
+    char msg[ZT_ERR_MAX];
+    snprintf(msg, sizeof msg, "%s", zt_errmsg());
+    zt_run_lock_release(lock);
+    g_stop_exits = 0;
     zt_mpi_finalize_once();
+    if (rc != 0) zt_err("%s", msg);
     return rc;
 }

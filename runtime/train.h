@@ -49,6 +49,9 @@ typedef struct {
                              // fresh; else a checkpoint path
     int trace_blocks;        // debugging: every rank logs its block ids per step to RUN/ranks/rank-N.blocks
     int64_t debug_signal_at_step;  // testing: rank 0 raises SIGUSR1 after this step (0: never)
+    int64_t debug_signal_in_eval;  // testing: the last rank raises SIGUSR1 before this micro-batch (1-based)
+                                   // of the first evaluation (0: never)
+    int run_lock;            // hold RUN/lock (flock) for the job's life (default 1; runtime/run_lock.h)
     double alive_interval;   // seconds between RUN/ranks/rank-N.alive ticks (default 5)
     const char *flag_settings;  // JSON object: the flag values a resume must match (seed, lr, ...), written
                                 // by the flag table (launch/flags.c); train_settings_json adds the derived ones

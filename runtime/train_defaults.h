@@ -32,6 +32,7 @@
 #define ZT_DEF_SAVE_FINAL 1
 #define ZT_DEF_TENSORBOARD 1
 #define ZT_DEF_PREFLIGHT 1
+#define ZT_DEF_RUN_LOCK 1
 
 // deadlines (seconds)
 #define ZT_DEF_COLLECTIVE_TIMEOUT 300.0        // a rank stuck longer in one collective aborts the job

@@ -19,6 +19,23 @@
 
 // The schedule the design promises, checked on the last step's event log (tests/fsdp_schedule.h).
 static void report(int ok, const char *message) { CHECK(ok, "%s", message); }
+
+// An evaluation source that fails or asks to stop where told (zt_fsdp_eval_from's agreement).
+typedef struct {
+    const uint32_t **blocks;  // one block per micro-batch (micro_batch 1)
+    int rank, world, stop_at, fail_at, asked;
+} eval_probe;
+static int probe_fetch(void *ctx, int m, const uint32_t **out) {
+    const eval_probe *p = ctx;
+    if (p->rank == 0 && m == p->fail_at) return zt_err("probe: micro-batch %d unreadable", m);
+    out[0] = p->blocks[m];
+    return 0;
+}
+static int probe_stop(void *ctx) {
+    eval_probe *p = ctx;
+    const int m = p->asked++;
+    return p->rank == p->world - 1 && m == p->stop_at;
+}
 static void check_overlap(const zt_fsdp *f) { zt_check_fsdp_schedule(f, report); }
 
 int main(int argc, char **argv) {
@@ -94,6 +111,49 @@ int main(int argc, char **argv) {
 
     const uint32_t **mine = zt_xmalloc((size_t)(B * G) * sizeof(uint32_t *));
     const uint32_t **all = zt_xmalloc((size_t)GB * sizeof(uint32_t *));
+    if (sft) {
+        // The trainer's ways out of a pass (a file changed under a rank, a stop signal):
+        // (1) the last rank's input is bad: every rank learns it from the step's all-reduce and
+        // none updates (parameters bit-identical; Adam state and step counter untouched, which
+        // the reference comparison of the steps below then proves);
+        float **before = zt_xmalloc((size_t)f.nunits * sizeof(float *)), **after = zt_xmalloc((size_t)f.nunits * sizeof(float *));
+        for (int u = 0; u < f.nunits; u++) {
+            before[u] = zt_xmalloc((size_t)f.units[u].numel * sizeof(float));
+            after[u] = zt_xmalloc((size_t)f.units[u].numel * sizeof(float));
+        }
+        if (zt_fsdp_gather_full(&f, before) != 0) zt_die_on_err();
+        for (int i = 0; i < B * G; i++) mine[i] = data + (rank * B * G + i) * S;
+        zt_fsdp_stats st;
+        const int64_t step0 = f.step;
+        if (zt_fsdp_step(&f, mine, rank == W - 1 ? ZT_FSDP_INPUT_BAD : 0, &st) != 0) zt_die_on_err();
+        CHECK(st.input_bad == 1 && st.stop_requested == 0, "rank %d: input_bad %d, stop %d", rank, st.input_bad,
+              st.stop_requested);
+        CHECK(f.step == step0, "rank %d: the step counter moved on a bad input (%lld -> %lld)", rank, (long long)step0,
+              (long long)f.step);
+        if (zt_fsdp_gather_full(&f, after) != 0) zt_die_on_err();
+        for (int u = 0; u < f.nunits; u++)
+            CHECK(!memcmp(before[u], after[u], (size_t)f.units[u].numel * sizeof(float)),
+                  "rank %d: unit %d changed by a step with a bad input", rank, u);
+        for (int u = 0; u < f.nunits; u++) free(before[u]), free(after[u]);
+        free(before), free(after);
+        // (2) evaluation ends on every rank at the same micro-batch: a stop asked by the last
+        // rank before micro-batch 1, and a fetch failing on rank 0 at micro-batch 0
+        eval_probe ep = {eval_blocks, rank, W, -1, -1, 0};
+        zt_fsdp_eval_source src = {.fetch = probe_fetch, .stop = probe_stop, .ctx = &ep};
+        zt_fsdp_eval_result res;
+        ep.stop_at = 1, ep.fail_at = -1, ep.asked = 0;
+        if (zt_fsdp_eval_from(&f, (int)nmicro_eval, &src, &res) != 0) zt_die_on_err();
+        CHECK(res.stopped == 1 && res.bad == 0 && res.micro_done == 1 && res.targets == 0,
+              "rank %d: a stop before micro-batch 1: stopped %d, bad %d, done %d", rank, res.stopped, res.bad,
+              res.micro_done);
+        ep.stop_at = -1, ep.fail_at = 0, ep.asked = 0;
+        zt_err_clear();
+        if (zt_fsdp_eval_from(&f, (int)nmicro_eval, &src, &res) != 0) zt_die_on_err();
+        CHECK(res.bad == 1 && res.stopped == 0 && res.micro_done == 0, "rank %d: a bad fetch: bad %d, done %d", rank,
+              res.bad, res.micro_done);
+        CHECK(rank != 0 || strstr(zt_errmsg(), "probe: micro-batch 0 unreadable"), "rank 0's reason kept: '%s'",
+              zt_errmsg());
+    }
     for (int k = 0; k < steps; k++) {
         for (int i = 0; i < B * G; i++) mine[i] = data + (k * GB + rank * B * G + i) * S;
         zt_fsdp_stats st;
