@@ -29,8 +29,10 @@ static const char synopsis[] =
             "            the checkpoint saves on the elapsed-time axis; GPU-hours spent, at risk and\n"
             "            (while running) projected to the last step\n"
             "Pieces that are not there yet (no power samples on the CPU, no --eval-data, a live\n"
-            "run without complete.json) are listed on the page. Run it again to refresh a live\n"
-            "run's page. TensorBoard reads the same run: tensorboard --logdir RUN/tb\n";
+            "run without complete.json) are listed on the page. A damaged line of a JSONL file (a\n"
+            "NUL byte, not JSON, not an object) is skipped, the rest drawn, and said on the page\n"
+            "and on stderr. Every string from the run's files is HTML-escaped. Run it again to\n"
+            "refresh a live run's page. TensorBoard reads the same run: tensorboard --logdir RUN/tb\n";
 static const char epilog[] =
             "\n"
             "exit: 0 written, 1 RUN is not a run directory (the message names what is missing) or\n"
@@ -51,7 +53,8 @@ static const zt_flag flags[] = {
      .help = "triage band file for the power picture (default: the built-in\nB300 calibration, launch/bands-b300.json)"},
     {"window", ZT_FLAG_F64, ZT_AT_F64(T, window), "S", .fmin = 1e-3, .fmax = 3600, .def = ZT_TRIAGE_DEF_WINDOW, .letter = 'w',
      .help = "triage snapshot window in seconds (default {default})"},
-    {"quiet", ZT_FLAG_SET, ZT_AT_INT(T, quiet), .letter = 'q', .help = "print nothing on success"},
+    {"quiet", ZT_FLAG_SET, ZT_AT_INT(T, quiet), .letter = 'q',
+     .help = "print nothing on success (the page still lists the damaged lines\nof the run's files it skipped)"},
     {0}};
 #undef T
 
@@ -62,7 +65,7 @@ int zt_cmd_report(int argc, char **argv) {
     if (prc) return prc == 1 ? 0 : 2;
     const char *out = f.output, *bands_path = f.bands;
     const int quiet = f.quiet;
-    zt_report_opts o = {.window = f.window};
+    zt_report_opts o = {.window = f.window, .warn = quiet ? NULL : stderr};
     if (argc - first != 1) {
         fprintf(stderr, "zerotrain report: error: %s\n\n",
                 first >= argc ? "no run directory given" : "give one run directory");

@@ -2,6 +2,9 @@
 // without changing it, and lay its curves out as one HTML page of inline SVG plots at
 // fixed positions (launch/svg.h), with the run's state, the watcher's verdict and the
 // flight recorders' diagnosis. Anything missing is said on the page.
+// Every string read from the run's files is untrusted: it reaches the page as text or a
+// double-quoted attribute value only through zt_html_escape, and a class or data-state
+// only as a word of a fixed set (run_state); numbers are printed only when finite.
 #define _GNU_SOURCE
 #include "launch/report.h"
 
@@ -11,6 +14,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -51,6 +55,17 @@ typedef struct {
     dvec step, toks;
 } rank_series;
 
+// What a JSONL reader skipped. A line with a NUL byte, one that is not JSON or JSON that
+// is not an object is counted and skipped, and the lines after it are still read: a
+// damaged line (a crash can leave NUL bytes behind) must not hide the rest of the run.
+typedef struct {
+    size_t lines, bad;  // objects read; lines skipped (an incomplete last line included)
+    int partial_bad;    // the last line has no newline (being written) and could not be read
+    size_t damaged;     // skipped lines other than an incomplete last one
+    size_t at[4];       // the first damaged lines: line numbers (from 1) and why
+    const char *why[4];
+} jsonl_stats;
+
 typedef struct {
     long long step;
     double saved_unix, save_s, bytes;
@@ -67,6 +82,7 @@ typedef struct {
 
 typedef struct {
     const char *dir;
+    FILE *warn;          // zt_report_opts.warn
     char note[64][320];  // "not shown" lines
     int nnotes;
     cJSON *run, *hb, *complete, *watch;
@@ -74,8 +90,7 @@ typedef struct {
     // metrics.jsonl
     dvec m[M_NCOL];
     dvec ev_step, ev_loss, ev_ppl, ev_tokens;
-    size_t metric_lines, bad_lines;
-    int last_line_partial;
+    jsonl_stats metrics_read;
     // ranks/
     rank_series *ranks;
     int nranks;
@@ -91,7 +106,7 @@ typedef struct {
     int have_tb;
     // derived
     double t_start;  // Unix seconds of the run's start (NAN: unknown)
-    char state[16];  // complete, running, starting, hung, crashed, failed, stopped
+    const char *state;  // one of run_states[]: safe in a class name and data-state
     char state_why[1200];
 } run_data;
 
@@ -137,23 +152,57 @@ static const char *jstr(const cJSON *o, const char *k) {
 
 // Lines of a JSONL file; fn gets each parsed object. Returns -1 when the file is absent.
 static int read_jsonl(run_data *r, const char *path, void (*fn)(run_data *, cJSON *, void *), void *arg,
-                      size_t *lines, size_t *bad, int *partial) {
+                      jsonl_stats *st) {
     size_t len;
-    char *text = zt_read_file(path, &len);
+    char *text = zt_read_file(path, &len);  // len + 1 bytes: text[len] may be written
     if (!text) return -1;
-    *lines = *bad = 0;
-    if (partial) *partial = len > 0 && text[len - 1] != '\n';
-    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (!line[strspn(line, " \t\r")]) continue;
-        cJSON *j = cJSON_Parse(line);
-        if (!cJSON_IsObject(j))
-            (*bad)++;
-        else
-            (*lines)++, fn(r, j, arg);
-        cJSON_Delete(j);
+    memset(st, 0, sizeof *st);
+    size_t lineno = 0;
+    for (char *line = text, *end = text + len; line < end; lineno++) {
+        char *nl = memchr(line, '\n', (size_t)(end - line)), *stop = nl ? nl : end;
+        *stop = 0;
+        const char *why = NULL;
+        if (memchr(line, 0, (size_t)(stop - line))) {
+            why = "a NUL byte";
+        } else if (line[strspn(line, " \t\r")]) {
+            cJSON *j = cJSON_Parse(line);
+            if (!j)
+                why = "not JSON";
+            else if (!cJSON_IsObject(j))
+                why = "not a JSON object";
+            else
+                st->lines++, fn(r, j, arg);
+            cJSON_Delete(j);
+        }
+        if (why) {
+            st->bad++;
+            if (!nl) {
+                st->partial_bad = 1;
+            } else {
+                if (st->damaged < 4) st->at[st->damaged] = lineno + 1, st->why[st->damaged] = why;
+                st->damaged++;
+            }
+        }
+        line = stop + 1;
     }
     free(text);
     return 0;
+}
+
+// A note on the page for what read_jsonl skipped, and a warning on stderr for damaged
+// lines (an incomplete last line is what a live run's file looks like: the page says it).
+static void note_skipped(run_data *r, const char *shown, const jsonl_stats *st, const char *partial_why) {
+    if (!st->bad) return;
+    char list[240] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < st->damaged && i < 4 && at < sizeof list; i++)
+        at += (size_t)snprintf(list + at, sizeof list - at, "%sline %zu (%s)", i ? ", " : "", st->at[i], st->why[i]);
+    if (st->damaged > 4 && at < sizeof list) snprintf(list + at, sizeof list - at, ", and %zu more", st->damaged - 4);
+    note(r, "%s: %zu line%s could not be read%s%s%s", shown, st->bad, st->bad == 1 ? "" : "s",
+         st->partial_bad ? partial_why : "", st->damaged ? "; skipped, the rest is drawn: " : "", list);
+    if (st->damaged && r->warn)
+        fprintf(r->warn, "zerotrain report: warning: %s/%s: skipped %zu line%s that could not be read: %s\n", r->dir,
+                shown, st->damaged, st->damaged == 1 ? "" : "s", list);
 }
 
 static void metrics_line(run_data *r, cJSON *j, void *unused) {
@@ -242,13 +291,13 @@ static void scan_ranks(run_data *r) {
             rank_series *s = &r->ranks[r->nranks];
             memset(s, 0, sizeof *s);
             s->rank = rank;
-            size_t lines, bad;
-            int partial;
-            if (read_jsonl(r, path, rank_line, s, &lines, &bad, &partial) == 0) {
+            jsonl_stats js;
+            if (read_jsonl(r, path, rank_line, s, &js) == 0) {
                 r->nranks++;
-                if (bad)
-                    note(r, "ranks/%s: %zu line%s could not be read%s", e->d_name, bad, bad == 1 ? "" : "s",
-                         partial ? " (the last one is incomplete: being written, or the process died mid-write)" : "");
+                char shown[300];
+                snprintf(shown, sizeof shown, "ranks/%s", e->d_name);
+                note_skipped(r, shown, &js,
+                             " (the last one is incomplete: being written, or the process died mid-write)");
             }
         } else if ((n = 0, sscanf(e->d_name, "rank-%d.power.csv%n", &rank, &n) == 1) && n > 0 && !e->d_name[n]) {
             power_paths = realloc(power_paths, (size_t)(np + 1) * sizeof *power_paths);
@@ -330,35 +379,63 @@ static double run_id_time(const char *id) {
 
 static double last(const dvec *a) { return a->n ? a->v[a->n - 1] : NAN; }
 
+static double last_finite(const dvec *a) {
+    for (size_t i = a->n; i-- > 0;)
+        if (isfinite(a->v[i])) return a->v[i];
+    return NAN;
+}
+
+// The states a page can show: the badge's class (st-NAME) and data-state are one of these
+// words, whatever the run's files say; a state no word fits is "unknown".
+static const char *const run_states[] = {"complete", "running", "starting", "hung",
+                                         "crashed",  "failed",  "stopped",  "unknown"};
+
+// The word of run_states[] that s names (any case), else "unknown".
+static const char *run_state(const char *s) {
+    for (size_t i = 0; s && i < sizeof run_states / sizeof run_states[0]; i++)
+        if (!strcasecmp(s, run_states[i])) return run_states[i];
+    return "unknown";
+}
+
+// "%.0f" of a finite number, else "?": no "nan" or "inf" reaches the page.
+static const char *fmt_count(double v, char *buf, size_t n) {
+    if (isfinite(v))
+        snprintf(buf, n, "%.0f", v);
+    else
+        snprintf(buf, n, "?");
+    return buf;
+}
+
 // The run's state: complete.json > the trainer's own failed/stopped > a rank that hit
 // the collective deadline > the watcher's final verdict > running (or starting).
 static void decide_state(run_data *r) {
     const char *hbs = jstr(r->hb, "state");
     const char *ws = jstr(r->watch, "state");
+    char b1[32];
     if (r->complete) {
-        snprintf(r->state, sizeof r->state, "complete");
+        r->state = run_state("complete");
         const char *fin = jstr(r->complete, "final");
-        snprintf(r->state_why, sizeof r->state_why, "complete.json: step %.0f committed, final weights %s",
-                 jnum(r->complete, "step"), fin && fin[0] ? fin : "not written");
+        snprintf(r->state_why, sizeof r->state_why, "complete.json: step %s committed, final weights %s",
+                 fmt_count(jnum(r->complete, "step"), b1, sizeof b1), fin && fin[0] ? fin : "not written");
         return;
     }
     if (hbs && (!strcmp(hbs, "failed") || !strcmp(hbs, "stopped"))) {
-        snprintf(r->state, sizeof r->state, "%s", hbs);
+        r->state = run_state(hbs);
         if (!strcmp(hbs, "failed"))
             snprintf(r->state_why, sizeof r->state_why,
-                     "heartbeat.json: the trainer reported failure at step %.0f (its error output says why)",
-                     jnum(r->hb, "step"));
+                     "heartbeat.json: the trainer reported failure at step %s (its error output says why)",
+                     fmt_count(jnum(r->hb, "step"), b1, sizeof b1));
         else
             snprintf(r->state_why, sizeof r->state_why,
-                     "heartbeat.json: stopped on a signal at step %.0f after committing a checkpoint; continue with "
+                     "heartbeat.json: stopped on a signal at step %s after committing a checkpoint; continue with "
                      "`zerotrain train ... --resume`",
-                     jnum(r->hb, "step"));
+                     fmt_count(jnum(r->hb, "step"), b1, sizeof b1));
         return;
     }
     int aborted = 0;
     for (int i = 0; i < r->ndumps; i++) aborted += !strcmp(r->dumps[i].status, "aborted");
     if (aborted) {
-        snprintf(r->state, sizeof r->state, "hung");
+        r->state = run_state("hung");
         int at = snprintf(r->state_why, sizeof r->state_why,
                           "%d rank%s hit the collective deadline and aborted the job (ranks/rank-N.flight.json)",
                           aborted, aborted == 1 ? "" : "s");
@@ -370,19 +447,17 @@ static void decide_state(run_data *r) {
         return;
     }
     if (ws && strcmp(ws, "RUNNING") && strcmp(ws, "STARTING") && strcmp(ws, "COMPLETE")) {
-        snprintf(r->state, sizeof r->state, "%s", ws);
-        for (char *p = r->state; *p; p++)
-            if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+        r->state = run_state(ws);  // HUNG, CRASHED, FAILED, STOPPED; anything else: unknown
         snprintf(r->state_why, sizeof r->state_why, "watch.json: %s: %s", ws,
                  jstr(r->watch, "reason") ? jstr(r->watch, "reason") : "");
         return;
     }
     if (!r->have_hb && !r->have_metrics) {
-        snprintf(r->state, sizeof r->state, "starting");
+        r->state = run_state("starting");
         snprintf(r->state_why, sizeof r->state_why, "run.json only: no step has finished yet");
         return;
     }
-    snprintf(r->state, sizeof r->state, "running");
+    r->state = run_state("running");
     double age = time(NULL) - jnum(r->hb, "time");
     char d1[32];
     if (isfinite(age))
@@ -409,8 +484,7 @@ static int load(run_data *r, const char *dir) {
     r->have_run = e_run, r->have_hb = e_hb;
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    r->have_metrics =
-        read_jsonl(r, path, metrics_line, NULL, &r->metric_lines, &r->bad_lines, &r->last_line_partial) == 0;
+    r->have_metrics = read_jsonl(r, path, metrics_line, NULL, &r->metrics_read) == 0;
     if (!e_run && !e_hb && !r->have_metrics)
         return zt_err("%s is not a run directory: it has none of run.json, heartbeat.json, metrics.jsonl (zerotrain "
                       "train --run-dir writes run.json at its start)",
@@ -452,9 +526,7 @@ static int load(run_data *r, const char *dir) {
         note(r, "no metrics.jsonl yet: no step has finished, so there are no curves");
     else if (!r->m[M_STEP].n)
         note(r, "metrics.jsonl has no step lines yet");
-    if (r->bad_lines)
-        note(r, "metrics.jsonl: %zu line%s could not be read%s", r->bad_lines, r->bad_lines == 1 ? "" : "s",
-             r->last_line_partial ? " (the last one is being written)" : "");
+    note_skipped(r, "metrics.jsonl", &r->metrics_read, " (the last one is being written)");
     if (r->have_metrics && !r->ev_step.n)
         note(r, "no evaluation lines in metrics.jsonl (train with --eval-data DIR [--eval-every N]): eval loss not "
                 "shown");
@@ -553,8 +625,9 @@ static void header(FILE *f, const run_data *r) {
             PAGE_W - 20, HEAD_H);
     fputs("<h1>zerotrain run ", f);
     zt_html_escape(f, id ? id : "(no run id)");
-    fprintf(f, " <span class=\"badge st-%s\" id=\"state\" data-state=\"%s\">", r->state, r->state);
-    for (const char *p = r->state; *p; p++) fputc(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p, f);
+    const char *state = run_state(r->state);  // a word of the fixed set: class and data-state
+    fprintf(f, " <span class=\"badge st-%s\" id=\"state\" data-state=\"%s\">", state, state);
+    for (const char *p = state; *p; p++) fputc(*p >= 'a' && *p <= 'z' ? *p - 'a' + 'A' : *p, f);
     fputs("</span></h1>\n<table class=\"facts\">\n<tr>", f);
     // model
     const cJSON *mc = r->run ? cJSON_GetObjectItemCaseSensitive(r->run, "model_config") : NULL;
@@ -563,12 +636,15 @@ static void header(FILE *f, const run_data *r) {
     int has_model = model && model[0], has_init = init && init[0] && strcmp(init, "random");
     fact(f, "model", "%s%s%s%s", has_model ? model : has_init ? "" : "?", has_model && has_init ? ", " : "",
          has_init ? "weights from " : init ? " (random init)" : "", has_init ? init : "");
-    if (mc)
-        fact(f, "config", "%.0f layers, hidden %.0f, %.0f heads (%.0f kv), vocab %.0f, %s params",
-             jnum(mc, "num_hidden_layers"), jnum(mc, "hidden_size"), jnum(mc, "num_attention_heads"),
-             jnum(mc, "num_key_value_heads"), jnum(mc, "vocab_size"),
-             fmt_si(jnum(r->run, "param_count"), b1, sizeof b1));
-    else
+    if (mc) {
+        char n[5][32];
+        fact(f, "config", "%s layers, hidden %s, %s heads (%s kv), vocab %s, %s params",
+             fmt_count(jnum(mc, "num_hidden_layers"), n[0], sizeof n[0]),
+             fmt_count(jnum(mc, "hidden_size"), n[1], sizeof n[1]),
+             fmt_count(jnum(mc, "num_attention_heads"), n[2], sizeof n[2]),
+             fmt_count(jnum(mc, "num_key_value_heads"), n[3], sizeof n[3]),
+             fmt_count(jnum(mc, "vocab_size"), n[4], sizeof n[4]), fmt_si(jnum(r->run, "param_count"), b1, sizeof b1));
+    } else
         fact(f, "config", "-");
     fputs("</tr>\n<tr>", f);
     double world = jnum(r->run, "world_size");
@@ -586,10 +662,12 @@ static void header(FILE *f, const run_data *r) {
     fputs("</tr>\n<tr>", f);
     double loss = last(&r->m[M_LOSS]);
     fact(f, "last loss", "%s", isfinite(loss) ? (snprintf(b1, sizeof b1, "%.4f (step %.0f)", loss, step), b1) : "-");
-    if (r->ev_step.n)
-        fact(f, "last eval loss", "%.4f, ppl %.3f (step %.0f, %zu evaluations)", last(&r->ev_loss), last(&r->ev_ppl),
-             last(&r->ev_step), r->ev_step.n);
-    else
+    if (r->ev_step.n) {
+        double ppl = last(&r->ev_ppl);  // the loss is finite: only such lines are kept
+        fact(f, "last eval loss", "%.4f%s%s (step %s, %zu evaluations)", last(&r->ev_loss),
+             isfinite(ppl) ? ", ppl " : "", isfinite(ppl) ? (snprintf(b1, sizeof b1, "%.3f", ppl), b1) : "",
+             fmt_count(last(&r->ev_step), b2, sizeof b2), r->ev_step.n);
+    } else
         fact(f, "last eval loss", "none");
     fputs("</tr>\n<tr>", f);
     double toks = last(&r->m[M_TOKS]);
@@ -599,10 +677,17 @@ static void header(FILE *f, const run_data *r) {
     if (isfinite(jnum(r->hb, "elapsed_s"))) el = jnum(r->hb, "elapsed_s");
     fact(f, "elapsed", "%s", isfinite(el) ? zt_triage_fmt_dur(el, d1, sizeof d1) : "-");
     fputs("</tr>\n<tr>", f);
-    double gh = jnum(r->hb, "gpu_hours");
-    if (!isfinite(gh)) gh = last(&r->m[M_GPUH]);
-    fact(f, "GPU-hours", "%.4f spent, %.4f per epoch projected, %.4f at risk", gh, jnum(r->hb, "gpu_hours_per_epoch"),
-         jnum(r->hb, "gpu_hours_at_risk"));
+    // heartbeat.json's figures, else metrics.jsonl's last ones; a figure neither has is left out
+    double gh = jnum(r->hb, "gpu_hours"), risk = jnum(r->hb, "gpu_hours_at_risk");
+    if (!isfinite(gh)) gh = last_finite(&r->m[M_GPUH]);
+    if (!isfinite(risk)) risk = last_finite(&r->m[M_GPUH_RISK]);
+    const double ghv[3] = {gh, jnum(r->hb, "gpu_hours_per_epoch"), risk};
+    const char *ghw[3] = {"spent", "per epoch projected", "at risk"};
+    char ghs[160] = "";
+    for (int i = 0, at = 0; i < 3; i++)
+        if (isfinite(ghv[i]) && at < (int)sizeof ghs)
+            at += snprintf(ghs + at, sizeof ghs - at, "%s%.4f %s", at ? ", " : "", ghv[i], ghw[i]);
+    fact(f, "GPU-hours", "%s", ghs[0] ? ghs : "-");
     fact(f, "checkpoints", "%zu in checkpoints/%s%s", r->nckpt, r->latest[0] ? ", latest " : "", r->latest);
     fputs("</tr>\n</table>\n", f);
     fprintf(f, "<p id=\"state-why\"%s>", strcmp(r->state, "complete") && strcmp(r->state, "running") &&
@@ -681,8 +766,9 @@ static void details(FILE *f, const run_data *r, int top, int height, const char 
             }
         }
         for (int i = 0; i < r->ndumps; i++) {
-            fprintf(f, "<p class=\"deadline\" data-rank=\"%d\"><b>rank %d</b> (ranks/rank-%05d.flight.json, %s",
-                    r->dumps[i].rank, r->dumps[i].rank, r->dumps[i].rank, r->dumps[i].status);
+            fprintf(f, "<p class=\"deadline\" data-rank=\"%d\"><b>rank %d</b> (ranks/rank-%05d.flight.json, ",
+                    r->dumps[i].rank, r->dumps[i].rank, r->dumps[i].rank);
+            zt_html_escape(f, r->dumps[i].status);
             if (r->dumps[i].written[0]) {
                 fputs(", written ", f);
                 zt_html_escape(f, r->dumps[i].written);
@@ -733,6 +819,7 @@ int zt_report_write(const char *run_dir, const char *out_path, const zt_report_o
     run_data r;
     memset(&r, 0, sizeof r);
     zt_samples_init(&r.power);
+    r.warn = o->warn;
     if (load(&r, run_dir) != 0) {
         run_free(&r);
         return -1;
@@ -854,9 +941,10 @@ int zt_report_write(const char *run_dir, const char *out_path, const zt_report_o
     if (live && n >= 2 && isfinite(total) && total > r.m[M_STEP].v[n - 1]) {
         size_t a = n > 50 ? n - 50 : 0;
         double ds = r.m[M_STEP].v[n - 1] - r.m[M_STEP].v[a], dg = r.m[M_GPUH].v[n - 1] - r.m[M_GPUH].v[a];
-        if (ds > 0 && isfinite(dg)) {
+        double proj = r.m[M_GPUH].v[n - 1] + dg / ds * (total - r.m[M_STEP].v[n - 1]);
+        if (ds > 0 && isfinite(proj)) {
             dpush(&px, r.m[M_STEP].v[n - 1]), dpush(&py, r.m[M_GPUH].v[n - 1]);
-            dpush(&px, total), dpush(&py, r.m[M_GPUH].v[n - 1] + dg / ds * (total - r.m[M_STEP].v[n - 1]));
+            dpush(&px, total), dpush(&py, proj);
         }
     }
     char gh_title[128];
@@ -885,6 +973,9 @@ int zt_report_write(const char *run_dir, const char *out_path, const zt_report_o
                  "samples%s%s",
                  r.state, nplots, r.m[M_STEP].n, r.ev_step.n, r.nranks, r.nckpt, r.power.n, diag ? "; diagnosis: " : "",
                  diag ? diag : "");
+    if (rc == 0 && summary)  // the diagnosis quotes the flight recorders' labels: no control bytes on a terminal
+        for (char *c = summary; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     free(buf);
     free(diag);
     free(fdet);

@@ -52,6 +52,7 @@ typedef struct {
     zt_bands bands;          // for the power picture (B300 unless --bands)
     const char *bands_name;  // "built in" or the file
     double window;           // triage snapshot window (1 s)
+    FILE *warn;              // where to say what was skipped of damaged run files (NULL: the page only)
 } zt_report_opts;
 
 // Write the report of run_dir to out_path (atomically). 0, or -1 + zt_err: not a

@@ -84,7 +84,7 @@ void zt_html_page_begin(FILE *f, const char *title, int width, int height) {
           ".badge{display:inline-block;padding:0 8px;border-radius:3px;color:#fff;font-weight:bold}\n"
           ".st-complete{background:#2f8a3b}.st-running{background:#1f6fb4}.st-hung{background:#c62828}"
           ".st-crashed{background:#c62828}.st-failed{background:#c62828}.st-stopped{background:#8a6d1f}"
-          ".st-starting{background:#616e7c}\n"
+          ".st-starting{background:#616e7c}.st-unknown{background:#616e7c}\n"
           ".verdict{color:#b71c1c;font-weight:bold}\n"
           ".missing li{color:#52606d}\n"
           "code{font:12px 'DejaVu Sans Mono',monospace;background:#f0f1f3;padding:0 3px}\n",
@@ -149,6 +149,11 @@ static double nice_step(double range, int target) {
 }
 
 // ---- thinning -----------------------------------------------------------------------
+// A point is drawn when both coordinates are finite and small enough that no range or
+// pixel position computed from them overflows (a value from a damaged file must not put
+// "nan" into the page).
+static int drawable(double x, double y) { return fabs(x) <= 1e150 && fabs(y) <= 1e150; }
+
 static double area_width(const zt_svg_plot *p) { return (double)(p->width - M_LEFT - M_RIGHT); }
 
 // The points a series draws (finite ones, in order; a long series thinned to the min and
@@ -157,26 +162,26 @@ static size_t series_points(const zt_svg_plot *p, const zt_svg_series *s, double
     size_t nf = 0;
     double lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < s->n; i++)
-        if (isfinite(s->x[i]) && isfinite(s->y[i])) nf++, lo = fmin(lo, s->x[i]), hi = fmax(hi, s->x[i]);
+        if (drawable(s->x[i], s->y[i])) nf++, lo = fmin(lo, s->x[i]), hi = fmax(hi, s->x[i]);
     *xs = zt_xmalloc((nf + 1) * sizeof **xs);
     *ys = zt_xmalloc((nf + 1) * sizeof **ys);
     size_t cols = (size_t)fmax(16, area_width(p)), k = 0;
     if (nf <= 2 * cols || !(hi > lo)) {
         for (size_t i = 0; i < s->n; i++)
-            if (isfinite(s->x[i]) && isfinite(s->y[i])) (*xs)[k] = s->x[i], (*ys)[k] = s->y[i], k++;
+            if (drawable(s->x[i], s->y[i])) (*xs)[k] = s->x[i], (*ys)[k] = s->y[i], k++;
         return k;
     }
     // One pass over columns: the input is in x order (steps, times).
     size_t i = 0;
     while (i < s->n) {
-        if (!(isfinite(s->x[i]) && isfinite(s->y[i]))) {
+        if (!drawable(s->x[i], s->y[i])) {
             i++;
             continue;
         }
         size_t col = (size_t)fmin((double)cols - 1, (s->x[i] - lo) / (hi - lo) * (double)cols);
         size_t imin = i, imax = i, j = i;
         for (; j < s->n; j++) {
-            if (!(isfinite(s->x[j]) && isfinite(s->y[j]))) continue;
+            if (!drawable(s->x[j], s->y[j])) continue;
             size_t c = (size_t)fmin((double)cols - 1, (s->x[j] - lo) / (hi - lo) * (double)cols);
             if (c != col) break;
             if (s->y[j] < s->y[imin]) imin = j;
@@ -263,7 +268,7 @@ void zt_svg_begin(FILE *f, zt_svg_plot *p, const zt_svg_series *s, size_t ns, si
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
     for (size_t k = 0; k < ns; k++)
         for (size_t i = 0; i < s[k].n; i++)
-            if (isfinite(s[k].x[i]) && isfinite(s[k].y[i])) {
+            if (drawable(s[k].x[i], s[k].y[i])) {
                 xlo = fmin(xlo, s[k].x[i]), xhi = fmax(xhi, s[k].x[i]);
                 ylo = fmin(ylo, s[k].y[i]), yhi = fmax(yhi, s[k].y[i]);
             }

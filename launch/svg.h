@@ -11,8 +11,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
-// Text into HTML (element content or a quoted attribute): & < > " ' escaped; invalid
-// UTF-8 bytes and control characters other than \n and \t become U+FFFD.
+// Text into HTML, the one way a string from a file reaches a page: element content or a
+// double-quoted attribute value (the pages put no other text in an attribute, a style or
+// a class). & < > " ' escaped; invalid UTF-8 bytes and control characters other than \n
+// and \t become U+FFFD.
 void zt_html_escape(FILE *f, const char *s);
 // <!DOCTYPE html> ... <body data-width data-height>: the page is `width` x `height`
 // px, every block placed absolutely (a screenshot of that size shows all of it).
@@ -24,7 +26,7 @@ enum { ZT_SVG_LINE = 1, ZT_SVG_MARKERS = 2 };  // style bits
 typedef struct {
     const char *name;     // legend text
     const char *colour;   // "#1f77b4"
-    const double *x, *y;  // n points; non-finite ones are skipped
+    const double *x, *y;  // n points; non-finite ones (and beyond +-1e150) are skipped
     size_t n;
     int style;  // ZT_SVG_LINE | ZT_SVG_MARKERS
     int dashed;
@@ -50,7 +52,7 @@ typedef struct {
 
 // Height of the legend rows a frame of this plot reserves for these series.
 int zt_svg_legend_h(const zt_svg_plot *p, const zt_svg_series *s, size_t ns);
-// Points a series will draw: finite points, after thinning a series longer than
+// Points a series will draw: finite points (|v| <= 1e150), after thinning a series longer than
 // 2 x the plot width to the min and max of each pixel column.
 size_t zt_svg_count(const zt_svg_plot *p, const zt_svg_series *s);
 // Open the <svg>: title, legend (when a series has a name), grid, axes, ticks, axis

@@ -35,8 +35,12 @@ zt_add_test(test_tboard ${ZT_TEST_DIR}/test_tboard.c zt_runtime)
 # evaluation and checkpoints; the --no-evenfix field deadlock aborted at the collective
 # deadline), plots counted against the run's files, missing pieces, errors; `browser`
 # renders those pages in headless Chromium and checks the screenshot's pixels and the
-# rendered DOM (tests/cli/report_check.py); exit 77 = skipped (no chromium), with the reason.
-foreach(case run hang triage_html errors browser)
+# rendered DOM (tests/cli/report_check.py); `hostile` makes every string of those runs'
+# files markup and checks the raw and rendered page against the clean one
+# (tests/cli/report_hostile.py); `bad_lines`: damaged JSONL lines skipped, not the rest;
+# `no_heartbeat`: GPU-hours from metrics.jsonl, no nan/inf; exit 77 = skipped (no
+# chromium), with the reason.
+foreach(case run hang triage_html errors browser hostile bad_lines no_heartbeat)
   add_test(NAME report_cli_${case}
            COMMAND bash ${ZT_TEST_DIR}/cli/report_cli.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
                    ${CMAKE_BINARY_DIR}/test-work/report_cli ${case})
@@ -49,3 +53,4 @@ set_tests_properties(report_cli_hang PROPERTIES FIXTURES_SETUP report_hang_page)
 set_tests_properties(report_cli_triage_html PROPERTIES FIXTURES_SETUP report_triage_page)
 set_tests_properties(report_cli_browser PROPERTIES
   FIXTURES_REQUIRED "report_run_page;report_hang_page;report_triage_page")
+set_tests_properties(report_cli_hostile PROPERTIES FIXTURES_REQUIRED "report_run_page;report_hang_page")

@@ -240,6 +240,155 @@ errors)
     grep -q 'points="[0-9.]*,[0-9.]* [0-9.]*,[0-9.]* [0-9.]*,[0-9.]*"' "$P" || fail "3-point polylines"
     echo "ok [$CASE]"
     ;;
+hostile)
+    # Every string of every file the report reads made into markup that runs script if it
+    # reaches the page unescaped (tests/cli/report_hostile.py). The run: the field deadlock
+    # of the hang case (flight dumps and recorders, power samples, the watcher's watch.json)
+    # with the checkpoints' meta.json and latest of the run case, a power file with a value
+    # that is not a number (the page quotes the parse error), and complete.json or not (the
+    # badge's state then comes from watch.json). Each hostile page against the clean page
+    # of the same run: raw, then as headless Chromium rendered it.
+    hang_dir="$WORK/hang/run" run_dir="$WORK/run/run"
+    [ -s "$hang_dir/ranks/rank-00000.flight.json" ] && [ -s "$run_dir/complete.json" ] ||
+        fail "the run and hang cases must run first"
+    B="$W/clean-live"
+    cp -r "$hang_dir" "$B" && rm -f "$B/report.html" || fail "copy $hang_dir"
+    for d in "$run_dir"/checkpoints/step-*; do
+        mkdir -p "$B/checkpoints/${d##*/}" && cp "$d/meta.json" "$B/checkpoints/${d##*/}/" || fail "copy $d/meta.json"
+    done
+    cp "$run_dir/checkpoints/latest" "$B/checkpoints/" || fail "copy latest"
+    t=$(sed -n 's/^\([0-9.]*\),.*/\1/p' "$B/ranks/rank-00000.power.csv" | head -1)
+    printf 'time,gpu,power_w,util_pct,mem_used_mib\n%s,2,100.0,50,1000\n%s,2,n/a,50,1000\n' "$t" "$t" \
+        >"$B/ranks/rank-00002.power.csv"
+    cp -r "$B" "$W/clean-done" && cp "$run_dir/complete.json" "$W/clean-done/" || fail "copy complete.json"
+    shown=(--show 'run.json:run_id' --show 'run.json:model' --show 'run.json:init' --show 'run.json:backend'
+           --show 'watch.json:state' --show 'watch.json:reason' --show 'watch.json:diagnosis'
+           --show 'watch.json:details\[[0-9]+\]' --show 'ranks/rank-0000[01].flight.json:status'
+           --show 'ranks/rank-0000[01].flight.json:reason' --show 'ranks/rank-0000[01].flight.json:written'
+           --show 'ranks/rank-0000[01].flight:label' --show 'checkpoints/latest'
+           --show 'ranks/rank-00002.power.csv')
+    for v in live done; do
+        python3 "$SRC/tests/cli/report_hostile.py" make "$W/clean-$v" "$W/hostile-$v" "$W/fields-$v.json" ||
+            fail "report_hostile.py make"
+        for k in clean hostile; do
+            expect 0 "$ZT" report "$W/$k-$v"
+        done
+        self_contained "$W/clean-$v/report.html"  # the hostile page holds "src=" and the like as text
+    done
+    has "state complete"
+    ! grep -q 'pwned' "$W/clean-live/report.html" || fail "the clean page holds a payload"
+    compare() {  # CLEAN HOSTILE VARIANT STATE
+        python3 "$SRC/tests/cli/report_hostile.py" compare "$1" "$2" "$W/fields-$3.json" --state "$4" "${shown[@]}" \
+            $([ "$3" = done ] && echo "--show complete.json:final") || fail "hostile page $2"
+    }
+    compare "$W/clean-live/report.html" "$W/hostile-live/report.html" live unknown
+    compare "$W/clean-done/report.html" "$W/hostile-done/report.html" done complete
+    CHROME=""
+    for c in chromium chromium-browser google-chrome; do command -v "$c" >/dev/null && CHROME=$c && break; done
+    if [ -z "$CHROME" ]; then
+        echo "SKIPPED [$CASE]: the raw pages passed; no chromium for the rendered ones (Debian: apt-get install chromium)"
+        exit 77
+    fi
+    for v in live done; do
+        for k in clean hostile; do
+            # a payload that ran would have changed the DOM; an alert() would block: the timeout fails it
+            timeout 30 "$CHROME" --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions \
+                --disable-background-networking --user-data-dir="$W/profile" --host-resolver-rules="MAP * ~NOTFOUND" \
+                --dump-dom "file://$W/$k-$v/report.html" >"$W/$k-$v.dom.html" 2>"$W/$k-$v.dom.log" ||
+                { cat "$W/$k-$v.dom.log"; fail "chromium --dump-dom of the $k-$v page"; }
+        done
+    done
+    compare "$W/clean-live.dom.html" "$W/hostile-live.dom.html" live unknown
+    compare "$W/clean-done.dom.html" "$W/hostile-done.dom.html" done complete
+    echo "ok [$CASE]: $(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$W/fields-done.json") hostile strings, raw and rendered pages as the clean ones"
+    ;;
+bad_lines)
+    # Damaged lines in the JSONL files: a NUL byte in line 3 of metrics.jsonl, a line that
+    # is not JSON, one that is not an object; a NUL byte in a rank's file. Each is skipped
+    # and counted, the lines after it drawn, and said on the page and on stderr.
+    mkdir -p "$W/r/ranks"
+    printf '{"run_id": "bad1", "world_size": 2, "train": {"total_steps": 6}}\n' >"$W/r/run.json"
+    step_line() {  # STEP
+        printf '{"step":%d,"epoch":0,"loss":%d.25,"lr":1e-4,"grad_norm":1.0,"clip_coef":1.0,"tokens":%d,"tok_per_s":1000.0,"step_time_s":3.0,"compute_s":2.0,"comm_wait_s":1.0,"gpu_hours":0.00%d,"gpu_hours_at_risk":0.00%d,"elapsed_s":%d}\n' \
+            "$1" $((9 - $1)) $(($1 * 1000)) "$1" "$1" $(($1 * 3))
+    }
+    { step_line 1; step_line 2; step_line 3 | sed 's/"lr"/"l\x00r"/'; step_line 4; echo 'this is not JSON {'
+      step_line 5; echo '[1, 2, 3]'; step_line 6; } >"$W/r/metrics.jsonl"
+    [ "$(wc -l <"$W/r/metrics.jsonl")" -eq 8 ] && [ "$(tr -cd '\000' <"$W/r/metrics.jsonl" | wc -c)" -eq 1 ] ||
+        fail "metrics.jsonl should have 8 lines and 1 NUL byte"
+    for s in 1 2 3 4; do
+        printf '{"step":%d,"rank":0,"tok_per_s":500.0,"step_time_s":3.0}\n' "$s"
+    done | sed '2s/"rank"/"ra\x00nk"/' >"$W/r/ranks/rank-00000.metrics.jsonl"
+    ZT_ERR="$W/stderr.txt"
+    "$ZT" report "$W/r" >"$W/out.txt" 2>"$ZT_ERR" || { cat "$W/out.txt" "$ZT_ERR"; fail "report exited $?"; }
+    cat "$W/out.txt" "$ZT_ERR"
+    has "state running; 9 plots; 5 steps, 0 evaluations, 1 ranks"
+    grep -qF "zerotrain report: warning: $W/r/metrics.jsonl: skipped 3 lines that could not be read: line 3 (a NUL byte), line 5 (not JSON), line 7 (not a JSON object)" "$ZT_ERR" ||
+        fail "stderr lacks the skipped lines of metrics.jsonl"
+    grep -qF "zerotrain report: warning: $W/r/ranks/rank-00000.metrics.jsonl: skipped 1 line that could not be read: line 2 (a NUL byte)" "$ZT_ERR" ||
+        fail "stderr lacks the skipped line of ranks/rank-00000.metrics.jsonl"
+    P="$W/r/report.html"
+    want_points "$P" loss 5
+    want_points "$P" lr 5
+    want_points "$P" tok-per-rank 3
+    page_has "$P" "metrics.jsonl: 3 lines could not be read; skipped, the rest is drawn: line 3 (a NUL byte), line 5 (not JSON), line 7 (not a JSON object)"
+    page_has "$P" "ranks/rank-00000.metrics.jsonl: 1 line could not be read; skipped, the rest is drawn: line 2 (a NUL byte)"
+    page_has "$P" '<td class="k">steps</td><td>6 / 6, epoch 0</td>'
+    page_has "$P" '<td>3.2500 (step 6)</td>'
+    # --quiet: nothing printed, the page still says it
+    expect 0 "$ZT" report -q "$W/r"
+    [ ! -s "$W/out.txt" ] || fail "--quiet printed something"
+    page_has "$P" "line 3 (a NUL byte)"
+    echo "ok [$CASE]"
+    ;;
+no_heartbeat)
+    # No heartbeat.json: the GPU-hours come from metrics.jsonl's last line, and no number
+    # on the page is "nan" or "inf" (also with run.json alone, an eval line without its
+    # perplexity, a model_config without its sizes, a complete.json without its step).
+    nan_free() {  # PAGE: no nan / inf printed as a number
+        ! grep -Eiqo '(^|[^a-z])[-+]?(nan|inf|infinity)([^a-z]|$)' "$1" ||
+            fail "$1 prints nan or inf: $(grep -Eio '.{40}(^|[^a-z])[-+]?(nan|inf|infinity)([^a-z]|$).{10}' "$1" | head -3)"
+    }
+    mkdir -p "$W/a" "$W/b" "$W/c"
+    printf '{"run_id": "nohb", "world_size": 2, "model": "m", "model_config": {"hidden_size": 64}, "train": {"total_steps": 10}}\n' >"$W/a/run.json"
+    for s in 1 2 3; do
+        printf '{"step":%d,"epoch":0,"loss":%d.5,"lr":1e-4,"grad_norm":1.0,"clip_coef":1.0,"tokens":%d,"tok_per_s":1000.0,"step_time_s":3.0,"compute_s":2.0,"comm_wait_s":1.0,"gpu_hours":0.00%d,"gpu_hours_at_risk":0.00%d,"elapsed_s":%d}\n' \
+            $s $((6 - s)) $((s * 1000)) $((s + 1)) $s $((s * 3)) >>"$W/a/metrics.jsonl"
+    done
+    printf '{"step":3,"eval_loss":2.5}\n' >>"$W/a/metrics.jsonl"
+    cp "$W/a/run.json" "$W/b/"
+    cp "$W/a/run.json" "$W/a/metrics.jsonl" "$W/c/"
+    printf '{"run_id": "nohb"}\n' >"$W/c/complete.json"
+    expect 0 "$ZT" report "$W/a"
+    has "state running; 9 plots; 3 steps, 1 evaluations"
+    page_has "$W/a/report.html" '<td class="k">GPU-hours</td><td>0.0040 spent, 0.0030 at risk</td>'
+    page_has "$W/a/report.html" "no heartbeat.json"
+    want_points "$W/a/report.html" gpu-hours 8  # spent, at risk, the projection to step 10
+    nan_free "$W/a/report.html"
+    expect 0 "$ZT" report "$W/b"
+    has "state starting"
+    page_has "$W/b/report.html" '<td class="k">GPU-hours</td><td>-</td>'
+    nan_free "$W/b/report.html"
+    expect 0 "$ZT" report "$W/c"
+    has "state complete"
+    page_has "$W/c/report.html" "complete.json: step ? committed"
+    nan_free "$W/c/report.html"
+    # numbers no scale holds (1e308 spans overflow, 1e999 parses as inf): not drawn, not printed
+    mkdir -p "$W/d"
+    cp "$W/a/run.json" "$W/d/"
+    for s in 1 2 3; do
+        big=$([ $s = 2 ] && echo 1e308 || echo -1e308)
+        printf '{"step":%d,"epoch":0,"loss":%s,"lr":1e-4,"grad_norm":%s,"clip_coef":1.0,"tokens":%s,"tok_per_s":1e999,"step_time_s":3.0,"compute_s":2.0,"comm_wait_s":1.0,"gpu_hours":%s,"gpu_hours_at_risk":0.001,"elapsed_s":%d}\n' \
+            $s "$big" $([ $s = 2 ] && echo 1e999 || echo 1) $([ $s = 3 ] && echo 1e308 || echo 5) \
+            $([ $s = 3 ] && echo 1e300 || echo 0.1) $((s * 3)) >>"$W/d/metrics.jsonl"
+    done
+    printf '{"step":3,"eval_loss":1e308,"eval_ppl":1e999}\n' >>"$W/d/metrics.jsonl"
+    expect 0 "$ZT" report "$W/d"
+    want_points "$W/d/report.html" loss 0
+    want_points "$W/d/report.html" lr 3
+    nan_free "$W/d/report.html"
+    echo "ok [$CASE]"
+    ;;
 browser)
     # The pages of the cases above in a real headless browser.
     CHROME=""
