@@ -362,8 +362,7 @@ int zt_dataset_read_block(const zt_dataset *ds, int file, int64_t block, uint32_
     return 0;
 changed:
     return zt_err("%s: the file changed while training (%s); block %lld cannot be read as the data packed into "
-                  "it (dataset.json's crc32c 0x%08x). Restore the file, or pack the data anew and continue with "
-                  "--resume --allow-new-data",
+                  "it (dataset.json's crc32c 0x%08x)",
                   f->path, why, (long long)block, f->crc32c);
 }
 

@@ -133,6 +133,7 @@ static void read_heartbeat(zt_watch *w) {
     h->have = 1;
     jstr(j, "run_id", h->run_id, sizeof h->run_id);
     jstr(j, "state", h->state, sizeof h->state);
+    jstr(j, "error", h->error, sizeof h->error);
     h->step = (long long)step->valuedouble;
     h->total_steps = (long long)jnum(j, "total_steps", 0);
     h->epoch = (long long)jnum(j, "epoch", 0);
@@ -427,8 +428,8 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
         return w->state = ZT_WS_STARTING;
     }
     if (w->hb.have && !strcmp(w->hb.state, "failed")) {
-        snprintf(w->reason, sizeof w->reason, "heartbeat.json: the trainer reported failure at step %lld",
-                 w->hb.step);
+        snprintf(w->reason, sizeof w->reason, "heartbeat.json: the trainer reported failure at step %lld%s%.900s",
+                 w->hb.step, w->hb.error[0] ? ": " : "", w->hb.error);
         return w->state = ZT_WS_FAILED;
     }
     if (w->hb.have && !strcmp(w->hb.state, "stopped")) {

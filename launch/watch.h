@@ -59,6 +59,7 @@ double zt_watch_stale_after(const zt_watch_opts *o);
 typedef struct {
     int have;
     char run_id[80], state[16];
+    char error[600];  // state failed: the trainer's error, when it recorded one ("" otherwise)
     long long step, total_steps, epoch, tokens;
     double time, elapsed_s, step_time_s, tok_per_s, loss;
     int world_size;

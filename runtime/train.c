@@ -1085,13 +1085,20 @@ static int runlog_complete(const zt_train_opts *o, const run_state *r) {
                        .gpu_hours_per_epoch = steps_run ? r->world * el / (double)steps_run *
                                                               (double)r->steps_per_epoch / 3600.0 : 0};
     zt_heartbeat_write(o->run_dir, &hb);
-    char text[9000], path[4200];
-    snprintf(text, sizeof text,
-             "{\"run_id\": \"%s\", \"step\": %lld, \"time\": %.3f, \"checkpoint\": \"%s\", \"final\": \"%s%s\"}\n",
-             r->run_id, (long long)total_steps, (double)time(NULL), r->ckpt_path, o->save_final ? o->run_dir : "",
-             o->save_final ? "/final" : "");
+    char path[4200], final_dir[4200] = "";
+    if (o->save_final) snprintf(final_dir, sizeof final_dir, "%s/final", o->run_dir);
+    cJSON *c = cJSON_CreateObject();  // paths may hold any byte: cJSON escapes them
+    cJSON_AddStringToObject(c, "run_id", r->run_id);
+    cJSON_AddNumberToObject(c, "step", (double)total_steps);
+    cJSON_AddNumberToObject(c, "time", (double)time(NULL));
+    cJSON_AddStringToObject(c, "checkpoint", r->ckpt_path);
+    cJSON_AddStringToObject(c, "final", final_dir);
+    char *text = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
     snprintf(path, sizeof path, "%s/complete.json", o->run_dir);
-    if (zt_write_file_atomic(path, text, strlen(text)) != 0) return -1;
+    const int wrc = zt_write_file_atomic(path, text, strlen(text));
+    free(text);
+    if (wrc != 0) return -1;
     printf("GPU-hours (rank-hours on cpu): %.4f spent in this process, %.4f per epoch projected\n", hb.gpu_hours,
            hb.gpu_hours_per_epoch);
     return 0;
@@ -1264,8 +1271,8 @@ static int data_bad_stop(const zt_train_opts *o, run_state *r, int64_t step) {
         snprintf(save, sizeof save, "%s", zt_errmsg());
         return zt_err("%.2000s; and the checkpoint of step %lld failed: %.1500s", why, (long long)step, save);
     }
-    return zt_err("%.3000s; the checkpoint of step %lld, the last good step, is committed (%s): continue with "
-                  "--resume once the data is right",
+    return zt_err("%.3000s; the checkpoint of step %lld, the last good step, is committed (%s): restore the file "
+                  "and continue with --resume (or pack the data anew and add --allow-new-data)",
                   why, (long long)step, r->ckpt_path);
 }
 
