@@ -4,6 +4,7 @@
 // Here, below the model (model/config.c loads it from a path), because the training
 // checkpoint stores and validates the config too (checkpoint/ckpt.c, ckpt_h5.c).
 // defines: zt_qwen3_config_parse, zt_qwen3_config_json, zt_qwen3_param_count
+#include "data/json_util.h"
 #include "checkpoint/hf_config.h"
 
 #include <cjson/cJSON.h>
@@ -59,7 +60,13 @@ static int get_num(const cJSON *root, const char *key, double *out, int required
 int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *origin) {
     memset(c, 0, sizeof *c);
     cJSON *root = cJSON_Parse(json);
-    if (!root) return zt_err("%s: not valid JSON (near: %.40s)", origin, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");
+    if (!root) {
+        char deep[160];
+        const size_t n = strlen(json);
+        if (zt_json_depth_error(json, n, zt_json_error_col(json, n), deep, sizeof deep))
+            return zt_err("%s: %s", origin, deep);
+        return zt_err("%s: not valid JSON (near: %.40s)", origin, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");
+    }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return zt_err("%s: top level must be a JSON object", origin);

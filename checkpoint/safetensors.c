@@ -2,6 +2,7 @@
 // and writer (header in insertion order, padded like the Python library, written to
 // a tmp file and renamed so that a crash or full disk never damages an existing file).
 #define _GNU_SOURCE
+#include "data/json_util.h"
 #include "checkpoint/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -189,6 +190,9 @@ static int parse_header(zt_st_file *f, uint64_t hlen) {
     cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)hlen, &stop, 0);
     if (!root) {
         size_t at = stop ? (size_t)(stop - text) : 0;
+        char deep[160];
+        if (zt_json_depth_error(text, (size_t)hlen, at + 1, deep, sizeof deep))
+            return zt_err("%s: header %s", path, deep);
         return zt_err("%s: header is not valid JSON (error near header byte %zu of %" PRIu64 ")", path, at, hlen);
     }
     // The Python writer pads with spaces; anything else after the object is corrupt.

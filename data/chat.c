@@ -133,12 +133,14 @@ int zt_chat_check_template(const char *path, uint32_t *crc) {
                       why);
     }
     cJSON *root = cJSON_ParseWithLength(text, len);
+    char deep[160];
+    const char *too_deep = root ? NULL : zt_json_depth_error(text, len, zt_json_error_col(text, len), deep, sizeof deep);
     free(text);
     int rc = 0;
     const cJSON *t = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "chat_template") : NULL;
     const size_t want_len = sizeof qwen3_template - 1;
     const uint32_t want = zt_chat_template_crc();
-    if (!root) rc = zt_err("%s: not valid JSON", path);
+    if (!root) rc = too_deep ? zt_err("%s: %s", path, too_deep) : zt_err("%s: not valid JSON", path);
     else if (!t) rc = zt_err("%s: no \"chat_template\" member; --input chat needs the Qwen3 chat template", path);
     else if (!cJSON_IsString(t))
         rc = zt_err("%s: \"chat_template\" is not a string (named template lists are not supported); --input chat "

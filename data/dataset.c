@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "data/crc32c.h"
+#include "data/json_util.h"
 #include "runtime/common.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -171,6 +172,8 @@ static int parse_json(zt_dataset *ds, const char *jpath, const char *text, size_
         int line, col;
         size_t off = end && end >= text ? (size_t)(end - text) : 0;
         line_col(text, off, &line, &col);
+        char deep[160];
+        if (zt_json_depth_error(text, len, off + 1, deep, sizeof deep)) return zt_err("%s: %s", jpath, deep);
         return zt_err("%s: line %d column %d: not valid JSON (a damaged or hand-edited file? re-run `zerotrain "
                       "pack` into a new directory)",
                       jpath, line, col);

@@ -315,6 +315,11 @@ static void prepare_record(text_reader *tr, record *r) {
     r->json = cJSON_ParseWithLengthOpts(r->raw, r->rawlen, &end, 0);
     if (!r->json) {
         size_t col = end && end >= r->raw ? (size_t)(end - r->raw) + 1 : 1;
+        char deep[160];
+        if (zt_json_depth_error(r->raw, r->rawlen, col, deep, sizeof deep)) {
+            r->err = msgf("%s", deep);
+            return;
+        }
         size_t from = col > 20 ? col - 21 : 0, n = r->rawlen - from < 40 ? r->rawlen - from : 40;
         char near[41];
         for (size_t i = 0; i < n; i++) near[i] = (r->raw[from + i] >= 32 && r->raw[from + i] < 127) ? r->raw[from + i] : '?';

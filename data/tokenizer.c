@@ -13,6 +13,7 @@
 #include <utf8proc.h>
 
 #include "data/crc32c.h"
+#include "data/json_util.h"
 #include "runtime/common.h"
 
 // The split regex of Qwen2, Qwen2.5 and Qwen3, which zt_pretokenize implements.
@@ -424,7 +425,11 @@ zt_tokenizer *zt_tokenizer_load(const char *path) {
         size_t off = (at && at >= text && at <= text + len) ? (size_t)(at - text) : 0;
         size_t line = 1;
         for (size_t i = 0; i < off; i++) line += text[i] == '\n';
-        zt_err("%s: not valid JSON (parse error at byte %zu, line %zu)", path, off, line);
+        char deep[160];
+        if (zt_json_depth_error(text, len, zt_json_error_col(text, len), deep, sizeof deep))
+            zt_err("%s: %s (line %zu)", path, deep, line);
+        else
+            zt_err("%s: not valid JSON (parse error at byte %zu, line %zu)", path, off, line);
         free(text);
         free(tk);
         return NULL;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "data/json_util.h"
 #include "model/qwen3.h"
 #include "runtime/common.h"
 #include "runtime/fsdp.h"
@@ -80,12 +81,19 @@ void zt_gpu_preset_names(char *buf, size_t n) {
         k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", presets[i].name);
 }
 
-static int json_pos(const cJSON *o, const char *key, double *out, const char *path) {
+// A positive number within [lo, hi] `unit`: the command-line overrides' ranges (cmd_plan.c)
+// in bytes and bytes/s. cJSON reads 1e400 as inf, which printed "inf TFLOP/s ... fits".
+static int json_pos(const cJSON *o, const char *key, double *out, const char *path, double lo, double hi,
+                    const char *unit) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!it) return zt_err("%s: required field \"%s\" is missing", path, key);
     if (!cJSON_IsNumber(it) || !(it->valuedouble > 0))
         return zt_err("%s: field \"%s\" must be a positive number", path, key);
-    *out = it->valuedouble;
+    const double v = it->valuedouble;
+    if (!isfinite(v) || v < lo || v > hi)
+        return zt_err("%s: field \"%s\" is %g, out of range: it must be a finite number in [%g, %g] %s", path, key,
+                      v, lo, hi, unit);
+    *out = v;
     return 0;
 }
 
@@ -93,7 +101,11 @@ int zt_gpu_spec_load(const char *path, zt_gpu_spec *out) {
     char *text = zt_read_file(path, NULL);
     if (!text) return zt_err_prefix("--gpu-file");
     cJSON *o = cJSON_Parse(text);
+    char deep[160];
+    const size_t n = strlen(text);
+    const char *too_deep = o ? NULL : zt_json_depth_error(text, n, zt_json_error_col(text, n), deep, sizeof deep);
     free(text);
+    if (too_deep) return zt_err("%s: %s", path, too_deep);
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return zt_err("%s: not a JSON object", path);
@@ -103,11 +115,15 @@ int zt_gpu_spec_load(const char *path, zt_gpu_spec *out) {
     int rc = -1;
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
     snprintf(out->name, sizeof out->name, "%s", nm && cJSON_IsString(nm) ? nm->valuestring : path);
-    if (json_pos(o, "peak_flops", &out->peak_flops, path) || json_pos(o, "hbm_bytes", &out->hbm_bytes, path) ||
-        json_pos(o, "hbm_bw", &out->hbm_bw, path) || json_pos(o, "nvlink_bw", &out->nvlink_bw, path) ||
-        json_pos(o, "net_bw", &out->net_bw, path))
+    if (json_pos(o, "peak_flops", &out->peak_flops, path, 1e9, 1e18, "FLOP/s") ||
+        json_pos(o, "hbm_bytes", &out->hbm_bytes, path, 1e6, 1e15, "bytes") ||
+        json_pos(o, "hbm_bw", &out->hbm_bw, path, 1e9, 1e15, "bytes/s") ||
+        json_pos(o, "nvlink_bw", &out->nvlink_bw, path, 1e6, 1e15, "bytes/s") ||
+        json_pos(o, "net_bw", &out->net_bw, path, 1e6, 1e15, "bytes/s"))
         goto done;
-    if (cJSON_GetObjectItemCaseSensitive(o, "gpus_per_node") && json_pos(o, "gpus_per_node", &gpn, path)) goto done;
+    if (cJSON_GetObjectItemCaseSensitive(o, "gpus_per_node") &&
+        json_pos(o, "gpus_per_node", &gpn, path, 1, 1024, "GPUs"))
+        goto done;
     if (gpn != floor(gpn) || gpn > 1024) {
         zt_err("%s: field \"gpus_per_node\" must be an integer in [1, 1024]", path);
         goto done;

@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "data/json_util.h"
 #include "runtime/common.h"
 
 static const char *state_names[ZT_GS_COUNT_] = {"unknown",    "compute",  "communication", "starvation",
@@ -89,6 +90,10 @@ int zt_bands_parse(zt_bands *b, const char *text, const char *name) {
         const char *at = cJSON_GetErrorPtr();
         int line = 1;
         for (const char *p = text; at && p < at && *p; p++) line += *p == '\n';
+        char deep[160];
+        const size_t n = strlen(text);
+        if (zt_json_depth_error(text, n, zt_json_error_col(text, n), deep, sizeof deep))
+            return zt_err("%s:%d: %s", name, line, deep);
         return zt_err("%s:%d: not valid JSON", name, line);
     }
     int rc = -1;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint/safetensors.h"
+#include "data/json_util.h"
 #include "model/qwen3.h"
 #include "runtime/common.h"
 
@@ -85,11 +86,14 @@ static int load_file(const zt_qwen3_layout *lay, const char *path, const slice_s
 
 // Files named by model.safetensors.index.json's weight_map, deduplicated, in first-seen order.
 static int index_files(const char *dir, const char *index_path, char ***files_out, int *n_out) {
-    char *text = zt_read_file(index_path, NULL);
+    size_t len;
+    char *text = zt_read_file(index_path, &len);
     if (!text) return -1;
     cJSON *root = cJSON_Parse(text);
+    char deep[160];
+    const char *too_deep = root ? NULL : zt_json_depth_error(text, len, zt_json_error_col(text, len), deep, sizeof deep);
     free(text);
-    if (!root) return zt_err("%s: not valid JSON", index_path);
+    if (!root) return too_deep ? zt_err("%s: %s", index_path, too_deep) : zt_err("%s: not valid JSON", index_path);
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!wm || !cJSON_IsObject(wm)) {
         cJSON_Delete(root);

@@ -6,10 +6,13 @@
 // own functions (comm layer, flight recorder, model layout, errors) against the executable,
 // which exports them. Programs that link the CUDA code statically (tests, benchmarks) get
 // the same table without dlopen.
-// Search order: $ZT_CUDA_MODULE (a file), then libzerotrain_cuda.so beside the executable,
-// then ../lib/zerotrain/ beside it, then the build directory compiled in.
-// defines: zt_cuda_module, zt_cuda_module_load, zt_cuda_module_loaded, zt_cuda_driver_present,
-//          zt_cuda_module_find, zt_cuda_module_register, zt_cuda_comm_init, zt_cuda_module_entry
+// Search order: $ZT_CUDA_MODULE alone when set (a regular file, or a symlink to one; a relative
+// path is taken from the current directory), else libzerotrain_cuda.so beside the executable,
+// then ../lib/zerotrain/ beside it. Never the build directory: a module's constructors run at
+// dlopen, before its ABI is checked, so an installed zerotrain must not open its build tree's.
+// defines: zt_cuda_module, zt_cuda_module_load, zt_cuda_module_loaded, zt_cuda_module_describe,
+//          zt_cuda_driver_present, zt_cuda_module_find,
+//          zt_cuda_module_register, zt_cuda_comm_init, zt_cuda_module_entry
 #ifndef ZT_CUDA_MODULE_H
 #define ZT_CUDA_MODULE_H
 #include <stddef.h>
@@ -45,9 +48,13 @@ const zt_cuda_module *zt_cuda_module_entry(void);
 void zt_cuda_module_register(const zt_cuda_module *m);
 
 // The module, loaded on first call (then cached, also a failure): NULL + zt_err naming
-// every path tried and why each failed (dlerror: a missing CUDA library says which).
+// every path tried and why each failed (dlerror: a missing CUDA library says which; a FIFO,
+// a directory, an ELF file for another machine are refused before dlopen, saying so).
 const zt_cuda_module *zt_cuda_module_load(void);
 int zt_cuda_module_loaded(void);  // loaded already (no attempt made here)
+// Which module is loaded: "/abs/path/libzerotrain_cuda.so (zerotrain 0.1.0, ABI 1)" ("linked
+// in (...)" for static programs) into buf, or NULL when none is.
+const char *zt_cuda_module_describe(char *buf, size_t n);
 // The file that zt_cuda_module_load would open first ("linked in" for static programs), or
 // NULL when none exists. Nothing is loaded.
 const char *zt_cuda_module_find(char *buf, size_t len);

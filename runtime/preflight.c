@@ -218,7 +218,19 @@ static void check_rendezvous(gate *g, const zt_preflight_opts *o) {
     char msg[512] = "";
     const char *ifname = o->ifname && *o->ifname ? o->ifname : getenv("NCCL_SOCKET_IFNAME");
     int port = o->port;
-    if (port <= 0 && getenv("MASTER_PORT")) port = atoi(getenv("MASTER_PORT"));
+    const char *mp = getenv("MASTER_PORT");
+    if (port <= 0 && mp && *mp) {
+        // a TCP port, whole: atoi and a cast to 16 bits made 70000 probe port 4464 and 65536 port 0
+        const size_t nd = strspn(mp, "0123456789");
+        const long v = nd >= 1 && nd <= 5 && !mp[nd] ? strtol(mp, NULL, 10) : -1;
+        if (v < 1 || v > 65535) {
+            snprintf(msg, sizeof msg, "MASTER_PORT=%.64s%s is not a TCP port: it must be a whole number in 1..65535",
+                     mp, strlen(mp) > 64 ? "..." : "");
+            report(g, 4, "rendezvous", FAIL, 0, msg);
+            return;
+        }
+        port = (int)v;
+    }
     if ((!ifname || !*ifname) && port <= 0) {
         report(g, 4, "rendezvous", SKIP, 0, "no interface (--ifname / NCCL_SOCKET_IFNAME) or port (--port / "
                                             "MASTER_PORT) to check");

@@ -528,6 +528,8 @@ static int choose_device(const zt_train_opts *o, run_state *r) {
     const int want = o->device == ZT_DEVICE_CUDA;
     int mine = o->device != ZT_DEVICE_CPU && zt_fsdp_cuda_devices(want) > 0, all = mine;
     if (zt_allreduce(r->comm, &mine, &all, 1, ZT_DT_I32, ZT_RED_MIN, "device choice") != 0) return -1;
+    char mod[4400];
+    if (r->rank == 0 && zt_cuda_module_describe(mod, sizeof mod)) printf("cuda module: %s\n", mod);
     if (want) {
         const int ok = mine || (zt_cuda_module_loaded()
                                     ? zt_err("--device cuda: rank %d sees no CUDA device (check CUDA_VISIBLE_DEVICES and "
@@ -537,6 +539,10 @@ static int choose_device(const zt_train_opts *o, run_state *r) {
         r->cuda = 1;
     } else {
         r->cuda = o->device == ZT_DEVICE_AUTO && all;
+        const char *why = zt_fsdp_cuda_why_none();
+        if (o->device == ZT_DEVICE_AUTO && !r->cuda && (why || mine))
+            fprintf(stderr, "zerotrain: warning: rank %d: --device auto takes the cpu backend: %s\n", r->rank,
+                    why ? why : "this rank has a GPU but another rank has none (every rank must have one)");
     }
     return 0;
 }

@@ -5,7 +5,7 @@ find_package(ZLIB REQUIRED)
 zt_add_test(test_chat ${ZT_TEST_DIR}/test_chat.c zt_data ZLIB::ZLIB)
 
 # CLI (tests/cli/chat_cli.sh), one case per test, on examples/sft/conversations.jsonl
-foreach(case pack_verify per_rank train_on_last too_long bad_lines skip_bad field wrong_template flags)
+foreach(case pack_verify per_rank train_on_last too_long bad_lines skip_bad field wrong_template flags deep_template deep_line)
   add_test(NAME chat_cli_${case}
            COMMAND bash ${ZT_TEST_DIR}/cli/chat_cli.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
                    ${CMAKE_BINARY_DIR}/test-work/chat_cli ${case})

@@ -18,3 +18,7 @@ add_test(NAME plan_cli_bad_world COMMAND ${ZT_EXE} plan --field --world 12)
 set_tests_properties(plan_cli_bad_world PROPERTIES PASS_REGULAR_EXPRESSION "world size 12 spans nodes of 8 GPUs")
 add_test(NAME plan_cli_no_model COMMAND ${ZT_EXE} plan)
 set_tests_properties(plan_cli_no_model PROPERTIES PASS_REGULAR_EXPRESSION "no model: give --model")
+# A GPU file's numbers are range-checked: 1e400 (inf to cJSON) is refused, naming the file and the key.
+add_test(NAME plan_cli_gpu_file_range COMMAND ${ZT_EXE} plan --field --gpu-file ${ZT_TEST_DIR}/data/plan/gpu_inf.json)
+set_tests_properties(plan_cli_gpu_file_range PROPERTIES PASS_REGULAR_EXPRESSION
+  "gpu_inf\\.json: field \"peak_flops\" is inf, out of range: it must be a finite number in \\[1e\\+09, 1e\\+18\\] FLOP/s")

@@ -16,6 +16,7 @@
 #include "data/chat.h"
 #include "data/crc32c.h"
 #include "data/dataset.h"
+#include "data/json_util.h"
 #include "data/tokenizer.h"
 #include "runtime/common.h"
 #include "test_util.h"
@@ -361,6 +362,44 @@ static void test_template_check(void) {
     free(cfg);
 }
 
+// data/json_util.h's depth check against cJSON itself: 1000 levels parse, 1001 do not and
+// are said to be too deep at the column where cJSON stopped; brackets inside strings do not
+// count; a text malformed before it gets that deep is not called too deep.
+static void test_json_depth(void) {
+    const size_t d = CJSON_NESTING_LIMIT + 100;
+    char *s = zt_xmalloc(2 * d + 64), deep[160];
+    for (size_t depth = CJSON_NESTING_LIMIT; depth <= CJSON_NESTING_LIMIT + 1; depth++) {
+        memset(s, '[', depth);
+        memset(s + depth, ']', depth);
+        s[2 * depth] = 0;
+        cJSON *j = cJSON_Parse(s);
+        const size_t at = zt_json_too_deep_at(s, 2 * depth), col = zt_json_error_col(s, 2 * depth);
+        const char *msg = j ? NULL : zt_json_depth_error(s, 2 * depth, col, deep, sizeof deep);
+        if (depth == CJSON_NESTING_LIMIT)
+            CHECK(j && at == 0, "%zu levels: cJSON %s, too deep at %zu", depth, j ? "parses" : "refuses", at);
+        else
+            CHECK(!j && at == depth && col == depth && msg &&
+                      strstr(msg, "nested deeper than 1000 levels (cJSON's limit CJSON_NESTING_LIMIT) at column 1001"),
+                  "%zu levels: too deep at %zu, cJSON stopped at %zu: %s", depth, at, col, msg ? msg : "(none)");
+        cJSON_Delete(j);
+    }
+    // the same brackets inside a string (with an escaped quote before them) are text
+    s[0] = '"', s[1] = '\\', s[2] = '"';
+    memset(s + 3, '[', d);
+    s[3 + d] = '"', s[4 + d] = 0;
+    CHECK(zt_json_too_deep_at(s, 4 + d) == 0, "brackets inside a string counted");
+    // malformed at column 2, deep later: malformed
+    s[0] = '{', s[1] = 'x';
+    memset(s + 2, '[', d);
+    s[2 + d] = 0;
+    cJSON *j = cJSON_Parse(s);
+    CHECK(!j && zt_json_depth_error(s, 2 + d, zt_json_error_col(s, 2 + d), deep, sizeof deep) == NULL,
+          "malformed at column 2 called too deep");
+    cJSON_Delete(j);
+    free(s);
+    printf("json depth: cJSON's nesting limit is said as such\n");
+}
+
 // zt_pack --input chat on the golden file against a layout built here from the golden
 // ids and masks: conversations in order (per rank: dealt round-robin), each inside one
 // block, DOC_START on its first word, NO_LOSS where transformers' mask is 0, a block's
@@ -533,6 +572,7 @@ int main(void) {
     test_errors();
     test_normalisation_boundaries();
     test_template_check();
+    test_json_depth();
 
     for (size_t k = 0; k < ng; k++) free((void *)g[k].ids);
     free(g);

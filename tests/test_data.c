@@ -409,6 +409,15 @@ static void test_open_errors(void) {
     const char *d = fresh("j1");
     write_text(P("j1/dataset.json"), "{\"format\": \"zerotrain-tokens\",\n \"version\": 1,\n oops }\n");
     CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "j1/dataset.json", "line 3", "not valid JSON");
+    d = fresh("j1deep");  // nested past cJSON's limit: said so, not "malformed at column 1121"
+    {
+        char deep[2400];
+        size_t k = (size_t)snprintf(deep, sizeof deep, "{\"format\": ");
+        for (int i = 0; i < 1100; i++) deep[k++] = '[';
+        deep[k] = 0;
+        write_text(P("j1deep/dataset.json"), deep);
+    }
+    CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "j1deep/dataset.json", "nested deeper than 1000 levels");
 
     d = fresh("j2");
     replace_in_file(P("j2/dataset.json"), "zerotrain-tokens", "something-else");

@@ -253,6 +253,35 @@ static void test_errors(const zt_qwen3_config *c) {
     fclose(f);
     CHECK(zt_gpu_spec_load(path, &fg) != 0 && strstr(zt_errmsg(), "\"nvlink_bw\" must be a positive number"), "%s",
           zt_errmsg());
+    // every number range-checked, naming the file and the key: cJSON reads 1e400 as inf
+    // (which printed "inf TFLOP/s ... fits"), and 1e30 bytes of HBM is no GPU
+    const char *keys[] = {"peak_flops", "hbm_bytes", "hbm_bw", "nvlink_bw", "net_bw", "gpus_per_node"};
+    const char *bad[] = {"1e400", "1e30", "1e-3"};
+    for (int k = 0; k < 6; k++)
+        for (int b = 0; b < 3; b++) {
+            f = fopen(path, "w");
+            fprintf(f, "{\"peak_flops\": %s, \"hbm_bytes\": %s, \"hbm_bw\": %s, \"nvlink_bw\": %s, \"net_bw\": %s, "
+                       "\"gpus_per_node\": %s}",
+                    k == 0 ? bad[b] : "1e15", k == 1 ? bad[b] : "80e9", k == 2 ? bad[b] : "3e12",
+                    k == 3 ? bad[b] : "450e9", k == 4 ? bad[b] : "50e9", k == 5 ? bad[b] : "8");
+            fclose(f);
+            char want[64];
+            snprintf(want, sizeof want, "field \"%s\" is ", keys[k]);
+            const int rc = zt_gpu_spec_load(path, &fg);
+            CHECK(rc != 0 && strstr(zt_errmsg(), path) && strstr(zt_errmsg(), want) &&
+                      strstr(zt_errmsg(), "out of range: it must be a finite number in ["),
+                  "%s = %s: rc %d, %s", keys[k], bad[b], rc, rc ? zt_errmsg() : "accepted");
+        }
+    // nested past cJSON's limit: said as such, not "not a JSON object"
+    f = fopen(path, "w");
+    fputs("{\"peak_flops\": ", f);
+    for (int k = 0; k < 1100; k++) fputc('[', f);
+    for (int k = 0; k < 1100; k++) fputc(']', f);
+    fputs("}", f);
+    fclose(f);
+    CHECK(zt_gpu_spec_load(path, &fg) != 0 && strstr(zt_errmsg(), path) &&
+              strstr(zt_errmsg(), "nested deeper than 1000 levels (cJSON's limit CJSON_NESTING_LIMIT) at column 1015"),
+          "a GPU file nested 1100 deep: %s", zt_errmsg());
     remove(path);
     CHECK(zt_gpu_spec_load(ZT_SOURCE_DIR "/examples/qwen3-32b/config.json", &g) != 0 &&
               strstr(zt_errmsg(), "peak_flops"),

@@ -3,7 +3,9 @@
 # conversations (version 2 words, the block layout checked word by word with od/awk),
 # FILE:LINE errors for each bad conversation, --skip-bad counting, --train-on last,
 # conversations longer than --seq-len skipped and counted, a changed chat template
-# refused, flags that do not apply refused. One case per invocation.
+# refused, flags that do not apply refused, JSON nested past cJSON's limit said as such
+# (deep_template; deep_line once data/pack_text.c uses data/json_util.h's zt_json_depth_error).
+# One case per invocation.
 #   chat_cli.sh ZEROTRAIN SOURCE_DIR WORK_DIR CASE
 set -u
 ZT=$1 SRC=$2 WORK=$3 CASE=$4
@@ -202,6 +204,29 @@ wrong_template)
     cp "$SRC/assets/qwen3-tokenizer/tokenizer_config.json" "$W/tok/"
     "$ZT" pack --quiet --input chat --tokenizer "$W/tok" --seq-len 128 "$CONV" -o "$W/data" >/dev/null || fail "real config"
     echo "ok [$CASE]"
+    ;;
+deep_template)
+    # a tokenizer_config.json nested past cJSON's limit (1000) is refused as that, not as
+    # "not valid JSON" (data/json_util.h: zt_json_depth_error)
+    mkdir -p "$W/tok"
+    ln -s "$SRC/assets/qwen3-tokenizer/tokenizer.json" "$W/tok/tokenizer.json"
+    awk 'BEGIN { s = "{\"chat_template\": \"x\", \"deep\": "; for (i = 0; i < 1100; i++) s = s "["
+                 for (i = 0; i < 1100; i++) s = s "]"; print s "}" }' >"$W/tok/tokenizer_config.json"
+    expect_error "tok/tokenizer_config.json: nested deeper than 1000 levels \(cJSON's limit CJSON_NESTING_LIMIT\) at column 1031" -- \
+        "$ZT" pack --input chat --tokenizer "$W/tok" "$CONV" -o "$W/data"
+    if grep -q "not valid JSON" "$W/out.txt"; then fail "said 'not valid JSON' for a file nested too deep"; fi
+    ;;
+deep_line)
+    # a conversation nested 1,100 deep is refused as nested past cJSON's limit, naming FILE:LINE
+    # and the column of the 1001st bracket, not as "malformed JSON at column ..."
+    good='{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}'
+    { echo "$good"
+      awk 'BEGIN { s = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\", \"x\": "
+                   for (i = 0; i < 1100; i++) s = s "["
+                   for (i = 0; i < 1100; i++) s = s "]"; print s "}]}" }'; } >"$W/deep.jsonl"
+    expect_error "deep.jsonl:2: nested deeper than 1000 levels \(cJSON's limit CJSON_NESTING_LIMIT\) at column 1051" -- \
+        "$ZT" pack --quiet --input chat --seq-len 64 "$W/deep.jsonl" -o "$W/out"
+    if grep -q "malformed JSON" "$W/out.txt"; then fail "said 'malformed JSON' for a line nested too deep"; fi
     ;;
 flags)
     expect_error "--train-on last only applies to --input chat" -- \

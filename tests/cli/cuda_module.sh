@@ -3,7 +3,9 @@
 # what a process pays without and with the module, and the commands that must start on a
 # host without the CUDA libraries (watch, triage, plan, preflight, pack, a CPU training run).
 #   cuda_module.sh ZEROTRAIN MAXRSS SOURCE_DIR WORK_DIR CASE FAKE_MODULE
-# Cases: link, rss, hidden, missing. Exit 77: cannot be exercised here (said why).
+# Cases: link, rss, hidden, missing, build_dir, fifo, wrong_arch, relative; auto_why (the
+# lines runtime/train.c prints: which module, why --device auto took the cpu backend).
+# Exit 77: cannot be exercised here (said why).
 # FAKE_MODULE: a module whose ABI number is not this build's (tests/fake_cuda_module.c).
 set -u
 ZT=$1 MAXRSS=$2 SRC=$3 WORK=$4 CASE=$5 FAKE=$6
@@ -13,6 +15,8 @@ GOLD="$SRC/tests/golden"
 MOD="$(dirname "$ZT")/libzerotrain_cuda.so"
 CUDA_RE='libcuda|libcudart|libcublas|libcudnn|libnccl|libnvrtc'
 fail() { echo "FAIL [$CASE]: $*"; exit 1; }
+BUILD=$(cd "$(dirname "$ZT")" && pwd -P)  # the build directory (the module is built beside zerotrain)
+WP=$(cd "$W" && pwd -P)                   # $W with symlinks resolved, as the loader names files
 
 small_data() {  # 80-token-vocab ids data for the golden tiny configs
     awk 'BEGIN{srand(7); for(d=0; d<64; d++){ line=""; for(i=0;i<40;i++) line=line int(rand()*80) " "; print line }}' \
@@ -20,6 +24,28 @@ small_data() {  # 80-token-vocab ids data for the golden tiny configs
     "$ZT" pack --quiet --input ids --vocab-size 80 --eos 2 --seq-len 12 -o "$W/data" "$W/docs.txt" >/dev/null \
         || fail "pack"
 }
+
+# train_cuda OUT [ENV=VALUE...] [-- ZEROTRAIN]: one --device cuda step of the tiny model (into OUT);
+# its exit status (0: it trained, which needs a GPU; 124 or 137: still running after 30 s)
+train_cuda() {
+    local out=$1 zt=$ZT
+    shift
+    local env=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do env+=("$1"); shift; done
+    [ "${1:-}" = "--" ] && zt=$2
+    timeout -k 5 30 env "${env[@]}" "$zt" train --model "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run-$RANDOM" \
+        --steps 1 --threads 1 --device cuda >"$out" 2>&1
+}
+# opened_build_module LD_DEBUG_OUTPUT: the loader's log (LD_DEBUG=files) shows the build
+# directory's module opened
+opened_build_module() { cat "$1".* 2>/dev/null | grep -q "file=$BUILD/libzerotrain_cuda.so "; }
+# fake_driver CMD...: run CMD where /proc/driver/nvidia/version exists (a private mount
+# namespace, root), so that --device auto looks for the CUDA module as on a GPU host
+fake_driver() {
+    unshare -m bash -c 'mount -t tmpfs zt-fake-driver /proc/driver && mkdir /proc/driver/nvidia &&
+        echo "fake NVIDIA driver (tests/cli/cuda_module.sh)" >/proc/driver/nvidia/version && exec "$@"' fake_driver "$@"
+}
+can_fake_driver() { [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && fake_driver true 2>/dev/null; }
 
 rss_of() {  # rss_of OUTFILE CMD...: run CMD under maxrss, print its peak RSS in KiB
     local out=$1
@@ -148,6 +174,136 @@ missing)
     grep -q "built for another zerotrain (module 0.0.0-other, ABI 1001" "$W/out3.txt" && grep -q "rebuild both" "$W/out3.txt" \
         || { cat "$W/out3.txt"; fail "unclear error for another build's module"; }
     echo "ok [$CASE]: another build's module: $(grep -m1 -o 'built for another.*' "$W/out3.txt" | cut -c1-160)"
+    ;;
+build_dir)
+    # A copy of zerotrain elsewhere (an install) looks for the module beside itself, in
+    # ../lib/zerotrain/ beside it or at $ZT_CUDA_MODULE, never in the build directory it was
+    # compiled in: dlopen runs a module's constructors before any ABI check, and --device auto
+    # then fell back to the cpu backend without a word. LD_DEBUG=files logs every object the
+    # dynamic loader opens.
+    small_data
+    mkdir -p "$WP/inst/bin" && cp "$ZT" "$WP/inst/bin/zerotrain"
+    COPY="$WP/inst/bin/zerotrain"
+    if [ -f "$MOD" ]; then  # the method sees a module load: the build's zerotrain opens the one beside it
+        LD_DEBUG=files LD_DEBUG_OUTPUT="$W/ld.build" train_cuda "$W/build.txt"
+        opened_build_module "$W/ld.build" || { cat "$W/build.txt"; fail "LD_DEBUG did not show $ZT opening $MOD"; }
+        echo "ok [$CASE]: the build's zerotrain loads $BUILD/libzerotrain_cuda.so (LD_DEBUG shows it)"
+    fi
+    "$COPY" --help >"$W/help.txt" 2>&1
+    grep -q "CUDA backend: not installed" "$W/help.txt" || { cat "$W/help.txt"; fail "--help of a copy should find no module"; }
+    LD_DEBUG=files LD_DEBUG_OUTPUT="$W/ld.cuda" train_cuda "$W/cuda.txt" -- "$COPY" && fail "--device cuda succeeded"
+    opened_build_module "$W/ld.cuda" && { cat "$W/cuda.txt"; fail "a copy of zerotrain opened the build directory's module"; }
+    grep -q "libzerotrain_cuda.so is not installed" "$W/cuda.txt" \
+        && grep -q "$WP/inst/bin/libzerotrain_cuda.so: no such file" "$W/cuda.txt" || { cat "$W/cuda.txt"; fail "unclear error"; }
+    grep -q "$BUILD/libzerotrain_cuda.so" "$W/cuda.txt" && { cat "$W/cuda.txt"; fail "the build directory is among the paths looked at"; }
+    echo "ok [$CASE]: a copy of zerotrain does not look in $BUILD: $(grep -c 'no such file' "$W/cuda.txt") paths looked at"
+    if can_fake_driver; then  # --device auto on a host with an NVIDIA driver: the issue's case
+        LD_DEBUG=files LD_DEBUG_OUTPUT="$W/ld.auto" fake_driver "$COPY" train --model "$GOLD/tiny_untied_gqa" \
+            --data "$W/data" --run-dir "$W/run-auto" --steps 1 --threads 1 --device auto >"$W/auto.txt" 2>&1 \
+            || { cat "$W/auto.txt"; fail "--device auto (fake driver, no module installed)"; }
+        opened_build_module "$W/ld.auto" && fail "--device auto of a copy opened the build directory's module"
+        grep -q "cpu backend" "$W/auto.txt" || { cat "$W/auto.txt"; fail "--device auto did not take the cpu backend"; }
+        echo "ok [$CASE]: --device auto of a copy on a host with an NVIDIA driver opens nothing from $BUILD"
+    fi
+    # the installed layouts: beside the executable, then ../lib/zerotrain/ (a module of another build here)
+    cp "$FAKE" "$WP/inst/bin/libzerotrain_cuda.so"
+    train_cuda "$W/beside.txt" -- "$COPY"
+    grep -q "$WP/inst/bin/libzerotrain_cuda.so: built for another zerotrain" "$W/beside.txt" \
+        || { cat "$W/beside.txt"; fail "the module beside the copy was not the one tried"; }
+    mkdir -p "$WP/inst/lib/zerotrain" && mv "$WP/inst/bin/libzerotrain_cuda.so" "$WP/inst/lib/zerotrain/"
+    "$COPY" --help >"$W/help2.txt" 2>&1
+    grep -q "CUDA backend: $WP/inst/lib/zerotrain/libzerotrain_cuda.so" "$W/help2.txt" \
+        || { cat "$W/help2.txt"; fail "--help should name ../lib/zerotrain/libzerotrain_cuda.so"; }
+    train_cuda "$W/lib.txt" -- "$COPY"
+    grep -q "$WP/inst/lib/zerotrain/libzerotrain_cuda.so: built for another zerotrain" "$W/lib.txt" \
+        || { cat "$W/lib.txt"; fail "../lib/zerotrain/ beside the copy was not tried"; }
+    echo "ok [$CASE]: the copy tries the module beside it, then ../lib/zerotrain/"
+    ;;
+fifo)
+    # $ZT_CUDA_MODULE naming a FIFO (or a symlink to one, or a directory) is refused before
+    # dlopen, whose open() would block until something writes to the FIFO.
+    small_data
+    mkfifo "$W/module.fifo" || { echo "mkfifo failed: skipped"; exit 77; }
+    ln -s module.fifo "$W/link.so"
+    mkdir "$W/dir.so"
+    for m in module.fifo link.so dir.so; do
+        train_cuda "$W/$m.txt" ZT_CUDA_MODULE="$W/$m"; rc=$?
+        # (train catches SIGTERM to stop cleanly, and open() restarts: KILL after 5 s more)
+        [ $rc = 124 ] || [ $rc = 137 ] && fail "ZT_CUDA_MODULE=$W/$m: zerotrain blocked (killed after 30 s)"
+        [ $rc = 0 ] && fail "ZT_CUDA_MODULE=$W/$m: --device cuda succeeded"
+    done
+    grep -q "$W/module.fifo: is a FIFO (named pipe), not a regular file" "$W/module.fifo.txt" \
+        || { cat "$W/module.fifo.txt"; fail "unclear error for a FIFO"; }
+    grep -q "$W/link.so: is a FIFO (named pipe), not a regular file" "$W/link.so.txt" \
+        || { cat "$W/link.so.txt"; fail "unclear error for a symlink to a FIFO"; }
+    grep -q "$W/dir.so: is a directory, not a regular file" "$W/dir.so.txt" || { cat "$W/dir.so.txt"; fail "a directory"; }
+    echo "ok [$CASE]: $(grep -m1 'FIFO' "$W/module.fifo.txt" | sed 's/^ *//')"
+    # a symlink to a regular file is the file
+    ln -s "$FAKE" "$W/fake-link.so"
+    train_cuda "$W/link2.txt" ZT_CUDA_MODULE="$W/fake-link.so"
+    grep -q "built for another zerotrain (module 0.0.0-other" "$W/link2.txt" || { cat "$W/link2.txt"; fail "a symlink to a module"; }
+    echo "ok [$CASE]: a symlink to a module file is followed"
+    ;;
+wrong_arch)
+    # A module for another machine: glibc's dlopen says "No such file or directory" (it skips
+    # such a file on a search path); the loader reads the ELF header and says what it is.
+    small_data
+    case "$(uname -m)" in
+    x86_64) other=183 name=AArch64 ;;
+    aarch64) other=62 name=x86-64 ;;
+    *) echo "no wrong-machine case for $(uname -m): skipped"; exit 77 ;;
+    esac
+    cp "$FAKE" "$W/other.so"  # e_machine: 2 bytes little-endian at offset 18, high byte 0 for both
+    printf "$(printf '\\%03o' "$other")" | dd of="$W/other.so" bs=1 seek=18 conv=notrunc 2>/dev/null  # < 256
+    train_cuda "$W/out.txt" ZT_CUDA_MODULE="$W/other.so" && fail "--device cuda succeeded with another machine's module"
+    grep -q "$W/other.so: an ELF file built for $name (e_machine $other); this zerotrain runs on" "$W/out.txt" \
+        || { cat "$W/out.txt"; fail "unclear error for a module of another machine"; }
+    grep -q "No such file or directory" "$W/out.txt" && { cat "$W/out.txt"; fail "the module exists: not 'No such file'"; }
+    echo "ok [$CASE]: $(grep -m1 -o 'an ELF file built for.*' "$W/out.txt")"
+    cp "$FAKE" "$W/class32.so"  # EI_CLASS at offset 4: ELFCLASS32
+    printf '\x01' | dd of="$W/class32.so" bs=1 seek=4 conv=notrunc 2>/dev/null
+    train_cuda "$W/out32.txt" ZT_CUDA_MODULE="$W/class32.so" && fail "--device cuda succeeded with a 32-bit module"
+    grep -q "$W/class32.so: .*ELFCLASS32" "$W/out32.txt" || { cat "$W/out32.txt"; fail "unclear error for a 32-bit module"; }
+    echo "ok [$CASE]: $(grep -m1 -o 'class32.so: .*' "$W/out32.txt")"
+    ;;
+relative)
+    # A relative $ZT_CUDA_MODULE is a file relative to the current directory: dlopen of a
+    # name without a slash would search the library path instead (and find nothing, or
+    # another file of that name).
+    small_data
+    mkdir -p "$WP/mods" && cp "$FAKE" "$WP/mods/fake.so"
+    (cd "$WP/mods" && train_cuda "$W/out.txt" ZT_CUDA_MODULE=fake.so) && fail "--device cuda succeeded"
+    grep -q "fake.so ($WP/mods/fake.so): built for another zerotrain (module 0.0.0-other" "$W/out.txt" \
+        || { cat "$W/out.txt"; fail "ZT_CUDA_MODULE=fake.so (in its directory) was not the file opened"; }
+    (cd "$WP" && train_cuda "$W/out2.txt" ZT_CUDA_MODULE=mods/fake.so)
+    grep -q "($WP/mods/fake.so): built for another zerotrain" "$W/out2.txt" || { cat "$W/out2.txt"; fail "mods/fake.so"; }
+    echo "ok [$CASE]: $(grep -m1 -o 'fake.so (.*): built for another zerotrain' "$W/out.txt")"
+    ;;
+auto_why)
+    # train says which module it loaded (rank 0, stdout) and why --device auto took the cpu
+    # backend on a host with an NVIDIA driver (runtime/train.c choose_device).
+    small_data
+    if [ -f "$MOD" ]; then
+        train_cuda "$W/cuda.txt" && { echo "a GPU is present: skipped"; exit 77; }
+        grep -q "^cuda module: $BUILD/libzerotrain_cuda.so (zerotrain [0-9.]*, ABI [0-9]*)" "$W/cuda.txt" \
+            || { cat "$W/cuda.txt"; fail "--device cuda should name the module it loaded"; }
+        echo "ok [$CASE]: $(grep -m1 '^cuda module' "$W/cuda.txt")"
+    fi
+    can_fake_driver || { echo "needs root and unshare -m to fake an NVIDIA driver: skipped"; exit 77; }
+    mkdir -p "$WP/inst/bin" && cp "$ZT" "$WP/inst/bin/zerotrain"
+    fake_driver "$WP/inst/bin/zerotrain" train --model "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run1" \
+        --steps 1 --threads 1 --device auto >"$W/none.txt" 2>&1 || { cat "$W/none.txt"; fail "--device auto, no module"; }
+    grep -q "warning: rank 0: --device auto takes the cpu backend: .*libzerotrain_cuda.so is not installed" "$W/none.txt" \
+        || { cat "$W/none.txt"; fail "--device auto should say why it took the cpu backend (no module)"; }
+    echo "ok [$CASE]: $(grep -m1 'device auto takes' "$W/none.txt" | cut -c1-200)"
+    if [ -f "$MOD" ]; then
+        fake_driver "$ZT" train --model "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run2" --steps 1 \
+            --threads 1 --device auto >"$W/nodev.txt" 2>&1 || { cat "$W/nodev.txt"; fail "--device auto, module, no GPU"; }
+        grep -q "^cuda module: $BUILD/libzerotrain_cuda.so" "$W/nodev.txt" \
+            && grep -q "takes the cpu backend: the CUDA module $BUILD/libzerotrain_cuda.so .* loaded but sees no CUDA device: cudaGetDeviceCount" "$W/nodev.txt" \
+            || { cat "$W/nodev.txt"; fail "--device auto should name the module and say it sees no device"; }
+        echo "ok [$CASE]: $(grep -m1 'device auto takes' "$W/nodev.txt" | cut -c1-240)"
+    fi
     ;;
 *) fail "unknown case $CASE" ;;
 esac

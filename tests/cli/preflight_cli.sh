@@ -75,6 +75,19 @@ busy_port)
     "$HOLD" 29534 "$ZT" preflight --data "$W/data" --port 29534 >"$W/out.txt" 2>&1; rc=$?
     expect 1 "\[FAIL\] 4 rendezvous" "port 29534 is in use"
     ;;
+bad_master_port)
+    # MASTER_PORT outside 1..65535 or not a number fails check 4, naming it (70000 was cut to
+    # 16 bits: port 4464 probed and "port 70000 free" printed; 65536 probed port 0)
+    data 0
+    for p in 70000 65536 0 http abc 29500x -1 " 29500"; do
+        MASTER_PORT="$p" "$ZT" preflight --data "$W/data" >"$W/out.txt" 2>&1; rc=$?
+        [ "$rc" -eq 1 ] && grep -q "\[FAIL\] 4 rendezvous *MASTER_PORT=$p is not a TCP port: it must be a whole number in 1..65535" "$W/out.txt" \
+            || fail "MASTER_PORT='$p': exit $rc, check 4 must fail naming MASTER_PORT and its value"
+        grep -q "port $p free" "$W/out.txt" && fail "MASTER_PORT='$p' reported free"
+    done
+    MASTER_PORT=29535 "$ZT" preflight --data "$W/data" >"$W/out.txt" 2>&1; rc=$?
+    expect 0 "\[PASS\] 4 rendezvous.*port 29535 free on every node"
+    ;;
 missing_interface)
     data 0
     "$ZT" preflight --data "$W/data" --ifname nosuchif0 >"$W/out.txt" 2>&1; rc=$?
