@@ -11,7 +11,7 @@ Same everything:
   * data: the shipped English text as byte tokens (vocab 257), cut into blocks of --seq-len and
     packed with `zerotrain pack --input ids --eos none`, one block per line, so block i of the
     dataset is line i; zerotrain shuffles blocks with its own seeded generator, which this script
-    re-implements (splitmix64 + xoshiro256**, Fisher-Yates, runtime/train.c shuffle_blocks) so
+    re-implements (splitmix64 + xoshiro256**, Fisher-Yates, train/train.c shuffle_blocks) so
     that every PyTorch rank trains on exactly the blocks zerotrain's rank does, step by step;
   * batch: ranks x micro-batch x grad-accum blocks per step; the loss is the mean over every
     target of the step (sum of per-token losses / global target count), as zerotrain computes it;
@@ -42,7 +42,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 MASK = (1 << 64) - 1
 
 
-# ---- zerotrain's data order (runtime/common.c zt_rng_*, runtime/train.c shuffle_blocks) ----------
+# ---- zerotrain's data order (base/common.c zt_rng_*, train/train.c shuffle_blocks) ----------
 class ZtRng:
     def __init__(self, seed):
         x = seed & MASK

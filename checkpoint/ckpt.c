@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "checkpoint/ckpt_internal.h"
-#include "data/crc32c.h"
-#include "runtime/common.h"
+#include "base/crc32c.h"
+#include "base/common.h"
 
 #ifndef ZT_VERSION
 #define ZT_VERSION "dev"

@@ -40,7 +40,7 @@ typedef struct {
 
 // One rank's view of one unit: elements [lo, lo + valid) of the unit's unpadded
 // canonical vector of numel elements; master, m, v point at element lo. With
-// runtime/fsdp.h: numel = u->numel, lo = u->lo, valid = u->valid (0 on ranks whose
+// engine/fsdp.h: numel = u->numel, lo = u->lo, valid = u->valid (0 on ranks whose
 // slice is all padding), master = u->master, m = u->m, v = u->v.
 typedef struct {
     int64_t numel, lo, valid;

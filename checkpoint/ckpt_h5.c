@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "checkpoint/ckpt_internal.h"
-#include "data/crc32c.h"
-#include "runtime/common.h"
+#include "base/crc32c.h"
+#include "base/common.h"
 
 const char *const zt_ckpt_ds_names[ZT_CKPT_NDS] = {"master", "adam_m", "adam_v"};
 

@@ -7,7 +7,7 @@
 #include <hdf5.h>
 
 #include "checkpoint/ckpt.h"
-#include "checkpoint/hf_config.h"  // the config codec: stored in and validated from the header
+#include "model/hf_config.h"  // the config codec: stored in and validated from the header
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint crc32c values are defined over little-endian fp32 bytes; add byte swapping for this host"

@@ -12,7 +12,7 @@
 
 #include "checkpoint/ckpt_internal.h"
 #include "checkpoint/safetensors.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 #define ZT_EXPORT_DEFAULT_SHARD 5000000000LL  // 5 GB, as transformers' save_pretrained
 

@@ -2,7 +2,7 @@
 // and writer (header in insertion order, padded like the Python library, written to
 // a tmp file and renamed so that a crash or full disk never damages an existing file).
 #define _GNU_SOURCE
-#include "data/json_util.h"
+#include "base/json_util.h"
 #include "checkpoint/safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/common.h"
+#include "base/common.h"
 
 // The format is little-endian and every read below is a plain memcpy of the bytes.
 #if defined(__BYTE_ORDER__)

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/bf16.h"
+#include "base/bf16.h"
 
 typedef enum { ZT_ST_F32, ZT_ST_BF16, ZT_ST_F16, ZT_ST_F64, ZT_ST_I64, ZT_ST_I32, ZT_ST_U32, ZT_ST_U8, ZT_ST_OTHER } zt_st_dtype;
 
@@ -57,6 +57,6 @@ int zt_st_writer_metadata(zt_st_writer *w, const char *key, const char *value);
 int zt_st_write(zt_st_writer *w, const char *path);
 void zt_st_writer_free(zt_st_writer *w);
 
-// fp32 <-> bf16 (zt_f32_to_bf16, zt_bf16_to_f32) are in kernels/bf16.h; fp16 -> fp32 (exact):
+// fp32 <-> bf16 (zt_f32_to_bf16, zt_bf16_to_f32) are in base/bf16.h; fp16 -> fp32 (exact):
 float zt_f16_to_f32(uint16_t h);
 #endif

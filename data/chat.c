@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/crc32c.h"
-#include "data/json_util.h"
-#include "runtime/common.h"
+#include "base/crc32c.h"
+#include "base/json_util.h"
+#include "base/common.h"
 
 // The chat_template member of assets/qwen3-tokenizer/tokenizer_config.json, byte for byte:
 // the only template zt_chat_render implements (zt_chat_check_template refuses any other).

@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/crc32c.h"
-#include "data/json_util.h"
-#include "runtime/common.h"
+#include "base/crc32c.h"
+#include "base/json_util.h"
+#include "base/common.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "block files are little-endian uint32 and are mapped in place: a big-endian host needs a byte-swapping reader"

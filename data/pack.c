@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "data/chat.h"
-#include "data/crc32c.h"
+#include "base/crc32c.h"
 #include "data/dataset.h"
 #include "data/pack_text.h"
 #include "data/tokenizer.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "pack writes host uint32 as little-endian block files: a big-endian host needs byte swapping here"

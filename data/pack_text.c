@@ -7,7 +7,7 @@
 // Chat lines are rendered, tokenized whole and masked by the workers (data/chat.c) and
 // go to the block writer as version 2 words.
 #define _GNU_SOURCE
-#include "data/json_util.h"
+#include "base/json_util.h"
 #include "data/pack_text.h"
 
 #include <cjson/cJSON.h>
@@ -21,7 +21,7 @@
 
 #include "data/chat.h"
 #include "data/tokenizer.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 // Sizes, variables only so that tests/fuzz/fuzz_jsonl.c can shrink them to a few bytes
 // (and so reach every batch boundary and every cut with small inputs).

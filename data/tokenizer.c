@@ -12,9 +12,9 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "data/crc32c.h"
-#include "data/json_util.h"
-#include "runtime/common.h"
+#include "base/crc32c.h"
+#include "base/json_util.h"
+#include "base/common.h"
 
 // The split regex of Qwen2, Qwen2.5 and Qwen3, which zt_pretokenize implements.
 static const char QWEN_SPLIT_REGEX[] =

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "runtime/common.h"
+#include "base/common.h"
 
 void zt_buf_reserve(zt_buf *b, size_t extra) {
     if (b->n + extra <= b->cap) return;

@@ -2,7 +2,7 @@
 // pointers; zt_cpu_ops (kernels/cpu/) is the one table, the fp32 reference. There is
 // no CUDA table: the CUDA ops are plain bf16 functions in kernels/cuda/zt_cuda.h
 // (one .cu per op, as here), which the GPU engine (model/qwen3_cuda_layer.c,
-// runtime/fsdp_cuda.c) calls directly. All tensors are row-major fp32 here; weights
+// engine/fsdp_cuda.c) calls directly. All tensors are row-major fp32 here; weights
 // are [out, in] as in Hugging Face (y = x W^T).
 // Gradient rule (as in llm.c): parameter gradients accumulate (+=), activation
 // gradients assign (=) unless the argument says otherwise.

@@ -1,5 +1,5 @@
 // Loads a Hugging Face Qwen3 config.json from a file or a model directory; parsing and
-// validation are checkpoint/hf_config.c's.
+// validation are model/hf_config.c's.
 // defines: zt_qwen3_config_load
 #include "model/config.h"
 
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "runtime/common.h"
+#include "base/common.h"
 
 int zt_qwen3_config_load(zt_qwen3_config *c, const char *path) {
     char buf[4200];

@@ -1,10 +1,10 @@
 // Qwen3 dense model configuration: the type and its JSON codec are the checkpoint
-// layer's (checkpoint/hf_config.h, shared with the training checkpoint); the model
+// layer's (model/hf_config.h, shared with the training checkpoint); the model
 // loads it from a file or a model directory.
 // defines: zt_qwen3_config_load
 #ifndef ZT_CONFIG_H
 #define ZT_CONFIG_H
-#include "checkpoint/hf_config.h"
+#include "model/hf_config.h"
 
 // path: a config.json file or a directory containing one.
 int zt_qwen3_config_load(zt_qwen3_config *c, const char *path);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "model/layout.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 static void add_tensor(zt_unit_layout *u, const char *name, int64_t rows, int64_t cols) {
     zt_tensor_desc *t = &u->t[u->ntensors++];

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "data/dataset.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 static float *falloc(zt_qwen3 *m, int64_t n) {
     m->act_bytes += n * (int64_t)sizeof(float);

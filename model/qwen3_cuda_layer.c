@@ -9,7 +9,7 @@
 
 #include "kernels/cuda/zt_cuda_check.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 void zt_qwen3_cuda_layer_offsets(const zt_qwen3_cuda_dims *dm, int64_t off[ZT_L_NTENSORS + 1]) {
     int64_t shape[ZT_L_NTENSORS][2];

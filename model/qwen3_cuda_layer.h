@@ -2,7 +2,7 @@
 // built from the zt_cuda ops in the same sequence as model/qwen3.c. Parameters are one
 // bf16 flat vector in the canonical unit order (model/layout.c: the offsets come from
 // its zt_qwen3_layer_shapes); gradients one fp32 flat vector, accumulated (+=).
-// Used by the GPU FSDP backend (runtime/fsdp_cuda.c), the layer benchmark and train_tiny.
+// Used by the GPU FSDP backend (engine/fsdp_cuda.c), the layer benchmark and train_tiny.
 // defines: zt_qwen3_cuda_dims, zt_qwen3_cuda_acts, zt_qwen3_cuda_work, zt_qwen3_cuda_head_acts, zt_qwen3_cuda_*, zt_gprof
 #ifndef ZT_QWEN3_CUDA_LAYER_H
 #define ZT_QWEN3_CUDA_LAYER_H

@@ -44,7 +44,7 @@ set_tests_properties(${ZT_CKPT_TESTS} PROPERTIES TIMEOUT 180)
 # Every single-byte flip over a checkpoint's metadata (the first 8 KiB of ckpt.h5: the
 # superblock, the root group's attributes, the unit groups' headers) is harmless or refused
 # with a named cause, never a crash (tests/ckpt_flip.c; a double free once crashed 146 of them).
-zt_add_test_exe(ckpt_flip ${ZT_TEST_DIR}/ckpt_flip.c zt_checkpoint zt_model zt_common)
+zt_add_test_exe(ckpt_flip ${ZT_TEST_DIR}/ckpt_flip.c zt_checkpoint zt_model zt_base)
 add_test(NAME ckpt_flip_sweep
          COMMAND sh -c [[d=$1/flip; rm -rf "$d" && mkdir -p "$d" && cp -a "$1/run/checkpoints/$(cat "$1/run/checkpoints/latest")" "$d/step-00000030" && exec "$0" "$d/step-00000030" 0 8192]]
                  $<TARGET_FILE:ckpt_flip> ${ZT_CKPT_WORK})

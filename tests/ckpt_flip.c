@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "checkpoint/ckpt.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 int main(int argc, char **argv) {
     if (argc != 4) {

@@ -1,12 +1,12 @@
-# runtime/comm (process group) and runtime/flight (flight recorder): collectives at
+# engine/comm (process group) and engine/flight (flight recorder): collectives at
 # 1-4 ranks against local expectations, the live flight-recorder read, and the
 # deadline abort on a mismatched collective (tests/comm_deadline.sh).
 # The sources are compiled into the test directly so these tests do not depend on the
-# rest of zt_runtime.
-set(ZT_COMM_SRC ${CMAKE_SOURCE_DIR}/runtime/comm.c ${CMAKE_SOURCE_DIR}/runtime/comm_mpi.c
-                ${CMAKE_SOURCE_DIR}/runtime/flight.c)
+# rest of zt_train.
+set(ZT_COMM_SRC ${CMAKE_SOURCE_DIR}/engine/comm.c ${CMAKE_SOURCE_DIR}/engine/comm_mpi.c
+                ${CMAKE_SOURCE_DIR}/engine/flight.c)
 add_executable(test_comm ${ZT_TEST_DIR}/test_comm.c ${ZT_COMM_SRC})
-target_link_libraries(test_comm PRIVATE zt_common MPI::MPI_C Threads::Threads m)  # comm.c: the watchdog thread
+target_link_libraries(test_comm PRIVATE zt_base MPI::MPI_C Threads::Threads m)  # comm.c: the watchdog thread
 set(ZT_COMM_WORK ${CMAKE_CURRENT_BINARY_DIR}/comm)
 
 # World 1 runs without mpirun (singleton MPI init).

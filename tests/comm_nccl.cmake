@@ -1,4 +1,4 @@
-# runtime/comm_nccl (the NCCL process group on device buffers): every collective
+# engine/comm_nccl (the NCCL process group on device buffers): every collective
 # against host-computed values at a world of 1 without MPI (comm_nccl_w1), under
 # mpirun with one rank per visible GPU (comm_nccl_mpi), the deadline abort of a
 # collective held back on its stream (comm_nccl_deadline), and the watchdog abort of
@@ -10,10 +10,10 @@
 if(NOT ZT_HAVE_NCCL)
   return()
 endif()
-add_executable(test_comm_nccl ${CMAKE_CURRENT_LIST_DIR}/test_comm_nccl.c ${CMAKE_SOURCE_DIR}/runtime/comm.c
-                              ${CMAKE_SOURCE_DIR}/runtime/comm_nccl.c ${CMAKE_SOURCE_DIR}/runtime/flight.c)
+add_executable(test_comm_nccl ${CMAKE_CURRENT_LIST_DIR}/test_comm_nccl.c ${CMAKE_SOURCE_DIR}/engine/comm.c
+                              ${CMAKE_SOURCE_DIR}/engine/comm_nccl.c ${CMAKE_SOURCE_DIR}/engine/flight.c)
 target_include_directories(test_comm_nccl PRIVATE ${ZT_NCCL_INCLUDE})
-target_link_libraries(test_comm_nccl PRIVATE zt_common CUDA::cudart_static ${ZT_NCCL_LIB} Threads::Threads m)
+target_link_libraries(test_comm_nccl PRIVATE zt_base CUDA::cudart_static ${ZT_NCCL_LIB} Threads::Threads m)
 if(TARGET MPI::MPI_C)
   target_link_libraries(test_comm_nccl PRIVATE MPI::MPI_C)
 else()

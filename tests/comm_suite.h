@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/bf16.h"
-#include "runtime/comm.h"
-#include "runtime/common.h"
+#include "base/bf16.h"
+#include "engine/comm.h"
+#include "base/common.h"
 #include "tests/test_util.h"
 
 // Buffers the backend's collectives read and write.

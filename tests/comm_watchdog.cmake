@@ -1,4 +1,4 @@
-# The comm watchdog thread (runtime/comm.c: zt_comm_watch_begin/end and the backends'
+# The comm watchdog thread (engine/comm.c: zt_comm_watch_begin/end and the backends'
 # async_error hook): host waits outside the comm layer that outlive the collective
 # deadline, and asynchronous backend errors, become the deadline report and a job abort.
 #   comm_watchdog_unit      world 1, no MPI, a fake backend: create/finalize cycles join
@@ -11,9 +11,9 @@
 # Like tests/comm.cmake, the comm sources are compiled in directly.
 set(ZT_WD_WORK ${CMAKE_CURRENT_BINARY_DIR}/comm_watchdog)
 
-add_executable(test_comm_watchdog_unit ${ZT_TEST_DIR}/test_comm_watchdog.c ${CMAKE_SOURCE_DIR}/runtime/comm.c
-                                       ${CMAKE_SOURCE_DIR}/runtime/flight.c)
-target_link_libraries(test_comm_watchdog_unit PRIVATE zt_common Threads::Threads m)
+add_executable(test_comm_watchdog_unit ${ZT_TEST_DIR}/test_comm_watchdog.c ${CMAKE_SOURCE_DIR}/engine/comm.c
+                                       ${CMAKE_SOURCE_DIR}/engine/flight.c)
+target_link_libraries(test_comm_watchdog_unit PRIVATE zt_base Threads::Threads m)
 add_test(NAME comm_watchdog_unit COMMAND test_comm_watchdog_unit --unit ${ZT_WD_WORK}/unit)
 set_tests_properties(comm_watchdog_unit PROPERTIES TIMEOUT 120)
 
@@ -25,10 +25,10 @@ if(ZT_VALGRIND)
   set_tests_properties(comm_watchdog_valgrind PROPERTIES TIMEOUT 300)
 endif()
 
-add_executable(test_comm_watchdog ${ZT_TEST_DIR}/test_comm_watchdog.c ${CMAKE_SOURCE_DIR}/runtime/comm.c
-                                  ${CMAKE_SOURCE_DIR}/runtime/comm_mpi.c ${CMAKE_SOURCE_DIR}/runtime/flight.c)
+add_executable(test_comm_watchdog ${ZT_TEST_DIR}/test_comm_watchdog.c ${CMAKE_SOURCE_DIR}/engine/comm.c
+                                  ${CMAKE_SOURCE_DIR}/engine/comm_mpi.c ${CMAKE_SOURCE_DIR}/engine/flight.c)
 target_compile_definitions(test_comm_watchdog PRIVATE ZT_WATCHDOG_TEST_MPI=1)
-target_link_libraries(test_comm_watchdog PRIVATE zt_common MPI::MPI_C Threads::Threads m)
+target_link_libraries(test_comm_watchdog PRIVATE zt_base MPI::MPI_C Threads::Threads m)
 
 # zt_add_mpi_test and ZT_MPIEXEC are defined after the fragments are included.
 function(zt_comm_watchdog_mpi_tests)

@@ -1,4 +1,4 @@
-# The CUDA backend as a module loaded on demand (runtime/cuda_module.h): zerotrain links no
+# The CUDA backend as a module loaded on demand (engine/cuda_module.h): zerotrain links no
 # CUDA library (cuda_module_link), --help's peak RSS stays small and what loading the module
 # costs is measured (cuda_module_rss), watch / triage / plan / preflight / pack and a CPU
 # training run start with every CUDA library hidden in a private mount namespace

@@ -1,7 +1,7 @@
 # The GPU code on the CPU execution of the CUDA programming model (tests/cudaemu/, test
 # infrastructure only, never linked into the product): the real kernels/cuda/*.cu
 # (compiled by the host C++ compiler), the real kernels/cuda/matmul.cu on an emulated
-# cuBLASLt, model/qwen3_cuda_layer.c, runtime/fsdp_cuda.c and runtime/comm_nccl.c on an
+# cuBLASLt, model/qwen3_cuda_layer.c, engine/fsdp_cuda.c and engine/comm_nccl.c on an
 # emulated CUDA runtime and NCCL, with asynchronous streams, a happens-before checker and
 # bounds / initialisation checks. docs/cudaemu.md says what it checks and what it cannot.
 # Built in every configuration (no GPU, CUDA toolkit or NCCL needed). The emulator's
@@ -11,7 +11,7 @@ enable_language(CXX)
 set(CMAKE_CXX_FLAGS_RELEASE "-O2 -g")  # as the C code: diagnostics name file:line through addr2line
 set(ZT_EMU ${ZT_TEST_DIR}/cudaemu)
 set(ZT_EMU_BIN ${CMAKE_CURRENT_BINARY_DIR}/cudaemu)
-set(ZT_R ${CMAKE_SOURCE_DIR}/runtime)
+set(ZT_R ${CMAKE_SOURCE_DIR}/engine)
 set(ZT_M ${CMAKE_SOURCE_DIR}/model)
 # Every load and store of the code below runs through tests/cudaemu/hooks.cpp: g++'s
 # ThreadSanitizer instrumentation, without the TSan runtime (the hooks are ours).
@@ -39,7 +39,7 @@ endforeach()
 add_library(zt_cuda_emu STATIC ${ZT_EMU_CU_WRAPPED})
 set_target_properties(zt_cuda_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
 target_compile_options(zt_cuda_emu PRIVATE ${ZT_EMU_INSTR} -Wno-unknown-pragmas)
-target_link_libraries(zt_cuda_emu PUBLIC zt_cudaemu zt_common)
+target_link_libraries(zt_cuda_emu PUBLIC zt_cudaemu zt_base)
 
 # A C or C++ test program of the GPU code on the emulator: its own sources instrumented.
 function(zt_emu_exe name)
@@ -79,7 +79,7 @@ zt_emu_exe(emu_train_tiny SOURCES ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_t
 add_test(NAME emu_train_tiny COMMAND emu_train_tiny)
 set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
-set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/trainer.c ${ZT_R}/comm.c
+set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
     ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_cuda_layer.c)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
            LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
@@ -98,9 +98,9 @@ add_test(NAME emu_fsdp_cuda_sft_w1
          COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:emu_test_fsdp_cuda_mpi> --mpi --sft)
 set_tests_properties(emu_fsdp_cuda_sft_w1 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
-# ---- the NCCL process group (runtime/comm_nccl.c) ---------------------------------------------------------
+# ---- the NCCL process group (engine/comm_nccl.c) ---------------------------------------------------------
 set(ZT_EMU_COMM ${ZT_TEST_DIR}/test_comm_nccl.c ${ZT_R}/comm.c ${ZT_R}/comm_nccl.c ${ZT_R}/flight.c)
-zt_emu_exe(emu_test_comm_nccl SOURCES ${ZT_EMU_COMM} LIBS zt_common MPI::MPI_C)
+zt_emu_exe(emu_test_comm_nccl SOURCES ${ZT_EMU_COMM} LIBS zt_base MPI::MPI_C)
 set(ZT_EMU_WORK ${CMAKE_BINARY_DIR}/test-work/cudaemu)
 add_test(NAME emu_comm_nccl_w1 COMMAND emu_test_comm_nccl --run-dir ${ZT_EMU_WORK}/comm_w1)
 foreach(w 2 3)
@@ -132,11 +132,10 @@ set_tests_properties(emu_comm_nccl_w1 emu_comm_nccl_mpi_w2 emu_comm_nccl_mpi_w3 
 # ---- zerotrain itself on the emulator -------------------------------------------------------------------
 # `zerotrain train --device cuda` through the real training loop, checkpoints and resume
 # (tests/cli/cudaemu_cli.sh). Test-only binary; never installed.
-file(GLOB ZT_EMU_RUNTIME CONFIGURE_DEPENDS ${ZT_R}/*.c)
-list(REMOVE_ITEM ZT_EMU_RUNTIME ${ZT_R}/common.c)
-file(GLOB ZT_EMU_LAUNCH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/launch/*.c)
+file(GLOB ZT_EMU_RUNTIME CONFIGURE_DEPENDS ${ZT_R}/*.c ${CMAKE_SOURCE_DIR}/train/*.c ${CMAKE_SOURCE_DIR}/ops/*.c)
+file(GLOB ZT_EMU_LAUNCH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/cli/*.c)
 zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/qwen3_cuda_layer.c
-           LIBS zt_model zt_data zt_kernels zt_checkpoint zt_common ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
+           LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
            DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
 foreach(case w1_matches_cpu w2_matches_w1 resume_exact)
   add_test(NAME emu_cli_${case}

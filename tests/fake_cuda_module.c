@@ -1,6 +1,6 @@
 // A CUDA module from "another build" (tests/cuda_module.cmake): the right entry point with a
 // wrong ABI number, so the loader's check refuses it with a clear error (cuda_module_missing).
-#include "runtime/cuda_module.h"
+#include "engine/cuda_module.h"
 
 static const zt_cuda_module fake = {.abi = ZT_CUDA_MODULE_ABI + 1000, .fsdp_size = 1, .version = "0.0.0-other"};
 

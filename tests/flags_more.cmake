@@ -1,4 +1,4 @@
-# The flag tables of watch, triage, plan, calibrate, inspect and tokenize (launch/flags.c):
+# The flag tables of watch, triage, plan, calibrate, inspect and tokenize (cli/flags.c):
 # what the conversion added. tokenize's --threads is now a checked integer in [1, 4096]
 # (it was atoi: "2x" ran with 2 threads) and still exits 1 on a usage error; calibrate's
 # --healthy / --idle are the table's FILE... list flags, and an operand before either is

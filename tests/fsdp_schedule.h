@@ -1,12 +1,12 @@
 // The overlap schedule the design promises (docs/design.md), read from an FSDP engine's
 // event log: one definition for the CPU backend's test (tests/test_fsdp.c) and the GPU
 // backend's (tests/gpu/test_fsdp_cuda.c), since both backends run the one schedule of
-// runtime/fsdp.c. `report(ok, message)` is called once per condition.
+// engine/fsdp.c. `report(ok, message)` is called once per condition.
 #ifndef ZT_TESTS_FSDP_SCHEDULE_H
 #define ZT_TESTS_FSDP_SCHEDULE_H
 #include <stdio.h>
 
-#include "runtime/fsdp.h"
+#include "engine/fsdp.h"
 
 static int zt_sched_find(const zt_fsdp *f, int from, zt_fsdp_ev_kind k, int unit, int micro) {
     for (int i = from; i < f->nevents; i++)

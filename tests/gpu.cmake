@@ -33,9 +33,9 @@ if(ZT_CUDA)
   # Its sources are compiled in directly (as the comm tests do), so the same target
   # builds in the full build and in the ZT_GPU_ONLY one.
   if(ZT_HAVE_NCCL)
-    set(ZT_R ${CMAKE_SOURCE_DIR}/runtime)
+    set(ZT_R ${CMAKE_SOURCE_DIR}/engine)
     add_executable(test_fsdp_cuda ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
-                   ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/trainer.c ${ZT_R}/comm.c ${ZT_R}/flight.c
+                   ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${CMAKE_SOURCE_DIR}/tests/support/trainer.c ${ZT_R}/comm.c ${ZT_R}/flight.c
                    ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c)
     target_compile_definitions(test_fsdp_cuda PRIVATE ZT_NCCL_NO_MPI=1)
     target_include_directories(test_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})
@@ -53,7 +53,7 @@ if(ZT_CUDA)
         target_include_directories(${name} PRIVATE ${ZT_NCCL_INCLUDE})
         target_link_libraries(${name} PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C Threads::Threads m)
       endfunction()
-      zt_gpu_engine_mpi_test(test_fsdp_cuda_mpi ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_R}/trainer.c ${ZT_R}/comm_mpi.c)
+      zt_gpu_engine_mpi_test(test_fsdp_cuda_mpi ${ZT_GPU_DIR}/test_fsdp_cuda.c ${CMAKE_SOURCE_DIR}/tests/support/trainer.c ${ZT_R}/comm_mpi.c)
       add_test(NAME gpu_fsdp_cuda_mpi
                COMMAND sh -c [[bin=$0; shift
 n=$("$bin" --count-devices) || { rc=$?; echo "fewer than 2 GPUs visible ($n): skipped"; exit $rc; }

@@ -1,12 +1,12 @@
-# Operations tools (launch/triage.c, launch/watch.c and their subcommands): triage on
+# Operations tools (ops/triage.c, ops/watch.c and their subcommands): triage on
 # synthetic field-table traces in the three log formats, malformed inputs, band files,
 # calibration, the watcher's rules on run directories written by the test; the CLI
 # (tests/cli/ops_cli.sh); the Slurm batch script on a real one-node Slurm
 # (tests/cli/slurm_test.sh, skipped with a reason where Slurm cannot run).
-add_executable(test_triage ${ZT_TEST_DIR}/test_triage.c ${CMAKE_SOURCE_DIR}/launch/triage.c
-               ${CMAKE_SOURCE_DIR}/launch/watch.c ${CMAKE_SOURCE_DIR}/runtime/flight.c
-               ${CMAKE_SOURCE_DIR}/runtime/comm.c)
-target_link_libraries(test_triage PRIVATE zt_common ${ZT_CJSON} Threads::Threads m)
+add_executable(test_triage ${ZT_TEST_DIR}/test_triage.c ${CMAKE_SOURCE_DIR}/ops/triage.c
+               ${CMAKE_SOURCE_DIR}/ops/watch.c ${CMAKE_SOURCE_DIR}/engine/flight.c
+               ${CMAKE_SOURCE_DIR}/engine/comm.c)
+target_link_libraries(test_triage PRIVATE zt_base ${ZT_CJSON} Threads::Threads m)
 target_compile_definitions(test_triage PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}")
 foreach(part triage errors bands calibrate watch)
   add_test(NAME ops_${part} COMMAND test_triage ${CMAKE_CURRENT_BINARY_DIR}/ops/${part} ${part})
@@ -26,12 +26,12 @@ add_test(NAME ops_slurm COMMAND bash ${ZT_TEST_DIR}/cli/slurm_test.sh ${ZT_EXE} 
                                 ${CMAKE_BINARY_DIR}/test-work/ops_slurm)
 set_tests_properties(ops_slurm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE)
 
-# TensorBoard event files (runtime/tboard.c): bytes equal to TensorBoard's own writer, CRCs,
+# TensorBoard event files (train/tboard.c): bytes equal to TensorBoard's own writer, CRCs,
 # the resume truncation. The end-to-end read back by TensorBoard's reader is train_cli_tensorboard.
-zt_add_test(test_tboard ${ZT_TEST_DIR}/test_tboard.c zt_runtime)
+zt_add_test(test_tboard ${ZT_TEST_DIR}/test_tboard.c zt_train)
 
-# `zerotrain report` and `zerotrain triage --html` (launch/report.c, launch/power_view.c,
-# launch/svg.c): pages of real training runs made by the test (a clean 2-rank run with
+# `zerotrain report` and `zerotrain triage --html` (ops/report.c, ops/power_view.c,
+# ops/svg.c): pages of real training runs made by the test (a clean 2-rank run with
 # evaluation and checkpoints; the --no-evenfix field deadlock aborted at the collective
 # deadline), plots counted against the run's files, missing pieces, errors; `browser`
 # renders those pages in headless Chromium and checks the screenshot's pixels and the

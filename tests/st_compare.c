@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "checkpoint/safetensors.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "tests/test_util.h"
 
 int main(int argc, char **argv) {

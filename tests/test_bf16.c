@@ -1,4 +1,4 @@
-// kernels/bf16.h against an independent reference. The reference works on the value, not
+// base/bf16.h against an independent reference. The reference works on the value, not
 // the bits: the two bf16 neighbours of |x| are multiples of the quantum 2^(e-8) (8
 // significant bits; below 2^-126 the fixed 2^-133 of bf16 subnormals), computed exactly in
 // double, and the nearer wins, a tie going to the even multiple; at 2^128 and above the
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/bf16.h"
+#include "base/bf16.h"
 #include "tests/test_util.h"
 
 // |x| rounded to nearest even on the bf16 grid, as a double (inf past the largest finite).

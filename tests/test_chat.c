@@ -14,11 +14,11 @@
 #include <zlib.h>
 
 #include "data/chat.h"
-#include "data/crc32c.h"
+#include "base/crc32c.h"
 #include "data/dataset.h"
-#include "data/json_util.h"
+#include "base/json_util.h"
 #include "data/tokenizer.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "test_util.h"
 
 #define TOK_DIR ZT_TEST_DIR "/../assets/qwen3-tokenizer"
@@ -362,7 +362,7 @@ static void test_template_check(void) {
     free(cfg);
 }
 
-// data/json_util.h's depth check against cJSON itself: 1000 levels parse, 1001 do not and
+// base/json_util.h's depth check against cJSON itself: 1000 levels parse, 1001 do not and
 // are said to be too deep at the column where cJSON stopped; brackets inside strings do not
 // count; a text malformed before it gets that deep is not called too deep.
 static void test_json_depth(void) {

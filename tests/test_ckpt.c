@@ -21,12 +21,12 @@
 
 #include "checkpoint/ckpt.h"
 #include "checkpoint/safetensors.h"
-#include "data/crc32c.h"
+#include "base/crc32c.h"
 #include "model/qwen3.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "tests/test_util.h"
 
-#define ALIGN 16  // runtime/fsdp.h ZT_FSDP_ALIGN
+#define ALIGN 16  // engine/fsdp.h ZT_FSDP_ALIGN
 static int g_rank = 0, g_world = 1;
 
 // ---- fixtures -----------------------------------------------------------------------
@@ -53,7 +53,7 @@ static void gen_full(const zt_qwen3_layout *lay, int64_t step, float **full[3]) 
     }
 }
 
-// The FSDP slicing of runtime/fsdp.c for (rank, world).
+// The FSDP slicing of engine/fsdp.c for (rank, world).
 static void make_shards(const zt_qwen3_layout *lay, int rank, int world, zt_ckpt_shards *sh) {
     sh->nunits = lay->nunits;
     sh->unit = zt_xcalloc((size_t)lay->nunits, sizeof *sh->unit);

@@ -11,10 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/comm.h"
-#include "runtime/comm_mpi.h"
-#include "runtime/common.h"
-#include "runtime/flight.h"
+#include "engine/comm.h"
+#include "engine/comm_mpi.h"
+#include "base/common.h"
+#include "engine/flight.h"
 #include "tests/comm_suite.h"
 #include "tests/test_util.h"
 

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/comm.h"
-#include "runtime/comm_nccl.h"
-#include "runtime/common.h"
+#include "engine/comm.h"
+#include "engine/comm_nccl.h"
+#include "base/common.h"
 #include "tests/comm_suite.h"
 #include "tests/test_util.h"
 

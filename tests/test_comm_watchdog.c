@@ -1,4 +1,4 @@
-// The comm watchdog thread (runtime/comm.c: zt_comm_watch_begin/end, async_error).
+// The comm watchdog thread (engine/comm.c: zt_comm_watch_begin/end, async_error).
 //   --unit DIR      world 1, no MPI, an in-process fake backend: 50 create/finalize
 //                   cycles at a 10 ms period (the thread is joined: the thread count
 //                   returns to 1 and the backend is no longer polled), a bad
@@ -28,13 +28,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/comm.h"
-#include "runtime/common.h"
-#include "runtime/flight.h"
+#include "engine/comm.h"
+#include "base/common.h"
+#include "engine/flight.h"
 #include "tests/test_util.h"
 
 #ifdef ZT_WATCHDOG_TEST_MPI
-#include "runtime/comm_mpi.h"
+#include "engine/comm_mpi.h"
 #endif
 
 #define MUST(x)                                                                                  \

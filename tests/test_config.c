@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "model/config.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "tests/test_util.h"
 
 static const char *BASE =

@@ -14,9 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "data/crc32c.h"
+#include "base/crc32c.h"
 #include "data/dataset.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "tests/test_util.h"
 
 static char tmp_root[256];

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/comm_mpi.h"
-#include "runtime/common.h"
+#include "engine/comm_mpi.h"
+#include "base/common.h"
 #include "data/dataset.h"
-#include "runtime/fsdp.h"
-#include "runtime/trainer.h"
+#include "engine/fsdp.h"
+#include "tests/support/trainer.h"
 #include "tests/fsdp_schedule.h"
 #include "tests/test_util.h"
 

@@ -8,7 +8,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "model/qwen3.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "tests/test_util.h"
 
 static float **alloc_units(const zt_qwen3_layout *lay) {

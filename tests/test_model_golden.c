@@ -8,8 +8,8 @@
 
 #include "checkpoint/safetensors.h"
 #include "model/qwen3.h"
-#include "runtime/common.h"
-#include "runtime/trainer.h"
+#include "base/common.h"
+#include "tests/support/trainer.h"
 #include "tests/test_util.h"
 
 static float *read_f32(const zt_st_file *g, const char *name, int64_t expect_numel) {

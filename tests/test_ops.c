@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "tests/test_util.h"
 
 static const zt_ops *op = &zt_cpu_ops;

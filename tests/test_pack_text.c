@@ -18,7 +18,7 @@
 
 #include "data/dataset.h"
 #include "data/tokenizer.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "test_util.h"
 
 #define TOKENIZER_JSON ZT_TEST_DIR "/../assets/qwen3-tokenizer/tokenizer.json"

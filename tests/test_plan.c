@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "launch/plan.h"
+#include "ops/plan.h"
 #include "model/qwen3.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "test_util.h"
 
 static zt_plan_job job(int world, zt_shard_choice ch) {

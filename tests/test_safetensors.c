@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "checkpoint/safetensors.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "test_util.h"
 
 static char tmpdir[64];

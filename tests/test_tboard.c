@@ -1,4 +1,4 @@
-// The TensorBoard event writer (runtime/tboard.c): the bytes of one scalar record equal
+// The TensorBoard event writer (train/tboard.c): the bytes of one scalar record equal
 // those of TensorBoard's own writer (tensorboard 2.21 RecordWriter over event_pb2.Event
 // {wall_time 1700000000.5, step 42, summary {value {tag "train/loss" simple_value 2.5}}},
 // printed once and pasted here), the masked CRC against TFRecord's definition computed
@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/crc32c.h"
-#include "runtime/common.h"
-#include "runtime/tboard.h"
+#include "base/crc32c.h"
+#include "base/common.h"
+#include "train/tboard.h"
 #include "tests/test_util.h"
 
 static const char golden_hex[] =

@@ -10,7 +10,7 @@
 #include <zlib.h>
 
 #include "data/tokenizer.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "test_util.h"
 
 #define TOKENIZER_JSON ZT_TEST_DIR "/../assets/qwen3-tokenizer/tokenizer.json"

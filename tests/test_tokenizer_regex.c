@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "data/tokenizer.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "test_util.h"
 
 static const char QWEN_RE[] =

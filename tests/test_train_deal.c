@@ -1,11 +1,11 @@
-// Dealing an epoch's blocks to ranks and the evenfix stop (runtime/train_deal.c), checked
+// Dealing an epoch's blocks to ranks and the evenfix stop (train/train_deal.c), checked
 // against a block-by-block simulation of the same rules: the global order cut into steps
 // of W slices of micro-batch x grad-accum blocks; a rank trains a step only when its
 // slice is full; evenfix stops every rank at the fewest steps any rank can run.
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "runtime/train.h"
+#include "train/train.h"
 #include "test_util.h"
 
 // The naive model: walk the blocks one by one and hand each to the rank whose slice it

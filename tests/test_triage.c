@@ -19,10 +19,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "launch/triage.h"
-#include "launch/watch.h"
-#include "runtime/common.h"
-#include "runtime/flight.h"
+#include "ops/triage.h"
+#include "ops/watch.h"
+#include "base/common.h"
+#include "engine/flight.h"
 #include "test_util.h"
 
 static const char *work;
@@ -452,9 +452,9 @@ static void test_bands(void) {
     zt_bands built, file, back;
     zt_bands_b300(&built);
     char path[512];
-    snprintf(path, sizeof path, "%s/../launch/bands-b300.json", ZT_TEST_DIR);
+    snprintf(path, sizeof path, "%s/../ops/bands-b300.json", ZT_TEST_DIR);
     CHECK(zt_bands_load(&file, path) == 0, "%s", zt_errmsg());
-    CHECK(bands_equal(&built, &file), "launch/bands-b300.json differs from the built-in B300 bands");
+    CHECK(bands_equal(&built, &file), "ops/bands-b300.json differs from the built-in B300 bands");
     char *j = zt_bands_to_json(&built);
     CHECK(zt_bands_parse(&back, j, "round trip") == 0 && bands_equal(&built, &back), "JSON round trip: %s",
           zt_errmsg());

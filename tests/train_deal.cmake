@@ -1,7 +1,7 @@
 # Dealing blocks to ranks and the evenfix stop, without MPI (tests/test_train_deal.c),
-# and the train/preflight flag tables (launch/flags.c): alias, range errors, help.
+# and the train/preflight flag tables (cli/flags.c): alias, range errors, help.
 add_executable(test_train_deal ${ZT_TEST_DIR}/test_train_deal.c)
-target_link_libraries(test_train_deal PRIVATE zt_runtime)
+target_link_libraries(test_train_deal PRIVATE zt_train)
 add_test(NAME train_deal COMMAND test_train_deal)
 
 add_test(NAME train_flags_help COMMAND ${ZT_EXE} train --help)

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 // OpenBLAS extensions. Inside our OpenMP loop each thread runs its own small GEMMs,
 // so OpenBLAS must not start threads of its own there (nested pools thrash a busy

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "runtime/common.h"
+#include "base/common.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #define XENT_CHUNK_FLOATS (4 << 20)  // 16 MiB of logits per chunk

@@ -26,7 +26,7 @@
 //          zt_cudnn_ctx_release
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 #ifdef ZT_HAVE_CUDNN
 #include <cudnn.h>

@@ -1,6 +1,6 @@
 // fp32 <-> bf16 conversions on the device. fp32 -> bf16 is the hardware conversion
 // (__float2bfloat16_rn): round to nearest even, the algorithm of the host's zt_f32_to_bf16
-// (kernels/bf16.h) for every non-NaN; a NaN becomes the canonical 0x7fff, where the host
+// (base/bf16.h) for every non-NaN; a NaN becomes the canonical 0x7fff, where the host
 // keeps its sign and payload. bf16 -> fp32 is exact.
 // defines: zt_cuda_f32_to_bf16, zt_cuda_bf16_to_f32
 #include "kernels/cuda/cuda_internal.h"

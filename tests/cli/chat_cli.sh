@@ -4,7 +4,7 @@
 # FILE:LINE errors for each bad conversation, --skip-bad counting, --train-on last,
 # conversations longer than --seq-len skipped and counted, a changed chat template
 # refused, flags that do not apply refused, JSON nested past cJSON's limit said as such
-# (deep_template; deep_line once data/pack_text.c uses data/json_util.h's zt_json_depth_error).
+# (deep_template; deep_line once data/pack_text.c uses base/json_util.h's zt_json_depth_error).
 # One case per invocation.
 #   chat_cli.sh ZEROTRAIN SOURCE_DIR WORK_DIR CASE
 set -u
@@ -207,7 +207,7 @@ wrong_template)
     ;;
 deep_template)
     # a tokenizer_config.json nested past cJSON's limit (1000) is refused as that, not as
-    # "not valid JSON" (data/json_util.h: zt_json_depth_error)
+    # "not valid JSON" (base/json_util.h: zt_json_depth_error)
     mkdir -p "$W/tok"
     ln -s "$SRC/assets/qwen3-tokenizer/tokenizer.json" "$W/tok/tokenizer.json"
     awk 'BEGIN { s = "{\"chat_template\": \"x\", \"deep\": "; for (i = 0; i < 1100; i++) s = s "["

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The CUDA backend as a module (runtime/cuda_module.h): zerotrain links no CUDA library,
+# The CUDA backend as a module (engine/cuda_module.h): zerotrain links no CUDA library,
 # what a process pays without and with the module, and the commands that must start on a
 # host without the CUDA libraries (watch, triage, plan, preflight, pack, a CPU training run).
 #   cuda_module.sh ZEROTRAIN MAXRSS SOURCE_DIR WORK_DIR CASE FAKE_MODULE
 # Cases: link, rss, hidden, missing, build_dir, fifo, wrong_arch, relative; auto_why (the
-# lines runtime/train.c prints: which module, why --device auto took the cpu backend).
+# lines train/train.c prints: which module, why --device auto took the cpu backend).
 # Exit 77: cannot be exercised here (said why).
 # FAKE_MODULE: a module whose ABI number is not this build's (tests/fake_cuda_module.c).
 set -u
@@ -281,7 +281,7 @@ relative)
     ;;
 auto_why)
     # train says which module it loaded (rank 0, stdout) and why --device auto took the cpu
-    # backend on a host with an NVIDIA driver (runtime/train.c choose_device).
+    # backend on a host with an NVIDIA driver (train/train.c choose_device).
     small_data
     if [ -f "$MOD" ]; then
         train_cuda "$W/cuda.txt" && { echo "a GPU is present: skipped"; exit 77; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `zerotrain train --device cuda` end to end on the CPU: zerotrain_cudaemu is zerotrain
 # built with its real GPU code — the CUDA kernels, the cuBLASLt mapping, the GPU engine
-# (runtime/fsdp_cuda.c) and the NCCL process group (runtime/comm_nccl.c) — on the CPU
+# (engine/fsdp_cuda.c) and the NCCL process group (engine/comm_nccl.c) — on the CPU
 # execution of the CUDA programming model (tests/cudaemu: asynchronous streams, emulated
 # cuBLASLt and NCCL, the happens-before checker). It runs the real training loop's cuda
 # wiring: the device choice, the second comm, --init into the host copies and up to the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mutation check of the GPU code's ordering points on the CPU execution of the CUDA model.
 
-For every cross-stream ordering point of runtime/fsdp_cuda.c and runtime/comm_nccl.c
+For every cross-stream ordering point of engine/fsdp_cuda.c and engine/comm_nccl.c
 (each cudaStreamWaitEvent, each cudaEventRecord an ordering depends on, each host
 synchronisation, the evaluation's included) and for the three deliberate bugs of the issue (a
 wrong cuBLASLt leading dimension, a kernel reading one element past a row, a __syncthreads
@@ -24,8 +24,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FSDP = "runtime/fsdp_cuda.c"
-NCCL = "runtime/comm_nccl.c"
+FSDP = "engine/fsdp_cuda.c"
+NCCL = "engine/comm_nccl.c"
 # Tests, fastest-catching first (ctest stops at the first failure).
 T_ENGINE = ["emu_fsdp_cuda", "emu_fsdp_cuda_mpi_w2", "emu_cli_resume_exact", "emu_bench_fsdp_smoke"]
 T_COMM = ["emu_comm_nccl_w1", "emu_comm_nccl_mpi_w2", "emu_fsdp_cuda", "emu_comm_nccl_deadline",
@@ -48,7 +48,7 @@ OLD_REGISTER = """    c->host_pinned = !bench;
 
 # id, file, old text (must occur exactly once), new text, tests, what it removes
 MUTATIONS = [
-    # ---- runtime/fsdp_cuda.c: every cudaStreamWaitEvent ----
+    # ---- engine/fsdp_cuda.c: every cudaStreamWaitEvent ----
     ("F1", FSDP, "    CK(cudaStreamWaitEvent(c->cs, ev, 0));\n", "",
      T_ENGINE, "compute_wait: the compute stream's wait (all its uses at once)"),
     ("F2", FSDP, "    compute_wait(c, c->p_ready[s]);\n", "",
@@ -98,7 +98,7 @@ MUTATIONS = [
      T_ENGINE, "step end: the host retires the all-reduce's request (zt_wait)"),
     ("F22", FSDP, "    retire(f, &c->preq[s]);  // the slot's previous all-gather", "    // (mutated) the slot's previous all-gather",
      T_ENGINE, "gather_issue: the host retires the slot's previous all-gather request"),
-    # ---- supervised data and evaluation (runtime/fsdp_cuda.c) ----
+    # ---- supervised data and evaluation (engine/fsdp_cuda.c) ----
     ("E1", FSDP, "static void eval_begin(zt_fsdp *f) { ZT_CUDA_CHECK(cudaStreamWaitEvent(st(f)->ds, st(f)->ev_optim, 0)); }",
      "static void eval_begin(zt_fsdp *f) { (void)f; }",
      T_SFT, "eval start: DATA waits for the previous optimizer update (ev_optim)"),
@@ -115,8 +115,8 @@ MUTATIONS = [
     ("E6", FSDP, "static const int32_t *layer_pos(const zt_fsdp *f) { return f->doc_isolated ? st(f)->pos_d : NULL; }",
      "static const int32_t *layer_pos(const zt_fsdp *f) { (void)f; return NULL; }", T_SFT,
      "the layers get the document positions (instead: plain causal attention, block positions)"),
-    # ---- runtime/fsdp.c: the one schedule both backends run (its order, not its values) ----
-    ("S1", "runtime/fsdp.c",
+    # ---- engine/fsdp.c: the one schedule both backends run (its order, not its values) ----
+    ("S1", "engine/fsdp.c",
      """        int s_next = gather_issue(f, u + 1);
         if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
         ev(f, ZT_EV_FWD_START, u);
@@ -135,7 +135,7 @@ MUTATIONS = [
         int s_next = gather_issue(f, u + 1);
         if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
 """, T_ENGINE, "forward: unit u+1's all-gather issued after unit u computes (no prefetch)"),
-    ("S2", "runtime/fsdp.c",
+    ("S2", "engine/fsdp.c",
      """        int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
         int g = grad_acquire(f, u);
         ev(f, ZT_EV_BWD_START, u);
@@ -152,7 +152,7 @@ MUTATIONS = [
         rs_issue(f, g);
         int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;
 """, T_ENGINE, "backward: unit u-1's all-gather issued after unit u's reduce-scatter (no prefetch)"),
-    # ---- runtime/comm_nccl.c ----
+    # ---- engine/comm_nccl.c ----
     ("N1", NCCL, "    ZT_CUDA_CHECK_GOTO(cudaEventRecord(ev, st), cuda_fail, s);\n    *handle = (void *)ev;", "    *handle = (void *)ev;",
      T_COMM, "start: record the collective's event (its handle)"),
     ("N2", NCCL, "    cudaError_t e = cudaEventQuery(ev);\n    if (e == cudaSuccess) {",
@@ -236,7 +236,7 @@ def main():
         f = os.path.join(src, path)
         text = open(f).read()
         n = text.count(old)
-        if n != 1 and re.search(r"\bCK\(", old):  # runtime/fsdp_cuda.c's CK spelled ZT_CUDA_CHECK
+        if n != 1 and re.search(r"\bCK\(", old):  # engine/fsdp_cuda.c's CK spelled ZT_CUDA_CHECK
             old, new = (re.sub(r"\bCK\(", "ZT_CUDA_CHECK(", x) for x in (old, new))
             n = text.count(old)
         if n != 1:

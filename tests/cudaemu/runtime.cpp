@@ -141,7 +141,7 @@ void describe_pc(const void *pc, char *buf, size_t n) {
         pclose(p);
     }
     const char *file = strstr(line, "/work/main/") ? strstr(line, "/work/main/") + 11 : line;
-    for (const char *k : {"/runtime/", "/model/", "/kernels/", "/tests/", "/launch/"}) {
+    for (const char *k : {"/engine/", "/train/", "/model/", "/kernels/", "/base/", "/tests/", "/cli/", "/ops/"}) {
         const char *q = strstr(line, k);
         if (q) {
             file = q + 1;
@@ -158,7 +158,7 @@ void describe_pc(const void *pc, char *buf, size_t n) {
 
 static const char *short_path(const char *f) {
     if (!f) return "?";
-    for (const char *k : {"kernels/", "runtime/", "model/", "tests/", "launch/"}) {
+    for (const char *k : {"kernels/", "engine/", "train/", "model/", "base/", "tests/", "cli/", "ops/"}) {
         const char *q = strstr(f, k);
         if (q) return q;
     }

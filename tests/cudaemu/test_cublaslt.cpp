@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "emu.h"
-#include "kernels/bf16.h"
+#include "base/bf16.h"
 
 static int g_failures = 0;
 static int g_checks = 0;

@@ -1,5 +1,5 @@
 // A stand-in libnvidia-ml.so.1 for machines without an NVIDIA driver: the nine NVML calls
-// runtime/nvml.c makes, answering for ZT_FAKE_NVML_GPUS devices (default 1) with the board
+// train/nvml.c makes, answering for ZT_FAKE_NVML_GPUS devices (default 1) with the board
 // power read from the file ZT_FAKE_NVML_WATTS_FILE at each call (a test rewrites it to
 // move the "GPU" between compute and a deadlock signature), else ZT_FAKE_NVML_WATTS, else
 // 950 W; utilisation 97% above 385 W, 0% below. Put its directory first in

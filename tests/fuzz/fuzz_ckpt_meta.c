@@ -19,7 +19,7 @@
 #include "checkpoint/ckpt_internal.h"
 #include "fuzz_util.h"
 #include "model/config.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 #define MAX_VALUES 4096
 #define MAX_DS_ELEMS 65536

@@ -5,7 +5,7 @@
 #include "fuzz_util.h"
 #include "model/config.h"
 #include "model/qwen3.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 static int same(const zt_qwen3_config *a, const zt_qwen3_config *b) {
     return a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size &&

@@ -7,7 +7,7 @@
 // every token of every block is < the vocabulary, and total_blocks is the files' sum.
 #include "data/dataset.h"
 #include "fuzz_util.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 static const char *names[] = {"data.u32", "rank-00000.u32", "rank-00001.u32", "rank-00002.u32", "rank-00003.u32"};
 

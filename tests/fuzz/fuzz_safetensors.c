@@ -8,7 +8,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "fuzz_util.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 #define MAX_READ_ELEMS ((int64_t)1 << 20)
 

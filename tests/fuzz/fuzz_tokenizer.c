@@ -10,7 +10,7 @@
 #include "data/tokenizer.h"
 #include "data/unicode.h"
 #include "fuzz_util.h"
-#include "runtime/common.h"
+#include "base/common.h"
 
 static zt_tokenizer *tk;
 static zt_encoder *enc;

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/common.h"  // zt_errmsg
+#include "base/common.h"  // zt_errmsg
 
 // A property of the parser's output that must hold for every input: a violation is a
 // finding like a crash (libFuzzer saves the input as crash-*).

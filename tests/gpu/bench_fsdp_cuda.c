@@ -26,9 +26,9 @@
 #include "kernels/cuda/zt_cuda_check.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
 #include "model/qwen3_cuda_layer.h"
-#include "runtime/comm_nccl.h"
-#include "runtime/common.h"
-#include "runtime/fsdp.h"
+#include "engine/comm_nccl.h"
+#include "base/common.h"
+#include "engine/fsdp.h"
 #include "tests/gpu/gpu_test_util.h"
 
 int main(int argc, char **argv) {

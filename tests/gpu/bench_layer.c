@@ -16,7 +16,7 @@
 #include "kernels/cuda/zt_cuda.h"
 #include "kernels/cuda/zt_cuda_check.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "model/qwen3_cuda_layer.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -1,6 +1,6 @@
 # ZT_GPU_ONLY=ON (included from the top-level CMakeLists.txt, which returns right
 # after): the build for a GPU machine that has nvcc, cmake and ninja but no MPI,
-# HDF5, OpenBLAS or cJSON. It builds zt_common, the CPU reference kernels (their
+# HDF5, OpenBLAS or cJSON. It builds zt_base, the CPU reference kernels (their
 # cblas_sgemm calls served by tests/gpu/naive_cblas.c instead of OpenBLAS), zt_cuda
 # and the tests/gpu programs. Nothing else of zerotrain is configured.
 include(CheckLanguage)
@@ -38,14 +38,14 @@ find_package(OpenMP COMPONENTS C)  # optional: the naive CPU reference is just s
 
 include_directories(${CMAKE_SOURCE_DIR})
 
-add_library(zt_common STATIC ${CMAKE_SOURCE_DIR}/runtime/common.c)
-target_link_libraries(zt_common PUBLIC m)
+add_library(zt_base STATIC ${CMAKE_SOURCE_DIR}/base/common.c)
+target_link_libraries(zt_base PUBLIC m)
 
 # The CPU reference ops with a naive OpenMP sgemm in place of OpenBLAS.
 file(GLOB ZT_KERNEL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/*.c)
 add_library(zt_kernels STATIC ${ZT_KERNEL_SRC} ${CMAKE_SOURCE_DIR}/tests/gpu/naive_cblas.c)
 target_include_directories(zt_kernels PUBLIC ${CMAKE_SOURCE_DIR}/tests/gpu/cblas)
-target_link_libraries(zt_kernels PUBLIC zt_common)
+target_link_libraries(zt_kernels PUBLIC zt_base)
 if(OpenMP_C_FOUND)
   target_link_libraries(zt_kernels PUBLIC OpenMP::OpenMP_C)
 else()
@@ -54,7 +54,7 @@ endif()
 
 file(GLOB ZT_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
 add_library(zt_cuda STATIC ${ZT_CUDA_SRC})
-target_link_libraries(zt_cuda PUBLIC zt_common CUDA::cudart_static CUDA::cublasLt)
+target_link_libraries(zt_cuda PUBLIC zt_base CUDA::cudart_static CUDA::cublasLt)
 
 # cuDNN (optional: the fused flash-attention path): CUDNN_ROOT, the toolkit, or the
 # wheel PyTorch installs (nvidia-cudnn-cu13/-cu12: site-packages/nvidia/cudnn/{include,lib},

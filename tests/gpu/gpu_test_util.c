@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/common.h"
+#include "base/common.h"
 #include "tests/test_util.h"  // zt_max_rel_err
 
 float *zt_host_normal(int64_t n, float std, uint64_t seed, int round_bf16) {

@@ -5,12 +5,12 @@
 #define ZT_GPU_TEST_UTIL_H
 #include <stdint.h>
 
-#include "kernels/bf16.h"
+#include "base/bf16.h"
 #include "kernels/cuda/zt_cuda.h"
 
 #define ZT_EXIT_SKIP 77  // ctest SKIP_RETURN_CODE
 
-// bf16 rounding: zt_f32_to_bf16, zt_bf16_to_f32, zt_bf16_round (kernels/bf16.h).
+// bf16 rounding: zt_f32_to_bf16, zt_bf16_to_f32, zt_bf16_round (base/bf16.h).
 
 // N(0, std) from a seeded generator, rounded to bf16 when round_bf16.
 float *zt_host_normal(int64_t n, float std, uint64_t seed, int round_bf16);

@@ -17,7 +17,7 @@
 #include "kernels/cuda/zt_cuda.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
 #include "kernels/ops.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "tests/gpu/gpu_test_util.h"
 
 // Tolerances (max-norm relative):

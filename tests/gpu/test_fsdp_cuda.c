@@ -1,5 +1,5 @@
-// The GPU FSDP engine (runtime/fsdp_cuda.c) at a world of 1 on the NCCL process group
-// without MPI, against the single-process CPU reference trainer (runtime/trainer.c,
+// The GPU FSDP engine (engine/fsdp_cuda.c) at a world of 1 on the NCCL process group
+// without MPI, against the single-process CPU reference trainer (tests/support/trainer.c,
 // fp32): same config, seed, blocks and hyper-parameters (micro-batch 2, grad-accum 2,
 // clipping on, AdamW with weight decay), 20 optimizer steps, for an untied and a tied
 // model, and for the untied model again with the smallest buffer pools. Checked:
@@ -39,15 +39,15 @@
 #include "data/dataset.h"
 #include "kernels/ops.h"
 #include "model/qwen3_cuda_layer.h"
-#include "runtime/comm_nccl.h"
+#include "engine/comm_nccl.h"
 #if !ZT_NCCL_NO_MPI
 #include <mpi.h>
 
-#include "runtime/comm_mpi.h"
+#include "engine/comm_mpi.h"
 #endif
-#include "runtime/common.h"
-#include "runtime/fsdp.h"
-#include "runtime/trainer.h"
+#include "base/common.h"
+#include "engine/fsdp.h"
+#include "tests/support/trainer.h"
 #include "tests/fsdp_schedule.h"
 #include "tests/gpu/gpu_test_util.h"
 

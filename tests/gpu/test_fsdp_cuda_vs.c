@@ -1,13 +1,13 @@
-// The GPU FSDP engine (runtime/fsdp_cuda.c) against itself at world 1 and against the
-// fp32 CPU engine (runtime/fsdp.c), at W ranks under mpirun, on the NCCL process group
-// (runtime/comm_nccl.c). On a GPU machine: one rank per GPU. In CPU CI it runs on the CPU
+// The GPU FSDP engine (engine/fsdp_cuda.c) against itself at world 1 and against the
+// fp32 CPU engine (engine/fsdp.c), at W ranks under mpirun, on the NCCL process group
+// (engine/comm_nccl.c). On a GPU machine: one rank per GPU. In CPU CI it runs on the CPU
 // execution of the CUDA model (tests/cudaemu: the real kernels, cuBLASLt mapping, streams
 // and NCCL calls; ctest emu_fsdp_cuda_vs_w1..3). (It began as the host emulation's test,
 // tests/hostcuda, which swapped the whole CUDA layer for CPU ops; the checks are the same.)
 // Per rank, three engines see the same global batch of W * MB * GA blocks:
 //   gpuW  the GPU engine at world W (this rank's MB * GA blocks),
 //   gpu1  the GPU engine at world 1 on MPI_COMM_SELF (all blocks, grad-accum W * GA),
-//   cpuW  the fp32 CPU engine (runtime/fsdp.c) at world W.
+//   cpuW  the fp32 CPU engine (engine/fsdp.c) at world W.
 // gpuW and gpu1 run the same bf16 ops on the same micro-batches; only the order of
 // the fp32 gradient sums differs (reduce-scatter per micro-batch vs one long
 // accumulation), and a 1e-7 change of a master weight occasionally flips its bf16
@@ -28,10 +28,10 @@
 #include <string.h>
 
 #include "kernels/ops.h"
-#include "runtime/comm_mpi.h"
-#include "runtime/comm_nccl.h"
-#include "runtime/common.h"
-#include "runtime/fsdp.h"
+#include "engine/comm_mpi.h"
+#include "engine/comm_nccl.h"
+#include "base/common.h"
+#include "engine/fsdp.h"
 #include "tests/gpu/gpu_test_util.h"
 
 #define MB 2

@@ -13,7 +13,7 @@
 #include "kernels/cuda/zt_cuda.h"
 #include "kernels/ops.h"
 #include "model/qwen3.h"
-#include "runtime/common.h"
+#include "base/common.h"
 #include "model/qwen3_cuda_layer.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -1,4 +1,4 @@
-// cudaemu: <nccl.h>, the NCCL API subset that runtime/comm_nccl.c and its tests call, with
+// cudaemu: <nccl.h>, the NCCL API subset that engine/comm_nccl.c and its tests call, with
 // NCCL 2.28.9's names, types and numeric values (the real header of CUDA 13.0), so that code
 // compiles unchanged against it. Implemented by tests/cudaemu/nccl.cpp: collectives run in
 // stream order on the emulator's stream threads, across rank processes over shared memory.

@@ -1,0 +1,208 @@
+// Loads Hugging Face Qwen3 weights (one safetensors file, or a sharded set with
+// model.safetensors.index.json) into the per-unit flat fp32 vectors. Every tensor
+// of the layout must be present exactly once with the config's shape.
+// defines: zt_qwen3_load_hf
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint/safetensors.h"
+#include "base/json_util.h"
+#include "model/qwen3.h"
+#include "base/common.h"
+
+static int is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Tensors a released checkpoint may carry that the model does not use.
+static int ignorable(const zt_qwen3_layout *lay, const char *name) {
+    size_t n = strlen(name);
+    const char *suffix = "rotary_emb.inv_freq";
+    if (n >= strlen(suffix) && !strcmp(name + n - strlen(suffix), suffix)) return 1;
+    // Some tied checkpoints still store lm_head.weight (a copy of the embedding).
+    return lay->cfg.tie_word_embeddings && !strcmp(name, "lm_head.weight");
+}
+
+// Where the loaded values go: per unit, elements [lo, lo + valid) of the canonical
+// vector, written to dst[u] (which points at element lo). A full load is lo = 0,
+// valid = numel; an FSDP rank passes its shard and reads nothing else.
+typedef struct {
+    const int64_t *lo, *valid;
+    float *const *dst;
+} slice_sink;
+
+static int load_file(const zt_qwen3_layout *lay, const char *path, const slice_sink *sink, char *seen) {
+    zt_st_file f;
+    if (zt_st_open(&f, path) != 0) return -1;
+    int rc = 0;
+    for (int i = 0; i < f.ntensors && rc == 0; i++) {
+        const zt_st_tensor *t = &f.tensors[i];
+        int u, k;
+        if (zt_qwen3_layout_find(lay, t->name, &u, &k) != 0) {
+            if (ignorable(lay, t->name)) continue;
+            int layer;
+            if (sscanf(t->name, "model.layers.%d.", &layer) == 1 && layer >= lay->cfg.num_layers)
+                rc = zt_err("%s: tensor %s belongs to layer %d but the config has num_hidden_layers = %d", path,
+                            t->name, layer, lay->cfg.num_layers);
+            else
+                rc = zt_err("%s: tensor %s is not part of a Qwen3 model with this config (tie_word_embeddings = %s)",
+                            path, t->name, lay->cfg.tie_word_embeddings ? "true" : "false");
+            break;
+        }
+        const zt_tensor_desc *d = &lay->units[u].t[k];
+        int ok = t->ndim == d->ndim && t->shape[0] == d->shape[0] && (d->ndim == 1 || t->shape[1] == d->shape[1]);
+        if (!ok) {
+            char got[128] = "", *g = got;
+            for (int j = 0; j < t->ndim; j++)
+                g += snprintf(g, sizeof got - (size_t)(g - got), "%s%lld", j ? ", " : "", (long long)t->shape[j]);
+            if (d->ndim == 2)
+                rc = zt_err("%s: tensor %s has shape [%s]; the config needs [%lld, %lld]", path, t->name, got,
+                            (long long)d->shape[0], (long long)d->shape[1]);
+            else
+                rc = zt_err("%s: tensor %s has shape [%s]; the config needs [%lld]", path, t->name, got,
+                            (long long)d->shape[0]);
+            break;
+        }
+        if (seen[u * ZT_UNIT_MAX_TENSORS + k]) {
+            rc = zt_err("%s: tensor %s appears more than once in the checkpoint", path, t->name);
+            break;
+        }
+        const int64_t a = d->offset > sink->lo[u] ? d->offset : sink->lo[u];
+        const int64_t e = d->offset + d->numel, se = sink->lo[u] + sink->valid[u];
+        const int64_t b = e < se ? e : se;
+        if (a < b && zt_st_read_f32_range(&f, t, a - d->offset, b - a, sink->dst[u] + (a - sink->lo[u])) != 0) {
+            rc = -1;
+            break;
+        }
+        seen[u * ZT_UNIT_MAX_TENSORS + k] = 1;
+    }
+    zt_st_close(&f);
+    return rc;
+}
+
+// Files named by model.safetensors.index.json's weight_map, deduplicated, in first-seen order.
+static int index_files(const char *dir, const char *index_path, char ***files_out, int *n_out) {
+    size_t len;
+    char *text = zt_read_file(index_path, &len);
+    if (!text) return -1;
+    cJSON *root = cJSON_Parse(text);
+    char deep[160];
+    const char *too_deep = root ? NULL : zt_json_depth_error(text, len, zt_json_error_col(text, len), deep, sizeof deep);
+    free(text);
+    if (!root) return too_deep ? zt_err("%s: %s", index_path, too_deep) : zt_err("%s: not valid JSON", index_path);
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    if (!wm || !cJSON_IsObject(wm)) {
+        cJSON_Delete(root);
+        return zt_err("%s: missing object \"weight_map\" {tensor name: file}", index_path);
+    }
+    int cap = cJSON_GetArraySize(wm), n = 0;
+    char **files = zt_xcalloc((size_t)cap + 1, sizeof(char *));
+    const cJSON *it;
+    cJSON_ArrayForEach(it, wm) {
+        if (!cJSON_IsString(it) || strchr(it->valuestring, '/')) {
+            for (int i = 0; i < n; i++) free(files[i]);
+            free(files);
+            cJSON_Delete(root);
+            return zt_err("%s: weight_map[\"%s\"] must be a file name inside %s", index_path, it->string, dir);
+        }
+        int dup = 0;
+        for (int i = 0; i < n && !dup; i++) dup = !strcmp(files[i] + strlen(dir) + 1, it->valuestring);
+        if (dup) continue;
+        size_t len = strlen(dir) + strlen(it->valuestring) + 2;
+        files[n] = zt_xmalloc(len);
+        snprintf(files[n], len, "%s/%s", dir, it->valuestring);
+        if (!is_file(files[n])) {
+            int rc = zt_err("%s: shard %s named in weight_map (for %s) does not exist", index_path, files[n],
+                            it->string);
+            for (int i = 0; i <= n; i++) free(files[i]);
+            free(files);
+            cJSON_Delete(root);
+            return rc;
+        }
+        n++;
+    }
+    cJSON_Delete(root);
+    *files_out = files;
+    *n_out = n;
+    return 0;
+}
+
+static int load_hf(const zt_qwen3_layout *lay, const char *path, const slice_sink *sink) {
+    char **files = NULL;
+    int nfiles = 0;
+    char buf[4200];
+    struct stat st;
+    if (stat(path, &st) != 0) return zt_err("%s: no such file or directory (expected a HF model directory or a .safetensors file)", path);
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(buf, sizeof buf, "%s/model.safetensors.index.json", path);
+        if (is_file(buf)) {
+            if (index_files(path, buf, &files, &nfiles) != 0) return -1;
+        } else {
+            snprintf(buf, sizeof buf, "%s/model.safetensors", path);
+            if (!is_file(buf))
+                return zt_err("%s: neither model.safetensors nor model.safetensors.index.json is present", path);
+            files = zt_xcalloc(2, sizeof(char *));
+            files[0] = strdup(buf);
+            nfiles = 1;
+        }
+    } else {
+        files = zt_xcalloc(2, sizeof(char *));
+        files[0] = strdup(path);
+        nfiles = 1;
+    }
+    char *seen = zt_xcalloc((size_t)lay->nunits * ZT_UNIT_MAX_TENSORS, 1);
+    int rc = 0;
+    for (int i = 0; i < nfiles && rc == 0; i++) rc = load_file(lay, files[i], sink, seen);
+    for (int u = 0; u < lay->nunits && rc == 0; u++)
+        for (int k = 0; k < lay->units[u].ntensors && rc == 0; k++)
+            if (!seen[u * ZT_UNIT_MAX_TENSORS + k])
+                rc = zt_err("%s: tensor %s is missing from the checkpoint (%d file%s searched)", path,
+                            lay->units[u].t[k].name, nfiles, nfiles == 1 ? "" : "s");
+    for (int i = 0; i < nfiles; i++) free(files[i]);
+    free(files);
+    free(seen);
+    return rc;
+}
+
+int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const *params) {
+    int64_t *lo = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t)), *valid = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
+    for (int u = 0; u < lay->nunits; u++) valid[u] = lay->units[u].numel;
+    const slice_sink sink = {lo, valid, params};
+    int rc = load_hf(lay, path, &sink);
+    free(lo);
+    free(valid);
+    return rc;
+}
+
+int zt_qwen3_load_hf_slices(const zt_qwen3_layout *lay, const char *path, const int64_t *lo, const int64_t *valid,
+                            float *const *dst) {
+    const slice_sink sink = {lo, valid, dst};
+    return load_hf(lay, path, &sink);
+}
+
+// Writes config.json and model.safetensors (HF names) for the given full unit
+// vectors; dtype is ZT_ST_BF16 or ZT_ST_F32. Files are written atomically.
+int zt_qwen3_save_hf(const zt_qwen3_layout *lay, float *const *params, const char *dir, int dtype) {
+    if (zt_mkdirs(dir) != 0) return -1;
+    char path[4200];
+    char *cfg = zt_qwen3_config_json(&lay->cfg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = zt_write_file_atomic(path, cfg, strlen(cfg));
+    free(cfg);
+    if (rc != 0) return -1;
+    zt_st_writer *w = zt_st_writer_new();
+    zt_st_writer_metadata(w, "format", "pt");
+    for (int u = 0; u < lay->nunits && rc == 0; u++)
+        for (int k = 0; k < lay->units[u].ntensors && rc == 0; k++) {
+            const zt_tensor_desc *d = &lay->units[u].t[k];
+            rc = zt_st_writer_add_f32(w, d->name, params[u] + d->offset, d->ndim, d->shape, (zt_st_dtype)dtype);
+        }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (rc == 0) rc = zt_st_write(w, path);
+    zt_st_writer_free(w);
+    return rc;
+}

@@ -1,0 +1,383 @@
+// `zerotrain pack`: command-line front end of zt_pack (token ids or text -> dataset
+// directory) and of `--verify`, which opens a dataset with every check on and
+// prints one line per block file, so people and tests can vet a dataset.
+#include <getopt.h>
+#include <omp.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/chat.h"
+#include "data/dataset.h"
+#include "model/qwen3.h"
+#include "data/tokenizer.h"
+#include "cli/commands.h"
+#include "base/common.h"
+
+static void pack_usage(FILE *out) {
+    fprintf(out,
+            "usage: zerotrain pack [options] INPUT... -o OUT_DIR\n"
+            "       zerotrain pack --verify DIR [--model-vocab V]\n"
+            "\n"
+            "Packs documents of text or token ids into OUT_DIR: headerless little-endian uint32\n"
+            "block files of --seq-len tokens each, and dataset.json (written last). Text is\n"
+            "tokenized on one worker per core. Each document is followed by --eos when set;\n"
+            "the stream is cut into blocks and the tail shorter than one block is dropped.\n"
+            "Conversations (--input chat) are rendered with the Qwen3 chat template and\n"
+            "stored as version 2 words (id + document-start and no-loss flags): no eos, a\n"
+            "conversation never split across blocks (the rest of a block it does not fit in\n"
+            "is padding, as is the end of the last block), one longer than --seq-len skipped.\n"
+            "\n"
+            "options:\n"
+            "  -i, --input KIND      what INPUT files hold (default ids):\n"
+            "                          ids    decimal ids separated by spaces or commas,\n"
+            "                                 one document per non-empty line\n"
+            "                          u32    raw little-endian uint32 ids, one document per file\n"
+            "                          bytes  any file, one document per file, token = byte value\n"
+            "                        text, tokenized (see --tokenizer):\n"
+            "                          jsonl  JSON Lines; the document is member --field of\n"
+            "                                 each line's object (blank lines are ignored)\n"
+            "                          text   UTF-8 text, one document per file\n"
+            "                          lines  UTF-8 text, one document per non-empty line\n"
+            "                          chat   JSON Lines of conversations: member --field of each\n"
+            "                                 line's object is an array of {\"role\": system|user|\n"
+            "                                 assistant|tool, \"content\", \"reasoning_content\"?,\n"
+            "                                 \"tool_calls\"?}, rendered as transformers'\n"
+            "                                 apply_chat_template renders it (Qwen3 template)\n"
+            "      --field NAME      jsonl: the string member holding the text (default text);\n"
+            "                        chat: the array of messages (default messages)\n"
+            "      --train-on RULE   chat: which tokens are trained targets (default assistant):\n"
+            "                          assistant  every assistant turn after its\n"
+            "                                     \"<|im_start|>assistant\\n\" header, up to and\n"
+            "                                     including its <|im_end|>\n"
+            "                          last       only the final assistant turn, the same way\n"
+            "                          all        every token\n"
+            "                        assistant and last need each conversation to end with an\n"
+            "                        assistant turn\n"
+            "      --skip-bad        text: count and skip bad documents (invalid UTF-8, malformed\n"
+            "                        JSON line, missing or non-string field, empty document;\n"
+            "                        chat: a conversation the template or --train-on refuses)\n"
+            "                        instead of stopping at the first one\n"
+            "  -j, --threads N       text: tokenizer workers (default: one per core)\n"
+            "  -s, --seq-len N       tokens per block (default 2048; at least 2)\n"
+            "  -V, --vocab-size V    every id must be < V; required for ids and u32\n"
+            "                        (bytes: default 257, ids 0..255 plus eos 256; text: the\n"
+            "                        tokenizer's vocabulary, 151669 for Qwen3)\n"
+            "  -e, --eos ID|none     id appended after every document (default: none for ids\n"
+            "                        and u32, 256 for bytes, <|endoftext|> (151643) for text;\n"
+            "                        chat appends none and refuses --eos)\n"
+            "  -r, --per-rank W      write W files rank-00000.u32 ... dealing documents\n"
+            "                        round-robin, each packed separately (block counts differ\n"
+            "                        per rank: the trainer must stop all ranks at the minimum);\n"
+            "                        default: one file data.u32, blocks dealt by the trainer\n"
+            "  -t, --tokenizer ARG   text: tokenizer.json to use, or a directory holding one\n"
+            "                        (default: the Qwen3 one shipped in assets/); its CRC-32C\n"
+            "                        is recorded in dataset.json. chat: the tokenizer_config.json\n"
+            "                        beside it must hold the Qwen3 chat_template byte for byte.\n"
+            "                        ids, u32, bytes: the name recorded (default \"ids\", or\n"
+            "                        \"bytes\" with --input bytes)\n"
+            "  -o, --output OUT_DIR  dataset directory to create; must not hold a dataset.json\n"
+            "  -q, --quiet           no progress lines on stderr (the summary is still printed)\n"
+            "      --verify DIR      check an existing dataset instead of packing: dataset.json,\n"
+            "                        file sizes, every crc32c and every token id\n"
+            "      --model-vocab V   with --verify: check ids against a model's vocab_size V\n"
+            "                        instead of the dataset's own\n"
+            "  -h, --help            this text\n"
+            "\n"
+            "examples:\n"
+            "  zerotrain pack --vocab-size 151936 --eos 151645 corpus.ids -o data/run1\n"
+            "  zerotrain pack --input bytes --seq-len 256 *.txt -o data/bytes\n"
+            "  zerotrain pack --input jsonl --field content --per-rank 16 corpus.jsonl -o data/qwen\n"
+            "  zerotrain pack --input lines --skip-bad --threads 8 wiki.txt -o data/wiki\n"
+            "  zerotrain pack --input chat --seq-len 4096 --train-on last sft.jsonl -o data/sft\n"
+            "  zerotrain pack --verify data/run1\n");
+}
+
+// Strict integer parse for option values: the whole string, within [lo, hi].
+static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out) {
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) {
+        fprintf(stderr, "zerotrain: error: %s: '%s' is not an integer in [%lld, %lld]\n", opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int verify_dataset(const char *dir, long long model_vocab) {
+    zt_dataset ds;
+    zt_dataset_opts o = {.verify_crc = 1, .check_tokens = 1, .model_vocab = model_vocab};
+    double t0 = zt_now();
+    if (zt_dataset_open(&ds, dir, &o) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 1;
+    }
+    printf("%s: %s v%d, seq_len %d, vocab_size %lld, eos_id %lld, tokenizer \"%s\", %d file%s\n", ds.dir,
+           ZT_DATASET_FORMAT, ds.version, ds.seq_len, (long long)ds.vocab_size, (long long)ds.eos_id, ds.tokenizer,
+           ds.nfiles, ds.nfiles == 1 ? "" : "s");
+    int lo = 0, hi = 0;
+    int64_t trained = 0, docs = 0;
+    for (int i = 0; i < ds.nfiles; i++) {
+        const zt_data_file *f = &ds.files[i];
+        printf("  %s: %lld blocks, %lld tokens, %zu bytes, crc32c 0x%08x ok, ids ok", f->name, (long long)f->blocks,
+               (long long)f->tokens, f->bytes, f->crc32c);
+        if (ds.token_flags) {  // version 2: count the flags
+            int64_t t = 0, d = 0;
+            for (int64_t k = 0; k < f->tokens; k++) {
+                t += !(f->data[k] & ZT_TOK_NO_LOSS);
+                d += !!(f->data[k] & ZT_TOK_DOC_START);
+            }
+            printf(", %lld trained, %lld document starts", (long long)t, (long long)d);
+            trained += t, docs += d;
+        }
+        printf("\n");
+        if (f->blocks < ds.files[lo].blocks) lo = i;
+        if (f->blocks > ds.files[hi].blocks) hi = i;
+    }
+    if (ds.token_flags && ds.trained_tokens >= 0 && ds.trained_tokens != trained) {
+        fprintf(stderr, "zerotrain: error: %s/dataset.json: trained_tokens %lld, but the blocks hold %lld words "
+                        "without the no-loss flag\n",
+                ds.dir, (long long)ds.trained_tokens, (long long)trained);
+        zt_dataset_close(&ds);
+        return 1;
+    }
+    if (ds.token_flags)
+        printf("%s: version 2 words: %lld trained tokens (as dataset.json says), %lld document starts (padding "
+               "runs included), documents %s\n",
+               ds.dir, (long long)trained, (long long)docs, ds.doc_isolated ? "isolated" : "attend to each other");
+    printf("%s: ok: %lld blocks (%lld tokens) checked in %.2f s\n", ds.dir, (long long)ds.total_blocks,
+           (long long)ds.total_blocks * ds.seq_len, zt_now() - t0);
+    // What `train` would refuse as --eval-data (and what would train nothing as --data).
+    int64_t targets = 0;
+    for (int i = 0; i < ds.nfiles; i++)
+        for (int64_t b = 0; b < ds.files[i].blocks; b++)
+            targets += zt_qwen3_count_targets(zt_dataset_block(&ds, i, b), ds.seq_len, ds.doc_isolated);
+    if (ds.total_blocks == 0)
+        fprintf(stderr, "zerotrain: warning: %s holds no blocks: train refuses it as --eval-data, and as --data it "
+                        "gives no step\n", ds.dir);
+    else if (targets == 0)
+        fprintf(stderr, "zerotrain: warning: %s: its blocks hold no trained target (every prediction is masked out "
+                        "of the loss): train refuses it as --eval-data, and as --data no step would change the "
+                        "model\n", ds.dir);
+    if (ds.nfiles > 1 && ds.files[lo].blocks != ds.files[hi].blocks)
+        printf("%s: uneven: %s has %lld blocks, %s has %lld; a per-rank run must stop every rank after %lld "
+               "blocks\n",
+               ds.dir, ds.files[lo].name, (long long)ds.files[lo].blocks, ds.files[hi].name,
+               (long long)ds.files[hi].blocks, (long long)ds.files[lo].blocks);
+    zt_dataset_close(&ds);
+    return 0;
+}
+
+int zt_cmd_pack(int argc, char **argv) {
+    static const struct option longopts[] = {
+        {"input", required_argument, 0, 'i'},      {"seq-len", required_argument, 0, 's'},
+        {"vocab-size", required_argument, 0, 'V'}, {"eos", required_argument, 0, 'e'},
+        {"per-rank", required_argument, 0, 'r'},   {"tokenizer", required_argument, 0, 't'},
+        {"output", required_argument, 0, 'o'},     {"quiet", no_argument, 0, 'q'},
+        {"verify", required_argument, 0, 1},       {"model-vocab", required_argument, 0, 2},
+        {"field", required_argument, 0, 3},        {"skip-bad", no_argument, 0, 4},
+        {"threads", required_argument, 0, 'j'},    {"help", no_argument, 0, 'h'},
+        {"train-on", required_argument, 0, 5},     {0, 0, 0, 0},
+    };
+    zt_pack_opts o = {.input = ZT_PACK_TEXT_IDS, .seq_len = 2048, .vocab_size = -1, .eos_id = -1};
+    const char *out_dir = NULL, *verify = NULL, *train_on = NULL;
+    long long v, model_vocab = 0;
+    int eos_given = 0;
+    optind = 1;
+    int c;
+    long long threads = 0;
+    while ((c = getopt_long(argc, argv, "i:s:V:e:r:t:o:j:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'i':
+            if (!strcmp(optarg, "ids")) o.input = ZT_PACK_TEXT_IDS;
+            else if (!strcmp(optarg, "u32")) o.input = ZT_PACK_U32;
+            else if (!strcmp(optarg, "bytes")) o.input = ZT_PACK_BYTES;
+            else if (!strcmp(optarg, "jsonl")) o.input = ZT_PACK_JSONL;
+            else if (!strcmp(optarg, "text")) o.input = ZT_PACK_TEXT_FILES;
+            else if (!strcmp(optarg, "lines")) o.input = ZT_PACK_TEXT_LINES;
+            else if (!strcmp(optarg, "chat")) o.input = ZT_PACK_CHAT;
+            else {
+                fprintf(stderr,
+                        "zerotrain: error: --input: '%s' is not one of ids, u32, bytes, jsonl, text, lines, chat\n",
+                        optarg);
+                return 1;
+            }
+            break;
+        case 's':
+            if (parse_int("--seq-len", optarg, 2, 1 << 30, &v)) return 1;
+            o.seq_len = (int)v;
+            break;
+        case 'V':
+            if (parse_int("--vocab-size", optarg, 1, 1LL << 32, &v)) return 1;
+            o.vocab_size = v;
+            break;
+        case 'e':
+            eos_given = 1;
+            if (!strcmp(optarg, "none")) o.eos_id = -1;
+            else if (parse_int("--eos", optarg, 0, (1LL << 32) - 1, &v)) return 1;
+            else o.eos_id = v;
+            break;
+        case 'r':
+            if (parse_int("--per-rank", optarg, 1, 99999, &v)) return 1;
+            o.per_rank = (int)v;
+            break;
+        case 't': o.tokenizer = optarg; break;
+        case 'o': out_dir = optarg; break;
+        case 'q': o.quiet = 1; break;
+        case 1: verify = optarg; break;
+        case 2:
+            if (parse_int("--model-vocab", optarg, 1, 1LL << 32, &model_vocab)) return 1;
+            break;
+        case 3: o.field = optarg; break;
+        case 4: o.skip_bad = 1; break;
+        case 5: {
+            zt_chat_train rule;
+            if (zt_chat_train_parse(optarg, &rule)) {
+                fprintf(stderr, "zerotrain: error: --train-on: '%s' is not one of assistant, last, all\n", optarg);
+                return 1;
+            }
+            train_on = optarg;
+            o.train_on = (int)rule;
+            break;
+        }
+        case 'j':
+            if (parse_int("--threads", optarg, 1, 4096, &threads)) return 1;
+            break;
+        case 'h': pack_usage(stdout); return 0;
+        default: fprintf(stderr, "(see zerotrain pack --help)\n"); return 1;
+        }
+    }
+    if (verify) {
+        if (optind < argc || out_dir) {
+            fprintf(stderr, "zerotrain: error: --verify DIR checks an existing dataset; it takes no INPUT or -o\n");
+            return 1;
+        }
+        return verify_dataset(verify, model_vocab);
+    }
+    if (model_vocab) {
+        fprintf(stderr, "zerotrain: error: --model-vocab only applies with --verify\n");
+        return 1;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "zerotrain: error: no INPUT files given (see zerotrain pack --help)\n");
+        return 1;
+    }
+    if (!out_dir) {
+        fprintf(stderr, "zerotrain: error: no output directory: add -o OUT_DIR\n");
+        return 1;
+    }
+    const int chat = o.input == ZT_PACK_CHAT;
+    int text = o.input == ZT_PACK_JSONL || o.input == ZT_PACK_TEXT_FILES || o.input == ZT_PACK_TEXT_LINES || chat;
+    if (!text && (o.field || o.skip_bad || threads)) {
+        fprintf(stderr, "zerotrain: error: --field, --skip-bad and --threads apply to text input (--input jsonl, "
+                        "text, lines or chat)\n");
+        return 1;
+    }
+    if (o.field && o.input != ZT_PACK_JSONL && !chat) {
+        fprintf(stderr, "zerotrain: error: --field only applies to --input jsonl and chat\n");
+        return 1;
+    }
+    if (train_on && !chat) {
+        fprintf(stderr, "zerotrain: error: --train-on %s only applies to --input chat (conversations); other inputs "
+                        "train every token\n",
+                train_on);
+        return 1;
+    }
+    if (chat && eos_given) {
+        fprintf(stderr, "zerotrain: error: --eos does not apply to --input chat: no eos is appended, the template "
+                        "ends every turn with <|im_end|> and a newline\n");
+        return 1;
+    }
+    zt_tokenizer *tok = NULL;
+    char tokpath[4096], cfgpath[4096 + 32], tplname[64];
+    if (text) {
+        const char *arg = o.tokenizer ? o.tokenizer : ZT_DEFAULT_TOKENIZER;
+        size_t al = strlen(arg);
+        if (al > 15 && !strcmp(arg + al - 15, "/tokenizer.json")) snprintf(tokpath, sizeof tokpath, "%s", arg);
+        else if (al >= 5 && !strcmp(arg + al - 5, ".json")) snprintf(tokpath, sizeof tokpath, "%s", arg);
+        else snprintf(tokpath, sizeof tokpath, "%s/tokenizer.json", arg);  // a model directory
+        if (chat) {  // the chat template comes from tokenizer_config.json beside tokenizer.json
+            const char *slash = strrchr(tokpath, '/');
+            snprintf(cfgpath, sizeof cfgpath, "%.*stokenizer_config.json", slash ? (int)(slash - tokpath) + 1 : 0,
+                     tokpath);
+            uint32_t crc;
+            if (zt_chat_check_template(cfgpath, &crc)) {
+                fprintf(stderr, "zerotrain: error: %s\n  hint: --tokenizer DIR names a directory holding the "
+                                "Qwen3 tokenizer.json and tokenizer_config.json\n",
+                        zt_errmsg());
+                return 1;
+            }
+            snprintf(tplname, sizeof tplname, "qwen3 crc32c:%08x", crc);
+            o.chat_template = tplname;
+        }
+        tok = zt_tokenizer_load(tokpath);
+        if (!tok) {
+            fprintf(stderr, "zerotrain: error: %s\n  hint: --tokenizer PATH names the tokenizer.json (or the "
+                            "model directory holding it)\n", zt_errmsg());
+            return 1;
+        }
+        o.tok = tok;
+        o.threads = (int)threads;
+        o.tokenizer = zt_tokenizer_hash(tok);
+        if (o.vocab_size < 0) o.vocab_size = zt_tokenizer_vocab_size(tok);
+        if (!eos_given && !chat) o.eos_id = zt_tokenizer_token_id(tok, "<|endoftext|>");
+        if (!o.quiet && chat)
+            fprintf(stderr, "pack: tokenizer %s (%s, %lld ids), chat template %s, train on %s, %d worker%s\n",
+                    tokpath, o.tokenizer, (long long)zt_tokenizer_vocab_size(tok), o.chat_template,
+                    zt_chat_train_name((zt_chat_train)o.train_on), threads > 0 ? (int)threads : omp_get_num_procs(),
+                    threads == 1 ? "" : "s");
+        else if (!o.quiet)
+            fprintf(stderr, "pack: tokenizer %s (%s, %lld ids), eos %lld, %d worker%s\n", tokpath, o.tokenizer,
+                    (long long)zt_tokenizer_vocab_size(tok), (long long)o.eos_id,
+                    threads > 0 ? (int)threads : omp_get_num_procs(), threads == 1 ? "" : "s");
+    } else if (o.input == ZT_PACK_BYTES) {
+        if (o.vocab_size < 0) o.vocab_size = 257;
+        if (!eos_given) {
+            o.eos_id = 256;
+            if (o.vocab_size <= 256) {
+                fprintf(stderr, "zerotrain: error: --input bytes puts eos 256 after each document, which needs "
+                                "--vocab-size >= 257; pass --eos none for no separator\n");
+                return 1;
+            }
+        }
+        if (!o.tokenizer) o.tokenizer = "bytes";
+    } else {
+        if (o.vocab_size < 0) {
+            fprintf(stderr, "zerotrain: error: --vocab-size is required with --input %s (ids must be checked "
+                            "against the model's vocabulary)\n",
+                    o.input == ZT_PACK_U32 ? "u32" : "ids");
+            return 1;
+        }
+        if (!o.tokenizer) o.tokenizer = "ids";
+    }
+
+    zt_pack_stats st;
+    int rc = zt_pack((const char *const *)argv + optind, argc - optind, out_dir, &o, &st);
+    zt_tokenizer_free(tok);
+    if (rc != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 1;
+    }
+    double s = st.seconds > 1e-9 ? st.seconds : 1e-9;
+    if (chat) {
+        printf("packed %lld conversations (%.1f MB) into %s: %lld tokens (%lld trained under --train-on %s, %lld "
+               "padding) -> %lld blocks of %d in %d file%s, %lld conversation%s longer than --seq-len skipped, %.2f s "
+               "(%.1f MB/s, %.2fM tok/s)\n",
+               (long long)st.documents, (double)st.bytes_in / 1e6, out_dir, (long long)st.tokens,
+               (long long)st.trained_tokens, zt_chat_train_name((zt_chat_train)o.train_on),
+               (long long)st.padding_tokens, (long long)st.blocks, o.seq_len, st.nfiles, st.nfiles == 1 ? "" : "s",
+               (long long)st.conversations_too_long, st.conversations_too_long == 1 ? "" : "s", st.seconds,
+               (double)st.bytes_in / 1e6 / s, (double)st.tokens / 1e6 / s);
+        printf("%lld bad conversation%s skipped\n", (long long)st.bad_documents, st.bad_documents == 1 ? "" : "s");
+        return 0;
+    }
+    printf("packed %lld documents (%.1f MB) into %s: %lld tokens -> %lld blocks of %d in %d file%s, %lld tokens "
+           "dropped (each stream's tail shorter than a block), %.2f s (%.1f MB/s, %.2fM tok/s)\n",
+           (long long)st.documents, (double)st.bytes_in / 1e6, out_dir, (long long)st.tokens, (long long)st.blocks,
+           o.seq_len, st.nfiles, st.nfiles == 1 ? "" : "s", (long long)st.dropped_tokens, st.seconds,
+           (double)st.bytes_in / 1e6 / s, (double)st.tokens / 1e6 / s);
+    if (text) printf("%lld bad document%s skipped\n", (long long)st.bad_documents, st.bad_documents == 1 ? "" : "s");
+    return 0;
+}

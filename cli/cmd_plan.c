@@ -1,0 +1,407 @@
+// `zerotrain plan`: prints the memory and step-time model of ops/plan.c for a
+// model, a GPU and a world size; `--field` checks it against the field report's
+// 4/8/16-B300 table and extrapolates to 1,024 GPUs.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "ops/plan.h"
+#include "base/common.h"
+
+static const char synopsis[] =
+            "usage: zerotrain plan --model CONFIG [options]\n"
+            "       zerotrain plan --field [options]\n"
+            "\n"
+            "Predicts per-GPU memory and step time of FSDP training on GPUs for three sharding choices:\n"
+            "  full    ZeRO-3: all-gather each unit for forward and again for backward, reduce-scatter its\n"
+            "          gradient every micro-batch\n"
+            "  nosync  ZeRO-3 parameters, gradients accumulated unsharded (--accum-dtype) over the micro-batches and\n"
+            "          reduce-scattered once per step\n"
+            "  hsdp    full shard inside a group (default: a node), replicated across groups; one all-reduce of\n"
+            "          the gradient shards across replicas per step\n"
+            "The model and its assumptions: docs/plan.md.\n";
+
+// The assumptions' defaults are zt_plan_assumptions_default's (ops/plan.c, docs/plan.md):
+// these flags start unset (-1) and override it only when given; the help names the values.
+typedef struct {
+    const char *model, *worlds, *shard, *gpu, *gpu_file;
+    int field, world, micro_batch, grad_accum, shard_group, reduce_bytes, accum_bytes, recompute, gpus_per_node;
+    int64_t seq_len, global_batch;
+    double epoch_tokens, peak_tflops, hbm_gb, hbm_tbps, nvlink_gbps, net_gbps;
+    double mfu, nvlink_eff, net_eff, alpha_nvlink_us, alpha_net_us, hbm_eff, mem_usable;
+} plan_flags;
+
+static char gpu_help[192];  // names the presets (zt_gpu_preset_names), filled before parsing
+static const zt_flag_choice dtype_choices[] = {{"fp32", 4}, {"bf16", 2}, {0}};
+
+#define T plan_flags
+#define UNSET .def = -1
+static const zt_flag flags[] = {
+    {.type = ZT_FLAG_SECTION, .help = "model and job:"},
+    {"model", ZT_FLAG_STR, ZT_AT_STR(T, model), "PATH",
+     .help = "Qwen3 config.json or HF directory (--field: built-in Qwen3-32B)"},
+    {"field", ZT_FLAG_SET, ZT_AT_INT(T, field),
+     .help = "reproduce the field report's table (Qwen3-32B, 4/8/16 B300s) and\nextrapolate to 1,024 GPUs"},
+    {"world", ZT_FLAG_INT, ZT_AT_INT(T, world), "W", 1, 1 << 20, .def = 16,
+     .help = "GPUs for the detailed breakdown (default {default})"},
+    {"worlds", ZT_FLAG_STR, ZT_AT_STR(T, worlds), "LIST", .sdef = "4,8,16,32,64,128,256,512,1024",
+     .help = "comma-separated GPU counts for the scaling table\n(default {default})"},
+    {"seq-len", ZT_FLAG_I64, ZT_AT_I64(T, seq_len), "S", 2, 1 << 24, .def = 2048,
+     .help = "tokens per block ({default})"},
+    {"micro-batch", ZT_FLAG_INT, ZT_AT_INT(T, micro_batch), "B", 1, 1 << 20, .def = 1,
+     .help = "blocks per forward/backward ({default})"},
+    {"grad-accum", ZT_FLAG_INT, ZT_AT_INT(T, grad_accum), "G", 1, 1 << 20, .def = 8,
+     .help = "micro-batches per step, per GPU ({default})"},
+    {"global-batch", ZT_FLAG_I64, ZT_AT_I64(T, global_batch), "T", 1, INT64_MAX,
+     .help = "instead: tokens per step for the whole job; grad-accum = T / (W B S)"},
+    {"shard", ZT_FLAG_STR, ZT_AT_STR(T, shard), "C", .sdef = "all",
+     .help = "full, nosync, hsdp or all ({default})"},
+    {"shard-group", ZT_FLAG_INT, ZT_AT_INT(T, shard_group), "G", 1, 1 << 20,
+     .help = "HSDP shard group (default: GPUs per node)"},
+    {"reduce-dtype", ZT_FLAG_ENUM, ZT_AT_INT(T, reduce_bytes), "T", .def = 4, .choices = dtype_choices,
+     .help = "{default} (default) or bf16 gradient reduction"},
+    {"accum-dtype", ZT_FLAG_ENUM, ZT_AT_INT(T, accum_bytes), "T", .def = 4, .choices = dtype_choices,
+     .help = "nosync's unsharded gradient accumulator: {default} (default) or bf16"},
+    {"recompute", ZT_FLAG_SET, ZT_AT_INT(T, recompute),
+     .help = "recompute every decoder layer's activations in backward"},
+    {"epoch-tokens", ZT_FLAG_F64, ZT_AT_F64(T, epoch_tokens), "N", .fmin = 1, .fmax = 1e18,
+     .def = ZT_FIELD_EPOCH_TOKENS, .help = "tokens per epoch for GPU-hours ({default})"},
+
+    {.type = ZT_FLAG_SECTION, .help = "GPU (preset, then overrides):"},
+    {"gpu", ZT_FLAG_STR, ZT_AT_STR(T, gpu), "NAME", .sdef = "B300", .help = gpu_help},
+    {"gpu-file", ZT_FLAG_STR, ZT_AT_STR(T, gpu_file), "FILE",
+     .help = "JSON with peak_flops, hbm_bytes, hbm_bw, nvlink_bw, net_bw (bytes/s,\none direction per GPU), "
+             "gpus_per_node, name"},
+    {"peak-tflops", ZT_FLAG_F64, ZT_AT_F64(T, peak_tflops), "X", .fmin = 1e-3, .fmax = 1e6, UNSET,
+     .help = "bf16 dense peak, TFLOP/s"},
+    {"hbm-gb", ZT_FLAG_F64, ZT_AT_F64(T, hbm_gb), "X", .fmin = 1e-3, .fmax = 1e6, UNSET, .help = "HBM size, GB"},
+    {"hbm-tbps", ZT_FLAG_F64, ZT_AT_F64(T, hbm_tbps), "X", .fmin = 1e-3, .fmax = 1e3, UNSET,
+     .help = "HBM bandwidth, TB/s"},
+    {"nvlink-gbps", ZT_FLAG_F64, ZT_AT_F64(T, nvlink_gbps), "X", .fmin = 1e-3, .fmax = 1e6, UNSET,
+     .help = "NVLink bandwidth per GPU per direction, GB/s"},
+    {"net-gbps", ZT_FLAG_F64, ZT_AT_F64(T, net_gbps), "X", .fmin = 1e-3, .fmax = 1e6, UNSET,
+     .help = "network bandwidth per GPU per direction, GB/s"},
+    {"gpus-per-node", ZT_FLAG_INT, ZT_AT_INT(T, gpus_per_node), "N", 1, 1024, UNSET, .help = "GPUs per node"},
+
+    {.type = ZT_FLAG_SECTION, .help = "assumptions (defaults in docs/plan.md):"},
+    {"mfu", ZT_FLAG_F64, ZT_AT_F64(T, mfu), "X", .fmin = 1e-4, .fmax = 1, UNSET,
+     .help = "achieved fraction of peak while computing (0.30)"},
+    {"nvlink-eff", ZT_FLAG_F64, ZT_AT_F64(T, nvlink_eff), "X", .fmin = 1e-4, .fmax = 1, UNSET,
+     .help = "ring bus bandwidth / NVLink line rate (0.82)"},
+    {"net-eff", ZT_FLAG_F64, ZT_AT_F64(T, net_eff), "X", .fmin = 1e-4, .fmax = 1, UNSET,
+     .help = "ring bus bandwidth / NIC line rate (0.90)"},
+    {"alpha-nvlink-us", ZT_FLAG_F64, ZT_AT_F64(T, alpha_nvlink_us), "X", .fmin = 0, .fmax = 1e6, UNSET,
+     .help = "latency per ring step inside a node (3)"},
+    {"alpha-net-us", ZT_FLAG_F64, ZT_AT_F64(T, alpha_net_us), "X", .fmin = 0, .fmax = 1e6, UNSET,
+     .help = "latency per ring step across nodes (15)"},
+    {"hbm-eff", ZT_FLAG_F64, ZT_AT_F64(T, hbm_eff), "X", .fmin = 1e-4, .fmax = 1, UNSET,
+     .help = "achieved HBM bandwidth fraction, optimizer step (0.80)"},
+    {"mem-usable", ZT_FLAG_F64, ZT_AT_F64(T, mem_usable), "X", .fmin = 1e-4, .fmax = 1, UNSET,
+     .help = "fraction of HBM a job can hold (0.92)"},
+    {0}};
+#undef UNSET
+#undef T
+
+static void print_header(const char *model_src, const zt_qwen3_config *c, const zt_gpu_spec *g,
+                         const zt_plan_assumptions *a, int64_t S) {
+    const int64_t n = zt_qwen3_param_count(c);
+    printf("model: Qwen3 (%s): %d layers, hidden %lld, ffn %lld, heads %d/%d x %d, vocab %lld, %s embeddings\n",
+           model_src, c->num_layers, (long long)c->hidden_size, (long long)c->intermediate_size, c->num_heads,
+           c->num_kv_heads, c->head_dim, (long long)c->vocab_size, c->tie_word_embeddings ? "tied" : "untied");
+    printf("  parameters %lld (%.2f GB in bf16)\n", (long long)n, 2.0 * n / 1e9);
+    printf("  FLOPs per token at seq %lld: %.1f G = 6 N + 12 L S hidden (the field convention, used for MFU); "
+           "the GPU executes %.1f G (6 N_matmul + 6 L S H D, causal)\n",
+           (long long)S, zt_plan_flops_per_token(c, S) / 1e9, zt_plan_flops_per_token_exact(c, S) / 1e9);
+    printf("gpu: %s: %.0f TFLOP/s bf16 dense, %.0f GB HBM at %.2f TB/s, NVLink %.0f GB/s and network %.0f GB/s "
+           "per GPU per direction, %d GPUs per node\n",
+           g->name, g->peak_flops / 1e12, g->hbm_bytes / 1e9, g->hbm_bw / 1e12, g->nvlink_bw / 1e9, g->net_bw / 1e9,
+           g->gpus_per_node);
+    printf("  (%s)\n", g->source);
+    printf("assumptions: compute at %.0f%% MFU; ring bus bandwidth %.0f GB/s inside a node (%.0f%% of NVLink), "
+           "min(that, %d x %.0f GB/s) across nodes (%.0f%% of the NICs); %.0f us per ring step in a node, %.0f "
+           "us across nodes; HBM at %.0f%%; %.0f%% of HBM usable\n",
+           100 * a->mfu, g->nvlink_bw * a->nvlink_eff / 1e9, 100 * a->nvlink_eff, g->gpus_per_node,
+           g->net_bw * a->net_eff / 1e9, 100 * a->net_eff, a->alpha_nvlink * 1e6, a->alpha_net * 1e6,
+           100 * a->hbm_eff, 100 * a->mem_usable);
+}
+
+static const char *choice_text(zt_shard_choice c) {
+    switch (c) {
+    case ZT_SHARD_FULL: return "ZeRO-3, reshard after forward, reduce-scatter every micro-batch";
+    case ZT_SHARD_NOSYNC: return "ZeRO-3 parameters, unsharded gradient accumulation, one reduce-scatter per step";
+    default: return "shard within a group, replicate across groups, gradient all-reduce across replicas per step";
+    }
+}
+
+static void row_p(const char *label, double v, int prec, const char *tail) {
+    printf("  %-44s %9.*f%s\n", label, prec, v, tail ? tail : "");
+}
+static void row(const char *label, double v, const char *tail) { row_p(label, v, 3, tail); }
+static void row_gb(const char *label, double bytes, const char *tail) { row_p(label, bytes / 1e9, 1, tail); }
+
+static void print_detail(const zt_plan_result *r) {
+    char tail[160];
+    const zt_plan_memory *m = &r->mem;
+    const zt_plan_job *j = &r->job;
+    printf("\n== %s (%s): %d GPUs, shard group %d x %d replica%s, micro-batch %d x grad-accum %d x seq %lld = %.0f "
+           "tokens per GPU per step, %.0f per step\n",
+           zt_shard_names[j->choice], choice_text(j->choice), j->world, r->shard_group, r->replicas,
+           r->replicas == 1 ? "" : "s", j->micro_batch, j->grad_accum, (long long)j->seq_len, r->tokens_per_gpu,
+           r->tokens_per_gpu * j->world);
+    printf("memory per GPU (GB):\n");
+    row_gb("parameters (fp32 master + bf16 shard)", m->params, NULL);
+    row_gb(j->choice != ZT_SHARD_NOSYNC ? "gradients (fp32 shard)"
+           : j->accum_bytes == 2    ? "gradients (fp32 shard + unsharded bf16 sum)"
+                                    : "gradients (fp32 shard + unsharded fp32 sum)",
+           m->grads, NULL);
+    row_gb("optimizer (Adam m, v in fp32)", m->optimizer, NULL);
+    row_gb(j->choice == ZT_SHARD_NOSYNC ? "gathered-unit buffers (bf16 params)" : "gathered-unit buffers (params, grads)",
+        m->buffers, NULL);
+    snprintf(tail, sizeof tail, "   (without recompute %.1f, with %.1f)", m->act_no_recompute / 1e9,
+             m->act_recompute / 1e9);
+    row_gb(j->recompute ? "activations (recompute)" : "activations (no recompute)", m->activations, tail);
+    snprintf(tail, sizeof tail, "   of %.1f usable: %s", m->usable / 1e9, m->fits ? "fits" : "DOES NOT FIT");
+    row_gb("total", m->total, tail);
+    printf("step time (s):\n");
+    row(j->recompute ? "compute (with recompute)" : "compute", r->t_compute, NULL);
+    row("exposed communication", r->t_exposed_comm, NULL);
+    row("optimizer (AdamW over the shard, HBM bound)", r->t_optimizer, NULL);
+    snprintf(tail, sizeof tail, "   -> %.0f tok/s per GPU, %.0f tok/s in all, MFU %.1f%%", r->tok_per_s_per_gpu,
+             r->tok_per_s_per_gpu * j->world, 100 * r->mfu);
+    row("step", r->t_step, tail);
+    printf("  %-28s %-8s %6s %6s %12s %10s %8s %8s %9s\n", "collective (per step)", "link", "ranks", "count",
+           "GB sent/GPU", "busbw GB/s", "time s", "hidden s", "exposed s");
+    for (int k = 0; k < ZT_COLL_NKINDS; k++) {
+        const zt_plan_coll *c = &r->coll[k];
+        if (!c->count || c->group <= 1) continue;
+        char bw[16] = "-";
+        if (k != ZT_COLL_AR_CTRL) snprintf(bw, sizeof bw, "%.0f", c->busbw / 1e9);
+        printf("  %-28s %-8s %6d %6d %12.2f %10s %8.3f %8.3f %9.3f\n", zt_coll_names[k],
+               c->over_network ? "network" : "NVLink", c->group, c->count, c->bytes / 1e9, bw, c->time,
+               fmax(0.0, c->time - c->exposed), c->exposed);
+    }
+}
+
+typedef struct {
+    zt_plan_job job;
+    int64_t global_batch;
+} job_tmpl;
+
+// grad-accum for world W under a fixed global batch; 0 when W cannot hold it.
+static int accum_for(const job_tmpl *t, int W) {
+    if (t->global_batch <= 0) return t->job.grad_accum;
+    int64_t per = (int64_t)W * t->job.micro_batch * t->job.seq_len;
+    if (t->global_batch % per) return 0;
+    return (int)(t->global_batch / per);
+}
+
+static int predict_at(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                      const job_tmpl *t, zt_shard_choice ch, int W, zt_plan_result *r) {
+    zt_plan_job j = t->job;
+    j.world = W;
+    j.choice = ch;
+    j.grad_accum = accum_for(t, W);
+    if (j.grad_accum < 1)
+        return zt_err("--global-batch %lld is not a multiple of %d GPUs x micro-batch %d x seq %lld",
+                      (long long)t->global_batch, W, j.micro_batch, (long long)j.seq_len);
+    if (ch == ZT_SHARD_HSDP && j.shard_group > W) j.shard_group = W;
+    return zt_plan_predict(c, g, a, &j, r);
+}
+
+static void print_scaling(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                          const job_tmpl *t, const int *worlds, int nw, const int *choices, int nch,
+                          double epoch_tokens) {
+    printf("\nscaling (per-GPU batch %s): tok/s per GPU | efficiency vs %d GPUs | GPU-h per epoch of %.3g tokens | "
+           "exposed comm %% of step | memory GB (* = does not fit)\n",
+           t->global_batch > 0 ? "from the fixed global batch" : "fixed", worlds[0], epoch_tokens);
+    printf("%6s %10s", "GPUs", "tokens/step");
+    for (int k = 0; k < nch; k++) printf(" | %-36s", zt_shard_names[choices[k]]);
+    printf("\n");
+    double base[ZT_SHARD_NCHOICES] = {0};
+    for (int i = 0; i < nw; i++) {
+        int ga = accum_for(t, worlds[i]);
+        if (ga < 1) {
+            printf("%6d %10s   (the global batch does not divide into %d GPUs)\n", worlds[i], "-", worlds[i]);
+            continue;
+        }
+        printf("%6d %10.0f", worlds[i], (double)worlds[i] * t->job.micro_batch * ga * t->job.seq_len);
+        for (int k = 0; k < nch; k++) {
+            zt_plan_result r;
+            if (predict_at(c, g, a, t, (zt_shard_choice)choices[k], worlds[i], &r) != 0) {
+                printf(" | %-36s", "n/a");
+                zt_err_clear();
+                continue;
+            }
+            if (base[k] == 0) base[k] = r.tok_per_s_per_gpu;
+            char cell[64];
+            snprintf(cell, sizeof cell, "%6.0f %4.0f%% %7.1f %5.1f%% %6.0f%s", r.tok_per_s_per_gpu,
+                     100 * r.tok_per_s_per_gpu / base[k], epoch_tokens / r.tok_per_s_per_gpu / 3600,
+                     100 * r.t_exposed_comm / r.t_step, r.mem.total / 1e9, r.mem.fits ? "" : "*");
+            printf(" | %-36s", cell);
+        }
+        printf("\n");
+    }
+}
+
+static int print_field(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                       const job_tmpl *t, double epoch_tokens) {
+    printf("\nfield report: Qwen3-32B on %s, seq %lld, micro-batch %d, grad-accum %d (tokens per GPU per step "
+           "fixed), ~%.3g tokens per epoch\n",
+           g->name, (long long)t->job.seq_len, t->job.micro_batch, t->job.grad_accum, epoch_tokens);
+    printf("%5s %10s %7s %5s", "GPUs", "tok/s/GPU", "GPU-h", "eff");
+    for (int k = 0; k < ZT_SHARD_NCHOICES; k++) printf(" | %-6s %9s %7s %6s %5s", zt_shard_names[k], "tok/s/GPU", "error",
+                                                       "GPU-h", "mem");
+    printf("\n");
+    int ok[ZT_SHARD_NCHOICES] = {1, 1, 1};
+    char why[ZT_SHARD_NCHOICES][160] = {{0}};
+    double base[ZT_SHARD_NCHOICES] = {0};
+    for (int i = 0; i < ZT_FIELD_ROWS; i++) {
+        const zt_field_row *f = &zt_field_table[i];
+        printf("%5d %10.0f %7.1f %4.0f%%", f->world, f->tok_per_s_per_gpu, f->gpu_h_per_epoch, 100 * f->efficiency);
+        for (int k = 0; k < ZT_SHARD_NCHOICES; k++) {
+            zt_plan_result r;
+            if (predict_at(c, g, a, t, (zt_shard_choice)k, f->world, &r) != 0) return -1;
+            if (!base[k]) base[k] = r.tok_per_s_per_gpu;
+            double err = r.tok_per_s_per_gpu / f->tok_per_s_per_gpu - 1;
+            printf(" | %-6s %9.0f %+6.1f%% %6.1f %5s", "", r.tok_per_s_per_gpu, 100 * err,
+                   epoch_tokens / r.tok_per_s_per_gpu / 3600, r.mem.fits ? "fits" : "NO");
+            if (ok[k] && fabs(err) > 0.10) {
+                ok[k] = 0;
+                snprintf(why[k], sizeof why[k], "%d GPUs: %.0f tok/s per GPU, %+.1f%% off", f->world,
+                         r.tok_per_s_per_gpu, 100 * err);
+            }
+            if (ok[k] && !r.mem.fits) {
+                ok[k] = 0;
+                snprintf(why[k], sizeof why[k], "%d GPUs: needs %.0f GB per GPU, %.0f GB usable%s", f->world,
+                         r.mem.total / 1e9, r.mem.usable / 1e9,
+                         k != ZT_SHARD_NOSYNC       ? ""
+                         : t->job.accum_bytes == 2 ? ", with a bf16 unsharded gradient"
+                                                   : ", with an fp32 unsharded gradient; try --accum-dtype bf16");
+            }
+        }
+        printf("\n");
+    }
+    printf("consistent with the field table (every size within 10%% and fits in memory):");
+    int any = 0;
+    for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
+        if (ok[k]) printf("%s %s", any++ ? "," : "", zt_shard_names[k]);
+    printf("%s\n", any ? "" : " none");
+    for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
+        if (!ok[k]) printf("not consistent: %s (%s)\n", zt_shard_names[k], why[k]);
+    printf("at 4 and 8 GPUs (one node) hsdp is full shard; at 16 they differ in where the gradient crosses nodes.\n");
+    return 0;
+}
+
+static int parse_worlds(const char *s, int *out, int max, int *n) {
+    *n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1 << 20 || (*end && *end != ','))
+            return zt_err("--worlds: '%s' is not a comma-separated list of GPU counts (at position %d)", s,
+                          (int)(p - s) + 1);
+        if (*n == max) return zt_err("--worlds: at most %d entries", max);
+        out[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    if (*n == 0) return zt_err("--worlds: empty list");
+    return 0;
+}
+
+// A flag left at its default of -1 keeps the preset's value.
+static void override(double *dst, double v, double scale) {
+    if (v >= 0) *dst = v * scale;
+}
+
+int zt_cmd_plan(int argc, char **argv) {
+    char names[128];
+    zt_gpu_preset_names(names, sizeof names);
+    snprintf(gpu_help, sizeof gpu_help, "%s (default {default})", names);
+    plan_flags f;
+    const int prc = zt_flags_parse("plan", flags, &f, argc, argv, synopsis, NULL);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *model = f.model, *gpu_name = f.gpu, *gpu_file = f.gpu_file, *worlds_s = f.worlds;
+    const int field = f.field, world = f.world;
+    const double epoch_tokens = f.epoch_tokens;
+    const double ov[6] = {f.peak_tflops, f.hbm_gb, f.hbm_tbps, f.nvlink_gbps, f.net_gbps, f.gpus_per_node};
+    job_tmpl t = {.job = {.micro_batch = f.micro_batch, .grad_accum = f.grad_accum, .seq_len = f.seq_len,
+                          .shard_group = f.shard_group, .reduce_bytes = f.reduce_bytes, .accum_bytes = f.accum_bytes,
+                          .recompute = f.recompute},
+                  .global_batch = f.global_batch};
+    zt_plan_assumptions a;
+    zt_plan_assumptions_default(&a);
+    override(&a.mfu, f.mfu, 1);
+    override(&a.nvlink_eff, f.nvlink_eff, 1);
+    override(&a.net_eff, f.net_eff, 1);
+    override(&a.alpha_nvlink, f.alpha_nvlink_us, 1e-6);
+    override(&a.alpha_net, f.alpha_net_us, 1e-6);
+    override(&a.hbm_eff, f.hbm_eff, 1);
+    override(&a.mem_usable, f.mem_usable, 1);
+    int shard = -2;  // -1: all
+    for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
+        if (!strcmp(f.shard, zt_shard_names[k])) shard = k;
+    if (!strcmp(f.shard, "all")) shard = -1;
+    if (shard == -2) {
+        fprintf(stderr, "zerotrain: error: --shard: '%s' is not one of full, nosync, hsdp, all\n", f.shard);
+        return 2;
+    }
+    if (!model && !field) {
+        fprintf(stderr, "zerotrain: error: no model: give --model CONFIG.json|HF_DIR, or --field for the field "
+                        "report's Qwen3-32B\n");
+        return 2;
+    }
+
+    zt_qwen3_config cfg;
+    if (model) {
+        if (zt_qwen3_config_load(&cfg, model) != 0) zt_die_on_err();
+    } else {
+        zt_qwen3_32b_config(&cfg);
+    }
+    zt_gpu_spec g;
+    if ((gpu_file ? zt_gpu_spec_load(gpu_file, &g) : zt_gpu_preset(gpu_name, &g)) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 2;
+    }
+    int overridden = 0;
+    if (ov[0] > 0) g.peak_flops = ov[0] * 1e12, overridden = 1;
+    if (ov[1] > 0) g.hbm_bytes = ov[1] * 1e9, overridden = 1;
+    if (ov[2] > 0) g.hbm_bw = ov[2] * 1e12, overridden = 1;
+    if (ov[3] > 0) g.nvlink_bw = ov[3] * 1e9, overridden = 1;
+    if (ov[4] > 0) g.net_bw = ov[4] * 1e9, overridden = 1;
+    if (ov[5] > 0) g.gpus_per_node = (int)ov[5], overridden = 1;
+    if (overridden) {
+        size_t k = strlen(g.source);
+        snprintf(g.source + k, sizeof g.source - k, "; with command-line overrides");
+    }
+    if (field && model && zt_qwen3_param_count(&cfg) != 32762123264LL)
+        fprintf(stderr, "zerotrain: warning: --field compares with a Qwen3-32B run, but %s has %lld parameters\n",
+                model, (long long)zt_qwen3_param_count(&cfg));
+
+    int worlds[64], nw;
+    if (parse_worlds(worlds_s, worlds, 64, &nw) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 2;
+    }
+    int choices[ZT_SHARD_NCHOICES], nch = 0;
+    for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
+        if (shard < 0 || shard == k) choices[nch++] = k;
+
+    print_header(model ? model : "built-in Qwen3-32B config", &cfg, &g, &a, t.job.seq_len);
+    if (field) {
+        if (print_field(&cfg, &g, &a, &t, epoch_tokens) != 0) zt_die_on_err();
+    }
+    for (int k = 0; k < nch; k++) {
+        zt_plan_result r;
+        if (predict_at(&cfg, &g, &a, &t, (zt_shard_choice)choices[k], world, &r) != 0) {
+            fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+            return 2;
+        }
+        print_detail(&r);
+    }
+    print_scaling(&cfg, &g, &a, &t, worlds, nw, choices, nch, epoch_tokens);
+    return 0;
+}

@@ -1,0 +1,230 @@
+// MPI backend of the process group: host buffers, non-blocking collectives
+// (MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Iallreduce, MPI_Ibcast, MPI_Ibarrier)
+// so the FSDP overlap schedule runs unchanged on the CPU.
+#include "engine/comm_mpi.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+
+typedef struct {
+    MPI_Comm data, ctrl;  // duplicates of base: see zt_chan in comm.h for why two
+    int rank, world;
+} mpi_self;
+
+typedef struct {
+    MPI_Request req;
+} mpi_handle;
+
+static int mpi_fail(int rc, const char *call, MPI_Comm comm) {
+    char msg[MPI_MAX_ERROR_STRING] = "", name[MPI_MAX_OBJECT_NAME] = "?";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    if (comm != MPI_COMM_NULL) MPI_Comm_get_name(comm, name, &len);
+    return zt_err("%s on communicator %s failed: %s", call, name, msg);
+}
+
+static MPI_Datatype mpi_type(zt_dtype dt) {
+    switch (dt) {
+    case ZT_DT_F32: return MPI_FLOAT;
+    case ZT_DT_F64: return MPI_DOUBLE;
+    case ZT_DT_I64: return MPI_INT64_T;
+    case ZT_DT_I32: return MPI_INT32_T;
+    case ZT_DT_U8: return MPI_UINT8_T;
+    case ZT_DT_BF16: return MPI_UINT16_T;  // moved bit for bit, never reduced
+    default: return MPI_DATATYPE_NULL;
+    }
+}
+
+static MPI_Op mpi_op(zt_red red) {
+    switch (red) {
+    case ZT_RED_MIN: return MPI_MIN;
+    case ZT_RED_MAX: return MPI_MAX;
+    default: return MPI_SUM;  // SUM, and AVG = SUM scaled afterwards
+    }
+}
+
+static int mpi_start(void *self_, const zt_coll *d, void **handle) {
+    mpi_self *s = self_;
+    *handle = NULL;
+    int reduces = d->op == ZT_OP_REDUCE_SCATTER || d->op == ZT_OP_ALLREDUCE;
+    if (reduces && d->dt == ZT_DT_BF16)
+        return zt_err("bf16 %s is not supported by the MPI backend (MPI has no bf16 arithmetic); reduce in f32",
+                      zt_red_name(d->red));
+    if (d->count > INT_MAX)
+        return zt_err("%zu elements exceed MPI's int count limit (%d); split the buffer", d->count, INT_MAX);
+    int n = (int)d->count, rc = MPI_SUCCESS;
+    MPI_Datatype t = mpi_type(d->dt);
+    mpi_handle *h = zt_xmalloc(sizeof *h);
+    const char *call = "?";
+    MPI_Comm comm = d->chan == ZT_CHAN_DATA ? s->data : s->ctrl;
+    switch (d->op) {
+    case ZT_OP_ALLGATHER: {
+        size_t block = d->count * zt_dtype_size(d->dt);
+        const void *send = d->send == (const char *)d->recv + (size_t)s->rank * block ? MPI_IN_PLACE : d->send;
+        call = "MPI_Iallgather";
+        rc = MPI_Iallgather(send, n, t, d->recv, n, t, comm, &h->req);
+        break;
+    }
+    case ZT_OP_REDUCE_SCATTER:
+        call = "MPI_Ireduce_scatter_block";
+        rc = MPI_Ireduce_scatter_block(d->send, d->recv, n, t, mpi_op(d->red), comm, &h->req);
+        break;
+    case ZT_OP_ALLREDUCE:
+        call = "MPI_Iallreduce";
+        rc = MPI_Iallreduce(d->send == d->recv ? MPI_IN_PLACE : d->send, d->recv, n, t, mpi_op(d->red), comm, &h->req);
+        break;
+    case ZT_OP_BROADCAST:
+        call = "MPI_Ibcast";
+        rc = MPI_Ibcast(d->recv, n, t, d->root, comm, &h->req);
+        break;
+    case ZT_OP_BARRIER:
+        call = "MPI_Ibarrier";
+        rc = MPI_Ibarrier(comm, &h->req);
+        break;
+    }
+    if (rc != MPI_SUCCESS) {
+        free(h);
+        return mpi_fail(rc, call, comm);
+    }
+    *handle = h;
+    return 0;
+}
+
+static void scale(void *buf, size_t n, zt_dtype dt, double k) {
+    if (dt == ZT_DT_F32) {
+        float *x = buf, kf = (float)k;
+        for (size_t i = 0; i < n; i++) x[i] *= kf;
+    } else if (dt == ZT_DT_F64) {
+        double *x = buf;
+        for (size_t i = 0; i < n; i++) x[i] *= k;
+    }
+}
+
+static int mpi_test(void *self_, const zt_coll *d, void *handle, int *done) {
+    mpi_self *s = self_;
+    mpi_handle *h = handle;
+    int flag = 0;
+    int rc = MPI_Test(&h->req, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        free(h);
+        return mpi_fail(rc, "MPI_Test", d->chan == ZT_CHAN_DATA ? s->data : s->ctrl);
+    }
+    if (!flag) {
+        *done = 0;
+        return 0;
+    }
+    if (d->red == ZT_RED_AVG && (d->op == ZT_OP_REDUCE_SCATTER || d->op == ZT_OP_ALLREDUCE))
+        scale(d->recv, d->count, d->dt, 1.0 / (double)s->world);
+    free(h);
+    *done = 1;
+    return 0;
+}
+
+// Also called from the comm watchdog thread (a host wait past its deadline) while the
+// main thread may sit inside MPI (HDF5's barrier): formally beyond MPI_THREAD_FUNNELED,
+// but MPI_Abort only has the launcher kill the job, which Open MPI does from any
+// thread (tests/comm_watchdog.sh covers exactly that case: "--watch-hang mpi").
+static void mpi_abort(void *self_, int code) {
+    (void)self_;
+    MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);  // MPI_Abort should not return; make sure the exit is non-zero anyway
+}
+
+static void mpi_destroy(void *self_) {
+    mpi_self *s = self_;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) {  // after MPI_Finalize the communicators are gone already
+        if (s->data != MPI_COMM_NULL) MPI_Comm_free(&s->data);
+        if (s->ctrl != MPI_COMM_NULL) MPI_Comm_free(&s->ctrl);
+    }
+    free(s);
+}
+
+static const zt_comm_backend mpi_backend = {"mpi", mpi_start, mpi_test, mpi_abort, mpi_destroy, NULL};
+
+#define MPI_CHECK(call, comm)           \
+    do {                                \
+        int rc_ = (call);               \
+        if (rc_ != MPI_SUCCESS) {       \
+            mpi_fail(rc_, #call, comm); \
+            goto fail;                  \
+        }                               \
+    } while (0)
+
+int zt_comm_init_mpi(zt_comm **out, MPI_Comm base, const zt_comm_opts *opts) {
+    *out = NULL;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) return zt_err("zt_comm_init_mpi: MPI is not initialised (call zt_mpi_init_once first)");
+    mpi_self *s = zt_xcalloc(1, sizeof *s);
+    s->data = s->ctrl = MPI_COMM_NULL;
+    MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+    zt_comm_info info = {0};
+    MPI_CHECK(MPI_Comm_rank(base, &s->rank), base);
+    MPI_CHECK(MPI_Comm_size(base, &s->world), base);
+    MPI_CHECK(MPI_Comm_dup(base, &s->data), base);
+    MPI_CHECK(MPI_Comm_dup(base, &s->ctrl), base);
+    // Names show up in MPI error messages and in debuggers / MPI tools.
+    MPI_Comm_set_name(s->data, "zerotrain-data");
+    MPI_Comm_set_name(s->ctrl, "zerotrain-ctrl");
+    // Errors come back to us so they can be reported with the rank and label.
+    MPI_Comm_set_errhandler(s->data, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(s->ctrl, MPI_ERRORS_RETURN);
+
+    info.rank = s->rank;
+    info.world = s->world;
+    MPI_CHECK(MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL, &node), base);
+    MPI_CHECK(MPI_Comm_rank(node, &info.local_rank), node);
+    MPI_CHECK(MPI_Comm_size(node, &info.local_world), node);
+    // Node index = rank of the node's local rank 0 among all local rank 0s (ordered by
+    // global rank), handed to the rest of the node.
+    MPI_CHECK(MPI_Comm_split(base, info.local_rank == 0 ? 0 : MPI_UNDEFINED, s->rank, &leaders), base);
+    int nodeinfo[2] = {0, 0};
+    if (leaders != MPI_COMM_NULL) {
+        MPI_CHECK(MPI_Comm_rank(leaders, &nodeinfo[0]), leaders);
+        MPI_CHECK(MPI_Comm_size(leaders, &nodeinfo[1]), leaders);
+    }
+    MPI_CHECK(MPI_Bcast(nodeinfo, 2, MPI_INT, 0, node), node);
+    info.node = nodeinfo[0];
+    info.nnodes = nodeinfo[1];
+    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+    MPI_Comm_free(&node);
+    return zt_comm_create(out, &mpi_backend, s, &info, opts);
+fail:
+    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+    mpi_destroy(s);
+    return zt_err_prefix("zt_comm_init_mpi");
+}
+
+static int zt_mpi_we_initialised;
+
+int zt_mpi_init_once(void) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited) return 0;
+    int provided = 0;
+    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Init_thread", MPI_COMM_NULL);
+    zt_mpi_we_initialised = 1;
+    // FUNNELED: only the main thread calls MPI (side threads such as the liveness tick
+    // never do); a library giving less cannot run OpenMP regions safely around MPI.
+    if (provided < MPI_THREAD_FUNNELED)
+        return zt_err(
+            "MPI_Init_thread: the MPI library provides thread level %d, zerotrain needs "
+            "MPI_THREAD_FUNNELED (%d)",
+            provided, MPI_THREAD_FUNNELED);
+    return 0;
+}
+
+int zt_mpi_finalize_once(void) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!zt_mpi_we_initialised || fin) return 0;
+    int rc = MPI_Finalize();
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Finalize", MPI_COMM_NULL);
+}

@@ -1,0 +1,30 @@
+// MPI entry points of the process group: the only header that shows MPI types, so
+// callers of engine/comm.h stay backend-neutral.
+// defines: zt_comm_init_mpi, zt_mpi_init_once, zt_mpi_finalize_once
+#ifndef ZT_COMM_MPI_H
+#define ZT_COMM_MPI_H
+
+#include <mpi.h>
+
+#include "engine/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Collective over `base` (usually MPI_COMM_WORLD): duplicates it into the data and
+// ctrl communicators, splits it by shared memory for the node layout, and opens this
+// rank's flight recorder. Blocking and not deadline-guarded (MPI has no non-blocking
+// split). opts may be NULL (defaults). 0, or -1 + zt_err.
+int zt_comm_init_mpi(zt_comm **out, MPI_Comm base, const zt_comm_opts *opts);
+
+// MPI_Init_thread(MPI_THREAD_FUNNELED) unless MPI is already initialised; works
+// without mpirun (a singleton world of 1). zt_mpi_finalize_once finalizes only what
+// zt_mpi_init_once initialised. 0, or -1 + zt_err.
+int zt_mpi_init_once(void);
+int zt_mpi_finalize_once(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

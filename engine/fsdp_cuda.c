@@ -1,0 +1,735 @@
+// The GPU backend of the FSDP schedule (fsdp.c): the schedule's collectives and passes on
+// device buffers, ordered with CUDA events instead of host waits. Built into the CUDA
+// module (engine/cuda_module.h), never into the zerotrain executable.
+//
+// Streams: `cs` runs compute (bf16 ops, fp32 accumulation, one zt_cuda_ctx); the NCCL
+// comm's DATA stream runs all-gathers, reduce-scatters and the gradient accumulation
+// that follows each reduce-scatter; its CTRL stream runs the step's one all-reduce.
+//
+// Per pool slot, two events order the streams without the host:
+//   params  p_ready[s]: recorded on DATA after the all-gather into slot s;
+//                       compute waits on it before using the unit.
+//           p_free[s]:  recorded on compute after the last kernel reading slot s;
+//                       DATA waits on it before the next all-gather overwrites it.
+//   grads   g_ready[s]: recorded on compute after the unit's backward;
+//                       DATA waits on it, then reduce-scatters and adds the result
+//                       into the unit's fp32 gradient shard.
+//           g_free[s]:  recorded on DATA after that add; compute waits on it before
+//                       zeroing the slot for another unit.
+// The order of the collectives and passes is the schedule's (fsdp.c), the same as the
+// CPU backend's.
+//
+// The host thread enqueues and runs ahead. It blocks (in zt_wait, under the collective
+// deadline) only (a) when it is a whole pool ahead of the GPU and must reuse a slot
+// whose collective request it has not yet retired: back-pressure, the GPU queue is
+// full meanwhile; and (b) once per optimizer step, on the all-reduce of the loss, the
+// gradient sums of squares and the stop flag, whose values it must read to clip,
+// decide and log. Nothing is allocated per step: activations, pools and shards are
+// allocated once here; the op layer's scratch grows stream-ordered only on first use.
+//
+// Data: the host turns each micro-batch's raw block words into bare ids, targets and
+// (isolated documents) positions with zt_qwen3_batch, as the CPU backend does, and uploads
+// them on the compute stream. Version-2 data (zt_fsdp_set_data) needs the step's global
+// target count before the first gradient: one host all-reduce on `comm` per step
+// (zt_fsdp_count_targets), so `comm` must then be a host comm, not the NCCL one.
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/zt_cuda.h"
+#include "kernels/cuda/zt_cuda_check.h"
+#include "kernels/cuda/zt_cudnn_attention.h"
+#include "model/qwen3_cuda_layer.h"
+#include "engine/comm_nccl.h"
+#include "base/common.h"
+#include "engine/cuda_module.h"
+#include "engine/fsdp_internal.h"
+
+#define P ZT_FSDP_PARAM_SLOTS
+#define G ZT_FSDP_GRAD_SLOTS
+
+typedef struct {
+    zt_comm *dc;                     // NCCL comm: device buffers
+    int device;
+    zt_cuda_ctx *ctx;
+    cudaStream_t cs, ds, ks;         // compute, DATA (NCCL's), CTRL (NCCL's)
+    // this rank's shards, per unit (pointers into one allocation each)
+    float **master, **m, **v, **grad;
+    zt_bf16 **pshard;                // bf16 copy of master: the all-gather's input
+    float *a_master, *a_m, *a_v, *a_grad;
+    zt_bf16 *a_pshard;
+    int64_t shard_total;             // sum of shard sizes
+    int host_pinned;                 // the host master/m/v are page-locked
+    int host_mode;                   // 1 cudaMallocHost, 2 registered heap block, 0 pageable heap block
+    float *host_block;               // [master | m | v] of every unit, the host copies (not for benchmarks)
+    // pools (the buffers are the schedule's f->pbuf / f->gbuf)
+    cudaEvent_t p_ready[P], p_free[P];
+    zt_req *preq[P];                 // all-gather not yet retired on the host
+    float *grecv[G];
+    cudaEvent_t g_ready[G], g_free[G];
+    zt_req *greq[G];                 // reduce-scatter not yet retired on the host
+    int gunit[G], gmicro[G];         // its unit and micro-batch (event log)
+    cudaEvent_t ev_grads, ev_red, ev_optim;
+    // Stall accounting: a timing event pair around each wait of the compute stream on a
+    // communication event; after the step's host sync, the time between the two is how
+    // long compute sat idle waiting for communication (the overlap that failed).
+    cudaEvent_t *tw;
+    int ntw, cap_tw;
+    // activations of one micro-batch
+    zt_qwen3_cuda_dims dm;
+    zt_qwen3_cuda_acts *acts;            // [L], or [1] with recompute
+    int recompute;                   // keep only layer inputs; re-run each layer's forward in backward
+    zt_qwen3_cuda_work work;
+    zt_qwen3_cuda_head_acts hacts;
+    zt_bf16 **X;                     // [L+1] residual stream, X[l] = layer l's input
+    zt_bf16 *dx;                     // activation gradient
+    float *rope_cos, *rope_sin;
+    uint32_t *tok_d, *tok_h;         // bare ids: device [N]; host page-locked [grad_accum * hs]
+    int64_t hs;                      // host slot stride: N rounded up to whole 4 KiB pages, so that
+                                     // staging a slot never writes a page an in-flight copy of
+                                     // another slot reads (evaluation stages one slot while the
+                                     // previous one's upload may still run)
+    int32_t *tgt_d, *tgt_h;          // targets (-1: none), the same shapes
+    int32_t *pos_d, *pos_h;          // document positions, the same shapes (uploaded only when isolated)
+    // the step's all-reduce: [grad_accum losses | nunits sums of squares | stop]
+    double *red_d, *red_h;
+    int nred;
+    int64_t act_bytes, pool_bytes;
+} gpu_state;
+
+static gpu_state *st(const zt_fsdp *f) { return (gpu_state *)f->bs; }
+
+
+// The visible devices, or 0 with the CUDA runtime's reason in zt_err (what `--device auto`
+// says when it takes the cpu backend on a host with an NVIDIA driver).
+static int devices(void) {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky "no driver" error
+        zt_err("cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        return 0;
+    }
+    if (n < 1) zt_err("cudaGetDeviceCount: no device");
+    return n;
+}
+
+static void describe(zt_comm *dcomm, char *buf, size_t n) {
+    const int dev = zt_comm_nccl_device(dcomm);
+    char d[128] = "?";
+    if (dev >= 0 && cudaSetDevice(dev) == cudaSuccess) zt_cuda_device_describe(d, sizeof d);
+    snprintf(buf, n, "cuda backend: %s (device %d), bf16 compute, NCCL", d, dev);
+}
+
+static void *dalloc(size_t bytes, int64_t *acct) {
+    void *p = zt_cuda_malloc(bytes ? bytes : 16);
+    if (acct) *acct += (int64_t)bytes;
+    return p;
+}
+
+// Retire a collective request if it is done (no blocking); a NULL request is fine.
+static void retire_if_done(zt_fsdp *f, zt_req **r) {
+    if (!*r) return;
+    int done = 0;
+    if (zt_test(f->dcomm, *r, &done) != 0) zt_die_on_err();
+    if (!done) return;
+    if (zt_wait(f->dcomm, *r) != 0) zt_die_on_err();
+    *r = NULL;
+}
+
+// Retire it for certain (back-pressure; deadline-guarded).
+static void retire(zt_fsdp *f, zt_req **r) {
+    if (!*r) return;
+    double t0 = zt_now();
+    if (zt_wait(f->dcomm, *r) != 0) zt_die_on_err();
+    f->t_wait += zt_now() - t0;
+    *r = NULL;
+}
+
+// The compute stream waits for `ev` (recorded on a comm stream), timed when there is room.
+static void compute_wait(gpu_state *c, cudaEvent_t ev) {
+    const int timed = c->ntw + 2 <= c->cap_tw;
+    if (timed) ZT_CUDA_CHECK(cudaEventRecord(c->tw[c->ntw], c->cs));
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(c->cs, ev, 0));
+    if (timed) {
+        ZT_CUDA_CHECK(cudaEventRecord(c->tw[c->ntw + 1], c->cs));
+        c->ntw += 2;
+    }
+}
+
+// ---- pools ---------------------------------------------------------------------------------
+
+static void gather(zt_fsdp *f, int s, int unit) {
+    gpu_state *c = st(f);
+    retire(f, &c->preq[s]);  // the slot's previous all-gather (long done unless the host ran a pool ahead)
+    const zt_fsdp_unit *u = &f->units[unit];
+    char label[48];
+    snprintf(label, sizeof label, "unit %d params", unit);
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ds, c->p_free[s], 0));  // compute has finished reading the slot
+    c->preq[s] = zt_iallgather(c->dc, c->pshard[unit], f->pbuf[s], (size_t)u->shard, ZT_DT_BF16, label);
+    if (!c->preq[s]) zt_die_on_err();
+    ZT_CUDA_CHECK(cudaEventRecord(c->p_ready[s], c->ds));
+    f->bytes_ag += (int64_t)(f->world - 1) * u->shard * 2;
+}
+
+// Compute waits for the slot's all-gather (on the GPU, not here).
+static void gather_use(zt_fsdp *f, int s) {
+    gpu_state *c = st(f);
+    compute_wait(c, c->p_ready[s]);
+    retire_if_done(f, &c->preq[s]);  // also polls the deadline
+}
+
+static void param_done(zt_fsdp *f, int s) { ZT_CUDA_CHECK(cudaEventRecord(st(f)->p_free[s], st(f)->cs)); }
+
+static void grad_take(zt_fsdp *f, int s, int unit) {
+    gpu_state *c = st(f);
+    compute_wait(c, c->g_free[s]);  // its last reduce-scatter and add are done
+    ZT_CUDA_CHECK(cudaMemsetAsync(f->gbuf[s], 0, (size_t)f->units[unit].padded * sizeof(float), c->cs));
+}
+
+// The slot's previous reduce-scatter, retired on the host (it is then done on the GPU).
+static void rs_retire(zt_fsdp *f, int s) {
+    gpu_state *c = st(f);
+    if (!c->greq[s]) return;
+    retire(f, &c->greq[s]);
+    zt_fsdp_log(f, ZT_EV_RS_DONE, c->gunit[s], c->gmicro[s]);  // host-observed, not GPU time
+}
+
+// After the unit's backward: reduce-scatter on DATA, then add into the gradient shard.
+static void reduce_scatter(zt_fsdp *f, int s, int unit) {
+    gpu_state *c = st(f);
+    const zt_fsdp_unit *u = &f->units[unit];
+    rs_retire(f, s);
+    char label[48];
+    snprintf(label, sizeof label, "unit %d grads", unit);
+    ZT_CUDA_CHECK(cudaEventRecord(c->g_ready[s], c->cs));
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ds, c->g_ready[s], 0));
+    c->greq[s] = zt_ireduce_scatter(c->dc, f->gbuf[s], c->grecv[s], (size_t)u->shard, ZT_DT_F32, ZT_RED_SUM, label);
+    if (!c->greq[s]) zt_die_on_err();
+    c->gunit[s] = unit;
+    c->gmicro[s] = f->micro;
+    zt_cuda_add(c->ds, c->grad[unit], c->grad[unit], c->grecv[s], ZT_F32, u->shard);  // over micro-batches
+    ZT_CUDA_CHECK(cudaEventRecord(c->g_free[s], c->ds));
+    f->bytes_rs += (int64_t)(f->world - 1) * u->shard * (int64_t)sizeof(float);
+}
+
+// ---- data ------------------------------------------------------------------------------------
+
+// One micro-batch into host slot `slot` (zt_fsdp_stage_rows). The slot is free: the host
+// synchronised with the last step or evaluation round that read it.
+static int64_t stage(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
+    gpu_state *c = st(f);
+    const size_t at = (size_t)slot * (size_t)c->hs;
+    return zt_fsdp_stage_rows(f, blocks, c->tok_h + at, c->tgt_h + at, f->doc_isolated ? c->pos_h + at : NULL);
+}
+
+// Host slot `slot` to the device on the compute stream: ordered before every kernel of the micro-batch.
+static void use_batch(zt_fsdp *f, int slot) {
+    gpu_state *c = st(f);
+    const int64_t N = c->dm.N;
+    ZT_CUDA_CHECK(cudaMemcpyAsync(c->tok_d, c->tok_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
+    ZT_CUDA_CHECK(cudaMemcpyAsync(c->tgt_d, c->tgt_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
+    if (f->doc_isolated)
+        ZT_CUDA_CHECK(cudaMemcpyAsync(c->pos_d, c->pos_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
+}
+
+// ---- unit passes ---------------------------------------------------------------------------------
+
+// The document positions the layers use: NULL for plain causal attention.
+static const int32_t *layer_pos(const zt_fsdp *f) { return f->doc_isolated ? st(f)->pos_d : NULL; }
+
+static void embed_fwd(zt_fsdp *f, const void *p) {
+    gpu_state *c = st(f);
+    zt_cuda_embedding_fwd(c->cs, c->X[0], p, c->tok_d, c->dm.N, c->dm.d, f->model.lay.cfg.vocab_size);
+}
+
+static void layer_fwd(zt_fsdp *f, int l, const void *p) {
+    gpu_state *c = st(f);
+    zt_qwen3_cuda_layer_fwd(c->ctx, c->cs, &c->dm, p, c->rope_cos, c->rope_sin, layer_pos(f), c->X[l], c->X[l + 1],
+                  &c->acts[c->recompute ? 0 : l], NULL);
+}
+
+static void head(zt_fsdp *f, int mb, const void *p, const void *emb, float *dhead, float *demb, float scale) {
+    gpu_state *c = st(f);
+    const zt_unit_layout *hl = &f->model.lay.units[f->nunits - 1];
+    const zt_bf16 *pw = p, *lm_w = emb ? (const zt_bf16 *)emb : pw + hl->t[1].offset;
+    float *dlm = dhead ? (demb ? demb : dhead + hl->t[1].offset) : NULL;
+    zt_qwen3_cuda_head_fwd_bwd(c->ctx, c->cs, &c->dm, f->model.lay.cfg.vocab_size, pw + hl->t[0].offset, lm_w,
+                   c->X[f->model.lay.cfg.num_layers], c->tgt_d, scale, c->red_d + mb, &c->hacts,
+                   dhead ? dhead + hl->t[0].offset : NULL, dlm, c->dx);
+}
+
+static void layer_bwd(zt_fsdp *f, int l, const void *p, float *dp) {
+    gpu_state *c = st(f);
+    if (c->recompute)  // the saved tensors again, from the kept input (X[l+1] is rewritten
+                       // with the same values: the ops are deterministic)
+        zt_qwen3_cuda_layer_fwd(c->ctx, c->cs, &c->dm, p, c->rope_cos, c->rope_sin, layer_pos(f), c->X[l], c->X[l + 1],
+                      &c->acts[0], NULL);
+    zt_qwen3_cuda_layer_bwd(c->ctx, c->cs, &c->dm, p, dp, c->rope_cos, c->rope_sin, layer_pos(f), c->X[l],
+                  &c->acts[c->recompute ? 0 : l], &c->work, c->dx, NULL);
+}
+
+// embedding backward: token ids only, deterministic (no float atomics)
+static void embed_bwd(zt_fsdp *f, float *dp) {
+    gpu_state *c = st(f);
+    zt_cuda_embedding_bwd(c->cs, dp, c->dx, c->tok_d, c->dm.N, c->dm.d, f->model.lay.cfg.vocab_size);
+}
+
+// ---- the step ---------------------------------------------------------------------------------------
+
+// DATA must see the previous optimizer update (new bf16 shards, gradients read) before it
+// gathers parameters or zeroes and accumulates gradient shards.
+static void step_begin(zt_fsdp *f) {
+    gpu_state *c = st(f);
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ds, c->ev_optim, 0));
+    ZT_CUDA_CHECK(cudaMemsetAsync(c->a_grad, 0, (size_t)c->shard_total * sizeof(float), c->ds));
+}
+
+// One all-reduce: [losses | sums of squares per unit | stop], all float64.
+static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
+    gpu_state *c = st(f);
+    ZT_CUDA_CHECK(cudaEventRecord(c->ev_grads, c->ds));
+    compute_wait(c, c->ev_grads);
+    double *sq = c->red_d + f->grad_accum;
+    ZT_CUDA_CHECK(cudaMemsetAsync(sq, 0, (size_t)(f->nunits + 1) * sizeof(double), c->cs));
+    for (int i = 0; i < f->nunits; i++)
+        if (f->units[i].valid > 0) zt_cuda_sumsq(c->ctx, c->cs, sq + i, c->grad[i], f->units[i].valid);
+    c->red_h[c->nred - 1] = (double)stop_request;
+    ZT_CUDA_CHECK(cudaMemcpyAsync(c->red_d + c->nred - 1, c->red_h + c->nred - 1, sizeof(double), cudaMemcpyHostToDevice, c->cs));
+    ZT_CUDA_CHECK(cudaEventRecord(c->ev_red, c->cs));
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ks, c->ev_red, 0));
+    zt_req *rq = zt_iallreduce(c->dc, c->red_d, c->red_d, (size_t)c->nred, ZT_DT_F64, ZT_RED_SUM,
+                               "step loss/grad-norm");
+    if (!rq) return -1;
+    ZT_CUDA_CHECK(cudaMemcpyAsync(c->red_h, c->red_d, (size_t)c->nred * sizeof(double), cudaMemcpyDeviceToHost, c->ks));
+    double t_host = zt_now();
+    if (zt_wait(c->dc, rq) != 0) return -1;  // the host's one wait per step (deadline-guarded)
+    zt_comm_watch_begin(c->dc, "cudaStreamSynchronize(ctrl stream): step results to the host");
+    ZT_CUDA_CHECK(cudaStreamSynchronize(c->ks));        // the 8-byte-per-entry copy queued behind it
+    zt_comm_watch_end(c->dc);
+    f->t_wait += zt_now() - t_host;
+    double stall = 0;  // every timing event precedes ev_red on the compute stream: complete
+    for (int i = 0; i + 1 < c->ntw; i += 2) {
+        float ms = 0;
+        ZT_CUDA_CHECK(cudaEventElapsedTime(&ms, c->tw[i], c->tw[i + 1]));
+        stall += ms * 1e-3;
+    }
+    c->ntw = 0;
+    for (int s = 0; s < f->np; s++) retire_if_done(f, &c->preq[s]);
+    for (int s = 0; s < f->ng; s++) rs_retire(f, s);  // done: the all-reduce came after them on the GPU
+
+    double loss = 0, sumsq = 0;
+    for (int mb = 0; mb < f->grad_accum; mb++) loss += c->red_h[mb];
+    for (int i = 0; i < f->nunits; i++) sumsq += c->red_h[f->grad_accum + i];
+    // The GPU's view of comm_wait: time the compute stream stood waiting for communication.
+    // (The host's own blocking, f->t_wait, is back-pressure and the step's one read, not a stall.)
+    *r = (zt_fsdp_reduced){.loss = loss, .sumsq = sumsq, .nonfinite_ranks = isfinite(loss) ? 0 : -1,
+                           .stop = (int)c->red_h[c->nred - 1], .comm_wait = stall};
+    return 0;  // NaN/inf anywhere survives the sums; the losses were summed: which ranks is unknown (-1)
+}
+
+static void update(zt_fsdp *f, int i, double coef, double lr) {
+    gpu_state *c = st(f);
+    const zt_fsdp_unit *u = &f->units[i];
+    if (coef < 1.0) zt_cuda_scale(c->cs, c->grad[i], ZT_F32, (float)coef, u->valid);
+    zt_tensor_span sp[ZT_UNIT_MAX_TENSORS];  // per tensor: no weight decay on norm weights
+    const int ns = zt_unit_spans(&f->model.lay.units[i], u->lo, u->valid, sp);
+    for (int t = 0; t < ns; t++) {
+        const int64_t k = sp[t].k;
+        zt_cuda_adamw(c->cs, c->master[i] + k, c->pshard[i] + k, c->grad[i] + k, c->m[i] + k, c->v[i] + k, sp[t].len,
+                      (float)lr, (float)f->hp.beta1, (float)f->hp.beta2, (float)f->hp.eps,
+                      sp[t].decay ? (float)f->hp.weight_decay : 0.0f, f->step);
+    }
+}
+
+// The next step's (or evaluation's) gathers wait for the update (or for nothing new).
+static void step_end(zt_fsdp *f) { ZT_CUDA_CHECK(cudaEventRecord(st(f)->ev_optim, st(f)->cs)); }
+
+// ---- evaluation ---------------------------------------------------------------------------------------
+
+static void eval_begin(zt_fsdp *f) { ZT_CUDA_CHECK(cudaStreamWaitEvent(st(f)->ds, st(f)->ev_optim, 0)); }
+
+// The round's losses to the host (the host slots may then be refilled).
+static int eval_losses(zt_fsdp *f, int k, double *sum) {
+    gpu_state *c = st(f);
+    ZT_CUDA_CHECK(cudaMemcpyAsync(c->red_h, c->red_d, (size_t)k * sizeof(double), cudaMemcpyDeviceToHost, c->cs));
+    zt_comm_watch_begin(c->dc, "cudaStreamSynchronize: evaluation losses to the host");
+    ZT_CUDA_CHECK(cudaStreamSynchronize(c->cs));
+    zt_comm_watch_end(c->dc);
+    for (int j = 0; j < k; j++) *sum += c->red_h[j];
+    return 0;
+}
+
+static void eval_end(zt_fsdp *f) {
+    gpu_state *c = st(f);
+    c->ntw = 0;  // the stall timers of the evaluation's waits are not a step's
+    for (int s = 0; s < f->np; s++) retire_if_done(f, &c->preq[s]);
+}
+
+// On the NCCL comm's CTRL channel, from device memory.
+static int allreduce_f64(zt_fsdp *f, double *v, int n, const char *what) {
+    gpu_state *c = st(f);
+    memcpy(c->red_h, v, (size_t)n * sizeof(double));
+    ZT_CUDA_CHECK(cudaMemcpyAsync(c->red_d, c->red_h, (size_t)n * sizeof(double), cudaMemcpyHostToDevice, c->ks));
+    zt_req *rq = zt_iallreduce(c->dc, c->red_d, c->red_d, (size_t)n, ZT_DT_F64, ZT_RED_SUM, what);
+    if (!rq) return -1;
+    ZT_CUDA_CHECK(cudaMemcpyAsync(c->red_h, c->red_d, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost, c->ks));
+    if (zt_wait(c->dc, rq) != 0) return -1;
+    zt_comm_watch_begin(c->dc, "cudaStreamSynchronize(ctrl stream): evaluation loss to the host");
+    ZT_CUDA_CHECK(cudaStreamSynchronize(c->ks));
+    zt_comm_watch_end(c->dc);
+    memcpy(v, c->red_h, (size_t)n * sizeof(double));
+    return 0;
+}
+
+// ---- host <-> device ----------------------------------------------------------------------
+
+static int to_device(zt_fsdp *f) {
+    gpu_state *c = st(f);
+    for (int i = 0; i < f->nunits; i++) {
+        const zt_fsdp_unit *u = &f->units[i];
+        const size_t b = (size_t)u->shard * sizeof(float);
+        ZT_CUDA_CHECK(cudaMemcpyAsync(c->master[i], u->master, b, cudaMemcpyHostToDevice, c->cs));
+        ZT_CUDA_CHECK(cudaMemcpyAsync(c->m[i], u->m, b, cudaMemcpyHostToDevice, c->cs));
+        ZT_CUDA_CHECK(cudaMemcpyAsync(c->v[i], u->v, b, cudaMemcpyHostToDevice, c->cs));
+        zt_cuda_f32_to_bf16(c->pshard[i], c->master[i], u->shard, c->cs);
+    }
+    // The host waits for the upload: its page-locked copies may change after return, and
+    // everything enqueued afterwards (the next step's gathers on DATA) is ordered after it.
+    zt_comm_watch_begin(c->dc, "cudaStreamSynchronize: master/Adam state to the GPU");
+    ZT_CUDA_CHECK(cudaStreamSynchronize(c->cs));         // the host buffers may change after return
+    zt_comm_watch_end(c->dc);
+    return 0;
+}
+
+static int to_host(zt_fsdp *f) {
+    gpu_state *c = st(f);
+    for (int i = 0; i < f->nunits; i++) {
+        const zt_fsdp_unit *u = &f->units[i];
+        const size_t b = (size_t)u->shard * sizeof(float);
+        ZT_CUDA_CHECK(cudaMemcpyAsync(u->master, c->master[i], b, cudaMemcpyDeviceToHost, c->cs));
+        ZT_CUDA_CHECK(cudaMemcpyAsync(u->m, c->m[i], b, cudaMemcpyDeviceToHost, c->cs));
+        ZT_CUDA_CHECK(cudaMemcpyAsync(u->v, c->v[i], b, cudaMemcpyDeviceToHost, c->cs));
+    }
+    // The compute stream's queue ends with work that waited (on the GPU) for this step's
+    // collectives, so a peer that never joined would block this forever: watched.
+    zt_comm_watch_begin(c->dc, "cudaStreamSynchronize: GPU state to the host for a checkpoint");
+    ZT_CUDA_CHECK(cudaStreamSynchronize(c->cs));
+    zt_comm_watch_end(c->dc);
+    return 0;
+}
+
+// ---- lifetime -------------------------------------------------------------------------------
+
+static int check_data(zt_fsdp *f, int isolated) {
+    if (isolated && st(f)->dm.cudnn)
+        return zt_err("--attention cudnn cannot keep packed documents apart; use --attention gemm or "
+                      "--doc-attention full");
+    return 0;
+}
+
+static void memory(const zt_fsdp *f, zt_fsdp_memory *m) {
+    const gpu_state *c = st(f);
+    m->params = c->shard_total * 4 + c->shard_total * 2;  // fp32 master + bf16 gather input
+    m->grads = c->shard_total * 4;
+    m->optimizer = c->shard_total * 8;
+    m->buffers = c->pool_bytes;
+    m->activations = c->act_bytes;
+    m->host_pinned = c->host_pinned ? 3 * c->shard_total * 4 : 0;
+}
+
+static void gpu_free(zt_fsdp *f) {
+    gpu_state *c = st(f);
+    if (!c) return;
+    cudaStreamSynchronize(c->cs);
+    for (int s = 0; s < f->np; s++)
+        if (c->preq[s]) zt_wait(c->dc, c->preq[s]);
+    for (int s = 0; s < f->ng; s++)
+        if (c->greq[s]) zt_wait(c->dc, c->greq[s]);
+    if (c->host_block) {  // the host shards live in the engine's block: zt_fsdp_free must not free() them
+        if (c->host_mode == 1)
+            cudaFreeHost(c->host_block);
+        else {
+            if (c->host_mode == 2) cudaHostUnregister(c->host_block);
+            free(c->host_block);
+        }
+        for (int i = 0; i < f->nunits; i++) f->units[i].master = f->units[i].m = f->units[i].v = NULL;
+    }
+    const int L = f->model.lay.cfg.num_layers;
+    for (int l = 0; l < (c->recompute ? (L > 0) : L); l++) zt_qwen3_cuda_acts_free(&c->acts[l]);
+    zt_qwen3_cuda_work_free(&c->work);
+    for (int l = 0; l <= L; l++) zt_cuda_free(c->X[l]);
+    void *dv[] = {c->hacts.xf, c->hacts.dln, c->dx,  c->hacts.rstd, c->rope_cos, c->rope_sin, c->tok_d,   c->tgt_d,
+                  c->pos_d,    c->red_d,     c->a_master, c->a_m,   c->a_v,      c->a_grad,   c->a_pshard};
+    for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) zt_cuda_free(dv[i]);
+    for (int s = 0; s < f->np; s++) {
+        zt_cuda_free(f->pbuf[s]);
+        f->pbuf[s] = NULL;
+        cudaEventDestroy(c->p_ready[s]);
+        cudaEventDestroy(c->p_free[s]);
+    }
+    for (int s = 0; s < f->ng; s++) {
+        zt_cuda_free(f->gbuf[s]);
+        f->gbuf[s] = NULL;
+        zt_cuda_free(c->grecv[s]);
+        cudaEventDestroy(c->g_ready[s]);
+        cudaEventDestroy(c->g_free[s]);
+    }
+    cudaEventDestroy(c->ev_grads);
+    cudaEventDestroy(c->ev_red);
+    cudaEventDestroy(c->ev_optim);
+    for (int i = 0; i < c->cap_tw; i++) cudaEventDestroy(c->tw[i]);
+    free(c->tw);
+    cudaFreeHost(c->tok_h);
+    cudaFreeHost(c->tgt_h);
+    cudaFreeHost(c->pos_h);
+    cudaFreeHost(c->red_h);
+    zt_cuda_ctx_destroy(c->ctx);
+    cudaStreamDestroy(c->cs);
+    free(c->acts), free(c->X), free(c->master), free(c->m), free(c->v), free(c->grad), free(c->pshard);
+    free(c);
+    f->bs = NULL;
+}
+
+static const zt_fsdp_backend gpu_backend = {
+    .name = "cuda",
+    ZT_FSDP_BACKEND_HOOKS,
+    .step_end = step_end,
+    .eval_begin = eval_begin,
+    .eval_end = eval_end,
+    .check_data = check_data,
+    .to_device = to_device,
+    .to_host = to_host,
+    .free = gpu_free,
+};
+
+// ---- construction ---------------------------------------------------------------------------
+
+int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+                             int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
+                             const zt_fsdp_opts *opts) {
+    const zt_fsdp_opts o = opts ? *opts : (zt_fsdp_opts){0};
+    const int bench = o.bench_uniform > 0;
+    const float a = o.bench_uniform;
+    if (o.param_slots < 0 || o.param_slots > P || (o.param_slots && o.param_slots < 2) || o.grad_slots < 0 ||
+        o.grad_slots > G) {
+        memset(f, 0, sizeof *f);
+        return zt_err("GPU FSDP pools: %d parameter slot(s) (2..%d, 0 = %d) and %d gradient slot(s) (1..%d, 0 = %d)",
+                      o.param_slots, P, P, o.grad_slots, G, G);
+    }
+    if (o.attention_cudnn == 1 && !zt_cudnn_sdpa_built()) {
+        memset(f, 0, sizeof *f);
+        return zt_err("--attention cudnn: this build has no cuDNN attention (cuDNN was not found at configure "
+                      "time; see docs/cuda.md); use --attention gemm");
+    }
+    const int device = zt_comm_nccl_device(dcomm);
+    if (device < 0) {
+        memset(f, 0, sizeof *f);
+        return zt_err("GPU FSDP engine: the data comm is a %s comm; it needs an NCCL one (engine/comm_nccl.h)",
+                      zt_comm_backend_name(dcomm));
+    }
+    zt_comm_info ci, di;
+    zt_comm_get_info(comm, &ci);
+    zt_comm_get_info(dcomm, &di);
+    if (ci.rank != di.rank || ci.world != di.world) {
+        memset(f, 0, sizeof *f);
+        return zt_err("GPU FSDP engine: the host comm (rank %d of %d) and the NCCL comm (rank %d of %d) disagree",
+                      ci.rank, ci.world, di.rank, di.world);
+    }
+    if (cfg->head_dim % 2 || seq_len < 2) {
+        memset(f, 0, sizeof *f);
+        return zt_err("GPU FSDP engine: head_dim (%d) must be even and seq_len (%lld) >= 2", cfg->head_dim,
+                      (long long)seq_len);
+    }
+    if (cfg->tie_word_embeddings && o.param_slots && o.param_slots < 3) {
+        memset(f, 0, sizeof *f);
+        return zt_err("GPU FSDP engine: a tied lm_head needs 3 parameter slots (the last layer, the head and the "
+                      "embedding at once); %d set", o.param_slots);
+    }
+    if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
+                          bench ? ZT_FSDP_NO_INIT : 0) != 0)
+        return -1;
+    gpu_state *c = zt_xcalloc(1, sizeof *c);
+    f->be = &gpu_backend;
+    f->bs = c;
+    f->dcomm = dcomm;
+    c->dc = dcomm;
+    c->device = device;
+    ZT_CUDA_CHECK(cudaSetDevice(device));
+    c->ds = (cudaStream_t)zt_comm_nccl_stream(dcomm, ZT_CHAN_DATA);
+    c->ks = (cudaStream_t)zt_comm_nccl_stream(dcomm, ZT_CHAN_CTRL);
+    ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking));
+    c->ctx = zt_cuda_ctx_create();
+    const int U = f->nunits, L = cfg->num_layers;
+
+    // shards: one allocation per kind
+    for (int i = 0; i < U; i++) c->shard_total += f->units[i].shard;
+    const size_t st = (size_t)c->shard_total;
+    c->a_master = dalloc(st * 4, NULL);
+    c->a_m = dalloc(st * 4, NULL);
+    c->a_v = dalloc(st * 4, NULL);
+    c->a_grad = dalloc(st * 4, NULL);
+    c->a_pshard = dalloc(st * 2, NULL);
+    c->master = zt_xcalloc((size_t)U, sizeof(float *));
+    c->m = zt_xcalloc((size_t)U, sizeof(float *));
+    c->v = zt_xcalloc((size_t)U, sizeof(float *));
+    c->grad = zt_xcalloc((size_t)U, sizeof(float *));
+    c->pshard = zt_xcalloc((size_t)U, sizeof(zt_bf16 *));
+    for (int i = 0; i < U; i++) {
+        const int64_t at = i ? (int64_t)(c->master[i - 1] - c->a_master) + f->units[i - 1].shard : 0;
+        c->master[i] = c->a_master + at;
+        c->m[i] = c->a_m + at;
+        c->v[i] = c->a_v + at;
+        c->grad[i] = c->a_grad + at;
+        c->pshard[i] = c->a_pshard + at;
+    }
+    // The host copies (checkpoints, --init) in one page-locked block: cudaMallocHost, so
+    // transfers run at full PCIe speed and are truly asynchronous. (Registering the separate
+    // small heap blocks of zt_fsdp_init_host page by page failed whenever two of them shared
+    // a page, and the engine then fell back to pageable copies without a word.) If the
+    // block cannot be had, a page-aligned heap block is registered instead; if that fails
+    // too, the copies stay pageable and the engine says so.
+    c->host_pinned = 0;
+    if (!bench) {
+        const size_t hb = 3 * st * sizeof(float);
+        float *h = NULL;
+        c->host_mode = 0;
+        if (cudaMallocHost((void **)&h, hb) == cudaSuccess) {
+            c->host_mode = 1;
+        } else {
+            (void)cudaGetLastError();
+            if (posix_memalign((void **)&h, 4096, hb) != 0) zt_fatal("GPU FSDP engine: out of host memory (%zu bytes)", hb);
+            if (cudaHostRegister(h, hb, cudaHostRegisterDefault) == cudaSuccess) {
+                c->host_mode = 2;
+            } else {
+                (void)cudaGetLastError();
+                fprintf(stderr, "zerotrain: rank %d: warning: could not page-lock %.1f MB of host state for the GPU "
+                                "engine (cudaMallocHost and cudaHostRegister failed; check `ulimit -l`): checkpoint "
+                                "and --init transfers use pageable copies\n",
+                        f->rank, hb / 1e6);
+            }
+        }
+        c->host_block = h;
+        for (int i = 0; i < U; i++) {  // the seeded init values move into the block
+            zt_fsdp_unit *u = &f->units[i];
+            const int64_t at = (int64_t)(c->master[i] - c->a_master);
+            const size_t b = (size_t)u->shard * sizeof(float);
+            memcpy(h + at, u->master, b);
+            memcpy(h + st + at, u->m, b);
+            memcpy(h + 2 * st + at, u->v, b);
+            free(u->master), free(u->m), free(u->v);
+            u->master = h + at;
+            u->m = h + st + at;
+            u->v = h + 2 * st + at;
+        }
+        c->host_pinned = c->host_mode != 0;
+    }
+
+    // pools
+    f->np = o.param_slots ? o.param_slots : P;
+    f->ng = o.grad_slots ? o.grad_slots : G;
+    for (int s = 0; s < f->np; s++) {
+        f->pbuf[s] = dalloc((size_t)f->max_padded * 2, &c->pool_bytes);
+        ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->p_ready[s], cudaEventDisableTiming));
+        ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->p_free[s], cudaEventDisableTiming));
+    }
+    for (int s = 0; s < f->ng; s++) {
+        f->gbuf[s] = dalloc((size_t)f->max_padded * 4, &c->pool_bytes);
+        c->grecv[s] = dalloc((size_t)(f->max_padded / f->world) * 4, &c->pool_bytes);
+        ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->g_ready[s], cudaEventDisableTiming));
+        ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->g_free[s], cudaEventDisableTiming));
+    }
+    ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_grads, cudaEventDisableTiming));
+    ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_red, cudaEventDisableTiming));
+    ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_optim, cudaEventDisableTiming));
+    // waits of the compute stream per step: per micro-batch one per gathered unit use
+    // (2L + 4 at most) and per gradient slot taken (L + 2), plus the step's end
+    c->cap_tw = 2 * ((3 * cfg->num_layers + 8) * grad_accum + 2);
+    c->tw = zt_xcalloc((size_t)c->cap_tw, sizeof(cudaEvent_t));
+    for (int i = 0; i < c->cap_tw; i++) ZT_CUDA_CHECK(cudaEventCreate(&c->tw[i]));
+
+    // activations
+    const int64_t N = (int64_t)micro_batch * seq_len, d = cfg->hidden_size;
+    c->dm = (zt_qwen3_cuda_dims){.B = micro_batch, .S = seq_len, .N = N, .d = d, .F = cfg->intermediate_size,
+                             .H = cfg->num_heads, .Hkv = cfg->num_kv_heads, .D = cfg->head_dim,
+                             .eps = (float)cfg->rms_norm_eps, .cudnn = o.attention_cudnn != 0};
+    c->recompute = o.recompute != 0;
+    const int nacts = c->recompute ? (L > 0) : L;
+    c->acts = zt_xcalloc((size_t)(L > 0 ? L : 1), sizeof *c->acts);
+    size_t free0 = 0, total = 0;
+    ZT_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+    for (int l = 0; l < nacts; l++) zt_qwen3_cuda_acts_alloc(&c->acts[l], &c->dm);
+    zt_qwen3_cuda_work_alloc(&c->work, &c->dm);
+    c->X = zt_xcalloc((size_t)L + 1, sizeof(zt_bf16 *));
+    for (int l = 0; l <= L; l++) c->X[l] = zt_cuda_malloc((size_t)(N * d) * 2);
+    c->hacts.xf = zt_cuda_malloc((size_t)(N * d) * 2);
+    c->hacts.dln = zt_cuda_malloc((size_t)(N * d) * 2);
+    c->dx = zt_cuda_malloc((size_t)(N * d) * 2);
+    c->hacts.rstd = zt_cuda_malloc((size_t)N * 4);
+    c->rope_cos = zt_cuda_malloc((size_t)(seq_len * cfg->head_dim / 2) * 4);
+    c->rope_sin = zt_cuda_malloc((size_t)(seq_len * cfg->head_dim / 2) * 4);
+    zt_cuda_rope_table(c->cs, c->rope_cos, c->rope_sin, seq_len, cfg->head_dim, cfg->rope_theta);
+    c->tok_d = zt_cuda_malloc((size_t)N * 4);
+    c->tgt_d = zt_cuda_malloc((size_t)N * 4);
+    c->pos_d = zt_cuda_malloc((size_t)N * 4);
+    c->hs = (N + 1023) / 1024 * 1024;
+    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->tok_h, (size_t)(grad_accum * c->hs) * 4));
+    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->tgt_h, (size_t)(grad_accum * c->hs) * 4));
+    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->pos_h, (size_t)(grad_accum * c->hs) * 4));
+    c->nred = grad_accum + U + 1;
+    c->red_d = zt_cuda_malloc((size_t)c->nred * sizeof(double));
+    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->red_h, (size_t)c->nred * sizeof(double)));
+    size_t free1 = 0;
+    ZT_CUDA_CHECK(cudaMemGetInfo(&free1, &total));
+    c->act_bytes = (int64_t)(free0 - free1);
+    // Scratch for attention (one KV-head group) and the lm_head chunk, reserved now
+    // rather than grown inside the first step.
+    zt_cuda_ctx_reserve(c->ctx,
+                        zt_cuda_attention_scratch_bytes(seq_len, cfg->num_heads, cfg->num_kv_heads, cfg->head_dim),
+                        c->cs);
+
+    // state: the host init values (seeded, world-independent) to the device
+    if (!bench) to_device(f);
+    if (bench) {  // device-drawn values instead (padding stays zero: only the valid range)
+        ZT_CUDA_CHECK(cudaMemsetAsync(c->a_master, 0, st * 4, c->cs));
+        ZT_CUDA_CHECK(cudaMemsetAsync(c->a_m, 0, st * 4, c->cs));
+        ZT_CUDA_CHECK(cudaMemsetAsync(c->a_v, 0, st * 4, c->cs));
+        for (int i = 0; i < U; i++) {
+            if (f->units[i].valid <= 0) continue;
+            zt_cuda_fill_uniform(c->master[i], ZT_F32, f->units[i].valid, -a, a, seed + (uint64_t)i, c->cs);
+            zt_cuda_f32_to_bf16(c->pshard[i], c->master[i], f->units[i].shard, c->cs);
+        }
+        ZT_CUDA_CHECK(cudaEventRecord(c->ev_optim, c->cs));  // the first step's gathers wait for the drawn shards
+    }
+    return 0;
+}
+
+
+// ---- the module's entry point (engine/cuda_module.h) ------------------------------------------
+
+static int comm_init(zt_comm **out, void *mpi_comm, int device, const zt_comm_opts *o) {
+#if !defined(ZT_NCCL_NO_MPI) || !ZT_NCCL_NO_MPI
+    return zt_comm_init_nccl(out, mpi_comm ? *(MPI_Comm *)mpi_comm : MPI_COMM_NULL, device, o);
+#else
+    (void)mpi_comm;
+    return zt_comm_init_nccl_single(out, device, o);
+#endif
+}
+
+static const zt_cuda_module module = {
+    .abi = ZT_CUDA_MODULE_ABI,
+    .fsdp_size = sizeof(zt_fsdp),
+    .version = ZT_VERSION,
+    .devices = devices,
+    .describe = describe,
+    .comm_init = comm_init,
+    .engine_init = zt_fsdp_cuda_engine_init,
+    .cudnn_built = zt_cudnn_sdpa_built,
+};
+
+const zt_cuda_module *zt_cuda_module_entry(void) { return &module; }
+
+// Linked statically into a program, the table is there at start (engine/cuda_module.c).
+__attribute__((constructor)) static void register_module(void) { zt_cuda_module_register(&module); }

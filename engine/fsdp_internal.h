@@ -1,0 +1,100 @@
+// The seam between the one FSDP schedule (fsdp.c) and its backends: the CPU one
+// (fsdp_cpu.c) and the GPU one (fsdp_cuda.c, in the CUDA module). Not for callers.
+//
+// The schedule owns the order: which unit is gathered when, which pool slot it goes
+// to (round robin over the free slots of each pool), when a slot is released, when a
+// unit's gradient leaves, accumulation over micro-batches, the step's clip / lr /
+// non-finite decision and the evaluation rounds. A backend owns the buffers and how a
+// collective or a pass is carried out: host waits (CPU) or CUDA events between streams
+// (GPU). Every hook is called on every rank in the same order.
+// defines: zt_fsdp_backend, zt_fsdp_reduced, zt_fsdp_init_host, zt_fsdp_count_targets,
+//          zt_fsdp_stage_rows, zt_fsdp_cpu_backend, zt_fsdp_cuda_engine_init
+#ifndef ZT_FSDP_INTERNAL_H
+#define ZT_FSDP_INTERNAL_H
+#include "engine/fsdp.h"
+
+// What a backend's step reduction returns (the values are global: all-reduced).
+typedef struct {
+    double loss;          // summed over the step's micro-batches and ranks
+    double sumsq;         // gradient sum of squares over every unit's valid range
+    int nonfinite_ranks;  // ranks whose loss was not finite; -1: some, not known which
+    int stop;             // ranks that requested a stop
+    double comm_wait;     // this rank's seconds of compute waiting for communication
+} zt_fsdp_reduced;
+
+typedef struct zt_fsdp_backend {
+    const char *name;
+    // ---- pools: the schedule picks slot s for unit u ----
+    void (*gather)(zt_fsdp *f, int s, int u);          // issue u's all-gather into pbuf[s]
+    void (*gather_use)(zt_fsdp *f, int s);             // compute is about to read pbuf[s]
+    void (*param_done)(zt_fsdp *f, int s);             // compute has finished reading pbuf[s]
+    void (*grad_take)(zt_fsdp *f, int s, int u);       // gbuf[s] zeroed for u's backward
+    void (*reduce_scatter)(zt_fsdp *f, int s, int u);  // after u's backward: reduce-scatter, add to u's shard
+    void (*progress)(zt_fsdp *f);                      // between units; may be NULL
+    // ---- data: micro-batches staged into slots 0..grad_accum-1 ----
+    // raw block words -> ids, targets, positions; a NULL block is a filler counting nothing.
+    // Returns the slot's targets.
+    int64_t (*stage)(zt_fsdp *f, const uint32_t *const *blocks, int slot);
+    void (*use_batch)(zt_fsdp *f, int slot);           // the passes that follow read this slot
+    // ---- unit passes (p: the unit's gathered parameters; dp: its gradient slot, +=) ----
+    void (*embed_fwd)(zt_fsdp *f, const void *p);
+    void (*layer_fwd)(zt_fsdp *f, int layer, const void *p);
+    // Final norm + lm_head + cross-entropy; the loss of micro-batch `mb` kept by the
+    // backend. emb: the embedding's parameters when tied (else NULL). dhead NULL: loss only.
+    void (*head)(zt_fsdp *f, int mb, const void *p, const void *emb, float *dhead, float *demb, float scale);
+    void (*layer_bwd)(zt_fsdp *f, int layer, const void *p, float *dp);
+    void (*embed_bwd)(zt_fsdp *f, float *dp);
+    // ---- the step ----
+    void (*step_begin)(zt_fsdp *f);                    // gradient shards to zero
+    // after the last micro-batch; stop_request is summed over ranks into r->stop as it is (the
+    // schedule packs a stop and a bad input into it: zt_fsdp_step)
+    int (*step_reduce)(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r);
+    void (*update)(zt_fsdp *f, int u, double coef, double lr);  // clip + AdamW on u's valid range
+    void (*step_end)(zt_fsdp *f);                      // may be NULL
+    // ---- evaluation ----
+    void (*eval_begin)(zt_fsdp *f);                    // may be NULL
+    int (*eval_losses)(zt_fsdp *f, int k, double *sum);  // *sum += losses of slots 0..k-1, in order
+    int (*allreduce_f64)(zt_fsdp *f, double *v, int n, const char *what);
+    void (*eval_end)(zt_fsdp *f);                      // may be NULL
+    // ---- lifetime ----
+    int (*check_data)(zt_fsdp *f, int isolated);       // may be NULL
+    int (*to_device)(zt_fsdp *f);                      // may be NULL (host engine)
+    int (*to_host)(zt_fsdp *f);                        // may be NULL
+    void (*memory)(const zt_fsdp *f, zt_fsdp_memory *m);
+    void (*free)(zt_fsdp *f);                          // the backend's state; the common state stays
+} zt_fsdp_backend;
+
+// The hooks every backend has, as static functions of its file under these names: a
+// backend's table is {.name = ..., ZT_FSDP_BACKEND_HOOKS, <its optional hooks>, .free = ...}.
+#define ZT_FSDP_BACKEND_HOOKS                                                                                  \
+    .gather = gather, .gather_use = gather_use, .param_done = param_done, .grad_take = grad_take,               \
+    .reduce_scatter = reduce_scatter, .stage = stage, .use_batch = use_batch, .embed_fwd = embed_fwd,           \
+    .layer_fwd = layer_fwd, .head = head, .layer_bwd = layer_bwd, .embed_bwd = embed_bwd,                       \
+    .step_begin = step_begin, .step_reduce = step_reduce, .update = update, .eval_losses = eval_losses,         \
+    .allreduce_f64 = allreduce_f64, .memory = memory
+
+extern const zt_fsdp_backend zt_fsdp_cpu_backend;
+
+enum { ZT_FSDP_HOST_MODEL = 1, ZT_FSDP_NO_INIT = 2 };
+// The state both backends share: the unit table, this rank's slices, and the host
+// master/m/v shards initialised from `seed` (unless ZT_FSDP_NO_INIT). ZT_FSDP_HOST_MODEL:
+// the CPU model's activations for one micro-batch (else only the layout).
+int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags);
+// The trained targets of `nblocks` blocks of this rank, summed over all ranks (one
+// all-reduce on the host comm, tagged `what`) when f->token_flags; W * nblocks * (S - 1) otherwise.
+int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks, const char *what, int64_t *global);
+
+// A backend's `stage`: the raw block words of one micro-batch (blocks[0..micro_batch), row
+// b at ids/targets/pos + b * seq_len) as bare ids, targets and (pos non-NULL) document
+// positions (zt_qwen3_batch, row by row, straight from the blocks); a NULL block is a filler
+// of zeros whose targets count nothing. Returns the micro-batch's trained targets.
+int64_t zt_fsdp_stage_rows(const zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
+                           int32_t *pos);
+
+// The GPU backend's constructor (fsdp_cuda.c, inside the CUDA module; reached through
+// engine/cuda_module.h).
+int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+                             int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
+                             const zt_fsdp_opts *opts);
+#endif

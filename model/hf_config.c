@@ -1,0 +1,246 @@
+// The Hugging Face config.json of a Qwen3 checkpoint, read with cJSON and validated
+// against what this trainer implements (dense Qwen3: SiLU MLP, no attention bias, no
+// sliding window, default RoPE), and written back. Every field is taken from the file.
+// Here, below the model (model/config.c loads it from a path), because the training
+// checkpoint stores and validates the config too (checkpoint/ckpt.c, ckpt_h5.c).
+// defines: zt_qwen3_config_parse, zt_qwen3_config_json, zt_qwen3_param_count
+#include "base/json_util.h"
+#include "model/hf_config.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+
+// An integer field within [lo, hi]: the range is checked on the JSON number itself, before
+// any conversion, so 4294967296 layers or a vocabulary of 1e20 are refused instead of
+// wrapping to 0 layers or INT64_MIN.
+static int get_int(const cJSON *root, const char *key, int64_t *out, int required, int64_t lo, int64_t hi,
+                   const char *origin) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!it || cJSON_IsNull(it)) {
+        if (required) return zt_err("%s: required field \"%s\" is missing", origin, key);
+        return 1;
+    }
+    const double x = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+    if (!cJSON_IsNumber(it) || !isfinite(x) || x != floor(x))
+        return zt_err("%s: field \"%s\" must be an integer", origin, key);
+    if (x < (double)lo || x > (double)hi)
+        return zt_err("%s: field \"%s\" = %.17g is outside the range this trainer supports, [%lld, %lld]", origin, key,
+                      x, (long long)lo, (long long)hi);
+    *out = (int64_t)x;
+    return 0;
+}
+
+static int get_num(const cJSON *root, const char *key, double *out, int required, const char *origin) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!it || cJSON_IsNull(it)) {
+        if (required) return zt_err("%s: required field \"%s\" is missing", origin, key);
+        return 1;
+    }
+    if (!cJSON_IsNumber(it)) return zt_err("%s: field \"%s\" must be a number", origin, key);
+    *out = it->valuedouble;
+    return 0;
+}
+
+// Limits: generous for any dense Qwen3 (Qwen3-32B: 64 layers, 5120 hidden, 25600 ffn, 64/8
+// heads of 128, 151936 tokens) and small enough that every size computed from them fits an
+// int64 (and token ids an int32).
+#define LIM_VOCAB (((int64_t)1 << 31) - 1)
+#define LIM_HIDDEN ((int64_t)1 << 20)
+#define LIM_FFN ((int64_t)1 << 22)
+#define LIM_LAYERS 4096
+#define LIM_HEADS 4096
+#define LIM_HEAD_DIM 4096
+#define LIM_POSITIONS ((int64_t)1 << 31)
+
+int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *origin) {
+    memset(c, 0, sizeof *c);
+    cJSON *root = cJSON_Parse(json);
+    if (!root) {
+        char deep[160];
+        const size_t n = strlen(json);
+        if (zt_json_depth_error(json, n, zt_json_error_col(json, n), deep, sizeof deep))
+            return zt_err("%s: %s", origin, deep);
+        return zt_err("%s: not valid JSON (near: %.40s)", origin, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return zt_err("%s: top level must be a JSON object", origin);
+    }
+    int rc = -1;
+    int64_t v;
+    const cJSON *it;
+
+    it = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (it && cJSON_IsString(it) && strcmp(it->valuestring, "qwen3") != 0) {
+        zt_err("%s: model_type is \"%s\"; zerotrain implements the dense \"qwen3\" architecture", origin,
+               it->valuestring);
+        goto out;
+    }
+    if (get_int(root, "vocab_size", &c->vocab_size, 1, 1, LIM_VOCAB, origin) ||
+        get_int(root, "hidden_size", &c->hidden_size, 1, 1, LIM_HIDDEN, origin) ||
+        get_int(root, "intermediate_size", &c->intermediate_size, 1, 1, LIM_FFN, origin))
+        goto out;
+    if (get_int(root, "num_hidden_layers", &v, 1, 1, LIM_LAYERS, origin)) goto out;
+    c->num_layers = (int)v;
+    if (get_int(root, "num_attention_heads", &v, 1, 1, LIM_HEADS, origin)) goto out;
+    c->num_heads = (int)v;
+    v = c->num_heads;  // HF default: num_key_value_heads = num_attention_heads
+    if (get_int(root, "num_key_value_heads", &v, 0, 1, LIM_HEADS, origin) < 0) goto out;
+    c->num_kv_heads = (int)v;
+    if (c->num_heads % c->num_kv_heads) {
+        zt_err("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", origin, c->num_heads,
+               c->num_kv_heads);
+        goto out;
+    }
+    int hd_rc = get_int(root, "head_dim", &v, 0, 1, LIM_HEAD_DIM, origin);
+    if (hd_rc < 0) goto out;
+    if (hd_rc == 1) {
+        if (c->hidden_size % c->num_heads) {
+            zt_err("%s: head_dim is absent and hidden_size %lld is not divisible by num_attention_heads %d", origin,
+                   (long long)c->hidden_size, c->num_heads);
+            goto out;
+        }
+        v = c->hidden_size / c->num_heads;
+    }
+    if (v < 1 || v > LIM_HEAD_DIM) {
+        zt_err("%s: head_dim %lld is outside [1, %d]", origin, (long long)v, LIM_HEAD_DIM);
+        goto out;
+    }
+    if (v % 2) {
+        zt_err("%s: head_dim %lld must be even (half-split RoPE)", origin, (long long)v);
+        goto out;
+    }
+    c->head_dim = (int)v;
+
+    c->rms_norm_eps = 1e-6;
+    if (get_num(root, "rms_norm_eps", &c->rms_norm_eps, 0, origin) < 0) goto out;
+    if (!(c->rms_norm_eps > 0) || !isfinite(c->rms_norm_eps)) {
+        zt_err("%s: rms_norm_eps must be a finite number > 0 (got %g)", origin, c->rms_norm_eps);
+        goto out;
+    }
+    // transformers >= 5 nests RoPE settings under rope_parameters; older files use rope_theta/rope_scaling.
+    c->rope_theta = 10000.0;
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (rp && cJSON_IsObject(rp)) {
+        if (get_num(rp, "rope_theta", &c->rope_theta, 0, origin) < 0) goto out;
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(rp, "rope_type");
+        if (rt && cJSON_IsString(rt) && strcmp(rt->valuestring, "default") != 0) {
+            zt_err("%s: rope_parameters.rope_type \"%s\" is not supported (only \"default\" RoPE)", origin,
+                   rt->valuestring);
+            goto out;
+        }
+    }
+    if (get_num(root, "rope_theta", &c->rope_theta, 0, origin) < 0) goto out;
+    if (!(c->rope_theta > 0) || !isfinite(c->rope_theta)) {
+        zt_err("%s: rope_theta must be a finite number > 0", origin);
+        goto out;
+    }
+    it = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (it && !cJSON_IsNull(it)) {
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(it, "rope_type");
+        if (!rt) rt = cJSON_GetObjectItemCaseSensitive(it, "type");
+        if (!(rt && cJSON_IsString(rt) && !strcmp(rt->valuestring, "default"))) {
+            zt_err("%s: rope_scaling is set; only plain RoPE (rope_scaling null) is supported", origin);
+            goto out;
+        }
+    }
+    it = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    if (it && !cJSON_IsNull(it) && !cJSON_IsBool(it)) {  // "yes" is not false
+        zt_err("%s: tie_word_embeddings must be true or false", origin);
+        goto out;
+    }
+    c->tie_word_embeddings = it ? cJSON_IsTrue(it) : 0;  // HF Qwen3Config default: false
+    c->initializer_range = 0.02;
+    if (get_num(root, "initializer_range", &c->initializer_range, 0, origin) < 0) goto out;
+    if (!(c->initializer_range >= 0) || !isfinite(c->initializer_range)) {
+        zt_err("%s: initializer_range must be a finite number >= 0 (got %g)", origin, c->initializer_range);
+        goto out;
+    }
+    c->max_position_embeddings = 40960;
+    if (get_int(root, "max_position_embeddings", &c->max_position_embeddings, 0, 1, LIM_POSITIONS, origin) < 0) goto out;
+    c->bos_token_id = c->eos_token_id = -1;
+    if (get_int(root, "bos_token_id", &c->bos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) goto out;
+    it = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
+    if (it && cJSON_IsArray(it) && cJSON_GetArraySize(it) > 0) {  // several stop tokens: every one a token id
+        const cJSON *e;
+        cJSON_ArrayForEach(e, it) {
+            if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+                e->valuedouble >= (double)c->vocab_size) {
+                zt_err("%s: every eos_token_id must be an integer token id in [0, %lld)", origin,
+                       (long long)c->vocab_size);
+                goto out;
+            }
+        }
+        c->eos_token_id = (int64_t)cJSON_GetArrayItem(it, 0)->valuedouble;
+    } else if (get_int(root, "eos_token_id", &c->eos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) {
+        goto out;
+    }
+    if (zt_qwen3_param_count(c) < 0) {
+        zt_err("%s: the parameter count of this config overflows a 64-bit integer", origin);
+        goto out;
+    }
+
+    it = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
+    if (it && cJSON_IsTrue(it)) {
+        zt_err("%s: attention_bias is true; Qwen3 dense has no attention biases and zerotrain does not implement them",
+               origin);
+        goto out;
+    }
+    it = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (it && cJSON_IsString(it) && strcmp(it->valuestring, "silu") != 0) {
+        zt_err("%s: hidden_act \"%s\" is not supported (only \"silu\")", origin, it->valuestring);
+        goto out;
+    }
+    it = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
+    if (it && cJSON_IsTrue(it)) {
+        zt_err("%s: use_sliding_window is true; sliding-window attention is not implemented", origin);
+        goto out;
+    }
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+char *zt_qwen3_config_json(const zt_qwen3_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3ForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", "qwen3");
+    cJSON_AddNumberToObject(o, "vocab_size", (double)c->vocab_size);
+    cJSON_AddNumberToObject(o, "hidden_size", (double)c->hidden_size);
+    cJSON_AddNumberToObject(o, "intermediate_size", (double)c->intermediate_size);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->num_layers);
+    cJSON_AddNumberToObject(o, "num_attention_heads", c->num_heads);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_norm_eps);
+    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    cJSON_AddNullToObject(o, "rope_scaling");
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
+    cJSON_AddNumberToObject(o, "initializer_range", c->initializer_range);
+    cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->max_position_embeddings);
+    if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", (double)c->bos_token_id);
+    if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", (double)c->eos_token_id);
+    cJSON_AddBoolToObject(o, "attention_bias", 0);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddBoolToObject(o, "use_sliding_window", 0);
+    cJSON_AddStringToObject(o, "torch_dtype", "bfloat16");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+// -1 when a product or sum overflows int64 (a config that passed the parser's ranges never does).
+int64_t zt_qwen3_param_count(const zt_qwen3_config *c) {
+    const __int128 d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    const __int128 H = c->num_heads, Hkv = c->num_kv_heads, V = c->vocab_size;
+    const __int128 layer = 2 * d + H * D * d + 2 * Hkv * D * d + d * H * D + 2 * D + 3 * F * d;
+    const __int128 n = V * d * (c->tie_word_embeddings ? 1 : 2) + d + layer * c->num_layers;
+    return n < 0 || n > (__int128)INT64_MAX ? -1 : (int64_t)n;
+}

@@ -1,0 +1,472 @@
+// The arithmetic behind `zerotrain plan`: memory per GPU, FLOPs per token, ring and
+// tree collective times, and a two-queue simulation of one optimizer step that
+// follows the zerotrain engine's issue order (engine/fsdp.c) unit by unit, so that
+// "how much communication hides behind compute" is computed, not assumed.
+// defines: zt_gpu_preset, zt_gpu_spec_load, zt_plan_assumptions_default,
+//          zt_plan_flops_per_token(_exact), zt_plan_state_bytes_per_param, zt_plan_predict
+#include "ops/plan.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/json_util.h"
+#include "model/qwen3.h"
+#include "base/common.h"
+#include "engine/fsdp.h"
+
+const char *const zt_shard_names[ZT_SHARD_NCHOICES] = {"full", "nosync", "hsdp"};
+const char *const zt_coll_names[ZT_COLL_NKINDS] = {"all-gather (forward)", "all-gather (backward)",
+                                                    "reduce-scatter", "all-reduce across replicas",
+                                                    "control all-reduce"};
+
+const zt_field_row zt_field_table[ZT_FIELD_ROWS] = {
+    {4, 3350, 83.7, 1.00}, {8, 3338, 84.1, 1.00}, {16, 3313, 84.7, 0.99}};
+
+void zt_qwen3_32b_config(zt_qwen3_config *c) {
+    memset(c, 0, sizeof *c);
+    c->vocab_size = 151936;
+    c->hidden_size = 5120;
+    c->intermediate_size = 25600;
+    c->num_layers = 64;
+    c->num_heads = 64;
+    c->num_kv_heads = 8;
+    c->head_dim = 128;
+    c->rms_norm_eps = 1e-6;
+    c->rope_theta = 1000000;
+    c->tie_word_embeddings = 0;
+    c->initializer_range = 0.02;
+    c->max_position_embeddings = 40960;
+    c->bos_token_id = 151643;
+    c->eos_token_id = 151645;
+}
+
+// Nominal datasheet numbers, one direction per link. NVLink "1.8 TB/s" (5th gen) and
+// "900 GB/s" (4th gen) are bidirectional totals per GPU; the NIC is one per GPU.
+static const zt_gpu_spec presets[] = {
+    {"B300", 2.25e15, 288e9, 8.0e12, 900e9, 100e9, 8,
+     "HGX B300: 2.25 PFLOP/s dense bf16 (the field report's figure), 288 GB HBM3e at 8 TB/s, NVLink 5 "
+     "1.8 TB/s bidirectional, one ConnectX-8 800 Gb/s NIC per GPU"},
+    {"B200", 2.25e15, 180e9, 8.0e12, 900e9, 50e9, 8,
+     "HGX/DGX B200: 2.25 PFLOP/s dense bf16, 180 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s bidirectional, one "
+     "ConnectX-7 400 Gb/s NIC per GPU"},
+    {"H200", 989e12, 141e9, 4.8e12, 450e9, 50e9, 8,
+     "H200 SXM: 989 TFLOP/s dense bf16, 141 GB HBM3e at 4.8 TB/s, NVLink 4 900 GB/s bidirectional, one "
+     "ConnectX-7 400 Gb/s NIC per GPU"},
+    {"H100", 989e12, 80e9, 3.35e12, 450e9, 50e9, 8,
+     "H100 SXM: 989 TFLOP/s dense bf16, 80 GB HBM3 at 3.35 TB/s, NVLink 4 900 GB/s bidirectional, one "
+     "ConnectX-7 400 Gb/s NIC per GPU"},
+};
+#define NPRESETS ((int)(sizeof presets / sizeof presets[0]))
+
+int zt_gpu_preset(const char *name, zt_gpu_spec *out) {
+    for (int i = 0; i < NPRESETS; i++)
+        if (!strcasecmp(name, presets[i].name)) {
+            *out = presets[i];
+            return 0;
+        }
+    char names[128];
+    zt_gpu_preset_names(names, sizeof names);
+    return zt_err("--gpu %s: not a preset (presets: %s; or describe the GPU with --gpu-file FILE.json)", name,
+                  names);
+}
+
+void zt_gpu_preset_names(char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < NPRESETS && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", presets[i].name);
+}
+
+// A positive number within [lo, hi] `unit`: the command-line overrides' ranges (cmd_plan.c)
+// in bytes and bytes/s. cJSON reads 1e400 as inf, which printed "inf TFLOP/s ... fits".
+static int json_pos(const cJSON *o, const char *key, double *out, const char *path, double lo, double hi,
+                    const char *unit) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it) return zt_err("%s: required field \"%s\" is missing", path, key);
+    if (!cJSON_IsNumber(it) || !(it->valuedouble > 0))
+        return zt_err("%s: field \"%s\" must be a positive number", path, key);
+    const double v = it->valuedouble;
+    if (!isfinite(v) || v < lo || v > hi)
+        return zt_err("%s: field \"%s\" is %g, out of range: it must be a finite number in [%g, %g] %s", path, key,
+                      v, lo, hi, unit);
+    *out = v;
+    return 0;
+}
+
+int zt_gpu_spec_load(const char *path, zt_gpu_spec *out) {
+    char *text = zt_read_file(path, NULL);
+    if (!text) return zt_err_prefix("--gpu-file");
+    cJSON *o = cJSON_Parse(text);
+    char deep[160];
+    const size_t n = strlen(text);
+    const char *too_deep = o ? NULL : zt_json_depth_error(text, n, zt_json_error_col(text, n), deep, sizeof deep);
+    free(text);
+    if (too_deep) return zt_err("%s: %s", path, too_deep);
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return zt_err("%s: not a JSON object", path);
+    }
+    memset(out, 0, sizeof *out);
+    double gpn = 8;
+    int rc = -1;
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+    snprintf(out->name, sizeof out->name, "%s", nm && cJSON_IsString(nm) ? nm->valuestring : path);
+    if (json_pos(o, "peak_flops", &out->peak_flops, path, 1e9, 1e18, "FLOP/s") ||
+        json_pos(o, "hbm_bytes", &out->hbm_bytes, path, 1e6, 1e15, "bytes") ||
+        json_pos(o, "hbm_bw", &out->hbm_bw, path, 1e9, 1e15, "bytes/s") ||
+        json_pos(o, "nvlink_bw", &out->nvlink_bw, path, 1e6, 1e15, "bytes/s") ||
+        json_pos(o, "net_bw", &out->net_bw, path, 1e6, 1e15, "bytes/s"))
+        goto done;
+    if (cJSON_GetObjectItemCaseSensitive(o, "gpus_per_node") &&
+        json_pos(o, "gpus_per_node", &gpn, path, 1, 1024, "GPUs"))
+        goto done;
+    if (gpn != floor(gpn) || gpn > 1024) {
+        zt_err("%s: field \"gpus_per_node\" must be an integer in [1, 1024]", path);
+        goto done;
+    }
+    out->gpus_per_node = (int)gpn;
+    snprintf(out->source, sizeof out->source, "%s", path);
+    rc = 0;
+done:
+    cJSON_Delete(o);
+    return rc;
+}
+
+void zt_plan_assumptions_default(zt_plan_assumptions *a) {
+    a->mfu = 0.30;           // the field report's own ~30% for its healthy runs
+    a->nvlink_eff = 0.82;    // NCCL reaches ~370 GB/s ring busbw on 450 GB/s H100 NVLink (protocol overhead)
+    a->net_eff = 0.90;       // rail-optimized IB: 8 x 200 Gb/s DGX A100 measures ~192 GB/s ring busbw
+    a->alpha_nvlink = 3e-6;  // per ring step
+    a->alpha_net = 15e-6;    // per ring step across nodes (reproduces ~200 GB/s for a 2 GB all-gather on 256 H100)
+    a->hbm_eff = 0.80;
+    a->mem_usable = 0.92;    // CUDA context, NCCL buffers, allocator fragmentation
+}
+
+double zt_plan_flops_per_token(const zt_qwen3_config *c, int64_t S) {
+    return 6.0 * (double)zt_qwen3_param_count(c) + 12.0 * c->num_layers * (double)S * (double)c->hidden_size;
+}
+
+double zt_plan_flops_per_token_exact(const zt_qwen3_config *c, int64_t S) {
+    const double d = (double)c->hidden_size, F = (double)c->intermediate_size, D = c->head_dim;
+    const double H = c->num_heads, Hkv = c->num_kv_heads, V = (double)c->vocab_size;
+    const double layer_mm = 2 * H * D * d + 2 * Hkv * D * d + 3 * F * d;
+    return 6.0 * (c->num_layers * layer_mm + V * d) + 6.0 * c->num_layers * (double)S * H * D;
+}
+
+double zt_plan_state_bytes_per_param(zt_shard_choice choice, int world, int shard_group) {
+    // fp32 master 4 + bf16 parameter shard 2 + fp32 gradient shard 4 + Adam m, v 8 = 18 bytes, sharded
+    const int g = choice == ZT_SHARD_HSDP ? shard_group : world;
+    return 18.0 / g + (choice == ZT_SHARD_NOSYNC ? 4.0 : 0.0);
+}
+
+// ---- collective times -------------------------------------------------------------
+
+static int ceil_log2(int n) {
+    int k = 0;
+    while ((1 << k) < n) k++;
+    return k;
+}
+
+// Ring all-gather / reduce-scatter of `bytes` (the full, gathered size) over n ranks:
+// (n-1) steps of latency alpha, each rank moving (n-1)/n of the data at the bus bandwidth.
+static double ring_ag_rs(int n, double bytes, double busbw, double alpha) {
+    if (n <= 1) return 0;
+    return (n - 1) * alpha + (double)(n - 1) / n * bytes / busbw;
+}
+
+// All-reduce: ring (2(n-1) steps, 2(n-1)/n of the data) or double binary tree
+// (2 log2 n steps, ~2x the data per rank); the faster one, as NCCL's tuner picks.
+static double allreduce(int n, double bytes, double busbw, double alpha) {
+    if (n <= 1) return 0;
+    double ring = 2.0 * (n - 1) * alpha + 2.0 * (n - 1) / n * bytes / busbw;
+    double tree = 2.0 * ceil_log2(n) * alpha + 2.0 * bytes / busbw;
+    return ring < tree ? ring : tree;
+}
+
+// ---- the two-queue step simulation ----------------------------------------------------
+
+typedef struct { double start, end; int kind, queue; } sim_iv;
+typedef struct {
+    double tc;          // compute queue: time it is free
+    double tq[2];       // communication queues: 0 = the sharding group's communicator, 1 = replicas (HSDP)
+    sim_iv *iv;
+    int niv, cap;
+    double *stall;      // [a, b) pairs when compute waited on communication
+    int nstall, stall_cap;
+    double rs_end[ZT_FSDP_GRAD_SLOTS];  // reduce-scatters in flight (grad buffer slots)
+    int rs_n;
+    zt_plan_result *r;
+} sim;
+
+static double sim_issue(sim *s, int queue, int kind, double t_issue, double dur, double bytes_sent) {
+    double start = t_issue > s->tq[queue] ? t_issue : s->tq[queue];
+    double end = start + dur;
+    s->tq[queue] = end;
+    if (s->niv == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 1024;
+        s->iv = realloc(s->iv, (size_t)s->cap * sizeof *s->iv);
+        if (!s->iv) zt_fatal("out of memory in the plan simulation");
+    }
+    s->iv[s->niv++] = (sim_iv){start, end, kind, queue};
+    s->r->coll[kind].count++;
+    s->r->coll[kind].time += dur;
+    s->r->coll[kind].bytes += bytes_sent;
+    return end;
+}
+
+static void sim_wait(sim *s, double t_ready) {
+    if (t_ready <= s->tc) return;
+    if (s->nstall == s->stall_cap) {
+        s->stall_cap = s->stall_cap ? 2 * s->stall_cap : 256;
+        s->stall = realloc(s->stall, (size_t)s->stall_cap * 2 * sizeof *s->stall);
+        if (!s->stall) zt_fatal("out of memory in the plan simulation");
+    }
+    s->stall[2 * s->nstall] = s->tc;
+    s->stall[2 * s->nstall + 1] = t_ready;
+    s->nstall++;
+    s->tc = t_ready;
+}
+
+// A free full-gradient buffer: as in grad_acquire(), wait for the oldest reduce-scatter.
+static void sim_grad_acquire(sim *s) {
+    int k = 0;
+    for (int i = 0; i < s->rs_n; i++)
+        if (s->rs_end[i] > s->tc) s->rs_end[k++] = s->rs_end[i];
+    s->rs_n = k;
+    if (s->rs_n < ZT_FSDP_GRAD_SLOTS) return;
+    double oldest = s->rs_end[0];
+    for (int i = 1; i < s->rs_n; i++)
+        if (s->rs_end[i] < oldest) oldest = s->rs_end[i];
+    sim_wait(s, oldest);
+    sim_grad_acquire(s);
+}
+
+static void sim_rs_push(sim *s, double end) {
+    if (s->rs_n < ZT_FSDP_GRAD_SLOTS) s->rs_end[s->rs_n++] = end;
+}
+
+typedef struct {
+    int L, nunits, tied;
+    int grad_slots;             // full-gradient buffers limit reduce-scatters in flight (0: no limit)
+    int gs, reps, world;        // sharding group, replicas, world
+    double *ag_bytes, *rs_bytes, *ar_bytes;  // per unit: full sizes (ag, rs) and shard size (ar)
+    double *fwd, *bwd;          // per unit compute seconds per micro-batch (head: fwd+bwd in fwd[])
+    double bw_group, a_group;   // the sharding group's ring bus bandwidth and step latency
+    double bw_rep, a_rep;       // replica all-reduce
+} sim_model;
+
+static double t_ag(const sim_model *m, int u) { return ring_ag_rs(m->gs, m->ag_bytes[u], m->bw_group, m->a_group); }
+static double t_rs(const sim_model *m, int u) { return ring_ag_rs(m->gs, m->rs_bytes[u], m->bw_group, m->a_group); }
+static double sent(const sim_model *m, double full) { return m->gs > 1 ? full * (m->gs - 1) / m->gs : 0; }
+
+static double issue_ag(sim *s, const sim_model *m, int kind, int u) {
+    return sim_issue(s, 0, kind, s->tc, t_ag(m, u), sent(m, m->ag_bytes[u]));
+}
+
+// One reduce-scatter issued now; with replicas, the all-reduce of that unit's shard
+// follows it on the replica communicator (last micro-batch only).
+static void issue_rs(sim *s, const sim_model *m, int u, int replica_ar) {
+    double e = sim_issue(s, 0, ZT_COLL_RS, s->tc, t_rs(m, u), sent(m, m->rs_bytes[u]));
+    sim_rs_push(s, e);
+    if (replica_ar && m->reps > 1) {
+        double bytes = m->ar_bytes[u];
+        sim_issue(s, 1, ZT_COLL_AR_REPLICA, e, allreduce(m->reps, bytes, m->bw_rep, m->a_rep),
+                  2.0 * (m->reps - 1) / m->reps * bytes);
+    }
+}
+
+// The engine's micro-batch (engine/fsdp.c micro_step) on the two queues.
+static void sim_micro(sim *s, const sim_model *m, int do_rs, int replica_ar) {
+    const int L = m->L, head = L + 1;
+    if (m->gs == 1) do_rs = 0;
+    sim_wait(s, issue_ag(s, m, ZT_COLL_AG_FWD, 0));
+    double next_emb = 0;
+    for (int u = 0; u <= L; u++) {
+        double next = issue_ag(s, m, ZT_COLL_AG_FWD, u + 1);
+        if (u + 1 == head && m->tied) next_emb = issue_ag(s, m, ZT_COLL_AG_FWD, 0);
+        s->tc += m->fwd[u];
+        sim_wait(s, next);
+        if (u + 1 == head && m->tied) sim_wait(s, next_emb);
+    }
+    double layer_ready = L >= 1 ? issue_ag(s, m, ZT_COLL_AG_BWD, L) : 0;
+    if (do_rs && m->grad_slots) sim_grad_acquire(s);
+    s->tc += m->fwd[head];  // fused final norm + lm_head + loss, forward and backward
+    if (do_rs) issue_rs(s, m, head, replica_ar);
+    for (int u = L; u >= 1; u--) {
+        sim_wait(s, layer_ready);
+        if (u - 1 >= 1) layer_ready = issue_ag(s, m, ZT_COLL_AG_BWD, u - 1);
+        if (do_rs && m->grad_slots) sim_grad_acquire(s);
+        s->tc += m->bwd[u];
+        if (do_rs) issue_rs(s, m, u, replica_ar);
+    }
+    if (do_rs && m->grad_slots) sim_grad_acquire(s);
+    s->tc += m->bwd[0];
+    if (do_rs) issue_rs(s, m, 0, replica_ar);
+}
+
+// Splits each stall among the collectives running during it.
+static void attribute_stalls(sim *s) {
+    for (int i = 0; i < s->nstall; i++) {
+        double a = s->stall[2 * i], b = s->stall[2 * i + 1], tot = 0;
+        double part[ZT_COLL_NKINDS] = {0};
+        for (int j = 0; j < s->niv; j++) {
+            double lo = s->iv[j].start > a ? s->iv[j].start : a, hi = s->iv[j].end < b ? s->iv[j].end : b;
+            if (hi > lo) part[s->iv[j].kind] += hi - lo, tot += hi - lo;
+        }
+        double scale = tot > b - a ? (b - a) / tot : 1.0;
+        for (int k = 0; k < ZT_COLL_NKINDS; k++) s->r->coll[k].exposed += part[k] * scale;
+        s->r->t_exposed_comm += b - a;
+    }
+}
+
+// ---- memory ---------------------------------------------------------------------------
+
+static double pad_to(double n, double m) { return ceil(n / m) * m; }
+
+static void plan_memory(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                        const zt_plan_job *job, const zt_qwen3_layout *lay, int gs, zt_plan_memory *mem) {
+    double shard = 0, max_unit = 0;
+    for (int u = 0; u < lay->nunits; u++) {
+        double padded = pad_to((double)lay->units[u].numel, (double)gs * ZT_FSDP_ALIGN);
+        shard += padded / gs;
+        if (padded > max_unit) max_unit = padded;
+    }
+    const double n = (double)lay->total_numel;
+    mem->params = 6.0 * shard;  // fp32 master + bf16 all-gather source
+    const double accum = job->accum_bytes > 0 ? job->accum_bytes : 4;
+    mem->grads = 4.0 * shard + (job->choice == ZT_SHARD_NOSYNC ? accum * n : 0.0);
+    mem->optimizer = 8.0 * shard;
+    // ZT_FSDP_PARAM_SLOTS bf16 gathered units; ZT_FSDP_GRAD_SLOTS full-unit gradients in the reduce
+    // dtype (NOSYNC accumulates straight into its unsharded fp32 buffer and needs none).
+    mem->buffers = ZT_FSDP_PARAM_SLOTS * max_unit * 2.0 +
+                   (job->choice == ZT_SHARD_NOSYNC ? 0.0 : ZT_FSDP_GRAD_SLOTS * max_unit * job->reduce_bytes);
+
+    // Saved activations of one micro-batch, bf16 with flash attention (no S x S matrix):
+    // per token and layer x, ln1, x_mid, ln2 (4d); q before and after norm+RoPE and the
+    // attention output (3 H D); k before and after, v (3 Hkv D); gate, up, silu*up (3F);
+    // fp32 rstd of both norms and of q/k norms per head, and the softmax log-sum-exp.
+    const double T = (double)job->micro_batch * (double)job->seq_len;
+    const double d = (double)c->hidden_size, F = (double)c->intermediate_size, D = c->head_dim;
+    const double H = c->num_heads, Hkv = c->num_kv_heads, V = (double)c->vocab_size, L = c->num_layers;
+    const double layer = T * (2.0 * (4 * d + 3 * H * D + 3 * Hkv * D + 3 * F) + 4.0 * (2 + 2 * H + Hkv));
+    // head: final-norm output (bf16) + fp32 logits of the micro-batch (gradient in place);
+    // backward workspace: gradients of one layer's activations (dx, dh, dq, dk, dv, datt, dgate, dup, dact).
+    const double head = T * (2.0 * d + 4.0 * V);
+    const double work = T * 2.0 * (2 * d + 2 * H * D + 2 * Hkv * D + 3 * F);
+    mem->act_no_recompute = L * layer + head + work;
+    mem->act_recompute = L * T * d * 2.0 + layer + head + work;  // checkpointed layer inputs + one live layer
+    mem->activations = job->recompute ? mem->act_recompute : mem->act_no_recompute;
+    mem->total = mem->params + mem->grads + mem->optimizer + mem->buffers + mem->activations;
+    mem->usable = g->hbm_bytes * a->mem_usable;
+    mem->fits = mem->total <= mem->usable;
+}
+
+// ---- prediction ----------------------------------------------------------------------
+
+int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                    const zt_plan_job *job, zt_plan_result *r) {
+    memset(r, 0, sizeof *r);
+    r->job = *job;
+    const int W = job->world, gpn = g->gpus_per_node;
+    if (W < 1) return zt_err("world size %d must be >= 1", W);
+    if (job->micro_batch < 1 || job->grad_accum < 1 || job->seq_len < 2)
+        return zt_err("micro-batch (%d) and grad-accum (%d) must be >= 1 and seq-len (%lld) >= 2", job->micro_batch,
+                      job->grad_accum, (long long)job->seq_len);
+    if (job->reduce_bytes != 2 && job->reduce_bytes != 4)
+        return zt_err("reduce dtype must be bf16 (2 bytes) or fp32 (4 bytes), got %d bytes", job->reduce_bytes);
+    if (job->accum_bytes != 0 && job->accum_bytes != 2 && job->accum_bytes != 4)
+        return zt_err("accumulator dtype must be bf16 (2 bytes) or fp32 (4 bytes), got %d bytes", job->accum_bytes);
+    if (gpn < 1) return zt_err("gpus per node must be >= 1");
+    if (W > gpn && W % gpn)
+        return zt_err("world size %d spans nodes of %d GPUs but is not a multiple of %d (whole nodes only)", W, gpn,
+                      gpn);
+    if (!(a->mfu > 0 && a->mfu <= 1)) return zt_err("--mfu %g must be in (0, 1]", a->mfu);
+    int gs = W;
+    if (job->choice == ZT_SHARD_HSDP) {
+        gs = job->shard_group > 0 ? job->shard_group : (W < gpn ? W : gpn);
+        if (gs > W || W % gs)
+            return zt_err("--shard-group %d must divide the world size %d (HSDP: replicas of whole shard groups)", gs,
+                          W);
+    }
+    r->shard_group = gs;
+    r->replicas = W / gs;
+
+    zt_qwen3_layout lay;
+    if (zt_qwen3_layout_init(&lay, c) != 0) return -1;
+    const int L = c->num_layers, nu = lay.nunits, head = L + 1;
+    const double T = (double)job->micro_batch * (double)job->seq_len;
+    r->flops_per_token = zt_plan_flops_per_token(c, job->seq_len);
+    r->tokens_per_gpu = T * job->grad_accum;
+
+    // Compute: the step's FLOPs (field convention) at mfu * peak; split across units by
+    // what each really executes (the embedding lookup does no matmul work).
+    const double t_micro = T * r->flops_per_token / (g->peak_flops * a->mfu);
+    const double d = (double)c->hidden_size, V = (double)c->vocab_size;
+    const double layer_real =
+        zt_plan_flops_per_token_exact(c, job->seq_len) - 6.0 * V * d;  // all layers
+    const double head_real = 6.0 * V * d, real = layer_real + head_real;
+    double *buf = zt_xcalloc((size_t)nu * 5, sizeof(double));
+    // NOSYNC reduce-scatters straight from its unsharded accumulator: no gradient buffers to wait for
+    sim_model m = {.L = L, .nunits = nu, .tied = c->tie_word_embeddings,
+                   .grad_slots = job->choice == ZT_SHARD_NOSYNC ? 0 : ZT_FSDP_GRAD_SLOTS, .gs = gs,
+                   .reps = r->replicas, .world = W,
+                   .ag_bytes = buf, .rs_bytes = buf + nu, .ar_bytes = buf + 2 * nu, .fwd = buf + 3 * nu,
+                   .bwd = buf + 4 * nu};
+    for (int u = 0; u < nu; u++) {
+        double padded = pad_to((double)lay.units[u].numel, (double)gs * ZT_FSDP_ALIGN);
+        m.ag_bytes[u] = padded * 2.0;  // bf16 parameters
+        m.rs_bytes[u] = padded * job->reduce_bytes;
+        m.ar_bytes[u] = padded / gs * job->reduce_bytes;
+    }
+    const double emb = T * d * 6.0 / (g->hbm_bw * a->hbm_eff);  // row gather / scatter-add, memory bound
+    m.fwd[0] = emb;
+    m.bwd[0] = emb;
+    for (int u = 1; u <= L; u++) {
+        double t = t_micro * layer_real / real / L;
+        m.fwd[u] = t / 3.0;
+        m.bwd[u] = 2.0 * t / 3.0 + (job->recompute ? t / 3.0 : 0.0);
+    }
+    m.fwd[head] = t_micro * head_real / real;
+    m.bwd[head] = 0;
+    const int multi = gs > gpn;
+    m.bw_group = multi ? fmin(g->nvlink_bw * a->nvlink_eff, gpn * g->net_bw * a->net_eff) : g->nvlink_bw * a->nvlink_eff;
+    m.a_group = multi ? a->alpha_net : a->alpha_nvlink;
+    const int rep_net = W > gpn;
+    m.bw_rep = rep_net ? g->net_bw * a->net_eff : g->nvlink_bw * a->nvlink_eff;
+    m.a_rep = rep_net ? a->alpha_net : a->alpha_nvlink;
+
+    sim s = {.r = r};
+    for (int mb = 0; mb < job->grad_accum; mb++) {
+        const int last = mb == job->grad_accum - 1;
+        sim_micro(&s, &m, job->choice != ZT_SHARD_NOSYNC || last, last);
+    }
+    sim_wait(&s, fmax(s.tq[0], s.tq[1]));  // the step's reduce-scatters and all-reduces drain
+    // one small all-reduce (loss, non-finite flag, squared gradient norm) over every rank
+    const double ctrl = allreduce(W, 24, W > gpn ? g->net_bw : g->nvlink_bw, W > gpn ? a->alpha_net : a->alpha_nvlink);
+    sim_wait(&s, sim_issue(&s, 0, ZT_COLL_AR_CTRL, s.tc, ctrl, W > 1 ? 24 : 0));
+    attribute_stalls(&s);
+
+    double compute = 0;
+    for (int u = 0; u < nu; u++) compute += m.fwd[u] + m.bwd[u];
+    r->t_compute = compute * job->grad_accum;
+    plan_memory(c, g, a, job, &lay, gs, &r->mem);
+    // AdamW over the shard: read master, grad, m, v; write master, m, v, bf16 shard; zero the grad.
+    r->t_optimizer = r->mem.optimizer / 8.0 * 34.0 / (g->hbm_bw * a->hbm_eff);
+    r->t_step = s.tc + r->t_optimizer;
+    r->tok_per_s_per_gpu = r->tokens_per_gpu / r->t_step;
+    r->mfu = r->tok_per_s_per_gpu * r->flops_per_token / g->peak_flops;
+    for (int k = 0; k < ZT_COLL_NKINDS; k++) {
+        r->coll[k].group = k == ZT_COLL_AR_REPLICA ? r->replicas : k == ZT_COLL_AR_CTRL ? W : gs;
+        r->coll[k].over_network = k == ZT_COLL_AR_REPLICA ? rep_net : k == ZT_COLL_AR_CTRL ? W > gpn : multi;
+        r->coll[k].busbw = k == ZT_COLL_AR_REPLICA ? m.bw_rep : m.bw_group;
+    }
+    free(s.iv);
+    free(s.stall);
+    free(buf);
+    zt_qwen3_layout_free(&lay);
+    return 0;
+}

@@ -1,0 +1,133 @@
+// `zerotrain plan`: an analytic model of one FSDP training step on GPUs. Given a
+// Qwen3 config, a GPU description and a world size it predicts per-GPU memory and
+// the step time (compute, each collective over NVLink or the network, and how much
+// of it hides behind compute) for three sharding choices. The step is simulated
+// unit by unit on two queues (compute, communication) in the order the zerotrain
+// engine issues its work (engine/fsdp.c). docs/plan.md states every assumption.
+// defines: zt_gpu_spec, zt_plan_assumptions, zt_plan_job, zt_plan_result, zt_plan_*
+#ifndef ZT_PLAN_H
+#define ZT_PLAN_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/config.h"
+
+typedef struct {
+    char name[64];
+    double peak_flops;  // dense bf16 FLOP/s (no sparsity)
+    double hbm_bytes;   // nominal HBM capacity (decimal bytes, as sold)
+    double hbm_bw;      // HBM bytes/s
+    double nvlink_bw;   // NVLink bytes/s per GPU, one direction
+    double net_bw;      // scale-out network bytes/s per GPU (its own NIC), one direction
+    int gpus_per_node;
+    char source[256];   // where the numbers come from
+} zt_gpu_spec;
+
+// Efficiencies and latencies that turn line rates into achieved times.
+typedef struct {
+    double mfu;           // achieved fraction of peak_flops while computing, against the FLOP count
+                          // of zt_plan_flops_per_token (the field convention)
+    double nvlink_eff;    // achieved ring bus bandwidth / NVLink line rate
+    double net_eff;       // achieved ring bus bandwidth / NIC line rate
+    double alpha_nvlink;  // seconds per ring step inside a node
+    double alpha_net;     // seconds per ring step that crosses nodes
+    double hbm_eff;       // achieved fraction of HBM bandwidth (optimizer step)
+    double mem_usable;    // fraction of HBM a job can hold (context, NCCL buffers, fragmentation)
+} zt_plan_assumptions;
+
+typedef enum {
+    ZT_SHARD_FULL = 0,    // ZeRO-3: gather for forward and again for backward, reduce-scatter every micro-batch
+    ZT_SHARD_NOSYNC = 1,  // ZeRO-3 params, but gradients accumulate unsharded; one reduce-scatter per step
+    ZT_SHARD_HSDP = 2,    // full shard inside a group of shard_group GPUs (a node), replicas across groups,
+                          // one all-reduce of the gradient shards across replicas per step
+    ZT_SHARD_NCHOICES = 3
+} zt_shard_choice;
+
+typedef struct {
+    int world;
+    int micro_batch, grad_accum;
+    int64_t seq_len;
+    zt_shard_choice choice;
+    int shard_group;      // HSDP only; 0 = min(world, gpus_per_node)
+    int reduce_bytes;     // gradient reduction dtype: 4 (fp32, default) or 2 (bf16)
+    int accum_bytes;      // NOSYNC's unsharded gradient accumulator: 4 (fp32; 0 means 4) or 2 (bf16)
+    int recompute;        // full activation recomputation (checkpoint every decoder layer)
+} zt_plan_job;
+
+// Bytes held by one GPU.
+typedef struct {
+    double params;        // fp32 master shard + bf16 parameter shard (the all-gather source)
+    double grads;         // fp32 gradient shard (+ unsharded fp32 accumulator for NOSYNC)
+    double optimizer;     // fp32 Adam m and v shards
+    double buffers;       // gathered-unit parameter buffers + full-unit gradient buffers
+    double activations;   // saved activations of one micro-batch, with or without recompute (per job)
+    double act_no_recompute, act_recompute;  // both variants, for the report
+    double total;
+    double usable;        // hbm_bytes * mem_usable
+    int fits;
+} zt_plan_memory;
+
+typedef enum {
+    ZT_COLL_AG_FWD, ZT_COLL_AG_BWD, ZT_COLL_RS, ZT_COLL_AR_REPLICA, ZT_COLL_AR_CTRL, ZT_COLL_NKINDS
+} zt_coll_kind;
+
+typedef struct {
+    int count;            // per step
+    double bytes;         // bytes each GPU sends per step (ring: (n-1)/n of the full size per collective)
+    double time;          // seconds the collectives occupy their queue per step
+    double exposed;       // seconds of that during which compute was waiting for communication
+    int over_network;     // 1 when the collective's ring crosses nodes
+    double busbw;         // bytes/s bus bandwidth used
+    int group;            // ranks in the collective
+} zt_plan_coll;
+
+typedef struct {
+    zt_plan_job job;
+    int shard_group, replicas;   // effective sharding group and replica count
+    double flops_per_token;      // field convention (zt_plan_flops_per_token)
+    double tokens_per_gpu;       // per optimizer step
+    double t_compute;            // seconds of compute per step (all micro-batches)
+    double t_optimizer;          // AdamW over this GPU's shard (HBM bound), exposed
+    double t_exposed_comm;       // seconds compute waited on communication
+    double t_step;
+    double tok_per_s_per_gpu;
+    double mfu;                  // achieved MFU over the whole step (field convention)
+    zt_plan_coll coll[ZT_COLL_NKINDS];
+    zt_plan_memory mem;
+} zt_plan_result;
+
+extern const char *const zt_shard_names[ZT_SHARD_NCHOICES];
+extern const char *const zt_coll_names[ZT_COLL_NKINDS];
+
+// Presets: "B300", "B200", "H200", "H100" (case-insensitive). 0 on success.
+int zt_gpu_preset(const char *name, zt_gpu_spec *out);
+// Lists preset names separated by ", " into buf.
+void zt_gpu_preset_names(char *buf, size_t n);
+// Reads a GPU description JSON (fields as in zt_gpu_spec, bandwidths in bytes/s).
+int zt_gpu_spec_load(const char *path, zt_gpu_spec *out);
+void zt_plan_assumptions_default(zt_plan_assumptions *a);
+
+// FLOPs per trained token, the field convention: 6 * N_params + 12 * L * S * hidden_size
+// (all parameters including the embedding, attention scores + values without causal halving,
+// hidden_size rather than heads * head_dim). For Qwen3-32B at S = 2048: 204.6 GFLOP.
+double zt_plan_flops_per_token(const zt_qwen3_config *c, int64_t seq_len);
+// What the GPU really executes: 6 * (matmul parameters, no embedding lookup, no norms)
+// + 6 * L * S * heads * head_dim (causal: each query sees S/2 keys on average).
+double zt_plan_flops_per_token_exact(const zt_qwen3_config *c, int64_t seq_len);
+// Bytes of sharded state per parameter for a choice (18/W or 18/G, + 4 for NOSYNC's
+// unsharded fp32 gradient accumulator); ignores the alignment padding.
+double zt_plan_state_bytes_per_param(zt_shard_choice choice, int world, int shard_group);
+
+// The field report (DESIGN.md): Qwen3-32B on B300s, seq 2048, micro-batch 1, grad-accum 8.
+typedef struct { int world; double tok_per_s_per_gpu, gpu_h_per_epoch, efficiency; } zt_field_row;
+#define ZT_FIELD_ROWS 3
+#define ZT_FIELD_EPOCH_TOKENS 1.01e9
+extern const zt_field_row zt_field_table[ZT_FIELD_ROWS];
+// Qwen3-32B's config.json fields (QWEN3.md), built in so that `plan --field` needs no file.
+void zt_qwen3_32b_config(zt_qwen3_config *c);
+
+// Validates job against gpu (world a multiple of gpus_per_node when larger, ...) and
+// fills r. Returns -1 with zt_err naming the rule on a bad job.
+int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                    const zt_plan_job *job, zt_plan_result *r);
+#endif

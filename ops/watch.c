@@ -1,0 +1,784 @@
+// The watcher's rules (docs/operations.md, "zerotrain watch"): complete.json wins;
+// a "failed" report is FAILED; a stale liveness tick is CRASHED; with every tick
+// fresh, a step counter stalled past max(min-stall, factor x median step time) or the
+// deadlock power signature on consecutive samples is HUNG. Then the flight recorders
+// name who is in which collective.
+#define _GNU_SOURCE
+#include "ops/watch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine/comm.h"
+#include "base/common.h"
+#include "engine/flight.h"
+#include "train/train_defaults.h"
+
+static const char *ws_names[] = {"STARTING", "RUNNING", "COMPLETE", "CRASHED", "HUNG", "FAILED", "STOPPED"};
+
+const char *zt_watch_state_name(zt_watch_state s) { return (unsigned)s <= ZT_WS_STOPPED ? ws_names[s] : "?"; }
+
+int zt_watch_state_final(zt_watch_state s) { return s >= ZT_WS_COMPLETE; }
+
+int zt_watch_exit_code(zt_watch_state s) {
+    switch (s) {
+    case ZT_WS_COMPLETE: return ZT_WATCH_EXIT_COMPLETE;
+    case ZT_WS_CRASHED: return ZT_WATCH_EXIT_CRASHED;
+    case ZT_WS_HUNG: return ZT_WATCH_EXIT_HUNG;
+    case ZT_WS_FAILED: return ZT_WATCH_EXIT_FAILED;
+    case ZT_WS_STOPPED: return ZT_WATCH_EXIT_STOPPED;
+    default: return ZT_WATCH_EXIT_RUNNING;
+    }
+}
+
+void zt_watch_opts_default(zt_watch_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->alive_interval = ZT_DEF_ALIVE_INTERVAL;
+    o->stall_factor = ZT_WATCH_DEF_STALL_FACTOR;
+    o->min_stall = ZT_WATCH_DEF_MIN_STALL;
+    o->startup_grace = ZT_WATCH_DEF_STARTUP_GRACE;
+    o->power_samples = ZT_WATCH_DEF_POWER_SAMPLES;
+    zt_bands_b300(&o->bands);
+}
+
+double zt_watch_stale_after(const zt_watch_opts *o) { return fmax(3.0 * o->alive_interval, 15.0); }
+
+int zt_watch_init(zt_watch *w, const char *run_dir, const zt_watch_opts *o) {
+    memset(w, 0, sizeof *w);
+    size_t n = strlen(run_dir);
+    w->run_dir = zt_xmalloc(n + 1);
+    memcpy(w->run_dir, run_dir, n + 1);
+    while (n > 1 && w->run_dir[n - 1] == '/') w->run_dir[--n] = 0;
+    if (o)
+        w->o = *o;
+    else
+        zt_watch_opts_default(&w->o);
+    w->step_seen = LLONG_MIN;
+    return 0;
+}
+
+void zt_watch_free(zt_watch *w) {
+    free(w->run_dir);
+    free(w->ranks);
+    free(w->details);
+    memset(w, 0, sizeof *w);
+}
+
+static void warn(zt_watch *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(zt_watch *w, const char *fmt, ...) {
+    size_t at = strlen(w->warnings);
+    if (at + 2 >= sizeof w->warnings) return;
+    if (at) w->warnings[at++] = '\n', w->warnings[at] = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->warnings + at, sizeof w->warnings - at, fmt, ap);
+    va_end(ap);
+}
+
+// Parse a JSON file. NULL with *exists = 0 when absent; NULL with *exists = 1 when
+// unreadable or not JSON (a warning is recorded).
+static cJSON *read_json(zt_watch *w, const char *path, int *exists) {
+    struct stat st;
+    *exists = stat(path, &st) == 0;
+    if (!*exists) return NULL;
+    char *text = zt_read_file(path, NULL);
+    if (!text) {
+        warn(w, "%s", zt_errmsg());
+        return NULL;
+    }
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(j)) {
+        warn(w, "%s: not a JSON object", path);
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static double jnum(const cJSON *o, const char *k, double dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static void jstr(const cJSON *o, const char *k, char *dst, size_t n) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    snprintf(dst, n, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+static void read_heartbeat(zt_watch *w) {
+    char path[4200];
+    int exists;
+    snprintf(path, sizeof path, "%s/heartbeat.json", w->run_dir);
+    cJSON *j = read_json(w, path, &exists);
+    if (!j) return;  // absent, or a warning; keep what the last poll read
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(j, "state");
+    if (!cJSON_IsNumber(step) || !cJSON_IsString(state)) {
+        warn(w, "%s: no numeric \"step\" or string \"state\"", path);
+        cJSON_Delete(j);
+        return;
+    }
+    zt_watch_hb *h = &w->hb;
+    h->have = 1;
+    jstr(j, "run_id", h->run_id, sizeof h->run_id);
+    jstr(j, "state", h->state, sizeof h->state);
+    jstr(j, "error", h->error, sizeof h->error);
+    h->step = (long long)step->valuedouble;
+    h->total_steps = (long long)jnum(j, "total_steps", 0);
+    h->epoch = (long long)jnum(j, "epoch", 0);
+    h->tokens = (long long)jnum(j, "tokens", 0);
+    h->time = jnum(j, "time", 0);
+    h->elapsed_s = jnum(j, "elapsed_s", 0);
+    h->step_time_s = jnum(j, "step_time_s", 0);
+    h->tok_per_s = jnum(j, "tok_per_s", 0);
+    h->loss = jnum(j, "loss", NAN);
+    h->world_size = (int)jnum(j, "world_size", 0);
+    cJSON_Delete(j);
+}
+
+// The largest rank with a .alive or .flight file, -1 if none.
+static int scan_ranks(const char *run_dir) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/ranks", run_dir);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int maxr = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int r, n = 0;
+        if (sscanf(e->d_name, "rank-%d.alive%n", &r, &n) == 1 && n > 0 && e->d_name[n] == 0 && r > maxr) maxr = r;
+        n = 0;
+        if (sscanf(e->d_name, "rank-%d.flight%n", &r, &n) == 1 && n > 0 && e->d_name[n] == 0 && r > maxr) maxr = r;
+    }
+    closedir(d);
+    return maxr;
+}
+
+static void read_ticks(zt_watch *w, double now) {
+    for (int r = 0; r < w->world; r++) {
+        zt_watch_rank *k = &w->ranks[r];
+        char path[4200];
+        int exists;
+        snprintf(path, sizeof path, "%s/ranks/rank-%05d.alive", w->run_dir, r);
+        cJSON *j = read_json(w, path, &exists);
+        k->present = exists;
+        const cJSON *t = j ? cJSON_GetObjectItemCaseSensitive(j, "time") : NULL;
+        if (j && !cJSON_IsNumber(t)) warn(w, "%s: no numeric \"time\"", path);
+        if (cJSON_IsNumber(t)) {
+            if (!k->seen) {
+                // First sight: dated by the time inside (a future time counts as now).
+                k->seen = 1;
+                k->value = t->valuedouble;
+                k->since = fmin(now, t->valuedouble);
+            } else if (t->valuedouble != k->value) {
+                k->value = t->valuedouble;
+                k->since = now;
+            }
+            k->pid = (int)jnum(j, "pid", 0);
+            k->step = (long long)jnum(j, "step", 0);
+            jstr(j, "host", k->host, sizeof k->host);
+            jstr(j, "state", k->state, sizeof k->state);
+        } else if (!k->seen) {
+            k->since = w->t_start;  // never seen: its age counts from the watcher's start
+        }
+        k->age = now - k->since;
+        cJSON_Delete(j);
+    }
+}
+
+// step_time_s of the last (up to 20) lines of RUN/metrics.jsonl.
+static double median_step_time(zt_watch *w) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", w->run_dir);
+    double v[20];
+    int n = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        char buf[16384];
+        long off = 0;
+        if (fseek(f, 0, SEEK_END) == 0) {
+            long size = ftell(f);
+            off = size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1 : 0;
+            fseek(f, off, SEEK_SET);
+        }
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        char *p = buf;
+        if (off > 0) p = strchr(buf, '\n') ? strchr(buf, '\n') + 1 : buf + len;  // skip the cut line
+        double all[400];
+        int na = 0;
+        for (char *save = NULL, *line = strtok_r(p, "\n", &save); line && na < 400; line = strtok_r(NULL, "\n", &save)) {
+            cJSON *j = cJSON_Parse(line);
+            double st = jnum(j, "step_time_s", -1);
+            if (st > 0) all[na++] = st;
+            cJSON_Delete(j);
+        }
+        for (int i = na > 20 ? na - 20 : 0; i < na; i++) v[n++] = all[i];
+    }
+    if (n == 0 && w->hb.have && w->hb.step_time_s > 0) v[n++] = w->hb.step_time_s;
+    return zt_median(v, (size_t)n);
+}
+
+// Text = first line of the file + its last `tail` bytes (whole lines).
+static char *read_head_tail(const char *path, size_t tail, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char head[1024];
+    if (!fgets(head, sizeof head, f)) {
+        fclose(f);
+        return NULL;
+    }
+    size_t hl = strlen(head);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    long off = size - (long)tail > (long)hl ? size - (long)tail : (long)hl;
+    fseek(f, off, SEEK_SET);
+    char *buf = zt_xmalloc(hl + tail + 2);
+    memcpy(buf, head, hl);
+    size_t n = fread(buf + hl, 1, tail, f);
+    fclose(f);
+    buf[hl + n] = 0;
+    if (off > (long)hl) {  // drop the partial first line of the tail
+        char *nl = strchr(buf + hl, '\n');
+        size_t skip = nl ? (size_t)(nl + 1 - (buf + hl)) : n;
+        memmove(buf + hl, buf + hl + skip, n - skip + 1);
+        n -= skip;
+    }
+    // drop a partial last line (the sampler may be mid-write)
+    size_t total = hl + n;
+    while (total > hl && buf[total - 1] != '\n') total--;
+    buf[total] = 0;
+    *len = total;
+    return buf;
+}
+
+// The deadlock signature: the last power_samples snapshots, each with every power file
+// present, all classified deadlock. Returns 1 and fills `why` on a match.
+static int power_signature(zt_watch *w, char *why, size_t whylen) {
+    w->power_state = ZT_GS_UNKNOWN;
+    w->power_n = 0;
+    if (w->o.power_samples <= 0 || w->world <= 0) return 0;
+    zt_samples set;
+    zt_samples_init(&set);
+    for (int r = 0; r < w->world; r++) {
+        char path[4200];
+        size_t len;
+        snprintf(path, sizeof path, "%s/ranks/rank-%05d.power.csv", w->run_dir, r);
+        char *text = read_head_tail(path, 4096, &len);
+        if (!text) continue;
+        if (zt_samples_parse(&set, text, len, path, ZT_SF_POWER_CSV, 1.0, -1) < 0)
+            warn(w, "%s", zt_errmsg());
+        else
+            w->power_n++;
+        free(text);
+    }
+    int hit = 0;
+    if (set.n && w->power_n) {
+        zt_samples_sort(&set);
+        zt_snapshot *s;
+        size_t ns;
+        zt_snapshots_build(&set, &w->o.bands, 1.0, &s, &ns);
+        for (size_t i = ns; i-- > 0;)
+            if (s[i].n == w->power_n) {
+                w->power_state = s[i].state;
+                break;
+            }
+        double newest_tick = 0;
+        for (int r = 0; r < w->world; r++) newest_tick = fmax(newest_tick, w->ranks[r].value);
+        size_t k = (size_t)w->o.power_samples;
+        if (ns >= k) {
+            hit = 1;
+            for (size_t i = ns - k; i < ns; i++)
+                if (s[i].n != w->power_n || s[i].state != ZT_GS_DEADLOCK) hit = 0;
+            // Old samples (a sampler that stopped) say nothing about now.
+            if (newest_tick > 0 && s[ns - 1].t < newest_tick - zt_watch_stale_after(&w->o)) hit = 0;
+            if (hit)
+                snprintf(why, whylen,
+                         "deadlock power signature on the last %zu samples: busy GPUs at a median %.0f W (hang band <= "
+                         "%.0f W), at 0%% util: %s",
+                         k, s[ns - 1].p_busy_med, w->o.bands.hang_max_w, s[ns - 1].zero[0] ? s[ns - 1].zero : "none");
+        }
+        free(s);
+    }
+    zt_samples_free(&set);
+    return hit;
+}
+
+static void rank_list_where(const zt_watch *w, int (*pred)(const zt_watch_rank *, double), double arg, char *buf,
+                            size_t n, int *count) {
+    int *r = zt_xmalloc((size_t)(w->world + 1) * sizeof *r), k = 0;
+    for (int i = 0; i < w->world; i++)
+        if (pred(&w->ranks[i], arg)) r[k++] = i;
+    zt_rank_list(r, k, buf, n);
+    *count = k;
+    free(r);
+}
+
+// What this host can see of a rank whose tick stopped: its process, when the tick names
+// this host. The text goes after "rank N ".
+typedef enum { PROBE_UNKNOWN, PROBE_GONE, PROBE_STOPPED, PROBE_ALIVE } rank_probe;
+
+static int same_host(const char *a, const char *b) {
+    size_t la = strcspn(a, "."), lb = strcspn(b, ".");
+    return la && la == lb && !strncmp(a, b, la);
+}
+
+static rank_probe probe_rank(const zt_watch_rank *k, char *buf, size_t n) {
+    char me[256] = "";
+    gethostname(me, sizeof me - 1);
+    if (!k->seen || k->pid <= 0 || !k->host[0]) {
+        snprintf(buf, n, "stopped answering (its tick names no host and pid)");
+        return PROBE_UNKNOWN;
+    }
+    if (!same_host(k->host, me)) {
+        snprintf(buf, n, "stopped answering (pid %d on host %s; the watcher runs on %s and cannot look at it)", k->pid,
+                 k->host, me[0] ? me : "?");
+        return PROBE_UNKNOWN;
+    }
+    char path[64], st[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", k->pid);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(st, 1, sizeof st - 1, f) : 0;
+    if (f) fclose(f);
+    st[len] = 0;
+    // "PID (comm) S ...": comm may hold spaces and parentheses; the state follows the last ')'.
+    char *open = strchr(st, '('), *close = strrchr(st, ')');
+    if (!f || !open || !close || close < open) {
+        snprintf(buf, n, "is gone (process %d no longer exists on this host: killed or crashed)", k->pid);
+        return PROBE_GONE;
+    }
+    *close = 0;
+    char state = close[1] == ' ' ? close[2] : '?';
+    if (!strstr(open + 1, "zerotrain")) {  // the pid was reused by another program
+        snprintf(buf, n, "is gone (process %d on this host is now \"%s\", not zerotrain: killed or crashed)", k->pid,
+                 open + 1);
+        return PROBE_GONE;
+    }
+    if (state == 'T' || state == 't') {
+        snprintf(buf, n, "is stopped (process %d on this host is in state %c: SIGSTOP, or a debugger holds it)", k->pid,
+                 state);
+        return PROBE_STOPPED;
+    }
+    if (state == 'Z' || state == 'X') {
+        snprintf(buf, n, "is gone (process %d on this host has exited: state %c)", k->pid, state);
+        return PROBE_GONE;
+    }
+    snprintf(buf, n, "is alive but not ticking (process %d on this host, state %c: its tick thread is blocked, e.g. on a "
+             "hung file system)", k->pid, state);
+    return PROBE_ALIVE;
+}
+
+static int is_stale(const zt_watch_rank *k, double lim) { return k->age > lim; }
+static int is_failed(const zt_watch_rank *k, double unused) { return k->seen && !strcmp(k->state, "failed"); }
+static int is_done_stale(const zt_watch_rank *k, double lim) { return k->age > lim && !strcmp(k->state, "done"); }
+static int is_missing(const zt_watch_rank *k, double lim) { return k->age > lim && !k->seen; }
+
+zt_watch_state zt_watch_poll(zt_watch *w, double now) {
+    if (w->polls++ == 0) w->t_start = now;
+    w->warnings[0] = w->reason[0] = 0;
+    w->nstale = 0;
+    w->stall_s = w->stall_bound_s = 0;
+    char path[4200], list[256];
+    int exists, cnt;
+
+    snprintf(path, sizeof path, "%s/complete.json", w->run_dir);
+    cJSON *c = read_json(w, path, &exists);
+    if (c) {
+        jstr(c, "final", w->complete_final, sizeof w->complete_final);
+        snprintf(w->reason, sizeof w->reason, "complete.json: step %lld, final %s", (long long)jnum(c, "step", -1),
+                 w->complete_final[0] ? w->complete_final : "(none)");
+        cJSON_Delete(c);
+        read_heartbeat(w);
+        return w->state = ZT_WS_COMPLETE;
+    }
+    read_heartbeat(w);
+    int maxr = scan_ranks(w->run_dir);
+    int world = w->hb.have && w->hb.world_size > 0 ? w->hb.world_size : maxr + 1;
+    if (world > w->ranks_cap) {
+        zt_watch_rank *nr = zt_xcalloc((size_t)world, sizeof *nr);
+        if (w->ranks_cap) memcpy(nr, w->ranks, (size_t)w->ranks_cap * sizeof *nr);
+        free(w->ranks);
+        w->ranks = nr;
+        w->ranks_cap = world;
+    }
+    w->world = world;
+    read_ticks(w, now);
+    int npresent = 0;
+    for (int r = 0; r < world; r++) npresent += w->ranks[r].seen;
+
+    if (!w->hb.have && npresent == 0) {
+        if (now - w->t_start > w->o.startup_grace) {
+            snprintf(w->reason, sizeof w->reason,
+                     "no heartbeat.json and no liveness tick in %s/ranks within the startup grace (%.0f s)", w->run_dir,
+                     w->o.startup_grace);
+            return w->state = ZT_WS_CRASHED;
+        }
+        return w->state = ZT_WS_STARTING;
+    }
+    if (w->hb.have && !strcmp(w->hb.state, "failed")) {
+        snprintf(w->reason, sizeof w->reason, "heartbeat.json: the trainer reported failure at step %lld%s%.900s",
+                 w->hb.step, w->hb.error[0] ? ": " : "", w->hb.error);
+        return w->state = ZT_WS_FAILED;
+    }
+    if (w->hb.have && !strcmp(w->hb.state, "stopped")) {
+        snprintf(w->reason, sizeof w->reason,
+                 "heartbeat.json: the trainer stopped on a signal at step %lld after committing a checkpoint; "
+                 "continue with `zerotrain train ... --resume`", w->hb.step);
+        return w->state = ZT_WS_STOPPED;
+    }
+    rank_list_where(w, is_failed, 0, list, sizeof list, &cnt);
+    if (cnt) {
+        snprintf(w->reason, sizeof w->reason, "rank%s %s reported failure (state \"failed\" in the liveness tick)",
+                 cnt > 1 ? "s" : "", list);
+        return w->state = ZT_WS_FAILED;
+    }
+
+    double lim = zt_watch_stale_after(&w->o);
+    rank_list_where(w, is_stale, lim, list, sizeof list, &w->nstale);
+    if (w->nstale) {
+        double oldest = 0;
+        int worst = 0, ndone, nmiss;
+        for (int r = 0; r < world; r++)
+            if (w->ranks[r].age > oldest) oldest = w->ranks[r].age, worst = r;
+        char dl[256], ml[256];
+        rank_list_where(w, is_done_stale, lim, dl, sizeof dl, &ndone);
+        rank_list_where(w, is_missing, lim, ml, sizeof ml, &nmiss);
+        const zt_watch_rank *k = &w->ranks[worst];
+        // Every stale rank stopped (SIGSTOP, a debugger) and none gone: the job hangs, nothing crashed.
+        int nstopped = 0;
+        char why[512], other[512];
+        for (int r = 0; r < world; r++)
+            if (r != worst && is_stale(&w->ranks[r], lim)) nstopped += probe_rank(&w->ranks[r], other, sizeof other) == PROBE_STOPPED;
+        nstopped += probe_rank(k, why, sizeof why) == PROBE_STOPPED;  // `why` describes the oldest
+        if (nstopped == w->nstale) {
+            snprintf(w->reason, sizeof w->reason,
+                     "rank%s %s stopped answering: rank %d %s; its liveness tick is %.0f s old", w->nstale > 1 ? "s" : "",
+                     list, worst, why, k->age);
+            return w->state = ZT_WS_HUNG;
+        }
+        int at = snprintf(w->reason, sizeof w->reason,
+                          "liveness ticks stopped: rank%s %s (%d of %d) not updated for over %.0f s (oldest: rank %d, "
+                          "%.0f s, host %s, pid %d)",
+                          w->nstale > 1 ? "s" : "", list, w->nstale, world, lim, worst, k->age,
+                          k->host[0] ? k->host : "?", k->pid);
+        if (ndone && at < (int)sizeof w->reason)
+            at += snprintf(w->reason + at, sizeof w->reason - at, "; rank%s %s finished (\"done\")", ndone > 1 ? "s" : "", dl);
+        if (nmiss && at < (int)sizeof w->reason)
+            at += snprintf(w->reason + at, sizeof w->reason - at, "; rank%s %s never wrote a tick", nmiss > 1 ? "s" : "", ml);
+        if (at < (int)sizeof w->reason)
+            at += snprintf(w->reason + at, sizeof w->reason - at, "; rank %d %s", worst, why);
+        if (at < (int)sizeof w->reason) snprintf(w->reason + at, sizeof w->reason - at, "; no complete.json");
+        return w->state = ZT_WS_CRASHED;
+    }
+
+    // Every tick is fresh: is the job making progress?
+    long long step = w->hb.have ? w->hb.step : -1;
+    if (step != w->step_seen) {
+        w->step_since = w->step_seen == LLONG_MIN && w->hb.have && w->hb.time > 0 ? fmin(now, w->hb.time)
+                        : w->step_seen == LLONG_MIN                            ? w->t_start
+                                                                               : now;
+        w->step_seen = step;
+    }
+    w->median_step_s = median_step_time(w);
+    int first = step <= 0 || w->median_step_s <= 0;
+    w->stall_bound_s = first ? fmax(w->o.min_stall, w->o.startup_grace)
+                             : fmax(w->o.min_stall, w->o.stall_factor * w->median_step_s);
+    w->stall_s = now - w->step_since;
+    if (w->stall_s > w->stall_bound_s) {
+        if (first)
+            snprintf(w->reason, sizeof w->reason,
+                     "no step completed in %.0f s (bound %.0f s = max(--min-stall %.0f, --startup-grace %.0f)) while "
+                     "every liveness tick is fresh",
+                     w->stall_s, w->stall_bound_s, w->o.min_stall, w->o.startup_grace);
+        else
+            snprintf(w->reason, sizeof w->reason,
+                     "step %lld has not advanced for %.0f s (bound %.0f s = max(--min-stall %.0f, %.3g x median step "
+                     "time %.3g s)) while every liveness tick is fresh",
+                     step, w->stall_s, w->stall_bound_s, w->o.min_stall, w->o.stall_factor, w->median_step_s);
+        power_signature(w, path, sizeof path);
+        return w->state = ZT_WS_HUNG;
+    }
+    if (power_signature(w, w->reason, sizeof w->reason)) return w->state = ZT_WS_HUNG;
+    return w->state = ZT_WS_RUNNING;
+}
+
+// ---- diagnosis ------------------------------------------------------------------
+typedef struct {
+    int incoll;
+    zt_coll_op op;
+    uint64_t seq;
+    char label[ZT_FLIGHT_LABEL];
+    char text[160];
+    int *ranks, n;
+} diag_group;
+
+static int group_cmp(const void *a, const void *b) {
+    const diag_group *x = a, *y = b;
+    if (x->n != y->n) return x->n - y->n;
+    return x->ranks[0] - y->ranks[0];
+}
+
+void zt_watch_diagnose(zt_watch *w, double now) {
+    int world = w->world;
+    if (world <= 0) world = scan_ranks(w->run_dir) + 1;
+    w->diagnosis[0] = 0;
+    free(w->details);
+    w->details = NULL;
+    size_t dlen = 0;
+    FILE *d = open_memstream(&w->details, &dlen);
+    if (world <= 0) {
+        snprintf(w->diagnosis, sizeof w->diagnosis, "no ranks found in %s/ranks", w->run_dir);
+        fclose(d);
+        return;
+    }
+    diag_group *g = zt_xcalloc((size_t)world + 2, sizeof *g);
+    int ng = 0, nrec = 0, *aborted = zt_xmalloc((size_t)world * sizeof(int)), nab = 0;
+    for (int r = 0; r < world; r++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/ranks/rank-%05d.flight", w->run_dir, r);
+        zt_flight_hdr h;
+        zt_flight_rec *recs = NULL;
+        int n = 0;
+        diag_group key = {0};
+        if (zt_flight_read(path, &h, &recs, &n) < 0) {
+            snprintf(key.text, sizeof key.text, "no flight recorder");
+        } else {
+            nrec++;
+            if (h.status == ZT_FL_ABORTED) aborted[nab++] = r;
+            const zt_flight_rec *cur = zt_flight_current(recs, n);
+            if (cur) {
+                key.incoll = 1, key.op = cur->op, key.seq = cur->seq;
+                memcpy(key.label, cur->label, sizeof key.label);
+                snprintf(key.text, sizeof key.text, "%s(\"%s\") seq %llu", zt_op_name(cur->op), cur->label,
+                         (unsigned long long)cur->seq);
+            } else {
+                snprintf(key.text, sizeof key.text, "in no collective");
+            }
+        }
+        free(recs);
+        int i = 0;
+        while (i < ng && strcmp(g[i].text, key.text) != 0) i++;
+        if (i == ng) {
+            g[ng] = key;
+            g[ng].ranks = zt_xmalloc((size_t)world * sizeof(int));
+            ng++;
+        }
+        g[i].ranks[g[i].n++] = r;
+    }
+    qsort(g, (size_t)ng, sizeof *g, group_cmp);
+    size_t at = 0;
+    int ncoll = 0, nidle = 0, ndistinct_op = 0;
+    for (int i = 0; i < ng; i++) {
+        char rl[512];
+        zt_rank_list(g[i].ranks, g[i].n, rl, sizeof rl);
+        if (at < sizeof w->diagnosis)
+            at += (size_t)snprintf(w->diagnosis + at, sizeof w->diagnosis - at, "%s%s %s: %s", i ? "; " : "",
+                                   g[i].n > 1 ? "ranks" : "rank", rl, g[i].text);
+        if (g[i].incoll) {
+            ncoll += g[i].n;
+            int same = 0;
+            for (int j = 0; j < i; j++)
+                if (g[j].incoll && g[j].op == g[i].op && !strcmp(g[j].label, g[i].label)) same = 1;
+            ndistinct_op += !same;
+        } else {
+            nidle += g[i].n;
+        }
+    }
+    int ngroups_coll = 0;
+    for (int i = 0; i < ng; i++) ngroups_coll += g[i].incoll;
+    // Ranks whose liveness tick stopped: the first of them to stop explains the others'
+    // waits, whatever collective each was in (a kill -9, a crash, a SIGSTOP).
+    double lim = zt_watch_stale_after(&w->o);
+    int lead = -1, nstale = 0, *stale = zt_xmalloc((size_t)world * sizeof(int));
+    for (int r = 0; r < world && r < w->ranks_cap; r++)
+        if (w->ranks[r].seen && is_stale(&w->ranks[r], lim)) {
+            stale[nstale++] = r;
+            if (lead < 0 || w->ranks[r].value < w->ranks[lead].value) lead = r;
+        }
+    char stale_verdict[1024] = "";
+    if (lead >= 0) {
+        char why[512], rl[256];
+        probe_rank(&w->ranks[lead], why, sizeof why);
+        size_t sv = (size_t)snprintf(stale_verdict, sizeof stale_verdict, " \xe2\x80\x94 rank %d %s; its liveness tick "
+                                     "is %.0f s old", lead, why, w->ranks[lead].age);
+        if (nstale > 1 && sv < sizeof stale_verdict) {
+            zt_rank_list(stale, nstale, rl, sizeof rl);
+            double later = 0;
+            for (int i = 0; i < nstale; i++) later = fmax(later, w->ranks[stale[i]].value - w->ranks[lead].value);
+            sv += (size_t)snprintf(stale_verdict + sv, sizeof stale_verdict - sv,
+                                   " (ranks %s stopped ticking, the others up to %.1f s after it)", rl, later);
+        }
+        if (sv < sizeof stale_verdict)
+            snprintf(stale_verdict + sv, sizeof stale_verdict - sv,
+                     ": the positions are where each rank was when the ticks stopped, not a program-order bug");
+    }
+    free(stale);
+    char stopped_verdict[256];
+    snprintf(stopped_verdict, sizeof stopped_verdict,
+             " \xe2\x80\x94 the run stopped cleanly on a signal at step %lld after committing a checkpoint: nothing is "
+             "stuck", w->hb.step);
+    const char *verdict;
+    if (w->state == ZT_WS_STOPPED)
+        verdict = stopped_verdict;
+    else if (w->state == ZT_WS_FAILED)
+        verdict = " \xe2\x80\x94 the trainer reported the failure itself (its error output says why); these are the "
+                  "positions it left";
+    else if (lead >= 0)
+        verdict = stale_verdict;
+    else if (nrec == 0)
+        verdict = " \xe2\x80\x94 no flight recorders: the job died before its process group started, or RUN/ranks is not shared";
+    else if (ngroups_coll > 1)
+        verdict = ndistinct_op > 1 ? " \xe2\x80\x94 collective mismatch"
+                                   : " \xe2\x80\x94 collective mismatch (same call site at different sequence numbers)";
+    else if (ngroups_coll == 1 && nidle)
+        verdict = " \xe2\x80\x94 the ranks in no collective are stuck outside collectives (compute, I/O, data) "
+                  "while the others wait for them";
+    else if (ngroups_coll == 1)
+        verdict = " \xe2\x80\x94 every rank is in the same collective: the transport is stuck (network, NCCL), not "
+                  "the program order";
+    else
+        verdict = " \xe2\x80\x94 no rank is in a collective: stuck in compute, I/O or data loading, or exited";
+    if (at < sizeof w->diagnosis) at += (size_t)snprintf(w->diagnosis + at, sizeof w->diagnosis - at, "%s", verdict);
+    if (nab && at < sizeof w->diagnosis) {
+        char rl[256];
+        zt_rank_list(aborted, nab, rl, sizeof rl);
+        snprintf(w->diagnosis + at, sizeof w->diagnosis - at, " (rank%s %s aborted at the collective deadline)",
+                 nab > 1 ? "s" : "", rl);
+    }
+    // Details: each rank's tick, then the flight recorder summary.
+    for (int r = 0; r < world && r < w->ranks_cap; r++) {
+        const zt_watch_rank *k = &w->ranks[r];
+        if (k->seen)
+            fprintf(d, "  rank %d: tick %.0f s ago (host %s, pid %d, step %lld, %s)\n", r, k->age, k->host, k->pid,
+                    k->step, k->state);
+        else
+            fprintf(d, "  rank %d: no liveness tick\n", r);
+    }
+    if (nrec) zt_flight_summarize_dir(w->run_dir, world, d, "  ");
+    // --device cuda: the NCCL comm (parameters, gradients, the step all-reduce) keeps its
+    // own rings in RUN/nccl/ranks; during a step that is where a stuck rank shows.
+    char ndir[4200], nfile[4300];
+    snprintf(ndir, sizeof ndir, "%s/nccl", w->run_dir);
+    snprintf(nfile, sizeof nfile, "%s/ranks/rank-00000.flight", ndir);
+    if (access(nfile, R_OK) == 0) {
+        fprintf(d, "  NCCL comm (RUN/nccl/ranks):\n");
+        zt_flight_summarize_dir(ndir, world, d, "  ");
+    }
+    fclose(d);
+    (void)ncoll;
+    (void)now;
+    for (int i = 0; i < ng; i++) free(g[i].ranks);
+    free(g);
+    free(aborted);
+}
+
+// ---- output -----------------------------------------------------------------------
+int zt_watch_write_json(const zt_watch *w, double now) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", "zerotrain-watch");
+    cJSON_AddNumberToObject(o, "version", 1);
+    cJSON_AddStringToObject(o, "state", zt_watch_state_name(w->state));
+    cJSON_AddNumberToObject(o, "exit_code", zt_watch_exit_code(w->state));
+    cJSON_AddStringToObject(o, "reason", w->reason);
+    cJSON_AddStringToObject(o, "diagnosis", w->diagnosis);
+    cJSON_AddNumberToObject(o, "time", now);
+    cJSON_AddStringToObject(o, "run_dir", w->run_dir);
+    if (w->hb.have) {
+        cJSON_AddStringToObject(o, "run_id", w->hb.run_id);
+        cJSON_AddNumberToObject(o, "step", (double)w->hb.step);
+        cJSON_AddNumberToObject(o, "total_steps", (double)w->hb.total_steps);
+        cJSON_AddNumberToObject(o, "heartbeat_age_s", now - w->hb.time);
+    }
+    cJSON_AddNumberToObject(o, "world", w->world);
+    cJSON_AddNumberToObject(o, "stall_s", w->stall_s);
+    cJSON_AddNumberToObject(o, "stall_bound_s", w->stall_bound_s);
+    cJSON_AddNumberToObject(o, "median_step_s", w->median_step_s);
+    cJSON_AddNumberToObject(o, "stale_after_s", zt_watch_stale_after(&w->o));
+    cJSON_AddStringToObject(o, "power_state", w->power_n ? zt_gpu_state_name(w->power_state) : "none");
+    cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
+    for (int r = 0; r < w->world && r < w->ranks_cap; r++) {
+        const zt_watch_rank *k = &w->ranks[r];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "rank", r);
+        cJSON_AddBoolToObject(x, "tick_seen", k->seen);
+        cJSON_AddNumberToObject(x, "tick_age_s", k->age);
+        cJSON_AddStringToObject(x, "host", k->host);
+        cJSON_AddNumberToObject(x, "pid", k->pid);
+        cJSON_AddNumberToObject(x, "step", (double)k->step);
+        cJSON_AddStringToObject(x, "state", k->state);
+        cJSON_AddItemToArray(ranks, x);
+    }
+    cJSON *det = cJSON_AddArrayToObject(o, "details");
+    if (w->details) {
+        char *copy = strdup(w->details);
+        for (char *save = NULL, *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            cJSON_AddItemToArray(det, cJSON_CreateString(l + strspn(l, " ")));
+        free(copy);
+    }
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/watch.json", w->run_dir);
+    size_t n = strlen(text);
+    char *buf = zt_xmalloc(n + 2);
+    memcpy(buf, text, n);
+    buf[n] = '\n';
+    cJSON_free(text);
+    int rc = zt_write_file_atomic(path, buf, n + 1);
+    free(buf);
+    return rc;
+}
+
+void zt_watch_status_line(const zt_watch *w, double now, char *buf, size_t n) {
+    char d1[32], d2[32];
+    if (w->state == ZT_WS_STARTING) {
+        snprintf(buf, n, "STARTING: waiting for %s/heartbeat.json or ranks/*.alive (%s of %s startup grace)",
+                 w->run_dir, zt_triage_fmt_dur(now - w->t_start, d1, sizeof d1),
+                 zt_triage_fmt_dur(w->o.startup_grace, d2, sizeof d2));
+        return;
+    }
+    size_t at = (size_t)snprintf(buf, n, "%s", zt_watch_state_name(w->state));
+    const zt_watch_hb *h = &w->hb;
+#define ADD(...)                                                               \
+    do {                                                                       \
+        if (at < n) at += (size_t)snprintf(buf + at, n - at, __VA_ARGS__);    \
+    } while (0)
+    if (h->have) {
+        ADD(" step %lld", h->step);
+        if (h->total_steps > 0) ADD("/%lld (%.1f%%)", h->total_steps, 100.0 * (double)h->step / (double)h->total_steps);
+        if (h->tok_per_s >= 1000)
+            ADD(" | %.1fk tok/s", h->tok_per_s / 1000);
+        else
+            ADD(" | %.0f tok/s", h->tok_per_s);
+        double per = w->median_step_s > 0 ? w->median_step_s : h->step_time_s;
+        if (h->total_steps > 0 && per > 0)
+            ADD(" | ETA %s", zt_triage_fmt_dur((double)(h->total_steps - h->step) * per, d1, sizeof d1));
+        else
+            ADD(" | ETA ?");
+        if (isfinite(h->loss)) ADD(" | loss %.4f", h->loss);
+        ADD(" | heartbeat %s ago", zt_triage_fmt_dur(fmax(0, now - h->time), d1, sizeof d1));
+    } else {
+        ADD(" | no heartbeat yet (first step running)");
+    }
+    double oldest = 0;
+    int fresh = 0;
+    for (int r = 0; r < w->world && r < w->ranks_cap; r++) {
+        oldest = fmax(oldest, w->ranks[r].age);
+        fresh += w->ranks[r].age <= zt_watch_stale_after(&w->o);
+    }
+    ADD(" | ticks %d/%d fresh (oldest %s)", fresh, w->world, zt_triage_fmt_dur(oldest, d1, sizeof d1));
+    if (w->power_n) ADD(" | power %s", zt_gpu_state_name(w->power_state));
+#undef ADD
+}

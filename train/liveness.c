@@ -1,0 +1,215 @@
+// The liveness tick thread and the heartbeat file (formats in docs/operations.md).
+#define _GNU_SOURCE
+#include "train/liveness.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/common.h"
+#include "train/nvml.h"
+
+struct zt_liveness {
+    char path[4200];
+    int rank;
+    double interval_s;
+    atomic_llong step;
+    atomic_int stop;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+// tmp + rename: readers see the old or the new content, never a torn one.
+static int replace_file(const char *path, const char *text) {
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return zt_err("%s: cannot create: %s", tmp, strerror(errno));
+    int ok = fputs(text, f) >= 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return zt_err("%s: cannot write: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+static void tick(zt_liveness *l, const char *state) {
+    char host[128] = "";
+    gethostname(host, sizeof host - 1);
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"rank\": %d, \"pid\": %d, \"host\": \"%s\", \"time\": %.3f, \"step\": %lld, \"state\": \"%s\"}\n",
+             l->rank, (int)getpid(), host, zt_wall_now(), (long long)atomic_load(&l->step), state);
+    if (replace_file(l->path, text) != 0) fprintf(stderr, "zerotrain: warning: rank %d: %s\n", l->rank, zt_errmsg());
+}
+
+static void *tick_main(void *arg) {
+    zt_liveness *l = arg;
+    pthread_mutex_lock(&l->mu);
+    while (!atomic_load(&l->stop)) {
+        pthread_mutex_unlock(&l->mu);
+        tick(l, "running");
+        pthread_mutex_lock(&l->mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double t = ts.tv_sec + 1e-9 * ts.tv_nsec + l->interval_s;
+        ts.tv_sec = (time_t)t;
+        ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+        if (!atomic_load(&l->stop)) pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+zt_liveness *zt_liveness_start(const char *run_dir, int rank, double interval_s) {
+    zt_liveness *l = zt_xcalloc(1, sizeof *l);
+    snprintf(l->path, sizeof l->path, "%s/ranks/rank-%05d.alive", run_dir, rank);
+    l->rank = rank;
+    l->interval_s = interval_s > 0 ? interval_s : 5.0;
+    atomic_init(&l->step, 0);
+    atomic_init(&l->stop, 0);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    if (pthread_create(&l->thread, NULL, tick_main, l) != 0) {
+        free(l);
+        zt_err("rank %d: cannot start the liveness thread", rank);
+        return NULL;
+    }
+    return l;
+}
+
+void zt_liveness_set_step(zt_liveness *l, int64_t step) {
+    if (l) atomic_store(&l->step, step);
+}
+
+void zt_liveness_stop(zt_liveness *l, const char *state) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    atomic_store(&l->stop, 1);
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    tick(l, state);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+}
+
+// JSON has no NaN or Infinity: a value that is not finite is written as null.
+static const char *num(char *buf, size_t n, const char *fmt, double v) {
+    if (!isfinite(v)) snprintf(buf, n, "null");
+    else snprintf(buf, n, fmt, v);
+    return buf;
+}
+
+int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h) {
+    char path[4200], text[4800], b[8][64];
+    snprintf(path, sizeof path, "%s/heartbeat.json", run_dir);
+    snprintf(text, sizeof text,
+             "{\"run_id\": \"%s\", \"state\": \"%s\", \"step\": %lld, \"total_steps\": %lld, \"epoch\": %lld, "
+             "\"tokens\": %lld, \"time\": %.3f, \"elapsed_s\": %s, \"step_time_s\": %s, \"tok_per_s\": %s, "
+             "\"loss\": %s, \"world_size\": %d, \"gpu_hours\": %s, \"gpu_hours_per_epoch\": %s, "
+             "\"gpu_hours_at_risk\": %s",
+             h->run_id, h->state, (long long)h->step, (long long)h->total_steps, (long long)h->epoch,
+             (long long)h->tokens, zt_wall_now(), num(b[0], 64, "%.3f", h->elapsed_s),
+             num(b[1], 64, "%.6f", h->step_time_s), num(b[2], 64, "%.1f", h->tok_per_s), num(b[3], 64, "%.6f", h->loss),
+             h->world_size, num(b[4], 64, "%.6f", h->gpu_hours), num(b[5], 64, "%.6f", h->gpu_hours_per_epoch),
+             num(b[6], 64, "%.6f", h->gpu_hours_at_risk));
+    if (h->error && h->error[0]) {  // the failure, for the watcher and the report (JSON-escaped, cut at 2000 bytes)
+        size_t n = strlen(text);
+        n += (size_t)snprintf(text + n, sizeof text - n, ", \"error\": \"");
+        for (const unsigned char *c = (const unsigned char *)h->error; *c && n + 8 < sizeof text - 8 &&
+                                                                       c - (const unsigned char *)h->error < 2000; c++) {
+            if (*c == '"' || *c == '\\') text[n++] = '\\', text[n++] = (char)*c;
+            else if (*c < 0x20) n += (size_t)snprintf(text + n, sizeof text - n, "\\u%04x", *c);
+            else text[n++] = (char)*c;
+        }
+        text[n] = 0;
+        snprintf(text + n, sizeof text - n, "\"");
+    }
+    const size_t n = strlen(text);
+    snprintf(text + n, sizeof text - n, "}\n");
+    return replace_file(path, text);
+}
+
+struct zt_power_sampler {
+    FILE *f;
+    int gpu;
+    double interval_s;
+    atomic_int stop;
+    pthread_t thread;
+    pthread_mutex_t mu;     // guards the latest sample
+    double last_w, last_util;
+};
+
+double zt_power_last(zt_power_sampler *p, double *util_pct) {
+    if (!p) return -1;
+    pthread_mutex_lock(&p->mu);
+    const double w = p->last_w;
+    if (util_pct) *util_pct = p->last_util;
+    pthread_mutex_unlock(&p->mu);
+    return w;
+}
+
+static void *power_main(void *arg) {
+    zt_power_sampler *p = arg;
+    while (!atomic_load(&p->stop)) {
+        double w, u, mem;
+        if (zt_nvml_sample(p->gpu, &w, &u, &mem) == 0) {
+            fprintf(p->f, "%.3f,%d,%.1f,%.0f,%.0f\n", zt_wall_now(), p->gpu, w, u, mem);
+            fflush(p->f);
+            pthread_mutex_lock(&p->mu);
+            p->last_w = w;
+            p->last_util = u;
+            pthread_mutex_unlock(&p->mu);
+        }
+        for (double slept = 0; slept < p->interval_s && !atomic_load(&p->stop); slept += 0.05) usleep(50000);
+    }
+    return NULL;
+}
+
+zt_power_sampler *zt_power_start(const char *run_dir, int rank, int gpu, double interval_s) {
+    double w, u, mem;
+    if (zt_nvml_open() != 0 || zt_nvml_sample(gpu, &w, &u, &mem) != 0) return NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/ranks/rank-%05d.power.csv", run_dir, rank);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        zt_err("%s: cannot create: %s", path, strerror(errno));
+        return NULL;
+    }
+    fprintf(f, "time,gpu,power_w,util_pct,mem_used_mib\n");
+    zt_power_sampler *p = zt_xcalloc(1, sizeof *p);
+    p->f = f;
+    p->gpu = gpu;
+    p->interval_s = interval_s > 0 ? interval_s : 1.0;
+    p->last_w = -1;
+    pthread_mutex_init(&p->mu, NULL);
+    atomic_init(&p->stop, 0);
+    if (pthread_create(&p->thread, NULL, power_main, p) != 0) {
+        fclose(f);
+        free(p);
+        zt_err("rank %d: cannot start the power sampler thread", rank);
+        return NULL;
+    }
+    return p;
+}
+
+void zt_power_stop(zt_power_sampler *p) {
+    if (!p) return;
+    atomic_store(&p->stop, 1);
+    pthread_join(p->thread, NULL);
+    fclose(p->f);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
