@@ -22,11 +22,16 @@ static char g_path[PATH_MAX + 64];  // the loaded module's file (absolute, symli
 static char g_fail[ZT_ERR_MAX];     // the load's error message, repeated by every later call
 
 static const zt_cuda_module *check(const zt_cuda_module *m, const char *where) {
-    if (m->abi != ZT_CUDA_MODULE_ABI || m->fsdp_size != sizeof(zt_fsdp) || strcmp(m->version, ZT_VERSION)) {
+    if (m->api_version != ZT_CUDA_MODULE_API) {  // nothing else of another version's table is read
         snprintf(g_why + strlen(g_why), sizeof g_why - strlen(g_why),
-                 "\n  %s: built for another zerotrain (module %s, ABI %d, zt_fsdp %zu bytes; this executable %s, "
-                 "ABI %d, %zu bytes): rebuild both",
-                 where, m->version, m->abi, m->fsdp_size, ZT_VERSION, ZT_CUDA_MODULE_ABI, sizeof(zt_fsdp));
+                 "\n  %s: built for another zerotrain (module API %d; this executable %s, API %d): rebuild both",
+                 where, m->api_version, ZT_VERSION, ZT_CUDA_MODULE_API);
+        return NULL;
+    }
+    if (strcmp(m->version, ZT_VERSION)) {
+        snprintf(g_why + strlen(g_why), sizeof g_why - strlen(g_why),
+                 "\n  %s: built for another zerotrain (module %s, API %d; this executable %s): rebuild both", where,
+                 m->version, m->api_version, ZT_VERSION);
         return NULL;
     }
     return m;
@@ -240,7 +245,7 @@ int zt_cuda_module_loaded(void) { return g_mod != NULL; }
 
 const char *zt_cuda_module_describe(char *buf, size_t n) {
     if (!g_mod) return NULL;
-    snprintf(buf, n, "%s (zerotrain %s, ABI %d)", g_path, g_mod->version, g_mod->abi);
+    snprintf(buf, n, "%s (zerotrain %s, API %d)", g_path, g_mod->version, g_mod->api_version);
     return buf;
 }
 

@@ -9,7 +9,7 @@
 // Search order: $ZT_CUDA_MODULE alone when set (a regular file, or a symlink to one; a relative
 // path is taken from the current directory), else libzerotrain_cuda.so beside the executable,
 // then ../lib/zerotrain/ beside it. Never the build directory: a module's constructors run at
-// dlopen, before its ABI is checked, so an installed zerotrain must not open its build tree's.
+// dlopen, before its version is checked, so an installed zerotrain must not open its build tree's.
 // defines: zt_cuda_module, zt_cuda_module_load, zt_cuda_module_loaded, zt_cuda_module_describe,
 //          zt_cuda_driver_present, zt_cuda_module_find,
 //          zt_cuda_module_register, zt_cuda_comm_init, zt_cuda_module_entry
@@ -24,20 +24,25 @@
 extern "C" {
 #endif
 
-#define ZT_CUDA_MODULE_ABI 1
+struct zt_fsdp_opts;  // engine/fsdp_internal.h
+
+// The module's interface version: bumped on any change of this table, of engine/fsdp_internal.h
+// (the engine struct and the backend hooks the module implements) or of the zt_comm backend
+// interface (engine/comm.h). The loader reads api_version first and nothing else of a table
+// whose version differs.
+#define ZT_CUDA_MODULE_API 2
 #define ZT_CUDA_MODULE_FILE "libzerotrain_cuda.so"
 
 typedef struct {
-    int abi;              // ZT_CUDA_MODULE_ABI of the module's build
-    size_t fsdp_size;     // sizeof(zt_fsdp) in the module's build: must equal the executable's
-    const char *version;  // ZT_VERSION of the module's build
+    int api_version;      // ZT_CUDA_MODULE_API of the module's build: the first member, checked first
+    const char *version;  // ZT_VERSION of the module's build: must equal the executable's too
     int (*devices)(void);                                   // visible CUDA devices (0: none / no driver)
     void (*describe)(zt_comm *dcomm, char *buf, size_t n);  // the GPU of an NCCL comm, in words
     // The NCCL process group (engine/comm_nccl.h): mpi_comm points at an MPI_Comm (NULL: a
     // world of 1 without MPI); device < 0: the node-local rank.
     int (*comm_init)(zt_comm **out, void *mpi_comm, int device, const zt_comm_opts *o);
     int (*engine_init)(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
-                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, const zt_fsdp_opts *o);
+                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, const struct zt_fsdp_opts *o);
     int (*cudnn_built)(void);                               // the cuDNN attention path is built
 } zt_cuda_module;
 
@@ -52,7 +57,7 @@ void zt_cuda_module_register(const zt_cuda_module *m);
 // a directory, an ELF file for another machine are refused before dlopen, saying so).
 const zt_cuda_module *zt_cuda_module_load(void);
 int zt_cuda_module_loaded(void);  // loaded already (no attempt made here)
-// Which module is loaded: "/abs/path/libzerotrain_cuda.so (zerotrain 0.1.0, ABI 1)" ("linked
+// Which module is loaded: "/abs/path/libzerotrain_cuda.so (zerotrain 0.1.0, API 2)" ("linked
 // in (...)" for static programs) into buf, or NULL when none is.
 const char *zt_cuda_module_describe(char *buf, size_t n);
 // The file that zt_cuda_module_load would open first ("linked in" for static programs), or

@@ -7,10 +7,12 @@
 // The schedule exists once (fsdp.c) over a backend table (fsdp_internal.h): the CPU
 // backend (fsdp_cpu.c, fp32 on host buffers through any zt_comm) and the GPU backend
 // (fsdp_cuda.c, bf16 compute with fp32 master/grads on device buffers through an NCCL
-// zt_comm; built into the CUDA module, engine/cuda_module.h, loaded on demand), selected
-// by zt_fsdp_init / zt_fsdp_init_cuda.
-// defines: zt_fsdp, zt_fsdp_opts, zt_fsdp_init, zt_fsdp_init_cuda, zt_fsdp_step, zt_fsdp_eval, zt_fsdp_eval_from,
-//          zt_fsdp_gather_full, zt_fsdp_to_device, zt_fsdp_to_host, zt_fsdp_free, zt_fsdp_event
+// zt_comm; built into the CUDA module, engine/cuda_module.h, loaded on demand). Callers see
+// an opaque engine made by zt_fsdp_create from a backend name, and accessors.
+// defines: zt_fsdp, zt_fsdp_config, zt_fsdp_create, zt_fsdp_destroy, zt_fsdp_get_step, zt_fsdp_set_step,
+//          zt_fsdp_set_epoch, zt_fsdp_layout, zt_fsdp_unit_count, zt_fsdp_get_shard, zt_fsdp_step,
+//          zt_fsdp_eval, zt_fsdp_eval_from, zt_fsdp_gather_full, zt_fsdp_to_device, zt_fsdp_to_host,
+//          zt_fsdp_set_data, zt_fsdp_memory_usage, zt_fsdp_cuda_devices
 #ifndef ZT_FSDP_H
 #define ZT_FSDP_H
 #include <stdint.h>
@@ -22,25 +24,6 @@
 #define ZT_FSDP_ALIGN 16        // elements: a shard starts on a 64-byte boundary
 #define ZT_FSDP_PARAM_SLOTS 3   // full-parameter buffers (current, prefetched, tied embedding)
 #define ZT_FSDP_GRAD_SLOTS 4    // full-gradient buffers (computing, reduce-scatters in flight, tied)
-
-typedef struct {
-    int64_t numel;    // unpadded elements of the unit
-    int64_t padded;   // multiple of world * ZT_FSDP_ALIGN
-    int64_t shard;    // padded / world
-    int64_t lo;       // rank * shard: this rank's slice of the canonical vector
-    int64_t valid;    // elements of the slice inside the unpadded unit (the rest is padding)
-    float *master, *m, *v, *grad;  // [shard]
-} zt_fsdp_unit;
-
-// Instrumentation: the order in which collectives were issued and compute ran,
-// so tests (and curious users) can see that the overlap schedule is real.
-typedef enum {
-    ZT_EV_AG_ISSUE, ZT_EV_AG_DONE, ZT_EV_RS_ISSUE, ZT_EV_RS_DONE, ZT_EV_FWD_START, ZT_EV_FWD_END,
-    ZT_EV_BWD_START, ZT_EV_BWD_END
-} zt_fsdp_ev_kind;
-// `micro` is the micro-batch the collective or compute belongs to (a reduce-scatter
-// issued in micro-batch 0 may complete during micro-batch 1).
-typedef struct { zt_fsdp_ev_kind kind; int unit; int micro; double t; } zt_fsdp_event;
 
 typedef struct {
     double loss;            // mean over all trained targets of the global step (0 when it has none)
@@ -62,72 +45,41 @@ typedef struct {
     int64_t host_pinned;  // GPU engine: bytes of host master/Adam copies that are page-locked (0: pageable)
 } zt_fsdp_memory;
 
-struct zt_fsdp_backend;  // engine/fsdp_internal.h
+typedef struct zt_fsdp zt_fsdp;  // opaque: engine/fsdp_internal.h (backends and tests only)
 
-// Engine options (the GPU backend's; the CPU backend has none of these). Zero = default.
-#define ZT_FSDP_CUDNN_FORCE 2
+// What an engine is built for. Every rank passes the same values.
 typedef struct {
-    int recompute;          // keep only each layer's input; re-run its forward before its backward
-                            // (one more forward per step; identical results: the ops are deterministic)
-    int attention_cudnn;    // 1: cuDNN fused flash attention (refused when not built); 0: cuBLASLt products +
-                            // fused softmax; ZT_FSDP_CUDNN_FORCE: tests only, cuDNN selected even in a build
-                            // without it, to reach the engine's refusals before any attention runs
-    int param_slots;        // tests: smaller pools (0 = ZT_FSDP_PARAM_SLOTS; >= 2, or 3 when tied)
-    int grad_slots;         //        (0 = ZT_FSDP_GRAD_SLOTS; >= 1)
-    float bench_uniform;    // benchmarks: > 0 draws parameters uniform in [-a, a) on the device instead
-                            // of the seeded host init (a minute saved at 32B shapes)
-} zt_fsdp_opts;
-
-typedef struct zt_fsdp {
-    zt_comm *comm;            // host collectives (gather_full, target counts, the CPU engine's everything)
-    zt_comm *dcomm;           // the unit collectives: comm (CPU backend) or the NCCL comm (GPU backend)
-    int rank, world;
-    const struct zt_fsdp_backend *be;
-    void *bs;                 // the backend's state
-    zt_qwen3 model;           // the layout; CPU backend: also the activations of one micro-batch
-    const zt_ops *ops;
-    zt_hparams hp;
+    const char *backend;           // "cpu" (fp32 on the host, any zt_comm) or "cuda" (bf16 on the GPU, the module)
+    zt_comm *comm;                 // host collectives (target counts, gather_full; the CPU backend's everything)
+    zt_comm *dcomm;                // cuda: the NCCL comm of the unit collectives (zt_cuda_comm_init); cpu: unused
+    const zt_qwen3_config *cfg;
     int micro_batch, grad_accum;
     int64_t seq_len;
-    int nunits;
-    zt_fsdp_unit *units;
-    int64_t max_padded;
-    // pools, owned by the schedule (fsdp.c), buffers by the backend: slots handed out round robin
-    int np, ng;               // pool sizes in use (<= ZT_FSDP_*_SLOTS; smaller only in tests)
-    void *pbuf[ZT_FSDP_PARAM_SLOTS];   // full-unit parameters (backend element type: fp32 or bf16)
-    int pbuf_unit[ZT_FSDP_PARAM_SLOTS];  // unit held for compute, -1 free
-    float *gbuf[ZT_FSDP_GRAD_SLOTS];   // full-unit fp32 gradients
-    int gbuf_unit[ZT_FSDP_GRAD_SLOTS];   // unit whose backward writes it, -1 once reduce-scattered
-    int p_last, g_last;       // slots handed out last
-    int64_t step;             // optimizer steps done
-    // per-step counters
-    double t_wait;
-    int64_t bytes_ag, bytes_rs;
-    // event log (cleared at the start of each step)
-    zt_fsdp_event *events;
-    int nevents, events_cap;
-    int micro;
-    int64_t epoch;            // set by the training loop; shown in deadline reports
-    int token_flags;          // blocks hold version-2 words (data/dataset.h): targets are counted per step
-    int doc_isolated;         // packed documents attend only to themselves, RoPE restarts per document
-} zt_fsdp;
+    zt_hparams hp;
+    uint64_t seed;                 // parameters initialised from it exactly as the reference trainer does
+    int recompute;                 // cuda: keep only each layer's input, re-run its forward before its backward
+    int attention_cudnn;           // cuda: cuDNN fused flash attention (refused when not built)
+} zt_fsdp_config;
 
-// Collective: every rank calls it with the same config. Parameters are initialised
-// from `seed` exactly as the single-process trainer does (independent of world).
-int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
-                 int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
-// The GPU engine, from the CUDA module (engine/cuda_module.h; loaded on first use).
-// Master weights, Adam moments and gradient shards are fp32 on the GPU of `dcomm`, an NCCL
-// comm (zt_cuda_comm_init) that carries the bf16 all-gathers, the fp32 reduce-scatters and
-// the step's all-reduce; compute runs in bf16 on its own stream. `comm` serves host-side
-// collectives (zt_fsdp_gather_full, and the per-step trained-target count of version-2
-// data: zt_fsdp_set_data) and may be dcomm itself when those are not used.
-// units[i].master/m/v stay as page-locked host copies for checkpoints and --init:
-// move them with zt_fsdp_to_device / zt_fsdp_to_host. units[i].grad is NULL.
-// opts NULL = defaults. Without the module: -1 with an error naming what was looked for.
-int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
-                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
-                      const zt_fsdp_opts *opts);
+// Collective. 0 and *out, or -1 + zt_err (an unknown backend, the CUDA module missing, ...).
+int zt_fsdp_create(const zt_fsdp_config *c, zt_fsdp **out);
+void zt_fsdp_destroy(zt_fsdp *f);  // NULL is fine
+
+// What the trainer and the checkpoints need of an engine.
+int64_t zt_fsdp_get_step(const zt_fsdp *f);          // optimizer steps done
+void zt_fsdp_set_step(zt_fsdp *f, int64_t step);     // after a resume: Adam's bias correction and the LR go on
+void zt_fsdp_set_epoch(zt_fsdp *f, int64_t epoch);   // shown in deadline reports
+const zt_qwen3_layout *zt_fsdp_layout(const zt_fsdp *f);
+int zt_fsdp_unit_count(const zt_fsdp *f);
+// This rank's slice of unit u's canonical vector: elements [lo, lo + shard), of which the
+// first `valid` lie inside the unpadded unit; master/m/v are the host copies (on the GPU
+// engine: page-locked, moved with zt_fsdp_to_device / zt_fsdp_to_host).
+typedef struct {
+    int64_t numel, lo, shard, valid;
+    float *master, *m, *v;
+} zt_fsdp_shard;
+void zt_fsdp_get_shard(const zt_fsdp *f, int u, zt_fsdp_shard *out);
+
 int zt_fsdp_cuda_available(void);  // the CUDA module loads (this loads it)
 // CUDA devices visible to this process: 0 without the module, or (unless `load`) when no
 // NVIDIA driver is present, so that `--device auto` on a CPU host never loads the module.
@@ -186,8 +138,5 @@ int zt_fsdp_eval_from(zt_fsdp *f, int nmicro, const zt_fsdp_eval_source *src, zt
 // Collective: assemble full per-unit parameter vectors (unpadded) on every rank.
 int zt_fsdp_gather_full(zt_fsdp *f, float **full);
 void zt_fsdp_memory_usage(const zt_fsdp *f, zt_fsdp_memory *m);
-void zt_fsdp_free(zt_fsdp *f);
 
-// For the backends only: append to the event log.
-void zt_fsdp_log(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro);
 #endif

@@ -719,8 +719,7 @@ static int comm_init(zt_comm **out, void *mpi_comm, int device, const zt_comm_op
 }
 
 static const zt_cuda_module module = {
-    .abi = ZT_CUDA_MODULE_ABI,
-    .fsdp_size = sizeof(zt_fsdp),
+    .api_version = ZT_CUDA_MODULE_API,
     .version = ZT_VERSION,
     .devices = devices,
     .describe = describe,

@@ -7,11 +7,105 @@
 // non-finite decision and the evaluation rounds. A backend owns the buffers and how a
 // collective or a pass is carried out: host waits (CPU) or CUDA events between streams
 // (GPU). Every hook is called on every rank in the same order.
-// defines: zt_fsdp_backend, zt_fsdp_reduced, zt_fsdp_init_host, zt_fsdp_count_targets,
-//          zt_fsdp_stage_rows, zt_fsdp_cpu_backend, zt_fsdp_cuda_engine_init
+// The engine's struct and its test knobs are here too: tests and benchmarks include this
+// header to look inside (the event log, the pools) and to shrink the pools; the trainer
+// includes only engine/fsdp.h.
+// defines: zt_fsdp (the struct), zt_fsdp_unit, zt_fsdp_event, zt_fsdp_opts, zt_fsdp_init, zt_fsdp_init_cuda,
+//          zt_fsdp_free, zt_fsdp_log, zt_fsdp_backend, zt_fsdp_reduced, zt_fsdp_init_host,
+//          zt_fsdp_count_targets, zt_fsdp_stage_rows, zt_fsdp_cpu_backend
 #ifndef ZT_FSDP_INTERNAL_H
 #define ZT_FSDP_INTERNAL_H
 #include "engine/fsdp.h"
+
+typedef struct {
+    int64_t numel;    // unpadded elements of the unit
+    int64_t padded;   // multiple of world * ZT_FSDP_ALIGN
+    int64_t shard;    // padded / world
+    int64_t lo;       // rank * shard: this rank's slice of the canonical vector
+    int64_t valid;    // elements of the slice inside the unpadded unit (the rest is padding)
+    float *master, *m, *v, *grad;  // [shard]
+} zt_fsdp_unit;
+
+// Instrumentation: the order in which collectives were issued and compute ran,
+// so tests (and curious users) can see that the overlap schedule is real.
+typedef enum {
+    ZT_EV_AG_ISSUE, ZT_EV_AG_DONE, ZT_EV_RS_ISSUE, ZT_EV_RS_DONE, ZT_EV_FWD_START, ZT_EV_FWD_END,
+    ZT_EV_BWD_START, ZT_EV_BWD_END
+} zt_fsdp_ev_kind;
+// `micro` is the micro-batch the collective or compute belongs to (a reduce-scatter
+// issued in micro-batch 0 may complete during micro-batch 1).
+typedef struct { zt_fsdp_ev_kind kind; int unit; int micro; double t; } zt_fsdp_event;
+
+struct zt_fsdp_backend;  // engine/fsdp_internal.h
+
+// Engine options (the GPU backend's; the CPU backend has none of these). Zero = default.
+#define ZT_FSDP_CUDNN_FORCE 2
+typedef struct zt_fsdp_opts {
+    int recompute;          // keep only each layer's input; re-run its forward before its backward
+                            // (one more forward per step; identical results: the ops are deterministic)
+    int attention_cudnn;    // 1: cuDNN fused flash attention (refused when not built); 0: cuBLASLt products +
+                            // fused softmax; ZT_FSDP_CUDNN_FORCE: tests only, cuDNN selected even in a build
+                            // without it, to reach the engine's refusals before any attention runs
+    int param_slots;        // tests: smaller pools (0 = ZT_FSDP_PARAM_SLOTS; >= 2, or 3 when tied)
+    int grad_slots;         //        (0 = ZT_FSDP_GRAD_SLOTS; >= 1)
+    float bench_uniform;    // benchmarks: > 0 draws parameters uniform in [-a, a) on the device instead
+                            // of the seeded host init (a minute saved at 32B shapes)
+} zt_fsdp_opts;
+
+struct zt_fsdp {
+    zt_comm *comm;            // host collectives (gather_full, target counts, the CPU engine's everything)
+    zt_comm *dcomm;           // the unit collectives: comm (CPU backend) or the NCCL comm (GPU backend)
+    int rank, world;
+    const struct zt_fsdp_backend *be;
+    void *bs;                 // the backend's state
+    zt_qwen3 model;           // the layout; CPU backend: also the activations of one micro-batch
+    const zt_ops *ops;
+    zt_hparams hp;
+    int micro_batch, grad_accum;
+    int64_t seq_len;
+    int nunits;
+    zt_fsdp_unit *units;
+    int64_t max_padded;
+    // pools, owned by the schedule (fsdp.c), buffers by the backend: slots handed out round robin
+    int np, ng;               // pool sizes in use (<= ZT_FSDP_*_SLOTS; smaller only in tests)
+    void *pbuf[ZT_FSDP_PARAM_SLOTS];   // full-unit parameters (backend element type: fp32 or bf16)
+    int pbuf_unit[ZT_FSDP_PARAM_SLOTS];  // unit held for compute, -1 free
+    float *gbuf[ZT_FSDP_GRAD_SLOTS];   // full-unit fp32 gradients
+    int gbuf_unit[ZT_FSDP_GRAD_SLOTS];   // unit whose backward writes it, -1 once reduce-scattered
+    int p_last, g_last;       // slots handed out last
+    int64_t step;             // optimizer steps done
+    // per-step counters
+    double t_wait;
+    int64_t bytes_ag, bytes_rs;
+    // event log (cleared at the start of each step)
+    zt_fsdp_event *events;
+    int nevents, events_cap;
+    int micro;
+    int64_t epoch;            // set by the training loop; shown in deadline reports
+    int token_flags;          // blocks hold version-2 words (data/dataset.h): targets are counted per step
+    int doc_isolated;         // packed documents attend only to themselves, RoPE restarts per document
+};
+
+// The constructors zt_fsdp_create dispatches to (tests call them for the knobs).
+// Collective: every rank calls it with the same config. Parameters are initialised
+// from `seed` exactly as the single-process trainer does (independent of world).
+int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+                 int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
+// The GPU engine, from the CUDA module (engine/cuda_module.h; loaded on first use).
+// Master weights, Adam moments and gradient shards are fp32 on the GPU of `dcomm`, an NCCL
+// comm (zt_cuda_comm_init) that carries the bf16 all-gathers, the fp32 reduce-scatters and
+// the step's all-reduce; compute runs in bf16 on its own stream. `comm` serves host-side
+// collectives (zt_fsdp_gather_full, and the per-step trained-target count of version-2
+// data: zt_fsdp_set_data) and may be dcomm itself when those are not used.
+// units[i].master/m/v stay as page-locked host copies for checkpoints and --init:
+// move them with zt_fsdp_to_device / zt_fsdp_to_host. units[i].grad is NULL.
+// opts NULL = defaults. Without the module: -1 with an error naming what was looked for.
+int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
+                      const zt_fsdp_opts *opts);
+void zt_fsdp_free(zt_fsdp *f);  // the state zt_fsdp_init* made; f itself stays
+// For the backends only: append to the event log.
+void zt_fsdp_log(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro);
 
 // What a backend's step reduction returns (the values are global: all-reduced).
 typedef struct {

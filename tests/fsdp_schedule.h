@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "engine/fsdp.h"
+#include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
 
 static int zt_sched_find(const zt_fsdp *f, int from, zt_fsdp_ev_kind k, int unit, int micro) {
     for (int i = from; i < f->nevents; i++)

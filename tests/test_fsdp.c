@@ -13,6 +13,7 @@
 #include "base/common.h"
 #include "data/dataset.h"
 #include "engine/fsdp.h"
+#include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
 #include "tests/support/trainer.h"
 #include "tests/fsdp_schedule.h"
 #include "tests/test_util.h"

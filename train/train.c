@@ -238,8 +238,7 @@ typedef struct {
     zt_dataset eds;           // --eval-data
     int eds_open;
     int isolated;             // packed documents kept apart (--doc-attention)
-    zt_fsdp f;
-    int f_init;
+    zt_fsdp *f;               // the engine (opaque: engine/fsdp.h)
     int data_changed;         // resumed with --allow-new-data on files other than the checkpoint's
     block_ref *order;
     const uint32_t **blocks;
@@ -294,7 +293,7 @@ static void run_cleanup(run_state *r) {
     free(r->batch);
     free(r->settings);
     free(r->slices);
-    if (r->f_init) zt_fsdp_free(&r->f);
+    zt_fsdp_destroy(r->f);
     if (r->ds_open) zt_dataset_close(&r->ds);
     if (r->eds_open) zt_dataset_close(&r->eds);
 }
@@ -392,7 +391,7 @@ static int run_eval(const zt_train_opts *o, run_state *r, int64_t step) {
     const zt_fsdp_eval_source src = {.fetch = eval_fetch, .stop = eval_stop, .ctx = &c};
     const double t0 = zt_now();
     zt_fsdp_eval_result res;
-    int rc = zt_fsdp_eval_from(&r->f, (int)nmicro, &src, &res);
+    int rc = zt_fsdp_eval_from(r->f, (int)nmicro, &src, &res);
     free(c.buf);
     if (rc) return -1;
     if (res.bad) {
@@ -702,15 +701,17 @@ static int deal_blocks(const zt_train_opts *o, run_state *r) {
 // --init: every rank maps the safetensors files and reads only its own slices.
 static int load_init_weights(const zt_train_opts *o, run_state *r) {
     const double t0 = zt_now();
-    const zt_qwen3_layout *lay = &r->f.model.lay;
+    const zt_qwen3_layout *lay = zt_fsdp_layout(r->f);
     int64_t *lo = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
     int64_t *valid = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
     float **dst = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
     for (int u = 0; u < lay->nunits; u++) {
-        lo[u] = r->f.units[u].lo;
-        valid[u] = r->f.units[u].valid;
-        dst[u] = r->f.units[u].master;
-        memset(r->f.units[u].master, 0, (size_t)r->f.units[u].shard * sizeof(float));
+        zt_fsdp_shard sh;
+        zt_fsdp_get_shard(r->f, u, &sh);
+        lo[u] = sh.lo;
+        valid[u] = sh.valid;
+        dst[u] = sh.master;
+        memset(sh.master, 0, (size_t)sh.shard * sizeof(float));
     }
     const int ok = zt_qwen3_load_hf_slices(lay, o->init, lo, valid, dst) == 0;
     if (!ok) zt_err_prefix("--init %s", o->init);
@@ -774,7 +775,7 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
     if (agree(r->comm, ok, "reading the checkpoint to resume") != 0) return -1;
     // Collective: refuses a model config that differs (naming the fields) and bad checksums.
     zt_comm_watch_begin(r->comm, "checkpoint load (HDF5 collective read)");  // first-step deadline applies
-    const int load_rc = zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, &r->f.model.lay, &meta, &r->shards);
+    const int load_rc = zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, zt_fsdp_layout(r->f), &meta, &r->shards);
     zt_comm_watch_end(r->comm);
     if (load_rc != 0) {
         *load_failed = 1;
@@ -783,7 +784,7 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
     r->start_step = meta.step;
     r->tokens_seen = meta.tokens_seen;
     snprintf(r->run_id, sizeof r->run_id, "%s", meta.run_id);  // one logical run across restarts
-    r->f.step = meta.step;  // Adam's bias-correction step and the LR schedule continue
+    zt_fsdp_set_step(r->f, meta.step);  // Adam's bias-correction step and the LR schedule continue
     r->step = meta.step;
     if (r->rank == 0)
         printf("resume: %s: step %lld (epoch %lld, %lld steps into it), saved by %d rank%s, loaded by %d (%.2f s)\n",
@@ -856,25 +857,25 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
                         "backend ignores them\n");
 
     // ---- model and optimizer state, sharded ----
-    if (r->cuda)
-        ok = zt_fsdp_init_cuda(&r->f, r->comm, r->dcomm, &cfg, o->micro_batch, o->grad_accum, ds->seq_len, &hp,
-                               o->seed, &(zt_fsdp_opts){.recompute = o->recompute,
-                                                        .attention_cudnn = o->attention_cudnn}) == 0;
-    else
-        ok = zt_fsdp_init(&r->f, r->comm, &cfg, &zt_cpu_ops, o->micro_batch, o->grad_accum, ds->seq_len, &hp,
-                          o->seed) == 0;
-    r->f_init = ok;
-    if (ok) ok = zt_fsdp_set_data(&r->f, ds->token_flags, r->isolated) == 0;
+    const zt_fsdp_config ec = {.backend = r->cuda ? "cuda" : "cpu", .comm = r->comm, .dcomm = r->dcomm, .cfg = &cfg,
+                               .micro_batch = o->micro_batch, .grad_accum = o->grad_accum, .seq_len = ds->seq_len,
+                               .hp = hp, .seed = o->seed, .recompute = o->recompute,
+                               .attention_cudnn = o->attention_cudnn};
+    ok = zt_fsdp_create(&ec, &r->f) == 0;
+    if (ok) ok = zt_fsdp_set_data(r->f, ds->token_flags, r->isolated) == 0;
     if (agree(r->comm, ok, "building the model") != 0) return -1;
     if (o->init && load_init_weights(o, r) != 0) return -1;
-    r->slices = zt_xcalloc((size_t)r->f.nunits, sizeof *r->slices);
-    for (int u = 0; u < r->f.nunits; u++)
-        r->slices[u] = (zt_ckpt_slice){r->f.units[u].numel, r->f.units[u].lo, r->f.units[u].valid,
-                                       r->f.units[u].master, r->f.units[u].m, r->f.units[u].v};
-    r->shards = (zt_ckpt_shards){r->f.nunits, r->slices};
+    const int nunits = zt_fsdp_unit_count(r->f);
+    r->slices = zt_xcalloc((size_t)nunits, sizeof *r->slices);
+    for (int u = 0; u < nunits; u++) {
+        zt_fsdp_shard sh;
+        zt_fsdp_get_shard(r->f, u, &sh);
+        r->slices[u] = (zt_ckpt_slice){sh.numel, sh.lo, sh.valid, sh.master, sh.m, sh.v};
+    }
+    r->shards = (zt_ckpt_shards){nunits, r->slices};
     r->settings = train_settings_json(o, ds, r->isolated, r->global_step_blocks, r->total_steps);
     if (o->resume && resume_from_checkpoint(o, r) != 0) return -1;
-    if ((o->init || o->resume) && zt_fsdp_to_device(&r->f) != 0) return -1;  // the loaded host shards to the GPU
+    if ((o->init || o->resume) && zt_fsdp_to_device(r->f) != 0) return -1;  // the loaded host shards to the GPU
     return 0;
 }
 
@@ -1122,7 +1123,7 @@ static int next_batch(const zt_train_opts *o, run_state *r, int64_t step) {
     const int64_t e = step / r->steps_per_epoch, within = step % r->steps_per_epoch;
     if (e != r->epoch) {
         r->epoch = e;
-        r->f.epoch = e;
+        zt_fsdp_set_epoch(r->f, e);
         int64_t k = 0;
         if (ds->per_rank) {
             for (int64_t b = 0; b < ds->files[r->rank].blocks; b++) r->order[k++] = (block_ref){r->rank, b};
@@ -1228,12 +1229,12 @@ static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int la
     snprintf(meta.run_id, sizeof meta.run_id, "%s", r->run_id);
     meta.lr_last = r->lr_last;
     meta.final = last;
-    if (zt_fsdp_to_host(&r->f) != 0) return -1;  // GPU engine: device state to the host copies
+    if (zt_fsdp_to_host(r->f) != 0) return -1;  // GPU engine: device state to the host copies
     // HDF5 runs its own MPI barriers inside the collective write; the comm watchdog
     // gives them a deadline (--save-timeout) and the usual report instead of a silent hang.
     const double prev_timeout = zt_comm_set_timeout(r->comm, fmax(o->save_timeout, r->copts.timeout_s));
     zt_comm_watch_begin(r->comm, "checkpoint save (HDF5 collective write; limit: --save-timeout)");
-    const int save_rc = zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, &r->f.model.lay, r->settings, &r->shards,
+    const int save_rc = zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, zt_fsdp_layout(r->f), r->settings, &r->shards,
                                      o->keep_last, r->ckpt_path, sizeof r->ckpt_path);
     zt_comm_watch_end(r->comm);
     zt_comm_set_timeout(r->comm, prev_timeout);
@@ -1290,7 +1291,7 @@ static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
         if (o->debug_signal_at_step > 0 && step + 1 == o->debug_signal_at_step && r->rank == 0) raise(SIGUSR1);
         zt_fsdp_stats s;
         const int flags = (g_stop_signal ? ZT_FSDP_STOP : 0) | (data_ok ? 0 : ZT_FSDP_INPUT_BAD);
-        if (zt_fsdp_step(&r->f, r->blocks, flags, &s) != 0) return -1;
+        if (zt_fsdp_step(r->f, r->blocks, flags, &s) != 0) return -1;
         // A data file changed under any rank (the step's all-reduce says so; no rank updated):
         // the reason to every rank, a checkpoint of the last good step (the model and optimizer
         // are intact; only the input is not) and the named error.
@@ -1367,7 +1368,7 @@ static int train_body(const zt_train_opts *o, run_state *r) {
     if (deal_blocks(o, r) != 0) return -1;
     if (build_engine(o, r) != 0) return -1;
     zt_fsdp_memory mem;
-    zt_fsdp_memory_usage(&r->f, &mem);
+    zt_fsdp_memory_usage(r->f, &mem);
     print_plan(o, r, &mem);
     if (runlog_open(o, r, &mem) != 0) return -1;
     return train_loop(o, r);

@@ -6,7 +6,7 @@
 # Cases: link, rss, hidden, missing, build_dir, fifo, wrong_arch, relative; auto_why (the
 # lines train/train.c prints: which module, why --device auto took the cpu backend).
 # Exit 77: cannot be exercised here (said why).
-# FAKE_MODULE: a module whose ABI number is not this build's (tests/fake_cuda_module.c).
+# FAKE_MODULE: a module whose interface version is not this build's (tests/fake_cuda_module.c).
 set -u
 ZT=$1 MAXRSS=$2 SRC=$3 WORK=$4 CASE=$5 FAKE=$6
 W="$WORK/$CASE"
@@ -171,14 +171,14 @@ missing)
     echo "ok [$CASE]: a broken module: $(grep -m1 -A1 'did not load' "$W/out2.txt" | tail -1 | cut -c1-160)"
     ZT_CUDA_MODULE="$FAKE" "$ZT" train --model "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run3" \
         --steps 1 --device cuda >"$W/out3.txt" 2>&1 && fail "--device cuda succeeded with another build's module"
-    grep -q "built for another zerotrain (module 0.0.0-other, ABI 1001" "$W/out3.txt" && grep -q "rebuild both" "$W/out3.txt" \
+    grep -q "built for another zerotrain (module API 1002; this executable" "$W/out3.txt" && grep -q "rebuild both" "$W/out3.txt" \
         || { cat "$W/out3.txt"; fail "unclear error for another build's module"; }
     echo "ok [$CASE]: another build's module: $(grep -m1 -o 'built for another.*' "$W/out3.txt" | cut -c1-160)"
     ;;
 build_dir)
     # A copy of zerotrain elsewhere (an install) looks for the module beside itself, in
     # ../lib/zerotrain/ beside it or at $ZT_CUDA_MODULE, never in the build directory it was
-    # compiled in: dlopen runs a module's constructors before any ABI check, and --device auto
+    # compiled in: dlopen runs a module's constructors before any version check, and --device auto
     # then fell back to the cpu backend without a word. LD_DEBUG=files logs every object the
     # dynamic loader opens.
     small_data
@@ -241,7 +241,7 @@ fifo)
     # a symlink to a regular file is the file
     ln -s "$FAKE" "$W/fake-link.so"
     train_cuda "$W/link2.txt" ZT_CUDA_MODULE="$W/fake-link.so"
-    grep -q "built for another zerotrain (module 0.0.0-other" "$W/link2.txt" || { cat "$W/link2.txt"; fail "a symlink to a module"; }
+    grep -q "built for another zerotrain (module API 1002" "$W/link2.txt" || { cat "$W/link2.txt"; fail "a symlink to a module"; }
     echo "ok [$CASE]: a symlink to a module file is followed"
     ;;
 wrong_arch)
@@ -273,7 +273,7 @@ relative)
     small_data
     mkdir -p "$WP/mods" && cp "$FAKE" "$WP/mods/fake.so"
     (cd "$WP/mods" && train_cuda "$W/out.txt" ZT_CUDA_MODULE=fake.so) && fail "--device cuda succeeded"
-    grep -q "fake.so ($WP/mods/fake.so): built for another zerotrain (module 0.0.0-other" "$W/out.txt" \
+    grep -q "fake.so ($WP/mods/fake.so): built for another zerotrain (module API 1002" "$W/out.txt" \
         || { cat "$W/out.txt"; fail "ZT_CUDA_MODULE=fake.so (in its directory) was not the file opened"; }
     (cd "$WP" && train_cuda "$W/out2.txt" ZT_CUDA_MODULE=mods/fake.so)
     grep -q "($WP/mods/fake.so): built for another zerotrain" "$W/out2.txt" || { cat "$W/out2.txt"; fail "mods/fake.so"; }
@@ -285,7 +285,7 @@ auto_why)
     small_data
     if [ -f "$MOD" ]; then
         train_cuda "$W/cuda.txt" && { echo "a GPU is present: skipped"; exit 77; }
-        grep -q "^cuda module: $BUILD/libzerotrain_cuda.so (zerotrain [0-9.]*, ABI [0-9]*)" "$W/cuda.txt" \
+        grep -q "^cuda module: $BUILD/libzerotrain_cuda.so (zerotrain [0-9.]*, API [0-9]*)" "$W/cuda.txt" \
             || { cat "$W/cuda.txt"; fail "--device cuda should name the module it loaded"; }
         echo "ok [$CASE]: $(grep -m1 '^cuda module' "$W/cuda.txt")"
     fi

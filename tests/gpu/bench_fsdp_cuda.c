@@ -29,6 +29,7 @@
 #include "engine/comm_nccl.h"
 #include "base/common.h"
 #include "engine/fsdp.h"
+#include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
 #include "tests/gpu/gpu_test_util.h"
 
 int main(int argc, char **argv) {

@@ -47,6 +47,7 @@
 #endif
 #include "base/common.h"
 #include "engine/fsdp.h"
+#include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
 #include "tests/support/trainer.h"
 #include "tests/fsdp_schedule.h"
 #include "tests/gpu/gpu_test_util.h"
