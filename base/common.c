@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -184,6 +185,19 @@ char *zt_read_file(const char *path, size_t *len_out) {
     buf[len] = 0;
     if (len_out) *len_out = (size_t)len;
     return buf;
+}
+
+static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+int zt_remove_tree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0;  // nothing to remove
+    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return zt_err("%s: cannot remove: %s", path, strerror(errno));
+    return 0;
 }
 
 int zt_mkdirs(const char *path) {

@@ -50,6 +50,9 @@ int zt_write_file_atomic(const char *path, const void *data, size_t n);
 char *zt_read_file(const char *path, size_t *len_out);
 // mkdir -p. 0 on success.
 int zt_mkdirs(const char *path);
+// rm -r of path (files, directories, symlinks themselves; never followed). 0 when it is gone
+// or was never there; -1 + zt_err naming it.
+int zt_remove_tree(const char *path);
 
 #ifdef __cplusplus
 }

@@ -36,16 +36,6 @@ static int is_file(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *ftw) { return remove(p); }
-
-// rm -r; 0 when gone.
-static int rm_rf(const char *p) {
-    struct stat st;
-    if (lstat(p, &st) != 0) return 0;
-    if (nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS) != 0) return zt_err("%s: cannot remove: %s", p, strerror(errno));
-    return 0;
-}
-
 static int fsync_path(const char *p, int dir) {
     int fd = open(p, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
     if (fd < 0) return zt_err("%s: cannot open to flush: %s", p, strerror(errno));
@@ -298,7 +288,7 @@ int zt_ckpt_clear_removing(const char *run_dir, FILE *log) {
         const size_t len = strlen(e->d_name);
         if (strncmp(e->d_name, "step-", 5) || len < 9 || strcmp(e->d_name + len - 9, ".removing")) continue;
         snprintf(p, sizeof p, "%s/%s", ck, e->d_name);
-        if (rm_rf(p) != 0) rc = -1;
+        if (zt_remove_tree(p) != 0) rc = -1;
         else n++;
         if (log && rc == 0) fprintf(log, "checkpoints: removed %s (a removal an earlier job did not finish)\n", p);
     }
@@ -318,9 +308,9 @@ static int remove_checkpoint_dir(const char *ckdir, const char *name) {
     char from[4400], to[4500];
     snprintf(from, sizeof from, "%s/%s", ckdir, name);
     snprintf(to, sizeof to, "%s.removing", from);
-    if (rm_rf(to) != 0) return -1;
+    if (zt_remove_tree(to) != 0) return -1;
     if (rename(from, to) != 0) return zt_err("%s: cannot move aside to remove it: %s", from, strerror(errno));
-    return rm_rf(to);
+    return zt_remove_tree(to);
 }
 
 // ---- agreement --------------------------------------------------------------------
@@ -792,7 +782,7 @@ static void prune(const char *ckdir, const char *keep, int keep_last) {
     while (d && (e = readdir(d)))
         if (is_stale_name(e->d_name)) {
             snprintf(p, sizeof p, "%s/%s", ckdir, e->d_name);
-            if (rm_rf(p) != 0) fprintf(stderr, "zerotrain: warning: removing a stale directory: %s\n", zt_errmsg());
+            if (zt_remove_tree(p) != 0) fprintf(stderr, "zerotrain: warning: removing a stale directory: %s\n", zt_errmsg());
         }
     if (d) closedir(d);
 }
@@ -804,7 +794,7 @@ static int commit(save_ctx *c, const zt_ckpt_meta *m, double t0, int *committed)
     char old[4300] = "";
     if (is_dir(c->final_dir)) {  // saving the same step again: replace, keeping the old one until done
         snprintf(old, sizeof old, "%s.replaced", c->final_dir);
-        if (rm_rf(old) != 0) return -1;
+        if (zt_remove_tree(old) != 0) return -1;
         if (rename(c->final_dir, old) != 0)
             return zt_err("cannot move the existing %s aside: %s", c->final_dir, strerror(errno));
     }
@@ -816,7 +806,7 @@ static int commit(save_ctx *c, const zt_ckpt_meta *m, double t0, int *committed)
     *committed = 1;
     if (fsync_path(c->ckdir, 1) != 0) return -1;
     if (write_latest(c->ckdir, c->name) != 0) return -1;
-    if (old[0] && rm_rf(old) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
+    if (old[0] && zt_remove_tree(old) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
     return 0;
 }
 
@@ -827,7 +817,7 @@ static int save_fail(save_ctx *c, int committed) {
         return zt_err("saving checkpoint step %lld: %s/%s was written completely, but: %.1200s; latest still names "
                       "%s",
                       (long long)c->step, c->ckdir, c->name, msg, c->prev[0] ? c->prev : "nothing");
-    if (c->rank == 0) rm_rf(c->partial);  // best effort; the error below is what matters
+    if (c->rank == 0) zt_remove_tree(c->partial);  // best effort; the error below is what matters
     MPI_Barrier(c->comm);                 // no rank returns before the .partial directory is gone
     if (c->prev[0])
         return zt_err("saving checkpoint step %lld to %s: %.1200s; nothing was committed: the previous checkpoint %s "
@@ -922,7 +912,7 @@ int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta_in
     }
 
     if (c.rank == 0) {
-        ok = zt_mkdirs(c.ckdir) == 0 && rm_rf(c.partial) == 0 && space_check(c.ckdir, estimate_bytes(lay)) == 0;
+        ok = zt_mkdirs(c.ckdir) == 0 && zt_remove_tree(c.partial) == 0 && space_check(c.ckdir, estimate_bytes(lay)) == 0;
         if (ok && mkdir(c.partial, 0755) != 0) ok = zt_err("%s: cannot create: %s", c.partial, strerror(errno)) == 0;
     }
     if (agree(comm, ok) != 0) {

@@ -1,8 +1,8 @@
 // `zerotrain export CKPT OUT`: a training checkpoint's fp32 master weights as a
 // Hugging Face model directory (config.json + safetensors, sharded with an index
 // when larger than --max-shard-size), loadable by transformers, vLLM and --init.
+// The flags are one table (cli/flags.h): a usage error exits 2, a failed export 1.
 #include <dirent.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,31 +11,43 @@
 #include "checkpoint/ckpt.h"
 #include "checkpoint/safetensors.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "base/common.h"
 
-static void export_usage(FILE *out) {
-    fprintf(out,
-            "usage: zerotrain export [options] CKPT OUT_DIR\n"
-            "\n"
-            "Writes the fp32 master weights of a checkpoint as a Hugging Face model directory:\n"
-            "config.json and model.safetensors, or model-0000i-of-0000n.safetensors plus\n"
-            "model.safetensors.index.json when the tensors exceed --max-shard-size. Every crc32c of\n"
-            "the master weights is verified first; a corrupt checkpoint is not exported.\n"
-            "\n"
-            "CKPT is a run directory (uses RUN/checkpoints/latest), a checkpoints directory, or a\n"
-            "step directory (RUN/checkpoints/step-NNNNNNNN). OUT_DIR must not exist or be empty.\n"
-            "\n"
-            "options:\n"
-            "  -d, --dtype bf16|fp32       tensor dtype in the safetensors files (default bf16,\n"
-            "                              round to nearest even)\n"
-            "  -s, --max-shard-size SIZE   largest safetensors file, e.g. 5GB (default), 500MB,\n"
-            "                              2GiB, 20KB or plain bytes; a tensor larger than SIZE\n"
-            "                              gets a file of its own\n"
-            "  -h, --help                  this text\n"
-            "\n"
-            "example:\n"
-            "  zerotrain export runs/r1 runs/r1/hf --dtype bf16\n");
-}
+static const char synopsis[] =
+    "usage: zerotrain export [options] CKPT OUT_DIR\n"
+    "\n"
+    "Writes the fp32 master weights of a checkpoint as a Hugging Face model directory:\n"
+    "config.json and model.safetensors, or model-0000i-of-0000n.safetensors plus\n"
+    "model.safetensors.index.json when the tensors exceed --max-shard-size. Every crc32c of\n"
+    "the master weights is verified first; a corrupt checkpoint is not exported.\n"
+    "\n"
+    "CKPT is a run directory (uses RUN/checkpoints/latest), a checkpoints directory, or a\n"
+    "step directory (RUN/checkpoints/step-NNNNNNNN). OUT_DIR must not exist or be empty.\n";
+static const char epilog[] =
+    "\n"
+    "example:\n"
+    "  zerotrain export runs/r1 runs/r1/hf --dtype bf16\n";
+
+typedef struct {
+    int dtype;              // zt_st_dtype: ZT_ST_BF16 or ZT_ST_F32
+    const char *max_shard;  // a size, checked by parse_size after the table
+} export_flags;
+
+#define T export_flags
+// bfloat16, float32 and f32 are accepted spellings of the two
+static const zt_flag_choice dtype_choices[] = {{"bf16", ZT_ST_BF16},   {"bfloat16", ZT_ST_BF16}, {"fp32", ZT_ST_F32},
+                                               {"float32", ZT_ST_F32}, {"f32", ZT_ST_F32},       {0}};
+static const zt_flag flags[] = {
+    {.type = ZT_FLAG_SECTION, .help = "options:"},
+    {"dtype", ZT_FLAG_ENUM, ZT_AT_INT(T, dtype), "bf16|fp32", .def = ZT_ST_BF16, .choices = dtype_choices,
+     .letter = 'd', .help = "tensor dtype in the safetensors files (default {default},\nround to nearest even)"},
+    {"max-shard-size", ZT_FLAG_STR, ZT_AT_STR(T, max_shard), "SIZE", .sdef = "5GB", .letter = 's',
+     .help = "largest safetensors file, e.g. {default} (default), 500MB,\n"
+             "2GiB, 20KB or plain bytes; a tensor larger than SIZE\n"
+             "gets a file of its own"},
+    {0}};
+#undef T
 
 // "5GB" -> 5e9, "2GiB" -> 2^31, "1000" -> 1000 (units as in transformers' save_pretrained).
 static int parse_size(const char *s, int64_t *out) {
@@ -57,45 +69,26 @@ static int parse_size(const char *s, int64_t *out) {
 }
 
 int zt_cmd_export(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"dtype", required_argument, 0, 'd'},
-        {"max-shard-size", required_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    int dtype = ZT_ST_BF16;
-    int64_t max_shard = 5000000000LL;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "d:s:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'd':
-            if (!strcmp(optarg, "bf16") || !strcmp(optarg, "bfloat16")) dtype = ZT_ST_BF16;
-            else if (!strcmp(optarg, "fp32") || !strcmp(optarg, "float32") || !strcmp(optarg, "f32")) dtype = ZT_ST_F32;
-            else {
-                fprintf(stderr, "zerotrain: error: --dtype: '%s' is not one of bf16, fp32\n", optarg);
-                return 1;
-            }
-            break;
-        case 's':
-            if (parse_size(optarg, &max_shard) != 0) {
-                fprintf(stderr,
-                        "zerotrain: error: --max-shard-size: '%s' is not a size (a positive number with an optional "
-                        "unit B, KB, MB, GB, KiB, MiB, GiB)\n",
-                        optarg);
-                return 1;
-            }
-            break;
-        case 'h': export_usage(stdout); return 0;
-        default: fprintf(stderr, "(see zerotrain export --help)\n"); return 1;
-        }
+    export_flags f;
+    int first;
+    const int prc = zt_flags_parse_operands("export", flags, &f, argc, argv, synopsis, epilog, &first);
+    if (prc) return prc == 1 ? 0 : 2;
+    const int dtype = f.dtype;
+    int64_t max_shard;
+    if (parse_size(f.max_shard, &max_shard) != 0) {
+        fprintf(stderr,
+                "zerotrain: error: --max-shard-size: '%s' is not a size (a positive number with an optional "
+                "unit B, KB, MB, GB, KiB, MiB, GiB)\n",
+                f.max_shard);
+        return 2;
     }
-    if (argc - optind != 2) {
-        fprintf(stderr, "zerotrain: error: export needs CKPT and OUT_DIR (got %d argument%s; see zerotrain export --help)\n",
-                argc - optind, argc - optind == 1 ? "" : "s");
-        return 1;
+    if (argc - first != 2) {
+        fprintf(stderr, "zerotrain: error: export needs CKPT and OUT_DIR (got %d argument%s)\n\n", argc - first,
+                argc - first == 1 ? "" : "s");
+        zt_flags_usage(stderr, flags, synopsis, epilog);
+        return 2;
     }
-    const char *ckpt = argv[optind], *out = argv[optind + 1];
+    const char *ckpt = argv[first], *out = argv[first + 1];
     char dir[4096];
     if (zt_ckpt_resolve(ckpt, dir, sizeof dir) != 0) {
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());

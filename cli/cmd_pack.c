@@ -1,7 +1,7 @@
 // `zerotrain pack`: command-line front end of zt_pack (token ids or text -> dataset
 // directory) and of `--verify`, which opens a dataset with every check on and
-// prints one line per block file, so people and tests can vet a dataset.
-#include <getopt.h>
+// prints one line per block file, so people and tests can vet a dataset. The flags are
+// one table (cli/flags.h): a usage error exits 2, a failing pack or --verify 1.
 #include <omp.h>
 #include <limits.h>
 #include <stdio.h>
@@ -12,99 +12,121 @@
 #include "data/dataset.h"
 #include "model/qwen3.h"
 #include "data/tokenizer.h"
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "base/common.h"
 
-static void pack_usage(FILE *out) {
-    fprintf(out,
-            "usage: zerotrain pack [options] INPUT... -o OUT_DIR\n"
-            "       zerotrain pack --verify DIR [--model-vocab V]\n"
-            "\n"
-            "Packs documents of text or token ids into OUT_DIR: headerless little-endian uint32\n"
-            "block files of --seq-len tokens each, and dataset.json (written last). Text is\n"
-            "tokenized on one worker per core. Each document is followed by --eos when set;\n"
-            "the stream is cut into blocks and the tail shorter than one block is dropped.\n"
-            "Conversations (--input chat) are rendered with the Qwen3 chat template and\n"
-            "stored as version 2 words (id + document-start and no-loss flags): no eos, a\n"
-            "conversation never split across blocks (the rest of a block it does not fit in\n"
-            "is padding, as is the end of the last block), one longer than --seq-len skipped.\n"
-            "\n"
-            "options:\n"
-            "  -i, --input KIND      what INPUT files hold (default ids):\n"
-            "                          ids    decimal ids separated by spaces or commas,\n"
-            "                                 one document per non-empty line\n"
-            "                          u32    raw little-endian uint32 ids, one document per file\n"
-            "                          bytes  any file, one document per file, token = byte value\n"
-            "                        text, tokenized (see --tokenizer):\n"
-            "                          jsonl  JSON Lines; the document is member --field of\n"
-            "                                 each line's object (blank lines are ignored)\n"
-            "                          text   UTF-8 text, one document per file\n"
-            "                          lines  UTF-8 text, one document per non-empty line\n"
-            "                          chat   JSON Lines of conversations: member --field of each\n"
-            "                                 line's object is an array of {\"role\": system|user|\n"
-            "                                 assistant|tool, \"content\", \"reasoning_content\"?,\n"
-            "                                 \"tool_calls\"?}, rendered as transformers'\n"
-            "                                 apply_chat_template renders it (Qwen3 template)\n"
-            "      --field NAME      jsonl: the string member holding the text (default text);\n"
-            "                        chat: the array of messages (default messages)\n"
-            "      --train-on RULE   chat: which tokens are trained targets (default assistant):\n"
-            "                          assistant  every assistant turn after its\n"
-            "                                     \"<|im_start|>assistant\\n\" header, up to and\n"
-            "                                     including its <|im_end|>\n"
-            "                          last       only the final assistant turn, the same way\n"
-            "                          all        every token\n"
-            "                        assistant and last need each conversation to end with an\n"
-            "                        assistant turn\n"
-            "      --skip-bad        text: count and skip bad documents (invalid UTF-8, malformed\n"
-            "                        JSON line, missing or non-string field, empty document;\n"
-            "                        chat: a conversation the template or --train-on refuses)\n"
-            "                        instead of stopping at the first one\n"
-            "  -j, --threads N       text: tokenizer workers (default: one per core)\n"
-            "  -s, --seq-len N       tokens per block (default 2048; at least 2)\n"
-            "  -V, --vocab-size V    every id must be < V; required for ids and u32\n"
-            "                        (bytes: default 257, ids 0..255 plus eos 256; text: the\n"
-            "                        tokenizer's vocabulary, 151669 for Qwen3)\n"
-            "  -e, --eos ID|none     id appended after every document (default: none for ids\n"
-            "                        and u32, 256 for bytes, <|endoftext|> (151643) for text;\n"
-            "                        chat appends none and refuses --eos)\n"
-            "  -r, --per-rank W      write W files rank-00000.u32 ... dealing documents\n"
-            "                        round-robin, each packed separately (block counts differ\n"
-            "                        per rank: the trainer must stop all ranks at the minimum);\n"
-            "                        default: one file data.u32, blocks dealt by the trainer\n"
-            "  -t, --tokenizer ARG   text: tokenizer.json to use, or a directory holding one\n"
-            "                        (default: the Qwen3 one shipped in assets/); its CRC-32C\n"
-            "                        is recorded in dataset.json. chat: the tokenizer_config.json\n"
-            "                        beside it must hold the Qwen3 chat_template byte for byte.\n"
-            "                        ids, u32, bytes: the name recorded (default \"ids\", or\n"
-            "                        \"bytes\" with --input bytes)\n"
-            "  -o, --output OUT_DIR  dataset directory to create; must not hold a dataset.json\n"
-            "  -q, --quiet           no progress lines on stderr (the summary is still printed)\n"
-            "      --verify DIR      check an existing dataset instead of packing: dataset.json,\n"
-            "                        file sizes, every crc32c and every token id\n"
-            "      --model-vocab V   with --verify: check ids against a model's vocab_size V\n"
-            "                        instead of the dataset's own\n"
-            "  -h, --help            this text\n"
-            "\n"
-            "examples:\n"
-            "  zerotrain pack --vocab-size 151936 --eos 151645 corpus.ids -o data/run1\n"
-            "  zerotrain pack --input bytes --seq-len 256 *.txt -o data/bytes\n"
-            "  zerotrain pack --input jsonl --field content --per-rank 16 corpus.jsonl -o data/qwen\n"
-            "  zerotrain pack --input lines --skip-bad --threads 8 wiki.txt -o data/wiki\n"
-            "  zerotrain pack --input chat --seq-len 4096 --train-on last sft.jsonl -o data/sft\n"
-            "  zerotrain pack --verify data/run1\n");
-}
+typedef struct {
+    int input;  // zt_pack_input
+    const char *field, *train_on, *eos, *tokenizer, *output, *verify;
+    int skip_bad, threads, seq_len, per_rank, quiet;
+    int64_t vocab_size, model_vocab;
+} pack_flags;
 
-// Strict integer parse for option values: the whole string, within [lo, hi].
-static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out) {
-    char *end = NULL;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) {
-        fprintf(stderr, "zerotrain: error: %s: '%s' is not an integer in [%lld, %lld]\n", opt, s, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+static const char synopsis[] =
+    "usage: zerotrain pack [options] INPUT... -o OUT_DIR\n"
+    "       zerotrain pack --verify DIR [--model-vocab V]\n"
+    "\n"
+    "Packs documents of text or token ids into OUT_DIR: headerless little-endian uint32\n"
+    "block files of --seq-len tokens each, and dataset.json (written last). Text is\n"
+    "tokenized on one worker per core. Each document is followed by --eos when set;\n"
+    "the stream is cut into blocks and the tail shorter than one block is dropped.\n"
+    "Conversations (--input chat) are rendered with the Qwen3 chat template and\n"
+    "stored as version 2 words (id + document-start and no-loss flags): no eos, a\n"
+    "conversation never split across blocks (the rest of a block it does not fit in\n"
+    "is padding, as is the end of the last block), one longer than --seq-len skipped.\n";
+static const char epilog[] =
+    "\n"
+    "examples:\n"
+    "  zerotrain pack --vocab-size 151936 --eos 151645 corpus.ids -o data/run1\n"
+    "  zerotrain pack --input bytes --seq-len 256 *.txt -o data/bytes\n"
+    "  zerotrain pack --input jsonl --field content --per-rank 16 corpus.jsonl -o data/qwen\n"
+    "  zerotrain pack --input lines --skip-bad --threads 8 wiki.txt -o data/wiki\n"
+    "  zerotrain pack --input chat --seq-len 4096 --train-on last sft.jsonl -o data/sft\n"
+    "  zerotrain pack --verify data/run1\n";
+
+#define T pack_flags
+static const zt_flag_choice input_choices[] = {
+    {"ids", ZT_PACK_TEXT_IDS}, {"u32", ZT_PACK_U32},         {"bytes", ZT_PACK_BYTES}, {"jsonl", ZT_PACK_JSONL},
+    {"text", ZT_PACK_TEXT_FILES}, {"lines", ZT_PACK_TEXT_LINES}, {"chat", ZT_PACK_CHAT}, {0}};
+// the names of zt_chat_train (data/chat.h); the choice is mapped with zt_chat_train_parse
+static const zt_flag_choice train_on_choices[] = {
+    {"assistant", ZT_CHAT_TRAIN_ASSISTANT}, {"last", ZT_CHAT_TRAIN_LAST}, {"all", ZT_CHAT_TRAIN_ALL}, {0}};
+
+static const zt_flag pack_flags_table[] = {
+    {.type = ZT_FLAG_SECTION, .help = "options:"},
+    {"input", ZT_FLAG_ENUM, ZT_AT_INT(T, input), "KIND", .def = ZT_PACK_TEXT_IDS, .choices = input_choices,
+     .letter = 'i',
+     .help = "what INPUT files hold (default {default}):\n"
+             "  ids    decimal ids separated by spaces or commas,\n"
+             "         one document per non-empty line\n"
+             "  u32    raw little-endian uint32 ids, one document per file\n"
+             "  bytes  any file, one document per file, token = byte value\n"
+             "text, tokenized (see --tokenizer):\n"
+             "  jsonl  JSON Lines; the document is member --field of\n"
+             "         each line's object (blank lines are ignored)\n"
+             "  text   UTF-8 text, one document per file\n"
+             "  lines  UTF-8 text, one document per non-empty line\n"
+             "  chat   JSON Lines of conversations: member --field of each\n"
+             "         line's object is an array of {\"role\": system|user|\n"
+             "         assistant|tool, \"content\", \"reasoning_content\"?,\n"
+             "         \"tool_calls\"?}, rendered as transformers'\n"
+             "         apply_chat_template renders it (Qwen3 template)"},
+    {"field", ZT_FLAG_STR, ZT_AT_STR(T, field), "NAME",
+     .help = "jsonl: the string member holding the text (default text);\n"
+             "chat: the array of messages (default messages)"},
+    {"train-on", ZT_FLAG_KEYWORD, ZT_AT_STR(T, train_on), "RULE", .choices = train_on_choices,
+     .help = "chat: which tokens are trained targets (default assistant):\n"
+             "  assistant  every assistant turn after its\n"
+             "             \"<|im_start|>assistant\\n\" header, up to and\n"
+             "             including its <|im_end|>\n"
+             "  last       only the final assistant turn, the same way\n"
+             "  all        every token\n"
+             "assistant and last need each conversation to end with an\n"
+             "assistant turn"},
+    {"skip-bad", ZT_FLAG_SET, ZT_AT_INT(T, skip_bad),
+     .help = "text: count and skip bad documents (invalid UTF-8, malformed\n"
+             "JSON line, missing or non-string field, empty document;\n"
+             "chat: a conversation the template or --train-on refuses)\n"
+             "instead of stopping at the first one"},
+    {"threads", ZT_FLAG_INT, ZT_AT_INT(T, threads), "N", 1, 4096, .letter = 'j',
+     .help = "text: tokenizer workers (default: one per core)"},
+    {"seq-len", ZT_FLAG_INT, ZT_AT_INT(T, seq_len), "N", 2, 1 << 30, .def = 2048, .letter = 's',
+     .help = "tokens per block (default {default}; at least 2)"},
+    {"vocab-size", ZT_FLAG_I64, ZT_AT_I64(T, vocab_size), "V", 1, 1LL << 32, .def = -1, .letter = 'V',
+     .help = "every id must be < V; required for ids and u32\n"
+             "(bytes: default 257, ids 0..255 plus eos 256; text: the\n"
+             "tokenizer's vocabulary, 151669 for Qwen3)"},
+    // "none" or an id in [0, 2^32 - 1], checked after parsing (a number or a word)
+    {"eos", ZT_FLAG_STR, ZT_AT_STR(T, eos), "ID|none", .letter = 'e',
+     .help = "id appended after every document (default: none for ids\n"
+             "and u32, 256 for bytes, <|endoftext|> (151643) for text;\n"
+             "chat appends none and refuses --eos)"},
+    {"per-rank", ZT_FLAG_INT, ZT_AT_INT(T, per_rank), "W", 1, 99999, .letter = 'r',
+     .help = "write W files rank-00000.u32 ... dealing documents\n"
+             "round-robin, each packed separately (block counts differ\n"
+             "per rank: the trainer must stop all ranks at the minimum);\n"
+             "default: one file data.u32, blocks dealt by the trainer"},
+    {"tokenizer", ZT_FLAG_STR, ZT_AT_STR(T, tokenizer), "ARG", .letter = 't',
+     .help = "text: tokenizer.json to use, or a directory holding one\n"
+             "(default: the Qwen3 one shipped in assets/); its CRC-32C\n"
+             "is recorded in dataset.json. chat: the tokenizer_config.json\n"
+             "beside it must hold the Qwen3 chat_template byte for byte.\n"
+             "ids, u32, bytes: the name recorded (default \"ids\", or\n"
+             "\"bytes\" with --input bytes)"},
+    {"output", ZT_FLAG_STR, ZT_AT_STR(T, output), "OUT_DIR", .letter = 'o',
+     .help = "dataset directory to create; must not hold a dataset.json"},
+    {"quiet", ZT_FLAG_SET, ZT_AT_INT(T, quiet), .letter = 'q',
+     .help = "no progress lines on stderr (the summary is still printed)"},
+    {"verify", ZT_FLAG_STR, ZT_AT_STR(T, verify), "DIR",
+     .help = "check an existing dataset instead of packing: dataset.json,\n"
+             "file sizes, every crc32c and every token id"},
+    {"model-vocab", ZT_FLAG_I64, ZT_AT_I64(T, model_vocab), "V", 1, 1LL << 32,
+     .help = "with --verify: check ids against a model's vocab_size V\n"
+             "instead of the dataset's own"},
+    {0}};
+#undef T
 
 static int verify_dataset(const char *dir, long long model_vocab) {
     zt_dataset ds;
@@ -170,125 +192,75 @@ static int verify_dataset(const char *dir, long long model_vocab) {
     return 0;
 }
 
+// A usage error: exit 2 (the table's own errors, and the checks below that need only argv).
+#define USAGE_ERROR 2
+
 int zt_cmd_pack(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"input", required_argument, 0, 'i'},      {"seq-len", required_argument, 0, 's'},
-        {"vocab-size", required_argument, 0, 'V'}, {"eos", required_argument, 0, 'e'},
-        {"per-rank", required_argument, 0, 'r'},   {"tokenizer", required_argument, 0, 't'},
-        {"output", required_argument, 0, 'o'},     {"quiet", no_argument, 0, 'q'},
-        {"verify", required_argument, 0, 1},       {"model-vocab", required_argument, 0, 2},
-        {"field", required_argument, 0, 3},        {"skip-bad", no_argument, 0, 4},
-        {"threads", required_argument, 0, 'j'},    {"help", no_argument, 0, 'h'},
-        {"train-on", required_argument, 0, 5},     {0, 0, 0, 0},
-    };
-    zt_pack_opts o = {.input = ZT_PACK_TEXT_IDS, .seq_len = 2048, .vocab_size = -1, .eos_id = -1};
-    const char *out_dir = NULL, *verify = NULL, *train_on = NULL;
-    long long v, model_vocab = 0;
-    int eos_given = 0;
-    optind = 1;
-    int c;
-    long long threads = 0;
-    while ((c = getopt_long(argc, argv, "i:s:V:e:r:t:o:j:qh", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'i':
-            if (!strcmp(optarg, "ids")) o.input = ZT_PACK_TEXT_IDS;
-            else if (!strcmp(optarg, "u32")) o.input = ZT_PACK_U32;
-            else if (!strcmp(optarg, "bytes")) o.input = ZT_PACK_BYTES;
-            else if (!strcmp(optarg, "jsonl")) o.input = ZT_PACK_JSONL;
-            else if (!strcmp(optarg, "text")) o.input = ZT_PACK_TEXT_FILES;
-            else if (!strcmp(optarg, "lines")) o.input = ZT_PACK_TEXT_LINES;
-            else if (!strcmp(optarg, "chat")) o.input = ZT_PACK_CHAT;
-            else {
-                fprintf(stderr,
-                        "zerotrain: error: --input: '%s' is not one of ids, u32, bytes, jsonl, text, lines, chat\n",
-                        optarg);
-                return 1;
-            }
-            break;
-        case 's':
-            if (parse_int("--seq-len", optarg, 2, 1 << 30, &v)) return 1;
-            o.seq_len = (int)v;
-            break;
-        case 'V':
-            if (parse_int("--vocab-size", optarg, 1, 1LL << 32, &v)) return 1;
-            o.vocab_size = v;
-            break;
-        case 'e':
-            eos_given = 1;
-            if (!strcmp(optarg, "none")) o.eos_id = -1;
-            else if (parse_int("--eos", optarg, 0, (1LL << 32) - 1, &v)) return 1;
-            else o.eos_id = v;
-            break;
-        case 'r':
-            if (parse_int("--per-rank", optarg, 1, 99999, &v)) return 1;
-            o.per_rank = (int)v;
-            break;
-        case 't': o.tokenizer = optarg; break;
-        case 'o': out_dir = optarg; break;
-        case 'q': o.quiet = 1; break;
-        case 1: verify = optarg; break;
-        case 2:
-            if (parse_int("--model-vocab", optarg, 1, 1LL << 32, &model_vocab)) return 1;
-            break;
-        case 3: o.field = optarg; break;
-        case 4: o.skip_bad = 1; break;
-        case 5: {
-            zt_chat_train rule;
-            if (zt_chat_train_parse(optarg, &rule)) {
-                fprintf(stderr, "zerotrain: error: --train-on: '%s' is not one of assistant, last, all\n", optarg);
-                return 1;
-            }
-            train_on = optarg;
-            o.train_on = (int)rule;
-            break;
+    pack_flags f;
+    int first;
+    const int prc = zt_flags_parse_operands("pack", pack_flags_table, &f, argc, argv, synopsis, epilog, &first);
+    if (prc) return prc == 1 ? 0 : USAGE_ERROR;
+    zt_pack_opts o = {.input = (zt_pack_input)f.input, .seq_len = f.seq_len, .vocab_size = f.vocab_size,
+                      .eos_id = -1, .per_rank = f.per_rank, .tokenizer = f.tokenizer, .quiet = f.quiet,
+                      .field = f.field, .skip_bad = f.skip_bad};
+    const char *out_dir = f.output, *verify = f.verify, *train_on = f.train_on;
+    const long long model_vocab = f.model_vocab, threads = f.threads;
+    const int eos_given = f.eos != NULL;
+    if (f.eos && strcmp(f.eos, "none")) {
+        int64_t v;
+        if (zt_arg_i64("--eos", f.eos, 0, (1LL << 32) - 1, &v) != 0) {
+            fprintf(stderr, "zerotrain pack: error: %s\n", zt_errmsg());
+            return USAGE_ERROR;
         }
-        case 'j':
-            if (parse_int("--threads", optarg, 1, 4096, &threads)) return 1;
-            break;
-        case 'h': pack_usage(stdout); return 0;
-        default: fprintf(stderr, "(see zerotrain pack --help)\n"); return 1;
-        }
+        o.eos_id = v;
+    }
+    if (train_on) {
+        zt_chat_train rule = ZT_CHAT_TRAIN_ASSISTANT;
+        zt_chat_train_parse(train_on, &rule);  // one of the table's choices: known
+        o.train_on = (int)rule;
     }
     if (verify) {
-        if (optind < argc || out_dir) {
+        if (first < argc || out_dir) {
             fprintf(stderr, "zerotrain: error: --verify DIR checks an existing dataset; it takes no INPUT or -o\n");
-            return 1;
+            return USAGE_ERROR;
         }
         return verify_dataset(verify, model_vocab);
     }
     if (model_vocab) {
         fprintf(stderr, "zerotrain: error: --model-vocab only applies with --verify\n");
-        return 1;
+        return USAGE_ERROR;
     }
-    if (optind >= argc) {
-        fprintf(stderr, "zerotrain: error: no INPUT files given (see zerotrain pack --help)\n");
-        return 1;
+    if (first >= argc) {
+        fprintf(stderr, "zerotrain: error: no INPUT files given\n\n");
+        zt_flags_usage(stderr, pack_flags_table, synopsis, epilog);
+        return USAGE_ERROR;
     }
     if (!out_dir) {
-        fprintf(stderr, "zerotrain: error: no output directory: add -o OUT_DIR\n");
-        return 1;
+        fprintf(stderr, "zerotrain: error: no output directory: add -o OUT_DIR\n\n");
+        zt_flags_usage(stderr, pack_flags_table, synopsis, epilog);
+        return USAGE_ERROR;
     }
     const int chat = o.input == ZT_PACK_CHAT;
     int text = o.input == ZT_PACK_JSONL || o.input == ZT_PACK_TEXT_FILES || o.input == ZT_PACK_TEXT_LINES || chat;
     if (!text && (o.field || o.skip_bad || threads)) {
         fprintf(stderr, "zerotrain: error: --field, --skip-bad and --threads apply to text input (--input jsonl, "
                         "text, lines or chat)\n");
-        return 1;
+        return USAGE_ERROR;
     }
     if (o.field && o.input != ZT_PACK_JSONL && !chat) {
         fprintf(stderr, "zerotrain: error: --field only applies to --input jsonl and chat\n");
-        return 1;
+        return USAGE_ERROR;
     }
     if (train_on && !chat) {
         fprintf(stderr, "zerotrain: error: --train-on %s only applies to --input chat (conversations); other inputs "
                         "train every token\n",
                 train_on);
-        return 1;
+        return USAGE_ERROR;
     }
     if (chat && eos_given) {
         fprintf(stderr, "zerotrain: error: --eos does not apply to --input chat: no eos is appended, the template "
                         "ends every turn with <|im_end|> and a newline\n");
-        return 1;
+        return USAGE_ERROR;
     }
     zt_tokenizer *tok = NULL;
     char tokpath[4096], cfgpath[4096 + 32], tplname[64];
@@ -339,7 +311,7 @@ int zt_cmd_pack(int argc, char **argv) {
             if (o.vocab_size <= 256) {
                 fprintf(stderr, "zerotrain: error: --input bytes puts eos 256 after each document, which needs "
                                 "--vocab-size >= 257; pass --eos none for no separator\n");
-                return 1;
+                return USAGE_ERROR;
             }
         }
         if (!o.tokenizer) o.tokenizer = "bytes";
@@ -348,13 +320,13 @@ int zt_cmd_pack(int argc, char **argv) {
             fprintf(stderr, "zerotrain: error: --vocab-size is required with --input %s (ids must be checked "
                             "against the model's vocabulary)\n",
                     o.input == ZT_PACK_U32 ? "u32" : "ids");
-            return 1;
+            return USAGE_ERROR;
         }
         if (!o.tokenizer) o.tokenizer = "ids";
     }
 
     zt_pack_stats st;
-    int rc = zt_pack((const char *const *)argv + optind, argc - optind, out_dir, &o, &st);
+    int rc = zt_pack((const char *const *)argv + first, argc - first, out_dir, &o, &st);
     zt_tokenizer_free(tok);
     if (rc != 0) {
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());

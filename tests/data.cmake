@@ -57,5 +57,5 @@ zt_data_cli_test(data_cli_vocab_required
   "zerotrain: error: --vocab-size is required"
   pack ${ZT_DATA_CLI}/ids.txt -o ${ZT_DATA_CLI}/out-novocab)
 zt_data_cli_test(data_cli_bad_flag_value
-  "zerotrain: error: --seq-len: '1' is not an integer"
+  "zerotrain pack: error: --seq-len: 1 is out of range \\[2, 1073741824\\]"
   pack --seq-len 1 --vocab-size 100 ${ZT_DATA_CLI}/ids.txt -o ${ZT_DATA_CLI}/out-seq)

@@ -13,12 +13,15 @@ W="$WORK/$CASE"
 rm -rf "$W" && mkdir -p "$W"
 CONV="$SRC/examples/sft/conversations.jsonl"
 fail() { echo "FAIL [$CASE]: $*"; exit 1; }
-# expect_error PATTERN... -- CMD...: CMD must fail, its output must match every PATTERN (grep -E)
+# expect_error PATTERN... -- CMD...: CMD must fail, its output must match every PATTERN (grep -E);
+# and exit with $EXPECT_RC: 1 (a failing pack, the default) or 2 (a usage error)
 expect_error() {
-    local pats=()
+    local pats=() rc
     while [ "$1" != "--" ]; do pats+=("$1"); shift; done
     shift
     "$@" >"$W/out.txt" 2>&1 && { cat "$W/out.txt"; fail "command succeeded but should have failed: $*"; }
+    rc=$?
+    [ "$rc" -eq "${EXPECT_RC:-1}" ] || { cat "$W/out.txt"; fail "exit $rc, not ${EXPECT_RC:-1}: $*"; }
     for p in "${pats[@]}"; do
         grep -Eq -- "$p" "$W/out.txt" || { cat "$W/out.txt"; fail "output lacks /$p/"; }
     done
@@ -229,14 +232,16 @@ deep_line)
     if grep -q "malformed JSON" "$W/out.txt"; then fail "said 'malformed JSON' for a line nested too deep"; fi
     ;;
 flags)
+    # usage errors: exit 2
+    EXPECT_RC=2
     expect_error "--train-on last only applies to --input chat" -- \
         "$ZT" pack --input jsonl --train-on last "$CONV" -o "$W/a"
     expect_error "--train-on assistant only applies to --input chat" -- \
         "$ZT" pack --train-on assistant --vocab-size 100 "$CONV" -o "$W/b"
-    expect_error "--train-on: 'everything' is not one of assistant, last, all" -- \
+    expect_error "--train-on everything: expected assistant, last or all" -- \
         "$ZT" pack --input chat --train-on everything "$CONV" -o "$W/c"
     expect_error "--eos does not apply to --input chat" -- "$ZT" pack --input chat --eos 151645 "$CONV" -o "$W/d"
-    expect_error "'chatml' is not one of ids, u32, bytes, jsonl, text, lines, chat" -- \
+    expect_error "--input chatml: expected ids, u32, bytes, jsonl, text, lines or chat" -- \
         "$ZT" pack --input chatml "$CONV" -o "$W/e"
     ;;
 *) fail "unknown case" ;;

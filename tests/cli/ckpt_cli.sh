@@ -11,9 +11,13 @@ rm -rf "$W" && mkdir -p "$W"
 RUN="$WORK/run"
 fail() { echo "FAIL [$CASE]: $*"; exit 1; }
 
-# expect_error CMD...: the command must exit non-zero and print every pattern in $PATTERNS.
+# expect_error CMD...: the command must exit non-zero, with $EXPECT_RC when set (2: a usage
+# error, 1: a failed export or inspect), and print every pattern in $PATTERNS.
 expect_error() {
+    local rc
     "$@" >"$W/out.txt" 2>&1 && { cat "$W/out.txt"; fail "command succeeded but should have failed: $*"; }
+    rc=$?
+    [ -z "${EXPECT_RC:-}" ] || [ "$rc" -eq "$EXPECT_RC" ] || { cat "$W/out.txt"; fail "exit $rc, not $EXPECT_RC: $*"; }
     for p in "${PATTERNS[@]}"; do
         grep -q -- "$p" "$W/out.txt" || { cat "$W/out.txt"; fail "error output lacks '$p'"; }
     done
@@ -88,12 +92,14 @@ export)
     echo "ok [$CASE]: $n shard files (fp32), one bf16 file for the tied model"
     ;;
 export_bad)
-    PATTERNS=("zerotrain: error: --dtype: 'fp16' is not one of bf16, fp32")
+    EXPECT_RC=2  # usage errors
+    PATTERNS=("zerotrain export: error: --dtype fp16: expected bf16, bfloat16, fp32, float32 or f32")
     expect_error "$ZT" export --dtype fp16 "$RUN" "$W/o"
     PATTERNS=("zerotrain: error: --max-shard-size: '5XB' is not a size")
     expect_error "$ZT" export --max-shard-size 5XB "$RUN" "$W/o"
-    PATTERNS=("export needs CKPT and OUT_DIR (got 1 argument")
+    PATTERNS=("export needs CKPT and OUT_DIR (got 1 argument" "usage: zerotrain export")
     expect_error "$ZT" export "$RUN"
+    EXPECT_RC=1  # failed exports
     mkdir -p "$W/full" && touch "$W/full/x"
     PATTERNS=("$W/full exists and is not empty")
     expect_error "$ZT" export "$RUN" "$W/full"

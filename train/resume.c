@@ -1,0 +1,200 @@
+// Resuming (train/train_internal.h): the settings a checkpoint records and a resume must
+// match, loading one checkpoint after checking it against this run, --resume auto's walk
+// past checkpoints whose data does not load, and the metrics files cut back to the
+// checkpoint's step.
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/common.h"
+#include "train/train_internal.h"
+
+// Settings a resumed run must share with the checkpoint for an exact continuation
+// (the world size may change; the global batch, data and schedule may not).
+char *zt_resume_settings_json(const zt_train_opts *o, const zt_dataset *ds, int isolated, int64_t global_batch_blocks,
+                              int64_t total_steps) {
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddNumberToObject(t, "global_batch_blocks", (double)global_batch_blocks);
+    cJSON_AddNumberToObject(t, "seq_len", ds->seq_len);
+    cJSON_AddNumberToObject(t, "dataset_blocks", (double)ds->total_blocks);
+    // The dataset's identity: every file's name, blocks and crc32c (from dataset.json).
+    cJSON *files = cJSON_AddArrayToObject(t, "dataset_files");
+    for (int i = 0; i < ds->nfiles; i++) {
+        char f[400];
+        snprintf(f, sizeof f, "%s %lld blocks crc32c %08x", ds->files[i].name, (long long)ds->files[i].blocks,
+                 ds->files[i].crc32c);
+        cJSON_AddItemToArray(files, cJSON_CreateString(f));
+    }
+    cJSON_AddStringToObject(t, "layout", ds->per_rank ? "per-rank" : "single");
+    // supervised data (version 2): the attention decides what the loss means, so a resume keeps it
+    if (ds->token_flags) cJSON_AddStringToObject(t, "doc_attention", isolated ? "isolated" : "full");
+    // The flags a resume must match come from the flag table (o->flag_settings, in its order:
+    // evenfix, seed, lr, ...); total_steps, derived from --steps/--epochs, follows the seed.
+    cJSON *flags = o->flag_settings ? cJSON_Parse(o->flag_settings) : NULL;
+    while (flags && flags->child) {
+        cJSON *it = cJSON_DetachItemViaPointer(flags, flags->child);
+        char key[64];
+        snprintf(key, sizeof key, "%s", it->string);
+        cJSON_AddItemToObject(t, key, it);
+        const int after = !strcmp(key, "seed");
+        if (after) cJSON_AddNumberToObject(t, "total_steps", (double)total_steps);
+    }
+    cJSON_Delete(flags);
+    if (!cJSON_GetObjectItemCaseSensitive(t, "total_steps")) cJSON_AddNumberToObject(t, "total_steps", (double)total_steps);
+    char *text = cJSON_PrintUnformatted(t);
+    cJSON_Delete(t);
+    return text;
+}
+
+// --resume: this rank's slices of the canonical vectors, at any world size, after the
+// checkpoint's model config, settings and data cursor are checked against this run.
+// *load_failed = 1 when everything matched but reading the data failed (a checksum, a
+// short file): --resume auto then tries the next candidate.
+static int resume_one(const zt_train_opts *o, run_state *r, const char *from, int *load_failed) {
+    const zt_dataset *ds = &r->ds;
+    const double t0 = zt_now();
+    *load_failed = 0;
+    int ok = zt_ckpt_resolve(strcmp(from, "latest") ? from : o->run_dir, r->ckpt_path, sizeof r->ckpt_path) == 0;
+    const char *ckpt_path = r->ckpt_path;
+    zt_ckpt_meta meta;
+    zt_qwen3_config saved_cfg;
+    char *saved = NULL, diff[1024];
+    if (ok) ok = zt_ckpt_open_meta(ckpt_path, &meta, &saved_cfg, &saved) == 0;
+    if (ok && zt_ckpt_config_diff(&saved_cfg, &r->cfg, diff, sizeof diff) > 0)
+        ok = zt_err("--resume %s: the model config differs from the checkpoint's: %s", ckpt_path, diff) == 0;
+    // The dataset's identity (dataset_files, dataset_blocks) is compared like any other
+    // setting, with its own way out; a checkpoint written before dataset_files existed
+    // has none to compare.
+    int has_files = 0, data_differs = 0;
+    if (ok && saved && *saved) {
+        cJSON *sj = cJSON_Parse(saved), *nj = cJSON_Parse(r->settings);
+        has_files = cJSON_GetObjectItemCaseSensitive(sj, "dataset_files") != NULL;
+        for (int k = 0; k < 2 && has_files; k++) {
+            const char *key = k ? "dataset_blocks" : "dataset_files";
+            data_differs |= !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(sj, key),
+                                           cJSON_GetObjectItemCaseSensitive(nj, key), 1);
+        }
+        cJSON_Delete(sj);
+        cJSON_Delete(nj);
+        const char *may_differ[3] = {NULL, NULL, NULL};
+        if (!has_files || o->allow_new_data) may_differ[0] = "dataset_files";
+        if (o->allow_new_data) may_differ[1] = "dataset_blocks";
+        ok = zt_ckpt_check_train_json(saved, r->settings, may_differ) == 0;
+        if (!ok && data_differs) {
+            char why[ZT_ERR_MAX];
+            snprintf(why, sizeof why, "%s", zt_errmsg());
+            zt_err("%.1800s (this run's dataset is not the one the checkpoint trained on; pass --allow-new-data "
+                   "to continue on it anyway)", why);
+        }
+        if (!ok) zt_err_prefix("--resume %s", ckpt_path);
+        r->data_changed = ok && data_differs;
+    }
+    free(saved);
+    if (ok && ds->per_rank && meta.world_size != r->world)
+        ok = zt_err("--resume %s: saved by %d ranks on a per-rank dataset; it can only continue on %d ranks",
+                    ckpt_path, meta.world_size, meta.world_size) == 0;
+    if (ok && (meta.epoch != meta.step / r->steps_per_epoch || meta.epoch_step != meta.step % r->steps_per_epoch))
+        ok = zt_err("--resume %s: its data cursor (epoch %lld, step %lld of the epoch) does not match %lld steps "
+                    "per epoch of this run", ckpt_path, (long long)meta.epoch, (long long)meta.epoch_step,
+                    (long long)r->steps_per_epoch) == 0;
+    if (zt_train_agree(r->comm, ok, "reading the checkpoint to resume") != 0) return -1;
+    // Collective: refuses a model config that differs (naming the fields) and bad checksums.
+    zt_comm_watch_begin(r->comm, "checkpoint load (HDF5 collective read)");  // first-step deadline applies
+    const int load_rc = zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, zt_fsdp_layout(r->f), &meta, &r->shards);
+    zt_comm_watch_end(r->comm);
+    if (load_rc != 0) {
+        *load_failed = 1;
+        return zt_err_prefix("--resume");
+    }
+    r->start_step = meta.step;
+    r->tokens_seen = meta.tokens_seen;
+    snprintf(r->run_id, sizeof r->run_id, "%s", meta.run_id);  // one logical run across restarts
+    zt_fsdp_set_step(r->f, meta.step);  // Adam's bias-correction step and the LR schedule continue
+    r->step = meta.step;
+    if (r->rank == 0)
+        printf("resume: %s: step %lld (epoch %lld, %lld steps into it), saved by %d rank%s, loaded by %d (%.2f s)\n",
+               ckpt_path, (long long)meta.step, (long long)meta.epoch, (long long)meta.epoch_step, meta.world_size,
+               meta.world_size == 1 ? "" : "s", r->world, zt_now() - t0);
+    if (r->start_step >= r->total_steps && r->rank == 0)
+        printf("resume: the checkpoint is already at step %lld of %lld; nothing to train\n", (long long)r->start_step,
+               (long long)r->total_steps);
+    return 0;
+}
+
+// --resume: one checkpoint; --resume auto: its candidates in order, past any whose data
+// fails to load (a checksum, a truncated file), naming what was skipped. The load is
+// collective and agreed, so every rank moves to the same next candidate.
+int zt_resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
+    char **cand = r->resume_candidates;
+    const int is_auto = cand && cand[0] && o->resume == cand[0];
+    if (!is_auto) {
+        int load_failed;
+        return resume_one(o, r, o->resume, &load_failed);
+    }
+    char skipped[4096] = "";
+    for (int i = 0; cand[i]; i++) {
+        int load_failed;
+        if (resume_one(o, r, cand[i], &load_failed) == 0) {
+            if (skipped[0] && r->rank == 0)
+                fprintf(stderr, "zerotrain: warning: --resume auto: skipped %s; resumed from %s instead\n", skipped,
+                        r->ckpt_path);
+            return 0;
+        }
+        if (!load_failed) return -1;  // a mismatch of config or settings: an older checkpoint would not fit either
+        const size_t n = strlen(skipped);
+        snprintf(skipped + n, sizeof skipped - n, "%s%.1500s", n ? "; " : "", zt_errmsg());
+        if (r->rank == 0)
+            fprintf(stderr, "zerotrain: warning: --resume auto: %s does not load (%.1500s)%s\n", cand[i], zt_errmsg(),
+                    cand[i + 1] ? "; trying the next newest checkpoint" : "");
+    }
+    return zt_err("--resume auto: no checkpoint of %s/checkpoints loads: %.3000s; refusing to start over them: name "
+                  "one with --resume PATH, or pass --overwrite to discard them",
+                  o->run_dir, skipped);
+}
+
+// A resumed run continues after step `keep`: lines of a metrics file written for later
+// steps (after that checkpoint, before the stop or crash) are dropped, so each step
+// appears once. The file is walked by length, not as a C string: a line that does not
+// parse (a NUL byte, garbage) is kept as it is and counted, never a reason to drop what
+// follows it; only a torn last line (no newline: the crash cut it) goes. Atomic rewrite;
+// a missing file is fine.
+int zt_resume_truncate_jsonl(const char *path, int64_t keep) {
+    size_t n;
+    if (access(path, F_OK) != 0) return 0;
+    char *text = zt_read_file(path, &n);
+    if (!text) return -1;
+    char *out = zt_xmalloc(n + 1);
+    size_t o = 0, at = 0;
+    int64_t bad = 0, lineno = 0, first_bad = 0;
+    while (at < n) {
+        char *line = text + at, *end = memchr(line, '\n', n - at);
+        const size_t len = end ? (size_t)(end - line) + 1 : n - at;
+        lineno++;
+        const int has_nul = memchr(line, 0, len) != NULL;
+        cJSON *j = has_nul ? NULL : cJSON_ParseWithLength(line, len);
+        const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
+        const int later = cJSON_IsNumber(st) && st->valuedouble > (double)keep;
+        const int torn = !j && !end;  // a last line cut short by the crash
+        if (!j && !torn && !bad++) first_bad = lineno;
+        cJSON_Delete(j);
+        if (!later && !torn) memcpy(out + o, line, len), o += len;
+        at += len;
+    }
+    if (bad)
+        fprintf(stderr, "zerotrain: warning: %s: %lld line%s that %s not parse (first: line %lld) kept as %s\n", path,
+                (long long)bad, bad == 1 ? "" : "s", bad == 1 ? "does" : "do", (long long)first_bad,
+                bad == 1 ? "it is" : "they are");
+    int rc = o == n ? 0 : zt_write_file_atomic(path, out, o);
+    free(out);
+    free(text);
+    return rc;
+}
+

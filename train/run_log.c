@@ -1,0 +1,443 @@
+// The run log (train/train_internal.h): everything a run writes about itself. run.json once;
+// per step one metrics record, computed once and rendered by every sink from one table —
+// RUN/metrics.jsonl, RUN/ranks/rank-N.metrics.jsonl, RUN/tb and RUN/tb/ranks/rank-N
+// (TensorBoard), the heartbeat, the plain log line and the terminal's progress line — so a
+// metric added to the table reaches each of them (and the report, which reads metrics.jsonl);
+// evaluation lines the same way; the end of a run: summary, heartbeat, complete.json.
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/common.h"
+#include "train/train_internal.h"
+
+void zt_runlog_make_run_id(char *out, size_t n) {
+    zt_rng r;
+    zt_rng_seed(&r, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(zt_now() * 1e9));
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char ts[32];
+    strftime(ts, sizeof ts, "%Y%m%dT%H%M%SZ", &tm);
+    snprintf(out, n, "%s-%06llx", ts, (unsigned long long)(zt_rng_u64(&r) & 0xffffff));
+}
+
+static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, const zt_dataset *ds, int isolated,
+                          const char *id, int world, const char *settings, int64_t steps_per_epoch, int threads,
+                          const zt_fsdp_memory *mem, int64_t data_changed_at) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "run_id", id);
+    cJSON_AddStringToObject(root, "zerotrain_version", ZT_VERSION);
+    cJSON_AddStringToObject(root, "backend", "cpu");
+    cJSON_AddNumberToObject(root, "world_size", world);
+    cJSON_AddNumberToObject(root, "threads_per_rank", threads);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    cJSON_AddStringToObject(root, "host_rank0", host);
+    char *cj = zt_qwen3_config_json(cfg);
+    cJSON_AddItemToObject(root, "model_config", cJSON_Parse(cj));
+    free(cj);
+    cJSON_AddNumberToObject(root, "param_count", (double)zt_qwen3_param_count(cfg));
+    cJSON_AddStringToObject(root, "model", o->model ? o->model : "");
+    cJSON_AddStringToObject(root, "init", o->init ? o->init : "random");
+    cJSON *data = cJSON_AddObjectToObject(root, "data");
+    cJSON_AddStringToObject(data, "dir", o->data);
+    cJSON_AddStringToObject(data, "layout", ds->per_rank ? "per-rank" : "single");
+    cJSON_AddNumberToObject(data, "seq_len", ds->seq_len);
+    cJSON_AddNumberToObject(data, "files", ds->nfiles);
+    cJSON_AddNumberToObject(data, "blocks", (double)ds->total_blocks);
+    cJSON_AddStringToObject(data, "tokenizer", ds->tokenizer);
+    cJSON_AddBoolToObject(data, "evenfix", o->evenfix);
+    cJSON_AddNumberToObject(data, "version", ds->version);
+    if (ds->token_flags && ds->trained_tokens >= 0)
+        cJSON_AddNumberToObject(data, "trained_tokens", (double)ds->trained_tokens);
+    cJSON_AddStringToObject(data, "doc_attention", isolated ? "isolated" : "full");
+    if (o->eval_data) {
+        cJSON_AddStringToObject(data, "eval_dir", o->eval_data);
+        cJSON_AddNumberToObject(data, "eval_every", (double)o->eval_every);
+        cJSON_AddNumberToObject(data, "eval_batches", (double)o->eval_batches);
+    }
+    // --resume --allow-new-data on other files: from which step this run trains on them
+    if (data_changed_at >= 0) cJSON_AddNumberToObject(data, "data_changed_at_step", (double)data_changed_at);
+    // The settings a resume must match (train_settings_json), plus how this launch splits them.
+    cJSON *tr = cJSON_Parse(settings);
+    cJSON_AddItemToObject(root, "train", tr);
+    cJSON_AddNumberToObject(tr, "steps_per_epoch", (double)steps_per_epoch);
+    cJSON_AddNumberToObject(tr, "micro_batch", o->micro_batch);
+    cJSON_AddNumberToObject(tr, "grad_accum", o->grad_accum);
+    cJSON_AddNumberToObject(tr, "tokens_per_step", (double)world * o->micro_batch * o->grad_accum * ds->seq_len);
+    cJSON_AddNumberToObject(tr, "save_every", (double)o->save_every);
+    cJSON_AddNumberToObject(tr, "keep_last", o->keep_last);
+    cJSON *m = cJSON_AddObjectToObject(root, "memory_per_rank_bytes");
+    cJSON_AddNumberToObject(m, "params", (double)mem->params);
+    cJSON_AddNumberToObject(m, "grads", (double)mem->grads);
+    cJSON_AddNumberToObject(m, "optimizer", (double)mem->optimizer);
+    cJSON_AddNumberToObject(m, "buffers", (double)mem->buffers);
+    cJSON_AddNumberToObject(m, "activations", (double)mem->activations);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/run.json", o->run_dir);
+    int rc = zt_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return rc;
+}
+
+static const char *human(double b, char *buf, size_t n) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024 && i < 4) b /= 1024, i++;
+    snprintf(buf, n, "%.1f %s", b, u[i]);
+    return buf;
+}
+
+// The terminal's progress line (rank 0): cleared before anything else is printed.
+static int g_progress_shown;
+void zt_runlog_clear_progress(void) {
+    if (!g_progress_shown) return;
+    printf("\r\033[K");
+    g_progress_shown = 0;
+}
+
+static const char *human_time(double s, char *buf, size_t n) {
+    if (!(s >= 0) || s > 1e9) snprintf(buf, n, "?");
+    else if (s < 60) snprintf(buf, n, "%.0f s", s);
+    else if (s < 3600) snprintf(buf, n, "%d min %02d s", (int)(s / 60), (int)s % 60);
+    else snprintf(buf, n, "%d h %02d min", (int)(s / 3600), (int)(s / 60) % 60);
+    return buf;
+}
+
+// JSON has no NaN or Infinity: such a value is written as null.
+static const char *json_num(char *buf, size_t n, const char *fmt, double v) {
+    if (isfinite(v)) snprintf(buf, n, fmt, v);
+    else snprintf(buf, n, "null");
+    return buf;
+}
+
+// Rank 0: the model, the memory per rank and the run's shape, before the first step.
+void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_memory *mem) {
+    if (r->rank != 0) return;
+    const zt_qwen3_config *cfg = &r->cfg;
+    const int threads = r->threads;
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    printf("model: Qwen3 %d layers, d=%lld, ffn=%lld, heads %d/%d, head_dim %d, vocab %lld, %s, %.2f M params\n",
+           cfg->num_layers, (long long)cfg->hidden_size, (long long)cfg->intermediate_size, cfg->num_heads,
+           cfg->num_kv_heads, cfg->head_dim, (long long)cfg->vocab_size, cfg->tie_word_embeddings ? "tied" : "untied",
+           zt_qwen3_param_count(cfg) / 1e6);
+    printf("memory per rank: params %s, grads %s, optimizer %s (sharded 1/%d), gather/scatter buffers %s, "
+           "activations %s\n",
+           human((double)mem->params, b1, sizeof b1), human((double)mem->grads, b2, sizeof b2),
+           human((double)mem->optimizer, b3, sizeof b3), r->world, human((double)mem->buffers, b4, sizeof b4),
+           human((double)mem->activations, b5, sizeof b5));
+    printf("train: %lld steps (%lld per epoch), %d rank%s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "
+           "per step, %d thread%s per rank, %s\n",
+           (long long)r->total_steps, (long long)r->steps_per_epoch, r->world, r->world == 1 ? "" : "s",
+           o->micro_batch, o->grad_accum, r->ds.seq_len, (long long)(r->global_step_blocks * r->ds.seq_len), threads,
+           threads == 1 ? "" : "s", r->backend);
+}
+
+// TensorBoard: rank 0 the run's curves in RUN/tb, every rank its own in RUN/tb/ranks/rank-N;
+// on resume the records of steps after the checkpoint go first (one curve per tag).
+static int open_tensorboard(const zt_train_opts *o, run_state *r, int64_t start_step) {
+    char dir[4200], host[256] = "";
+    gethostname(host, sizeof host - 1);
+    for (char *c = host; *c; c++)
+        if (*c == '/' || *c == ' ') *c = '_';
+    for (int k = 0; k < 2; k++) {
+        if (k == 0 && r->rank != 0) continue;
+        if (k == 0) snprintf(dir, sizeof dir, "%s/tb", o->run_dir);
+        else snprintf(dir, sizeof dir, "%s/tb/ranks/rank-%05d", o->run_dir, r->rank);
+        if (o->resume && zt_tb_truncate_dir(dir, start_step) < 0) return -1;
+        zt_tb *tb = zt_tb_open(dir, host[0] ? host : "host");
+        if (!tb) return -1;
+        if (k == 0) r->tb = tb;
+        else r->tb_rank = tb;
+    }
+    return 0;
+}
+
+// Opens every file the run writes to (rank 0: run.json, metrics.jsonl, RUN/tb; every rank:
+// its metrics, its TensorBoard and --trace-blocks file). Agreed: all ranks or none go on.
+int zt_runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *mem) {
+    const int R0 = r->rank == 0;
+    const int64_t start_step = r->start_step;
+    char path[4200];
+    int ok = 1;
+    if (R0 && o->overwrite && !o->resume) {
+        // A fresh run in a reused directory: nothing of the old run may look like this one's
+        // (a stale complete.json would read as COMPLETE; old checkpoints would resume into it).
+        const char *stale[] = {"checkpoints", "complete.json", "heartbeat.json", "final", "watch.json", "report.html", "tb"};
+        for (size_t i = 0; i < sizeof stale / sizeof stale[0] && ok; i++) {
+            snprintf(path, sizeof path, "%s/%s", o->run_dir, stale[i]);
+            ok = zt_remove_tree(path) == 0;
+        }
+    }
+    if (R0 && ok) {
+        if (!r->run_id[0]) zt_runlog_make_run_id(r->run_id, sizeof r->run_id);
+        ok = zt_run_lock_set_run_id(r->lock, r->run_id) == 0;  // a second job's refusal names it
+    }
+    if (R0 && ok) {
+        ok = write_run_json(o, &r->cfg, &r->ds, r->isolated, r->run_id, r->world, r->settings, r->steps_per_epoch,
+                            r->threads, mem, r->data_changed ? start_step : -1) == 0;
+        if (ok) {
+            snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
+            if (o->resume) ok = zt_resume_truncate_jsonl(path, start_step) == 0;
+            r->metrics = ok ? fopen(path, o->resume ? "a" : "w") : NULL;
+            if (ok && !r->metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
+        }
+    }
+    if (ok) {  // every rank: its own compute / wait split and bytes per step
+        snprintf(path, sizeof path, "%s/ranks/rank-%05d.metrics.jsonl", o->run_dir, r->rank);
+        if (o->resume) ok = zt_resume_truncate_jsonl(path, start_step) == 0;
+        r->rank_metrics = ok ? fopen(path, o->resume ? "a" : "w") : NULL;
+        if (ok && !r->rank_metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
+    }
+    if (ok && o->tensorboard) ok = open_tensorboard(o, r, start_step) == 0;
+    if (ok && o->trace_blocks) {  // every rank: its own block ids per step
+        snprintf(path, sizeof path, "%s/ranks/rank-%05d.blocks", o->run_dir, r->rank);
+        r->trace = fopen(path, o->resume ? "a" : "w");
+        if (!r->trace) ok = zt_err("%s: cannot open for writing", path) == 0;
+    }
+    return zt_train_agree(r->comm, ok, "writing run.json");
+}
+
+// ---- one record, many sinks ----
+
+// A step's metrics. The table says where each goes: its metrics.jsonl member and format
+// (members in this order), rank 0's TensorBoard tag, this rank's own metrics file member
+// and TensorBoard tag. A value that is not finite is null in JSON and no TensorBoard point.
+enum {
+    M_EPOCH, M_LOSS, M_LR, M_GRAD_NORM, M_CLIP_COEF, M_TOKENS, M_TOK_S, M_TOK_S_RANK, M_STEP_TIME, M_COMPUTE,
+    M_COMM_WAIT, M_BYTES_AG, M_BYTES_RS, M_GPU_HOURS, M_GPU_HOURS_AT_RISK, M_ELAPSED, M_TRAINED, M_WAIT_SHARE,
+    M_GPU_HOURS_PER_EPOCH, M_POWER_W, M_UTIL, M_COUNT
+};
+typedef struct {
+    const char *key, *fmt;     // RUN/metrics.jsonl (NULL: not there)
+    const char *tb;            // RUN/tb, rank 0 (NULL: none)
+    const char *rank_key;      // RUN/ranks/rank-N.metrics.jsonl (same format; NULL: not there)
+    const char *rank_tb;       // RUN/tb/ranks/rank-N (NULL: none)
+} metric_def;
+static const metric_def k_metrics[M_COUNT] = {
+    [M_EPOCH] = {"epoch", "%.0f"},
+    [M_LOSS] = {"loss", "%.6f", "train/loss"},
+    [M_LR] = {"lr", "%.6e", "train/lr"},
+    [M_GRAD_NORM] = {"grad_norm", "%.6f", "train/grad_norm"},
+    [M_CLIP_COEF] = {"clip_coef", "%.6f", "train/clip_coef"},
+    [M_TOKENS] = {"tokens", "%.0f", "train/tokens"},
+    [M_TOK_S] = {"tok_per_s", "%.1f", "perf/tok_per_s"},
+    [M_TOK_S_RANK] = {"tok_per_s_per_rank", "%.1f", "perf/tok_per_s_per_rank", "tok_per_s", "rank/tok_per_s"},
+    [M_STEP_TIME] = {"step_time_s", "%.4f", "perf/step_time_s", "step_time_s", "rank/step_time_s"},
+    [M_COMPUTE] = {"compute_s", "%.4f", NULL, "compute_s"},
+    [M_COMM_WAIT] = {"comm_wait_s", "%.4f", NULL, "comm_wait_s"},
+    [M_BYTES_AG] = {"bytes_gathered", "%.0f", "comm/bytes_gathered", "bytes_gathered", "rank/bytes_gathered"},
+    [M_BYTES_RS] = {"bytes_scattered", "%.0f", "comm/bytes_scattered", "bytes_scattered", "rank/bytes_scattered"},
+    [M_GPU_HOURS] = {"gpu_hours", "%.6f", "cost/gpu_hours"},
+    [M_GPU_HOURS_AT_RISK] = {"gpu_hours_at_risk", "%.6f", "cost/gpu_hours_at_risk"},
+    [M_ELAPSED] = {"elapsed_s", "%.3f"},
+    [M_TRAINED] = {"trained_tokens", "%.0f", "train/trained_tokens"},
+    [M_WAIT_SHARE] = {NULL, NULL, "perf/comm_wait_share", NULL, "rank/comm_wait_share"},
+    [M_GPU_HOURS_PER_EPOCH] = {NULL},  // the heartbeat's projection
+    [M_POWER_W] = {NULL, NULL, NULL, NULL, "power/board_w"},  // this rank's GPU as NVML last saw it
+    [M_UTIL] = {NULL, NULL, NULL, NULL, "power/util_pct"},
+};
+
+// An evaluation's record, rendered the same way (metrics.jsonl and rank 0's TensorBoard).
+enum { E_LOSS, E_PPL, E_BLOCKS, E_TARGETS, E_TIME, E_COUNT };
+static const metric_def k_eval[E_COUNT] = {
+    [E_LOSS] = {"eval_loss", "%.17g", "eval/loss"},
+    [E_PPL] = {"eval_ppl", "%.6f", "eval/ppl"},
+    [E_BLOCKS] = {"eval_blocks", "%.0f"},
+    [E_TARGETS] = {"eval_targets", "%.0f"},
+    [E_TIME] = {"eval_time_s", "%.3f"},
+};
+
+// {"step":S[,"rank":R],"key":value,...} of the members the table gives (rank: the rank file's).
+static void jsonl_line(FILE *f, const metric_def *defs, int n, const double *v, int64_t step, int rank_file,
+                       int rank, const char *extra) {
+    if (!f) return;
+    fprintf(f, "{\"step\":%lld", (long long)step);
+    if (rank_file) fprintf(f, ",\"rank\":%d", rank);
+    for (int i = 0; i < n; i++) {
+        const char *key = rank_file ? defs[i].rank_key : defs[i].key;
+        char num[64];
+        if (key) fprintf(f, ",\"%s\":%s", key, json_num(num, sizeof num, defs[i].fmt, v[i]));
+    }
+    fprintf(f, "%s}\n", extra ? extra : "");
+    fflush(f);  // a rank that dies or hangs next leaves whole lines behind
+}
+
+// The table's TensorBoard points; a writer that fails is closed with a warning (the jsonl goes on).
+static void tb_points(zt_tb **tb, const metric_def *defs, int n, const double *v, int64_t step, int rank_tb,
+                      const char *who) {
+    if (!*tb) return;
+    const double wt = zt_wall_now();
+    for (int i = 0; i < n; i++) {
+        const char *tag = rank_tb ? defs[i].rank_tb : defs[i].tb;
+        if (tag && isfinite(v[i])) zt_tb_scalar(*tb, tag, step, wt, (float)v[i]);
+    }
+    if (zt_tb_flush(*tb) != 0) {
+        fprintf(stderr, "zerotrain: warning: %s; TensorBoard output %s stops here (metrics.jsonl goes on)\n",
+                zt_errmsg(), who);
+        zt_tb_close(*tb);
+        *tb = NULL;
+    }
+}
+
+// One finished step: the record, then this rank's metrics file and TensorBoard; on rank 0 the
+// heartbeat, the run's metrics and TensorBoard, the plain log line and the progress line.
+void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt_fsdp_stats *s) {
+    const int64_t total_steps = r->total_steps, steps_per_epoch = r->steps_per_epoch;
+    const double now = zt_now(), el = now - r->t_loop, mean_step = el / (double)r->steps_run;
+    const double tok_s = (double)s->tokens / s->t_step;
+    double v[M_COUNT];
+    v[M_EPOCH] = (double)r->epoch;
+    v[M_LOSS] = s->loss;
+    v[M_LR] = s->lr;
+    v[M_GRAD_NORM] = s->grad_norm;
+    v[M_CLIP_COEF] = s->clip_coef;
+    v[M_TOKENS] = (double)r->tokens_seen;
+    v[M_TOK_S] = tok_s;
+    v[M_TOK_S_RANK] = tok_s / r->world;
+    v[M_STEP_TIME] = s->t_step;
+    v[M_COMPUTE] = s->t_compute;
+    v[M_COMM_WAIT] = s->t_comm_wait;
+    v[M_BYTES_AG] = (double)s->bytes_gathered;
+    v[M_BYTES_RS] = (double)s->bytes_scattered;
+    // GPU-hours (rank-hours on the CPU backend): spent in this process so far, projected per
+    // epoch at the mean step time, and at risk = spent since the last checkpoint.
+    v[M_GPU_HOURS] = r->world * el / 3600.0;
+    v[M_GPU_HOURS_AT_RISK] = r->world * (now - r->t_durable) / 3600.0;
+    v[M_GPU_HOURS_PER_EPOCH] = r->world * mean_step * (double)steps_per_epoch / 3600.0;
+    v[M_ELAPSED] = now - r->t_start;
+    v[M_TRAINED] = (double)s->targets;
+    v[M_WAIT_SHARE] = s->t_comm_wait / s->t_step;
+    double util = NAN;
+    const double watts = zt_power_last(r->power, &util);
+    v[M_POWER_W] = watts >= 0 ? watts : NAN;
+    v[M_UTIL] = watts >= 0 ? util : NAN;
+
+    char who[32];
+    snprintf(who, sizeof who, "of rank %d", r->rank);
+    tb_points(&r->tb_rank, k_metrics, M_COUNT, v, step + 1, 1, who);
+    jsonl_line(r->rank_metrics, k_metrics, M_COUNT, v, step + 1, 1, r->rank, NULL);
+    if (r->rank != 0) return;
+    zt_heartbeat hb = {.run_id = r->run_id, .state = "running", .step = step + 1, .total_steps = total_steps,
+                       .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = v[M_ELAPSED],
+                       .step_time_s = v[M_STEP_TIME], .tok_per_s = v[M_TOK_S], .loss = v[M_LOSS],
+                       .world_size = r->world, .gpu_hours = v[M_GPU_HOURS],
+                       .gpu_hours_per_epoch = v[M_GPU_HOURS_PER_EPOCH], .gpu_hours_at_risk = v[M_GPU_HOURS_AT_RISK]};
+    if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
+    jsonl_line(r->metrics, k_metrics, M_COUNT, v, step + 1, 0, 0, NULL);
+    tb_points(&r->tb, k_metrics, M_COUNT, v, step + 1, 0, "of the run");
+
+    const int logged =
+        o->log_every > 0 && ((step + 1) % o->log_every == 0 || r->steps_run == 1 || step + 1 == total_steps);
+    zt_runlog_clear_progress();  // the progress line gives way to the plain one
+    if (logged) {
+        printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s (%.0f "
+               "/rank) | %.3f s, comm wait %.0f%%\n",
+               (long long)step + 1, (long long)total_steps, (long long)r->epoch, v[M_LOSS], v[M_LR], v[M_GRAD_NORM],
+               v[M_CLIP_COEF] < 1 ? " (clipped)" : "", v[M_TOK_S], v[M_TOK_S_RANK], v[M_STEP_TIME],
+               100.0 * v[M_WAIT_SHARE]);
+        fflush(stdout);
+    }
+    if (r->progress_tty && step + 1 < total_steps) {
+        // on a terminal: one line rewritten in place, ETA from the mean step time so far
+        int64_t next_save = steps_per_epoch - (step + 1) % steps_per_epoch;
+        if (o->save_every > 0 && o->save_every - (step + 1) % o->save_every < next_save)
+            next_save = o->save_every - (step + 1) % o->save_every;
+        if (total_steps - (step + 1) < next_save) next_save = total_steps - (step + 1);
+        char eta[32], eta_save[32];
+        printf("[%lld/%lld %4.1f%%] epoch %lld | %.2fM tokens | %.0f tok/s | loss %.4f | ETA %s | next "
+               "checkpoint in %lld step%s (%s)",
+               (long long)step + 1, (long long)total_steps, 100.0 * (double)(step + 1) / (double)total_steps,
+               (long long)r->epoch, v[M_TOKENS] / 1e6, v[M_TOK_S], v[M_LOSS],
+               human_time(mean_step * (double)(total_steps - step - 1), eta, sizeof eta), (long long)next_save,
+               next_save == 1 ? "" : "s", human_time(mean_step * (double)next_save, eta_save, sizeof eta_save));
+        fflush(stdout);
+        g_progress_shown = 1;
+    }
+}
+
+// One evaluation (rank 0): the terminal line, metrics.jsonl, TensorBoard.
+void zt_runlog_eval(run_state *r, int64_t step, int64_t blocks, int64_t targets, double loss, double seconds) {
+    if (r->rank != 0) return;
+    zt_runlog_clear_progress();
+    printf("eval  %5lld | loss %.4f | ppl %.3f | %lld blocks, %lld targets | %.2f s\n", (long long)step, loss,
+           exp(loss), (long long)blocks, (long long)targets, seconds);
+    fflush(stdout);
+    const double v[E_COUNT] = {[E_LOSS] = loss, [E_PPL] = exp(loss), [E_BLOCKS] = (double)blocks,
+                               [E_TARGETS] = (double)targets, [E_TIME] = seconds};
+    const int finite = isfinite(v[E_LOSS]) && isfinite(v[E_PPL]);
+    jsonl_line(r->metrics, k_eval, E_COUNT, v, step, 0, 0, finite ? NULL : ",\"eval_note\":\"the loss is not finite\"");
+    tb_points(&r->tb, k_eval, E_COUNT, v, step, 0, "of the run");
+}
+
+// ---- the end of a run ----
+
+// Rank 0, after the loop: the summary line, then the heartbeat "stopped", or the heartbeat
+// "complete" and complete.json (the watcher's COMPLETE) once the final checkpoint and
+// final/ are committed.
+void zt_runlog_summary(const run_state *r, int stopped) {
+    if (r->rank != 0) return;
+    zt_runlog_clear_progress();
+    const double loop_s = zt_now() - r->t_loop;
+    const double tokens = (double)(r->steps_run * r->global_step_blocks * r->ds.seq_len);
+    if (r->steps_run > 0)
+        printf("%s: %lld steps, %lld tokens in %.1f s (%.0f tok/s, %.0f per rank); rank 0 waited on collectives "
+               "%.1f%% of the time; loss %.4f -> %.4f\n",
+               stopped ? "stopped" : "done", (long long)r->steps_run, (long long)tokens, loop_s, tokens / loop_s,
+               tokens / loop_s / r->world, 100 * r->t_wait_total / (r->t_wait_total + r->t_compute_total),
+               r->loss_first, r->loss_last);
+}
+
+// GPU-hours (rank-hours on cpu) this process spent training: the same figure as the last
+// metrics line's gpu_hours.
+static double gpu_hours_spent(const run_state *r) { return r->world * (zt_now() - r->t_loop) / 3600.0; }
+
+void zt_runlog_stopped(const zt_train_opts *o, const run_state *r) {
+    if (r->rank != 0) return;
+    const double el = zt_now() - r->t_loop;
+    zt_heartbeat hb = {.run_id = r->run_id, .state = "stopped", .step = r->step, .total_steps = r->total_steps,
+                       .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = zt_now() - r->t_start,
+                       .loss = r->loss_last, .world_size = r->world, .gpu_hours = gpu_hours_spent(r),
+                       .gpu_hours_per_epoch = r->steps_run ? r->world * el / (double)r->steps_run *
+                                                                 (double)r->steps_per_epoch / 3600.0 : 0};
+    if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
+}
+
+int zt_runlog_complete(const zt_train_opts *o, const run_state *r) {
+    if (r->rank != 0) return 0;
+    const double el = zt_now() - r->t_loop;
+    const int64_t steps_run = r->steps_run, total_steps = r->total_steps;
+    zt_heartbeat hb = {.run_id = r->run_id, .state = "complete", .step = total_steps, .total_steps = total_steps,
+                       .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = zt_now() - r->t_start,
+                       .tok_per_s = steps_run ? steps_run * r->global_step_blocks * r->ds.seq_len / el : 0,
+                       .loss = r->loss_last, .world_size = r->world, .gpu_hours = r->world * el / 3600.0,
+                       .gpu_hours_per_epoch = steps_run ? r->world * el / (double)steps_run *
+                                                              (double)r->steps_per_epoch / 3600.0 : 0};
+    zt_heartbeat_write(o->run_dir, &hb);
+    char path[4200], final_dir[4200] = "";
+    if (o->save_final) snprintf(final_dir, sizeof final_dir, "%s/final", o->run_dir);
+    cJSON *c = cJSON_CreateObject();  // paths may hold any byte: cJSON escapes them
+    cJSON_AddStringToObject(c, "run_id", r->run_id);
+    cJSON_AddNumberToObject(c, "step", (double)total_steps);
+    cJSON_AddNumberToObject(c, "time", (double)time(NULL));
+    cJSON_AddStringToObject(c, "checkpoint", r->ckpt_path);
+    cJSON_AddStringToObject(c, "final", final_dir);
+    char *text = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+    snprintf(path, sizeof path, "%s/complete.json", o->run_dir);
+    const int wrc = zt_write_file_atomic(path, text, strlen(text));
+    free(text);
+    if (wrc != 0) return -1;
+    printf("GPU-hours (rank-hours on cpu): %.4f spent in this process, %.4f per epoch projected\n", hb.gpu_hours,
+           hb.gpu_hours_per_epoch);
+    return 0;
+}
+

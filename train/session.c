@@ -1,0 +1,192 @@
+// A training job's session (train/train.h zt_train_run): MPI up and down, the stop signals
+// (a checkpoint at the next step boundary once training runs; before that, an exit), the
+// run directory's lock held by rank 0 for the job's life, --resume auto's choice and the
+// fresh-start guards, the communicators, liveness and power sampling, then the run itself
+// (train.c) and the first error kept as the one reported.
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/common.h"
+#include "engine/comm_mpi.h"
+#include "train/train_internal.h"
+
+// SIGUSR1 / SIGTERM: checkpoint at the next step boundary and exit 0. The handler only
+// sets a flag; the ranks agree on it with the step's all-reduce, so a signal to any one
+// rank stops all of them at the same step.
+static volatile sig_atomic_t g_stop_signal = 0;
+// Outside the training loop (start-up: loading the module, checking the data, reading the
+// checkpoint) there is nothing to save, so a stop request ends the process at once, even
+// from inside a blocking call.
+static volatile sig_atomic_t g_stop_exits = 0;
+static void on_stop_signal(int sig) {
+    g_stop_signal = sig;
+    if (g_stop_exits) {
+        static const char msg[] = "zerotrain: a stop signal (SIGUSR1/SIGTERM) arrived before training started; "
+                                  "exiting, nothing to save\n";
+        (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+        _exit(128 + sig);
+    }
+}
+
+int zt_session_stop_signal(void) { return g_stop_signal; }
+void zt_session_stop_exits(int on) { g_stop_exits = on; }
+
+// Before the communicators exist: every rank contributes ok; when any failed, every rank
+// returns -1 with the lowest failing rank's message (MPI_COMM_WORLD, no deadline: nothing
+// here waits on anything but the other ranks' start-up).
+static int agree_start(int ok) {
+    int all = 0, rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all) return 0;
+    int me = ok ? world : rank, first = world;
+    MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    char msg[ZT_ERR_MAX];
+    snprintf(msg, sizeof msg, "%s", zt_errmsg());
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD);
+    if (first != rank && world > 1) return zt_err("rank %d: %.2000s", first, msg);
+    return zt_err("%s", msg);
+}
+
+// Everything between taking the run directory and handing it back: --resume auto's choice,
+// the fresh-start guards, the communicators, the run itself. Every early refusal here is
+// agreed (agree_start), so all ranks return together.
+static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
+    const zt_train_opts *o = eff;
+    // --resume auto (what a requeued batch job wants): continue from RUN/checkpoints/latest,
+    // or, when latest is missing or damaged, from the newest complete checkpoint that
+    // reads; start fresh only when the run directory holds no checkpoint at all; refuse when
+    // checkpoints are there but none can be resumed from. Never start over saved work. The
+    // candidates are loaded in order: one whose data checksums fail is skipped, named.
+    if (eff->resume && !strcmp(eff->resume, "auto")) {
+        char note[2600];
+        const int rc = zt_ckpt_auto_candidates(eff->run_dir, candidates, note, sizeof note);
+        if (agree_start(rc >= 0) != 0) return -1;
+        if (rc > 0) {
+            eff->resume = (*candidates)[0];
+            if (note[0] && r->rank == 0) fprintf(stderr, "zerotrain: warning: %s\n", note);
+        } else {
+            eff->resume = NULL;
+            eff->overwrite = 1;  // an earlier attempt that never checkpointed (run.json only): start clean
+            zt_err_clear();
+        }
+    }
+    // A fresh run's id from the start, so that a second job's refusal names it (a resumed run
+    // takes its checkpoint's when it loads).
+    if (!eff->resume && r->rank == 0) {
+        zt_runlog_make_run_id(r->run_id, sizeof r->run_id);
+        zt_run_lock_set_run_id(r->lock, r->run_id);
+    }
+    // Checked before anything is written, so every rank sees the same answer.
+    char path[4200], found[1024];
+    snprintf(path, sizeof path, "%s/run.json", o->run_dir);
+    struct stat st;
+    int ok = 1;
+    if (!o->overwrite && !o->resume && stat(path, &st) == 0)
+        ok = zt_err("%s already exists: this run directory holds a run; continue it with --resume, pick a new "
+                    "--run-dir, or pass --overwrite",
+                    path) == 0;
+    // Saved checkpoints block a fresh start even without run.json (--keep-last would delete them).
+    if (ok && !o->overwrite && !o->resume && zt_ckpt_scan_run(o->run_dir, found, sizeof found) > 0)
+        ok = zt_err("%s/checkpoints holds %s: this run directory holds saved work; continue it with --resume "
+                    "(auto, latest or a step directory), pick a new --run-dir, or pass --overwrite to discard it",
+                    o->run_dir, found) == 0;
+    snprintf(path, sizeof path, "%s/ranks", o->run_dir);
+    if (ok) ok = zt_mkdirs(path) == 0;
+    // A prune a crashed job left half done (only the job holding the lock may clear it).
+    if (ok && r->rank == 0) ok = zt_ckpt_clear_removing(o->run_dir, stdout) == 0;
+    if (agree_start(ok) != 0) return -1;
+
+    zt_comm_opts co = zt_comm_opts_default();
+    if (o->collective_timeout > 0) co.timeout_s = o->collective_timeout;
+    if (o->first_collective_timeout > 0) co.first_timeout_s = o->first_collective_timeout;
+    if (co.first_timeout_s < co.timeout_s) co.first_timeout_s = co.timeout_s;
+    co.run_dir = o->run_dir;
+    r->copts = co;
+    if (zt_comm_init_mpi(&r->comm, MPI_COMM_WORLD, &co) != 0) return -1;
+    zt_comm_info info;
+    zt_comm_get_info(r->comm, &info);
+    r->alive = zt_liveness_start(o->run_dir, r->rank, o->alive_interval);
+    // Power telemetry whenever this rank's GPU is visible to NVML (health is judged by
+    // board power, not utilization); silently absent on machines without NVIDIA GPUs.
+    r->power = zt_power_start(o->run_dir, r->rank, info.local_rank, 1.0);
+    r->resume_candidates = *candidates;
+    const int rc = zt_train_body(o, r);
+    // The first error is the one reported: what cleaning up and the last heartbeat run into
+    // afterwards (a full disk fails both) is appended, never substituted.
+    char first[ZT_ERR_MAX] = "";
+    if (rc != 0) snprintf(first, sizeof first, "%s", zt_errmsg());
+    zt_train_cleanup(r);
+    zt_power_stop(r->power);
+    zt_liveness_stop(r->alive, rc == 0 ? "done" : "failed");
+    if (rc != 0 && r->rank == 0 && r->run_id[0]) {
+        zt_heartbeat hb = {.run_id = r->run_id, .state = "failed", .step = r->step, .total_steps = r->total_steps,
+                           .epoch = r->epoch, .tokens = r->tokens_seen, .loss = r->loss_last, .world_size = r->world,
+                           .elapsed_s = zt_now() - r->t_start, .error = first};
+        if (zt_heartbeat_write(o->run_dir, &hb) != 0) {
+            const size_t n = strlen(first);
+            snprintf(first + n, sizeof first - n, " (then, recording the failure: %.600s)", zt_errmsg());
+        }
+    }
+    if (rc != 0) {  // failures are agreed (every rank is here); name the rank in multi-rank jobs
+        if (r->world > 1) zt_err("rank %d: %.3000s", r->rank, first);
+        else zt_err("%s", first);
+    }
+    if (r->dcomm) zt_comm_finalize(r->dcomm);  // after the engine's buffers are gone (run_cleanup)
+    zt_comm_finalize(r->comm);
+    return rc;
+}
+
+int zt_train_run(const zt_train_opts *opts) {
+    zt_train_opts eff = *opts;
+    const zt_train_opts *o = &eff;
+    if (!o->model && !o->init) return zt_err("no model: give --model CONFIG.json|HF_DIR (or --init HF_DIR)");
+    // The flag table refuses these with the flag's range; this guards other callers of the API.
+    if (o->micro_batch < 1 || o->grad_accum < 1)
+        return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", o->micro_batch, o->grad_accum);
+    // SIGUSR1 / SIGTERM: a checkpoint at the next step boundary once training runs; before
+    // that (the module, the data, the checkpoint still loading) the process exits at once.
+    g_stop_signal = 0;
+    g_stop_exits = 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (zt_mpi_init_once() != 0) return -1;
+
+    run_state r;
+    memset(&r, 0, sizeof r);
+    MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &r.world);
+    // One job per run directory: rank 0 holds RUN/lock until the job ends, before anything in
+    // RUN is read for a decision or written (train/run_lock.h).
+    zt_run_lock *lock = NULL;
+    int ok = 1;
+    if (r.rank == 0 && o->run_lock) ok = zt_run_lock_acquire(o->run_dir, &lock) == 0;
+    else if (r.rank == 0) ok = zt_mkdirs(o->run_dir) == 0;
+    r.lock = lock;
+    char **candidates = NULL;
+    int rc = agree_start(ok);
+    if (rc == 0) rc = train_locked(&eff, &r, &candidates);
+    zt_ckpt_free_paths(candidates);
+    char msg[ZT_ERR_MAX];
+    snprintf(msg, sizeof msg, "%s", zt_errmsg());
+    zt_run_lock_release(lock);
+    g_stop_exits = 0;
+    zt_mpi_finalize_once();
+    if (rc != 0) zt_err("%s", msg);
+    return rc;
+}
