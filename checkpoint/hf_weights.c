@@ -12,6 +12,7 @@
 #include "base/json_util.h"
 #include "model/qwen3.h"
 #include "base/common.h"
+#include "checkpoint/hf.h"
 
 static int is_file(const char *p) {
     struct stat st;

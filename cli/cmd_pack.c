@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "base/common.h"
+#include "data/batch.h"
 
 typedef struct {
     int input;  // zt_pack_input
@@ -175,7 +176,7 @@ static int verify_dataset(const char *dir, long long model_vocab) {
     int64_t targets = 0;
     for (int i = 0; i < ds.nfiles; i++)
         for (int64_t b = 0; b < ds.files[i].blocks; b++)
-            targets += zt_qwen3_count_targets(zt_dataset_block(&ds, i, b), ds.seq_len, ds.doc_isolated);
+            targets += zt_batch_count_targets(zt_dataset_block(&ds, i, b), ds.seq_len, ds.doc_isolated);
     if (ds.total_blocks == 0)
         fprintf(stderr, "zerotrain: warning: %s holds no blocks: train refuses it as --eval-data, and as --data it "
                         "gives no step\n", ds.dir);

@@ -17,6 +17,7 @@
 #include "base/common.h"
 #include "engine/cuda_module.h"
 #include "engine/fsdp_internal.h"
+#include "data/batch.h"
 
 void zt_fsdp_log(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro) {
     if (f->nevents == f->events_cap) {
@@ -169,11 +170,11 @@ int64_t zt_fsdp_stage_rows(const zt_fsdp *f, const uint32_t *const *blocks, uint
         uint32_t *ib = ids + b * S;
         int32_t *tb = targets + b * S, *pb = pos ? pos + b * S : NULL;
         if (blocks[b]) {
-            n += zt_qwen3_batch(blocks[b], 1, S, f->doc_isolated, ib, tb, pb);
+            n += zt_batch_words(blocks[b], 1, S, f->doc_isolated, ib, tb, pb);
         } else {  // a filler: zeros whose targets count nothing
             memset(ib, 0, (size_t)S * sizeof(uint32_t));
-            (void)zt_qwen3_batch(ib, 1, S, f->doc_isolated, ib, tb, pb);
-            (void)zt_qwen3_drop_row_targets(tb, 0, S);
+            (void)zt_batch_words(ib, 1, S, f->doc_isolated, ib, tb, pb);
+            (void)zt_batch_drop_row_targets(tb, 0, S);
         }
     }
     return n;
@@ -191,7 +192,7 @@ int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks
         return zt_err("FSDP engine: version-2 data (loss masks, documents) needs a host comm beside the NCCL one to "
                       "count each step's targets (zt_fsdp_init_cuda's comm; it is the NCCL comm here)");
     double n = 0;
-    for (int i = 0; i < nblocks; i++) n += (double)zt_qwen3_count_targets(blocks[i], S, f->doc_isolated);
+    for (int i = 0; i < nblocks; i++) n += (double)zt_batch_count_targets(blocks[i], S, f->doc_isolated);
     double tw = zt_now();
     int rc = zt_allreduce(f->comm, &n, &n, 1, ZT_DT_F64, ZT_RED_SUM, what);  // exact: counts < 2^53
     f->t_wait += zt_now() - tw;

@@ -28,7 +28,7 @@
 // allocated once here; the op layer's scratch grows stream-ordered only on first use.
 //
 // Data: the host turns each micro-batch's raw block words into bare ids, targets and
-// (isolated documents) positions with zt_qwen3_batch, as the CPU backend does, and uploads
+// (isolated documents) positions with zt_batch_words, as the CPU backend does, and uploads
 // them on the compute stream. Version-2 data (zt_fsdp_set_data) needs the step's global
 // target count before the first gradient: one host all-reduce on `comm` per step
 // (zt_fsdp_count_targets), so `comm` must then be a host comm, not the NCCL one.
@@ -46,6 +46,7 @@
 #include "base/common.h"
 #include "engine/cuda_module.h"
 #include "engine/fsdp_internal.h"
+#include "data/batch.h"
 
 #define P ZT_FSDP_PARAM_SLOTS
 #define G ZT_FSDP_GRAD_SLOTS

@@ -181,7 +181,7 @@ int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks
 
 // A backend's `stage`: the raw block words of one micro-batch (blocks[0..micro_batch), row
 // b at ids/targets/pos + b * seq_len) as bare ids, targets and (pos non-NULL) document
-// positions (zt_qwen3_batch, row by row, straight from the blocks); a NULL block is a filler
+// positions (zt_batch_words, row by row, straight from the blocks); a NULL block is a filler
 // of zeros whose targets count nothing. Returns the micro-batch's trained targets.
 int64_t zt_fsdp_stage_rows(const zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
                            int32_t *pos);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/dataset.h"
+#include "data/batch.h"
 #include "base/common.h"
 
 static float *falloc(zt_qwen3 *m, int64_t n) {
@@ -97,46 +97,6 @@ void zt_qwen3_destroy(zt_qwen3 *m) {
 void zt_qwen3_targets(const uint32_t *tokens, int64_t B, int64_t S, int32_t *targets) {
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < S; t++) targets[b * S + t] = t + 1 < S ? (int32_t)tokens[b * S + t + 1] : -1;
-}
-
-// Word `next` is a trained target: not flagged no-loss and, with isolated documents, not
-// a document start (predicting it would look across the boundary).
-static inline int is_target(uint32_t next, int isolated) {
-    return !(next & ZT_TOK_NO_LOSS) && !(isolated && (next & ZT_TOK_DOC_START));
-}
-
-int64_t zt_qwen3_count_targets(const uint32_t *raw, int64_t S, int isolated) {
-    int64_t n = 0;
-    for (int64_t t = 1; t < S; t++) n += is_target(raw[t], isolated);
-    return n;
-}
-
-int64_t zt_qwen3_drop_row_targets(int32_t *targets, int64_t b, int64_t S) {
-    int64_t n = 0;
-    for (int64_t t = 0; t < S; t++) {
-        n += targets[b * S + t] >= 0;
-        targets[b * S + t] = -1;
-    }
-    return n;
-}
-
-int64_t zt_qwen3_batch(const uint32_t *raw, int64_t B, int64_t S, int isolated, uint32_t *ids, int32_t *targets,
-                       int32_t *pos) {
-    int64_t n = 0;
-    for (int64_t b = 0; b < B; b++) {
-        const uint32_t *w = raw + b * S;
-        int32_t p = 0;
-        for (int64_t t = 0; t < S; t++) {
-            if (t > 0 && !(isolated && (w[t] & ZT_TOK_DOC_START))) p++;
-            else p = 0;
-            if (pos) pos[b * S + t] = isolated ? p : (int32_t)t;
-            const int32_t tg = t + 1 < S && is_target(w[t + 1], isolated) ? (int32_t)(w[t + 1] & ZT_TOK_ID_MASK) : -1;
-            targets[b * S + t] = tg;
-            n += tg >= 0;
-        }
-    }
-    for (int64_t i = 0; i < B * S; i++) ids[i] = raw[i] & ZT_TOK_ID_MASK;  // after reading the flags (ids may alias raw)
-    return n;
 }
 
 void zt_qwen3_embed_fwd(zt_qwen3 *m, const float *emb, const uint32_t *tokens) {
@@ -237,7 +197,7 @@ const float *zt_qwen3_lm_head(const zt_qwen3_layout *lay, float *const *params) 
 
 double zt_qwen3_fwd_bwd(zt_qwen3 *m, float *const *params, float *const *grads, const uint32_t *tokens, float scale) {
     const int L = m->lay.cfg.num_layers;
-    m->ntargets = zt_qwen3_batch(tokens, m->B, m->S, m->isolated, m->ids, m->targets, m->pos);
+    m->ntargets = zt_batch_words(tokens, m->B, m->S, m->isolated, m->ids, m->targets, m->pos);
     zt_qwen3_embed_fwd(m, params[0], m->ids);
     for (int l = 0; l < L; l++) zt_qwen3_layer_fwd(m, l, params[1 + l]);
     float *dx = zt_xmalloc((size_t)(m->N * m->lay.cfg.hidden_size) * sizeof(float));
@@ -253,7 +213,7 @@ double zt_qwen3_fwd_bwd(zt_qwen3 *m, float *const *params, float *const *grads, 
 void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, float *logits) {
     const zt_qwen3_config *c = &m->lay.cfg;
     const int L = c->num_layers;
-    m->ntargets = zt_qwen3_batch(tokens, m->B, m->S, m->isolated, m->ids, m->targets, m->pos);
+    m->ntargets = zt_batch_words(tokens, m->B, m->S, m->isolated, m->ids, m->targets, m->pos);
     zt_qwen3_embed_fwd(m, params[0], m->ids);
     for (int l = 0; l < L; l++) zt_qwen3_layer_fwd(m, l, params[1 + l]);
     m->ops->rmsnorm_fwd(m->head_xf, m->head_rstd, m->x[L], params[L + 1], m->N, c->hidden_size,

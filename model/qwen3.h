@@ -32,7 +32,7 @@ typedef struct {
     uint32_t *ids;               // [N] bare token ids of the micro-batch (flag bits cleared)
     int32_t *pos;                // [N] positions inside each packed document (used when isolated)
     int isolated;                // 1: packed documents attend only to themselves, RoPE restarts per document
-    int64_t ntargets;            // targets of the last zt_qwen3_batch / zt_qwen3_fwd_bwd
+    int64_t ntargets;            // targets of the last zt_batch_words / zt_qwen3_fwd_bwd
     int64_t act_bytes;           // bytes of activations and workspaces held for one micro-batch
 } zt_qwen3;
 
@@ -54,25 +54,9 @@ void zt_qwen3_embed_bwd(zt_qwen3 *m, const uint32_t *tokens, const float *dx, fl
 
 // Targets for a micro-batch: position t predicts token t+1; a block's last position has none.
 void zt_qwen3_targets(const uint32_t *tokens, int64_t B, int64_t S, int32_t *targets);
-// Bare ids, targets and document positions of a micro-batch from its raw block words
-// (version 1 words are bare ids; version 2 words carry ZT_TOK_DOC_START / ZT_TOK_NO_LOSS,
-// data/dataset.h). targets[t] = id of token t+1 when that token is a trained target: not
-// flagged NO_LOSS and, with `isolated`, not the first token of a document (predicting it
-// would look across the boundary); otherwise -1, as for each block's last position.
-// pos (NULL allowed when !isolated) = token t's position in its document: 0 at the block
-// start and at each DOC_START (isolated), t within the block otherwise. ids may alias raw.
-// Returns the number of targets.
-int64_t zt_qwen3_batch(const uint32_t *raw, int64_t B, int64_t S, int isolated, uint32_t *ids, int32_t *targets,
-                       int32_t *pos);
-// The number of targets zt_qwen3_batch would find in one block (no buffers written):
-// what an engine needs before the step to scale its gradients.
-int64_t zt_qwen3_count_targets(const uint32_t *raw, int64_t S, int isolated);
-// Row b of a micro-batch is a filler (evaluation past a rank's last block): its targets
-// are set to -1. Returns how many targets it held.
-int64_t zt_qwen3_drop_row_targets(int32_t *targets, int64_t b, int64_t S);
-
 // Whole-model helpers for a single process holding every unit's full vector.
-// Forward + backward of one micro-batch of raw block words (m->isolated applies);
+// Forward + backward of one micro-batch of raw block words (data/batch.h decodes them;
+// m->isolated applies);
 // grads accumulate. Returns summed loss over the targets (m->ntargets of them).
 double zt_qwen3_fwd_bwd(zt_qwen3 *m, float *const *params, float *const *grads, const uint32_t *tokens, float scale);
 // Forward only, writing full logits [N, V] (for tests and evaluation on small vocabularies).
@@ -80,15 +64,4 @@ void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, 
 // Pointer to the lm_head matrix among full unit vectors.
 const float *zt_qwen3_lm_head(const zt_qwen3_layout *lay, float *const *params);
 
-// Hugging Face weights: `path` is a directory (model.safetensors or a sharded
-// model.safetensors.index.json) or a single .safetensors file. Fills every
-// unit's full vector (fp32). Errors name the file, the tensor and the rule.
-int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const *params);
-// The same checks, but only elements [lo[u], lo[u] + valid[u]) of each unit's canonical
-// vector are read, into dst[u] (pointing at element lo[u]): an FSDP rank loads its
-// shard without ever holding the whole model.
-int zt_qwen3_load_hf_slices(const zt_qwen3_layout *lay, const char *path, const int64_t *lo, const int64_t *valid,
-                            float *const *dst);
-// Write config.json + model.safetensors (dtype: ZT_ST_BF16 or ZT_ST_F32) into dir.
-int zt_qwen3_save_hf(const zt_qwen3_layout *lay, float *const *params, const char *dir, int dtype);
 #endif

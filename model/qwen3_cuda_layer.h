@@ -50,7 +50,7 @@ void zt_gprof_free(zt_gprof *p);
 void zt_gprof_report(const zt_gprof *p, const char *title);
 
 // x -> y (y != x). rope tables [S, D/2]. pos: NULL (positions t % S, plain causal
-// attention), or device int32 [B*S] positions inside packed documents (zt_qwen3_batch):
+// attention), or device int32 [B*S] positions inside packed documents (zt_batch_words):
 // RoPE restarts per document and attention stays inside it. The cuDNN attention
 // cannot mask documents: with dm->cudnn, a non-NULL pos is fatal.
 void zt_qwen3_cuda_layer_fwd(zt_cuda_ctx *c, void *stream, const zt_qwen3_cuda_dims *dm, const zt_bf16 *params,

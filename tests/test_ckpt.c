@@ -25,6 +25,7 @@
 #include "model/qwen3.h"
 #include "base/common.h"
 #include "tests/test_util.h"
+#include "checkpoint/hf.h"
 
 #define ALIGN 16  // engine/fsdp.h ZT_FSDP_ALIGN
 static int g_rank = 0, g_world = 1;

@@ -10,6 +10,7 @@
 #include "model/qwen3.h"
 #include "base/common.h"
 #include "tests/test_util.h"
+#include "checkpoint/hf.h"
 
 static float **alloc_units(const zt_qwen3_layout *lay) {
     float **p = zt_xcalloc((size_t)lay->nunits, sizeof(float *));

@@ -11,6 +11,7 @@
 #include "base/common.h"
 #include "tests/support/trainer.h"
 #include "tests/test_util.h"
+#include "checkpoint/hf.h"
 
 static float *read_f32(const zt_st_file *g, const char *name, int64_t expect_numel) {
     const zt_st_tensor *t = zt_st_find(g, name);

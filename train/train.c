@@ -25,6 +25,8 @@
 #include "engine/cuda_module.h"
 #include "train/preflight.h"
 #include "train/train_internal.h"
+#include "data/batch.h"
+#include "checkpoint/hf.h"
 
 void openblas_set_num_threads(int);  // OpenBLAS extension, not in cblas.h everywhere
 
@@ -305,7 +307,7 @@ static int open_data(const zt_train_opts *o, run_state *r) {
             int64_t targets = 0, k = 0;
             for (int fi = 0; fi < r->eds.nfiles && k < n; fi++)
                 for (int64_t b = 0; b < r->eds.files[fi].blocks && k < n; b++, k++)
-                    targets += zt_qwen3_count_targets(zt_dataset_block(&r->eds, fi, b), r->eds.seq_len, r->isolated);
+                    targets += zt_batch_count_targets(zt_dataset_block(&r->eds, fi, b), r->eds.seq_len, r->isolated);
             if (targets == 0)
                 ok = zt_err("--eval-data %s: the %lld block%s an evaluation reads hold no trained target (every token "
                             "is masked out of the loss: packed with --train-on rules that leave nothing?), so the "

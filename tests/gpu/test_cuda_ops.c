@@ -19,6 +19,7 @@
 #include "kernels/ops.h"
 #include "base/common.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "data/batch.h"
 
 // Tolerances (max-norm relative):
 #define TOL_BF16 1e-2     // bf16 output: one rounding (2^-9 relative) plus fp32 accumulation order
@@ -179,7 +180,7 @@ static void test_rmsnorm(zt_cuda_ctx *c, int64_t rows, int64_t d) {
 }
 
 // ---- packed documents --------------------------------------------------------------------------------
-// Document positions of B blocks of S tokens (what zt_qwen3_batch makes of DOC_START words
+// Document positions of B blocks of S tokens (what zt_batch_words makes of DOC_START words
 // with isolation): every block starts a document; block b adds one starting mid-block at
 // q = S/4 + b % 3 that is a single token (the next starts at q + 1), one at S/2 + 3 that
 // runs across the 32-key warp boundary when S > 35, a single token at the block's end, and

@@ -51,6 +51,7 @@
 #include "tests/support/trainer.h"
 #include "tests/fsdp_schedule.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "data/batch.h"
 
 #define STEPS 20
 #define MB 2
@@ -330,7 +331,7 @@ static void ref_eval(zt_trainer *ref, const uint32_t *const *blocks, int n, doub
         }
         zt_qwen3_logits(&ref->model, ref->params, tok, logits);
         for (int b = 0; b < MB; b++)
-            if (!blocks[mb * MB + b]) ref->model.ntargets -= zt_qwen3_drop_row_targets(ref->model.targets, b, SEQ);
+            if (!blocks[mb * MB + b]) ref->model.ntargets -= zt_batch_drop_row_targets(ref->model.targets, b, SEQ);
         for (int64_t t = 0; t < N; t++) {
             const int32_t tg = ref->model.targets[t];
             if (tg < 0) continue;

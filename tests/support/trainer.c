@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "data/batch.h"
 
 int zt_trainer_init(zt_trainer *t, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch, int grad_accum,
                     int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
@@ -41,7 +42,7 @@ void zt_trainer_step(zt_trainer *t, const uint32_t *const *blocks, zt_step_stats
     int64_t targets = 0;
     for (int mb = 0; mb < t->grad_accum; mb++)
         for (int64_t b = 0; b < B; b++)
-            targets += zt_qwen3_count_targets(blocks[mb * B + b], S, t->model.isolated);
+            targets += zt_batch_count_targets(blocks[mb * B + b], S, t->model.isolated);
     const float scale = targets ? (float)(1.0 / (double)targets) : 0.0f;
     for (int u = 0; u < lay->nunits; u++) memset(t->grads[u], 0, (size_t)lay->units[u].numel * sizeof(float));
 
