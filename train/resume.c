@@ -1,7 +1,6 @@
-// Resuming (train/train_internal.h): the settings a checkpoint records and a resume must
-// match, loading one checkpoint after checking it against this run, --resume auto's walk
-// past checkpoints whose data does not load, and the metrics files cut back to the
-// checkpoint's step.
+// Resuming (train/resume.h): the settings a checkpoint records and a resume must match,
+// loading one checkpoint after checking it against this run, and --resume auto's walk past
+// checkpoints whose data does not load.
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -15,7 +14,8 @@
 #include <unistd.h>
 
 #include "base/common.h"
-#include "train/train_internal.h"
+#include "train/agree.h"
+#include "train/resume.h"
 
 // Settings a resumed run must share with the checkpoint for an exact continuation
 // (the world size may change; the global batch, data and schedule may not).
@@ -158,43 +158,5 @@ int zt_resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
     return zt_err("--resume auto: no checkpoint of %s/checkpoints loads: %.3000s; refusing to start over them: name "
                   "one with --resume PATH, or pass --overwrite to discard them",
                   o->run_dir, skipped);
-}
-
-// A resumed run continues after step `keep`: lines of a metrics file written for later
-// steps (after that checkpoint, before the stop or crash) are dropped, so each step
-// appears once. The file is walked by length, not as a C string: a line that does not
-// parse (a NUL byte, garbage) is kept as it is and counted, never a reason to drop what
-// follows it; only a torn last line (no newline: the crash cut it) goes. Atomic rewrite;
-// a missing file is fine.
-int zt_resume_truncate_jsonl(const char *path, int64_t keep) {
-    size_t n;
-    if (access(path, F_OK) != 0) return 0;
-    char *text = zt_read_file(path, &n);
-    if (!text) return -1;
-    char *out = zt_xmalloc(n + 1);
-    size_t o = 0, at = 0;
-    int64_t bad = 0, lineno = 0, first_bad = 0;
-    while (at < n) {
-        char *line = text + at, *end = memchr(line, '\n', n - at);
-        const size_t len = end ? (size_t)(end - line) + 1 : n - at;
-        lineno++;
-        const int has_nul = memchr(line, 0, len) != NULL;
-        cJSON *j = has_nul ? NULL : cJSON_ParseWithLength(line, len);
-        const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
-        const int later = cJSON_IsNumber(st) && st->valuedouble > (double)keep;
-        const int torn = !j && !end;  // a last line cut short by the crash
-        if (!j && !torn && !bad++) first_bad = lineno;
-        cJSON_Delete(j);
-        if (!later && !torn) memcpy(out + o, line, len), o += len;
-        at += len;
-    }
-    if (bad)
-        fprintf(stderr, "zerotrain: warning: %s: %lld line%s that %s not parse (first: line %lld) kept as %s\n", path,
-                (long long)bad, bad == 1 ? "" : "s", bad == 1 ? "does" : "do", (long long)first_bad,
-                bad == 1 ? "it is" : "they are");
-    int rc = o == n ? 0 : zt_write_file_atomic(path, out, o);
-    free(out);
-    free(text);
-    return rc;
 }
 

@@ -1,4 +1,4 @@
-// The run log (train/train_internal.h): everything a run writes about itself. run.json once;
+// The run log (train/run_log.h): everything a run writes about itself. run.json once;
 // per step one metrics record, computed once and rendered by every sink from one table —
 // RUN/metrics.jsonl, RUN/ranks/rank-N.metrics.jsonl, RUN/tb and RUN/tb/ranks/rank-N
 // (TensorBoard), the heartbeat, the plain log line and the terminal's progress line — so a
@@ -14,7 +14,8 @@
 #include <unistd.h>
 
 #include "base/common.h"
-#include "train/train_internal.h"
+#include "train/agree.h"
+#include "train/run_log.h"
 
 void zt_runlog_make_run_id(char *out, size_t n) {
     zt_rng r;
@@ -186,14 +187,14 @@ int zt_runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *m
                             r->threads, mem, r->data_changed ? start_step : -1) == 0;
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
-            if (o->resume) ok = zt_resume_truncate_jsonl(path, start_step) == 0;
+            if (o->resume) ok = zt_runlog_truncate(path, start_step) == 0;
             r->metrics = ok ? fopen(path, o->resume ? "a" : "w") : NULL;
             if (ok && !r->metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
         }
     }
     if (ok) {  // every rank: its own compute / wait split and bytes per step
         snprintf(path, sizeof path, "%s/ranks/rank-%05d.metrics.jsonl", o->run_dir, r->rank);
-        if (o->resume) ok = zt_resume_truncate_jsonl(path, start_step) == 0;
+        if (o->resume) ok = zt_runlog_truncate(path, start_step) == 0;
         r->rank_metrics = ok ? fopen(path, o->resume ? "a" : "w") : NULL;
         if (ok && !r->rank_metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
     }
@@ -204,6 +205,44 @@ int zt_runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *m
         if (!r->trace) ok = zt_err("%s: cannot open for writing", path) == 0;
     }
     return zt_train_agree(r->comm, ok, "writing run.json");
+}
+
+// A resumed run continues after step `keep`: lines of a metrics file written for later
+// steps (after that checkpoint, before the stop or crash) are dropped, so each step
+// appears once. The file is walked by length, not as a C string: a line that does not
+// parse (a NUL byte, garbage) is kept as it is and counted, never a reason to drop what
+// follows it; only a torn last line (no newline: the crash cut it) goes. Atomic rewrite;
+// a missing file is fine.
+int zt_runlog_truncate(const char *path, int64_t keep) {
+    size_t n;
+    if (access(path, F_OK) != 0) return 0;
+    char *text = zt_read_file(path, &n);
+    if (!text) return -1;
+    char *out = zt_xmalloc(n + 1);
+    size_t o = 0, at = 0;
+    int64_t bad = 0, lineno = 0, first_bad = 0;
+    while (at < n) {
+        char *line = text + at, *end = memchr(line, '\n', n - at);
+        const size_t len = end ? (size_t)(end - line) + 1 : n - at;
+        lineno++;
+        const int has_nul = memchr(line, 0, len) != NULL;
+        cJSON *j = has_nul ? NULL : cJSON_ParseWithLength(line, len);
+        const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
+        const int later = cJSON_IsNumber(st) && st->valuedouble > (double)keep;
+        const int torn = !j && !end;  // a last line cut short by the crash
+        if (!j && !torn && !bad++) first_bad = lineno;
+        cJSON_Delete(j);
+        if (!later && !torn) memcpy(out + o, line, len), o += len;
+        at += len;
+    }
+    if (bad)
+        fprintf(stderr, "zerotrain: warning: %s: %lld line%s that %s not parse (first: line %lld) kept as %s\n", path,
+                (long long)bad, bad == 1 ? "" : "s", bad == 1 ? "does" : "do", (long long)first_bad,
+                bad == 1 ? "it is" : "they are");
+    int rc = o == n ? 0 : zt_write_file_atomic(path, out, o);
+    free(out);
+    free(text);
+    return rc;
 }
 
 // ---- one record, many sinks ----

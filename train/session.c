@@ -17,28 +17,11 @@
 
 #include "base/common.h"
 #include "engine/comm_mpi.h"
-#include "train/train_internal.h"
+#include "train/agree.h"
+#include "train/loop.h"
+#include "train/run_log.h"
+#include "train/signals.h"
 
-// SIGUSR1 / SIGTERM: checkpoint at the next step boundary and exit 0. The handler only
-// sets a flag; the ranks agree on it with the step's all-reduce, so a signal to any one
-// rank stops all of them at the same step.
-static volatile sig_atomic_t g_stop_signal = 0;
-// Outside the training loop (start-up: loading the module, checking the data, reading the
-// checkpoint) there is nothing to save, so a stop request ends the process at once, even
-// from inside a blocking call.
-static volatile sig_atomic_t g_stop_exits = 0;
-static void on_stop_signal(int sig) {
-    g_stop_signal = sig;
-    if (g_stop_exits) {
-        static const char msg[] = "zerotrain: a stop signal (SIGUSR1/SIGTERM) arrived before training started; "
-                                  "exiting, nothing to save\n";
-        (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
-        _exit(128 + sig);
-    }
-}
-
-int zt_session_stop_signal(void) { return g_stop_signal; }
-void zt_session_stop_exits(int on) { g_stop_exits = on; }
 
 // Before the communicators exist: every rank contributes ok; when any failed, every rank
 // returns -1 with the lowest failing rank's message (MPI_COMM_WORLD, no deadline: nothing
@@ -156,15 +139,7 @@ int zt_train_run(const zt_train_opts *opts) {
         return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", o->micro_batch, o->grad_accum);
     // SIGUSR1 / SIGTERM: a checkpoint at the next step boundary once training runs; before
     // that (the module, the data, the checkpoint still loading) the process exits at once.
-    g_stop_signal = 0;
-    g_stop_exits = 1;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    zt_signals_install();
     if (zt_mpi_init_once() != 0) return -1;
 
     run_state r;
@@ -185,7 +160,7 @@ int zt_train_run(const zt_train_opts *opts) {
     char msg[ZT_ERR_MAX];
     snprintf(msg, sizeof msg, "%s", zt_errmsg());
     zt_run_lock_release(lock);
-    g_stop_exits = 0;
+    zt_signals_exit_on_stop(0);
     zt_mpi_finalize_once();
     if (rc != 0) zt_err("%s", msg);
     return rc;

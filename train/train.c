@@ -24,7 +24,11 @@
 #include "checkpoint/safetensors.h"
 #include "engine/cuda_module.h"
 #include "train/preflight.h"
-#include "train/train_internal.h"
+#include "train/agree.h"
+#include "train/loop.h"
+#include "train/resume.h"
+#include "train/run_log.h"
+#include "train/signals.h"
 #include "data/batch.h"
 #include "checkpoint/hf.h"
 
@@ -67,16 +71,6 @@ static void shuffle_blocks(block_ref *b, int64_t n, uint64_t seed, int64_t epoch
         b[i] = b[j];
         b[j] = t;
     }
-}
-
-// Every rank contributes whether its last phase succeeded; all learn whether all did.
-// A failing rank has already put its reason in zt_err and prints it.
-int zt_train_agree(zt_comm *c, int ok, const char *phase) {
-    int64_t bad = ok ? 0 : 1;
-    if (zt_allreduce(c, &bad, &bad, 1, ZT_DT_I64, ZT_RED_SUM, phase) != 0) return -1;
-    if (bad && ok) return zt_err("%s failed on %lld other rank%s (see their messages)", phase, (long long)bad,
-                                 bad == 1 ? "" : "s");
-    return bad ? -1 : 0;
 }
 
 void zt_train_cleanup(run_state *r) {
@@ -131,7 +125,7 @@ static int eval_fetch(void *ctx, int m, const uint32_t **blocks) {
 static int eval_stop(void *ctx) {
     eval_ctx *c = ctx;
     if (c->signal_at && ++c->asked == c->signal_at) raise(SIGUSR1);  // --debug-signal-in-eval
-    return zt_session_stop_signal() != 0;
+    return zt_signals_stop() != 0;
 }
 
 // Validation: the evaluated blocks in file order, dealt round-robin by micro-batch; every
@@ -494,22 +488,6 @@ static int next_batch(const zt_train_opts *o, run_state *r, int64_t step) {
     return bad ? -1 : 0;
 }
 
-// Like agree(), but every rank ends up with the message of the lowest failing rank (a data
-// file that changed under one rank is named in every rank's error and in the heartbeat).
-// 0: every rank is ok; 1: some rank failed (zt_err says why); -1: the collective failed.
-int zt_train_agree_named(run_state *r, int ok, const char *phase) {
-    int64_t first = ok ? r->world : r->rank;
-    if (zt_allreduce(r->comm, &first, &first, 1, ZT_DT_I64, ZT_RED_MIN, phase) != 0) return -1;
-    if (first >= r->world) return 0;
-    char msg[1800];
-    snprintf(msg, sizeof msg, "%s", zt_errmsg());
-    if (zt_broadcast(r->comm, msg, sizeof msg, ZT_DT_U8, (int)first, phase) != 0) return -1;
-    msg[sizeof msg - 1] = 0;
-    if (first != r->rank) zt_err("rank %lld: %s", (long long)first, msg);
-    else zt_err("%s", msg);
-    return 1;
-}
-
 // A step's outcome the loop stops on: a non-finite loss or gradient norm (all-reduced).
 static int check_finite(const run_state *r, int64_t step, const zt_fsdp_stats *s) {
     if (!s->nonfinite) return 0;
@@ -633,7 +611,7 @@ static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
         const int data_ok = next_batch(o, r, step) == 0;
         if (o->debug_signal_at_step > 0 && step + 1 == o->debug_signal_at_step && r->rank == 0) raise(SIGUSR1);
         zt_fsdp_stats s;
-        const int flags = (zt_session_stop_signal() ? ZT_FSDP_STOP : 0) | (data_ok ? 0 : ZT_FSDP_INPUT_BAD);
+        const int flags = (zt_signals_stop() ? ZT_FSDP_STOP : 0) | (data_ok ? 0 : ZT_FSDP_INPUT_BAD);
         if (zt_fsdp_step(r->f, r->blocks, flags, &s) != 0) return -1;
         // A data file changed under any rank (the step's all-reduce says so; no rank updated):
         // the reason to every rank, a checkpoint of the last good step (the model and optimizer
@@ -685,7 +663,7 @@ static int train_loop(const zt_train_opts *o, run_state *r) {
     // terminal) only the plain --log-every lines, so they stay greppable.
     r->progress_tty = r->rank == 0 && o->log_every > 0 && isatty(STDOUT_FILENO);
     r->saved_step = o->resume ? r->start_step : -1;  // a resumed step is committed already
-    zt_session_stop_exits(0);  // from here a stop request checkpoints at the next step boundary
+    zt_signals_exit_on_stop(0);  // from here a stop request checkpoints at the next step boundary
     int stopped = 0;
     const int rc = run_steps(o, r, &stopped);
     if (r->rank == 0) zt_runlog_clear_progress();

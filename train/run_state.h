@@ -1,11 +1,10 @@
-// The trainer's shared state and what its files call across: train.c (the phases and the
-// loop), run_log.c (every output of a run, from one metrics record), resume.c (what a resume
-// must match, and --resume auto's fallback), session.c (MPI, stop signals, the run
-// directory's lock). Not for other layers.
-// defines: run_state, block_ref, zt_train_agree, zt_train_agree_named, zt_train_body, zt_train_cleanup,
-//          zt_session_stop_signal, zt_session_stop_exits, zt_runlog_*, zt_resume_*
-#ifndef ZT_TRAIN_INTERNAL_H
-#define ZT_TRAIN_INTERNAL_H
+// One run's state, shared by the trainer's files: session.c (the job: MPI, the lock, the
+// first error) over train.c (the phases and the loop) over run_log.c (every output, from one
+// metrics record) and resume.c (what a resume must match, --resume auto's fallback), with
+// agree.c and signals.c below them all. Not for other layers.
+// defines: run_state, block_ref
+#ifndef ZT_TRAIN_RUN_STATE_H
+#define ZT_TRAIN_RUN_STATE_H
 #include <stdint.h>
 #include <stdio.h>
 
@@ -76,34 +75,4 @@ typedef struct {
     zt_run_lock *lock;         // rank 0: RUN/lock, held for the job's life
     char **resume_candidates;  // --resume auto: the checkpoints to try in order (NULL-terminated)
 } run_state;
-
-// ---- train.c ----
-// Every rank contributes whether its last phase succeeded; all learn whether all did.
-int zt_train_agree(zt_comm *c, int ok, const char *phase);
-// The same, every rank ending up with the lowest failing rank's message. 0: all ok; 1: some
-// rank failed (zt_err says why); -1: the collective failed.
-int zt_train_agree_named(run_state *r, int ok, const char *phase);
-int zt_train_body(const zt_train_opts *o, run_state *r);  // the phases, then the loop
-void zt_train_cleanup(run_state *r);
-
-// ---- session.c ----
-int zt_session_stop_signal(void);       // the stop signal that arrived (0: none)
-void zt_session_stop_exits(int on);     // 1: a stop signal ends the process at once (outside the loop)
-
-// ---- run_log.c ----
-void zt_runlog_make_run_id(char *out, size_t n);
-void zt_runlog_clear_progress(void);   // the terminal's progress line gives way to other output
-void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_memory *mem);
-int zt_runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *mem);
-void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt_fsdp_stats *s);
-void zt_runlog_eval(run_state *r, int64_t step, int64_t blocks, int64_t targets, double loss, double seconds);
-void zt_runlog_summary(const run_state *r, int stopped);
-void zt_runlog_stopped(const zt_train_opts *o, const run_state *r);
-int zt_runlog_complete(const zt_train_opts *o, const run_state *r);
-
-// ---- resume.c ----
-char *zt_resume_settings_json(const zt_train_opts *o, const zt_dataset *ds, int isolated, int64_t global_batch_blocks,
-                              int64_t total_steps);
-int zt_resume_from_checkpoint(const zt_train_opts *o, run_state *r);
-int zt_resume_truncate_jsonl(const char *path, int64_t keep);
 #endif
