@@ -4,7 +4,7 @@
 // the top 6 payload bits kept (rounding could carry a payload into the exponent or
 // truncate it to zero, both giving inf). The device's __float2bfloat16_rn
 // (kernels/cuda/cuda_internal.h, f2bf) rounds every non-NaN the same way, but gives every
-// NaN the canonical 0x7fff. Tested against a reference on doubles by tests/test_bf16.c.
+// NaN the canonical 0x7fff. Tested against a reference on doubles by tests/unit/test_bf16.c.
 // defines: zt_f32_to_bf16, zt_bf16_to_f32, zt_bf16_round
 #ifndef ZT_BF16_H
 #define ZT_BF16_H

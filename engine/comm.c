@@ -730,7 +730,7 @@ static void report_and_abort(zt_comm *c, zt_req *stuck, const char *headline, co
     // From the watchdog thread this is an MPI_Abort (or ncclCommAbort) off the main
     // thread: outside what MPI_THREAD_FUNNELED promises, but MPI_Abort only asks the
     // launcher to kill the job (Open MPI, MPICH) and NCCL documents ncclCommAbort as
-    // callable while another thread is inside NCCL. Tested: tests/comm_watchdog.sh.
+    // callable while another thread is inside NCCL. Tested: tests/cli/comm_watchdog.sh.
     c->be->abort(c->self, ZT_COMM_ABORT_CODE);
     abort();  // a backend abort that returned is a bug; still never hang
 }

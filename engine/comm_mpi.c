@@ -126,7 +126,7 @@ static int mpi_test(void *self_, const zt_coll *d, void *handle, int *done) {
 // Also called from the comm watchdog thread (a host wait past its deadline) while the
 // main thread may sit inside MPI (HDF5's barrier): formally beyond MPI_THREAD_FUNNELED,
 // but MPI_Abort only has the launcher kill the job, which Open MPI does from any
-// thread (tests/comm_watchdog.sh covers exactly that case: "--watch-hang mpi").
+// thread (tests/cli/comm_watchdog.sh covers exactly that case: "--watch-hang mpi").
 static void mpi_abort(void *self_, int code) {
     (void)self_;
     MPI_Abort(MPI_COMM_WORLD, code);

@@ -2,7 +2,7 @@
 # transformers on the golden conversations of tests/golden/chat (text, ids, and the
 # assistant / last / all loss masks token by token), then the CLI (tests/cli/chat_cli.sh).
 find_package(ZLIB REQUIRED)
-zt_add_test(test_chat ${ZT_TEST_DIR}/test_chat.c zt_data ZLIB::ZLIB)
+zt_add_test(test_chat ${ZT_TEST_DIR}/unit/test_chat.c zt_data ZLIB::ZLIB)
 
 # CLI (tests/cli/chat_cli.sh), one case per test, on examples/sft/conversations.jsonl
 foreach(case pack_verify per_rank train_on_last too_long bad_lines skip_bad field wrong_template flags deep_template deep_line)

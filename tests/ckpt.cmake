@@ -1,6 +1,6 @@
 # Checkpoints (checkpoint/ckpt*.c): collective HDF5 save at W=4, reshard-load at W=1..4,
 # corruption, full disk, keep-last, config mismatch, HF export, `zerotrain inspect/export`.
-zt_add_test_exe(test_ckpt ${ZT_TEST_DIR}/test_ckpt.c zt_model zt_checkpoint zt_data)
+zt_add_test_exe(test_ckpt ${ZT_TEST_DIR}/unit/test_ckpt.c zt_model zt_checkpoint zt_data)
 set(ZT_CKPT_WORK ${CMAKE_BINARY_DIR}/test-work/ckpt)
 
 add_test(NAME ckpt_unit COMMAND test_ckpt unit ${ZT_CKPT_WORK}/unit)
@@ -43,8 +43,8 @@ set_tests_properties(${ZT_CKPT_TESTS} PROPERTIES TIMEOUT 180)
 
 # Every single-byte flip over a checkpoint's metadata (the first 8 KiB of ckpt.h5: the
 # superblock, the root group's attributes, the unit groups' headers) is harmless or refused
-# with a named cause, never a crash (tests/ckpt_flip.c; a double free once crashed 146 of them).
-zt_add_test_exe(ckpt_flip ${ZT_TEST_DIR}/ckpt_flip.c zt_checkpoint zt_model zt_base)
+# with a named cause, never a crash (tests/support/ckpt_flip.c; a double free once crashed 146 of them).
+zt_add_test_exe(ckpt_flip ${ZT_TEST_DIR}/support/ckpt_flip.c zt_checkpoint zt_model zt_base)
 add_test(NAME ckpt_flip_sweep
          COMMAND sh -c [[d=$1/flip; rm -rf "$d" && mkdir -p "$d" && cp -a "$1/run/checkpoints/$(cat "$1/run/checkpoints/latest")" "$d/step-00000030" && exec "$0" "$d/step-00000030" 0 8192]]
                  $<TARGET_FILE:ckpt_flip> ${ZT_CKPT_WORK})

@@ -10,7 +10,7 @@
 if(NOT ZT_HAVE_NCCL)
   return()
 endif()
-add_executable(test_comm_nccl ${CMAKE_CURRENT_LIST_DIR}/test_comm_nccl.c ${CMAKE_SOURCE_DIR}/engine/comm.c
+add_executable(test_comm_nccl ${CMAKE_CURRENT_LIST_DIR}/unit/test_comm_nccl.c ${CMAKE_SOURCE_DIR}/engine/comm.c
                               ${CMAKE_SOURCE_DIR}/engine/comm_nccl.c ${CMAKE_SOURCE_DIR}/engine/flight.c)
 target_include_directories(test_comm_nccl PRIVATE ${ZT_NCCL_INCLUDE})
 target_link_libraries(test_comm_nccl PRIVATE zt_base CUDA::cudart_static ${ZT_NCCL_LIB} Threads::Threads m)

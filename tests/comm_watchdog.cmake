@@ -11,7 +11,7 @@
 # Like tests/comm.cmake, the comm sources are compiled in directly.
 set(ZT_WD_WORK ${CMAKE_CURRENT_BINARY_DIR}/comm_watchdog)
 
-add_executable(test_comm_watchdog_unit ${ZT_TEST_DIR}/test_comm_watchdog.c ${CMAKE_SOURCE_DIR}/engine/comm.c
+add_executable(test_comm_watchdog_unit ${ZT_TEST_DIR}/unit/test_comm_watchdog.c ${CMAKE_SOURCE_DIR}/engine/comm.c
                                        ${CMAKE_SOURCE_DIR}/engine/flight.c)
 target_link_libraries(test_comm_watchdog_unit PRIVATE zt_base Threads::Threads m)
 add_test(NAME comm_watchdog_unit COMMAND test_comm_watchdog_unit --unit ${ZT_WD_WORK}/unit)
@@ -25,7 +25,7 @@ if(ZT_VALGRIND)
   set_tests_properties(comm_watchdog_valgrind PROPERTIES TIMEOUT 300)
 endif()
 
-add_executable(test_comm_watchdog ${ZT_TEST_DIR}/test_comm_watchdog.c ${CMAKE_SOURCE_DIR}/engine/comm.c
+add_executable(test_comm_watchdog ${ZT_TEST_DIR}/unit/test_comm_watchdog.c ${CMAKE_SOURCE_DIR}/engine/comm.c
                                   ${CMAKE_SOURCE_DIR}/engine/comm_mpi.c ${CMAKE_SOURCE_DIR}/engine/flight.c)
 target_compile_definitions(test_comm_watchdog PRIVATE ZT_WATCHDOG_TEST_MPI=1)
 target_link_libraries(test_comm_watchdog PRIVATE zt_base MPI::MPI_C Threads::Threads m)
@@ -38,7 +38,7 @@ function(zt_comm_watchdog_mpi_tests)
       set(name comm_watchdog_hang_mpi)
     endif()
     add_test(NAME ${name}
-             COMMAND sh ${ZT_TEST_DIR}/comm_watchdog.sh ${ZT_WD_WORK}/${name} ${mode}
+             COMMAND sh ${ZT_TEST_DIR}/cli/comm_watchdog.sh ${ZT_WD_WORK}/${name} ${mode}
                      ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:test_comm_watchdog>)
     set_tests_properties(${name} PROPERTIES TIMEOUT 90 PROCESSORS 2)
   endforeach()

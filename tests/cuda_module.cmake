@@ -7,8 +7,8 @@
 # LD_DEBUG=files); a FIFO, a directory (cuda_module_fifo), an ELF file for another machine
 # (cuda_module_wrong_arch) are refused by name before dlopen; a relative $ZT_CUDA_MODULE is the
 # file in the current directory (cuda_module_relative).
-add_executable(maxrss ${ZT_TEST_DIR}/maxrss.c)
-add_library(fake_cuda_module MODULE ${ZT_TEST_DIR}/fake_cuda_module.c)
+add_executable(maxrss ${ZT_TEST_DIR}/support/maxrss.c)
+add_library(fake_cuda_module MODULE ${ZT_TEST_DIR}/support/fake_cuda_module.c)
 foreach(case link rss hidden missing build_dir fifo wrong_arch relative auto_why)
   add_test(NAME cuda_module_${case}
            COMMAND bash ${ZT_TEST_DIR}/cli/cuda_module.sh ${ZT_EXE} $<TARGET_FILE:maxrss> ${CMAKE_SOURCE_DIR}

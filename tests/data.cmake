@@ -1,6 +1,6 @@
 # data/: crc32c, pack and dataset open. The C test covers the library; the CLI
 # tests run `zerotrain pack` on datasets made at test time by data/pack_cli_fixtures.cmake.
-zt_add_test(test_data ${ZT_TEST_DIR}/test_data.c zt_data)
+zt_add_test(test_data ${ZT_TEST_DIR}/unit/test_data.c zt_data)
 
 set(ZT_DATA_CLI ${CMAKE_CURRENT_BINARY_DIR}/data_cli)
 add_test(NAME data_cli_fixtures

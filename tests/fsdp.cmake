@@ -1,5 +1,5 @@
 # ZeRO-3 engine: equivalence with the single-process trainer at W = 1..4, overlap, memory.
-zt_add_test_exe(test_fsdp ${ZT_TEST_DIR}/test_fsdp.c zt_train zt_test_support)
+zt_add_test_exe(test_fsdp ${ZT_TEST_DIR}/unit/test_fsdp.c zt_train zt_test_support)
 foreach(w 1 2 3 4)
   foreach(case tiny_untied_gqa tiny_tied)
     zt_add_mpi_test(fsdp_equiv_w${w}_${case} ${w} $<TARGET_FILE:test_fsdp> ${ZT_GOLDEN_DIR}/${case} 5)

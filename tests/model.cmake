@@ -1,6 +1,6 @@
 # Model and op tests: finite differences per op, Hugging Face golden files.
-zt_add_test(test_ops ${ZT_TEST_DIR}/test_ops.c zt_kernels)
-zt_add_test(test_model_golden ${ZT_TEST_DIR}/test_model_golden.c zt_train zt_test_support)
-zt_add_test(test_hf_io ${ZT_TEST_DIR}/test_hf_io.c zt_checkpoint)
-# Config ranges: values that would wrap or truncate are refused by name (tests/test_config.c).
-zt_add_test(test_config ${ZT_TEST_DIR}/test_config.c zt_model)
+zt_add_test(test_ops ${ZT_TEST_DIR}/unit/test_ops.c zt_kernels)
+zt_add_test(test_model_golden ${ZT_TEST_DIR}/unit/test_model_golden.c zt_train zt_test_support)
+zt_add_test(test_hf_io ${ZT_TEST_DIR}/unit/test_hf_io.c zt_checkpoint)
+# Config ranges: values that would wrap or truncate are refused by name (tests/unit/test_config.c).
+zt_add_test(test_config ${ZT_TEST_DIR}/unit/test_config.c zt_model)

@@ -3,7 +3,7 @@
 # calibration, the watcher's rules on run directories written by the test; the CLI
 # (tests/cli/ops_cli.sh); the Slurm batch script on a real one-node Slurm
 # (tests/cli/slurm_test.sh, skipped with a reason where Slurm cannot run).
-add_executable(test_triage ${ZT_TEST_DIR}/test_triage.c ${CMAKE_SOURCE_DIR}/ops/triage.c
+add_executable(test_triage ${ZT_TEST_DIR}/unit/test_triage.c ${CMAKE_SOURCE_DIR}/ops/triage.c
                ${CMAKE_SOURCE_DIR}/ops/watch.c ${CMAKE_SOURCE_DIR}/engine/flight.c
                ${CMAKE_SOURCE_DIR}/engine/comm.c)
 target_link_libraries(test_triage PRIVATE zt_base ${ZT_CJSON} Threads::Threads m)
@@ -28,7 +28,7 @@ set_tests_properties(ops_slurm PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SE
 
 # TensorBoard event files (train/tboard.c): bytes equal to TensorBoard's own writer, CRCs,
 # the resume truncation. The end-to-end read back by TensorBoard's reader is train_cli_tensorboard.
-zt_add_test(test_tboard ${ZT_TEST_DIR}/test_tboard.c zt_train)
+zt_add_test(test_tboard ${ZT_TEST_DIR}/unit/test_tboard.c zt_train)
 
 # `zerotrain report` and `zerotrain triage --html` (ops/report.c, ops/power_view.c,
 # ops/svg.c): pages of real training runs made by the test (a clean 2-rank run with

@@ -1,6 +1,6 @@
 # `zerotrain plan`: memory arithmetic, FLOPs per token, collective volumes, and the
-# field report's 4/8/16-B300 table reproduced within 10% (tests/test_plan.c).
-add_executable(test_plan ${ZT_TEST_DIR}/test_plan.c ${CMAKE_SOURCE_DIR}/ops/plan.c)
+# field report's 4/8/16-B300 table reproduced within 10% (tests/unit/test_plan.c).
+add_executable(test_plan ${ZT_TEST_DIR}/unit/test_plan.c ${CMAKE_SOURCE_DIR}/ops/plan.c)
 target_link_libraries(test_plan PRIVATE zt_train)
 target_compile_definitions(test_plan PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}" ZT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 add_test(NAME plan_model COMMAND test_plan)

@@ -1,5 +1,5 @@
 # `zerotrain preflight`: every check passing and failing (tests/cli/preflight_cli.sh).
-add_executable(hold_port ${ZT_TEST_DIR}/hold_port.c)
+add_executable(hold_port ${ZT_TEST_DIR}/support/hold_port.c)
 foreach(case all_pass corrupt_file uneven_no_evenfix uneven_evenfix balance_for_world token_total small_disk
         busy_port missing_interface cuda_without_gpu probe long_seq bad_master_port)
   add_test(NAME preflight_${case}

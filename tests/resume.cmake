@@ -1,5 +1,5 @@
 # Kill-and-resume through the trainer (tests/cli/resume_cli.sh).
-zt_add_test_exe(st_compare ${ZT_TEST_DIR}/st_compare.c zt_checkpoint)
+zt_add_test_exe(st_compare ${ZT_TEST_DIR}/support/st_compare.c zt_checkpoint)
 foreach(case same_world reshard_4_to_2 reshard_2_to_3 external_signal resume_auto auto_damaged_latest auto_all_damaged
         fresh_guard new_data config_mismatch)
   add_test(NAME resume_${case}

@@ -1,6 +1,6 @@
-# Dealing blocks to ranks and the evenfix stop, without MPI (tests/test_train_deal.c),
+# Dealing blocks to ranks and the evenfix stop, without MPI (tests/unit/test_train_deal.c),
 # and the train/preflight flag tables (cli/flags.c): alias, range errors, help.
-add_executable(test_train_deal ${ZT_TEST_DIR}/test_train_deal.c)
+add_executable(test_train_deal ${ZT_TEST_DIR}/unit/test_train_deal.c)
 target_link_libraries(test_train_deal PRIVATE zt_train)
 add_test(NAME train_deal COMMAND test_train_deal)
 

@@ -1,6 +1,6 @@
 // Dealing an epoch's blocks to ranks and the evenfix stop, as plain arithmetic over
 // every rank's counts: train.c all-gathers the counts and calls these, and
-// tests/test_train_deal.c checks them against a block-by-block simulation without MPI.
+// tests/unit/test_train_deal.c checks them against a block-by-block simulation without MPI.
 #include <stdint.h>
 
 #include "train/train.h"

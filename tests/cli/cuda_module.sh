@@ -6,7 +6,7 @@
 # Cases: link, rss, hidden, missing, build_dir, fifo, wrong_arch, relative; auto_why (the
 # lines train/train.c prints: which module, why --device auto took the cpu backend).
 # Exit 77: cannot be exercised here (said why).
-# FAKE_MODULE: a module whose interface version is not this build's (tests/fake_cuda_module.c).
+# FAKE_MODULE: a module whose interface version is not this build's (tests/support/fake_cuda_module.c).
 set -u
 ZT=$1 MAXRSS=$2 SRC=$3 WORK=$4 CASE=$5 FAKE=$6
 W="$WORK/$CASE"

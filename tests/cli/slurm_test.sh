@@ -87,7 +87,7 @@ free_port() {
 CTLD_PORT=$(free_port) SLURMD_PORT=$(free_port)
 [ "$CTLD_PORT" != 0 ] && [ "$SLURMD_PORT" != 0 ] && [ "$CTLD_PORT" != "$SLURMD_PORT" ] || skip "no free TCP ports"
 H=$(hostname -s)
-. "$SRC/tests/slurm_conf.sh"
+. "$SRC/tests/support/slurm_conf.sh"
 cat >"$T/slurm.conf" <<EOF
 ClusterName=zttest
 SlurmctldHost=$H(127.0.0.1)

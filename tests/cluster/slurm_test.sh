@@ -41,7 +41,7 @@ on login runuser -u munge -- munged --socket="$SOCK" --pid-file="$T/munge/munged
     --seed-file="$T/munge/seed" --key-file="$KEY" 2>/dev/null || skip_logs "munged does not start here"
 on node1 munge -n -S "$SOCK" | on node0 unmunge -S "$SOCK" >/dev/null 2>&1 || skip_logs "munge credentials do not round-trip between the nodes"
 
-. "$SRC/tests/slurm_conf.sh"
+. "$SRC/tests/support/slurm_conf.sh"
 cat >"$T/slurm.conf" <<EOC
 ClusterName=ztcluster
 SlurmctldHost=login($ZC_IP_login)

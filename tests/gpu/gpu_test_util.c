@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/common.h"
-#include "tests/test_util.h"  // zt_max_rel_err
+#include "tests/support/test_util.h"  // zt_max_rel_err
 
 float *zt_host_normal(int64_t n, float std, uint64_t seed, int round_bf16) {
     float *x = zt_xmalloc((size_t)n * sizeof(float));
@@ -55,7 +55,7 @@ void zt_dev_get_bf16(float *dst, const zt_bf16 *src, int64_t n) {
 
 void zt_dev_get_f32(float *dst, const float *src, int64_t n) { zt_cuda_memcpy_d2h(dst, src, (size_t)n * sizeof(float)); }
 
-// The shared helper (tests/test_util.h) under the GPU tests' convention.
+// The shared helper (tests/support/test_util.h) under the GPU tests' convention.
 double zt_relerr(const float *got, const float *ref, int64_t n) { return zt_max_rel_err(got, ref, n, 0, ZT_REL_FINITE); }
 
 void zt_skip_without_device(void) {

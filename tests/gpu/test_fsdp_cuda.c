@@ -49,7 +49,7 @@
 #include "engine/fsdp.h"
 #include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
 #include "tests/support/trainer.h"
-#include "tests/fsdp_schedule.h"
+#include "tests/support/fsdp_schedule.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "data/batch.h"
 
@@ -156,7 +156,7 @@ static int schedule_ok(const zt_fsdp *f, int L) {
     return ok;
 }
 
-// The CPU backend's schedule assertions (tests/fsdp_schedule.h) on this backend's event log:
+// The CPU backend's schedule assertions (tests/support/fsdp_schedule.h) on this backend's event log:
 // failures printed, counted.
 static int g_sched_n, g_sched_bad;
 static void sched_report(int ok, const char *message) {
@@ -215,7 +215,7 @@ static void run_case(zt_comm *dc, int tied, int tight) {
         if (s == 0 && !tight) {
             g_sched_n = g_sched_bad = 0;
             zt_check_fsdp_schedule(&f, sched_report);
-            snprintf(what, sizeof what, "schedule as on the CPU backend (tests/fsdp_schedule.h): %d of %d conditions hold",
+            snprintf(what, sizeof what, "schedule as on the CPU backend (tests/support/fsdp_schedule.h): %d of %d conditions hold",
                      g_sched_n - g_sched_bad, g_sched_n);
             check(g_sched_n > 0 && g_sched_bad == 0, what);
         }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Expected results of `zerotrain pack` on text, from a plain Python packer and
-Hugging Face `tokenizers`, for tests/test_pack_text.c.
+Hugging Face `tokenizers`, for tests/unit/test_pack_text.c.
 
 The inputs are derived from the documents of tests/data/tokenizer/golden.bin.gz
 (the test writes the same files from the same documents; the rules are below and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Expected Qwen3 token ids from Hugging Face `tokenizers`, for tests/test_tokenizer.c.
+"""Expected Qwen3 token ids from Hugging Face `tokenizers`, for tests/unit/test_tokenizer.c.
 
 Builds a corpus with a fixed seed -- English, Chinese, Korean, Japanese, code,
 emoji, mixed scripts, long whitespace runs, CR LF, contractions, digits, the added

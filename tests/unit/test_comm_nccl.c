@@ -1,5 +1,5 @@
 // NCCL process-group tests on device buffers: the checks every backend passes
-// (tests/comm_suite.h: every collective against values computed on the host, async
+// (tests/support/comm_suite.h: every collective against values computed on the host, async
 // handles, refused calls) plus NCCL's own (device and streams, stream order), at a
 // world of 1 without MPI and (--mpi, under mpirun with one rank per GPU) at any world. --deadline: a collective held back on its stream past a 1 s
 // deadline must abort the process with code 3 and the deadline report. --watch: the
@@ -19,8 +19,8 @@
 #include "engine/comm.h"
 #include "engine/comm_nccl.h"
 #include "base/common.h"
-#include "tests/comm_suite.h"
-#include "tests/test_util.h"
+#include "tests/support/comm_suite.h"
+#include "tests/support/test_util.h"
 
 #if !defined(ZT_NCCL_NO_MPI) || !ZT_NCCL_NO_MPI
 #define HAVE_MPI 1

@@ -1,5 +1,5 @@
-// The process-group checks every backend must pass, written once: tests/test_comm.c runs
-// them on the MPI backend (host buffers), tests/test_comm_nccl.c on the NCCL backend
+// The process-group checks every backend must pass, written once: tests/unit/test_comm.c runs
+// them on the MPI backend (host buffers), tests/unit/test_comm_nccl.c on the NCCL backend
 // (device buffers, on a GPU or the CUDA emulator). A backend supplies how its buffers
 // are allocated and filled (zt_comm_suite_mem); each test keeps its own checks beside.
 // A header, not a .c: the checks count into test_util.h's per-file counters.
@@ -19,7 +19,7 @@
 #include "base/bf16.h"
 #include "engine/comm.h"
 #include "base/common.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 // Buffers the backend's collectives read and write.
 typedef struct {
@@ -27,7 +27,7 @@ typedef struct {
     void (*release)(void *buf);
     void (*up)(void *buf, const void *host, size_t bytes);      // host -> buffer, usable on return
     void (*down)(void *host, const void *buf, size_t bytes);    // buffer -> host, after zt_wait
-    int bf16_reduce;  // the backend reduces bf16 (NCCL); MPI refuses (tests/test_comm.c checks that)
+    int bf16_reduce;  // the backend reduces bf16 (NCCL); MPI refuses (tests/unit/test_comm.c checks that)
 } zt_comm_suite_mem;
 
 static struct {

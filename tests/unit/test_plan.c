@@ -8,7 +8,7 @@
 #include "ops/plan.h"
 #include "model/qwen3.h"
 #include "base/common.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 static zt_plan_job job(int world, zt_shard_choice ch) {
     return (zt_plan_job){.world = world, .micro_batch = 1, .grad_accum = 8, .seq_len = 2048, .choice = ch,

@@ -7,7 +7,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "base/common.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 int main(int argc, char **argv) {
     if (argc != 4) {

@@ -19,7 +19,7 @@
 #include "base/json_util.h"
 #include "data/tokenizer.h"
 #include "base/common.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 #define TOK_DIR ZT_TEST_DIR "/../assets/qwen3-tokenizer"
 #define GOLDEN_JSONL ZT_GOLDEN_DIR "/chat/conversations.jsonl"

@@ -13,7 +13,7 @@
 #include "base/crc32c.h"
 #include "base/common.h"
 #include "train/tboard.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 static const char golden_hex[] =
     "200000000000000029eda9500900002040fc54d941102a2a130a110a0a747261696e2f6c6f73731500002040504bff3f";

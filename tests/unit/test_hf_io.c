@@ -9,7 +9,7 @@
 #include "checkpoint/safetensors.h"
 #include "model/qwen3.h"
 #include "base/common.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 #include "checkpoint/hf.h"
 
 static float **alloc_units(const zt_qwen3_layout *lay) {

@@ -11,7 +11,7 @@
 //                   2+ ranks, MPI backend: rank 1 opens a watched region and blocks in
 //                   it (sleep: a simulated d2h copy; mpi: an MPI_Barrier nobody else
 //                   enters, like HDF5's inside a collective write). The job must abort;
-//                   tests/comm_watchdog.sh checks the report. Exit 0 = it did not.
+//                   tests/cli/comm_watchdog.sh checks the report. Exit 0 = it did not.
 //   --mpi-ok --run-dir DIR
 //                   watched regions that end within a 1 s deadline never abort.
 #define _GNU_SOURCE
@@ -31,7 +31,7 @@
 #include "engine/comm.h"
 #include "base/common.h"
 #include "engine/flight.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 #ifdef ZT_WATCHDOG_TEST_MPI
 #include "engine/comm_mpi.h"

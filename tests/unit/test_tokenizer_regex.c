@@ -12,7 +12,7 @@
 
 #include "data/tokenizer.h"
 #include "base/common.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 static const char QWEN_RE[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"

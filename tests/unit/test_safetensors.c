@@ -13,7 +13,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "base/common.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 static char tmpdir[64];
 

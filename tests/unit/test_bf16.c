@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "base/bf16.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 // |x| rounded to nearest even on the bf16 grid, as a double (inf past the largest finite).
 static double ref_round_abs(double a) {

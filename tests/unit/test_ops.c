@@ -8,7 +8,7 @@
 
 #include "kernels/ops.h"
 #include "base/common.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 static const zt_ops *op = &zt_cpu_ops;
 static zt_rng rng;

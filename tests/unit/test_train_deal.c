@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "train/train.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 // The naive model: walk the blocks one by one and hand each to the rank whose slice it
 // falls in; count per rank, then the whole steps of every rank.

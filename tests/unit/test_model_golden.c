@@ -10,7 +10,7 @@
 #include "model/qwen3.h"
 #include "base/common.h"
 #include "tests/support/trainer.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 #include "checkpoint/hf.h"
 
 static float *read_f32(const zt_st_file *g, const char *name, int64_t expect_numel) {

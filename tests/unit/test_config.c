@@ -10,7 +10,7 @@
 
 #include "model/config.h"
 #include "base/common.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 static const char *BASE =
     "{\"model_type\": \"qwen3\", \"vocab_size\": 151936, \"hidden_size\": 5120, \"intermediate_size\": 25600, "

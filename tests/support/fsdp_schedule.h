@@ -1,5 +1,5 @@
 // The overlap schedule the design promises (docs/design.md), read from an FSDP engine's
-// event log: one definition for the CPU backend's test (tests/test_fsdp.c) and the GPU
+// event log: one definition for the CPU backend's test (tests/unit/test_fsdp.c) and the GPU
 // backend's (tests/gpu/test_fsdp_cuda.c), since both backends run the one schedule of
 // engine/fsdp.c. `report(ok, message)` is called once per condition.
 #ifndef ZT_TESTS_FSDP_SCHEDULE_H

@@ -24,7 +24,7 @@
 #include "base/crc32c.h"
 #include "model/qwen3.h"
 #include "base/common.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 #include "checkpoint/hf.h"
 
 #define ALIGN 16  // engine/fsdp.h ZT_FSDP_ALIGN

@@ -17,7 +17,7 @@
 #include "base/crc32c.h"
 #include "data/dataset.h"
 #include "base/common.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 static char tmp_root[256];
 

@@ -23,7 +23,7 @@
 #include "ops/watch.h"
 #include "base/common.h"
 #include "engine/flight.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 static const char *work;
 

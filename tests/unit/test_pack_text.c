@@ -19,7 +19,7 @@
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "base/common.h"
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 #define TOKENIZER_JSON ZT_TEST_DIR "/../assets/qwen3-tokenizer/tokenizer.json"
 #define GOLDEN ZT_TEST_DIR "/data/tokenizer/golden.bin.gz"

@@ -1,5 +1,5 @@
 // Process-group tests on the MPI backend, run at 1..4 ranks: the checks every backend
-// passes (tests/comm_suite.h: every collective against values computed locally, async
+// passes (tests/support/comm_suite.h: every collective against values computed locally, async
 // handles waited in any order, node layout, refused calls) on host buffers, then what
 // is MPI's own: a waiting rank sleeps, bf16 reductions are refused, the flight recorder
 // read live by another rank, and (--deadline) the mismatched-collective abort.
@@ -15,8 +15,8 @@
 #include "engine/comm_mpi.h"
 #include "base/common.h"
 #include "engine/flight.h"
-#include "tests/comm_suite.h"
-#include "tests/test_util.h"
+#include "tests/support/comm_suite.h"
+#include "tests/support/test_util.h"
 
 static zt_comm *C;
 static zt_comm_info I;

@@ -15,10 +15,10 @@
 #include "engine/fsdp.h"
 #include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
 #include "tests/support/trainer.h"
-#include "tests/fsdp_schedule.h"
-#include "tests/test_util.h"
+#include "tests/support/fsdp_schedule.h"
+#include "tests/support/test_util.h"
 
-// The schedule the design promises, checked on the last step's event log (tests/fsdp_schedule.h).
+// The schedule the design promises, checked on the last step's event log (tests/support/fsdp_schedule.h).
 static void report(int ok, const char *message) { CHECK(ok, "%s", message); }
 
 // An evaluation source that fails or asks to stop where told (zt_fsdp_eval_from's agreement).
