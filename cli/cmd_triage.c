@@ -8,10 +8,11 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "ops/report.h"
+#include "ops/power_view.h"
 #include "ops/triage.h"
 #include "ops/triage_defaults.h"
 #include "base/common.h"
+#include "ops/fmt.h"
 
 #define TRIAGE_EXIT_DEADLOCK 4
 
@@ -155,7 +156,7 @@ int zt_cmd_triage(int argc, char **argv) {
             stretch_summary(snaps, &st[i], &ss);
             printf("  %s  %-9s %-13s %5zu snapshot%s  power med %6.1f W (%.0f-%.0f)  util %3.0f-%3.0f%%",
                    zt_triage_fmt_time(set.kind, st[i].t0, t1, sizeof t1),
-                   zt_triage_fmt_dur(st[i].seconds, d1, sizeof d1), zt_gpu_state_name(st[i].state),
+                   zt_fmt_dur(st[i].seconds, d1, sizeof d1), zt_gpu_state_name(st[i].state),
                    st[i].last - st[i].first + 1, st[i].last == st[i].first ? " " : "s", ss.p_med, ss.p_lo, ss.p_hi,
                    ss.u_lo, ss.u_hi);
             if ((st[i].state == ZT_GS_DEADLOCK || st[i].state == ZT_GS_CHECKPOINT) && st[i].zero[0])
@@ -176,7 +177,7 @@ int zt_cmd_triage(int argc, char **argv) {
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
         zt_gpu_state s = order[k];
         printf("  %-13s %7zu snapshots  %9s  %5.1f%%\n", zt_gpu_state_name(s), cnt[s],
-               zt_triage_fmt_dur(secs[s], d1, sizeof d1), total > 0 ? 100.0 * secs[s] / total : 0.0);
+               zt_fmt_dur(secs[s], d1, sizeof d1), total > 0 ? 100.0 * secs[s] / total : 0.0);
     }
     // Verdict: deadlock stretches long enough to trust, the longest named.
     size_t ndl = 0, longest = 0;
@@ -188,7 +189,7 @@ int zt_cmd_triage(int argc, char **argv) {
     int rc = 0;
     if (ndl) {
         printf("verdict: DEADLOCK: %zu stretch%s of >= %lld snapshots; longest %s from %s, GPU%s at 0%%: %s\n", ndl,
-               ndl == 1 ? "" : "es", (long long)min_deadlock, zt_triage_fmt_dur(st[longest].seconds, d1, sizeof d1),
+               ndl == 1 ? "" : "es", (long long)min_deadlock, zt_fmt_dur(st[longest].seconds, d1, sizeof d1),
                zt_triage_fmt_time(set.kind, st[longest].t0, t1, sizeof t1), strchr(st[longest].zero, ',') || strchr(st[longest].zero, '-') ? "s" : "",
                st[longest].zero[0] ? st[longest].zero : "none (all busy at low power)");
         rc = TRIAGE_EXIT_DEADLOCK;

@@ -155,6 +155,33 @@ static const zt_comm_backend mpi_backend = {"mpi", mpi_start, mpi_test, mpi_abor
         }                               \
     } while (0)
 
+int zt_mpi_node_layout(MPI_Comm base, zt_comm_info *info) {
+    MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_rank(base, &info->rank), base);
+    MPI_CHECK(MPI_Comm_size(base, &info->world), base);
+    MPI_CHECK(MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, info->rank, MPI_INFO_NULL, &node), base);
+    MPI_CHECK(MPI_Comm_rank(node, &info->local_rank), node);
+    MPI_CHECK(MPI_Comm_size(node, &info->local_world), node);
+    // Node index = rank of the node's local rank 0 among all local rank 0s (ordered by
+    // global rank), handed to the rest of the node.
+    MPI_CHECK(MPI_Comm_split(base, info->local_rank == 0 ? 0 : MPI_UNDEFINED, info->rank, &leaders), base);
+    int nodeinfo[2] = {0, 0};
+    if (leaders != MPI_COMM_NULL) {
+        MPI_CHECK(MPI_Comm_rank(leaders, &nodeinfo[0]), leaders);
+        MPI_CHECK(MPI_Comm_size(leaders, &nodeinfo[1]), leaders);
+    }
+    MPI_CHECK(MPI_Bcast(nodeinfo, 2, MPI_INT, 0, node), node);
+    info->node = nodeinfo[0];
+    info->nnodes = nodeinfo[1];
+    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+    MPI_Comm_free(&node);
+    return 0;
+fail:
+    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+    return -1;
+}
+
 int zt_comm_init_mpi(zt_comm **out, MPI_Comm base, const zt_comm_opts *opts) {
     *out = NULL;
     int inited = 0;
@@ -162,7 +189,6 @@ int zt_comm_init_mpi(zt_comm **out, MPI_Comm base, const zt_comm_opts *opts) {
     if (!inited) return zt_err("zt_comm_init_mpi: MPI is not initialised (call zt_mpi_init_once first)");
     mpi_self *s = zt_xcalloc(1, sizeof *s);
     s->data = s->ctrl = MPI_COMM_NULL;
-    MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
     zt_comm_info info = {0};
     MPI_CHECK(MPI_Comm_rank(base, &s->rank), base);
     MPI_CHECK(MPI_Comm_size(base, &s->world), base);
@@ -175,28 +201,12 @@ int zt_comm_init_mpi(zt_comm **out, MPI_Comm base, const zt_comm_opts *opts) {
     MPI_Comm_set_errhandler(s->data, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(s->ctrl, MPI_ERRORS_RETURN);
 
-    info.rank = s->rank;
-    info.world = s->world;
-    MPI_CHECK(MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL, &node), base);
-    MPI_CHECK(MPI_Comm_rank(node, &info.local_rank), node);
-    MPI_CHECK(MPI_Comm_size(node, &info.local_world), node);
-    // Node index = rank of the node's local rank 0 among all local rank 0s (ordered by
-    // global rank), handed to the rest of the node.
-    MPI_CHECK(MPI_Comm_split(base, info.local_rank == 0 ? 0 : MPI_UNDEFINED, s->rank, &leaders), base);
-    int nodeinfo[2] = {0, 0};
-    if (leaders != MPI_COMM_NULL) {
-        MPI_CHECK(MPI_Comm_rank(leaders, &nodeinfo[0]), leaders);
-        MPI_CHECK(MPI_Comm_size(leaders, &nodeinfo[1]), leaders);
+    if (zt_mpi_node_layout(base, &info) != 0) {
+        mpi_destroy(s);
+        return zt_err_prefix("zt_comm_init_mpi");
     }
-    MPI_CHECK(MPI_Bcast(nodeinfo, 2, MPI_INT, 0, node), node);
-    info.node = nodeinfo[0];
-    info.nnodes = nodeinfo[1];
-    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
-    MPI_Comm_free(&node);
     return zt_comm_create(out, &mpi_backend, s, &info, opts);
 fail:
-    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
-    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     mpi_destroy(s);
     return zt_err_prefix("zt_comm_init_mpi");
 }

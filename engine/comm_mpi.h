@@ -1,6 +1,6 @@
 // MPI entry points of the process group: the only header that shows MPI types, so
 // callers of engine/comm.h stay backend-neutral.
-// defines: zt_comm_init_mpi, zt_mpi_init_once, zt_mpi_finalize_once
+// defines: zt_comm_init_mpi, zt_mpi_node_layout, zt_mpi_init_once, zt_mpi_finalize_once
 #ifndef ZT_COMM_MPI_H
 #define ZT_COMM_MPI_H
 
@@ -17,6 +17,11 @@ extern "C" {
 // rank's flight recorder. Blocking and not deadline-guarded (MPI has no non-blocking
 // split). opts may be NULL (defaults). 0, or -1 + zt_err.
 int zt_comm_init_mpi(zt_comm **out, MPI_Comm base, const zt_comm_opts *opts);
+
+// Rank, world and node layout (local rank and size by shared memory; node index = the order
+// of the nodes' lowest ranks) over `base`: the one computation both process groups use.
+// Collective. 0, or -1 + zt_err.
+int zt_mpi_node_layout(MPI_Comm base, zt_comm_info *info);
 
 // MPI_Init_thread(MPI_THREAD_FUNNELED) unless MPI is already initialised; works
 // without mpirun (a singleton world of 1). zt_mpi_finalize_once finalizes only what

@@ -23,6 +23,7 @@
 
 #if !defined(ZT_NCCL_NO_MPI) || !ZT_NCCL_NO_MPI
 #define ZT_NCCL_MPI 1
+#include "engine/comm_mpi.h"  // the node layout, computed once for both process groups
 #else
 #define ZT_NCCL_MPI 0
 #endif
@@ -518,32 +519,6 @@ static int mpi_fail(int rc, const char *call) {
         }                             \
     } while (0)
 
-// Rank, world and node layout exactly as zt_comm_init_mpi computes them.
-static int mpi_layout(MPI_Comm base, zt_comm_info *info) {
-    MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
-    MPI_CHECK(MPI_Comm_rank(base, &info->rank));
-    MPI_CHECK(MPI_Comm_size(base, &info->world));
-    MPI_CHECK(MPI_Comm_split_type(base, MPI_COMM_TYPE_SHARED, info->rank, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_rank(node, &info->local_rank));
-    MPI_CHECK(MPI_Comm_size(node, &info->local_world));
-    MPI_CHECK(MPI_Comm_split(base, info->local_rank == 0 ? 0 : MPI_UNDEFINED, info->rank, &leaders));
-    int nodeinfo[2] = {0, 0};
-    if (leaders != MPI_COMM_NULL) {
-        MPI_CHECK(MPI_Comm_rank(leaders, &nodeinfo[0]));
-        MPI_CHECK(MPI_Comm_size(leaders, &nodeinfo[1]));
-    }
-    MPI_CHECK(MPI_Bcast(nodeinfo, 2, MPI_INT, 0, node));
-    info->node = nodeinfo[0];
-    info->nnodes = nodeinfo[1];
-    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
-    MPI_Comm_free(&node);
-    return 0;
-fail:
-    if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
-    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
-    return -1;
-}
-
 int zt_comm_init_nccl(zt_comm **out, MPI_Comm base, int device, const zt_comm_opts *opts) {
     *out = NULL;
     if (base == MPI_COMM_NULL) return zt_comm_init_nccl_single(out, device, opts);
@@ -553,7 +528,7 @@ int zt_comm_init_nccl(zt_comm **out, MPI_Comm base, int device, const zt_comm_op
         return zt_err("zt_comm_init_nccl: MPI is not initialised (call zt_mpi_init_once first, or pass "
                       "MPI_COMM_NULL for a world of 1 without MPI)");
     zt_comm_info info = {0};
-    if (mpi_layout(base, &info) < 0) return zt_err_prefix("zt_comm_init_nccl");
+    if (zt_mpi_node_layout(base, &info) < 0) return zt_err_prefix("zt_comm_init_nccl");
     nccl_self *s = self_new(info.rank, info.world);
     // Every rank learns whether every rank got its GPU before anyone enters NCCL's
     // blocking init: one rank without a GPU fails the job instead of hanging the rest.

@@ -347,8 +347,7 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
     memset(f, 0, sizeof *f);
     zt_comm_info info;
     zt_comm_get_info(comm, &info);
-    if (micro_batch < 1 || grad_accum < 1)
-        return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", micro_batch, grad_accum);
+    if (zt_fsdp_check_batch(micro_batch, grad_accum) != 0) return -1;
     if (host_model ? zt_qwen3_create(&f->model, cfg, ops, micro_batch, seq_len) != 0
                    : zt_qwen3_layout_init(&f->model.lay, cfg) != 0)
         return -1;
@@ -492,4 +491,10 @@ void zt_fsdp_free(zt_fsdp *f) {
     else
         zt_qwen3_layout_free(&f->model.lay);  // GPU engine: no host model was built
     memset(f, 0, sizeof *f);
+}
+
+int zt_fsdp_check_batch(int micro_batch, int grad_accum) {
+    if (micro_batch < 1 || grad_accum < 1)
+        return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", micro_batch, grad_accum);
+    return 0;
 }

@@ -61,6 +61,8 @@ typedef struct {
     int attention_cudnn;           // cuda: cuDNN fused flash attention (refused when not built)
 } zt_fsdp_config;
 
+// The batch shape every engine and trainer accepts: 0, or -1 + zt_err naming both flags.
+int zt_fsdp_check_batch(int micro_batch, int grad_accum);
 // Collective. 0 and *out, or -1 + zt_err (an unknown backend, the CUDA module missing, ...).
 int zt_fsdp_create(const zt_fsdp_config *c, zt_fsdp **out);
 void zt_fsdp_destroy(zt_fsdp *f);  // NULL is fine

@@ -7,9 +7,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "ops/report.h"
+#include "ops/power_view.h"
 #include "ops/svg.h"
 #include "base/common.h"
+#include "ops/fmt.h"
 
 #define POWER_AREA_H 300
 #define STRIP_GAP 8
@@ -185,7 +186,7 @@ void zt_power_svg(FILE *f, const zt_power_view *v, const zt_samples *set, const 
         fprintf(f, "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>%s, %s from %s (%zu "
                    "snapshot%s)",
                 x0, sy, x1 - x0, STRIP_H, zt_state_colour(st->state), zt_gpu_state_name(st->state),
-                zt_triage_fmt_dur(st->seconds, d1, sizeof d1), zt_triage_fmt_time(set->kind, st->t0, t1, sizeof t1),
+                zt_fmt_dur(st->seconds, d1, sizeof d1), zt_triage_fmt_time(set->kind, st->t0, t1, sizeof t1),
                 nsnap, nsnap == 1 ? "" : "s");
         if ((st->state == ZT_GS_DEADLOCK || st->state == ZT_GS_CHECKPOINT) && st->zero[0]) {
             fputs(", at 0%: GPU ", f);
@@ -204,7 +205,7 @@ void zt_power_svg(FILE *f, const zt_power_view *v, const zt_samples *set, const 
         xm = fmin(fmax(xm, fr.ax + 90), fr.ax + fr.aw - 90);
         fprintf(f, "<text class=\"deadlock-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
                    "font-weight=\"bold\" fill=\"#b71c1c\">deadlock %s",
-                xm, fr.ay + fr.ah - 6, zt_triage_fmt_dur(st->seconds, d1, sizeof d1));
+                xm, fr.ay + fr.ah - 6, zt_fmt_dur(st->seconds, d1, sizeof d1));
         if (st->zero[0]) {
             fputs(", GPU ", f);
             zt_html_escape(f, st->zero);
@@ -286,7 +287,7 @@ int zt_triage_html(const char *path, const zt_samples *set, const zt_bands *b, c
         fprintf(f,
                 "<p class=\"verdict\" id=\"verdict\">verdict: DEADLOCK: %zu stretch%s of &ge; %d snapshots; longest "
                 "%s from %s, GPU at 0%%: ",
-                ndl, ndl == 1 ? "" : "es", min_deadlock, zt_triage_fmt_dur(c->st[longest].seconds, d1, sizeof d1),
+                ndl, ndl == 1 ? "" : "es", min_deadlock, zt_fmt_dur(c->st[longest].seconds, d1, sizeof d1),
                 zt_triage_fmt_time(set->kind, c->st[longest].t0, t1, sizeof t1));
         zt_html_escape(f, c->st[longest].zero[0] ? c->st[longest].zero : "none (all busy at low power)");
         fputs("</p>\n", f);
@@ -311,7 +312,7 @@ int zt_triage_html(const char *path, const zt_samples *set, const zt_bands *b, c
         fprintf(f, "<tr class=\"stretch\" data-state=\"%s\"><td>%s</td><td>%s</td><td><span style=\"color:%s\">"
                    "&#9632;</span> %s</td><td>%zu</td><td>",
                 zt_gpu_state_name(st->state), zt_triage_fmt_time(set->kind, st->t0, t1, sizeof t1),
-                zt_triage_fmt_dur(st->seconds, d1, sizeof d1), zt_state_colour(st->state),
+                zt_fmt_dur(st->seconds, d1, sizeof d1), zt_state_colour(st->state),
                 zt_gpu_state_name(st->state), st->last - st->first + 1);
         zt_html_escape(f, st->zero);
         fputs("</td></tr>\n", f);

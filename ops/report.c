@@ -24,6 +24,7 @@
 #include "ops/watch.h"
 #include "base/common.h"
 #include "engine/flight.h"
+#include "ops/fmt.h"
 
 // ---- growable arrays -----------------------------------------------------------------
 typedef struct {
@@ -464,7 +465,7 @@ static void decide_state(run_data *r) {
         snprintf(r->state_why, sizeof r->state_why,
                  "no complete.json: the run is live, or ended without finishing; last heartbeat %s ago (`zerotrain "
                  "watch --once RUN` gives a verdict)",
-                 zt_triage_fmt_dur(fmax(0, age), d1, sizeof d1));
+                 zt_fmt_dur(fmax(0, age), d1, sizeof d1));
     else
         snprintf(r->state_why, sizeof r->state_why, "no complete.json and no heartbeat.json: the run is live, or ended "
                  "without finishing");
@@ -675,7 +676,7 @@ static void header(FILE *f, const run_data *r) {
          fmt_si(toks, b2, sizeof b2));
     double el = last(&r->m[M_ELAPSED]);
     if (isfinite(jnum(r->hb, "elapsed_s"))) el = jnum(r->hb, "elapsed_s");
-    fact(f, "elapsed", "%s", isfinite(el) ? zt_triage_fmt_dur(el, d1, sizeof d1) : "-");
+    fact(f, "elapsed", "%s", isfinite(el) ? zt_fmt_dur(el, d1, sizeof d1) : "-");
     fputs("</tr>\n<tr>", f);
     // heartbeat.json's figures, else metrics.jsonl's last ones; a figure neither has is left out
     double gh = jnum(r->hb, "gpu_hours"), risk = jnum(r->hb, "gpu_hours_at_risk");

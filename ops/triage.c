@@ -16,6 +16,7 @@
 
 #include "base/json_util.h"
 #include "base/common.h"
+#include "ops/fmt.h"
 
 static const char *state_names[ZT_GS_COUNT_] = {"unknown",    "compute",  "communication", "starvation",
                                                  "checkpoint", "deadlock", "idle"};
@@ -199,24 +200,6 @@ double zt_median(double *v, size_t n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-const char *zt_rank_list(const int *r, int n, char *buf, size_t len) {
-    size_t at = 0;
-    buf[0] = 0;
-    for (int i = 0; i < n && at < len;) {
-        int j = i;
-        while (j + 1 < n && r[j + 1] == r[j] + 1) j++;
-        int w = j > i ? snprintf(buf + at, len - at, "%s%d-%d", i ? "," : "", r[i], r[j])
-                      : snprintf(buf + at, len - at, "%s%d", i ? "," : "", r[i]);
-        if (w < 0 || (size_t)w >= len - at) {  // out of room: end with "..."
-            if (len >= 4) snprintf(buf + len - 4, 4, "...");
-            break;
-        }
-        at += (size_t)w;
-        i = j + 1;
-    }
-    return buf;
-}
-
 const char *zt_triage_fmt_time(zt_time_kind k, double t, char *buf, size_t n) {
     if (k == ZT_TK_ABS) {
         time_t s = (time_t)floor(t);
@@ -229,17 +212,6 @@ const char *zt_triage_fmt_time(zt_time_kind k, double t, char *buf, size_t n) {
     } else {
         snprintf(buf, n, "+%.1f s", t);
     }
-    return buf;
-}
-
-const char *zt_triage_fmt_dur(double s, char *buf, size_t n) {
-    long v = lround(s);
-    if (v < 60)
-        snprintf(buf, n, "%ld s", v);
-    else if (v < 3600)
-        snprintf(buf, n, "%ldm%02lds", v / 60, v % 60);
-    else
-        snprintf(buf, n, "%ldh%02ldm", v / 3600, (v / 60) % 60);
     return buf;
 }
 

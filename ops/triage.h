@@ -122,10 +122,6 @@ double zt_snapshots_median_interval(const zt_snapshot *s, size_t n);
 
 // Format a time of the given kind ("2025-11-29 13:45:01", "13:45:01", "+12.0 s").
 const char *zt_triage_fmt_time(zt_time_kind k, double t, char *buf, size_t n);
-// "1h02m", "45 s", "12m30s".
-const char *zt_triage_fmt_dur(double s, char *buf, size_t n);
-// Rank list "0-2,4-15" of sorted ints into buf.
-const char *zt_rank_list(const int *r, int n, char *buf, size_t len);
 
 // ---- calibration ------------------------------------------------------------------
 typedef struct {

@@ -23,6 +23,7 @@
 #include "base/common.h"
 #include "engine/flight.h"
 #include "train/train_defaults.h"
+#include "ops/fmt.h"
 
 static const char *ws_names[] = {"STARTING", "RUNNING", "COMPLETE", "CRASHED", "HUNG", "FAILED", "STOPPED"};
 
@@ -745,8 +746,8 @@ void zt_watch_status_line(const zt_watch *w, double now, char *buf, size_t n) {
     char d1[32], d2[32];
     if (w->state == ZT_WS_STARTING) {
         snprintf(buf, n, "STARTING: waiting for %s/heartbeat.json or ranks/*.alive (%s of %s startup grace)",
-                 w->run_dir, zt_triage_fmt_dur(now - w->t_start, d1, sizeof d1),
-                 zt_triage_fmt_dur(w->o.startup_grace, d2, sizeof d2));
+                 w->run_dir, zt_fmt_dur(now - w->t_start, d1, sizeof d1),
+                 zt_fmt_dur(w->o.startup_grace, d2, sizeof d2));
         return;
     }
     size_t at = (size_t)snprintf(buf, n, "%s", zt_watch_state_name(w->state));
@@ -764,11 +765,11 @@ void zt_watch_status_line(const zt_watch *w, double now, char *buf, size_t n) {
             ADD(" | %.0f tok/s", h->tok_per_s);
         double per = w->median_step_s > 0 ? w->median_step_s : h->step_time_s;
         if (h->total_steps > 0 && per > 0)
-            ADD(" | ETA %s", zt_triage_fmt_dur((double)(h->total_steps - h->step) * per, d1, sizeof d1));
+            ADD(" | ETA %s", zt_fmt_dur((double)(h->total_steps - h->step) * per, d1, sizeof d1));
         else
             ADD(" | ETA ?");
         if (isfinite(h->loss)) ADD(" | loss %.4f", h->loss);
-        ADD(" | heartbeat %s ago", zt_triage_fmt_dur(fmax(0, now - h->time), d1, sizeof d1));
+        ADD(" | heartbeat %s ago", zt_fmt_dur(fmax(0, now - h->time), d1, sizeof d1));
     } else {
         ADD(" | no heartbeat yet (first step running)");
     }
@@ -778,7 +779,7 @@ void zt_watch_status_line(const zt_watch *w, double now, char *buf, size_t n) {
         oldest = fmax(oldest, w->ranks[r].age);
         fresh += w->ranks[r].age <= zt_watch_stale_after(&w->o);
     }
-    ADD(" | ticks %d/%d fresh (oldest %s)", fresh, w->world, zt_triage_fmt_dur(oldest, d1, sizeof d1));
+    ADD(" | ticks %d/%d fresh (oldest %s)", fresh, w->world, zt_fmt_dur(oldest, d1, sizeof d1));
     if (w->power_n) ADD(" | power %s", zt_gpu_state_name(w->power_state));
 #undef ADD
 }

@@ -15,6 +15,8 @@ add_executable(test_comm_nccl ${CMAKE_CURRENT_LIST_DIR}/unit/test_comm_nccl.c ${
 target_include_directories(test_comm_nccl PRIVATE ${ZT_NCCL_INCLUDE})
 target_link_libraries(test_comm_nccl PRIVATE zt_base CUDA::cudart_static ${ZT_NCCL_LIB} Threads::Threads m)
 if(TARGET MPI::MPI_C)
+  # the node layout comes from the MPI process group's one function (engine/comm_mpi.c)
+  target_sources(test_comm_nccl PRIVATE ${CMAKE_SOURCE_DIR}/engine/comm_mpi.c)
   target_link_libraries(test_comm_nccl PRIVATE MPI::MPI_C)
 else()
   target_compile_definitions(test_comm_nccl PRIVATE ZT_NCCL_NO_MPI=1)

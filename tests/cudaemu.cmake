@@ -99,7 +99,7 @@ add_test(NAME emu_fsdp_cuda_sft_w1
 set_tests_properties(emu_fsdp_cuda_sft_w1 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
 # ---- the NCCL process group (engine/comm_nccl.c) ---------------------------------------------------------
-set(ZT_EMU_COMM ${ZT_TEST_DIR}/unit/test_comm_nccl.c ${ZT_R}/comm.c ${ZT_R}/comm_nccl.c ${ZT_R}/flight.c)
+set(ZT_EMU_COMM ${ZT_TEST_DIR}/unit/test_comm_nccl.c ${ZT_R}/comm.c ${ZT_R}/comm_nccl.c ${ZT_R}/comm_mpi.c ${ZT_R}/flight.c)
 zt_emu_exe(emu_test_comm_nccl SOURCES ${ZT_EMU_COMM} LIBS zt_base MPI::MPI_C)
 set(ZT_EMU_WORK ${CMAKE_BINARY_DIR}/test-work/cudaemu)
 add_test(NAME emu_comm_nccl_w1 COMMAND emu_test_comm_nccl --run-dir ${ZT_EMU_WORK}/comm_w1)

@@ -4,7 +4,7 @@
 # (tests/cli/ops_cli.sh); the Slurm batch script on a real one-node Slurm
 # (tests/cli/slurm_test.sh, skipped with a reason where Slurm cannot run).
 add_executable(test_triage ${ZT_TEST_DIR}/unit/test_triage.c ${CMAKE_SOURCE_DIR}/ops/triage.c
-               ${CMAKE_SOURCE_DIR}/ops/watch.c ${CMAKE_SOURCE_DIR}/engine/flight.c
+               ${CMAKE_SOURCE_DIR}/ops/watch.c ${CMAKE_SOURCE_DIR}/ops/fmt.c ${CMAKE_SOURCE_DIR}/engine/flight.c
                ${CMAKE_SOURCE_DIR}/engine/comm.c)
 target_link_libraries(test_triage PRIVATE zt_base ${ZT_CJSON} Threads::Threads m)
 target_compile_definitions(test_triage PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}")

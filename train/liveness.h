@@ -16,7 +16,7 @@ void zt_liveness_set_step(zt_liveness *l, int64_t step);
 void zt_liveness_stop(zt_liveness *l, const char *state);
 
 typedef struct {
-    const char *run_id, *state;  // state: running | complete | failed
+    const char *run_id, *state;  // state: running | stopped | complete | failed
     int64_t step, total_steps, epoch, tokens;
     double elapsed_s, step_time_s, tok_per_s, loss;
     int world_size;
@@ -27,12 +27,4 @@ typedef struct {
 // RUN/heartbeat.json, replaced atomically (no fsync: it is rewritten every step).
 int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h);
 
-// Board power and utilization of GPU `gpu` (NVML) appended every interval_s to
-// RUN/ranks/rank-NNNNN.power.csv (time,gpu,power_w,util_pct,mem_used_mib).
-// NULL (with zt_err) when NVML or the GPU is unavailable.
-typedef struct zt_power_sampler zt_power_sampler;
-zt_power_sampler *zt_power_start(const char *run_dir, int rank, int gpu, double interval_s);
-void zt_power_stop(zt_power_sampler *p);
-// The latest sample (watts, utilisation %); -1 when none has been taken yet.
-double zt_power_last(zt_power_sampler *p, double *util_pct);
 #endif

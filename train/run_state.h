@@ -14,6 +14,7 @@
 #include "engine/fsdp.h"
 #include "model/qwen3.h"
 #include "train/liveness.h"
+#include "train/power.h"
 #include "train/run_lock.h"
 #include "train/tboard.h"
 #include "train/train.h"

@@ -135,8 +135,7 @@ int zt_train_run(const zt_train_opts *opts) {
     const zt_train_opts *o = &eff;
     if (!o->model && !o->init) return zt_err("no model: give --model CONFIG.json|HF_DIR (or --init HF_DIR)");
     // The flag table refuses these with the flag's range; this guards other callers of the API.
-    if (o->micro_batch < 1 || o->grad_accum < 1)
-        return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", o->micro_batch, o->grad_accum);
+    if (zt_fsdp_check_batch(o->micro_batch, o->grad_accum) != 0) return -1;
     // SIGUSR1 / SIGTERM: a checkpoint at the next step boundary once training runs; before
     // that (the module, the data, the checkpoint still loading) the process exits at once.
     zt_signals_install();

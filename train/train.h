@@ -29,7 +29,7 @@ typedef struct {
     int micro_batch, grad_accum;
     zt_hparams hp;
     uint64_t seed;
-    int threads;             // 0: library default (all cores)
+    int threads;             // 0: OMP_NUM_THREADS, else the node's cores split between its ranks
     int log_every;
     int overwrite;           // allow an existing run directory to be reused
     int allow_new_data;      // --resume on a dataset whose files differ from the checkpoint's

@@ -9,12 +9,12 @@
 
 #include "base/common.h"
 #include "data/batch.h"
+#include "engine/fsdp.h"
 
 int zt_trainer_init(zt_trainer *t, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch, int grad_accum,
                     int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
     memset(t, 0, sizeof *t);
-    if (micro_batch < 1 || grad_accum < 1)
-        return zt_err("--micro-batch (%d) and --grad-accum (%d) must be >= 1", micro_batch, grad_accum);
+    if (zt_fsdp_check_batch(micro_batch, grad_accum) != 0) return -1;
     if (zt_qwen3_create(&t->model, cfg, ops, micro_batch, seq_len) != 0) return -1;
     t->ops = ops;
     t->hp = *hp;
