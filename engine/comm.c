@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "engine/flight.h"
 
 #define ZT_COMM_DEFAULT_FLIGHT 256
+#define ZT_WAIT_SPIN_S 0.02  // zt_wait polls (yielding) this long before it starts to sleep
 #define ZT_COMM_ABORT_CODE 3
 #define ZT_WATCHDOG_DEFAULT_PERIOD_MS 100
 #define ZT_WATCH_LABEL 96  // bytes kept of a watch label, NUL included
@@ -552,9 +554,15 @@ int zt_wait(zt_comm *c, zt_req *r) {
         while ((s = poll_req(c, r)) == 0) {
             double now = zt_now();
             if (now - r->t0 > r->timeout) deadline_abort(c, r);
-            // Spin ~50 us for the fast case, then sleep 20 us doubling to 1 ms: a rank
-            // that waits long (a straggler, a hang) must not hold a core at 100%.
-            if (now - start < 50e-6) continue;
+            // A collective moves only while its ranks call into the library (MPI progresses
+            // inside test calls): a waiter that sleeps between polls stalls every fragment
+            // of a transfer for the sleep, on both sides. So poll, yielding the core to
+            // anything runnable, for ZT_WAIT_SPIN_S; past that (a straggler, a hang) sleep
+            // 20 us doubling to 1 ms, so a long wait does not hold a core at 100%.
+            if (now - start < ZT_WAIT_SPIN_S) {
+                sched_yield();
+                continue;
+            }
             sleep_ns = sleep_ns ? (sleep_ns * 2 > 1000000 ? 1000000 : sleep_ns * 2) : 20000;
             struct timespec ts = {0, sleep_ns};
             nanosleep(&ts, NULL);
