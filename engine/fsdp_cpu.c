@@ -97,6 +97,9 @@ static void rs_drain(zt_fsdp *f) {
 }
 
 static void progress(zt_fsdp *f) { zt_comm_progress(f->comm); }
+// The same from inside a layer pass, between its ops: the gather of the next unit and the
+// reduce-scatters behind move while this unit computes (model/qwen3.h progress hook).
+static void progress_between_ops(void *f) { zt_comm_progress(((zt_fsdp *)f)->comm); }
 
 // ---- data ---------------------------------------------------------------------------------
 
@@ -223,5 +226,9 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
     c->tgt = zt_xcalloc(slots * N, sizeof(int32_t));
     c->pos = zt_xcalloc(slots * N, sizeof(int32_t));
     c->loss = zt_xcalloc(slots, sizeof(double));
+    if (f->world > 1) {
+        f->model.progress = progress_between_ops;
+        f->model.progress_ctx = f;
+    }
     return 0;
 }

@@ -110,6 +110,12 @@ void zt_qwen3_embed_bwd(zt_qwen3 *m, const uint32_t *tokens, const float *dx, fl
 #define W(idx) (params + u->t[(idx)].offset)
 #define DW(idx) (dparams + u->t[(idx)].offset)
 
+// The engine's progress hook between ops (zt_qwen3.progress).
+#define TICK(m) \
+    do {        \
+        if ((m)->progress) (m)->progress((m)->progress_ctx); \
+    } while (0)
+
 void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params) {
     const zt_ops *op = m->ops;
     const zt_qwen3_config *c = &m->lay.cfg;
@@ -122,25 +128,42 @@ void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params) {
     float *y = m->x[layer + 1];
 
     op->rmsnorm_fwd(a->ln1, a->rstd1, x, W(ZT_L_INPUT_NORM), N, d, eps);
+    TICK(m);
     op->matmul_fwd(a->q_pre, a->ln1, W(ZT_L_Q), N, d, H * D);
+    TICK(m);
     op->matmul_fwd(a->k_pre, a->ln1, W(ZT_L_K), N, d, Hkv * D);
+    TICK(m);
     op->matmul_fwd(a->v, a->ln1, W(ZT_L_V), N, d, Hkv * D);
+    TICK(m);
     // QK-norm over head_dim, one weight shared by all heads, before RoPE.
     op->rmsnorm_fwd(a->q, a->qn_rstd, a->q_pre, W(ZT_L_QNORM), N * H, D, eps);
+    TICK(m);
     op->rmsnorm_fwd(a->k, a->kn_rstd, a->k_pre, W(ZT_L_KNORM), N * Hkv, D, eps);
+    TICK(m);
     const int32_t *pos = m->isolated ? m->pos : NULL;
     op->rope_fwd(a->q, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
+    TICK(m);
     op->rope_fwd(a->k, m->rope_cos, m->rope_sin, pos, m->B, m->S, Hkv, D);
+    TICK(m);
     op->attention_fwd(a->att, a->probs, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
+    TICK(m);
     op->matmul_fwd(a->x_mid, a->att, W(ZT_L_O), N, H * D, d);
+    TICK(m);
     op->add(a->x_mid, a->x_mid, x, N * d);
+    TICK(m);
 
     op->rmsnorm_fwd(a->ln2, a->rstd2, a->x_mid, W(ZT_L_POST_NORM), N, d, eps);
+    TICK(m);
     op->matmul_fwd(a->gate, a->ln2, W(ZT_L_GATE), N, d, F);
+    TICK(m);
     op->matmul_fwd(a->up, a->ln2, W(ZT_L_UP), N, d, F);
+    TICK(m);
     op->swiglu_fwd(a->h, a->gate, a->up, N * F);
+    TICK(m);
     op->matmul_fwd(y, a->h, W(ZT_L_DOWN), N, F, d);
+    TICK(m);
     op->add(y, y, a->x_mid, N * d);
+    TICK(m);
 }
 
 void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dparams, float *dx) {
@@ -154,26 +177,42 @@ void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dpar
 
     // MLP: y = x_mid + down(swiglu(gate(ln2), up(ln2)))
     op->matmul_bwd(m->w_dh, DW(ZT_L_DOWN), dx, a->h, W(ZT_L_DOWN), N, F, d, 0);
+    TICK(m);
     op->swiglu_bwd(m->w_dg, m->w_du, m->w_dh, a->gate, a->up, N * F);
+    TICK(m);
     op->matmul_bwd(m->w_dln, DW(ZT_L_GATE), m->w_dg, a->ln2, W(ZT_L_GATE), N, d, F, 0);
+    TICK(m);
     op->matmul_bwd(m->w_dln, DW(ZT_L_UP), m->w_du, a->ln2, W(ZT_L_UP), N, d, F, 1);
+    TICK(m);
     op->rmsnorm_bwd(m->w_dmid, DW(ZT_L_POST_NORM), m->w_dln, a->x_mid, W(ZT_L_POST_NORM), a->rstd2, N, d);
+    TICK(m);
     op->add(m->w_dmid, m->w_dmid, dx, N * d);  // residual
 
     // attention: x_mid = x + o_proj(attn(rope(qnorm(q(ln1))), rope(knorm(k(ln1))), v(ln1)))
     op->matmul_bwd(m->w_datt, DW(ZT_L_O), m->w_dmid, a->att, W(ZT_L_O), N, H * D, d, 0);
+    TICK(m);
     const int32_t *pos = m->isolated ? m->pos : NULL;
     op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->probs, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
+    TICK(m);
     op->rope_bwd(m->w_dq, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
+    TICK(m);
     op->rope_bwd(m->w_dk, m->rope_cos, m->rope_sin, pos, m->B, m->S, Hkv, D);
+    TICK(m);
     op->rmsnorm_bwd(m->w_dqp, DW(ZT_L_QNORM), m->w_dq, a->q_pre, W(ZT_L_QNORM), a->qn_rstd, N * H, D);
+    TICK(m);
     op->rmsnorm_bwd(m->w_dkp, DW(ZT_L_KNORM), m->w_dk, a->k_pre, W(ZT_L_KNORM), a->kn_rstd, N * Hkv, D);
+    TICK(m);
     op->matmul_bwd(m->w_dln, DW(ZT_L_Q), m->w_dqp, a->ln1, W(ZT_L_Q), N, d, H * D, 0);
+    TICK(m);
     op->matmul_bwd(m->w_dln, DW(ZT_L_K), m->w_dkp, a->ln1, W(ZT_L_K), N, d, Hkv * D, 1);
+    TICK(m);
     op->matmul_bwd(m->w_dln, DW(ZT_L_V), m->w_dv, a->ln1, W(ZT_L_V), N, d, Hkv * D, 1);
+    TICK(m);
     op->rmsnorm_bwd(dx, DW(ZT_L_INPUT_NORM), m->w_dln, x, W(ZT_L_INPUT_NORM), a->rstd1, N, d);
+    TICK(m);
     op->add(dx, dx, m->w_dmid, N * d);  // residual
 }
+#undef TICK
 #undef W
 #undef DW
 

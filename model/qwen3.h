@@ -34,6 +34,10 @@ typedef struct {
     int isolated;                // 1: packed documents attend only to themselves, RoPE restarts per document
     int64_t ntargets;            // targets of the last zt_batch_words / zt_qwen3_fwd_bwd
     int64_t act_bytes;           // bytes of activations and workspaces held for one micro-batch
+    // Called between the ops of a layer pass when set (an FSDP engine drives its pending
+    // collectives there: MPI moves a transfer only inside its calls). Never changes a value.
+    void (*progress)(void *ctx);
+    void *progress_ctx;
 } zt_qwen3;
 
 int zt_qwen3_create(zt_qwen3 *m, const zt_qwen3_config *cfg, const zt_ops *ops, int64_t B, int64_t S);
