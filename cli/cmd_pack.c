@@ -1,9 +1,12 @@
 // `zerotrain pack`: command-line front end of zt_pack (token ids or text -> dataset
 // directory) and of `--verify`, which opens a dataset with every check on and
 // prints one line per block file, so people and tests can vet a dataset. The flags are
-// one table (cli/flags.h): a usage error exits 2, a failing pack or --verify 1.
+// one table (cli/flags.h): a usage error exits 2, a failing pack or --verify 1. An input
+// given as PATH:WEIGHT makes the pack a weighted mixture of its inputs.
 #include <omp.h>
 #include <limits.h>
+#include <math.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +23,11 @@
 
 typedef struct {
     int input;  // zt_pack_input
+    int format;  // zt_chat_format
     const char *field, *train_on, *eos, *tokenizer, *output, *verify;
     int skip_bad, threads, seq_len, per_rank, quiet;
-    int64_t vocab_size, model_vocab;
+    int64_t vocab_size, model_vocab, mix_tokens;
+    uint64_t seed;
 } pack_flags;
 
 static const char synopsis[] =
@@ -36,7 +41,10 @@ static const char synopsis[] =
     "Conversations (--input chat) are rendered with the Qwen3 chat template and\n"
     "stored as version 2 words (id + document-start and no-loss flags): no eos, a\n"
     "conversation never split across blocks (the rest of a block it does not fit in\n"
-    "is padding, as is the end of the last block), one longer than --seq-len skipped.\n";
+    "is padding, as is the end of the last block), one longer than --seq-len skipped.\n"
+    "Text and chat inputs given as PATH:WEIGHT are mixed: each takes WEIGHT / (sum of\n"
+    "the weights) of the mixture's tokens (--mix-tokens), by whole passes over it and a\n"
+    "fixed part of one more, and the documents taken are interleaved in a seeded order.\n";
 static const char epilog[] =
     "\n"
     "examples:\n"
@@ -45,6 +53,8 @@ static const char epilog[] =
     "  zerotrain pack --input jsonl --field content --per-rank 16 corpus.jsonl -o data/qwen\n"
     "  zerotrain pack --input lines --skip-bad --threads 8 wiki.txt -o data/wiki\n"
     "  zerotrain pack --input chat --seq-len 4096 --train-on last sft.jsonl -o data/sft\n"
+    "  zerotrain pack --input chat --format sharegpt glaive_toolcall.json -o data/tools\n"
+    "  zerotrain pack --input chat agent.jsonl:0.7 chat.jsonl:0.3 --mix-tokens 50000000 -o data/mix\n"
     "  zerotrain pack --verify data/run1\n";
 
 #define T pack_flags
@@ -54,6 +64,12 @@ static const zt_flag_choice input_choices[] = {
 // the names of zt_chat_train (data/chat.h); the choice is mapped with zt_chat_train_parse
 static const zt_flag_choice train_on_choices[] = {
     {"assistant", ZT_CHAT_TRAIN_ASSISTANT}, {"last", ZT_CHAT_TRAIN_LAST}, {"all", ZT_CHAT_TRAIN_ALL}, {0}};
+// the names of zt_chat_format (data/chat.h)
+static const zt_flag_choice format_choices[] = {{"auto", ZT_CHAT_FORMAT_AUTO},
+                                                {"messages", ZT_CHAT_FORMAT_MESSAGES},
+                                                {"openai", ZT_CHAT_FORMAT_OPENAI},
+                                                {"sharegpt", ZT_CHAT_FORMAT_SHAREGPT},
+                                                {0}};
 
 static const zt_flag pack_flags_table[] = {
     {.type = ZT_FLAG_SECTION, .help = "options:"},
@@ -74,9 +90,21 @@ static const zt_flag pack_flags_table[] = {
              "         assistant|tool, \"content\", \"reasoning_content\"?,\n"
              "         \"tool_calls\"?}, rendered as transformers'\n"
              "         apply_chat_template renders it (Qwen3 template)"},
+    {"format", ZT_FLAG_ENUM, ZT_AT_INT(T, format), "FORMAT", .def = ZT_CHAT_FORMAT_AUTO, .choices = format_choices,
+     .help = "chat: how each line holds its conversation (default {default}:\n"
+             "decided per input from its first lines, and said):\n"
+             "  messages  {\"messages\": [...], \"tools\"?}: transformers'\n"
+             "            apply_chat_template(messages, tools=tools)\n"
+             "  openai    OpenAI's fine-tuning JSONL (tool calls with ids,\n"
+             "            arguments as JSON strings, tool_call_id, weight)\n"
+             "  sharegpt  {\"conversations\": [{\"from\", \"value\"}], \"tools\"?,\n"
+             "            \"system\"?} as LLaMA-Factory reads it\n"
+             "every format: \"weight\": 0 on an assistant turn trains\n"
+             "nothing of it"},
     {"field", ZT_FLAG_STR, ZT_AT_STR(T, field), "NAME",
      .help = "jsonl: the string member holding the text (default text);\n"
-             "chat: the array of messages (default messages)"},
+             "chat: the array of messages (default messages, sharegpt:\n"
+             "conversations)"},
     {"train-on", ZT_FLAG_KEYWORD, ZT_AT_STR(T, train_on), "RULE", .choices = train_on_choices,
      .help = "chat: which tokens are trained targets (default assistant):\n"
              "  assistant  every assistant turn after its\n"
@@ -84,6 +112,7 @@ static const zt_flag pack_flags_table[] = {
              "             including its <|im_end|>\n"
              "  last       only the final assistant turn, the same way\n"
              "  all        every token\n"
+             "a turn with \"weight\": 0 trains nothing under any rule\n"
              "assistant and last need each conversation to end with an\n"
              "assistant turn"},
     {"skip-bad", ZT_FLAG_SET, ZT_AT_INT(T, skip_bad),
@@ -120,6 +149,15 @@ static const zt_flag pack_flags_table[] = {
      .help = "dataset directory to create; must not hold a dataset.json"},
     {"quiet", ZT_FLAG_SET, ZT_AT_INT(T, quiet), .letter = 'q',
      .help = "no progress lines on stderr (the summary is still printed)"},
+    {"mix-tokens", ZT_FLAG_I64, ZT_AT_I64(T, mix_tokens), "N", 1, 1LL << 52,
+     .help = "mixture (inputs given as PATH:WEIGHT): its size in tokens\n"
+             "(documents and their eos; chat: conversations, padding not\n"
+             "counted); an input whose share exceeds its tokens is taken\n"
+             "more than once (default: the largest mixture that takes no\n"
+             "input more than once)"},
+    {"seed", ZT_FLAG_U64, ZT_AT_I64(T, seed), "N", 0, INT64_MAX, .def = 1234,
+     .help = "mixture: the seed of the interleave (default {default}); the\n"
+             "documents taken do not depend on it"},
     {"verify", ZT_FLAG_STR, ZT_AT_STR(T, verify), "DIR",
      .help = "check an existing dataset instead of packing: dataset.json,\n"
              "file sizes, every crc32c and every token id"},
@@ -196,6 +234,63 @@ static int verify_dataset(const char *dir, long long model_vocab) {
 // A usage error: exit 2 (the table's own errors, and the checks below that need only argv).
 #define USAGE_ERROR 2
 
+// An operand PATH:WEIGHT (a mixture's input): 1 and *path/*weight set, 0 for a plain path (an
+// existing file whose name holds a colon, or no number after the last colon), -1 + zt_err
+// for a weight that is not a positive number.
+static int split_weight(const char *arg, char **path, double *weight) {
+    const char *colon = strrchr(arg, ':');
+    if (!colon || colon == arg || access(arg, F_OK) == 0) return 0;
+    char *end;
+    const double w = strtod(colon + 1, &end);
+    if (end == colon + 1 || *end) return 0;
+    if (!(w > 0) || !isfinite(w))
+        return zt_err("%s: weight %s: a mixture's weights are positive numbers (leave an input out instead of "
+                      "weighting it 0)",
+                      arg, colon + 1);
+    *path = strndup(arg, (size_t)(colon - arg));
+    *weight = w;
+    return 1;
+}
+
+// The summary lines on stdout (the tests read them).
+static void print_summary(const zt_pack_opts *o, const zt_pack_stats *st, const char *out_dir,
+                          const char *const *paths) {
+    const int chat = o->input == ZT_PACK_CHAT;
+    const int text = o->input == ZT_PACK_JSONL || o->input == ZT_PACK_TEXT_FILES || o->input == ZT_PACK_TEXT_LINES;
+    const double s = st->seconds > 1e-9 ? st->seconds : 1e-9;
+    if (chat) {
+        printf("packed %lld conversations (%.1f MB) into %s: %lld tokens (%lld trained under --train-on %s, %lld "
+               "padding) -> %lld blocks of %d in %d file%s, %lld conversation%s longer than --seq-len skipped, %.2f s "
+               "(%.1f MB/s, %.2fM tok/s)\n",
+               (long long)st->documents, (double)st->bytes_in / 1e6, out_dir, (long long)st->tokens,
+               (long long)st->trained_tokens, zt_chat_train_name((zt_chat_train)o->train_on),
+               (long long)st->padding_tokens, (long long)st->blocks, o->seq_len, st->nfiles, st->nfiles == 1 ? "" : "s",
+               (long long)st->conversations_too_long, st->conversations_too_long == 1 ? "" : "s", st->seconds,
+               (double)st->bytes_in / 1e6 / s, (double)st->tokens / 1e6 / s);
+        printf("%lld bad conversation%s skipped\n", (long long)st->bad_documents, st->bad_documents == 1 ? "" : "s");
+    } else {
+        printf("packed %lld documents (%.1f MB) into %s: %lld tokens -> %lld blocks of %d in %d file%s, %lld tokens "
+               "dropped (each stream's tail shorter than a block), %.2f s (%.1f MB/s, %.2fM tok/s)\n",
+               (long long)st->documents, (double)st->bytes_in / 1e6, out_dir, (long long)st->tokens,
+               (long long)st->blocks, o->seq_len, st->nfiles, st->nfiles == 1 ? "" : "s",
+               (long long)st->dropped_tokens, st->seconds, (double)st->bytes_in / 1e6 / s,
+               (double)st->tokens / 1e6 / s);
+        if (text)
+            printf("%lld bad document%s skipped\n", (long long)st->bad_documents, st->bad_documents == 1 ? "" : "s");
+    }
+    if (o->weights) {
+        printf("mixture of %lld tokens (seed %llu):\n", (long long)st->mix_tokens, (unsigned long long)o->mix_seed);
+        for (int i = 0; i < st->ninputs; i++) {
+            const zt_pack_input_stats *in = &st->inputs[i];
+            printf("  %s: weight %g (share %.4f): %lld of %lld %s taken (%.4f epochs), %lld tokens", paths[i],
+                   in->weight, in->share, (long long)in->taken_documents, (long long)in->documents,
+                   chat ? "conversations" : "documents", in->epochs, (long long)in->taken_tokens);
+            if (chat) printf(", %lld trained", (long long)in->taken_trained);
+            printf("\n");
+        }
+    }
+}
+
 int zt_cmd_pack(int argc, char **argv) {
     pack_flags f;
     int first;
@@ -243,6 +338,48 @@ int zt_cmd_pack(int argc, char **argv) {
     }
     const int chat = o.input == ZT_PACK_CHAT;
     int text = o.input == ZT_PACK_JSONL || o.input == ZT_PACK_TEXT_FILES || o.input == ZT_PACK_TEXT_LINES || chat;
+    if (f.format != ZT_CHAT_FORMAT_AUTO && !chat) {
+        fprintf(stderr, "zerotrain: error: --format %s only applies to --input chat\n",
+                zt_chat_format_name((zt_chat_format)f.format));
+        return USAGE_ERROR;
+    }
+    o.chat_format = f.format;
+    // PATH:WEIGHT operands: a mixture (every input weighted) or none
+    const int ninputs = argc - first;
+    char **paths = zt_xcalloc((size_t)ninputs, sizeof *paths);
+    double *weights = zt_xcalloc((size_t)ninputs, sizeof *weights);
+    int nweighted = 0, bad = 0;
+    for (int i = 0; i < ninputs && !bad; i++) {
+        const int k = split_weight(argv[first + i], &paths[i], &weights[i]);
+        if (k < 0) {
+            fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+            bad = 1;
+        }
+        if (k == 0) paths[i] = strdup(argv[first + i]);
+        nweighted += k == 1;
+    }
+    if (!bad && nweighted && nweighted != ninputs) {
+        fprintf(stderr, "zerotrain: error: a mixture gives every input a weight (PATH:WEIGHT); %d of the %d inputs "
+                        "have none\n",
+                ninputs - nweighted, ninputs);
+        bad = 1;
+    }
+    if (!bad && nweighted && !text) {
+        fprintf(stderr, "zerotrain: error: a mixture (PATH:WEIGHT inputs) takes --input jsonl, text, lines or chat\n");
+        bad = 1;
+    }
+    if (!bad && !nweighted && (f.mix_tokens || f.seed != 1234)) {
+        fprintf(stderr, "zerotrain: error: --mix-tokens and --seed apply to a mixture: give every input as "
+                        "PATH:WEIGHT\n");
+        bad = 1;
+    }
+    if (bad) {
+        for (int i = 0; i < ninputs; i++) free(paths[i]);
+        free(paths);
+        free(weights);
+        return USAGE_ERROR;
+    }
+    if (nweighted) o.weights = weights, o.mix_tokens = f.mix_tokens, o.mix_seed = f.seed;
     if (!text && (o.field || o.skip_bad || threads)) {
         fprintf(stderr, "zerotrain: error: --field, --skip-bad and --threads apply to text input (--input jsonl, "
                         "text, lines or chat)\n");
@@ -327,30 +464,21 @@ int zt_cmd_pack(int argc, char **argv) {
     }
 
     zt_pack_stats st;
-    int rc = zt_pack((const char *const *)argv + first, argc - first, out_dir, &o, &st);
+    int rc = zt_pack((const char *const *)paths, ninputs, out_dir, &o, &st);
     zt_tokenizer_free(tok);
     if (rc != 0) {
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        zt_pack_stats_free(&st);
+        for (int i = 0; i < ninputs; i++) free(paths[i]);
+        free(paths);
+        free(weights);
         return 1;
     }
-    double s = st.seconds > 1e-9 ? st.seconds : 1e-9;
-    if (chat) {
-        printf("packed %lld conversations (%.1f MB) into %s: %lld tokens (%lld trained under --train-on %s, %lld "
-               "padding) -> %lld blocks of %d in %d file%s, %lld conversation%s longer than --seq-len skipped, %.2f s "
-               "(%.1f MB/s, %.2fM tok/s)\n",
-               (long long)st.documents, (double)st.bytes_in / 1e6, out_dir, (long long)st.tokens,
-               (long long)st.trained_tokens, zt_chat_train_name((zt_chat_train)o.train_on),
-               (long long)st.padding_tokens, (long long)st.blocks, o.seq_len, st.nfiles, st.nfiles == 1 ? "" : "s",
-               (long long)st.conversations_too_long, st.conversations_too_long == 1 ? "" : "s", st.seconds,
-               (double)st.bytes_in / 1e6 / s, (double)st.tokens / 1e6 / s);
-        printf("%lld bad conversation%s skipped\n", (long long)st.bad_documents, st.bad_documents == 1 ? "" : "s");
-        return 0;
-    }
-    printf("packed %lld documents (%.1f MB) into %s: %lld tokens -> %lld blocks of %d in %d file%s, %lld tokens "
-           "dropped (each stream's tail shorter than a block), %.2f s (%.1f MB/s, %.2fM tok/s)\n",
-           (long long)st.documents, (double)st.bytes_in / 1e6, out_dir, (long long)st.tokens, (long long)st.blocks,
-           o.seq_len, st.nfiles, st.nfiles == 1 ? "" : "s", (long long)st.dropped_tokens, st.seconds,
-           (double)st.bytes_in / 1e6 / s, (double)st.tokens / 1e6 / s);
-    if (text) printf("%lld bad document%s skipped\n", (long long)st.bad_documents, st.bad_documents == 1 ? "" : "s");
+    print_summary(&o, &st, out_dir, (const char *const *)paths);
+    zt_pack_stats_free(&st);
+    for (int i = 0; i < ninputs; i++) free(paths[i]);
+    free(paths);
+    free(weights);
     return 0;
 }
+

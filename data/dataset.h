@@ -111,7 +111,29 @@ typedef struct {
     // blocks (the rest of a block it does not fit in is padded), one longer than seq_len is skipped
     int train_on;            // zt_chat_train (data/chat.h): which tokens are trained targets
     const char *chat_template;  // recorded in dataset.json: "qwen3 crc32c:xxxxxxxx"
+    int chat_format;         // zt_chat_format (data/chat.h): how lines hold conversations; 0 (auto): decided
+                             // per input from its first lines (zt_chat_detect)
+    // a mixture (text kinds and chat; data/pack.c): weights[i] > 0 for every input turns the pack
+    // into a seeded interleave of the inputs, each taking weights[i] / sum of the mixture's tokens
+    const double *weights;   // NULL: no mixture, every document of every input once, in order
+    int64_t mix_tokens;      // the mixture's tokens (documents, eos included); 0: the largest that takes no
+                             // input more than once
+    uint64_t mix_seed;       // the interleave's order (which documents are taken does not depend on it)
 } zt_pack_opts;
+
+// One input of a chat pack or a mixture: what it gave and, in a mixture, what was taken of it.
+typedef struct {
+    int chat_format;          // chat: the zt_chat_format it was read as
+    char format_from[128];    // chat: "--format", or what the detection saw ("line 1: ...")
+    int64_t documents;        // documents (conversations) it gave: packed, or in a mixture available
+    int64_t tokens;           // their tokens (text: eos included)
+    int64_t trained;          // chat: their trained tokens
+    int64_t bad_documents;    // skipped as bad (skip_bad)
+    int64_t too_long;         // chat: longer than seq_len, skipped
+    double weight, share;     // mixture: as given, and normalised to sum 1
+    int64_t taken_documents, taken_tokens, taken_trained;  // mixture: what the interleave holds
+    double epochs;            // mixture: taken_tokens / tokens
+} zt_pack_input_stats;
 
 typedef struct {
     int64_t documents;       // non-empty documents (chat: conversations) packed
@@ -125,10 +147,14 @@ typedef struct {
     int64_t padding_tokens;  // chat: padding words (<|endoftext|>, NO_LOSS) filling blocks
     int nfiles;              // block files written
     double seconds;
+    zt_pack_input_stats *inputs;  // chat packs and mixtures: one per input (malloc'd; zt_pack_stats_free)
+    int ninputs;
+    int64_t mix_tokens;      // mixture: the size used (opts.mix_tokens or the default)
 } zt_pack_stats;
 
 // Pack the given input files into out_dir (created; must not already hold a dataset.json).
 int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const zt_pack_opts *opts,
             zt_pack_stats *stats);
+void zt_pack_stats_free(zt_pack_stats *stats);
 
 #endif

@@ -3,13 +3,16 @@
 // tokenizes them) into a dataset directory of seq_len-token uint32 block files plus
 // dataset.json, written last so that its presence means the pack completed.
 // Conversations (--input chat) become version 2 words with loss masks; each one sits
-// inside a single block, the rest of a block it does not fit in is padding.
+// inside a single block, the rest of a block it does not fit in is padding. Weighted inputs
+// make a mixture (below); dataset.json records each input's share of it.
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -284,6 +287,215 @@ static int sink_put_conversation(void *ctx, const uint32_t *words, size_t n, int
     return rc;
 }
 
+// ---- mixtures ----------------------------------------------------------------------------
+// A weighted mixture of several text or chat inputs. Each input is read and tokenized whole
+// first (data/pack_text.c) into a spool file beside the output, then every input contributes
+// weight / sum of the mixture's tokens -- whole passes over it, then the first documents of a
+// fixed pseudo-random order of it up to the rest -- and the documents taken are dealt to the
+// block writer in a seeded shuffle. Which documents are taken depends only on the inputs, the
+// weights and the size; the seed changes only their order.
+// The order a partial pass takes an input's documents in: one fixed seed, so that the documents
+// taken never depend on --seed (another seed: another interleave of the same documents).
+#define ZT_MIX_ORDER_SEED 0x6d69787475726531ull
+
+typedef struct {
+    int64_t off;  // first word in the spool
+    uint32_t n;   // words (text: ids without the eos the writer appends)
+    uint32_t trained;
+} spool_doc;
+
+// One input's documents, as words in an unlinked temporary file.
+typedef struct {
+    FILE *f;
+    int64_t words;
+    spool_doc *docs;
+    int64_t ndocs, cap;
+    int64_t doc_start;
+    int eos;  // text: the writer appends an eos to every document
+    const uint32_t *map;
+    size_t map_bytes;
+} spool;
+
+static int spool_add(spool *sp, int64_t off, int64_t n, int64_t trained) {
+    if (n > (int64_t)UINT32_MAX)
+        return zt_err("a document of %lld tokens: a mixture takes documents of fewer than 2^32 tokens", (long long)n);
+    if (sp->ndocs == sp->cap) {
+        sp->cap = sp->cap ? 2 * sp->cap : 1024;
+        sp->docs = realloc(sp->docs, (size_t)sp->cap * sizeof *sp->docs);
+        if (!sp->docs) zt_fatal("out of host memory for %lld mixture documents", (long long)sp->cap);
+    }
+    sp->docs[sp->ndocs++] = (spool_doc){off, (uint32_t)n, (uint32_t)trained};
+    return 0;
+}
+
+static int spool_write(spool *sp, const uint32_t *w, size_t n) {
+    if (fwrite(w, 4, n, sp->f) != n) return zt_err("the mixture's spool file: write failed: %s", strerror(errno));
+    sp->words += (int64_t)n;
+    return 0;
+}
+
+static void spool_begin(void *ctx) { ((spool *)ctx)->doc_start = ((spool *)ctx)->words; }
+static int spool_put(void *ctx, const uint32_t *ids, size_t n) { return spool_write(ctx, ids, n); }
+static int spool_end(void *ctx) {
+    spool *sp = ctx;
+    return spool_add(sp, sp->doc_start, sp->words - sp->doc_start, 0);
+}
+static void spool_progress(void *ctx, const char *input) { (void)ctx, (void)input; }
+static int spool_conversation(void *ctx, const uint32_t *words, size_t n, int64_t trained) {
+    spool *sp = ctx;
+    const int64_t at = sp->words;
+    if (spool_write(sp, words, n)) return -1;
+    return spool_add(sp, at, (int64_t)n, trained);
+}
+
+static int64_t doc_tokens(const spool *sp, int64_t d) { return (int64_t)sp->docs[d].n + sp->eos; }
+
+typedef struct {
+    uint32_t input;
+    int64_t doc;
+} pick;
+
+// A mixture (o->weights): every input read whole into a spool file in spool_dir (unlinked at
+// once), then the documents each input's weight takes dealt to the sink in a seeded shuffle.
+// Fills st->inputs (one per input, allocated by the caller), st->mix_tokens and the counts
+// zt_pack_text adds. -1 + zt_err as zt_pack_text, or when an input gives no document.
+static int pack_mixture(const char *const *inputs, int ninputs, const zt_pack_opts *o, const zt_pack_sink *out,
+                        const char *spool_dir, zt_pack_stats *st) {
+    const int chat = o->input == ZT_PACK_CHAT;
+    zt_pack_input_stats *in = st->inputs;
+    if (!in) return zt_err("pack: a mixture needs per-input statistics (internal error)");
+    spool *sp = zt_xcalloc((size_t)ninputs, sizeof *sp);
+    pick *picks = NULL;
+    int rc = 0;
+    double wsum = 0;
+    for (int i = 0; i < ninputs; i++) wsum += o->weights[i];
+
+    // 1. every input read, tokenized and spooled
+    for (int i = 0; i < ninputs && rc == 0; i++) {
+        char tmpl[4200];
+        snprintf(tmpl, sizeof tmpl, "%s/.mix-spool-XXXXXX", spool_dir);
+        const int fd = mkstemp(tmpl);
+        if (fd < 0) {
+            rc = zt_err("%s: cannot create the mixture's spool file: %s", tmpl, strerror(errno));
+            break;
+        }
+        unlink(tmpl);  // gone with the pack, whatever happens to it
+        sp[i].f = fdopen(fd, "w+b");
+        if (!sp[i].f) zt_fatal("fdopen of the mixture's spool file failed: %s", strerror(errno));
+        sp[i].eos = !chat && o->eos_id >= 0;
+        zt_pack_sink sink = {&sp[i], spool_begin, spool_put, spool_end, spool_progress, spool_conversation};
+        zt_pack_stats one = {.inputs = &in[i], .ninputs = 1};
+        rc = zt_pack_text(inputs + i, 1, o, &sink, &one);
+        st->bytes_in += one.bytes_in;
+        st->bad_documents += one.bad_documents;
+        st->conversations_too_long += one.conversations_too_long;
+        if (rc) break;
+        if (fflush(sp[i].f) != 0) {
+            rc = zt_err("the mixture's spool file: write failed: %s", strerror(errno));
+            break;
+        }
+        in[i].weight = o->weights[i];
+        in[i].share = o->weights[i] / wsum;
+        if (sp[i].ndocs == 0) {
+            rc = zt_err("%s: the input holds no document to take (%s), so its weight %g cannot be met", inputs[i],
+                        in[i].bad_documents || in[i].too_long ? "every one was skipped" : "it is empty", in[i].weight);
+            break;
+        }
+        sp[i].map_bytes = (size_t)sp[i].words * 4;
+        void *m = sp[i].map_bytes ? mmap(NULL, sp[i].map_bytes, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+        if (m == MAP_FAILED) {
+            rc = zt_err("the mixture's spool file (%zu bytes): mmap failed: %s", sp[i].map_bytes, strerror(errno));
+            break;
+        }
+        sp[i].map = m;
+        if (!o->quiet)
+            fprintf(stderr, "pack: mixture: %s: %lld %s, %lld tokens, weight %g (%.4f of the mixture)\n", inputs[i],
+                    (long long)in[i].documents, chat ? "conversations" : "documents", (long long)in[i].tokens,
+                    in[i].weight, in[i].share);
+    }
+
+    // 2. the size, and what each input gives: whole passes, then a prefix of its fixed order
+    int64_t npicks = 0;
+    if (rc == 0) {
+        double size = (double)o->mix_tokens;
+        if (o->mix_tokens <= 0) {  // the largest mixture that takes no input more than once
+            size = INFINITY;
+            for (int i = 0; i < ninputs; i++) size = fmin(size, (double)in[i].tokens / in[i].share);
+            size = floor(size + 0.5);
+        }
+        st->mix_tokens = (int64_t)size;
+        int64_t cap = 0;
+        for (int i = 0; i < ninputs; i++) {
+            const double quota = in[i].share * size, total = (double)in[i].tokens;
+            int64_t passes = (int64_t)floor(quota / total);
+            double rest = quota - (double)passes * total;
+            if (rest > total - 0.5) passes++, rest = 0;  // a whole pass short only by rounding
+            int64_t *order = zt_xmalloc((size_t)sp[i].ndocs * sizeof *order);
+            for (int64_t d = 0; d < sp[i].ndocs; d++) order[d] = d;
+            zt_rng r;
+            zt_rng_seed(&r, ZT_MIX_ORDER_SEED);
+            for (int64_t d = sp[i].ndocs - 1; d > 0; d--) {
+                const int64_t k = (int64_t)zt_rng_below(&r, (uint64_t)d + 1), t = order[d];
+                order[d] = order[k], order[k] = t;
+            }
+            int64_t partial = 0, taken = 0, trained = 0;
+            while (partial < sp[i].ndocs && (double)taken + 0.5 * (double)doc_tokens(&sp[i], order[partial]) <= rest) {
+                trained += sp[i].docs[order[partial]].trained;
+                taken += doc_tokens(&sp[i], order[partial++]);
+            }
+            const int64_t n = passes * sp[i].ndocs + partial;
+            if (npicks + n > cap) {
+                cap = (npicks + n) * 2;
+                picks = realloc(picks, (size_t)cap * sizeof *picks);
+                if (!picks) zt_fatal("out of host memory for %lld mixture documents", (long long)cap);
+            }
+            for (int64_t p = 0; p < passes; p++)
+                for (int64_t d = 0; d < sp[i].ndocs; d++) picks[npicks++] = (pick){(uint32_t)i, d};
+            for (int64_t d = 0; d < partial; d++) picks[npicks++] = (pick){(uint32_t)i, order[d]};
+            free(order);
+            in[i].taken_documents = n;
+            in[i].taken_tokens = passes * in[i].tokens + taken;
+            in[i].taken_trained = passes * in[i].trained + trained;
+            in[i].epochs = (double)in[i].taken_tokens / total;
+            if (n == 0 && !o->quiet)
+                fprintf(stderr, "pack: mixture: warning: %s: its share of %lld tokens is less than half of a "
+                                "document: nothing of it is taken\n",
+                        inputs[i], (long long)floor(quota));
+        }
+    }
+
+    // 3. the seeded interleave, dealt to the writer
+    if (rc == 0) {
+        zt_rng r;
+        zt_rng_seed(&r, o->mix_seed);
+        for (int64_t k = npicks - 1; k > 0; k--) {
+            const int64_t j = (int64_t)zt_rng_below(&r, (uint64_t)k + 1);
+            const pick t = picks[k];
+            picks[k] = picks[j], picks[j] = t;
+        }
+        for (int64_t k = 0; k < npicks && rc == 0; k++) {
+            const spool *s = &sp[picks[k].input];
+            const spool_doc *d = &s->docs[picks[k].doc];
+            if (chat) {
+                rc = out->put_conversation(out->ctx, s->map + d->off, d->n, d->trained);
+            } else {
+                out->begin_doc(out->ctx);
+                rc = out->put(out->ctx, s->map + d->off, d->n);
+                if (rc == 0) rc = out->end_doc(out->ctx);
+            }
+            if ((k & 4095) == 4095) out->progress(out->ctx, "mixture");
+        }
+    }
+    for (int i = 0; i < ninputs; i++) {
+        if (sp[i].map) munmap((void *)sp[i].map, sp[i].map_bytes);
+        if (sp[i].f) fclose(sp[i].f);
+        free(sp[i].docs);
+    }
+    free(sp);
+    free(picks);
+    return rc;
+}
+
 static int is_text_kind(zt_pack_input k) {
     return k == ZT_PACK_JSONL || k == ZT_PACK_TEXT_FILES || k == ZT_PACK_TEXT_LINES || k == ZT_PACK_CHAT;
 }
@@ -323,7 +535,46 @@ static const char *input_name(zt_pack_input k) {
     }
 }
 
-static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, const zt_pack_stats *st) {
+// Where each document came from: "inputs" (chat packs and mixtures), and "mixture".
+static void provenance_json(cJSON *root, const zt_pack_opts *o, const char *const *inputs, const zt_pack_stats *st) {
+    const int chat = o->input == ZT_PACK_CHAT;
+    if (!st->inputs) return;
+    if (o->weights) {
+        cJSON *mix = cJSON_AddObjectToObject(root, "mixture");
+        cJSON_AddNumberToObject(mix, "tokens", (double)st->mix_tokens);
+        cJSON_AddStringToObject(mix, "weights_by", "tokens");
+        cJSON_AddNumberToObject(mix, "seed", (double)o->mix_seed);
+        cJSON_AddStringToObject(mix, "interleave", "seeded shuffle of the documents taken");
+    }
+    cJSON *arr = cJSON_AddArrayToObject(root, "inputs");
+    for (int i = 0; i < st->ninputs; i++) {
+        const zt_pack_input_stats *in = &st->inputs[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "input", inputs[i]);
+        if (chat) {
+            cJSON_AddStringToObject(e, "format", zt_chat_format_name((zt_chat_format)in->chat_format));
+            cJSON_AddStringToObject(e, "format_from", in->format_from);
+        }
+        // packed (or, in a mixture, available) documents, their tokens and trained tokens
+        cJSON_AddNumberToObject(e, o->weights ? "available_documents" : "packed_documents", (double)in->documents);
+        cJSON_AddNumberToObject(e, o->weights ? "available_tokens" : "packed_tokens", (double)in->tokens);
+        if (chat) cJSON_AddNumberToObject(e, o->weights ? "available_trained_tokens" : "packed_trained_tokens", (double)in->trained);
+        cJSON_AddNumberToObject(e, "bad_skipped", (double)in->bad_documents);
+        if (chat) cJSON_AddNumberToObject(e, "too_long_skipped", (double)in->too_long);
+        if (o->weights) {
+            cJSON_AddNumberToObject(e, "weight", in->weight);
+            cJSON_AddNumberToObject(e, "share", in->share);
+            cJSON_AddNumberToObject(e, "taken_documents", (double)in->taken_documents);
+            cJSON_AddNumberToObject(e, "taken_tokens", (double)in->taken_tokens);
+            if (chat) cJSON_AddNumberToObject(e, "taken_trained_tokens", (double)in->taken_trained);
+            cJSON_AddNumberToObject(e, "epochs", round(in->epochs * 1e6) / 1e6);
+        }
+        cJSON_AddItemToArray(arr, e);
+    }
+}
+
+static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, const zt_pack_stats *st,
+                          const char *const *inputs) {
     const int chat = o->input == ZT_PACK_CHAT;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", ZT_DATASET_FORMAT);
@@ -356,6 +607,7 @@ static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, c
         cJSON_AddNumberToObject(root, "trained_tokens", (double)st->trained_tokens);
         cJSON_AddNumberToObject(root, "padding_tokens", (double)st->padding_tokens);
     }
+    provenance_json(root, o, inputs, st);
     cJSON *files = cJSON_AddArrayToObject(root, "files");
     for (int i = 0; i < nw; i++) {
         cJSON *f = cJSON_CreateObject();
@@ -409,6 +661,21 @@ static int check_opts(const zt_pack_opts *o, int ninputs) {
             return zt_err("pack: --input chat pads blocks with <|endoftext|>, which the tokenizer lacks");
         if (o->train_on < ZT_CHAT_TRAIN_ASSISTANT || o->train_on > ZT_CHAT_TRAIN_ALL)
             return zt_err("pack: unknown train_on rule %d", o->train_on);
+        if (o->chat_format < ZT_CHAT_FORMAT_AUTO || o->chat_format > ZT_CHAT_FORMAT_SHAREGPT)
+            return zt_err("pack: unknown chat format %d", o->chat_format);
+    }
+    if (o->weights) {
+        if (!is_text_kind(o->input))
+            return zt_err("pack: a mixture takes text or chat inputs (--input jsonl, text, lines or chat), not --input "
+                          "%s",
+                          input_name(o->input));
+        for (int i = 0; i < ninputs; i++)
+            if (!(o->weights[i] > 0) || !isfinite(o->weights[i]))
+                return zt_err("pack: input %d of the mixture has weight %g: weights are positive numbers", i + 1,
+                              o->weights[i]);
+        if (o->mix_tokens < 0) return zt_err("pack: mix_tokens %lld is negative", (long long)o->mix_tokens);
+    } else if (o->mix_tokens) {
+        return zt_err("pack: a mixture size (--mix-tokens) needs weighted inputs (INPUT:WEIGHT)");
     }
     return 0;
 }
@@ -458,6 +725,10 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     pack_writer *w = zt_xcalloc((size_t)nw, sizeof *w);
     packer pk = {.o = opts, .w = w, .nw = nw, .st = stats, .t0 = zt_now()};
     if (opts->input == ZT_PACK_CHAT) pk.pad_id = (uint32_t)zt_tokenizer_token_id(opts->tok, "<|endoftext|>");
+    if (opts->input == ZT_PACK_CHAT || opts->weights) {  // per-input provenance for dataset.json
+        stats->inputs = zt_xcalloc((size_t)ninputs, sizeof *stats->inputs);
+        stats->ninputs = ninputs;
+    }
     pk.last_report = pk.t0;
     for (int i = 0; i < ninputs; i++)
         if (stat(inputs[i], &st) == 0) pk.bytes_total += (int64_t)st.st_size;
@@ -488,7 +759,8 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     }
     if (rc == 0 && is_text_kind(opts->input)) {
         zt_pack_sink sink = {&pk, sink_begin, sink_put, sink_end, sink_progress, sink_put_conversation};
-        rc = zt_pack_text(inputs, ninputs, opts, &sink, stats);
+        rc = opts->weights ? pack_mixture(inputs, ninputs, opts, &sink, out_dir, stats)
+                           : zt_pack_text(inputs, ninputs, opts, &sink, stats);
     } else {
         for (int i = 0; i < ninputs && rc == 0; i++) rc = pack_input(&pk, inputs[i]);
     }
@@ -523,7 +795,7 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     for (int i = 0; i < nw && rc == 0; i++, renamed++)
         if (rename(w[i].tmp, w[i].path) != 0) rc = zt_err("cannot rename %s to %s: %s", w[i].tmp, w[i].path, strerror(errno));
     if (rc == 0) {
-        char *json = dataset_json(opts, w, nw, stats);
+        char *json = dataset_json(opts, w, nw, stats, inputs);
         size_t n = strlen(json);
         char *text = zt_xmalloc(n + 2);
         memcpy(text, json, n);
@@ -539,5 +811,12 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     for (int i = 0; i < nw; i++) free(w[i].buf);
     free(w);
     stats->seconds = zt_now() - pk.t0;
+    if (stats == &local) zt_pack_stats_free(&local);
     return rc;
+}
+
+void zt_pack_stats_free(zt_pack_stats *stats) {
+    free(stats->inputs);
+    stats->inputs = NULL;
+    stats->ninputs = 0;
 }

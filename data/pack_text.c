@@ -4,8 +4,9 @@
 // document still keeps every worker busy, the workers tokenize the pieces, and the
 // documents go to the block writer in input order. A bad document stops the pack
 // with file:line and the rule it broke, or is counted and skipped (skip_bad).
-// Chat lines are rendered, tokenized whole and masked by the workers (data/chat.c) and
-// go to the block writer as version 2 words.
+// Chat lines are read in their input's format (given, or detected from its first lines),
+// rendered, tokenized whole and masked by the workers (data/chat.c) and go to the block writer
+// as version 2 words.
 #define _GNU_SOURCE
 #include "base/json_util.h"
 #include "data/pack_text.h"
@@ -71,6 +72,7 @@ typedef struct {
     zt_encoder **enc;
     zt_chat *chat;
     zt_chat_tokens *ctok;
+    int *formats;  // chat: each input's zt_chat_format
 } text_reader;
 
 static char *msgf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -257,7 +259,8 @@ static void prepare_conversation(text_reader *tr, record *r) {
     const int w = omp_get_thread_num();
     zt_chat *c = &tr->chat[w];
     zt_chat_tokens *t = &tr->ctok[w];
-    if (zt_chat_render(r->json, tr->field, r->raw, r->rawlen, (zt_chat_train)tr->o->train_on, c) ||
+    if (zt_chat_render_as(r->json, tr->o->field, (zt_chat_format)tr->formats[r->input], r->raw, r->rawlen,
+                          (zt_chat_train)tr->o->train_on, c) ||
         zt_chat_tokenize(tr->enc[w], tr->o->tok, c, t)) {
         r->err = strdup(zt_errmsg());
         return;
@@ -404,6 +407,7 @@ static int bad_document(text_reader *tr, const record *r, const char *why) {
         return zt_err("%s: %s (--skip-bad counts and skips bad documents instead)", in, why);
     }
     tr->st->bad_documents++;
+    if (tr->st->inputs) tr->st->inputs[r->input].bad_documents++;
     if (!tr->o->quiet && tr->warned++ < MAX_WARNINGS) {
         if (r->line) fprintf(stderr, "pack: skipping %s:%lld: %s\n", in, (long long)r->line, why);
         else fprintf(stderr, "pack: skipping %s: %s\n", in, why);
@@ -433,6 +437,7 @@ static int finish_chat_batch(text_reader *tr) {
             rc = bad_document(tr, r, r->err);
         } else if (r->nwords > (size_t)tr->o->seq_len) {
             tr->st->conversations_too_long++;
+            if (tr->st->inputs) tr->st->inputs[r->input].too_long++;
             if (!tr->o->quiet && tr->warned_long++ < MAX_WARNINGS) {
                 fprintf(stderr,
                         "pack: skipping %s:%lld: the conversation has %zu tokens, more than --seq-len %d (a "
@@ -443,6 +448,10 @@ static int finish_chat_batch(text_reader *tr) {
             }
         } else {
             rc = tr->sink->put_conversation(tr->sink->ctx, r->words, r->nwords, r->ntrained);
+            if (tr->st->inputs) {
+                zt_pack_input_stats *in = &tr->st->inputs[r->input];
+                in->documents++, in->tokens += (int64_t)r->nwords, in->trained += r->ntrained;
+            }
         }
     }
     free_records(tr);
@@ -501,9 +510,13 @@ static int run_batch(text_reader *tr) {
             continue;
         }
         tr->sink->begin_doc(tr->sink->ctx);
-        for (size_t k = r->piece0; k < r->piece0 + r->npieces && rc == 0; k++)
+        int64_t ntok = tr->o->eos_id >= 0;
+        for (size_t k = r->piece0; k < r->piece0 + r->npieces && rc == 0; k++) {
             rc = tr->sink->put(tr->sink->ctx, tr->pids[k].ids, tr->pids[k].n);
+            ntok += (int64_t)tr->pids[k].n;
+        }
         if (rc == 0) rc = tr->sink->end_doc(tr->sink->ctx);
+        if (tr->st->inputs) tr->st->inputs[r->input].documents++, tr->st->inputs[r->input].tokens += ntok;
     }
     free_records(tr);
     return rc;
@@ -609,6 +622,51 @@ static int read_files(text_reader *tr) {
     return rc;
 }
 
+// --format auto: the format a chat input's first lines show (zt_chat_detect on each of the
+// first DETECT_LINES non-blank lines, or DETECT_BYTES): the first line that decides (ShareGPT
+// turns, or a member only one of OpenAI's format and the messages form has), else messages
+// (also when no line tells: the lines' own errors then say why).
+#define DETECT_LINES 1000
+#define DETECT_BYTES ((int64_t)4 << 20)
+static int detect_format(const char *path, const zt_pack_opts *o, int *format, char *from, size_t from_len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return zt_err("%s: cannot open input: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int64_t lineno = 0, seen = 0, bytes = 0, messages_at = 0;
+    zt_chat_format found = ZT_CHAT_FORMAT_AUTO;
+    const char *why = NULL;
+    while (found == ZT_CHAT_FORMAT_AUTO && seen < DETECT_LINES && bytes < DETECT_BYTES &&
+           (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        bytes += len;
+        if (is_blank(line, (size_t)len)) continue;
+        seen++;
+        cJSON *j = cJSON_ParseWithLength(line, (size_t)len);
+        const char *w = NULL;
+        int sure = 0;
+        const zt_chat_format d = j ? zt_chat_detect(j, o->field, &sure, &w) : ZT_CHAT_FORMAT_AUTO;
+        cJSON_Delete(j);
+        if (sure) found = d, why = w;
+        else if (d == ZT_CHAT_FORMAT_MESSAGES && !messages_at) messages_at = lineno, why = w;
+    }
+    free(line);
+    fclose(f);
+    if (found != ZT_CHAT_FORMAT_AUTO) {
+        *format = (int)found;
+        snprintf(from, from_len, "line %lld has %s", (long long)lineno, why);
+    } else if (messages_at) {
+        *format = ZT_CHAT_FORMAT_MESSAGES;
+        snprintf(from, from_len, "line %lld has %s; none of the first %lld has a member of one format only",
+                 (long long)messages_at, why, (long long)seen);
+    } else {
+        *format = ZT_CHAT_FORMAT_MESSAGES;
+        snprintf(from, from_len, "no line of the first %lld tells the format: read as messages", (long long)seen);
+    }
+    return 0;
+}
+
 int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, const zt_pack_sink *sink,
                  zt_pack_stats *st) {
     if (!o->tok) return zt_err("pack: text input needs a tokenizer (opts.tok)");
@@ -627,9 +685,25 @@ int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, 
         tr.nthreads = zt_tok_pool_threads(tr.pool);
     }
     int rc = 0;
-    if (o->input == ZT_PACK_TEXT_FILES) rc = read_files(&tr);
-    else
-        for (int i = 0; i < ninputs && rc == 0; i++) rc = read_lines(&tr, i);
+    if (chat) {  // each input's format, before any of it is read
+        tr.formats = zt_xcalloc((size_t)ninputs, sizeof *tr.formats);
+        for (int i = 0; i < ninputs && rc == 0; i++) {
+            char from[128] = "--format";
+            tr.formats[i] = o->chat_format;
+            if (o->chat_format == ZT_CHAT_FORMAT_AUTO)
+                rc = detect_format(inputs[i], o, &tr.formats[i], from, sizeof from);
+            if (rc) break;
+            if (st->inputs) {
+                st->inputs[i].chat_format = tr.formats[i];
+                snprintf(st->inputs[i].format_from, sizeof st->inputs[i].format_from, "%s", from);
+            }
+            if (!o->quiet)
+                fprintf(stderr, "pack: %s: %s format (%s)\n", inputs[i],
+                        zt_chat_format_name((zt_chat_format)tr.formats[i]), from);
+        }
+    }
+    if (rc == 0 && o->input == ZT_PACK_TEXT_FILES) rc = read_files(&tr);
+    for (int i = 0; i < ninputs && rc == 0 && o->input != ZT_PACK_TEXT_FILES; i++) rc = read_lines(&tr, i);
     for (size_t k = 0; k < tr.piece_cap; k++) zt_ids_free(&tr.pids[k]);
     free(tr.pids);
     free(tr.ptext);
@@ -646,6 +720,7 @@ int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, 
     free(tr.enc);
     free(tr.chat);
     free(tr.ctok);
+    free(tr.formats);
     if (tr.pool && tr.pool != kept_pool) zt_tok_pool_free(tr.pool);
     return rc;
 }
