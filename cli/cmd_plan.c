@@ -8,12 +8,14 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "engine/device_peak.h"
 #include "ops/plan.h"
 #include "base/common.h"
 
 static const char synopsis[] =
             "usage: zerotrain plan --model CONFIG [options]\n"
             "       zerotrain plan --field [options]\n"
+            "       zerotrain plan --from-run RUN [options]\n"
             "\n"
             "Predicts per-GPU memory and step time of FSDP training on GPUs for three sharding choices:\n"
             "  full    ZeRO-3: all-gather each unit for forward and again for backward, reduce-scatter its\n"
@@ -27,7 +29,7 @@ static const char synopsis[] =
 // The assumptions' defaults are zt_plan_assumptions_default's (ops/plan.c, docs/plan.md):
 // these flags start unset (-1) and override it only when given; the help names the values.
 typedef struct {
-    const char *model, *worlds, *shard, *gpu, *gpu_file;
+    const char *model, *worlds, *shard, *gpu, *gpu_file, *from_run;
     int field, world, micro_batch, grad_accum, shard_group, reduce_bytes, accum_bytes, recompute, gpus_per_node;
     int64_t seq_len, global_batch;
     double epoch_tokens, peak_tflops, hbm_gb, hbm_tbps, nvlink_gbps, net_gbps;
@@ -45,6 +47,10 @@ static const zt_flag flags[] = {
      .help = "Qwen3 config.json or HF directory (--field: built-in Qwen3-32B)"},
     {"field", ZT_FLAG_SET, ZT_AT_INT(T, field),
      .help = "reproduce the field report's table (Qwen3-32B, 4/8/16 B300s) and\nextrapolate to 1,024 GPUs"},
+    {"from-run", ZT_FLAG_STR, ZT_AT_STR(T, from_run), "RUN",
+     .help = "learn from a training run: its model, shape and W from RUN/run.json, and its measured\n"
+             "MFU (from the compute time of metrics.jsonl) in place of the --mfu assumption;\n"
+             "prints predicted against measured step time at the run's W"},
     {"world", ZT_FLAG_INT, ZT_AT_INT(T, world), "W", 1, 1 << 20, .def = 16,
      .help = "GPUs for the detailed breakdown (default {default})"},
     {"worlds", ZT_FLAG_STR, ZT_AT_STR(T, worlds), "LIST", .sdef = "4,8,16,32,64,128,256,512,1024",
@@ -312,6 +318,103 @@ static int parse_worlds(const char *s, int *out, int max, int *n) {
     return 0;
 }
 
+// `plan --from-run RUN`: the run's measured MFU in place of the assumption, and the planner's
+// step time at the run's own W against the measured one. The planner's compute time is the
+// field convention's FLOPs at mfu x peak, so the MFU it takes is the one that reproduces the
+// run's measured compute time: tokens x F_field / (peak x compute_s). On a device that is no
+// preset (a cpu run) the planner's links describe nothing there: the measured comm wait is
+// taken as the exposed communication, and the update is inside the measured compute.
+// Returns the exit status; *go_on when the usual output (the scaling table) follows with it.
+static int plan_from_run(const plan_flags *f, zt_plan_assumptions *a, zt_qwen3_config *cfg, zt_gpu_spec *g,
+                         job_tmpl *t, int *go_on) {
+    zt_plan_run run;
+    *go_on = 0;
+    if (zt_plan_read_run(f->from_run, &run) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 2;
+    }
+    if (!isfinite(run.peak_flops) || !(run.peak_flops > 0)) {
+        fprintf(stderr, "zerotrain: error: --from-run %s: the run has no peak to measure MFU against (%s); run it "
+                        "with --peak-tflops\n", f->from_run, run.peak_source[0] ? run.peak_source : "none recorded");
+        return 2;
+    }
+    if (!isfinite(run.compute_s) || !(run.compute_s > 0)) {
+        fprintf(stderr, "zerotrain: error: --from-run %s: metrics.jsonl has no compute_s\n", f->from_run);
+        return 2;
+    }
+    *cfg = run.cfg;
+    const char *preset = NULL;
+    const int is_preset = !strcmp(run.backend, "cuda") && zt_device_peak(run.device, &preset, NULL);
+    if (zt_gpu_preset(is_preset ? preset : f->gpu, g) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 2;
+    }
+    g->peak_flops = run.peak_flops;
+    if (!is_preset) {
+        snprintf(g->name, sizeof g->name, "%.63s", run.device);
+        if (g->gpus_per_node < run.world) g->gpus_per_node = run.world;  // one machine: no node boundary to model
+        snprintf(g->source, sizeof g->source, "the run's device (%s peak); its links are not modelled",
+                 run.peak_kind);
+    } else {
+        size_t k = strlen(g->source);
+        snprintf(g->source + k, sizeof g->source - k, "; peak as the run measured MFU against it");
+    }
+    const double S = (double)run.seq_len, tokens = (double)run.micro_batch * run.grad_accum * S;
+    const double f_field = zt_plan_flops_per_token(cfg, run.seq_len);
+    a->mfu = tokens * f_field / (run.peak_flops * run.compute_s);
+    t->job = (zt_plan_job){.micro_batch = run.micro_batch, .grad_accum = run.grad_accum, .seq_len = run.seq_len,
+                           .shard_group = f->shard_group, .reduce_bytes = f->reduce_bytes,
+                           .accum_bytes = f->accum_bytes, .recompute = run.recompute};
+    t->global_batch = 0;
+    printf("from run %s (%s): %s backend on %s, %d rank%s, micro-batch %d x grad-accum %d x seq %lld = %.0f tokens per "
+           "rank per step%s%s\n",
+           f->from_run, run.run_id, run.backend, run.device, run.world, run.world == 1 ? "" : "s", run.micro_batch,
+           run.grad_accum, (long long)run.seq_len, tokens, run.isolated ? ", isolated documents" : "",
+           run.recompute ? ", --recompute" : "");
+    printf("measured (rank 0, the mean of steps %lld..%lld%s):\n", (long long)run.first_step,
+           (long long)run.last_step, run.first_step > 1 ? "; step 1, with the warm-up, left out" : "");
+    printf("  step %.6g s = compute %.6g s + comm wait %.6g s (%.1f%% of the step)\n", run.step_s, run.compute_s,
+           run.comm_wait_s, 100 * run.comm_wait_s / run.step_s);
+    if (isfinite(run.mfu))
+        printf("  MFU %.2f%% (model FLOPs of model/flops.h, %.4g TFLOP/s per rank) over the whole step\n",
+               100 * run.mfu, run.tflops_per_rank);
+    printf("  peak %.4g TFLOP/s per rank: %s\n", run.peak_flops / 1e12, run.peak_source);
+    zt_plan_assumptions def;
+    zt_plan_assumptions_default(&def);
+    printf("the planner's MFU: %.2f%% (in place of the %.2f assumption) = tokens x %.4g FLOP/token (6 N + 12 L S d, "
+           "the field convention its compute time uses) / (peak x measured compute %.6g s)\n",
+           100 * a->mfu, def.mfu, f_field, run.compute_s);
+    if (a->mfu > 1)
+        fprintf(stderr, "zerotrain: warning: --from-run: the run computed faster than its peak allows (MFU %.2f > 1 "
+                        "in the field convention): the peak it measured against (%s) is too low\n", a->mfu,
+                run.peak_source);
+    zt_plan_job j = t->job;
+    j.world = run.world;
+    j.choice = ZT_SHARD_FULL;
+    zt_plan_result r;
+    if (zt_plan_predict(cfg, g, a, &j, &r) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 2;
+    }
+    const double comm = is_preset ? r.t_exposed_comm : run.comm_wait_s;
+    const double opt = is_preset ? r.t_optimizer : 0;
+    const double pred = r.t_compute + comm + opt;
+    printf("predicted against measured at W = %d (full shard, as zerotrain trains):\n", run.world);
+    printf("  %-16s %12.6g s   measured %.6g s\n", "compute", r.t_compute, run.compute_s);
+    printf("  %-16s %12.6g s   measured comm wait %.6g s%s\n", "exposed comm", comm, run.comm_wait_s,
+           is_preset ? " (the planner's collective model)" : " (taken from the run: the planner models GPU links)");
+    printf("  %-16s %12.6g s   %s\n", "optimizer", opt,
+           is_preset ? "(HBM bound; the run counts it in its compute time)" : "(inside the measured compute here)");
+    printf("  %-16s %12.6g s   measured %.6g s: %+.1f%%\n", "step", pred, run.step_s, 100 * (pred / run.step_s - 1));
+    if (!is_preset) {
+        printf("the run's device is no GPU preset: its MFU says nothing about a GPU, so no scaling is extrapolated "
+               "from it\n");
+        return 0;
+    }
+    *go_on = 1;
+    return 0;
+}
+
 // A flag left at its default of -1 keeps the preset's value.
 static void override(double *dst, double v, double scale) {
     if (v >= 0) *dst = v * scale;
@@ -349,9 +452,33 @@ int zt_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "zerotrain: error: --shard: '%s' is not one of full, nosync, hsdp, all\n", f.shard);
         return 2;
     }
+    if (f.from_run && (model || field)) {
+        fprintf(stderr, "zerotrain: error: --from-run takes the model from the run: give it without --model or "
+                        "--field\n");
+        return 2;
+    }
+    if (f.from_run) {
+        zt_qwen3_config cfg;
+        zt_gpu_spec g;
+        int go_on;
+        const int rc = plan_from_run(&f, &a, &cfg, &g, &t, &go_on);
+        if (rc || !go_on) return rc;
+        int worlds[64], nw;
+        if (parse_worlds(worlds_s, worlds, 64, &nw) != 0) {
+            fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+            return 2;
+        }
+        int choices[ZT_SHARD_NCHOICES], nch = 0;
+        for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
+            if (shard < 0 || shard == k) choices[nch++] = k;
+        printf("\n");
+        print_header(f.from_run, &cfg, &g, &a, t.job.seq_len);
+        print_scaling(&cfg, &g, &a, &t, worlds, nw, choices, nch, epoch_tokens);
+        return 0;
+    }
     if (!model && !field) {
-        fprintf(stderr, "zerotrain: error: no model: give --model CONFIG.json|HF_DIR, or --field for the field "
-                        "report's Qwen3-32B\n");
+        fprintf(stderr, "zerotrain: error: no model: give --model CONFIG.json|HF_DIR, --field for the field "
+                        "report's Qwen3-32B, or --from-run RUN\n");
         return 2;
     }
 

@@ -4,15 +4,17 @@
 #include <string.h>
 
 #include "cli/flags.h"
+#include "cli/tables.h"
 #include "cli/commands.h"
 #include "engine/comm_mpi.h"
+#include "engine/fsdp.h"
 #include "base/common.h"
 #include "train/preflight.h"
 
 #define T zt_preflight_opts
-static const zt_flag_choice device_choices[] = {{"cpu", 0}, {"cuda", 1}, {0}};
+static const zt_flag_choice device_choices[] = {{"cpu", 0}, {"cuda", 1}, {"auto", 2}, {0}};
 
-static const zt_flag preflight_flags[] = {
+const zt_flag zt_preflight_flags[] = {
     {.type = ZT_FLAG_SECTION, .help = "data, batch and the gate (the same flags as `zerotrain train`):"},
     ZT_FLAGS_DATA_AND_BATCH(T),
 
@@ -23,14 +25,15 @@ static const zt_flag preflight_flags[] = {
     {"assume-free", ZT_FLAG_I64, ZT_AT_I64(T, assume_free_bytes), "BYTES", 1, INT64_MAX,
      .help = "use this free-space figure instead of statvfs (testing)"},
     {"device", ZT_FLAG_KEYWORD, ZT_AT_STR(T, device), "D", .sdef = "cpu", .choices = device_choices,
-     .help = "cpu or cuda (default {default})"},
+     .help = "cpu, cuda, or auto (cuda when this host's driver shows a GPU, as train's\n"
+             "--device auto; lets one --config file serve train and preflight) (default {default})"},
     {"ifname", ZT_FLAG_STR, ZT_AT_STR(T, ifname), "NAME",
      .help = "network interface to require (default $NCCL_SOCKET_IFNAME)"},
     {"port", ZT_FLAG_INT, ZT_AT_INT(T, port), "P", 1, 65535, .help = "rendezvous port to require free (default $MASTER_PORT)"},
     {"probe-bandwidth", ZT_FLAG_SET, ZT_AT_INT(T, probe_bandwidth), .help = "run check 6"},
     {"min-bus-gbps", ZT_FLAG_F64, ZT_AT_F64(T, min_bus_gbps), "X", .fmin = 0, .fmax = 1e6,
      .help = "check 6 fails below X GB/s (default {default}: report only)"},
-    {0}};
+    {.type = ZT_FLAG_END, .config_also = zt_train_flags}};
 #undef T
 
 static const char synopsis[] =
@@ -51,13 +54,14 @@ static const char epilog[] = "exit status: 0 all passed or skipped, 1 a check fa
 int zt_cmd_preflight(int argc, char **argv) {
     zt_preflight_opts o;
     zt_preflight_defaults(&o);
-    const int prc = zt_flags_parse("preflight", preflight_flags, &o, argc, argv, synopsis, epilog);
+    const int prc = zt_flags_parse("preflight", zt_preflight_flags, &o, argc, argv, synopsis, epilog);
     if (prc) return prc == 1 ? 0 : 2;
     if (!o.data) {
         fprintf(stderr, "zerotrain preflight: error: --data is required\n\n");
-        zt_flags_usage(stderr, preflight_flags, synopsis, epilog);
+        zt_flags_usage(stderr, zt_preflight_flags, synopsis, epilog);
         return 2;
     }
+    if (!strcmp(o.device, "auto")) o.device = zt_fsdp_cuda_devices(0) > 0 ? "cuda" : "cpu";
     if (zt_mpi_init_once() != 0) zt_die_on_err();
     zt_comm *comm;
     zt_comm_opts co = zt_comm_opts_default();

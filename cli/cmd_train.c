@@ -8,6 +8,7 @@
 #include "checkpoint/safetensors.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/tables.h"
 #include "base/common.h"
 #include "train/train.h"
 
@@ -18,7 +19,7 @@ static const zt_flag_choice doc_attention_choices[] = {{"isolated", ZT_DOC_ATTN_
 static const zt_flag_choice schedule_choices[] = {{"cosine", ZT_SCHED_COSINE}, {"constant", ZT_SCHED_CONSTANT}, {0}};
 static const zt_flag_choice dtype_choices[] = {{"bf16", ZT_ST_BF16}, {"fp32", ZT_ST_F32}, {0}};
 
-static const zt_flag train_flags[] = {
+const zt_flag zt_train_flags[] = {
     {.type = ZT_FLAG_SECTION, .help = "data, batch and the gate (the same flags as `zerotrain preflight`):"},
     ZT_FLAGS_DATA_AND_BATCH(T),
 
@@ -125,6 +126,10 @@ static const zt_flag train_flags[] = {
     {"recompute", ZT_FLAG_SET, ZT_AT_INT(T, recompute),
      .help = "cuda: keep only each layer's input and recompute its activations in\n"
              "backward (one more forward pass; fits 32B at W=16 on 80 GB GPUs)"},
+    {"peak-tflops", ZT_FLAG_F64, ZT_AT_F64(T, peak_tflops), "X", .fmin = 1e-6, .fmax = 1e7,
+     .help = "dense peak per rank, TFLOP/s, that MFU is measured against (default: the GPU's\n"
+             "bf16 peak when its name matches a `zerotrain plan` preset; on the cpu backend a\n"
+             "short fp32 GEMM probe at start, reported as such)"},
     {"threads", ZT_FLAG_INT, ZT_AT_INT(T, threads), "N", 1, 4096,
      .help = "CPU threads per rank for OpenMP and OpenBLAS (default: OMP_NUM_THREADS, else\n"
              "the node's cores divided by the ranks on the node)"},
@@ -137,7 +142,7 @@ static const zt_flag train_flags[] = {
      .help = "do not write TensorBoard event files (default: RUN/tb/, rank 0's\n"
              "curves, and RUN/tb/ranks/rank-N/ with each rank's own; open with\n"
              "`tensorboard --logdir RUN/tb`)"},
-    {0}};
+    {.type = ZT_FLAG_END, .config_also = zt_preflight_flags}};
 #undef T
 
 static const char synopsis[] =
@@ -148,7 +153,7 @@ static const char synopsis[] =
 int zt_cmd_train(int argc, char **argv) {
     zt_train_opts o;
     zt_train_defaults(&o);
-    const int prc = zt_flags_parse("train", train_flags, &o, argc, argv, synopsis, NULL);
+    const int prc = zt_flags_parse("train", zt_train_flags, &o, argc, argv, synopsis, NULL);
     if (prc) return prc == 1 ? 0 : 2;
     if ((o.eval_every || o.eval_batches) && !o.eval_data) {
         fprintf(stderr, "zerotrain train: error: --eval-every and --eval-batches need --eval-data DIR\n");
@@ -156,13 +161,19 @@ int zt_cmd_train(int argc, char **argv) {
     }
     if (!o.data || !o.run_dir || (!o.model && !o.init)) {
         fprintf(stderr, "zerotrain train: error: --data, --run-dir and --model (or --init) are required\n\n");
-        zt_flags_usage(stderr, train_flags, synopsis, NULL);
+        zt_flags_usage(stderr, zt_train_flags, synopsis, NULL);
         return 2;
     }
-    char *settings = zt_flags_settings_json(train_flags, &o);
+    char *settings = zt_flags_settings_json(zt_train_flags, &o);
+    char *config = zt_flags_config_json(zt_train_flags, &o);
     o.flag_settings = settings;
+    o.config_json = config;
+    o.has_config_file = zt_flags_config_file(&o, &o.config_file, &o.config_crc32c);
+    o.argc = argc;
+    o.argv = (const char *const *)argv;
     const int rc = zt_train_run(&o);
     free(settings);
+    free(config);
     if (rc != 0) {
         fprintf(stderr, "zerotrain train: error: %s\n", zt_errmsg());
         return 1;

@@ -1,7 +1,11 @@
 // One table per command: each flag declared once (name, field, type, range, default,
 // help); the parser derives from it the getopt_long table, the usage text, the
-// defaults, the range checks and the run.json "settings" object.
-// defines: zt_flag, zt_flags_parse, zt_flags_usage, zt_flags_settings_json, zt_flags_free
+// defaults, the range checks, the run.json "settings" object, and the YAML run
+// configuration: every table gets --config FILE (a YAML mapping of flag names to values,
+// read with libyaml before the command line, which overrides it) and --print-config (the
+// resolved values as YAML, which --config reads back to the same values).
+// defines: zt_flag, zt_flags_parse, zt_flags_usage, zt_flags_settings_json, zt_flags_free,
+//          zt_flags_read_config, zt_flags_print_config, zt_flags_config_json, zt_flags_config_file
 #ifndef ZT_FLAGS_H
 #define ZT_FLAGS_H
 #include <stddef.h>
@@ -39,7 +43,7 @@ typedef struct {
     int value;
 } zt_flag_choice;
 
-typedef struct {
+typedef struct zt_flag {
     const char *name;        // without the leading "--"
     zt_flag_type type;
     size_t offset;           // of the field in the command's options struct
@@ -54,6 +58,9 @@ typedef struct {
     const char *alias;       // another accepted name (documented in the usage text)
     const char *setting;     // key of the run.json "settings" object (NULL: not a setting)
     char letter;             // a one-letter form (-o), or 0
+    // END entry only: another command's table whose keys a --config file may also hold; they
+    // are left to that command (train and preflight read one file: launch/zerotrain.sbatch)
+    const struct zt_flag *config_also;
 } zt_flag;
 
 // offsetof(T, f), refused at compile time when the field's size does not fit the type
@@ -66,8 +73,10 @@ typedef struct {
 
 // Writes every flag's default into opts (the table's defaults are the only ones applied).
 void zt_flags_defaults(const zt_flag *t, void *opts);
-// Parses argv (argv[0] is the command name). Returns 0, 1 after --help (usage printed to
-// stdout), or 2 after a usage error (message "zerotrain CMD: error: ..." on stderr).
+// Parses argv (argv[0] is the command name): the defaults, then the --config FILE (if given),
+// then the command line. Returns 0, 1 after --help (usage printed to stdout) or --print-config
+// (the resolved configuration printed to stdout), or 2 after a usage error (message
+// "zerotrain CMD: error: ..." on stderr; a config file's errors name FILE:LINE).
 int zt_flags_parse(const char *cmd, const zt_flag *t, void *opts, int argc, char **argv, const char *synopsis,
                    const char *epilog);
 // The same for commands that take operands (files, a run directory): they are left in
@@ -80,6 +89,25 @@ void zt_flags_usage(FILE *f, const zt_flag *t, const char *synopsis, const char 
 void zt_flags_free(const zt_flag *t, void *opts);
 // The flags with a .setting key as one JSON object (table order), malloc'd text.
 char *zt_flags_settings_json(const zt_flag *t, const void *opts);
+
+// ---- the YAML run configuration ----
+// Keys are the long flag names, '-' or '_' alike (micro_batch, micro-batch); a "no-X" flag is
+// also X with the opposite boolean (evenfix: false = no_evenfix: true). A top-level key whose
+// value is a mapping and that is no flag is a section (optimizer:, checkpoint:, ...), read
+// for its flags. null (or ~) is the flag's default. Numbers, choices and ranges are checked
+// as on the command line; an error reads "FILE:LINE: <the flag's message>", and an unknown
+// key names the nearest valid one.
+// Reads FILE into opts over what opts holds (no defaults first). 0, or -1 + zt_err.
+int zt_flags_read_config(const zt_flag *t, void *opts, const char *path);
+// Every flag's value as YAML (what --print-config prints): `key: value` in table order, the
+// sections as comments; a default that is no value of the flag ("not given": --steps, --threads)
+// as null. Read back with --config it gives the same values.
+void zt_flags_print_config(FILE *f, const char *cmd, const zt_flag *t, const void *opts);
+// The same values as one JSON object keyed like the YAML (malloc'd text): run.json "config".
+char *zt_flags_config_json(const zt_flag *t, const void *opts);
+// The --config file zt_flags_parse read into opts: its path and the CRC-32C of its bytes.
+// 1 when there was one, 0 when none.
+int zt_flags_config_file(const void *opts, const char **path, uint32_t *crc32c);
 
 // Flags shared by `train` and `preflight`, declared once: T is the command's options
 // struct, whose fields of these names they set. Used as a section of both tables.

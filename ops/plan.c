@@ -3,10 +3,11 @@
 // follows the zerotrain engine's issue order (engine/fsdp.c) unit by unit, so that
 // "how much communication hides behind compute" is computed, not assumed.
 // defines: zt_gpu_preset, zt_gpu_spec_load, zt_plan_assumptions_default,
-//          zt_plan_flops_per_token(_exact), zt_plan_state_bytes_per_param, zt_plan_predict
+//          zt_plan_flops_per_token(_exact), zt_plan_state_bytes_per_param, zt_plan_predict, zt_plan_read_run
 #include "ops/plan.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@
 #include <strings.h>
 
 #include "base/json_util.h"
+#include "engine/device_peak.h"
+#include "model/flops.h"
 #include "model/qwen3.h"
 #include "base/common.h"
 #include "engine/fsdp.h"
@@ -47,16 +50,16 @@ void zt_qwen3_32b_config(zt_qwen3_config *c) {
 // Nominal datasheet numbers, one direction per link. NVLink "1.8 TB/s" (5th gen) and
 // "900 GB/s" (4th gen) are bidirectional totals per GPU; the NIC is one per GPU.
 static const zt_gpu_spec presets[] = {
-    {"B300", 2.25e15, 288e9, 8.0e12, 900e9, 100e9, 8,
+    {"B300", ZT_PEAK_BF16_B300, 288e9, 8.0e12, 900e9, 100e9, 8,
      "HGX B300: 2.25 PFLOP/s dense bf16 (the field report's figure), 288 GB HBM3e at 8 TB/s, NVLink 5 "
      "1.8 TB/s bidirectional, one ConnectX-8 800 Gb/s NIC per GPU"},
-    {"B200", 2.25e15, 180e9, 8.0e12, 900e9, 50e9, 8,
+    {"B200", ZT_PEAK_BF16_B200, 180e9, 8.0e12, 900e9, 50e9, 8,
      "HGX/DGX B200: 2.25 PFLOP/s dense bf16, 180 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s bidirectional, one "
      "ConnectX-7 400 Gb/s NIC per GPU"},
-    {"H200", 989e12, 141e9, 4.8e12, 450e9, 50e9, 8,
+    {"H200", ZT_PEAK_BF16_H200, 141e9, 4.8e12, 450e9, 50e9, 8,
      "H200 SXM: 989 TFLOP/s dense bf16, 141 GB HBM3e at 4.8 TB/s, NVLink 4 900 GB/s bidirectional, one "
      "ConnectX-7 400 Gb/s NIC per GPU"},
-    {"H100", 989e12, 80e9, 3.35e12, 450e9, 50e9, 8,
+    {"H100", ZT_PEAK_BF16_H100, 80e9, 3.35e12, 450e9, 50e9, 8,
      "H100 SXM: 989 TFLOP/s dense bf16, 80 GB HBM3 at 3.35 TB/s, NVLink 4 900 GB/s bidirectional, one "
      "ConnectX-7 400 Gb/s NIC per GPU"},
 };
@@ -150,11 +153,9 @@ double zt_plan_flops_per_token(const zt_qwen3_config *c, int64_t S) {
     return 6.0 * (double)zt_qwen3_param_count(c) + 12.0 * c->num_layers * (double)S * (double)c->hidden_size;
 }
 
+// The model's own count (model/flops.c, what a run's MFU uses) for one block of S tokens.
 double zt_plan_flops_per_token_exact(const zt_qwen3_config *c, int64_t S) {
-    const double d = (double)c->hidden_size, F = (double)c->intermediate_size, D = c->head_dim;
-    const double H = c->num_heads, Hkv = c->num_kv_heads, V = (double)c->vocab_size;
-    const double layer_mm = 2 * H * D * d + 2 * Hkv * D * d + 3 * F * d;
-    return 6.0 * (c->num_layers * layer_mm + V * d) + 6.0 * c->num_layers * (double)S * H * D;
+    return zt_qwen3_train_flops(c, (double)S, (double)S * (double)S) / (double)S;
 }
 
 double zt_plan_state_bytes_per_param(zt_shard_choice choice, int world, int shard_group) {
@@ -384,7 +385,9 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
     if (W > gpn && W % gpn)
         return zt_err("world size %d spans nodes of %d GPUs but is not a multiple of %d (whole nodes only)", W, gpn,
                       gpn);
-    if (!(a->mfu > 0 && a->mfu <= 1)) return zt_err("--mfu %g must be in (0, 1]", a->mfu);
+    // --mfu is limited to (0, 1] by its flag; a run's measured one (--from-run) may exceed 1 when
+    // the peak it was measured against is too low (a CPU probe on a busy machine): it is kept
+    if (!(a->mfu > 0 && isfinite(a->mfu))) return zt_err("--mfu %g must be positive", a->mfu);
     int gs = W;
     if (job->choice == ZT_SHARD_HSDP) {
         gs = job->shard_group > 0 ? job->shard_group : (W < gpn ? W : gpn);
@@ -469,4 +472,116 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
     free(buf);
     zt_qwen3_layout_free(&lay);
     return 0;
+}
+
+// ---- a run's measurements (plan --from-run) ----------------------------------------------
+
+static const cJSON *member(const cJSON *o, const char *k) { return o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL; }
+static double member_num(const cJSON *o, const char *k) {
+    const cJSON *v = member(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+static void member_str(const cJSON *o, const char *k, char *buf, size_t n) {
+    const cJSON *v = member(o, k);
+    snprintf(buf, n, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+int zt_plan_read_run(const char *run_dir, zt_plan_run *out) {
+    memset(out, 0, sizeof *out);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/run.json", run_dir);
+    char *text = zt_read_file(path, NULL);
+    if (!text) return zt_err_prefix("--from-run");
+    cJSON *run = cJSON_Parse(text);
+    free(text);
+    int rc = -1;
+    if (!cJSON_IsObject(run)) {
+        zt_err("--from-run: %s: not a JSON object", path);
+        goto done;
+    }
+    const cJSON *mc = member(run, "model_config"), *tr = member(run, "train"), *data = member(run, "data"),
+                *dev = member(run, "device");
+    char *mtext = mc ? cJSON_PrintUnformatted(mc) : NULL;
+    const int cfg_ok = mtext && zt_qwen3_config_parse(&out->cfg, mtext, path) == 0;
+    free(mtext);
+    if (!cfg_ok) {
+        if (!mc) zt_err("--from-run: %s has no model_config", path);
+        goto done;
+    }
+    out->world = (int)member_num(run, "world_size");
+    out->micro_batch = (int)member_num(tr, "micro_batch");
+    out->grad_accum = (int)member_num(tr, "grad_accum");
+    out->seq_len = (int64_t)member_num(data, "seq_len");
+    if (!(out->world >= 1 && out->micro_batch >= 1 && out->grad_accum >= 1 && out->seq_len >= 2)) {
+        zt_err("--from-run: %s: world_size, train.micro_batch, train.grad_accum or data.seq_len missing", path);
+        goto done;
+    }
+    char doc[32];
+    member_str(data, "doc_attention", doc, sizeof doc);
+    out->isolated = !strcmp(doc, "isolated");
+    member_str(run, "run_id", out->run_id, sizeof out->run_id);
+    member_str(run, "backend", out->backend, sizeof out->backend);
+    member_str(dev, "name", out->device, sizeof out->device);
+    member_str(dev, "peak_kind", out->peak_kind, sizeof out->peak_kind);
+    member_str(dev, "peak_source", out->peak_source, sizeof out->peak_source);
+    out->peak_flops = member_num(dev, "peak_tflops_per_rank") * 1e12;
+    const cJSON *set = member(member(run, "config"), "settings");
+    out->recompute = !strcmp(out->backend, "cuda") && cJSON_IsTrue(member(set, "recompute"));
+    if (!dev) {
+        zt_err("--from-run: %s has no \"device\" object: a run of a zerotrain without MFU (run it again)", path);
+        goto done;
+    }
+
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        zt_err("--from-run: %s: cannot open: %s", path, strerror(errno));
+        goto done;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    double sum[5] = {0}, first[5] = {0};
+    int cnt[5] = {0}, n = 0;
+    while (getline(&line, &cap, f) > 0) {
+        cJSON *j = cJSON_Parse(line);
+        const double st = member_num(j, "step_time_s"), step = member_num(j, "step");
+        if (cJSON_IsObject(j) && member(j, "loss") && isfinite(st) && st > 0 && isfinite(step)) {
+            const double v[5] = {st, member_num(j, "compute_s"), member_num(j, "comm_wait_s"),
+                                 member_num(j, "model_flops"), 0};
+            if (n == 0) {
+                memcpy(first, v, sizeof v);
+                out->first_step = (int64_t)step;
+            }
+            for (int k = 0; k < 5; k++)
+                if (isfinite(v[k])) sum[k] += v[k], cnt[k]++;
+            out->last_step = (int64_t)step;
+            n++;
+        }
+        cJSON_Delete(j);
+    }
+    free(line);
+    fclose(f);
+    if (n == 0) {
+        zt_err("--from-run: %s holds no step line yet", path);
+        goto done;
+    }
+    if (n > 1) {  // the first step carries the warm-up (first touches, allocations): left out
+        for (int k = 0; k < 5; k++)
+            if (isfinite(first[k])) sum[k] -= first[k], cnt[k]--;
+        n--;
+        out->first_step++;
+    }
+    out->steps = n;
+    double mean[5];
+    for (int k = 0; k < 5; k++) mean[k] = cnt[k] ? sum[k] / cnt[k] : NAN;
+    out->step_s = mean[0];
+    out->compute_s = mean[1];
+    out->comm_wait_s = mean[2];
+    // over the mean step (as the run's summary: all FLOPs over all the time), not a mean of ratios
+    out->tflops_per_rank = mean[3] / out->world / out->step_s / 1e12;
+    out->mfu = mean[3] / out->world / out->step_s / out->peak_flops;
+    rc = 0;
+done:
+    cJSON_Delete(run);
+    return rc;
 }

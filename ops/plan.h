@@ -126,6 +126,24 @@ extern const zt_field_row zt_field_table[ZT_FIELD_ROWS];
 // Qwen3-32B's config.json fields (QWEN3.md), built in so that `plan --field` needs no file.
 void zt_qwen3_32b_config(zt_qwen3_config *c);
 
+// What a finished (or running) training run measured, for `plan --from-run RUN`: its shape from
+// run.json, its per-step times and MFU from metrics.jsonl (means over the step lines, the first
+// left out when there are more: it carries the warm-up).
+typedef struct {
+    zt_qwen3_config cfg;
+    char run_id[96], backend[16], device[160], peak_kind[32], peak_source[400];
+    int world, micro_batch, grad_accum, recompute, isolated;
+    int64_t seq_len;
+    double peak_flops;           // per rank (NAN: the run had none)
+    int steps;                   // step lines averaged
+    int64_t first_step, last_step;
+    double step_s, compute_s, comm_wait_s;  // rank 0's means
+    double mfu, tflops_per_rank;            // the mean model_flops (model/flops.h) over the mean step
+                                            // time (and the peak); NAN when not logged
+} zt_plan_run;
+// Reads RUN/run.json and RUN/metrics.jsonl. 0, or -1 + zt_err naming the file and what is missing.
+int zt_plan_read_run(const char *run_dir, zt_plan_run *out);
+
 // Validates job against gpu (world a multiple of gpus_per_node when larger, ...) and
 // fills r. Returns -1 with zt_err naming the rule on a bad job.
 int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,

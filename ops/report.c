@@ -45,11 +45,12 @@ static void dpush(dvec *a, double x) {
 
 // ---- what the run directory holds ----------------------------------------------------
 enum { M_STEP, M_EPOCH, M_LOSS, M_LR, M_GNORM, M_CLIP, M_TOKENS, M_TOKS, M_STEPT, M_COMPUTE, M_COMM, M_GPUH,
-       M_GPUH_RISK, M_ELAPSED, M_COMPUTE_PCT, M_COMM_PCT, M_NCOL };
+       M_GPUH_RISK, M_ELAPSED, M_MFU, M_HFU, M_TFLOPS, M_COMPUTE_PCT, M_COMM_PCT, M_NCOL };
 static const char *metric_keys[M_COMPUTE_PCT] = {"step",          "epoch",       "loss",     "lr",
                                                  "grad_norm",     "clip_coef",   "tokens",   "tok_per_s",
                                                  "step_time_s",   "compute_s",   "comm_wait_s", "gpu_hours",
-                                                 "gpu_hours_at_risk", "elapsed_s"};
+                                                 "gpu_hours_at_risk", "elapsed_s", "mfu", "hfu",
+                                                 "tflops_per_rank"};
 
 typedef struct {
     int rank;
@@ -832,7 +833,7 @@ int zt_report_write(const char *run_dir, const char *out_path, const zt_report_o
     const int power_top = 10 + HEAD_H + 10;
     const int power_h = r.power.n ? zt_power_svg_height(ngpu, PAGE_W - 20) : 140;
     const int grid_top = power_top + power_h + 10;
-    const int details_top = grid_top + 4 * (ROW_H + 10);
+    const int details_top = grid_top + 5 * (ROW_H + 10);
     const char *id = jstr(r.run, "run_id") ? jstr(r.run, "run_id") : jstr(r.hb, "run_id");
     char title[200];
     snprintf(title, sizeof title, "zerotrain report: %s", id ? id : run_dir);
@@ -963,7 +964,34 @@ int zt_report_write(const char *run_dir, const char *out_path, const zt_report_o
     s[2] = line("projected", C_GREY, &px, &py);
     s[2].dashed = 1;
     plot_or_empty(f, &p, s, px.n ? 3 : 2, "no step lines in metrics.jsonl yet");
-    nplots += 8;
+    top += ROW_H + 10;
+    // MFU (and HFU with --recompute) against the peak run.json names, across the page.
+    const cJSON *dev = r.run ? cJSON_GetObjectItemCaseSensitive(r.run, "device") : NULL;
+    const double peak = jnum(dev, "peak_tflops_per_rank");
+    const char *kind = jstr(dev, "peak_kind");
+    char mt[256];
+    if (isfinite(peak))
+        snprintf(mt, sizeof mt, "MFU: model FLOPs per second per rank / %.4g TFLOP/s (%s), %.4g TFLOP/s per rank last",
+                 peak,
+                 kind && !strcmp(kind, "cpu_gemm_probe") ? "a CPU fp32 GEMM probe measured at start, not a GPU peak"
+                 : kind && !strcmp(kind, "given")        ? "--peak-tflops"
+                                                         : "the GPU preset's dense bf16 peak",
+                 last_finite(&r.m[M_TFLOPS]));
+    else
+        snprintf(mt, sizeof mt, "MFU: model FLOPs per second per rank / the device's peak%s",
+                 dev ? " (unknown for this run: --peak-tflops)" : "");
+    p = plot_at("mfu", mt, "step", "% of peak", 0, top);
+    p.width = PAGE_W - 20;
+    p.y_zero = 1;
+    dvec mfu_pct = {0}, hfu_pct = {0};
+    for (size_t i = 0; i < r.m[M_MFU].n; i++) dpush(&mfu_pct, 100 * r.m[M_MFU].v[i]);
+    for (size_t i = 0; i < r.m[M_HFU].n; i++) dpush(&hfu_pct, 100 * r.m[M_HFU].v[i]);
+    s[0] = line("MFU (model FLOPs)", C_GREEN, &r.m[M_STEP], &mfu_pct);
+    s[1] = line("HFU (with the recomputed forward)", C_PURPLE, &r.m[M_STEP], &hfu_pct);
+    s[1].dashed = 1;
+    plot_or_empty(f, &p, s, 2, "no mfu in metrics.jsonl (a run of a zerotrain before it, or no known peak)");
+    free(mfu_pct.v), free(hfu_pct.v);
+    nplots += 9;
 
     details(f, &r, details_top, details_h, diag, fdet);
     zt_html_page_end(f);

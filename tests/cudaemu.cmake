@@ -136,6 +136,7 @@ file(GLOB ZT_EMU_RUNTIME CONFIGURE_DEPENDS ${ZT_R}/*.c ${CMAKE_SOURCE_DIR}/train
 file(GLOB ZT_EMU_LAUNCH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/cli/*.c)
 zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/qwen3_cuda_layer.c
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
+                PkgConfig::YAML
            DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
 foreach(case w1_matches_cpu w2_matches_w1 resume_exact)
   add_test(NAME emu_cli_${case}

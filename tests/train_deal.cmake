@@ -14,7 +14,7 @@ add_test(NAME preflight_flags_range COMMAND ${ZT_EXE} preflight --data y --grad-
 set_tests_properties(preflight_flags_range PROPERTIES PASS_REGULAR_EXPRESSION
   "zerotrain preflight: error: --grad-accum: -1 is out of range \\[1, 1048576\\]")
 add_test(NAME preflight_flags_enum COMMAND ${ZT_EXE} preflight --data y --device tpu)
-set_tests_properties(preflight_flags_enum PROPERTIES PASS_REGULAR_EXPRESSION "--device tpu: expected cpu or cuda")
+set_tests_properties(preflight_flags_enum PROPERTIES PASS_REGULAR_EXPRESSION "--device tpu: expected cpu, cuda or auto")
 # the alias is parsed (the run then fails on the missing dataset, not on the flag)
 add_test(NAME preflight_flags_alias COMMAND ${ZT_EXE} preflight --data /nonexistent-zt-data --no-verify-data)
 set_tests_properties(preflight_flags_alias PROPERTIES PASS_REGULAR_EXPRESSION "nonexistent-zt-data"

@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "model/flops.h"
 #include "train/agree.h"
+#include "train/device_info.h"
 #include "train/run_log.h"
 
 void zt_runlog_make_run_id(char *out, size_t n) {
@@ -28,13 +30,57 @@ void zt_runlog_make_run_id(char *out, size_t n) {
     snprintf(out, n, "%s-%06llx", ts, (unsigned long long)(zt_rng_u64(&r) & 0xffffff));
 }
 
-static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, const zt_dataset *ds, int isolated,
-                          const char *id, int world, const char *settings, int64_t steps_per_epoch, int threads,
-                          const zt_fsdp_memory *mem, int64_t data_changed_at) {
+// Where the run's configuration came from: the --config file (path and CRC-32C of its bytes)
+// or none, the command line as given, and every flag's resolved value (as --print-config).
+static void add_config(cJSON *root, const zt_train_opts *o) {
+    cJSON *c = cJSON_AddObjectToObject(root, "config");
+    cJSON_AddStringToObject(c, "origin", o->has_config_file ? "config file, then the command line" : "command line");
+    if (o->has_config_file) {
+        char crc[16];
+        snprintf(crc, sizeof crc, "%08x", o->config_crc32c);
+        cJSON_AddStringToObject(c, "file", o->config_file);
+        cJSON_AddStringToObject(c, "crc32c", crc);
+    } else {
+        cJSON_AddNullToObject(c, "file");
+        cJSON_AddNullToObject(c, "crc32c");
+    }
+    cJSON *args = cJSON_AddArrayToObject(c, "args");
+    for (int i = 1; i < o->argc; i++) cJSON_AddItemToArray(args, cJSON_CreateString(o->argv[i]));
+    cJSON *set = o->config_json ? cJSON_Parse(o->config_json) : NULL;
+    cJSON_AddItemToObject(c, "settings", set ? set : cJSON_CreateObject());
+}
+
+// What ran the run: the device, the peak MFU is against, the FLOP convention, the libraries.
+static void add_device(cJSON *root, const zt_train_opts *o, const run_state *r) {
+    cJSON *d = cJSON_AddObjectToObject(root, "device");
+    cJSON_AddStringToObject(d, "backend", r->cuda ? "cuda" : "cpu");
+    cJSON_AddStringToObject(d, "name", r->device_name);
+    cJSON_AddNumberToObject(d, "count", r->world);
+    cJSON_AddStringToObject(d, "kind", r->cuda ? "GPU per rank" : "CPU cores per rank");
+    cJSON_AddStringToObject(d, "described", r->backend);
+    static const char *const kinds[] = {"unknown", "preset", "given", "cpu_gemm_probe"};
+    if (isfinite(r->peak_flops)) cJSON_AddNumberToObject(d, "peak_tflops_per_rank", r->peak_flops / 1e12);
+    else cJSON_AddNullToObject(d, "peak_tflops_per_rank");
+    cJSON_AddStringToObject(d, "peak_kind", kinds[r->peak_kind]);
+    cJSON_AddStringToObject(d, "peak_source", r->peak_source);
+    cJSON *f = cJSON_AddObjectToObject(root, "flops");
+    const double S = r->ds.seq_len;
+    cJSON_AddNumberToObject(f, "per_token_one_document_per_block", zt_qwen3_train_flops(&r->cfg, S, S * S) / S);
+    cJSON_AddNumberToObject(f, "matmul_per_token", zt_qwen3_flops_matmul_per_token(&r->cfg));
+    cJSON_AddStringToObject(f, "convention",
+                            "6 x matmul parameters per token + 6 L H D x (sum of each document's length squared); "
+                            "the planner's exact formula (docs/plan.md); isolated documents count their own lengths");
+    cJSON_AddBoolToObject(f, "recompute_counted_as_hardware_flops", r->cuda && o->recompute);
+    cJSON_AddItemToObject(root, "libraries", zt_library_versions());
+}
+
+static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_qwen3_config *cfg,
+                          const zt_dataset *ds, int isolated, const char *id, int world, const char *settings,
+                          int64_t steps_per_epoch, int threads, const zt_fsdp_memory *mem, int64_t data_changed_at) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "run_id", id);
     cJSON_AddStringToObject(root, "zerotrain_version", ZT_VERSION);
-    cJSON_AddStringToObject(root, "backend", "cpu");
+    cJSON_AddStringToObject(root, "backend", r->cuda ? "cuda" : "cpu");
     cJSON_AddNumberToObject(root, "world_size", world);
     cJSON_AddNumberToObject(root, "threads_per_rank", threads);
     char host[256] = "";
@@ -80,6 +126,8 @@ static int write_run_json(const zt_train_opts *o, const zt_qwen3_config *cfg, co
     cJSON_AddNumberToObject(m, "optimizer", (double)mem->optimizer);
     cJSON_AddNumberToObject(m, "buffers", (double)mem->buffers);
     cJSON_AddNumberToObject(m, "activations", (double)mem->activations);
+    add_device(root, o, r);
+    add_config(root, o);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     char path[4200];
@@ -140,6 +188,14 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
            (long long)r->total_steps, (long long)r->steps_per_epoch, r->world, r->world == 1 ? "" : "s",
            o->micro_batch, o->grad_accum, r->ds.seq_len, (long long)(r->global_step_blocks * r->ds.seq_len), threads,
            threads == 1 ? "" : "s", r->backend);
+    const double S = r->ds.seq_len, per_token = zt_qwen3_train_flops(cfg, S, S * S) / S;
+    printf("flops: %.4g per token, %.4g per step (model/flops.h%s)\n", per_token,
+           per_token * S * (double)r->global_step_blocks,
+           r->isolated ? ", one document per block; isolated documents count their own, shorter lengths" : "");
+    if (isfinite(r->peak_flops))
+        printf("mfu: against %.4g TFLOP/s per rank on %s: %s\n", r->peak_flops / 1e12, r->device_name, r->peak_source);
+    else
+        printf("mfu: unknown peak on %s: %s\n", r->device_name, r->peak_source);
 }
 
 // TensorBoard: rank 0 the run's curves in RUN/tb, every rank its own in RUN/tb/ranks/rank-N;
@@ -183,8 +239,8 @@ int zt_runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *m
         ok = zt_run_lock_set_run_id(r->lock, r->run_id) == 0;  // a second job's refusal names it
     }
     if (R0 && ok) {
-        ok = write_run_json(o, &r->cfg, &r->ds, r->isolated, r->run_id, r->world, r->settings, r->steps_per_epoch,
-                            r->threads, mem, r->data_changed ? start_step : -1) == 0;
+        ok = write_run_json(o, r, &r->cfg, &r->ds, r->isolated, r->run_id, r->world, r->settings,
+                            r->steps_per_epoch, r->threads, mem, r->data_changed ? start_step : -1) == 0;
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
             if (o->resume) ok = zt_runlog_truncate(path, start_step) == 0;
@@ -253,13 +309,16 @@ int zt_runlog_truncate(const char *path, int64_t keep) {
 enum {
     M_EPOCH, M_LOSS, M_LR, M_GRAD_NORM, M_CLIP_COEF, M_TOKENS, M_TOK_S, M_TOK_S_RANK, M_STEP_TIME, M_COMPUTE,
     M_COMM_WAIT, M_BYTES_AG, M_BYTES_RS, M_GPU_HOURS, M_GPU_HOURS_AT_RISK, M_ELAPSED, M_TRAINED, M_WAIT_SHARE,
-    M_GPU_HOURS_PER_EPOCH, M_POWER_W, M_UTIL, M_COUNT
+    M_GPU_HOURS_PER_EPOCH, M_POWER_W, M_UTIL,
+    // added at the end of each line: the run's (rank 0, every rank's FLOPs / W), then this rank's own
+    M_FLOPS, M_TFLOPS, M_MFU, M_HFU, M_RANK_FLOPS, M_RANK_TFLOPS, M_RANK_MFU, M_RANK_HFU, M_COUNT
 };
 typedef struct {
     const char *key, *fmt;     // RUN/metrics.jsonl (NULL: not there)
     const char *tb;            // RUN/tb, rank 0 (NULL: none)
     const char *rank_key;      // RUN/ranks/rank-N.metrics.jsonl (same format; NULL: not there)
     const char *rank_tb;       // RUN/tb/ranks/rank-N (NULL: none)
+    int optional;              // left out of a line (not null) when not finite
 } metric_def;
 static const metric_def k_metrics[M_COUNT] = {
     [M_EPOCH] = {"epoch", "%.0f"},
@@ -283,6 +342,17 @@ static const metric_def k_metrics[M_COUNT] = {
     [M_GPU_HOURS_PER_EPOCH] = {NULL},  // the heartbeat's projection
     [M_POWER_W] = {NULL, NULL, NULL, NULL, "power/board_w"},  // this rank's GPU as NVML last saw it
     [M_UTIL] = {NULL, NULL, NULL, NULL, "power/util_pct"},
+    // the step's model FLOPs (model/flops.h; metrics.jsonl: every rank's, a rank file: its own),
+    // per second per rank, and as a fraction of the peak (run.json "device"); hfu adds what
+    // --recompute recomputes (hardware FLOPs), only then
+    [M_FLOPS] = {"model_flops", "%.0f"},
+    [M_TFLOPS] = {"tflops_per_rank", "%.8g", "perf/tflops"},
+    [M_MFU] = {"mfu", "%.8g", "perf/mfu"},
+    [M_HFU] = {"hfu", "%.8g", "perf/hfu", .optional = 1},
+    [M_RANK_FLOPS] = {NULL, "%.0f", NULL, "model_flops"},
+    [M_RANK_TFLOPS] = {NULL, "%.8g", NULL, "tflops", "rank/tflops"},
+    [M_RANK_MFU] = {NULL, "%.8g", NULL, "mfu", "rank/mfu"},
+    [M_RANK_HFU] = {NULL, "%.8g", NULL, "hfu", "rank/hfu", 1},
 };
 
 // An evaluation's record, rendered the same way (metrics.jsonl and rank 0's TensorBoard).
@@ -304,7 +374,8 @@ static void jsonl_line(FILE *f, const metric_def *defs, int n, const double *v, 
     for (int i = 0; i < n; i++) {
         const char *key = rank_file ? defs[i].rank_key : defs[i].key;
         char num[64];
-        if (key) fprintf(f, ",\"%s\":%s", key, json_num(num, sizeof num, defs[i].fmt, v[i]));
+        if (key && !(defs[i].optional && !isfinite(v[i])))
+            fprintf(f, ",\"%s\":%s", key, json_num(num, sizeof num, defs[i].fmt, v[i]));
     }
     fprintf(f, "%s}\n", extra ? extra : "");
     fflush(f);  // a rank that dies or hangs next leaves whole lines behind
@@ -359,6 +430,15 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
     const double watts = zt_power_last(r->power, &util);
     v[M_POWER_W] = watts >= 0 ? watts : NAN;
     v[M_UTIL] = watts >= 0 ? util : NAN;
+    const int hw = r->hw_extra_all > 0 || r->hw_extra_rank > 0;  // --recompute on the cuda backend
+    v[M_FLOPS] = r->flops_all;
+    v[M_RANK_FLOPS] = r->flops_rank;
+    v[M_TFLOPS] = r->flops_all / r->world / s->t_step / 1e12;
+    v[M_MFU] = r->flops_all / r->world / s->t_step / r->peak_flops;
+    v[M_HFU] = hw ? (r->flops_all + r->hw_extra_all) / r->world / s->t_step / r->peak_flops : NAN;
+    v[M_RANK_TFLOPS] = r->flops_rank / s->t_step / 1e12;
+    v[M_RANK_MFU] = r->flops_rank / s->t_step / r->peak_flops;
+    v[M_RANK_HFU] = hw ? (r->flops_rank + r->hw_extra_rank) / s->t_step / r->peak_flops : NAN;
 
     char who[32];
     snprintf(who, sizeof who, "of rank %d", r->rank);
@@ -378,11 +458,13 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
         o->log_every > 0 && ((step + 1) % o->log_every == 0 || r->steps_run == 1 || step + 1 == total_steps);
     zt_runlog_clear_progress();  // the progress line gives way to the plain one
     if (logged) {
+        char mfu[48] = "";
+        if (isfinite(v[M_MFU])) snprintf(mfu, sizeof mfu, "MFU %.1f%%, ", 100.0 * v[M_MFU]);
         printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s (%.0f "
-               "/rank) | %.3f s, comm wait %.0f%%\n",
+               "/rank) | %.3f s, comm wait %.0f%% | %s%.4g TFLOP/s/rank\n",
                (long long)step + 1, (long long)total_steps, (long long)r->epoch, v[M_LOSS], v[M_LR], v[M_GRAD_NORM],
                v[M_CLIP_COEF] < 1 ? " (clipped)" : "", v[M_TOK_S], v[M_TOK_S_RANK], v[M_STEP_TIME],
-               100.0 * v[M_WAIT_SHARE]);
+               100.0 * v[M_WAIT_SHARE], mfu, v[M_TFLOPS]);
         fflush(stdout);
     }
     if (r->progress_tty && step + 1 < total_steps) {
@@ -392,10 +474,12 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
             next_save = o->save_every - (step + 1) % o->save_every;
         if (total_steps - (step + 1) < next_save) next_save = total_steps - (step + 1);
         char eta[32], eta_save[32];
-        printf("[%lld/%lld %4.1f%%] epoch %lld | %.2fM tokens | %.0f tok/s | loss %.4f | ETA %s | next "
+        char mfu[32] = "";
+        if (isfinite(v[M_MFU])) snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100.0 * v[M_MFU]);
+        printf("[%lld/%lld %4.1f%%] epoch %lld | %.2fM tokens | %.0f tok/s%s | loss %.4f | ETA %s | next "
                "checkpoint in %lld step%s (%s)",
                (long long)step + 1, (long long)total_steps, 100.0 * (double)(step + 1) / (double)total_steps,
-               (long long)r->epoch, v[M_TOKENS] / 1e6, v[M_TOK_S], v[M_LOSS],
+               (long long)r->epoch, v[M_TOKENS] / 1e6, v[M_TOK_S], mfu, v[M_LOSS],
                human_time(mean_step * (double)(total_steps - step - 1), eta, sizeof eta), (long long)next_save,
                next_save == 1 ? "" : "s", human_time(mean_step * (double)next_save, eta_save, sizeof eta_save));
         fflush(stdout);
@@ -433,6 +517,20 @@ void zt_runlog_summary(const run_state *r, int stopped) {
                stopped ? "stopped" : "done", (long long)r->steps_run, (long long)tokens, loop_s, tokens / loop_s,
                tokens / loop_s / r->world, 100 * r->t_wait_total / (r->t_wait_total + r->t_compute_total),
                r->loss_first, r->loss_last);
+    if (r->steps_run > 0 && r->t_step_sum > 0) {
+        // over the steps' own time (evaluation and checkpoints aside): model FLOPs / (W x step time)
+        const double tf = r->flops_sum / r->world / r->t_step_sum;
+        printf("efficiency: %.4g TFLOP/s per rank (model FLOPs, model/flops.h)", tf / 1e12);
+        if (isfinite(r->peak_flops)) {
+            printf(", MFU %.2f%%", 100 * tf / r->peak_flops);
+            if (r->hw_extra_sum > 0)
+                printf(", HFU %.2f%% (with the recomputed forward)",
+                       100 * (r->flops_sum + r->hw_extra_sum) / r->world / r->t_step_sum / r->peak_flops);
+            printf(" of %.4g TFLOP/s per rank: %s\n", r->peak_flops / 1e12, r->peak_source);
+        } else {
+            printf("; MFU unknown: %s\n", r->peak_source);
+        }
+    }
 }
 
 // GPU-hours (rank-hours on cpu) this process spent training: the same figure as the last

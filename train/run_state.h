@@ -21,6 +21,9 @@
 
 typedef struct { int file; int64_t block; } block_ref;
 
+// Where the peak FLOP/s MFU is measured against comes from (train/device_info.c).
+typedef enum { ZT_PEAK_UNKNOWN = 0, ZT_PEAK_PRESET, ZT_PEAK_GIVEN, ZT_PEAK_CPU_PROBE } zt_peak_kind;
+
 // All state of one run, so that cleanup is one function.
 typedef struct {
     zt_comm *comm;            // MPI: host collectives (evenfix, agreement, the CPU engine)
@@ -75,5 +78,20 @@ typedef struct {
 
     zt_run_lock *lock;         // rank 0: RUN/lock, held for the job's life
     char **resume_candidates;  // --resume auto: the checkpoints to try in order (NULL-terminated)
+
+    // what the run ran on and the FLOPs of each step (MFU; train/device_info.c, model/flops.h)
+    char device_name[160];     // the GPU (CUDA runtime's name) or the CPU (/proc/cpuinfo)
+    double peak_flops;         // dense peak per rank (NAN: unknown): rank 0's is the run's
+    zt_peak_kind peak_kind;
+    char peak_source[400];
+    double flops_rank;         // model FLOPs of this rank's blocks in the last step
+    double flops_all;          // rank 0: of every rank's blocks (NAN: unknown)
+    double hw_extra_rank, hw_extra_all;  // what --recompute adds (0 without it)
+    double flops_sum, hw_extra_sum, t_step_sum;  // over the steps of this job (rank 0: every rank's)
+    uint32_t *fl_words, *fl_ids;  // one block's words and ids, and its document positions
+    int32_t *fl_tg, *fl_pos;
+    block_ref **peer_order;    // rank 0, per-rank layout with isolated documents: every rank's epoch order
+    int64_t *peer_n;
+    int64_t peer_epoch;
 } run_state;
 #endif

@@ -23,6 +23,8 @@
 #include "base/common.h"
 #include "checkpoint/safetensors.h"
 #include "engine/cuda_module.h"
+#include "model/flops.h"
+#include "train/device_info.h"
 #include "train/preflight.h"
 #include "train/agree.h"
 #include "train/loop.h"
@@ -84,6 +86,10 @@ void zt_train_cleanup(run_state *r) {
     free(r->batch);
     free(r->settings);
     free(r->slices);
+    free(r->fl_words), free(r->fl_ids), free(r->fl_tg), free(r->fl_pos);
+    for (int k = 0; r->peer_order && k < r->world; k++) free(r->peer_order[k]);
+    free(r->peer_order);
+    free(r->peer_n);
     zt_fsdp_destroy(r->f);
     if (r->ds_open) zt_dataset_close(&r->ds);
     if (r->eds_open) zt_dataset_close(&r->eds);
@@ -488,6 +494,79 @@ static int next_batch(const zt_train_opts *o, run_state *r, int64_t step) {
     return bad ? -1 : 0;
 }
 
+// One block's sum of document lengths squared (model/flops.h): S^2 for full attention, each
+// packed document's own length under isolation.
+static double block_sq(run_state *r, const uint32_t *words) {
+    const int64_t S = r->ds.seq_len;
+    if (!r->isolated) return (double)S * (double)S;
+    zt_batch_words(words, 1, S, 1, r->fl_ids, r->fl_tg, r->fl_pos);
+    return zt_qwen3_doc_sq_sum(r->fl_pos, S);
+}
+
+// Where rank k's i-th block of `step` is: the epoch's global order (single layout), or rank k's
+// own shuffle of its own file (per-rank layout; rank 0 keeps every rank's order for this).
+static block_ref peer_block(const zt_train_opts *o, run_state *r, int64_t step, int k, int64_t i) {
+    const int64_t e = step / r->steps_per_epoch, within = step % r->steps_per_epoch;
+    if (!r->ds.per_rank) return r->order[within * r->global_step_blocks + (int64_t)k * r->per_rank_step + i];
+    if (!r->peer_order) {
+        r->peer_order = zt_xcalloc((size_t)r->world, sizeof *r->peer_order);
+        r->peer_n = zt_xcalloc((size_t)r->world, sizeof *r->peer_n);
+        r->peer_epoch = -1;
+    }
+    if (r->peer_epoch != e) {  // as next_batch shuffles rank k's order
+        for (int q = 0; q < r->world; q++) {
+            const int64_t n = r->ds.files[q].blocks;
+            free(r->peer_order[q]);
+            r->peer_order[q] = zt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(block_ref));
+            for (int64_t b = 0; b < n; b++) r->peer_order[q][b] = (block_ref){q, b};
+            shuffle_blocks(r->peer_order[q], n, o->seed, e, q + 1);
+            r->peer_n[q] = n;
+        }
+        r->peer_epoch = e;
+    }
+    return r->peer_order[k][within * r->per_rank_step + i];
+}
+
+// The model FLOPs of `step` (model/flops.h, the planner's exact formula): this rank's blocks,
+// and on rank 0 every rank's (under isolation read from the dataset: documents differ by rank),
+// plus what --recompute adds on the cuda backend (hardware FLOPs). Outside the timed step.
+static void step_flops(const zt_train_opts *o, run_state *r, int64_t step) {
+    const zt_qwen3_config *c = &r->cfg;
+    const int64_t S = r->ds.seq_len, n = r->per_rank_step;
+    const double tokens = (double)(n * S);
+    const int recompute = r->cuda && o->recompute;
+    if (r->isolated && !r->fl_words) {
+        r->fl_words = zt_xmalloc((size_t)S * sizeof *r->fl_words);
+        r->fl_ids = zt_xmalloc((size_t)S * sizeof *r->fl_ids);
+        r->fl_tg = zt_xmalloc((size_t)S * sizeof *r->fl_tg);
+        r->fl_pos = zt_xmalloc((size_t)S * sizeof *r->fl_pos);
+    }
+    double sq = 0;
+    for (int64_t i = 0; i < n; i++) sq += block_sq(r, r->blocks[i]);
+    r->flops_rank = zt_qwen3_train_flops(c, tokens, sq);
+    r->hw_extra_rank = recompute ? zt_qwen3_recompute_flops(c, tokens, sq) : 0;
+    if (r->rank != 0) return;
+    double sq_all = sq;
+    if (!r->isolated) {
+        sq_all = sq * r->world;
+    } else {
+        char pending[ZT_ERR_MAX];  // a read error here must not replace one the step will report
+        snprintf(pending, sizeof pending, "%s", zt_errmsg());
+        for (int k = 1; k < r->world && isfinite(sq_all); k++)
+            for (int64_t i = 0; i < n && isfinite(sq_all); i++) {
+                const block_ref b = peer_block(o, r, step, k, i);
+                if (zt_dataset_read_block(&r->ds, b.file, b.block, r->fl_words) != 0) {
+                    sq_all = NAN;  // that rank reports it; this step's FLOPs are unknown
+                    zt_err("%s", pending);
+                } else {
+                    sq_all += block_sq(r, r->fl_words);
+                }
+            }
+    }
+    r->flops_all = zt_qwen3_train_flops(c, tokens * r->world, sq_all);
+    r->hw_extra_all = recompute ? zt_qwen3_recompute_flops(c, tokens * r->world, sq_all) : 0;
+}
+
 // A step's outcome the loop stops on: a non-finite loss or gradient norm (all-reduced).
 static int check_finite(const run_state *r, int64_t step, const zt_fsdp_stats *s) {
     if (!s->nonfinite) return 0;
@@ -514,6 +593,12 @@ static void account_step(run_state *r, int64_t step, const zt_fsdp_stats *s) {
     r->t_compute_total += s->t_compute;
     if (r->steps_run == 1) r->loss_first = s->loss;
     r->loss_last = s->loss;
+    const double flops = r->rank == 0 ? r->flops_all : r->flops_rank;  // rank 0: the run's
+    if (isfinite(flops)) {  // (unknown for a step whose peer block did not read)
+        r->t_step_sum += s->t_step;
+        r->flops_sum += flops;
+        r->hw_extra_sum += r->rank == 0 ? r->hw_extra_all : r->hw_extra_rank;
+    }
     r->lr_last = s->lr;
 }
 
@@ -609,6 +694,7 @@ static int data_bad_stop(const zt_train_opts *o, run_state *r, int64_t step) {
 static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
     for (int64_t step = r->start_step; step < r->total_steps; step++) {
         const int data_ok = next_batch(o, r, step) == 0;
+        if (data_ok) step_flops(o, r, step);
         if (o->debug_signal_at_step > 0 && step + 1 == o->debug_signal_at_step && r->rank == 0) raise(SIGUSR1);
         zt_fsdp_stats s;
         const int flags = (zt_signals_stop() ? ZT_FSDP_STOP : 0) | (data_ok ? 0 : ZT_FSDP_INPUT_BAD);
@@ -688,6 +774,7 @@ int zt_train_body(const zt_train_opts *o, run_state *r) {
     if (open_data(o, r) != 0) return -1;
     if (deal_blocks(o, r) != 0) return -1;
     if (build_engine(o, r) != 0) return -1;
+    zt_run_device(o, r);
     zt_fsdp_memory mem;
     zt_fsdp_memory_usage(r->f, &mem);
     zt_runlog_plan(o, r, &mem);

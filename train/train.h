@@ -55,6 +55,14 @@ typedef struct {
     double alive_interval;   // seconds between RUN/ranks/rank-N.alive ticks (default 5)
     const char *flag_settings;  // JSON object: the flag values a resume must match (seed, lr, ...), written
                                 // by the flag table (cli/flags.c); train_settings_json adds the derived ones
+    double peak_tflops;      // dense peak per rank MFU is measured against (0: the device's, or a CPU probe)
+    // where the run's configuration came from (run.json "config"); set by the CLI
+    const char *config_json;    // every flag's resolved value, keyed as --print-config prints them
+    int has_config_file;        // --config FILE given
+    const char *config_file;
+    uint32_t config_crc32c;     // CRC-32C of the file's bytes
+    int argc;                   // the command line after `train`
+    const char *const *argv;
 } zt_train_opts;
 
 // Dealing one epoch's blocks to ranks (no MPI: a function of the layout and the rank).

@@ -59,7 +59,7 @@ run)
     nck=$(ls -d "$W/run/checkpoints"/step-* | wc -l)
     [ "$nsteps" -eq 20 ] && [ "$neval" -eq 4 ] && [ "$nck" -eq 4 ] || fail "run: $nsteps steps, $neval evals, $nck checkpoints"
     expect 0 "$ZT" report "$W/run"
-    has "report: $W/run/report.html: state complete; 9 plots; 20 steps, 4 evaluations, 2 ranks, 4 checkpoints, 0 power samples"
+    has "report: $W/run/report.html: state complete; 10 plots; 20 steps, 4 evaluations, 2 ranks, 4 checkpoints, 0 power samples"
     P="$W/run/report.html"
     self_contained "$P"
     want_points "$P" loss $((nsteps + neval))
@@ -226,7 +226,7 @@ errors)
     done
     printf '{"step":4,"epoch":0,"lo' >>"$W/live/metrics.jsonl"
     expect 0 "$ZT" report "$W/live"
-    has "state running; 9 plots; 3 steps, 0 evaluations, 0 ranks, 0 checkpoints, 0 power samples"
+    has "state running; 10 plots; 3 steps, 0 evaluations, 0 ranks, 0 checkpoints, 0 power samples"
     P="$W/live/report.html"
     page_has "$P" 'data-state="running"'
     page_has "$P" "no complete.json: the run is live"
@@ -322,7 +322,7 @@ bad_lines)
     ZT_ERR="$W/stderr.txt"
     "$ZT" report "$W/r" >"$W/out.txt" 2>"$ZT_ERR" || { cat "$W/out.txt" "$ZT_ERR"; fail "report exited $?"; }
     cat "$W/out.txt" "$ZT_ERR"
-    has "state running; 9 plots; 5 steps, 0 evaluations, 1 ranks"
+    has "state running; 10 plots; 5 steps, 0 evaluations, 1 ranks"
     grep -qF "zerotrain report: warning: $W/r/metrics.jsonl: skipped 3 lines that could not be read: line 3 (a NUL byte), line 5 (not JSON), line 7 (not a JSON object)" "$ZT_ERR" ||
         fail "stderr lacks the skipped lines of metrics.jsonl"
     grep -qF "zerotrain report: warning: $W/r/ranks/rank-00000.metrics.jsonl: skipped 1 line that could not be read: line 2 (a NUL byte)" "$ZT_ERR" ||
@@ -360,7 +360,7 @@ no_heartbeat)
     cp "$W/a/run.json" "$W/a/metrics.jsonl" "$W/c/"
     printf '{"run_id": "nohb"}\n' >"$W/c/complete.json"
     expect 0 "$ZT" report "$W/a"
-    has "state running; 9 plots; 3 steps, 1 evaluations"
+    has "state running; 10 plots; 3 steps, 1 evaluations"
     page_has "$W/a/report.html" '<td class="k">GPU-hours</td><td>0.0040 spent, 0.0030 at risk</td>'
     page_has "$W/a/report.html" "no heartbeat.json"
     want_points "$W/a/report.html" gpu-hours 8  # spent, at risk, the projection to step 10

@@ -29,7 +29,8 @@ acc.Reload()
 tags = acc.Tags()["scalars"]
 pairs = {"train/loss": "loss", "train/lr": "lr", "train/grad_norm": "grad_norm", "train/clip_coef": "clip_coef",
          "train/trained_tokens": "trained_tokens", "perf/tok_per_s": "tok_per_s", "perf/step_time_s": "step_time_s",
-         "comm/bytes_gathered": "bytes_gathered", "cost/gpu_hours": "gpu_hours"}
+         "comm/bytes_gathered": "bytes_gathered", "cost/gpu_hours": "gpu_hours",
+         "perf/tflops": "tflops_per_rank", "perf/mfu": "mfu"}
 bad = 0
 for tag, key in pairs.items():
     if tag not in tags:

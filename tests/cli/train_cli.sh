@@ -190,6 +190,7 @@ progress)
     grep -q "ETA" "$W/tty.txt" || { cat -v "$W/tty.txt"; fail "no progress line with an ETA on a terminal"; }
     grep -q "next checkpoint in 3 steps" "$W/tty.txt" || { cat -v "$W/tty.txt"; fail "progress lacks the next checkpoint"; }
     grep -q $'\r' "$W/tty.txt" || fail "the progress line is not rewritten in place"
+    grep -Eq '[0-9] tok/s \| MFU [0-9.]+% \| loss' "$W/tty.txt" || { cat -v "$W/tty.txt"; fail "the progress line has no MFU"; }
     "$ZT" train "${common[@]}" --run-dir "$W/file" >"$W/file.txt" 2>&1 || { cat "$W/file.txt"; fail "train into a file"; }
     ! grep -q "ETA" "$W/file.txt" && ! grep -q $'\r' "$W/file.txt" || fail "progress line written to a file"
     [ "$(grep -c '^step ' "$W/file.txt")" -eq 3 ] || { cat "$W/file.txt"; fail "expected 3 plain step lines (1, 4, 8)"; }
