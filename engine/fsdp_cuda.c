@@ -549,8 +549,14 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
         return zt_err("GPU FSDP engine: a tied lm_head needs 3 parameter slots (the last layer, the head and the "
                       "embedding at once); %d set", o.param_slots);
     }
+    if ((o.shard_group > 0 && o.shard_group != ci.world) || o.keep_gathered) {
+        memset(f, 0, sizeof *f);
+        return zt_err("the GPU engine runs full shard with reshard after forward only: --shard-group %d (of %d ranks) "
+                      "and --reshard-after-forward false are implemented on the cpu backend (docs/status.md)",
+                      o.shard_group, ci.world);
+    }
     if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
-                          bench ? ZT_FSDP_NO_INIT : 0) != 0)
+                          bench ? ZT_FSDP_NO_INIT : 0, NULL) != 0)
         return -1;
     gpu_state *c = zt_xcalloc(1, sizeof *c);
     f->be = &gpu_backend;
