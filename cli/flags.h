@@ -147,5 +147,5 @@ static const zt_flag_choice zt_bool_choices[] = {{"true", 1}, {"false", 0}, {0}}
      .choices = zt_bool_choices,                                                                                      \
      .help = "false: keep each unit's gathered parameters from its forward to its backward\n"                       \
              "(no backward re-gather: ~half the gathered bytes, every unit's full parameters\n"                     \
-             "resident at once; the cpu backend only) (default {default})"}
+             "resident at once) (default {default})"}
 #endif

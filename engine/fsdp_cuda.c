@@ -66,8 +66,8 @@ typedef struct {
     int host_mode;                   // 1 cudaMallocHost, 2 registered heap block, 0 pageable heap block
     float *host_block;               // [master | m | v] of every unit, the host copies (not for benchmarks)
     // pools (the buffers are the schedule's f->pbuf / f->gbuf)
-    cudaEvent_t p_ready[P], p_free[P];
-    zt_req *preq[P];                 // all-gather not yet retired on the host
+    cudaEvent_t *p_ready, *p_free;   // [np] (keep-gathered: one slot per unit)
+    zt_req **preq;                   // [np] all-gather not yet retired on the host
     float *grecv[G];
     cudaEvent_t g_ready[G], g_free[G];
     zt_req *greq[G];                 // reduce-scatter not yet retired on the host
@@ -490,6 +490,7 @@ static void gpu_free(zt_fsdp *f) {
     zt_cuda_ctx_destroy(c->ctx);
     cudaStreamDestroy(c->cs);
     free(c->acts), free(c->X), free(c->master), free(c->m), free(c->v), free(c->grad), free(c->pshard);
+    free(c->p_ready), free(c->p_free), free(c->preq);
     free(c);
     f->bs = NULL;
 }
@@ -549,18 +550,23 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
         return zt_err("GPU FSDP engine: a tied lm_head needs 3 parameter slots (the last layer, the head and the "
                       "embedding at once); %d set", o.param_slots);
     }
-    if ((o.shard_group > 0 && o.shard_group != ci.world) || o.keep_gathered) {
+    if (o.shard_group > 0 && o.shard_group != ci.world) {
         memset(f, 0, sizeof *f);
-        return zt_err("the GPU engine runs full shard with reshard after forward only: --shard-group %d (of %d ranks) "
-                      "and --reshard-after-forward false are implemented on the cpu backend (docs/status.md)",
-                      o.shard_group, ci.world);
+        return zt_err("the GPU engine runs full shard only: --shard-group %d (of %d ranks) is implemented on the cpu "
+                      "backend (docs/status.md)", o.shard_group, ci.world);
     }
+    // keep-gathered: the schedule's pool of one parameter slot per unit (o.param_slots does not apply)
+    const zt_fsdp_opts host_opts = {.keep_gathered = o.keep_gathered};
     if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
-                          bench ? ZT_FSDP_NO_INIT : 0, NULL) != 0)
+                          bench ? ZT_FSDP_NO_INIT : 0, &host_opts) != 0)
         return -1;
     gpu_state *c = zt_xcalloc(1, sizeof *c);
     f->be = &gpu_backend;
     f->bs = c;
+    const int pcap = f->np;  // init_host's pool: P, or one slot per unit when keep-gathered
+    c->p_ready = zt_xcalloc((size_t)pcap, sizeof *c->p_ready);
+    c->p_free = zt_xcalloc((size_t)pcap, sizeof *c->p_free);
+    c->preq = zt_xcalloc((size_t)pcap, sizeof *c->preq);
     f->dcomm = dcomm;
     c->dc = dcomm;
     c->device = device;
@@ -635,7 +641,7 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     }
 
     // pools
-    f->np = o.param_slots ? o.param_slots : P;
+    f->np = o.keep_gathered ? pcap : o.param_slots ? o.param_slots : P;
     f->ng = o.grad_slots ? o.grad_slots : G;
     for (int s = 0; s < f->np; s++) {
         f->pbuf[s] = dalloc((size_t)f->max_padded * 2, &c->pool_bytes);
