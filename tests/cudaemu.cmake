@@ -94,6 +94,10 @@ foreach(w 2 3)
 endforeach()
 # Supervised data (version-2 words, isolated documents) and evaluation at W = 1: the only
 # case of the program that needs a host comm (MPI) beside the NCCL one.
+# hybrid sharding 2 x 2 on the GPU engine (shard groups and replicas as per-group NCCL comms)
+add_test(NAME emu_fsdp_cuda_hsdp_w4
+         COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 4 $<TARGET_FILE:emu_test_fsdp_cuda_mpi> --mpi --group 2)
+set_tests_properties(emu_fsdp_cuda_hsdp_w4 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS 2)
 add_test(NAME emu_fsdp_cuda_sft_w1
          COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:emu_test_fsdp_cuda_mpi> --mpi --sft)
 set_tests_properties(emu_fsdp_cuda_sft_w1 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)

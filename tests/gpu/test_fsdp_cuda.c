@@ -579,6 +579,8 @@ static void run_sft_refusals(zt_comm *dc) {
 int main(int argc, char **argv) {
     int mpi = argc > 1 && !strcmp(argv[1], "--mpi");
     const int sft_only = argc > 2 && !strcmp(argv[2], "--sft");
+    for (int i = 2; i + 1 < argc; i++)  // --group G: hybrid sharding over groups of G ranks
+        if (!strcmp(argv[i], "--group")) g_opts.shard_group = atoi(argv[i + 1]);
     if (argc > 1 && !strcmp(argv[1], "--count-devices")) {  // for the ctest driver: ranks to launch
         int n = zt_cuda_device_count();
         printf("%d\n", n);
@@ -608,7 +610,9 @@ int main(int argc, char **argv) {
     }
     char dev[128];
     zt_cuda_device_describe(dev, sizeof dev);
-    if (g_rank == 0) printf("test_fsdp_cuda: %s, NCCL world %d\n", dev, g_world);
+    if (g_rank == 0)
+        printf("test_fsdp_cuda: %s, NCCL world %d%s\n", dev, g_world,
+               g_opts.shard_group ? " (hybrid sharding: --group)" : "");
     if (!sft_only) {
         run_case(dc, 0, 0);
         run_case(dc, 1, 0);
