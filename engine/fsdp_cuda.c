@@ -58,6 +58,7 @@ typedef struct {
     int own_uc;                      // uc was made here (zt_comm_split) and is finalized here
     cudaStream_t rs;                 // rc's stream of the replica all-reduce (its CTRL channel)
     cudaEvent_t ev_rep;              // recorded on rs after the replica all-reduces
+    zt_req **rreq;                   // [nunits] replica all-reduces, retired after the step's host sync
     int device;
     zt_cuda_ctx *ctx;
     cudaStream_t cs, ds, ks;         // compute, DATA (NCCL's), CTRL (NCCL's)
@@ -299,9 +300,9 @@ static void step_begin(zt_fsdp *f) {
 // step's zeroing all come after DATA).
 static int reduce_replicas(zt_fsdp *f) {
     gpu_state *c = st(f);
-    ZT_CUDA_CHECK(cudaEventRecord(c->ev_grads, c->ds));
+    ZT_CUDA_CHECK(cudaEventRecord(c->ev_grads, c->ds));  // after every reduce-scatter's add
     ZT_CUDA_CHECK(cudaStreamWaitEvent(c->rs, c->ev_grads, 0));
-    zt_req **rq = zt_xcalloc((size_t)f->nunits, sizeof *rq);
+    zt_req **rq = c->rreq;
     int rc = 0;
     for (int i = 0; i < f->nunits && rc == 0; i++) {
         const zt_fsdp_unit *u = &f->units[i];
@@ -313,12 +314,7 @@ static int reduce_replicas(zt_fsdp *f) {
     }
     ZT_CUDA_CHECK(cudaEventRecord(c->ev_rep, c->rs));
     ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ds, c->ev_rep, 0));
-    const double t0 = zt_now();
-    for (int i = 0; i < f->nunits; i++)  // host: the handles retired (deadline-guarded)
-        if (rq[i] && zt_wait(c->rc, rq[i]) != 0) rc = -1;
-    f->t_wait += zt_now() - t0;
-    free(rq);
-    return rc;
+    return rc;  // the handles are retired by step_reduce once the host has synchronised (no host wait here)
 }
 
 // One all-reduce: [losses | sums of squares per unit | stop], all float64. Hybrid sharding:
@@ -354,6 +350,11 @@ static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
     c->ntw = 0;
     for (int s = 0; s < f->np; s++) retire_if_done(f, &c->preq[s]);
     for (int s = 0; s < f->ng; s++) rs_retire(f, s);  // done: the all-reduce came after them on the GPU
+    for (int i = 0; c->rc && i < f->nunits; i++)       // the replica all-reduces too (DATA waited for them)
+        if (c->rreq[i]) {
+            if (zt_wait(c->rc, c->rreq[i]) != 0) return -1;
+            c->rreq[i] = NULL;
+        }
 
     double loss = 0, sumsq = 0;
     for (int mb = 0; mb < f->grad_accum; mb++) loss += c->red_h[mb];
@@ -483,6 +484,8 @@ static void gpu_free(zt_fsdp *f) {
         if (c->preq[s]) zt_wait(c->uc, c->preq[s]);
     for (int s = 0; s < f->ng; s++)
         if (c->greq[s]) zt_wait(c->uc, c->greq[s]);
+    for (int i = 0; c->rreq && i < f->nunits; i++)
+        if (c->rreq[i]) zt_wait(c->rc, c->rreq[i]);
     if (c->host_block) {  // the host shards live in the engine's block: zt_fsdp_free must not free() them
         if (c->host_mode == 1)
             cudaFreeHost(c->host_block);
@@ -526,6 +529,7 @@ static void gpu_free(zt_fsdp *f) {
     free(c->acts), free(c->X), free(c->master), free(c->m), free(c->v), free(c->grad), free(c->pshard);
     free(c->p_ready), free(c->p_free), free(c->preq);
     if (c->ev_rep) cudaEventDestroy(c->ev_rep);
+    free(c->rreq);
     if (c->rc) zt_comm_finalize(c->rc);  // collective: every rank frees its engine at the same point
     if (c->own_uc) zt_comm_finalize(c->uc);
     free(c);
@@ -618,6 +622,7 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     if (c->rc) {
         c->rs = (cudaStream_t)zt_comm_nccl_stream(c->rc, ZT_CHAN_CTRL);
         ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_rep, cudaEventDisableTiming));
+        c->rreq = zt_xcalloc((size_t)f->nunits, sizeof *c->rreq);
     }
     ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking));
     c->ctx = zt_cuda_ctx_create();
