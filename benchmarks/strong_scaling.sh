@@ -11,6 +11,8 @@
 # crossed the node link during each run (CMD prints a cumulative byte counter, e.g. the
 # sum of the nodes' tx_bytes) become two more columns: MB per step over the link and the
 # link's share of all the bytes the ranks moved. Without them the table is as before.
+# --shard-group G|node runs every rank count with hybrid sharding (train's flag of that name);
+# the volume check then expects (G-1)/G instead of (W-1)/W.
 # Needs only bash, awk and mpirun. See benchmarks/README.md and docs/benchmarks.md.
 set -euo pipefail
 
@@ -22,7 +24,7 @@ DATA="" WORK="" OUT="" TSV=""
 RANKS="1 2 4 8 16"
 GLOBAL=16 MB=1 SEQ=256 STEPS=8 WARMUP=2 THREADS=1 EPOCH_TOKENS=1.01e9 DEVICE=cpu CHECK=0 TIMEOUT=1800
 MPIRUN_CMD="mpirun --oversubscribe --allow-run-as-root --bind-to none"
-HOSTFILE=${ZT_SCALING_HOSTFILE:-} LINK_CMD=${ZT_SCALING_LINK_BYTES:-}
+HOSTFILE=${ZT_SCALING_HOSTFILE:-} LINK_CMD=${ZT_SCALING_LINK_BYTES:-} SHARD=""
 EXTRA=()
 
 usage() {
@@ -52,6 +54,8 @@ prints the strong-scaling table.
   --link-bytes "CMD"   a command printing the bytes that have crossed the node link so far
                        (a counter); adds the MB per step over the link and its share of all the
                        bytes the ranks moved; env ZT_SCALING_LINK_BYTES
+  --shard-group G      hybrid sharding: shards over groups of G ranks (or \`node\`: the ranks of one node),
+                       replicated across the groups (train --shard-group); default: full shard
   --work DIR           run directories and default data (default: a new directory under /tmp)
   --out FILE           also write the table and the machine description as markdown
   --tsv FILE           also write the table as tab-separated values
@@ -79,6 +83,7 @@ while [ $# -gt 0 ]; do
     --timeout) TIMEOUT=$2; shift 2 ;;
     --hostfile) HOSTFILE=$2; shift 2 ;;
     --link-bytes) LINK_CMD=$2; shift 2 ;;
+    --shard-group) SHARD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --tsv) TSV=$2; shift 2 ;;
@@ -111,6 +116,9 @@ if [ -n "$HOSTFILE" ]; then
         [ $((w % NODES)) -eq 0 ] || die "--ranks entry $w does not spread evenly over the $NODES nodes of $HOSTFILE"
     done
 fi
+[ -z "$SHARD" ] || [ "$SHARD" = node ] || isint --shard-group "$SHARD"
+# the shard group at W ranks (W itself at full shard)
+group_of() { if [ -z "$SHARD" ]; then echo "$1"; elif [ "$SHARD" = node ]; then echo $(($1 / NODES)); else echo "$SHARD"; fi; }
 link_bytes() { bash -c "$LINK_CMD" | awk 'NF { s += $1 } END { printf "%.0f\n", s }'; }
 if [ -n "$LINK_CMD" ]; then link_bytes >/dev/null || die "--link-bytes command failed: $LINK_CMD"; fi
 case "$DEVICE" in cpu) COST="core-h" ;; *) COST="GPU-h" ;; esac
@@ -155,11 +163,14 @@ for w in "${RANK_LIST[@]}"; do
     place=()
     [ -z "$HOSTFILE" ] || place=(--hostfile "$HOSTFILE" --map-by "ppr:$((w / NODES)):node")
     [ -z "$LINK_CMD" ] || link0=$(link_bytes)
+    shard=()
+    [ -z "$SHARD" ] || shard=(--shard-group "$SHARD")
     # shellcheck disable=SC2086 # MPIRUN_CMD is a command line by design
     if ! timeout "$TIMEOUT" $MPIRUN_CMD -n "$w" ${place[@]+"${place[@]}"} -x OMP_NUM_THREADS="$THREADS" -x OPENBLAS_NUM_THREADS="$THREADS" \
         "$ZT" train --model "$MODEL" --data "$DATA" --run-dir "$run" --steps $((WARMUP + STEPS)) \
         --micro-batch "$MB" --grad-accum "$ga" --threads "$THREADS" --device "$DEVICE" --schedule constant \
-        --no-save-final --no-preflight --log-every 0 ${EXTRA[@]+"${EXTRA[@]}"} >"$WORK/ranks-$w.log" 2>&1; then
+        --no-save-final --no-preflight --log-every 0 ${shard[@]+"${shard[@]}"} ${EXTRA[@]+"${EXTRA[@]}"} \
+        >"$WORK/ranks-$w.log" 2>&1; then
         tail -20 "$WORK/ranks-$w.log" >&2
         die "the $w-rank run failed (log: $WORK/ranks-$w.log)"
     fi
@@ -227,6 +238,7 @@ render() {
     echo "$model_desc; $STEPS measured steps after $WARMUP warm-up; projection for $EPOCH_TOKENS tokens per epoch;"
     echo "$COST = ranks x $THREADS thread(s) per rank x epoch hours; efficiency = tok/s per rank / that at ${RANK_LIST[0]} rank(s);"
     echo "compute and exposed comm are rank 0's shares of its step time; bytes are rank 0's (fp32 on the CPU backend)."
+    [ -z "$SHARD" ] || echo "hybrid sharding: --shard-group $SHARD (gathers and reduce-scatters inside a group; the replica all-reduce is not in the gathered/scattered columns)."
     [ -z "$HOSTFILE" ] || echo "ranks spread over the $NODES nodes of $HOSTFILE (--map-by ppr:ranks/$NODES:node)."
     [ -z "$LINK_CMD" ] || echo "node link: bytes on the wire (frames, headers included) from \`$LINK_CMD\` over each whole run / its $((WARMUP + STEPS)) steps; share = those / all the bytes the ranks gathered + scattered."
 }
@@ -246,7 +258,7 @@ if [ -n "$OUT" ]; then
         echo
         machine
         echo
-        echo "Command: \`benchmarks/strong_scaling.sh --ranks \"$RANKS\" --global-batch $GLOBAL --micro-batch $MB --steps $STEPS --warmup $WARMUP --threads $THREADS --seq-len $SEQ\`"
+        echo "Command: \`benchmarks/strong_scaling.sh --ranks \"$RANKS\" --global-batch $GLOBAL --micro-batch $MB --steps $STEPS --warmup $WARMUP --threads $THREADS --seq-len $SEQ${SHARD:+ --shard-group $SHARD}\`"
     } >"$OUT"
 fi
 [ -z "$TSV" ] || cp "$TABLE" "$TSV"
@@ -284,18 +296,20 @@ if [ "$CHECK" = 1 ]; then
             END { if (!found) { print "no row for " w " ranks"; e = 1 } exit e }' "$TABLE" >&2 || fail=1
     done
     # efficiency against the first row, and communication volume: per micro-batch each rank moves
-    # (W-1)/W of the same unit sizes (up to the per-W padding), none at W = 1
-    awk -F'\t' '
-        NR == 2 { base = $11 }
-        NR > 1 {
+    # (G-1)/G of the same unit sizes (G: the shard group, W at full shard; up to the padding), none at G = 1
+    for w in "${RANK_LIST[@]}"; do echo "$w $(group_of "$w")"; done >"$WORK/groups.txt"
+    awk -F'\t' 'FNR == NR { split($0, a, " "); grp[a[1]] = a[2]; next }
+        FNR == 2 { base = $11 }
+        FNR > 1 {
             d = $14 - $11 / base; if (d > 1e-3 || d < -1e-3) { print $1 " ranks: efficiency " $14 " != " $11 / base; e = 1 }
-            if ($1 == 1 && ($20 != 0 || $21 != 0)) { print "1 rank moved bytes"; e = 1 }
-            if ($1 > 1) { v = $20 / $4 / (($1 - 1) / $1); s = $21 / $4 / (($1 - 1) / $1)
+            g = grp[$1]
+            if (g == 1 && ($20 != 0 || $21 != 0)) { print $1 " rank(s), groups of 1: moved bytes"; e = 1 }
+            if (g > 1) { v = $20 / $4 / ((g - 1) / g); s = $21 / $4 / ((g - 1) / g)
                 if (!ref) { ref = v; refs = s }
                 if (v < 0.97 * ref || v > 1.03 * ref || s < 0.97 * refs || s > 1.03 * refs) {
-                    print $1 " ranks: bytes per micro-batch / ((W-1)/W) = " v ", " s " vs " ref ", " refs; e = 1 } }
+                    print $1 " ranks: bytes per micro-batch / ((G-1)/G) = " v ", " s " vs " ref ", " refs; e = 1 } }
         }
-        END { exit e }' "$TABLE" >&2 || fail=1
+        END { exit e }' "$WORK/groups.txt" "$TABLE" >&2 || fail=1
     [ "$fail" = 0 ] || die "the table is inconsistent (work directory: $WORK)"
     echo "strong_scaling: check passed: ${#RANK_LIST[@]} rank counts, the same $((GLOBAL)) blocks per step, tokens, hours and $COST consistent"
 fi

@@ -178,6 +178,8 @@ static void print_detail(const zt_plan_result *r) {
     snprintf(tail, sizeof tail, "   -> %.0f tok/s per GPU, %.0f tok/s in all, MFU %.1f%%", r->tok_per_s_per_gpu,
              r->tok_per_s_per_gpu * j->world, 100 * r->mfu);
     row("step", r->t_step, tail);
+    printf("node link: %.2f GB per step leave each node (one direction, ring model; %s)\n", r->node_link_bytes / 1e9,
+           r->node_link_bytes > 0 ? "the collectives marked network below" : "one node: nothing crosses");
     printf("  %-28s %-8s %6s %6s %12s %10s %8s %8s %9s\n", "collective (per step)", "link", "ranks", "count",
            "GB sent/GPU", "busbw GB/s", "time s", "hidden s", "exposed s");
     for (int k = 0; k < ZT_COLL_NKINDS; k++) {

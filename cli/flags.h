@@ -111,6 +111,7 @@ int zt_flags_config_file(const void *opts, const char **path, uint32_t *crc32c);
 
 // Flags shared by `train` and `preflight`, declared once: T is the command's options
 // struct, whose fields of these names they set. Used as a section of both tables.
+static const zt_flag_choice zt_bool_choices[] = {{"true", 1}, {"false", 0}, {0}};
 #define ZT_FLAGS_DATA_AND_BATCH(T)                                                                                   \
     {"data", ZT_FLAG_STR, ZT_AT_STR(T, data), "DIR",                                                                 \
      .help = "dataset directory (dataset.json + uint32 block files, made by `zerotrain pack`; required)"},          \
@@ -135,5 +136,16 @@ int zt_flags_config_file(const void *opts, const char **path, uint32_t *crc32c);
      .help = "skip the crc32c check of the data files (sizes and token ids are always checked)"},                   \
     {"allow-long-seq", ZT_FLAG_SET, ZT_AT_INT(T, allow_long_seq), .def = ZT_DEF_ALLOW_LONG_SEQ,                     \
      .help = "pass blocks longer than the model's max_position_embeddings (the gate refuses\n"                      \
-             "them otherwise: RoPE beyond the trained range)"}
+             "them otherwise: RoPE beyond the trained range)"},                                                      \
+    {"shard-group", ZT_FLAG_STR, ZT_AT_STR(T, shard_group), "G|node",                                               \
+     .help = "hybrid sharding: parameters, gradients and AdamW state sharded over groups of G\n"                     \
+             "consecutive ranks and replicated across the W/G groups; gathers and reduce-scatters\n"                \
+             "stay inside a group, one all-reduce per step crosses the replicas. `node`: the\n"                      \
+             "ranks of one node (every node must hold the same count). G must divide W\n"                           \
+             "(default: W, full shard)"},                                                                           \
+    {"reshard-after-forward", ZT_FLAG_ENUM, ZT_AT_INT(T, reshard_after_forward), "true|false", .def = 1,           \
+     .choices = zt_bool_choices,                                                                                      \
+     .help = "false: keep each unit's gathered parameters from its forward to its backward\n"                       \
+             "(no backward re-gather: ~half the gathered bytes, every unit's full parameters\n"                     \
+             "resident at once) (default {default})"}
 #endif

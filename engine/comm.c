@@ -60,6 +60,7 @@ typedef struct {
 
 struct zt_comm {
     const zt_comm_backend *be;
+    const zt_comm *parent;  // zt_comm_split's child: the parent's deadlines apply (NULL: its own)
     void *self;
     zt_comm_info info;
     // Written by the main thread only; atomics because the watchdog thread reads them
@@ -171,6 +172,19 @@ int zt_comm_finalize(zt_comm *c) {
 }
 
 void zt_comm_get_info(const zt_comm *c, zt_comm_info *out) { *out = c->info; }
+
+int zt_comm_split(zt_comm *c, int color, int key, const char *name, zt_comm **out) {
+    *out = NULL;
+    if (!c->be->split) return zt_err("rank %d: the %s process group cannot make sub-groups", c->info.rank, c->be->name);
+    zt_comm_opts o = zt_comm_opts_default();
+    o.timeout_s = atomic_load_explicit(&c->timeout_s, memory_order_relaxed);
+    o.first_timeout_s = atomic_load_explicit(&c->first_timeout_s, memory_order_relaxed);
+    o.run_dir = NULL;  // memory only: RUN/ranks/rank-N.flight is the parent's (a child's rank N is another rank)
+    if (c->be->split(c->self, color, key, name, &o, out) != 0)
+        return zt_err_prefix("rank %d: making the sub-group \"%s\" (color %d)", c->info.rank, name, color);
+    (*out)->parent = c;
+    return 0;
+}
 const char *zt_comm_backend_name(const zt_comm *c) { return c->be->name; }
 const char *zt_comm_flight_path(const zt_comm *c) { return zt_flight_path(c->fl); }
 
@@ -192,6 +206,7 @@ double zt_comm_set_timeout(zt_comm *c, double timeout_s) {
 // The deadline for something that starts now, collective or watched host wait:
 // timeout_s once warm; before that the first-step allowance (never shorter).
 static double applicable_timeout(const zt_comm *c, int *first) {
+    if (c->parent) return applicable_timeout(c->parent, first);
     double t = atomic_load_explicit(&c->timeout_s, RLX);
     int warm = atomic_load_explicit(&c->warm, RLX);
     if (first) *first = !warm;

@@ -4,7 +4,7 @@
 // comm layer. Backend-neutral: MPI (host buffers), NCCL (device buffers).
 // defines: zt_comm, zt_req, zt_comm_opts, zt_comm_info, zt_iallgather, zt_ireduce_scatter,
 //          zt_iallreduce, zt_ibroadcast, zt_ibarrier, zt_wait, zt_test, blocking wrappers,
-//          zt_comm_watch_begin/end, zt_comm_backend (for implementations)
+//          zt_comm_watch_begin/end, zt_comm_split, zt_comm_backend (for implementations)
 #ifndef ZT_COMM_H
 #define ZT_COMM_H
 
@@ -66,6 +66,19 @@ void zt_comm_mark_warm(zt_comm *c);
 // Change timeout_s for collectives issued and host waits watched from now on (e.g.
 // around a slow save); returns the previous value.
 double zt_comm_set_timeout(zt_comm *c, double timeout_s);
+
+// ---- sub-groups --------------------------------------------------------------
+// Collective over c: every rank calls it, and the ranks passing the same color form one
+// new comm, ordered by key (then by rank in c) -- MPI_Comm_split's rule. The child is a
+// comm like any other (both channels, its own deadline and watchdog) on the same backend:
+// MPI sub-communicators, or per-group NCCL communicators bootstrapped over MPI. Its
+// zt_comm_info is the child's (rank and world inside the group; the node layout of its
+// members). Its deadlines follow the parent's (timeout_s, first_timeout_s, warm, and a
+// zt_comm_set_timeout on the parent). Its flight recorder lives in memory (no file under
+// RUN/ranks; a deadline report prints the child's own ring, `name` heading it). The child
+// must be finalized (zt_comm_finalize, collective over the child) before the parent.
+// Blocking and not deadline-guarded, like the comm's creation. 0, or -1 + zt_err.
+int zt_comm_split(zt_comm *c, int color, int key, const char *name, zt_comm **out);
 
 // ---- watched host waits (the watchdog thread) --------------------------------
 // A rank can block outside the comm layer on something that depends on a collective:
@@ -183,6 +196,9 @@ typedef struct {
     // "NCCL asynchronous error on the data channel: ...". The watchdog then reports and
     // calls abort() from its own thread, so abort() must work from any thread.
     int (*async_error)(void *self, char *msg, size_t n);
+    // Optional (NULL: zt_comm_split refuses). Collective over the parent: make the color's
+    // sub-group and wrap it with zt_comm_create(out, ..., opts) (opts as given). 0 or -1 + zt_err.
+    int (*split)(void *self, int color, int key, const char *name, const zt_comm_opts *opts, zt_comm **out);
 } zt_comm_backend;
 
 // Used by backend init functions: wraps `self` (owned from now on, destroyed by

@@ -4,6 +4,7 @@
 #include "engine/comm_mpi.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,7 +155,8 @@ static void mpi_destroy(void *self_) {
     free(s);
 }
 
-static const zt_comm_backend mpi_backend = {"mpi", mpi_start, mpi_test, mpi_abort, mpi_destroy, NULL};
+static int mpi_split(void *self_, int color, int key, const char *name, const zt_comm_opts *opts, zt_comm **out);
+static const zt_comm_backend mpi_backend = {"mpi", mpi_start, mpi_test, mpi_abort, mpi_destroy, NULL, mpi_split};
 
 #define MPI_CHECK(call, comm)           \
     do {                                \
@@ -219,6 +221,34 @@ int zt_comm_init_mpi(zt_comm **out, MPI_Comm base, const zt_comm_opts *opts) {
 fail:
     mpi_destroy(s);
     return zt_err_prefix("zt_comm_init_mpi");
+}
+
+// A sub-group: both channels split the same way (MPI_Comm_split on each, so the child's
+// data and ctrl communicators are as separate as the parent's), the node layout over it.
+static int mpi_split(void *self_, int color, int key, const char *name, const zt_comm_opts *opts, zt_comm **out) {
+    const mpi_self *p = self_;
+    mpi_self *s = zt_xcalloc(1, sizeof *s);
+    s->data = s->ctrl = MPI_COMM_NULL;
+    zt_comm_info info = {0};
+    char cname[MPI_MAX_OBJECT_NAME];
+    MPI_CHECK(MPI_Comm_split(p->data, color, key, &s->data), p->data);
+    MPI_CHECK(MPI_Comm_split(p->ctrl, color, key, &s->ctrl), p->ctrl);
+    MPI_CHECK(MPI_Comm_rank(s->data, &s->rank), s->data);
+    MPI_CHECK(MPI_Comm_size(s->data, &s->world), s->data);
+    snprintf(cname, sizeof cname, "zerotrain-%.40s-data", name);
+    MPI_Comm_set_name(s->data, cname);
+    snprintf(cname, sizeof cname, "zerotrain-%.40s-ctrl", name);
+    MPI_Comm_set_name(s->ctrl, cname);
+    MPI_Comm_set_errhandler(s->data, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(s->ctrl, MPI_ERRORS_RETURN);
+    if (zt_mpi_node_layout(s->ctrl, &info) != 0) {
+        mpi_destroy(s);
+        return -1;
+    }
+    return zt_comm_create(out, &mpi_backend, s, &info, opts);
+fail:
+    mpi_destroy(s);
+    return -1;
 }
 
 static int zt_mpi_we_initialised;

@@ -40,6 +40,9 @@ typedef struct nccl_self {
     int npool, cap;
     int rank, world, device;
     zt_comm *owner;          // the zt_comm wrapping this, for zt_comm_nccl_stream
+#if ZT_NCCL_MPI
+    MPI_Comm base;           // a duplicate of the MPI comm it was made over (sub-groups split it); or NULL
+#endif
     struct nccl_self *next;  // registry of live NCCL comms (comm.c keeps self private)
     // Against the comm's watchdog thread (async_error every period, abort on a
     // deadline or async error). comm[] and dead[] are written by the main thread
@@ -417,12 +420,22 @@ static void nccl_destroy(void *self_) {
     (void)cudaGetLastError();
     if (cur >= 0 && cur != s->device) cudaSetDevice(cur);
     pthread_mutex_destroy(&s->mu);
+#if ZT_NCCL_MPI
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin && s->base != MPI_COMM_NULL) MPI_Comm_free(&s->base);
+#endif
     free(s->pool);
     free(s);
 }
 
+#if ZT_NCCL_MPI
+static int nccl_split(void *self_, int color, int key, const char *name, const zt_comm_opts *opts, zt_comm **out);
+#else
+#define nccl_split NULL
+#endif
 static const zt_comm_backend nccl_backend = {
-    "nccl", nccl_start, nccl_test, nccl_abort, nccl_destroy, nccl_async_error,
+    "nccl", nccl_start, nccl_test, nccl_abort, nccl_destroy, nccl_async_error, nccl_split,
 };
 
 // ---- creation --------------------------------------------------------------------------
@@ -431,6 +444,9 @@ static nccl_self *self_new(int rank, int world) {
     s->rank = rank;
     s->world = world;
     s->device = -1;
+#if ZT_NCCL_MPI
+    s->base = MPI_COMM_NULL;
+#endif
     pthread_mutex_init(&s->mu, NULL);
     atomic_init(&s->in_call, 0);
     atomic_init(&s->aborting, 0);
@@ -519,17 +535,14 @@ static int mpi_fail(int rc, const char *call) {
         }                             \
     } while (0)
 
-int zt_comm_init_nccl(zt_comm **out, MPI_Comm base, int device, const zt_comm_opts *opts) {
-    *out = NULL;
-    if (base == MPI_COMM_NULL) return zt_comm_init_nccl_single(out, device, opts);
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited)
-        return zt_err("zt_comm_init_nccl: MPI is not initialised (call zt_mpi_init_once first, or pass "
-                      "MPI_COMM_NULL for a world of 1 without MPI)");
+// The communicators over `base` (collective over it): the GPU (`device`, or the node-local
+// rank), the unique ids from base's rank 0, ncclCommInitRank per channel. Keeps a duplicate
+// of base for sub-groups.
+static int init_over(zt_comm **out, MPI_Comm base, int device, const zt_comm_opts *opts) {
     zt_comm_info info = {0};
-    if (zt_mpi_node_layout(base, &info) < 0) return zt_err_prefix("zt_comm_init_nccl");
+    if (zt_mpi_node_layout(base, &info) < 0) return -1;
     nccl_self *s = self_new(info.rank, info.world);
+    MPI_CHECK(MPI_Comm_dup(base, &s->base));
     // Every rank learns whether every rank got its GPU before anyone enters NCCL's
     // blocking init: one rank without a GPU fails the job instead of hanging the rest.
     char why[ZT_ERR_MAX] = "";
@@ -569,11 +582,38 @@ int zt_comm_init_nccl(zt_comm **out, MPI_Comm base, int device, const zt_comm_op
         goto fail;
     }
     if (init_comms(s, boot.id) < 0) goto fail;
-    if (finish(out, s, &info, opts) < 0) return zt_err_prefix("zt_comm_init_nccl");
-    return 0;
+    return finish(out, s, &info, opts);
 fail:
     nccl_destroy(s);
-    return zt_err_prefix("zt_comm_init_nccl");
+    return -1;
+}
+
+int zt_comm_init_nccl(zt_comm **out, MPI_Comm base, int device, const zt_comm_opts *opts) {
+    *out = NULL;
+    if (base == MPI_COMM_NULL) return zt_comm_init_nccl_single(out, device, opts);
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited)
+        return zt_err("zt_comm_init_nccl: MPI is not initialised (call zt_mpi_init_once first, or pass "
+                      "MPI_COMM_NULL for a world of 1 without MPI)");
+    if (init_over(out, base, device, opts) != 0) return zt_err_prefix("zt_comm_init_nccl");
+    return 0;
+}
+
+// A sub-group: its own NCCL communicators (per group, bootstrapped like the parent's over
+// the MPI comm split the same way) on the parent's GPU. Per-group ncclCommInitRank rather
+// than ncclCommSplit, which the CPU execution of CUDA (tests/cudaemu) does not provide.
+static int nccl_split(void *self_, int color, int key, const char *name, const zt_comm_opts *opts, zt_comm **out) {
+    const nccl_self *p = self_;
+    (void)name;
+    if (p->base == MPI_COMM_NULL)
+        return zt_err("an NCCL comm made without MPI (a world of 1) cannot make sub-groups");
+    MPI_Comm sub = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(p->base, color, key, &sub);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split");
+    rc = init_over(out, sub, p->device, opts);
+    MPI_Comm_free(&sub);
+    return rc;
 }
 #endif
 

@@ -1,10 +1,13 @@
 // The engine's public face (engine/fsdp.h): one constructor by backend name, which picks the
 // CPU backend (fsdp_cpu.c) or the GPU one (the CUDA module through fsdp.c), and the accessors
 // the trainer and the checkpoints use instead of the struct.
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/common.h"
+#include "base/crc32c.h"
 #include "engine/fsdp.h"
 #include "engine/fsdp_internal.h"
 #include "kernels/ops.h"
@@ -14,10 +17,12 @@ int zt_fsdp_create(const zt_fsdp_config *c, zt_fsdp **out) {
     zt_fsdp *f = zt_xcalloc(1, sizeof *f);
     int rc;
     if (!strcmp(c->backend, "cpu")) {
-        rc = zt_fsdp_init(f, c->comm, c->cfg, &zt_cpu_ops, c->micro_batch, c->grad_accum, c->seq_len, &c->hp,
-                          c->seed);
+        const zt_fsdp_opts o = {.shard_group = c->shard_group, .keep_gathered = c->keep_gathered};
+        rc = zt_fsdp_init_opts(f, c->comm, c->cfg, &zt_cpu_ops, c->micro_batch, c->grad_accum, c->seq_len, &c->hp,
+                               c->seed, &o);
     } else if (!strcmp(c->backend, "cuda")) {
-        const zt_fsdp_opts o = {.recompute = c->recompute, .attention_cudnn = c->attention_cudnn};
+        const zt_fsdp_opts o = {.recompute = c->recompute, .attention_cudnn = c->attention_cudnn,
+                                .shard_group = c->shard_group, .keep_gathered = c->keep_gathered};
         rc = zt_fsdp_init_cuda(f, c->comm, c->dcomm, c->cfg, c->micro_batch, c->grad_accum, c->seq_len, &c->hp,
                                c->seed, &o);
     } else {
@@ -48,4 +53,53 @@ void zt_fsdp_get_shard(const zt_fsdp *f, int u, zt_fsdp_shard *out) {
     const zt_fsdp_unit *x = &f->units[u];
     *out = (zt_fsdp_shard){.numel = x->numel, .lo = x->lo, .shard = x->shard, .valid = x->valid,
                            .master = x->master, .m = x->m, .v = x->v};
+}
+
+void zt_fsdp_get_strategy(const zt_fsdp *f, zt_fsdp_strategy *out) {
+    *out = (zt_fsdp_strategy){.shard_group = f->shard_world, .replicas = f->replicas, .replica = f->replica,
+                              .shard_rank = f->shard_rank, .keep_gathered = f->keep_gathered};
+}
+
+int zt_fsdp_check_replicas(zt_fsdp *f) {
+    if (f->replicas <= 1) return 0;
+    const char *corrupt = getenv("ZT_TEST_CORRUPT_REPLICA");  // tests: one rank's copy made to differ
+    if (corrupt && *corrupt && atoi(corrupt) == f->rank && f->units[0].shard > 0) {
+        uint32_t bits;
+        memcpy(&bits, &f->units[0].master[0], sizeof bits);
+        bits ^= 1u;
+        memcpy(&f->units[0].master[0], &bits, sizeof bits);
+    }
+    uint32_t crc = 0;
+    for (int i = 0; i < f->nunits; i++) {
+        const zt_fsdp_unit *u = &f->units[i];
+        const size_t n = (size_t)u->valid * sizeof(float);
+        crc = zt_crc32c(crc, u->master, n);
+        crc = zt_crc32c(crc, u->m, n);
+        crc = zt_crc32c(crc, u->v, n);
+    }
+    int64_t mine = crc, *all = zt_xcalloc((size_t)f->world, sizeof *all);
+    if (zt_allgather(f->comm, &mine, all, 1, ZT_DT_I64, "replica checksums") != 0) {
+        free(all);
+        return -1;
+    }
+    // Every rank sees every checksum, so every rank builds the same message.
+    char msg[ZT_ERR_MAX] = "";
+    size_t at = 0;
+    int bad = 0;
+    const int G = f->shard_world;
+    for (int r = G; r < f->world; r++) {
+        const int ref = r % G;  // replica 0 of the same shard: the writer
+        if (all[r] == all[ref]) continue;
+        if (bad++ < 8 && at < sizeof msg)
+            at += (size_t)snprintf(msg + at, sizeof msg - at, "%srank %d (replica %d of shard %d, CRC-32C 0x%08" PRIx32
+                                   ") differs from rank %d (replica 0, the writer, 0x%08" PRIx32 ")",
+                                   bad > 1 ? "; " : "", r, r / G, ref, (uint32_t)all[r], ref, (uint32_t)all[ref]);
+    }
+    free(all);
+    if (bad)
+        return zt_err("hybrid sharding: the replicas of a shard no longer hold the same state: %s%s. Each shard is "
+                      "written once, by replica 0, so the checkpoint is refused rather than keeping one copy of "
+                      "diverged state (a reduction that is not bit-identical on every rank, or corrupted memory)",
+                      msg, bad > 8 ? " (and more)" : "");
+    return 0;
 }

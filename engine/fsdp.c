@@ -82,22 +82,28 @@ static void progress(zt_fsdp *f) {
 // ---- one micro-batch ---------------------------------------------------------------------
 
 // Forward through units 0..L, each gathered while its predecessor computes. Returns the
-// head's slot (ready for use) and, tied, the embedding's (issued, not yet used) in *s_emb.
-static int forward_units(zt_fsdp *f, int *s_emb) {
+// head's slot (ready for use) and, tied, the embedding's (issued or kept, not yet used) in
+// *s_emb. keep (keep-gathered training): a layer's slot is not released after its forward but
+// kept for its backward (f->kept[u]), and so is the tied embedding's for the head; the untied
+// embedding is released as before (its backward needs no parameters).
+static int forward_units(zt_fsdp *f, int keep, int *s_emb) {
     const int L = f->model.lay.cfg.num_layers, head = L + 1, tied = f->model.lay.cfg.tie_word_embeddings;
     int s_cur = gather_issue(f, 0);
     *s_emb = -1;
     const void *p = gather_use(f, s_cur);
     for (int u = 0; u <= L; u++) {
         int s_next = gather_issue(f, u + 1);
-        if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
+        if (u + 1 == head && tied) *s_emb = keep ? f->kept[0] : gather_issue(f, 0);  // lm_head is the embedding
         ev(f, ZT_EV_FWD_START, u);
         if (u == 0)
             f->be->embed_fwd(f, p);
         else
             f->be->layer_fwd(f, u - 1, p);
         ev(f, ZT_EV_FWD_END, u);
-        param_release(f, s_cur);
+        if (keep && (u >= 1 || tied))
+            f->kept[u] = s_cur;
+        else
+            param_release(f, s_cur);
         progress(f);
         s_cur = s_next;
         p = gather_use(f, s_cur);
@@ -106,16 +112,18 @@ static int forward_units(zt_fsdp *f, int *s_emb) {
 }
 
 // Forward, the head's loss and backward of staged micro-batch `mb`, each unit's gradient
-// reduce-scattered while the next unit computes.
+// reduce-scattered while the next unit computes. Keep-gathered: the layers' parameters are
+// still resident from the forward, so the backward issues no gather.
 static void train_micro(zt_fsdp *f, int mb, float scale) {
     const int L = f->model.lay.cfg.num_layers, head = L + 1, tied = f->model.lay.cfg.tie_word_embeddings;
+    const int keep = f->keep_gathered;
     f->be->use_batch(f, mb);
     int s_emb;
-    int s_cur = forward_units(f, &s_emb);
-    const void *emb = tied ? gather_use(f, s_emb) : NULL;
+    int s_cur = forward_units(f, keep, &s_emb);
+    const void *emb = tied ? (keep ? f->pbuf[s_emb] : gather_use(f, s_emb)) : NULL;
 
     // head: fused final norm + lm_head + cross-entropy, forward and backward
-    int s_layer = gather_issue(f, L);  // the last layer, for its backward
+    int s_layer = keep ? f->kept[L] : gather_issue(f, L);  // the last layer, for its backward
     int g_head = grad_acquire(f, head);
     int g_emb = tied ? grad_acquire(f, 0) : -1;
     ev(f, ZT_EV_BWD_START, head);
@@ -123,13 +131,22 @@ static void train_micro(zt_fsdp *f, int mb, float scale) {
     ev(f, ZT_EV_BWD_END, head);
     param_release(f, s_cur);
     if (tied) param_release(f, s_emb);
+    if (keep && tied) f->kept[0] = -1;
     rs_issue(f, g_head);
 
     // backward through the layers
     s_cur = s_layer;
     for (int u = L; u >= 1; u--) {
-        const void *p = gather_use(f, s_cur);
-        int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
+        const void *p;
+        int s_prev;
+        if (keep) {
+            p = f->pbuf[s_cur];
+            s_prev = u - 1 >= 1 ? f->kept[u - 1] : -1;
+            f->kept[u] = -1;
+        } else {
+            p = gather_use(f, s_cur);
+            s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
+        }
         int g = grad_acquire(f, u);
         ev(f, ZT_EV_BWD_START, u);
         f->be->layer_bwd(f, u - 1, p, f->gbuf[g]);
@@ -153,7 +170,7 @@ static void eval_micro(zt_fsdp *f, int slot) {
     const int tied = f->model.lay.cfg.tie_word_embeddings;
     f->be->use_batch(f, slot);
     int s_emb;
-    const int s_cur = forward_units(f, &s_emb);
+    const int s_cur = forward_units(f, 0, &s_emb);
     const void *emb = tied ? gather_use(f, s_emb) : NULL;
     f->be->head(f, slot, f->pbuf[s_cur], emb, NULL, NULL, 1.0f);
     param_release(f, s_cur);
@@ -208,7 +225,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
     const double t0 = zt_now();
     const int64_t S = f->seq_len, B = f->micro_batch;
     f->t_wait = 0;
-    f->bytes_ag = f->bytes_rs = 0;
+    f->bytes_ag = f->bytes_rs = f->bytes_rep = 0;
     f->nevents = 0;
     zt_comm_set_context(f->comm, f->step + 1, f->epoch, 0);  // 1-based step in progress
     int64_t targets;
@@ -221,6 +238,11 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
         f->micro = mb;
         zt_comm_set_context(f->dcomm, f->step + 1, f->epoch, mb);
         train_micro(f, mb, scale);
+    }
+    // Hybrid sharding: the group-reduced gradient shards summed over the replicas, once per step.
+    if (f->replicas > 1) {
+        zt_comm_set_context(f->replica_comm, f->step + 1, f->epoch, f->grad_accum - 1);
+        if (f->be->reduce_replicas(f) != 0) return -1;
     }
     zt_fsdp_reduced r;
     const int packed = (flags & ZT_FSDP_STOP ? 1 : 0) + (flags & ZT_FSDP_INPUT_BAD ? ZT_FSDP_BAD_UNIT : 0);
@@ -252,6 +274,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
     out->t_compute = out->t_step - r.comm_wait;
     out->bytes_gathered = f->bytes_ag;
     out->bytes_scattered = f->bytes_rs;
+    out->bytes_replicated = f->bytes_rep;
     return 0;
 }
 
@@ -341,13 +364,40 @@ int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *
 // flags: ZT_FSDP_HOST_MODEL (the CPU backend: the CPU model's activations; without it only
 // the layout) and ZT_FSDP_NO_INIT (benchmarks: leave the master shards zero; seeded init of
 // billions of parameters on one host thread takes a minute).
+// The shard group and replica comms of hybrid sharding (G < W): groups of G consecutive
+// ranks; replica comm = the ranks at the same position of every group. Collective over comm.
+static int make_groups(zt_fsdp *f, zt_comm *comm, int G) {
+    f->shard_world = G;
+    f->shard_rank = f->rank % G;
+    f->replica = f->rank / G;
+    f->replicas = f->world / G;
+    f->gcomm_host = comm;
+    if (G == f->world) return 0;
+    if (zt_comm_split(comm, f->replica, f->shard_rank, "shard-group", &f->group_comm) != 0) return -1;
+    f->gcomm_host = f->group_comm;
+    if (f->replicas > 1 && zt_comm_split(comm, f->shard_rank, f->replica, "replicas", &f->replica_comm) != 0)
+        return -1;
+    return 0;
+}
+
+int zt_fsdp_check_shard_group(int shard_group, int world) {
+    if (shard_group < 0 || shard_group > world || (shard_group > 0 && world % shard_group != 0))
+        return zt_err("--shard-group %d does not divide the world of %d ranks: the shards are held by groups of G "
+                      "consecutive ranks and replicated W/G times, so G must be a divisor of %d (or 0 / the "
+                      "world: full shard)", shard_group, world, world);
+    return 0;
+}
+
 int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
-                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags) {
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags,
+                      const zt_fsdp_opts *opts) {
     const int host_model = flags & ZT_FSDP_HOST_MODEL;
     memset(f, 0, sizeof *f);
     zt_comm_info info;
     zt_comm_get_info(comm, &info);
     if (zt_fsdp_check_batch(micro_batch, grad_accum) != 0) return -1;
+    const int G = opts && opts->shard_group > 0 ? opts->shard_group : info.world;
+    if (zt_fsdp_check_shard_group(G, info.world) != 0) return -1;
     if (host_model ? zt_qwen3_create(&f->model, cfg, ops, micro_batch, seq_len) != 0
                    : zt_qwen3_layout_init(&f->model.lay, cfg) != 0)
         return -1;
@@ -364,21 +414,30 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
     f->micro_batch = micro_batch;
     f->grad_accum = grad_accum;
     f->seq_len = seq_len;
-    f->np = ZT_FSDP_PARAM_SLOTS;
-    f->ng = ZT_FSDP_GRAD_SLOTS;
-    for (int s = 0; s < ZT_FSDP_PARAM_SLOTS; s++) f->pbuf_unit[s] = -1;
-    for (int s = 0; s < ZT_FSDP_GRAD_SLOTS; s++) f->gbuf_unit[s] = -1;
     const zt_qwen3_layout *lay = &f->model.lay;
     f->nunits = lay->nunits;
     f->units = zt_xcalloc((size_t)f->nunits, sizeof *f->units);
-    const int64_t quantum = (int64_t)f->world * ZT_FSDP_ALIGN;
+    if (make_groups(f, comm, G) != 0) return -1;
+    f->dcomm = f->gcomm_host;
+    // Keep-gathered: every unit may be resident at once (forward holds units 0..u and u+1 in flight).
+    f->keep_gathered = opts && opts->keep_gathered;
+    f->np = f->keep_gathered ? (f->nunits > ZT_FSDP_PARAM_SLOTS ? f->nunits : ZT_FSDP_PARAM_SLOTS)
+                             : ZT_FSDP_PARAM_SLOTS;
+    f->ng = ZT_FSDP_GRAD_SLOTS;
+    f->pbuf = zt_xcalloc((size_t)f->np, sizeof *f->pbuf);
+    f->pbuf_unit = zt_xcalloc((size_t)f->np, sizeof *f->pbuf_unit);
+    f->kept = zt_xcalloc((size_t)f->nunits, sizeof *f->kept);
+    for (int s = 0; s < f->np; s++) f->pbuf_unit[s] = -1;
+    for (int u = 0; u < f->nunits; u++) f->kept[u] = -1;
+    for (int s = 0; s < ZT_FSDP_GRAD_SLOTS; s++) f->gbuf_unit[s] = -1;
+    const int64_t quantum = (int64_t)f->shard_world * ZT_FSDP_ALIGN;
     int64_t max_numel = 0;
     for (int i = 0; i < f->nunits; i++) {
         zt_fsdp_unit *u = &f->units[i];
         u->numel = lay->units[i].numel;
         u->padded = (u->numel + quantum - 1) / quantum * quantum;
-        u->shard = u->padded / f->world;
-        u->lo = (int64_t)f->rank * u->shard;
+        u->shard = u->padded / f->shard_world;
+        u->lo = (int64_t)f->shard_rank * u->shard;
         int64_t v = u->numel - u->lo;
         u->valid = v < 0 ? 0 : v > u->shard ? u->shard : v;
         u->master = zt_xcalloc((size_t)u->shard, sizeof(float));
@@ -449,7 +508,7 @@ int zt_fsdp_gather_full(zt_fsdp *f, float **full) {
     float *tmp = zt_xmalloc((size_t)f->max_padded * sizeof(float));
     for (int i = 0; i < f->nunits; i++) {
         const zt_fsdp_unit *u = &f->units[i];
-        if (zt_allgather(f->comm, u->master, tmp, (size_t)u->shard, ZT_DT_F32, "gather full params") != 0) {
+        if (zt_allgather(f->gcomm_host, u->master, tmp, (size_t)u->shard, ZT_DT_F32, "gather full params") != 0) {
             free(tmp);
             return -1;
         }
@@ -486,6 +545,10 @@ void zt_fsdp_free(zt_fsdp *f) {
     }
     free(f->units);
     free(f->events);
+    free(f->pbuf), free(f->pbuf_unit), free(f->kept);
+    // collective, like the engine's end: every rank frees its engine at the same point
+    if (f->replica_comm) zt_comm_finalize(f->replica_comm);
+    if (f->group_comm) zt_comm_finalize(f->group_comm);
     if (f->model.ops)
         zt_qwen3_destroy(&f->model);
     else

@@ -38,6 +38,8 @@ typedef struct {
     int input_bad;          // ranks that passed ZT_FSDP_INPUT_BAD: the step made no update
     double t_step, t_compute, t_comm_wait;  // this rank's seconds
     int64_t bytes_gathered, bytes_scattered; // this rank's received (all-gather) / sent (reduce-scatter) bytes
+    int64_t bytes_replicated;  // hybrid sharding: this rank's bytes sent by the replica all-reduce (ring: 2 (R-1)/R
+                               // of its gradient shard's bytes; 0 at full shard)
 } zt_fsdp_stats;
 
 typedef struct {
@@ -59,7 +61,25 @@ typedef struct {
     uint64_t seed;                 // parameters initialised from it exactly as the reference trainer does
     int recompute;                 // cuda: keep only each layer's input, re-run its forward before its backward
     int attention_cudnn;           // cuda: cuDNN fused flash attention (refused when not built)
+    int shard_group;               // G: shard over groups of G consecutive ranks, replicate across W/G (hybrid
+                                   // sharding); 0 = W (full shard). Must divide W (zt_fsdp_check_shard_group)
+    int keep_gathered;             // 1: parameters stay gathered from a unit's forward to its backward (no
+                                   // backward re-gather; --reshard-after-forward false)
 } zt_fsdp_config;
+
+// 0, or -1 + zt_err when G (0 = the world) does not divide the world.
+int zt_fsdp_check_shard_group(int shard_group, int world);
+// The strategy of an engine: shard group size G, replicas R = W / G, this rank's replica
+// index (0..R-1; replica 0 of each group writes checkpoints) and keep-gathered.
+typedef struct {
+    int shard_group, replicas, replica, shard_rank, keep_gathered;
+} zt_fsdp_strategy;
+void zt_fsdp_get_strategy(const zt_fsdp *f, zt_fsdp_strategy *out);
+// Collective over all ranks: every replica of a shard holds the same bytes (CRC-32C of this
+// rank's master, Adam m and v over every unit, all-gathered). 0, or -1 + the same zt_err on
+// every rank naming each rank whose state differs from its replica 0's. A no-op (0) when R = 1.
+// Test hook: ZT_TEST_CORRUPT_REPLICA=N flips one bit of rank N's first master element first.
+int zt_fsdp_check_replicas(zt_fsdp *f);
 
 // The batch shape every engine and trainer accepts: 0, or -1 + zt_err naming both flags.
 int zt_fsdp_check_batch(int micro_batch, int grad_accum);

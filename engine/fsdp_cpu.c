@@ -12,11 +12,10 @@
 #include "base/common.h"
 #include "engine/fsdp_internal.h"
 
-#define P ZT_FSDP_PARAM_SLOTS
 #define G ZT_FSDP_GRAD_SLOTS
 
 typedef struct {
-    zt_req *preq[P];
+    zt_req **preq;           // [np] the gather in flight into each parameter slot
     float *grecv[G];
     zt_req *greq[G];
     int64_t gorder[G];       // issue order of the reduce-scatter in flight from the slot
@@ -37,16 +36,16 @@ static void gather(zt_fsdp *f, int s, int unit) {
     const zt_fsdp_unit *u = &f->units[unit];
     char label[48];
     snprintf(label, sizeof label, "unit %d params", unit);
-    c->preq[s] = zt_iallgather(f->comm, u->master, f->pbuf[s], (size_t)u->shard, ZT_DT_F32, label);
+    c->preq[s] = zt_iallgather(f->dcomm, u->master, f->pbuf[s], (size_t)u->shard, ZT_DT_F32, label);
     if (!c->preq[s]) zt_die_on_err();
-    f->bytes_ag += (int64_t)(f->world - 1) * u->shard * (int64_t)sizeof(float);
+    f->bytes_ag += (int64_t)(f->shard_world - 1) * u->shard * (int64_t)sizeof(float);
 }
 
 static void gather_use(zt_fsdp *f, int s) {
     cpu_state *c = st(f);
     if (!c->preq[s]) return;
     double t0 = zt_now();
-    if (zt_wait(f->comm, c->preq[s]) != 0) zt_die_on_err();
+    if (zt_wait(f->dcomm, c->preq[s]) != 0) zt_die_on_err();
     f->t_wait += zt_now() - t0;
     c->preq[s] = NULL;
 }
@@ -58,7 +57,7 @@ static void rs_finish(zt_fsdp *f, int s, int unit) {
     cpu_state *c = st(f);
     zt_fsdp_unit *u = &f->units[unit];
     double t0 = zt_now();
-    if (zt_wait(f->comm, c->greq[s]) != 0) zt_die_on_err();
+    if (zt_wait(f->dcomm, c->greq[s]) != 0) zt_die_on_err();
     f->t_wait += zt_now() - t0;
     c->greq[s] = NULL;
     f->ops->add(u->grad, u->grad, c->grecv[s], u->shard);
@@ -76,12 +75,13 @@ static void reduce_scatter(zt_fsdp *f, int s, int unit) {
     const zt_fsdp_unit *u = &f->units[unit];
     char label[48];
     snprintf(label, sizeof label, "unit %d grads", unit);
-    c->greq[s] = zt_ireduce_scatter(f->comm, f->gbuf[s], c->grecv[s], (size_t)u->shard, ZT_DT_F32, ZT_RED_SUM, label);
+    c->greq[s] = zt_ireduce_scatter(f->dcomm, f->gbuf[s], c->grecv[s], (size_t)u->shard, ZT_DT_F32, ZT_RED_SUM,
+                                    label);
     if (!c->greq[s]) zt_die_on_err();
     c->gorder[s] = c->rs_seq++;
     c->gunit[s] = unit;
     c->gmicro[s] = f->micro;
-    f->bytes_rs += (int64_t)(f->world - 1) * u->shard * (int64_t)sizeof(float);
+    f->bytes_rs += (int64_t)(f->shard_world - 1) * u->shard * (int64_t)sizeof(float);
 }
 
 // Every reduce-scatter in flight, in issue order.
@@ -96,10 +96,10 @@ static void rs_drain(zt_fsdp *f) {
     }
 }
 
-static void progress(zt_fsdp *f) { zt_comm_progress(f->comm); }
+static void progress(zt_fsdp *f) { zt_comm_progress(f->dcomm); }
 // The same from inside a layer pass, between its ops: the gather of the next unit and the
 // reduce-scatters behind move while this unit computes (model/qwen3.h progress hook).
-static void progress_between_ops(void *f) { zt_comm_progress(((zt_fsdp *)f)->comm); }
+static void progress_between_ops(void *f) { zt_comm_progress(((zt_fsdp *)f)->dcomm); }
 
 // ---- data ---------------------------------------------------------------------------------
 
@@ -140,13 +140,37 @@ static void step_begin(zt_fsdp *f) {
     for (int i = 0; i < f->nunits; i++) memset(f->units[i].grad, 0, (size_t)f->units[i].shard * sizeof(float));
 }
 
+// Hybrid sharding: every unit's gradient shard summed over the replicas (all issued, then all
+// waited, in unit order on every rank), in place.
+static int reduce_replicas(zt_fsdp *f) {
+    rs_drain(f);
+    zt_req **req = zt_xcalloc((size_t)f->nunits, sizeof *req);
+    const double tw = zt_now();
+    int rc = 0;
+    for (int i = 0; i < f->nunits && rc == 0; i++) {
+        zt_fsdp_unit *u = &f->units[i];
+        char label[48];
+        snprintf(label, sizeof label, "unit %d grads over replicas", i);
+        req[i] = zt_iallreduce(f->replica_comm, u->grad, u->grad, (size_t)u->shard, ZT_DT_F32, ZT_RED_SUM, label);
+        if (!req[i]) rc = -1;
+        f->bytes_rep += 2 * (int64_t)(f->replicas - 1) * u->shard * (int64_t)sizeof(float) / f->replicas;
+    }
+    for (int i = 0; i < f->nunits; i++)
+        if (req[i] && zt_wait(f->replica_comm, req[i]) != 0) rc = -1;
+    f->t_wait += zt_now() - tw;
+    free(req);
+    return rc;
+}
+
 // One control all-reduce: summed loss, non-finite flag, grad sum of squares, stop requests.
+// The sum of squares is the one full gradient's: with replicas (hybrid sharding) each shard
+// is counted on replica 0 only, not R times.
 static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
     rs_drain(f);
     double loss = 0;
     for (int mb = 0; mb < f->grad_accum; mb++) loss += st(f)->loss[mb];
     double red[4] = {loss, isfinite(loss) ? 0.0 : 1.0, 0.0, (double)stop_request};
-    for (int i = 0; i < f->nunits; i++) red[2] += f->ops->sumsq(f->units[i].grad, f->units[i].valid);
+    for (int i = 0; i < f->nunits && f->replica == 0; i++) red[2] += f->ops->sumsq(f->units[i].grad, f->units[i].valid);
     if (!isfinite(red[0])) red[0] = 0;  // the flag carries it; keep the sum finite
     double tw = zt_now();
     if (zt_allreduce(f->comm, red, red, 4, ZT_DT_F64, ZT_RED_SUM, "step loss/grad-norm") != 0) return -1;
@@ -183,19 +207,19 @@ static void memory(const zt_fsdp *f, zt_fsdp_memory *m) {
         m->grads += b;
         m->optimizer += 2 * b;
     }
-    m->buffers = (int64_t)sizeof(float) * (P * f->max_padded + G * (f->max_padded + f->max_padded / f->world));
+    m->buffers = (int64_t)sizeof(float) * (f->np * f->max_padded + G * (f->max_padded + f->max_padded / f->shard_world));
     m->activations = f->model.act_bytes + (int64_t)sizeof(float) * f->model.N * f->model.lay.cfg.hidden_size;
 }
 
 static void cpu_free(zt_fsdp *f) {
     cpu_state *c = st(f);
     if (!c) return;
-    for (int s = 0; s < P; s++) free(f->pbuf[s]);
+    for (int s = 0; s < f->np; s++) free(f->pbuf[s]);
     for (int s = 0; s < G; s++) {
         free(f->gbuf[s]);
         free(c->grecv[s]);
     }
-    free(c->dx), free(c->ids), free(c->tgt), free(c->pos), free(c->loss);
+    free(c->dx), free(c->ids), free(c->tgt), free(c->pos), free(c->loss), free(c->preq);
     free(c);
     f->bs = NULL;
 }
@@ -204,21 +228,28 @@ const zt_fsdp_backend zt_fsdp_cpu_backend = {
     .name = "cpu",
     ZT_FSDP_BACKEND_HOOKS,
     .progress = progress,
+    .reduce_replicas = reduce_replicas,
     .free = cpu_free,
 };
 
 int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
                  int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
-    if (zt_fsdp_init_host(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, ZT_FSDP_HOST_MODEL) != 0)
+    return zt_fsdp_init_opts(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, NULL);
+}
+
+int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, const zt_fsdp_opts *opts) {
+    if (zt_fsdp_init_host(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, ZT_FSDP_HOST_MODEL, opts) != 0)
         return -1;
     cpu_state *c = zt_xcalloc(1, sizeof *c);
     f->be = &zt_fsdp_cpu_backend;
     f->bs = c;
     for (int i = 0; i < f->nunits; i++) f->units[i].grad = zt_xcalloc((size_t)f->units[i].shard, sizeof(float));
-    for (int s = 0; s < P; s++) f->pbuf[s] = zt_xcalloc((size_t)f->max_padded, sizeof(float));
+    c->preq = zt_xcalloc((size_t)f->np, sizeof *c->preq);
+    for (int s = 0; s < f->np; s++) f->pbuf[s] = zt_xcalloc((size_t)f->max_padded, sizeof(float));
     for (int s = 0; s < G; s++) {
         f->gbuf[s] = zt_xcalloc((size_t)f->max_padded, sizeof(float));
-        c->grecv[s] = zt_xcalloc((size_t)f->max_padded / f->world, sizeof(float));
+        c->grecv[s] = zt_xcalloc((size_t)f->max_padded / f->shard_world, sizeof(float));
     }
     const size_t N = (size_t)(micro_batch * seq_len), slots = (size_t)grad_accum;
     c->dx = zt_xcalloc(N * (size_t)cfg->hidden_size, sizeof(float));
@@ -226,7 +257,7 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
     c->tgt = zt_xcalloc(slots * N, sizeof(int32_t));
     c->pos = zt_xcalloc(slots * N, sizeof(int32_t));
     c->loss = zt_xcalloc(slots, sizeof(double));
-    if (f->world > 1) {
+    if (f->shard_world > 1) {
         f->model.progress = progress_between_ops;
         f->model.progress_ctx = f;
     }

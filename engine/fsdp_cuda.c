@@ -52,7 +52,13 @@
 #define G ZT_FSDP_GRAD_SLOTS
 
 typedef struct {
-    zt_comm *dc;                     // NCCL comm: device buffers
+    zt_comm *dc;                     // NCCL comm: device buffers (all W ranks: the step's control all-reduce)
+    zt_comm *uc;                     // the unit collectives' NCCL comm: dc, or the shard group's (hybrid sharding)
+    zt_comm *rc;                     // hybrid sharding: the replicas' NCCL comm (NULL when one copy)
+    int own_uc;                      // uc was made here (zt_comm_split) and is finalized here
+    cudaStream_t rs;                 // rc's stream of the replica all-reduce (its CTRL channel)
+    cudaEvent_t ev_rep;              // recorded on rs after the replica all-reduces
+    zt_req **rreq;                   // [nunits] replica all-reduces, retired after the step's host sync
     int device;
     zt_cuda_ctx *ctx;
     cudaStream_t cs, ds, ks;         // compute, DATA (NCCL's), CTRL (NCCL's)
@@ -66,8 +72,8 @@ typedef struct {
     int host_mode;                   // 1 cudaMallocHost, 2 registered heap block, 0 pageable heap block
     float *host_block;               // [master | m | v] of every unit, the host copies (not for benchmarks)
     // pools (the buffers are the schedule's f->pbuf / f->gbuf)
-    cudaEvent_t p_ready[P], p_free[P];
-    zt_req *preq[P];                 // all-gather not yet retired on the host
+    cudaEvent_t *p_ready, *p_free;   // [np] (keep-gathered: one slot per unit)
+    zt_req **preq;                   // [np] all-gather not yet retired on the host
     float *grecv[G];
     cudaEvent_t g_ready[G], g_free[G];
     zt_req *greq[G];                 // reduce-scatter not yet retired on the host
@@ -169,10 +175,10 @@ static void gather(zt_fsdp *f, int s, int unit) {
     char label[48];
     snprintf(label, sizeof label, "unit %d params", unit);
     ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ds, c->p_free[s], 0));  // compute has finished reading the slot
-    c->preq[s] = zt_iallgather(c->dc, c->pshard[unit], f->pbuf[s], (size_t)u->shard, ZT_DT_BF16, label);
+    c->preq[s] = zt_iallgather(c->uc, c->pshard[unit], f->pbuf[s], (size_t)u->shard, ZT_DT_BF16, label);
     if (!c->preq[s]) zt_die_on_err();
     ZT_CUDA_CHECK(cudaEventRecord(c->p_ready[s], c->ds));
-    f->bytes_ag += (int64_t)(f->world - 1) * u->shard * 2;
+    f->bytes_ag += (int64_t)(f->shard_world - 1) * u->shard * 2;
 }
 
 // Compute waits for the slot's all-gather (on the GPU, not here).
@@ -207,13 +213,13 @@ static void reduce_scatter(zt_fsdp *f, int s, int unit) {
     snprintf(label, sizeof label, "unit %d grads", unit);
     ZT_CUDA_CHECK(cudaEventRecord(c->g_ready[s], c->cs));
     ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ds, c->g_ready[s], 0));
-    c->greq[s] = zt_ireduce_scatter(c->dc, f->gbuf[s], c->grecv[s], (size_t)u->shard, ZT_DT_F32, ZT_RED_SUM, label);
+    c->greq[s] = zt_ireduce_scatter(c->uc, f->gbuf[s], c->grecv[s], (size_t)u->shard, ZT_DT_F32, ZT_RED_SUM, label);
     if (!c->greq[s]) zt_die_on_err();
     c->gunit[s] = unit;
     c->gmicro[s] = f->micro;
     zt_cuda_add(c->ds, c->grad[unit], c->grad[unit], c->grecv[s], ZT_F32, u->shard);  // over micro-batches
     ZT_CUDA_CHECK(cudaEventRecord(c->g_free[s], c->ds));
-    f->bytes_rs += (int64_t)(f->world - 1) * u->shard * (int64_t)sizeof(float);
+    f->bytes_rs += (int64_t)(f->shard_world - 1) * u->shard * (int64_t)sizeof(float);
 }
 
 // ---- data ------------------------------------------------------------------------------------
@@ -288,7 +294,31 @@ static void step_begin(zt_fsdp *f) {
     ZT_CUDA_CHECK(cudaMemsetAsync(c->a_grad, 0, (size_t)c->shard_total * sizeof(float), c->ds));
 }
 
-// One all-reduce: [losses | sums of squares per unit | stop], all float64.
+// Hybrid sharding, once per step: the replica stream waits for every reduce-scatter's add into
+// the gradient shards (DATA), sums each unit's shard over the replicas in place, and DATA waits
+// for that before anything reads the shards (the step's sums of squares, the update, the next
+// step's zeroing all come after DATA).
+static int reduce_replicas(zt_fsdp *f) {
+    gpu_state *c = st(f);
+    ZT_CUDA_CHECK(cudaEventRecord(c->ev_grads, c->ds));  // after every reduce-scatter's add
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(c->rs, c->ev_grads, 0));
+    zt_req **rq = c->rreq;
+    int rc = 0;
+    for (int i = 0; i < f->nunits && rc == 0; i++) {
+        const zt_fsdp_unit *u = &f->units[i];
+        char label[48];
+        snprintf(label, sizeof label, "unit %d grads over replicas", i);
+        rq[i] = zt_iallreduce(c->rc, c->grad[i], c->grad[i], (size_t)u->shard, ZT_DT_F32, ZT_RED_SUM, label);
+        if (!rq[i]) rc = -1;
+        f->bytes_rep += 2 * (int64_t)(f->replicas - 1) * u->shard * (int64_t)sizeof(float) / f->replicas;
+    }
+    ZT_CUDA_CHECK(cudaEventRecord(c->ev_rep, c->rs));
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ds, c->ev_rep, 0));
+    return rc;  // the handles are retired by step_reduce once the host has synchronised (no host wait here)
+}
+
+// One all-reduce: [losses | sums of squares per unit | stop], all float64. Hybrid sharding:
+// a shard's sum of squares counts on replica 0 only (the norm of the one full gradient).
 static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
     gpu_state *c = st(f);
     ZT_CUDA_CHECK(cudaEventRecord(c->ev_grads, c->ds));
@@ -296,7 +326,7 @@ static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
     double *sq = c->red_d + f->grad_accum;
     ZT_CUDA_CHECK(cudaMemsetAsync(sq, 0, (size_t)(f->nunits + 1) * sizeof(double), c->cs));
     for (int i = 0; i < f->nunits; i++)
-        if (f->units[i].valid > 0) zt_cuda_sumsq(c->ctx, c->cs, sq + i, c->grad[i], f->units[i].valid);
+        if (f->units[i].valid > 0 && f->replica == 0) zt_cuda_sumsq(c->ctx, c->cs, sq + i, c->grad[i], f->units[i].valid);
     c->red_h[c->nred - 1] = (double)stop_request;
     ZT_CUDA_CHECK(cudaMemcpyAsync(c->red_d + c->nred - 1, c->red_h + c->nred - 1, sizeof(double), cudaMemcpyHostToDevice, c->cs));
     ZT_CUDA_CHECK(cudaEventRecord(c->ev_red, c->cs));
@@ -320,6 +350,11 @@ static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
     c->ntw = 0;
     for (int s = 0; s < f->np; s++) retire_if_done(f, &c->preq[s]);
     for (int s = 0; s < f->ng; s++) rs_retire(f, s);  // done: the all-reduce came after them on the GPU
+    for (int i = 0; c->rc && i < f->nunits; i++)       // the replica all-reduces too (DATA waited for them)
+        if (c->rreq[i]) {
+            if (zt_wait(c->rc, c->rreq[i]) != 0) return -1;
+            c->rreq[i] = NULL;
+        }
 
     double loss = 0, sumsq = 0;
     for (int mb = 0; mb < f->grad_accum; mb++) loss += c->red_h[mb];
@@ -446,9 +481,11 @@ static void gpu_free(zt_fsdp *f) {
     if (!c) return;
     cudaStreamSynchronize(c->cs);
     for (int s = 0; s < f->np; s++)
-        if (c->preq[s]) zt_wait(c->dc, c->preq[s]);
+        if (c->preq[s]) zt_wait(c->uc, c->preq[s]);
     for (int s = 0; s < f->ng; s++)
-        if (c->greq[s]) zt_wait(c->dc, c->greq[s]);
+        if (c->greq[s]) zt_wait(c->uc, c->greq[s]);
+    for (int i = 0; c->rreq && i < f->nunits; i++)
+        if (c->rreq[i]) zt_wait(c->rc, c->rreq[i]);
     if (c->host_block) {  // the host shards live in the engine's block: zt_fsdp_free must not free() them
         if (c->host_mode == 1)
             cudaFreeHost(c->host_block);
@@ -490,6 +527,11 @@ static void gpu_free(zt_fsdp *f) {
     zt_cuda_ctx_destroy(c->ctx);
     cudaStreamDestroy(c->cs);
     free(c->acts), free(c->X), free(c->master), free(c->m), free(c->v), free(c->grad), free(c->pshard);
+    free(c->p_ready), free(c->p_free), free(c->preq);
+    if (c->ev_rep) cudaEventDestroy(c->ev_rep);
+    free(c->rreq);
+    if (c->rc) zt_comm_finalize(c->rc);  // collective: every rank frees its engine at the same point
+    if (c->own_uc) zt_comm_finalize(c->uc);
     free(c);
     f->bs = NULL;
 }
@@ -497,6 +539,7 @@ static void gpu_free(zt_fsdp *f) {
 static const zt_fsdp_backend gpu_backend = {
     .name = "cuda",
     ZT_FSDP_BACKEND_HOOKS,
+    .reduce_replicas = reduce_replicas,
     .step_end = step_end,
     .eval_begin = eval_begin,
     .eval_end = eval_end,
@@ -549,18 +592,38 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
         return zt_err("GPU FSDP engine: a tied lm_head needs 3 parameter slots (the last layer, the head and the "
                       "embedding at once); %d set", o.param_slots);
     }
+    // keep-gathered: the schedule's pool of one parameter slot per unit (o.param_slots does not apply);
+    // hybrid sharding: the host sub-comms of `comm` (gather_full), the NCCL ones made below
+    const zt_fsdp_opts host_opts = {.keep_gathered = o.keep_gathered, .shard_group = o.shard_group};
     if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
-                          bench ? ZT_FSDP_NO_INIT : 0) != 0)
+                          bench ? ZT_FSDP_NO_INIT : 0, &host_opts) != 0)
         return -1;
     gpu_state *c = zt_xcalloc(1, sizeof *c);
     f->be = &gpu_backend;
     f->bs = c;
-    f->dcomm = dcomm;
-    c->dc = dcomm;
+    const int pcap = f->np;  // init_host's pool: P, or one slot per unit when keep-gathered
+    c->p_ready = zt_xcalloc((size_t)pcap, sizeof *c->p_ready);
+    c->p_free = zt_xcalloc((size_t)pcap, sizeof *c->p_free);
+    c->preq = zt_xcalloc((size_t)pcap, sizeof *c->preq);
+    c->dc = c->uc = dcomm;
     c->device = device;
     ZT_CUDA_CHECK(cudaSetDevice(device));
-    c->ds = (cudaStream_t)zt_comm_nccl_stream(dcomm, ZT_CHAN_DATA);
+    if (f->shard_world < f->world) {  // hybrid sharding: the group's and the replicas' NCCL comms
+        if (zt_comm_split(dcomm, f->replica, f->shard_rank, "shard-group", &c->uc) != 0) {
+            c->uc = dcomm;
+            return -1;
+        }
+        c->own_uc = 1;
+        if (f->replicas > 1 && zt_comm_split(dcomm, f->shard_rank, f->replica, "replicas", &c->rc) != 0) return -1;
+    }
+    f->dcomm = c->uc;
+    c->ds = (cudaStream_t)zt_comm_nccl_stream(c->uc, ZT_CHAN_DATA);
     c->ks = (cudaStream_t)zt_comm_nccl_stream(dcomm, ZT_CHAN_CTRL);
+    if (c->rc) {
+        c->rs = (cudaStream_t)zt_comm_nccl_stream(c->rc, ZT_CHAN_CTRL);
+        ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_rep, cudaEventDisableTiming));
+        c->rreq = zt_xcalloc((size_t)f->nunits, sizeof *c->rreq);
+    }
     ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking));
     c->ctx = zt_cuda_ctx_create();
     const int U = f->nunits, L = cfg->num_layers;
@@ -629,7 +692,7 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     }
 
     // pools
-    f->np = o.param_slots ? o.param_slots : P;
+    f->np = o.keep_gathered ? pcap : o.param_slots ? o.param_slots : P;
     f->ng = o.grad_slots ? o.grad_slots : G;
     for (int s = 0; s < f->np; s++) {
         f->pbuf[s] = dalloc((size_t)f->max_padded * 2, &c->pool_bytes);
@@ -638,7 +701,7 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     }
     for (int s = 0; s < f->ng; s++) {
         f->gbuf[s] = dalloc((size_t)f->max_padded * 4, &c->pool_bytes);
-        c->grecv[s] = dalloc((size_t)(f->max_padded / f->world) * 4, &c->pool_bytes);
+        c->grecv[s] = dalloc((size_t)(f->max_padded / f->shard_world) * 4, &c->pool_bytes);
         ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->g_ready[s], cudaEventDisableTiming));
         ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->g_free[s], cudaEventDisableTiming));
     }

@@ -50,12 +50,27 @@ typedef struct zt_fsdp_opts {
     int grad_slots;         //        (0 = ZT_FSDP_GRAD_SLOTS; >= 1)
     float bench_uniform;    // benchmarks: > 0 draws parameters uniform in [-a, a) on the device instead
                             // of the seeded host init (a minute saved at 32B shapes)
+    // Sharding strategy (both backends' constructors read these two):
+    int shard_group;        // G: shard over groups of G consecutive ranks, replicate across the W/G groups
+                            // (hybrid sharding); 0 = W (full shard). Must divide W.
+    int keep_gathered;      // 1: a unit's gathered parameters stay from its forward to its backward (no
+                            // backward re-gather; FSDP's reshard_after_forward=False); 0: reshard after forward
 } zt_fsdp_opts;
 
 struct zt_fsdp {
-    zt_comm *comm;            // host collectives (gather_full, target counts, the CPU engine's everything)
-    zt_comm *dcomm;           // the unit collectives: comm (CPU backend) or the NCCL comm (GPU backend)
-    int rank, world;
+    zt_comm *comm;            // host collectives over all W ranks (target counts, the step's control all-reduce)
+    zt_comm *dcomm;           // the unit collectives over the shard group: comm (CPU backend, full shard), the
+                              // NCCL comm (GPU backend), or the group's sub-comm (hybrid sharding)
+    int rank, world;          // in comm: data parallelism is over all W ranks
+    // Hybrid sharding: groups of G = shard_world consecutive ranks each hold one full copy of the
+    // sharded state; this rank is shard_rank of its group, and replica (= rank / G) of R = W / G
+    // copies. Full shard: G = W, R = 1, the sub-comms NULL.
+    int shard_world, shard_rank, replica, replicas;
+    zt_comm *gcomm_host;      // host comm of the shard group (gather_full): comm at G = W, else a sub-comm
+    zt_comm *group_comm;      // the sub-comms this engine made (NULL at G = W): shard group and replicas
+    zt_comm *replica_comm;    // (the ranks holding the same shard, one per group; NULL when R = 1)
+    int keep_gathered;        // a unit's parameters stay gathered from its forward to its backward
+    int *kept;                // [nunits] the slot holding unit u between its forward and backward, -1 none
     const struct zt_fsdp_backend *be;
     void *bs;                 // the backend's state
     zt_qwen3 model;           // the layout; CPU backend: also the activations of one micro-batch
@@ -67,16 +82,18 @@ struct zt_fsdp {
     zt_fsdp_unit *units;
     int64_t max_padded;
     // pools, owned by the schedule (fsdp.c), buffers by the backend: slots handed out round robin
-    int np, ng;               // pool sizes in use (<= ZT_FSDP_*_SLOTS; smaller only in tests)
-    void *pbuf[ZT_FSDP_PARAM_SLOTS];   // full-unit parameters (backend element type: fp32 or bf16)
-    int pbuf_unit[ZT_FSDP_PARAM_SLOTS];  // unit held for compute, -1 free
+    int np, ng;               // pool sizes in use (ZT_FSDP_*_SLOTS; smaller only in tests; keep-gathered:
+                              // one parameter slot per unit)
+    void **pbuf;              // [np] full-unit parameters (backend element type: fp32 or bf16)
+    int *pbuf_unit;           // [np] unit held for compute, -1 free
     float *gbuf[ZT_FSDP_GRAD_SLOTS];   // full-unit fp32 gradients
     int gbuf_unit[ZT_FSDP_GRAD_SLOTS];   // unit whose backward writes it, -1 once reduce-scattered
     int p_last, g_last;       // slots handed out last
     int64_t step;             // optimizer steps done
     // per-step counters
     double t_wait;
-    int64_t bytes_ag, bytes_rs;
+    int64_t bytes_ag, bytes_rs, bytes_rep;  // received by all-gathers, sent by reduce-scatters, moved by the
+                                            // replica all-reduce (2 (R-1)/R of the shard bytes, ring)
     // event log (cleared at the start of each step)
     zt_fsdp_event *events;
     int nevents, events_cap;
@@ -143,6 +160,11 @@ typedef struct zt_fsdp_backend {
     // after the last micro-batch; stop_request is summed over ranks into r->stop as it is (the
     // schedule packs a stop and a bad input into it: zt_fsdp_step)
     int (*step_reduce)(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r);
+    // hybrid sharding (R > 1), before step_reduce: every reduce-scatter retired, then each unit's
+    // gradient shard summed over the replicas (replica_comm), so every copy takes the same step.
+    // step_reduce then counts a shard's sum of squares on replica 0 only. May be NULL (then the
+    // backend refuses R > 1 at construction).
+    int (*reduce_replicas)(zt_fsdp *f);
     void (*update)(zt_fsdp *f, int u, double coef, double lr);  // clip + AdamW on u's valid range
     void (*step_end)(zt_fsdp *f);                      // may be NULL
     // ---- evaluation ----
@@ -174,7 +196,14 @@ enum { ZT_FSDP_HOST_MODEL = 1, ZT_FSDP_NO_INIT = 2 };
 // master/m/v shards initialised from `seed` (unless ZT_FSDP_NO_INIT). ZT_FSDP_HOST_MODEL:
 // the CPU model's activations for one micro-batch (else only the layout).
 int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
-                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags);
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags,
+                      const zt_fsdp_opts *opts);
+// (opts: the sharding strategy, may be NULL = full shard, reshard after forward. With G < W it
+// makes the shard group's and the replicas' sub-comms of `comm` (collective): gcomm_host, and
+// for the CPU backend dcomm. Keep-gathered sizes the parameter pool at one slot per unit.)
+// The CPU backend's constructor with the options (zt_fsdp_init = this with none).
+int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+                      int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, const zt_fsdp_opts *opts);
 // The trained targets of `nblocks` blocks of this rank, summed over all ranks (one
 // all-reduce on the host comm, tagged `what`) when f->token_flags; W * nblocks * (S - 1) otherwise.
 int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks, const char *what, int64_t *global);

@@ -59,7 +59,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     --*=*) v=${a#*=}; a=${a%%=*} ;;
     esac
     case "$a" in
-    --run-dir|--data|--model|--init|--micro-batch|--grad-accum|--device)
+    --run-dir|--data|--model|--init|--micro-batch|--grad-accum|--device|--shard-group)
         if [ -z "$v" ]; then i=$((i + 1)); v=${args[i]:-}; fi
         case "$a" in
         --run-dir) RUN=$v; pre+=(--run-dir "$v") ;;

@@ -467,6 +467,13 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
         r->coll[k].over_network = k == ZT_COLL_AR_REPLICA ? rep_net : k == ZT_COLL_AR_CTRL ? W > gpn : multi;
         r->coll[k].busbw = k == ZT_COLL_AR_REPLICA ? m.bw_rep : m.bw_group;
     }
+    r->node_link_bytes = 0;
+    if (W > gpn) {
+        if (multi)
+            r->node_link_bytes += r->coll[ZT_COLL_AG_FWD].bytes + r->coll[ZT_COLL_AG_BWD].bytes + r->coll[ZT_COLL_RS].bytes;
+        if (rep_net && r->replicas > 1) r->node_link_bytes += (gs < gpn ? gs : gpn) * r->coll[ZT_COLL_AR_REPLICA].bytes;
+        r->node_link_bytes += r->coll[ZT_COLL_AR_CTRL].bytes;
+    }
     free(s.iv);
     free(s.stall);
     free(buf);

@@ -93,6 +93,11 @@ typedef struct {
     double tok_per_s_per_gpu;
     double mfu;                  // achieved MFU over the whole step (field convention)
     zt_plan_coll coll[ZT_COLL_NKINDS];
+    double node_link_bytes;      // bytes one node sends over its link to the other nodes per step (one
+                                 // direction; 0 on one node). Ring model, ranks placed node by node: a ring
+                                 // crosses each node boundary once, carrying what each of its ranks sends, so
+                                 // a node's link carries one rank's bytes per ring that leaves it (the shard
+                                 // group's ring when the group spans nodes; min(G, GPUs per node) replica rings)
     zt_plan_memory mem;
 } zt_plan_result;
 

@@ -21,3 +21,8 @@ set_tests_properties(cluster_scaling PROPERTIES TIMEOUT 300)
 # RUN_SERIAL: each builds its own cluster and oversubscribes both cores
 set_tests_properties(cluster_setup cluster_mpirun cluster_slurm cluster_faults cluster_scaling PROPERTIES
   LABELS cluster SKIP_RETURN_CODE 77 RUN_SERIAL TRUE ENVIRONMENT "${ZT_CLUSTER_ENV}")
+# Hybrid sharding across the two nodes: node-link bytes per step and losses per strategy
+add_test(NAME cluster_hsdp COMMAND bash ${ZT_TEST_DIR}/cluster/hsdp_test.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
+                                   ${ZT_CLUSTER_WORK}/hsdp)
+set_tests_properties(cluster_hsdp PROPERTIES TIMEOUT 900 LABELS cluster SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+  ENVIRONMENT "${ZT_CLUSTER_ENV}")

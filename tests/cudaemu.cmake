@@ -94,6 +94,10 @@ foreach(w 2 3)
 endforeach()
 # Supervised data (version-2 words, isolated documents) and evaluation at W = 1: the only
 # case of the program that needs a host comm (MPI) beside the NCCL one.
+# hybrid sharding 2 x 2 on the GPU engine (shard groups and replicas as per-group NCCL comms)
+add_test(NAME emu_fsdp_cuda_hsdp_w4
+         COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 4 $<TARGET_FILE:emu_test_fsdp_cuda_mpi> --mpi --group 2)
+set_tests_properties(emu_fsdp_cuda_hsdp_w4 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS 2)
 add_test(NAME emu_fsdp_cuda_sft_w1
          COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:emu_test_fsdp_cuda_mpi> --mpi --sft)
 set_tests_properties(emu_fsdp_cuda_sft_w1 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
@@ -138,7 +142,7 @@ zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
                 PkgConfig::YAML
            DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
-foreach(case w1_matches_cpu w2_matches_w1 resume_exact)
+foreach(case w1_matches_cpu w2_matches_w1 resume_exact w4_hsdp_matches_w1)
   add_test(NAME emu_cli_${case}
            COMMAND bash ${ZT_TEST_DIR}/cli/cudaemu_cli.sh $<TARGET_FILE:zerotrain_cudaemu> ${ZT_EXE}
                    ${CMAKE_SOURCE_DIR} ${ZT_EMU_WORK}/cli ${case})

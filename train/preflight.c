@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "engine/fsdp.h"
 #include "model/config.h"
 #include "base/common.h"
 #include "train/nvml.h"
@@ -31,6 +32,42 @@ void zt_preflight_defaults(zt_preflight_opts *o) {
     o->device = "cpu";
     o->verify_crc = ZT_DEF_VERIFY_CRC;
     o->allow_long_seq = ZT_DEF_ALLOW_LONG_SEQ;
+    o->reshard_after_forward = 1;
+}
+
+int zt_shard_group_resolve(zt_comm *comm, const char *spec, int world, int *G) {
+    zt_comm_info info;
+    zt_comm_get_info(comm, &info);
+    *G = world;
+    if (!spec || !*spec) return 0;
+    if (!strcmp(spec, "node")) {
+        // [min ranks per node, -max ranks per node, min of "my node's ranks are consecutive"]
+        const int consecutive = info.node == info.rank / info.local_world;
+        int64_t v[3] = {info.local_world, -(int64_t)info.local_world, consecutive};
+        if (zt_allreduce(comm, v, v, 3, ZT_DT_I64, ZT_RED_MIN, "shard group: node layout") != 0) return -1;
+        if (v[0] != -v[1])
+            return zt_err("--shard-group node: the nodes hold different numbers of ranks (%lld to %lld of %d on %d "
+                          "nodes); a node group needs the same count on every node (launch with --map-by "
+                          "ppr:N:node, or give --shard-group G)", (long long)v[0], (long long)-v[1], info.world,
+                          info.nnodes);
+        if (!v[2])
+            return zt_err("--shard-group node: the ranks of a node are not consecutive (rank %d is on node %d of %d); "
+                          "groups are consecutive ranks, so place ranks by node (mpirun --map-by slot / --rank-by "
+                          "node off) or give --shard-group G", info.rank, info.node, info.nnodes);
+        if (world != info.world)
+            return zt_err("--shard-group node: the node layout is this launch's (%d ranks), not --world %d's",
+                          info.world, world);
+        *G = info.local_world;
+        return 0;
+    }
+    char *end = NULL;
+    const long g = strtol(spec, &end, 10);
+    if (end == spec || *end || g < 1 || g > 1 << 20)
+        return zt_err("--shard-group \"%s\": expected a number of ranks (a divisor of W = %d) or `node`", spec,
+                      world);
+    if (zt_fsdp_check_shard_group((int)g, world) != 0) return -1;
+    *G = (int)g;
+    return 0;
 }
 
 enum { PASS, FAIL, SKIP };
@@ -384,6 +421,17 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
         vocab = cfg.vocab_size;
         params = zt_qwen3_param_count(&cfg);
         max_pos = cfg.max_position_embeddings;
+    }
+    if (o->shard_group && *o->shard_group) {  // before the six checks: a strategy that cannot run
+        int G = 0;
+        const int W = o->world > 0 ? o->world : g.world;
+        if (zt_shard_group_resolve(comm, o->shard_group, W, &G) != 0) {
+            if (g.rank == 0) fprintf(out, "[FAIL] sharding: %s\n", zt_errmsg());
+            return zt_err_prefix("preflight gate");
+        }
+        if (g.rank == 0)
+            fprintf(out, "[PASS] sharding: %s, groups of %d rank%s x %d replica%s\n",
+                    G < W ? "hybrid shard" : "full shard", G, G == 1 ? "" : "s", W / G, W / G == 1 ? "" : "s");
     }
     int64_t total_tokens = 0;
     check_data(&g, o, &total_tokens, vocab, max_pos);

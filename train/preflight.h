@@ -2,7 +2,7 @@
 // the field run hours (uneven per-rank data, a full checkpoint disk, a stale GPU
 // process, a wrong network interface). Run by `zerotrain preflight` and at the start
 // of `zerotrain train`.
-// defines: zt_preflight_opts, zt_preflight_run
+// defines: zt_preflight_opts, zt_preflight_run, zt_shard_group_resolve
 #ifndef ZT_PREFLIGHT_H
 #define ZT_PREFLIGHT_H
 #include <stdint.h>
@@ -16,6 +16,8 @@ typedef struct {
     const char *run_dir;       // checkpoint filesystem is the one holding this path (optional)
     int world;                 // ranks the job will run with (0: the comm's world)
     int micro_batch, grad_accum;
+    const char *shard_group;   // NULL: full shard; "node" or G: checked against the world and the node layout
+    int reshard_after_forward; // (accepted for one --config file with train; the gate does not use it)
     int evenfix;               // 0: per-rank spread > 0 fails the gate
     int64_t expect_tokens;     // 0: skip check 2
     int keep_last;             // checkpoints kept; disk must hold keep_last + 1
@@ -33,4 +35,10 @@ void zt_preflight_defaults(zt_preflight_opts *o);
 // Collective over comm. Prints one line per check on rank 0 (to out) and returns
 // 0 when every check passed or was skipped, -1 (with zt_err) otherwise, on every rank.
 int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out);
+
+// --shard-group SPEC for a job of `world` ranks: NULL or "" -> world (full shard); "node" -> the
+// ranks per node of comm's layout (every node must hold the same count, its ranks consecutive);
+// a number -> it, which must divide world. Collective over comm (the node layout is agreed).
+// 0 and *G, or -1 + the same zt_err on every rank.
+int zt_shard_group_resolve(zt_comm *comm, const char *spec, int world, int *G);
 #endif

@@ -63,6 +63,8 @@ typedef struct {
     char *settings;           // train_settings_json: what a resume must match
     zt_ckpt_slice *slices;    // this rank's slices of every unit (checkpoint save and load)
     zt_ckpt_shards shards;
+    zt_ckpt_slice *save_slices;  // what this rank writes: its slices, or none on a replica > 0 (hybrid sharding)
+    zt_ckpt_shards save_shards;
     char ckpt_path[4200];     // the checkpoint resumed from, then the last one saved
     int64_t start_step;
 

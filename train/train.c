@@ -58,6 +58,7 @@ void zt_train_defaults(zt_train_opts *o) {
     o->alive_interval = ZT_DEF_ALIVE_INTERVAL;
     o->preflight = ZT_DEF_PREFLIGHT;
     o->keep_last = ZT_DEF_KEEP_LAST;
+    o->reshard_after_forward = 1;
     o->collective_timeout = ZT_DEF_COLLECTIVE_TIMEOUT;
     o->first_collective_timeout = ZT_DEF_FIRST_COLLECTIVE_TIMEOUT;
     o->save_timeout = ZT_DEF_SAVE_TIMEOUT;
@@ -86,6 +87,7 @@ void zt_train_cleanup(run_state *r) {
     free(r->batch);
     free(r->settings);
     free(r->slices);
+    free(r->save_slices);
     free(r->fl_words), free(r->fl_ids), free(r->fl_tg), free(r->fl_pos);
     for (int k = 0; r->peer_order && k < r->world; k++) free(r->peer_order[k]);
     free(r->peer_order);
@@ -243,6 +245,7 @@ static int run_gate(const zt_train_opts *o, run_state *r, const char *cfg_src) {
     po.keep_last = o->keep_last;
     po.verify_crc = o->verify_crc;
     po.allow_long_seq = o->allow_long_seq;
+    po.shard_group = o->shard_group;
     po.device = r->cuda ? "cuda" : "cpu";  // check 3 inspects each rank's GPU on the cuda backend
     if (zt_preflight_run(r->comm, &po, stdout) != 0)
         return zt_err_prefix("stopping before training (pass --no-preflight to override)");
@@ -433,23 +436,39 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
         fprintf(stderr, "zerotrain: warning: --attention cudnn and --recompute apply to the cuda backend; the cpu "
                         "backend ignores them\n");
 
-    // ---- model and optimizer state, sharded ----
+    // ---- model and optimizer state, sharded (over all W ranks, or hybrid: groups of G) ----
+    int G = r->world;
+    if (zt_train_agree(r->comm, zt_shard_group_resolve(r->comm, o->shard_group, r->world, &G) == 0,
+                       "resolving --shard-group") != 0)
+        return -1;
+    if (r->rank == 0 && (G < r->world || !o->reshard_after_forward))
+        printf("sharding: %s over groups of %d rank%s x %d replica%s%s\n", G < r->world ? "hybrid" : "full shard", G,
+               G == 1 ? "" : "s", r->world / G, r->world / G == 1 ? "" : "s",
+               o->reshard_after_forward ? "" : ", parameters kept gathered from forward to backward");
     const zt_fsdp_config ec = {.backend = r->cuda ? "cuda" : "cpu", .comm = r->comm, .dcomm = r->dcomm, .cfg = &cfg,
                                .micro_batch = o->micro_batch, .grad_accum = o->grad_accum, .seq_len = ds->seq_len,
                                .hp = hp, .seed = o->seed, .recompute = o->recompute,
-                               .attention_cudnn = o->attention_cudnn};
+                               .attention_cudnn = o->attention_cudnn, .shard_group = G,
+                               .keep_gathered = !o->reshard_after_forward};
     ok = zt_fsdp_create(&ec, &r->f) == 0;
     if (ok) ok = zt_fsdp_set_data(r->f, ds->token_flags, r->isolated) == 0;
     if (zt_train_agree(r->comm, ok, "building the model") != 0) return -1;
     if (o->init && load_init_weights(o, r) != 0) return -1;
     const int nunits = zt_fsdp_unit_count(r->f);
     r->slices = zt_xcalloc((size_t)nunits, sizeof *r->slices);
+    r->save_slices = zt_xcalloc((size_t)nunits, sizeof *r->save_slices);
+    zt_fsdp_strategy strat;
+    zt_fsdp_get_strategy(r->f, &strat);
     for (int u = 0; u < nunits; u++) {
         zt_fsdp_shard sh;
         zt_fsdp_get_shard(r->f, u, &sh);
         r->slices[u] = (zt_ckpt_slice){sh.numel, sh.lo, sh.valid, sh.master, sh.m, sh.v};
+        // One copy of each shard is written: replica 0's (hybrid sharding); the others write nothing
+        r->save_slices[u] = r->slices[u];
+        if (strat.replica > 0) r->save_slices[u].valid = 0;
     }
     r->shards = (zt_ckpt_shards){nunits, r->slices};
+    r->save_shards = (zt_ckpt_shards){nunits, r->save_slices};
     r->settings = zt_resume_settings_json(o, ds, r->isolated, r->global_step_blocks, r->total_steps);
     if (o->resume && zt_resume_from_checkpoint(o, r) != 0) return -1;
     if ((o->init || o->resume) && zt_fsdp_to_device(r->f) != 0) return -1;  // the loaded host shards to the GPU
@@ -636,11 +655,13 @@ static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int la
     meta.lr_last = r->lr_last;
     meta.final = last;
     if (zt_fsdp_to_host(r->f) != 0) return -1;  // GPU engine: device state to the host copies
+    // Hybrid sharding: the replicas that do not write agree that they hold replica 0's bytes.
+    if (zt_fsdp_check_replicas(r->f) != 0) return zt_err_prefix("step %lld: checkpoint refused", (long long)step);
     // HDF5 runs its own MPI barriers inside the collective write; the comm watchdog
     // gives them a deadline (--save-timeout) and the usual report instead of a silent hang.
     const double prev_timeout = zt_comm_set_timeout(r->comm, fmax(o->save_timeout, r->copts.timeout_s));
     zt_comm_watch_begin(r->comm, "checkpoint save (HDF5 collective write; limit: --save-timeout)");
-    const int save_rc = zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, zt_fsdp_layout(r->f), r->settings, &r->shards,
+    const int save_rc = zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, zt_fsdp_layout(r->f), r->settings, &r->save_shards,
                                      o->keep_last, r->ckpt_path, sizeof r->ckpt_path);
     zt_comm_watch_end(r->comm);
     zt_comm_set_timeout(r->comm, prev_timeout);

@@ -27,6 +27,8 @@ typedef struct {
     int64_t steps;           // > 0: train exactly this many optimizer steps
     int64_t epochs;          // used when steps == 0
     int micro_batch, grad_accum;
+    const char *shard_group;    // NULL: full shard over W; "node": the ranks per node; else G (hybrid sharding)
+    int reshard_after_forward;  // 0: keep-gathered (no backward re-gather); default 1
     zt_hparams hp;
     uint64_t seed;
     int threads;             // 0: OMP_NUM_THREADS, else the node's cores split between its ranks

@@ -44,6 +44,21 @@ w1_matches_cpu)
     [ -f "$W/gpu/complete.json" ] || fail "no complete.json from the cuda run"
     echo "ok [$CASE]"
     ;;
+w4_hsdp_matches_w1)
+    # hybrid sharding 2 x 2 on the GPU engine vs 1 rank, same global batch; the final checkpoint
+    # goes through the replicas' checksum agreement; keep-gathered on top: the same numbers exactly
+    "$ZH" train "${common[@]}" --steps 4 --grad-accum 4 --device cuda --run-dir "$W/w1" >"$W/w1.txt" 2>&1 \
+        || { cat "$W/w1.txt"; fail "W=1 failed"; }
+    timeout 300 "${MPIRUN[@]}" -n 4 "$ZH" train "${common[@]}" --steps 4 --grad-accum 1 --device cuda --shard-group 2 \
+        --run-dir "$W/h" >"$W/h.txt" 2>&1 || { cat "$W/h.txt"; fail "W=4 --shard-group 2 failed"; }
+    grep -q "sharding: hybrid over groups of 2 ranks x 2 replicas" "$W/h.txt" || { cat "$W/h.txt"; fail "no strategy line"; }
+    [ -f "$W/h/complete.json" ] || fail "no complete.json (final checkpoint) from the hybrid run"
+    compare "$W/h/metrics.jsonl" "$W/w1/metrics.jsonl" 3e-3 4
+    timeout 300 "${MPIRUN[@]}" -n 4 "$ZH" train "${common[@]}" --steps 4 --grad-accum 1 --device cuda --shard-group 2 \
+        --reshard-after-forward false --run-dir "$W/hk" >"$W/hk.txt" 2>&1 || { cat "$W/hk.txt"; fail "keep-gathered failed"; }
+    diff <(losses "$W/h/metrics.jsonl") <(losses "$W/hk/metrics.jsonl") || fail "keep-gathered changed the losses"
+    echo "ok [$CASE]"
+    ;;
 w2_matches_w1)
     # the GPU engine sharded over 2 ranks vs 1 rank, same global batch
     "$ZH" train "${common[@]}" --steps 6 --grad-accum 2 --device cuda --run-dir "$W/w1" >"$W/w1.txt" 2>&1 \

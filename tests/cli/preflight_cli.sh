@@ -21,6 +21,28 @@ expect() {  # expect RC PATTERN...: last run's exit status and output lines
     echo "ok [$CASE]"; grep -E '^\[' "$W/out.txt"
 }
 case "$CASE" in
+shard_group)  # --shard-group: a group that does not divide W, `node` on the wrong layout, a bad word; the good ones
+    data 0
+    "${MPIRUN[@]}" -n 4 "$ZT" preflight --data "$W/data" --shard-group 3 >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "\[FAIL\] sharding: --shard-group 3 does not divide the world of 4 ranks" "$W/out.txt" \
+        || fail "exit $rc: G = 3 at W = 4 must be refused"
+    "$ZT" preflight --data "$W/data" --world 6 --shard-group 4 >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "\[FAIL\] sharding: --shard-group 4 does not divide the world of 6 ranks" "$W/out.txt" \
+        || fail "exit $rc: G = 4 for --world 6 must be refused"
+    "${MPIRUN[@]}" -n 2 "$ZT" preflight --data "$W/data" --world 4 --shard-group node >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "\[FAIL\] sharding: --shard-group node: the node layout is this launch's (2 ranks), not --world 4's" \
+        "$W/out.txt" || fail "exit $rc: node for another world must be refused"
+    "$ZT" preflight --data "$W/data" --shard-group two >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "expected a number of ranks (a divisor of W = 1) or \`node\`" "$W/out.txt" \
+        || fail "exit $rc: a word must be refused"
+    "${MPIRUN[@]}" -n 2 "$ZT" train --data "$W/data" --model "$MODEL" --run-dir "$W/run" --steps 1 --shard-group 4 \
+        --no-preflight >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -ne 0 ] && grep -q "does not divide the world of 2 ranks" "$W/out.txt" || fail "exit $rc: train must refuse G = 4 at W = 2"
+    "${MPIRUN[@]}" -n 2 "$ZT" preflight --data "$W/data" --shard-group node >"$W/out.txt" 2>&1; rc=$?
+    grep -q "\[PASS\] sharding: full shard, groups of 2 ranks x 1 replica" "$W/out.txt" || fail "node on one node: G = 2"
+    "${MPIRUN[@]}" -n 4 "$ZT" preflight --data "$W/data" --shard-group 2 >"$W/out.txt" 2>&1; rc=$?
+    expect 0 "\[PASS\] sharding: hybrid shard, groups of 2 ranks x 2 replicas" "all checks passed"
+    ;;
 all_pass)
     data 0
     "$ZT" preflight --data "$W/data" --model "$MODEL" --run-dir "$W/run" --expect-tokens 976 --port 29533 >"$W/out.txt" 2>&1; rc=$?

@@ -62,6 +62,57 @@ reshard_2_to_3)  # global batch 6: W=2 x G=3, then W=3 x G=2
     diff <(steps_blocks "$W/full") <(steps_blocks "$W/part") || fail "block ids per step differ"
     echo "ok [$CASE]"
     ;;
+hsdp_same)  # hybrid sharding 2 x 2 (global batch 4): stopped at step 5 and resumed under the same strategy
+    run 4 "$W/full" --steps 16 --shard-group 2
+    grep -q "sharding: hybrid over groups of 2 ranks x 2 replicas" "$W/full.out" || { cat "$W/full.out"; fail "no strategy line"; }
+    run 4 "$W/part" --steps 16 --shard-group 2 --debug-signal-at-step 5
+    grep -q "stopped: a stop signal" "$W/part.out" || { cat "$W/part.out"; fail "no graceful stop"; }
+    run 4 "$W/part" --steps 16 --shard-group 2 --resume
+    grep -q "resume: .*step 5" "$W/part.out" || { cat "$W/part.out"; fail "did not resume from step 5"; }
+    "$CMP" "$W/full/final/model.safetensors" "$W/part/final/model.safetensors" 0 || fail "not bit-identical"
+    diff <(steps_blocks "$W/full") <(steps_blocks "$W/part") || fail "block ids per step differ"
+    diff <(cut -d, -f1-3 "$W/full/metrics.jsonl") <(cut -d, -f1-3 "$W/part/metrics.jsonl") || fail "loss per step differs"
+    echo "ok [$CASE]: hybrid 2 x 2 stopped at 5, resumed, 16 steps bit-identical"
+    ;;
+hsdp_cross)  # global batch 12: full shard W=3 (x4) -> hybrid 2 x 2 (x3) -> full shard W=1 (x12), vs W=3 throughout
+    run 3 "$W/full" --steps 12 --grad-accum 4
+    run 3 "$W/part" --steps 12 --grad-accum 4 --debug-signal-at-step 4
+    grep -q "stopped: a stop signal" "$W/part.out" || { cat "$W/part.out"; fail "no graceful stop (W=3)"; }
+    run 4 "$W/part" --steps 12 --grad-accum 3 --shard-group 2 --resume --debug-signal-at-step 8
+    grep -q "saved by 3 ranks, loaded by 4" "$W/part.out" || { cat "$W/part.out"; fail "no reshard message (3 -> 2x2)"; }
+    grep -q "stopped: a stop signal" "$W/part.out" || { cat "$W/part.out"; fail "no graceful stop (2x2)"; }
+    run 1 "$W/part" --steps 12 --grad-accum 12 --resume
+    grep -q "saved by 4 ranks, loaded by 1" "$W/part.out" || { cat "$W/part.out"; fail "no reshard message (2x2 -> 1)"; }
+    "$CMP" "$W/full/final/model.safetensors" "$W/part/final/model.safetensors" 1e-5 || fail "final weights differ"
+    diff <(steps_blocks "$W/full") <(steps_blocks "$W/part") || fail "block ids per step differ"
+    echo "ok [$CASE]: W=3 -> 2x2 -> W=1 equals W=3 throughout to 1e-5, same blocks per step"
+    ;;
+keep_gathered)  # --reshard-after-forward false through train, alone and with hybrid sharding: bit-identical, fewer bytes
+    for g in 4 2; do
+        run 4 "$W/re$g" --steps 8 --shard-group $g
+        run 4 "$W/keep$g" --steps 8 --shard-group $g --reshard-after-forward false
+        grep -q "parameters kept gathered from forward to backward" "$W/keep$g.out" || { cat "$W/keep$g.out"; fail "no strategy line"; }
+        "$CMP" "$W/re$g/final/model.safetensors" "$W/keep$g/final/model.safetensors" 0 || fail "G=$g: keep-gathered not bit-identical"
+        diff <(cut -d, -f1-5 "$W/re$g/metrics.jsonl") <(cut -d, -f1-5 "$W/keep$g/metrics.jsonl") || fail "G=$g: loss/grad norm differ"
+        re=$(grep -o '"bytes_gathered":[0-9]*' "$W/re$g/metrics.jsonl" | tail -1 | cut -d: -f2)
+        kg=$(grep -o '"bytes_gathered":[0-9]*' "$W/keep$g/metrics.jsonl" | tail -1 | cut -d: -f2)
+        awk -v a="$kg" -v b="$re" 'BEGIN{exit !(a > 0 && a < 0.6 * b)}' || fail "G=$g: gathered $kg B with keep-gathered vs $re B"
+        echo "G=$g: gathered per step $re B resharding, $kg B kept ($(awk -v a="$kg" -v b="$re" 'BEGIN{printf "%.3f", a/b}'))"
+    done
+    grep -q '"bytes_replicated":[1-9]' "$W/keep2/metrics.jsonl" || fail "hybrid: no bytes_replicated in metrics.jsonl"
+    ! grep -q '"bytes_replicated"' "$W/keep4/metrics.jsonl" || fail "full shard: bytes_replicated must be absent"
+    echo "ok [$CASE]"
+    ;;
+hsdp_replica_mismatch)  # one replica's state made to differ (test hook): the save is refused naming both ranks
+    timeout 300 "${MPIRUN[@]}" -x ZT_TEST_CORRUPT_REPLICA=3 -n 4 "$ZT" train "${COMMON[@]}" --run-dir "$W/run" \
+        --steps 4 --shard-group 2 >"$W/run.out" 2>&1
+    rc=$?
+    [ "$rc" -ne 0 ] || { cat "$W/run.out"; fail "a run with diverged replicas must fail"; }
+    grep -q "rank 3 (replica 1 of shard 1, CRC-32C 0x[0-9a-f]*) differs from rank 1 (replica 0, the writer" "$W/run.out" \
+        || { cat "$W/run.out"; fail "the error must name rank 3 and its writer rank 1"; }
+    ! ls -d "$W/run/checkpoints/step-"* >/dev/null 2>&1 || fail "no checkpoint may be written from diverged replicas"
+    echo "ok [$CASE]: exit $rc, ranks named, nothing written"
+    ;;
 external_signal)  # a real SIGUSR1 from outside to one rank (pid from its liveness tick)
     awk 'BEGIN{srand(8); for(d=0; d<400; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs2.txt"
     "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data2" "$W/docs2.txt" >/dev/null || fail "pack"

@@ -32,6 +32,7 @@ T_COMM = ["emu_comm_nccl_w1", "emu_comm_nccl_mpi_w2", "emu_fsdp_cuda", "emu_comm
           "emu_comm_nccl_finalize_busy"]
 T_OPS = ["emu_cuda_ops", "emu_train_tiny"]
 T_SFT = ["emu_fsdp_cuda_sft_w1"]
+T_HSDP = ["emu_fsdp_cuda_hsdp_w4"]
 
 OLD_REGISTER = """    c->host_pinned = !bench;
     for (int i = 0; i < U && c->host_pinned; i++) {
@@ -152,6 +153,17 @@ MUTATIONS = [
         rs_issue(f, g);
         int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;
 """, T_ENGINE, "backward: unit u-1's all-gather issued after unit u's reduce-scatter (no prefetch)"),
+    # ---- engine/fsdp_cuda.c: hybrid sharding's replica all-reduce ----
+    ("H1", FSDP, "    CK(cudaStreamWaitEvent(c->rs, c->ev_grads, 0));\n", "",
+     T_HSDP, "reduce_replicas: the replicas' stream waits for every reduce-scatter's add (ev_grads)"),
+    ("H2", FSDP, "    CK(cudaEventRecord(c->ev_rep, c->rs));\n", "",
+     T_HSDP, "reduce_replicas: record ev_rep after the replica all-reduces"),
+    ("H3", FSDP, "    CK(cudaStreamWaitEvent(c->ds, c->ev_rep, 0));\n", "",
+     T_HSDP, "reduce_replicas: DATA waits for the replica all-reduces (ev_rep) before the shards are read"),
+    ("H4", FSDP, "if (f->units[i].valid > 0 && f->replica == 0) zt_cuda_sumsq", "if (f->units[i].valid > 0) zt_cuda_sumsq",
+     T_HSDP, "step_reduce: a shard's sum of squares counted on every replica (not only replica 0)"),
+    ("H5", FSDP, "    CK(cudaEventRecord(c->ev_grads, c->ds));  // after every reduce-scatter's add\n", "",
+     T_HSDP, "reduce_replicas: record ev_grads on DATA before the replica all-reduces"),
     # ---- engine/comm_nccl.c ----
     ("N1", NCCL, "    ZT_CUDA_CHECK_GOTO(cudaEventRecord(ev, st), cuda_fail, s);\n    *handle = (void *)ev;", "    *handle = (void *)ev;",
      T_COMM, "start: record the collective's event (its handle)"),

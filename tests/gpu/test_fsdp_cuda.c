@@ -278,6 +278,43 @@ static void run_case(zt_comm *dc, int tied, int tight) {
     }
     check(same, "activation recomputation: bit-identical losses for 5 steps");
     zt_fsdp_free(&f2);
+    // keep-gathered (--reshard-after-forward false): the same numbers, no backward re-gather
+    g_opts.keep_gathered = 1;
+    if (zt_fsdp_init_cuda(&f2, dc, dc, &cfg, MB, GA, SEQ, &hp, seed, &g_opts) != 0) zt_die_on_err();
+    g_opts.keep_gathered = 0;
+    same = 1;
+    int64_t kept_bytes = 0, reshard_bytes = 0;
+    for (int s = 0; s < 5; s++) {
+        make_blocks(buf, blocks, s, cfg.vocab_size);
+        zt_fsdp_stats gs;
+        if (zt_fsdp_step(&f2, mine, 0, &gs) != 0) zt_die_on_err();
+        if (memcmp(&gs.loss, &losses[s], sizeof(double)) != 0) same = 0;
+        kept_bytes += gs.bytes_gathered;
+    }
+    check(same, "keep-gathered: bit-identical losses for 5 steps");
+    int regather = 0;  // the last step's log: no all-gather issued after the head's backward began
+    for (int mb = 0; mb < GA; mb++) {
+        int head = -1;
+        for (int i = 0; i < f2.nevents && head < 0; i++)
+            if (f2.events[i].kind == ZT_EV_BWD_START && f2.events[i].unit == f2.nunits - 1 && f2.events[i].micro == mb)
+                head = i;
+        for (int i = head; i >= 0 && i < f2.nevents; i++)
+            if (f2.events[i].kind == ZT_EV_AG_ISSUE && f2.events[i].micro == mb) regather = 1;
+        if (head < 0) regather = 1;
+    }
+    check(!regather, "keep-gathered: no all-gather in the backward");
+    {
+        zt_fsdp_stats gs;  // the resharding engine's gathered bytes on one more step of the same shape
+        make_blocks(buf, blocks, 0, cfg.vocab_size);
+        if (zt_fsdp_step(&f, mine, 0, &gs) != 0) zt_die_on_err();
+        reshard_bytes = gs.bytes_gathered;
+    }
+    check(g_world == 1 || (double)kept_bytes / 5 < 0.6 * (double)reshard_bytes,
+          "keep-gathered: about half the gathered bytes of resharding");
+    if (g_rank == 0)
+        printf("RESULT fsdp_cuda_%s%s_keep_gathered_bytes_per_step=%.0f reshard=%lld\n", tied ? "tied" : "untied",
+               tight ? "_tight" : "", (double)kept_bytes / 5, (long long)reshard_bytes);
+    zt_fsdp_free(&f2);
     zt_fsdp_free(&f);
     zt_trainer_free(&ref);
     if (tight) g_opts.param_slots = g_opts.grad_slots = 0;
@@ -542,6 +579,8 @@ static void run_sft_refusals(zt_comm *dc) {
 int main(int argc, char **argv) {
     int mpi = argc > 1 && !strcmp(argv[1], "--mpi");
     const int sft_only = argc > 2 && !strcmp(argv[2], "--sft");
+    for (int i = 2; i + 1 < argc; i++)  // --group G: hybrid sharding over groups of G ranks
+        if (!strcmp(argv[i], "--group")) g_opts.shard_group = atoi(argv[i + 1]);
     if (argc > 1 && !strcmp(argv[1], "--count-devices")) {  // for the ctest driver: ranks to launch
         int n = zt_cuda_device_count();
         printf("%d\n", n);
@@ -571,7 +610,9 @@ int main(int argc, char **argv) {
     }
     char dev[128];
     zt_cuda_device_describe(dev, sizeof dev);
-    if (g_rank == 0) printf("test_fsdp_cuda: %s, NCCL world %d\n", dev, g_world);
+    if (g_rank == 0)
+        printf("test_fsdp_cuda: %s, NCCL world %d%s\n", dev, g_world,
+               g_opts.shard_group ? " (hybrid sharding: --group)" : "");
     if (!sft_only) {
         run_case(dc, 0, 0);
         run_case(dc, 1, 0);

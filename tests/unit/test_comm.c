@@ -187,6 +187,37 @@ static int run_deadline(const char *run_dir, double timeout, double first, doubl
     return 0;  // the driver treats exit 0 as failure
 }
 
+// zt_comm_split: sub-groups by color, ordered by key (here: odd and even ranks, each in reverse
+// rank order), both channels working inside the child, the child's own info, and finalize.
+static void test_split(void) {
+    zt_comm *sub = NULL;
+    MUST(zt_comm_split(C, I.rank % 2, -I.rank, "parity", &sub));
+    zt_comm_info si;
+    zt_comm_get_info(sub, &si);
+    int members[64], n = 0;
+    for (int r = I.world - 1; r >= 0; r--)
+        if (r % 2 == I.rank % 2 && n < 64) members[n++] = r;  // the key: descending rank
+    int pos = -1;
+    for (int k = 0; k < n; k++)
+        if (members[k] == I.rank) pos = k;
+    CHECK(si.world == n && si.rank == pos, "rank %d: split rank %d of %d, expected %d of %d", I.rank, si.rank, si.world,
+          pos, n);
+    int64_t mine = I.rank, got[64] = {0};
+    MUST(zt_allgather(sub, &mine, got, 1, ZT_DT_I64, "split: ranks"));  // the data channel
+    for (int k = 0; k < n; k++)
+        CHECK(got[k] == members[k], "rank %d: sub-group member %d is world rank %lld, expected %d", I.rank, k,
+              (long long)got[k], members[k]);
+    double sum = I.rank;
+    MUST(zt_allreduce(sub, &sum, &sum, 1, ZT_DT_F64, ZT_RED_SUM, "split: sum"));  // the ctrl channel
+    double want = 0;
+    for (int k = 0; k < n; k++) want += members[k];
+    CHECK(sum == want, "rank %d: sum over the sub-group %.0f, expected %.0f", I.rank, sum, want);
+    CHECK(strcmp(zt_comm_backend_name(sub), "mpi") == 0, "sub-group backend %s", zt_comm_backend_name(sub));
+    CHECK(zt_comm_flight_path(sub) == NULL, "a sub-group's flight recorder must not take a rank file");
+    CHECK(zt_comm_finalize(sub) == 0, "finalize of the sub-group: %s", zt_errmsg());
+    MUST(zt_barrier(C, "after split"));  // the parent still works
+}
+
 int main(int argc, char **argv) {
     const char *run_dir = NULL;
     int deadline = 0;
@@ -238,6 +269,7 @@ int main(int argc, char **argv) {
     zt_comm_suite_errors();
     test_errors_mpi();
     test_flight(run_dir, capacity);
+    test_split();
     int fin = zt_comm_finalize(C);
     CHECK(fin == 0, "finalize: %s", zt_errmsg());
     if (run_dir) {

@@ -3,7 +3,12 @@
 // fp32, >= 5 steps, grad accumulation 2, clipping active), for any world size,
 // including odd ones whose units need padding; (2) the overlap schedule, read from the
 // engine's event log; (3) per-rank state memory ~ 1/W.
-// usage: test_fsdp GOLDEN_CASE_DIR [steps]
+// (4) with group=G (hybrid sharding: shards over groups of G ranks, replicated W/G times) and/or
+// keep (parameters kept gathered from forward to backward): the same equivalence with the
+// reference, the grad norm equal to a full-shard engine's on the same data to fp32 rounding (not
+// sqrt(W/G) times it: each shard counted once), keep-gathered bit-identical to resharding with
+// fewer gathered bytes, and per-rank state ~ 1/G.
+// usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft|plain] [group=G] [keep]
 #include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -40,11 +45,21 @@ static int probe_stop(void *ctx) {
 static void check_overlap(const zt_fsdp *f) { zt_check_fsdp_schedule(f, report); }
 
 int main(int argc, char **argv) {
-    if (argc < 2) zt_fatal("usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft]");
+    if (argc < 2) zt_fatal("usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft|plain] [group=G] [keep]");
     const int steps = argc > 2 ? atoi(argv[2]) : 5;
     // sft: version-2 words (loss masks, several documents per block, isolated), one block
     // with no trained target at all, and the evaluation pass
-    const int sft = argc > 3 && !strcmp(argv[3], "sft");
+    int sft = 0, group = 0, keep = 0;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "sft"))
+            sft = 1;
+        else if (!strncmp(argv[i], "group=", 6))
+            group = atoi(argv[i] + 6);
+        else if (!strcmp(argv[i], "keep"))
+            keep = 1;
+        else if (strcmp(argv[i], "plain"))
+            zt_fatal("test_fsdp: unknown argument \"%s\"", argv[i]);
+    }
     if (zt_mpi_init_once() != 0) zt_die_on_err();
     zt_comm *comm;
     zt_comm_opts co = zt_comm_opts_default();
@@ -65,7 +80,20 @@ int main(int argc, char **argv) {
                      .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-4, .weight_decay = 0.1, .clip = 1.0};
     const uint64_t seed = 99;
     zt_fsdp f;
-    if (zt_fsdp_init(&f, comm, &cfg, &zt_cpu_ops, B, G, S, &hp, seed) != 0) zt_die_on_err();
+    const zt_fsdp_opts fo = {.shard_group = group, .keep_gathered = keep};
+    if (zt_fsdp_init_opts(&f, comm, &cfg, &zt_cpu_ops, B, G, S, &hp, seed, &fo) != 0) zt_die_on_err();
+    const int GS = f.shard_world;  // the shard group (W at full shard)
+    // The companion engine on the same data: full shard with resharding when this one is hybrid
+    // (the grad norm must be the same), the same group resharding when this one keeps gathered
+    // (every value must be the same, bit for bit).
+    const int companion = keep || GS < W;
+    zt_fsdp c;
+    const zt_fsdp_opts co_opts = {.shard_group = keep ? group : 0, .keep_gathered = 0};
+    if (companion && zt_fsdp_init_opts(&c, comm, &cfg, &zt_cpu_ops, B, G, S, &hp, seed, &co_opts) != 0)
+        zt_die_on_err();
+    if (rank == 0)
+        printf("W=%d: shard groups of %d x %d replicas%s%s\n", W, GS, f.replicas, keep ? ", keep-gathered" : "",
+               companion ? (keep ? "; companion: the same group, resharding" : "; companion: full shard") : "");
 
     // Global block order: step k consumes blocks [k*GB, (k+1)*GB); rank r the slice [r*B*G, (r+1)*B*G).
     const int64_t GB = (int64_t)W * B * G, nblocks = steps * GB;
@@ -80,6 +108,7 @@ int main(int argc, char **argv) {
         }
         for (int64_t t = 0; t < S; t++) data[S + t] |= ZT_TOK_NO_LOSS;  // block 1 trains nothing
         if (zt_fsdp_set_data(&f, 1, 1) != 0) zt_die_on_err();
+        if (companion && zt_fsdp_set_data(&c, 1, 1) != 0) zt_die_on_err();
     }
 
     zt_trainer ref;
@@ -157,8 +186,30 @@ int main(int argc, char **argv) {
     }
     for (int k = 0; k < steps; k++) {
         for (int i = 0; i < B * G; i++) mine[i] = data + (k * GB + rank * B * G + i) * S;
-        zt_fsdp_stats st;
+        zt_fsdp_stats st, sc;
         if (zt_fsdp_step(&f, mine, 0, &st) != 0) zt_die_on_err();
+        if (companion) {
+            if (zt_fsdp_step(&c, mine, 0, &sc) != 0) zt_die_on_err();
+            if (rank == 0)
+                printf("W=%d step %d: companion loss %.9f grad norm %.9f (rel %.2e) gathered %lld B | this engine "
+                       "gathered %lld B, scattered %lld B, replica all-reduce %lld B\n", W, k + 1, sc.loss,
+                       sc.grad_norm, fabs(st.grad_norm - sc.grad_norm) / sc.grad_norm, (long long)sc.bytes_gathered,
+                       (long long)st.bytes_gathered, (long long)st.bytes_scattered, (long long)st.bytes_replicated);
+            if (keep) {  // the same arithmetic on the same gathered bits: identical
+                CHECK(st.loss == sc.loss && st.grad_norm == sc.grad_norm, "step %d: keep-gathered loss %.17g norm "
+                      "%.17g vs resharding %.17g %.17g", k + 1, st.loss, st.grad_norm, sc.loss, sc.grad_norm);
+                CHECK(st.bytes_gathered < 0.6 * sc.bytes_gathered || GS == 1,
+                      "step %d: keep-gathered gathered %lld B, resharding %lld B (expected about half)", k + 1,
+                      (long long)st.bytes_gathered, (long long)sc.bytes_gathered);
+            } else {  // the norm of the one full gradient, whatever the grouping: fp32 summation order only
+                CHECK(fabs(st.grad_norm - sc.grad_norm) <= 1e-6 * sc.grad_norm,
+                      "step %d: hybrid grad norm %.9f vs full shard %.9f (ratio %.6f)", k + 1, st.grad_norm,
+                      sc.grad_norm, st.grad_norm / sc.grad_norm);
+                CHECK(st.bytes_replicated > 0 && st.bytes_scattered < sc.bytes_scattered,
+                      "step %d: replica all-reduce %lld B, group scatter %lld B vs full %lld B", k + 1,
+                      (long long)st.bytes_replicated, (long long)st.bytes_scattered, (long long)sc.bytes_scattered);
+            }
+        }
         if (k == 0) zt_comm_mark_warm(comm);
         if (rank == 0) {
             for (int i = 0; i < GB; i++) all[i] = data + (k * GB + i) * S;
@@ -189,7 +240,34 @@ int main(int argc, char **argv) {
             CHECK_CLOSE(name, full[u], ref.params[u], f.units[u].numel, 1e-5);
         }
     }
-    if (W > 1) check_overlap(&f);
+    if (companion) {  // keep-gathered: identical final parameters; hybrid: the same to fp32 tolerance
+        float **cf = zt_xmalloc((size_t)c.nunits * sizeof(float *));
+        for (int u = 0; u < c.nunits; u++) cf[u] = zt_xmalloc((size_t)c.units[u].numel * sizeof(float));
+        if (zt_fsdp_gather_full(&c, cf) != 0) zt_die_on_err();
+        for (int u = 0; u < f.nunits && rank == 0; u++) {
+            if (keep) {
+                CHECK(!memcmp(full[u], cf[u], (size_t)f.units[u].numel * sizeof(float)),
+                      "unit %d: keep-gathered parameters differ from resharding's", u);
+            } else {
+                char name[64];
+                snprintf(name, sizeof name, "hybrid vs full shard, unit %d", u);
+                CHECK_CLOSE(name, full[u], cf[u], f.units[u].numel, 1e-5);
+            }
+        }
+        for (int u = 0; u < c.nunits; u++) free(cf[u]);
+        free(cf);
+    }
+    if (keep && rank == 0) {  // no gather after the head in any micro-batch: the backward uses the kept units
+        for (int mb = 0; mb < G; mb++) {
+            const int head_bwd = zt_sched_find(&f, 0, ZT_EV_BWD_START, f.nunits - 1, mb);
+            int regather = -1;
+            for (int i = head_bwd; i >= 0 && i < f.nevents; i++)
+                if (f.events[i].kind == ZT_EV_AG_ISSUE && f.events[i].micro == mb) regather = f.events[i].unit;
+            CHECK(head_bwd >= 0 && regather < 0, "micro %d: keep-gathered re-gathered unit %d for the backward", mb,
+                  regather);
+        }
+    }
+    if (GS > 1 && !keep) check_overlap(&f);
     if (sft) {  // after training: the same parameters to 1e-5, so the same evaluation to ~1e-5
         double esum;
         int64_t etg;
@@ -210,20 +288,21 @@ int main(int argc, char **argv) {
     zt_fsdp_memory_usage(&f, &mem);
     const double state = (double)(mem.params + mem.grads + mem.optimizer);
     const double w1 = 4.0 * sizeof(float) * (double)f.model.lay.total_numel;
-    const double ratio = state / (w1 / W);
+    const double ratio = state / (w1 / GS);
     if (rank == 0)
         printf("W=%d memory per rank: params %lld, grads %lld, optimizer %lld, buffers %lld, activations %lld bytes; "
-               "state / (W=1 state / W) = %.4f\n",
+               "state / (W=1 state / G) = %.4f\n",
                W, (long long)mem.params, (long long)mem.grads, (long long)mem.optimizer, (long long)mem.buffers,
                (long long)mem.activations, ratio);
     CHECK(ratio >= 1.0 && ratio < 1.03, "rank %d: per-rank state %.0f bytes vs %.0f expected (ratio %.4f)", rank,
-          state, w1 / W, ratio);
+          state, w1 / GS, ratio);
 
     int failed = zt_test_failures;
     MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     for (int u = 0; u < f.nunits; u++) free(full[u]);
     free(full), free(mine), free(all), free(data);
     zt_fsdp_free(&f);
+    if (companion) zt_fsdp_free(&c);
     if (rank == 0) zt_trainer_free(&ref);
     zt_comm_finalize(comm);
     zt_mpi_finalize_once();

@@ -152,6 +152,38 @@ static void test_volumes(const zt_qwen3_config *c) {
     CHECK(r.t_exposed_comm == 0 && r.coll[ZT_COLL_AG_FWD].time == 0, "W=1 communicates");
 }
 
+// Bytes over the node link per step, two 8-GPU nodes, grad-accum 4 (the case): full shard's
+// rings cross the link with every gather and reduce-scatter of every micro-batch; hybrid's only with the
+// replica all-reduce, once per step, on 8 rings (one per local rank) of 2 replicas.
+static void test_node_link(const zt_qwen3_config *c) {
+    zt_gpu_spec g;
+    zt_gpu_preset("B300", &g);
+    zt_plan_assumptions a;
+    zt_plan_assumptions_default(&a);
+    const double n = 32762123264.0, layers = 64 * 487598336.0;
+    zt_plan_result full, hsdp, one;
+    zt_plan_job j = {.world = 16, .micro_batch = 1, .grad_accum = 4, .seq_len = 2048, .choice = ZT_SHARD_FULL,
+                     .reduce_bytes = 4};
+    CHECK(zt_plan_predict(c, &g, &a, &j, &full) == 0, "%s", zt_errmsg());
+    j.choice = ZT_SHARD_HSDP;
+    CHECK(zt_plan_predict(c, &g, &a, &j, &hsdp) == 0, "%s", zt_errmsg());
+    j.world = 8;
+    CHECK(zt_plan_predict(c, &g, &a, &j, &one) == 0, "%s", zt_errmsg());
+    // full: per micro-batch 15/16 of (2 n bf16 forward + 2 layers bf16 backward + 4 n fp32 scatter), + 24 control bytes
+    const double want_full = 4 * 15.0 / 16 * (2 * n + 2 * layers + 4 * n) + 24;
+    // hybrid: 8 rings x 2 (R-1)/R x the fp32 shard (n / 8) = 8 x n / 8 x 4 bytes
+    const double want_hsdp = 8 * (2.0 * 1 / 2 * 4 * n / 8) + 24;
+    printf("node link per step: full %.1f GB (formula %.1f), hsdp %.1f GB (formula %.1f), ratio %.1f\n",
+           full.node_link_bytes / 1e9, want_full / 1e9, hsdp.node_link_bytes / 1e9, want_hsdp / 1e9,
+           full.node_link_bytes / hsdp.node_link_bytes);
+    CHECK(fabs(full.node_link_bytes / want_full - 1) < 1e-4, "full shard node link %.6g, formula %.6g",
+          full.node_link_bytes, want_full);
+    CHECK(fabs(hsdp.node_link_bytes / want_hsdp - 1) < 1e-4, "hsdp node link %.6g, formula %.6g", hsdp.node_link_bytes,
+          want_hsdp);
+    CHECK(full.node_link_bytes >= 4 * hsdp.node_link_bytes, "hsdp saves less than 4x on the node link at grad-accum 4");
+    CHECK(one.node_link_bytes == 0, "one node: %.4g bytes over a node link", one.node_link_bytes);
+}
+
 static void test_field(const zt_qwen3_config *c) {
     zt_gpu_spec g;
     zt_gpu_preset("b300", &g);
@@ -294,6 +326,7 @@ int main(void) {
     test_flops(&c);
     test_bytes_per_param(&c);
     test_volumes(&c);
+    test_node_link(&c);
     test_field(&c);
     test_errors(&c);
     TEST_END();
