@@ -468,7 +468,9 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
                        .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = v[M_ELAPSED],
                        .step_time_s = v[M_STEP_TIME], .tok_per_s = v[M_TOK_S], .loss = v[M_LOSS],
                        .world_size = r->world, .gpu_hours = v[M_GPU_HOURS],
-                       .gpu_hours_per_epoch = v[M_GPU_HOURS_PER_EPOCH], .gpu_hours_at_risk = v[M_GPU_HOURS_AT_RISK]};
+                       .gpu_hours_per_epoch = v[M_GPU_HOURS_PER_EPOCH], .gpu_hours_at_risk = v[M_GPU_HOURS_AT_RISK],
+                       .ckpt_writing = zt_ckpt_async_step(r->async) > 0 ? zt_ckpt_async_step(r->async) : 0,
+                       .ckpt_writing_s = now - r->async_t0};
     if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
     jsonl_line(r->metrics, k_metrics, M_COUNT, v, step + 1, 0, 0, NULL);
     tb_points(&r->tb, k_metrics, M_COUNT, v, step + 1, 0, "of the run");

@@ -137,6 +137,11 @@ kill_rank | kill_all)
         >"$W/run.out" 2>&1 &
     job=$!
     wait_for "$W/run.out" "pausing the checkpoint write of step 4" 120 || { kill $job; cat "$W/run.out"; fail "no pause"; }
+    # the heartbeat and the watcher show the write in flight (step 6, the last, waits for it)
+    wait_for "$W/run/heartbeat.json" '"step": 6' 60 || { kill $job; fail "step 6 never reached"; }
+    grep -q '"checkpoint_writing": {"step": 4' "$W/run/heartbeat.json" || { kill $job; fail "heartbeat: no write in flight"; }
+    "$ZT" watch "$W/run" --once >"$W/watch.out" 2>&1
+    grep -q "checkpoint of step 4 writing in the background" "$W/watch.out" || { kill $job; cat "$W/watch.out"; fail "watch: no write in flight"; }
     if [ "$CASE" = kill_rank ]; then
         kill -9 "$(rank_pid "$W/run" 1)" || fail "could not kill rank 1"
     else
