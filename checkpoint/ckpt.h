@@ -149,11 +149,15 @@ typedef struct zt_ckpt_async zt_ckpt_async;
 // Bytes of the snapshot: this rank's valid elements of every unit x (master, m, v) x 4.
 int64_t zt_ckpt_snapshot_bytes(const zt_ckpt_shards *sh);
 // Collective on comm: refuses an MPI without MPI_THREAD_MULTIPLE, allocates (and touches) the
-// snapshot for sh's slices, duplicates comm for the writer. 0 or -1 + zt_err.
-int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckpt_shards *sh, zt_ckpt_async **out);
+// snapshot for sh's slices, duplicates comm for the writer. copy = 0: no snapshot buffer; the
+// writer reads the shards passed to zt_ckpt_async_start themselves, which the caller keeps
+// unchanged until the save is committed or abandoned (the GPU engine's host copies, filled by
+// its own device-to-host snapshot). 0 or -1 + zt_err.
+int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckpt_shards *sh, int copy,
+                         zt_ckpt_async **out);
 int64_t zt_ckpt_async_bytes(const zt_ckpt_async *a);
-// Local (no collective): copy sh (the same slices as at create) into the snapshot and start the
-// writer for meta->step. Refused while a save is in flight. 0 or -1 + zt_err.
+// Local (no collective): copy sh (the same slices as at create) into the snapshot (copy = 1) and
+// start the writer for meta->step. Refused while a save is in flight. 0 or -1 + zt_err.
 int zt_ckpt_async_start(zt_ckpt_async *a, const char *run_dir, const zt_ckpt_meta *meta, const char *train_json,
                         const zt_ckpt_shards *sh);
 int64_t zt_ckpt_async_step(const zt_ckpt_async *a);   // the step in flight, -1 when none

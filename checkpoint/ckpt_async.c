@@ -21,7 +21,8 @@ struct zt_ckpt_async {
     zt_ckpt_slice *slices;      // the snapshot's slices (same lo/valid as the live shards)
     zt_ckpt_shards snap;
     float *buf;                 // one allocation: master, m, v of every unit, back to back
-    int64_t bytes;
+    int64_t bytes;              // of buf (0 without a copy)
+    int copy;                   // 0: the writer reads the caller's shards themselves (GPU engine's host copies)
     // the save in flight
     int64_t step;               // -1: none
     int thread_live;            // created and not joined
@@ -42,7 +43,8 @@ int64_t zt_ckpt_snapshot_bytes(const zt_ckpt_shards *sh) {
     return b;
 }
 
-int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckpt_shards *sh, zt_ckpt_async **out) {
+int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckpt_shards *sh, int copy,
+                         zt_ckpt_async **out) {
     *out = NULL;
     int provided = 0;
     MPI_Query_thread(&provided);
@@ -55,7 +57,8 @@ int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckp
     zt_ckpt_async *a = zt_xcalloc(1, sizeof *a);
     a->lay = lay;
     a->step = -1;
-    a->bytes = zt_ckpt_snapshot_bytes(sh);
+    a->copy = copy;
+    a->bytes = copy ? zt_ckpt_snapshot_bytes(sh) : 0;
     a->buf = malloc((size_t)(a->bytes > 0 ? a->bytes : 1));
     if (!a->buf) {
         const int64_t bytes = a->bytes;
@@ -69,7 +72,7 @@ int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckp
     for (int u = 0; u < sh->nunits; u++) {
         const zt_ckpt_slice *s = &sh->unit[u];
         a->slices[u] = (zt_ckpt_slice){s->numel, s->lo, s->valid, NULL, NULL, NULL};
-        if (s->valid > 0) {
+        if (s->valid > 0 && copy) {
             a->slices[u].master = p, p += s->valid;
             a->slices[u].m = p, p += s->valid;
             a->slices[u].v = p, p += s->valid;
@@ -104,7 +107,8 @@ int zt_ckpt_async_start(zt_ckpt_async *a, const char *run_dir, const zt_ckpt_met
                         const zt_ckpt_shards *sh) {
     if (a->step >= 0) return zt_err("a checkpoint save (step %lld) is still in flight", (long long)a->step);
     if (sh->nunits != a->snap.nunits) return zt_err("the shards changed shape since the snapshot was allocated");
-    for (int u = 0; u < sh->nunits; u++) {
+    for (int u = 0; u < sh->nunits && !a->copy; u++) a->slices[u] = sh->unit[u];  // the caller's own buffers
+    for (int u = 0; u < sh->nunits && a->copy; u++) {
         const zt_ckpt_slice *s = &sh->unit[u], *d = &a->slices[u];
         if (s->valid != d->valid || s->lo != d->lo)
             return zt_err("unit %d: the shard changed shape since the snapshot was allocated", u);

@@ -194,9 +194,14 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
            r->isolated ? ", one document per block; isolated documents count their own, shorter lengths" : "");
     if (r->async) {
         const int64_t snap = zt_ckpt_async_bytes(r->async);
-        printf("checkpoints: asynchronous (--async-save): host snapshot %s per rank (master, Adam m and v of its "
-               "shards), a writer thread per rank; one save in flight, committed at a later step boundary\n",
-               human((double)snap, b1, sizeof b1));
+        if (snap > 0)
+            printf("checkpoints: asynchronous (--async-save): host snapshot %s per rank (master, Adam m and v of its "
+                   "shards), a writer thread per rank; one save in flight, committed at a later step boundary\n",
+                   human((double)snap, b1, sizeof b1));
+        else
+            printf("checkpoints: asynchronous (--async-save): the snapshot is the engine's page-locked host copies, "
+                   "filled by a device-to-host copy on its own stream (no extra host memory), a writer thread per "
+                   "rank; one save in flight, committed at a later step boundary\n");
     }
     if (isfinite(r->peak_flops))
         printf("mfu: against %.4g TFLOP/s per rank on %s: %s\n", r->peak_flops / 1e12, r->device_name, r->peak_source);
@@ -469,7 +474,9 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
                        .step_time_s = v[M_STEP_TIME], .tok_per_s = v[M_TOK_S], .loss = v[M_LOSS],
                        .world_size = r->world, .gpu_hours = v[M_GPU_HOURS],
                        .gpu_hours_per_epoch = v[M_GPU_HOURS_PER_EPOCH], .gpu_hours_at_risk = v[M_GPU_HOURS_AT_RISK],
-                       .ckpt_writing = zt_ckpt_async_step(r->async) > 0 ? zt_ckpt_async_step(r->async) : 0,
+                       .ckpt_writing = r->snap_step > 0                    ? r->snap_step
+                                       : zt_ckpt_async_step(r->async) > 0 ? zt_ckpt_async_step(r->async)
+                                                                          : 0,
                        .ckpt_writing_s = now - r->async_t0};
     if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
     jsonl_line(r->metrics, k_metrics, M_COUNT, v, step + 1, 0, 0, NULL);

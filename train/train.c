@@ -433,6 +433,10 @@ static double host_mem_available(void) {
 // node's available memory first (every rank of the node holds one), then allocated and the
 // writer's communicator duplicated. A refusal names the sizes.
 static int make_snapshot(run_state *r) {
+    if (zt_fsdp_has_snapshot(r->f)) {  // GPU engine: its page-locked host copies are the snapshot
+        const int ok = zt_ckpt_async_create(MPI_COMM_WORLD, zt_fsdp_layout(r->f), &r->shards, 0, &r->async) == 0;
+        return zt_train_agree_named(r, ok, "--async-save snapshot") != 0 ? -1 : 0;
+    }
     const int64_t bytes = zt_ckpt_snapshot_bytes(&r->shards);
     zt_comm_info info;
     zt_comm_get_info(r->comm, &info);
@@ -450,7 +454,7 @@ static int make_snapshot(run_state *r) {
                     human_bytes((double)node_max, b1, sizeof b1), human_bytes((double)node_bytes, b2, sizeof b2),
                     local, local == 1 ? "" : "s", human_bytes(avail, b3, sizeof b3)) == 0;
     if (zt_train_agree_named(r, ok, "--async-save memory check") != 0) return -1;
-    ok = zt_ckpt_async_create(MPI_COMM_WORLD, zt_fsdp_layout(r->f), &r->shards, &r->async) == 0;
+    ok = zt_ckpt_async_create(MPI_COMM_WORLD, zt_fsdp_layout(r->f), &r->shards, 1, &r->async) == 0;
     return zt_train_agree_named(r, ok, "--async-save snapshot") != 0 ? -1 : 0;
 }
 
@@ -670,16 +674,45 @@ static int maybe_eval(const zt_train_opts *o, run_state *r, int64_t step, int la
 // 0: committed, or still writing (block = 0); -1 + zt_err: the write or the commit failed
 // (the writers' agreed error, naming the rank and the cause; the .partial is gone, latest and
 // every earlier checkpoint untouched).
+// The step of the save in flight (-1: none): a GPU snapshot still copying, or a writer.
+static int64_t async_inflight(const run_state *r) {
+    return r->snap_step > 0 ? r->snap_step : zt_ckpt_async_step(r->async);
+}
+
+// GPU engine: this rank's writer starts once the snapshot's device-to-host copy has landed in
+// the host copies (asked without blocking at every step boundary; block = 1 waits, watched).
+// Each rank starts its own: the writers' first collective waits for the others.
+static int launch_when_copied(const zt_train_opts *o, run_state *r, int block) {
+    if (r->snap_step <= 0) return 0;
+    int ready;
+    if (block) {
+        const double prev = zt_comm_set_timeout(r->comm, fmax(0.001, r->async_t0 + o->save_timeout - zt_now()));
+        zt_comm_watch_begin(r->comm, "checkpoint snapshot: device-to-host copy (limit: --save-timeout)");
+        ready = zt_fsdp_snapshot_ready(r->f, 1);
+        zt_comm_watch_end(r->comm);
+        zt_comm_set_timeout(r->comm, prev);
+    } else {
+        ready = zt_fsdp_snapshot_ready(r->f, 0);
+    }
+    if (ready <= 0) return ready;
+    if (zt_ckpt_async_start(r->async, o->run_dir, &r->snap_meta, r->settings, &r->shards) != 0)
+        return zt_err_prefix("step %lld: starting the background checkpoint write", (long long)r->snap_step);
+    r->snap_step = 0;
+    return 0;
+}
+
 static int async_settle(const zt_train_opts *o, run_state *r, int64_t step, int block, double *waited) {
     *waited = 0;
-    const int64_t ck = zt_ckpt_async_step(r->async);
+    if (launch_when_copied(o, r, block) < 0) return -1;
+    const int64_t ck = async_inflight(r);
     if (ck < 0) return 0;
     const double deadline = r->async_t0 + o->save_timeout;
     if (!block) {
-        int64_t state = zt_ckpt_async_done(r->async) ? 0 : zt_now() > deadline ? 2 : 1;
+        int64_t state = r->snap_step <= 0 && zt_ckpt_async_done(r->async) ? 0 : zt_now() > deadline ? 2 : 1;
         if (zt_allreduce(r->comm, &state, &state, 1, ZT_DT_I64, ZT_RED_MAX, "checkpoint writer state") != 0) return -1;
         if (state == 1) return 0;
         // 2: some rank's writer is past --save-timeout; every rank waits under the watchdog
+        if (launch_when_copied(o, r, 1) < 0) return -1;
     }
     const double tw = zt_now();
     if (!zt_ckpt_async_done(r->async)) {
@@ -724,7 +757,7 @@ static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int la
     if (step == r->saved_step) return 0;  // committed already (a stop right after a save point)
     double waited = 0;
     // a stop for the step whose save is in flight (a data error after a save point): commit it
-    if (r->async && zt_ckpt_async_step(r->async) == step) return async_settle(o, r, step, 1, &waited);
+    if (r->async && async_inflight(r) == step) return async_settle(o, r, step, 1, &waited);
     const int epoch_end = step % r->steps_per_epoch == 0;
     if (epoch_end) {
         zt_comm_set_context(r->comm, step, r->epoch, -1);  // steps completed so far
@@ -748,23 +781,31 @@ static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int la
     meta.final = last;
     // at most one save in flight: this save point waits for the previous write (and says so)
     if (r->async && async_settle(o, r, step, 1, &waited) != 0) return -1;
-    if (zt_fsdp_to_host(r->f) != 0) return -1;  // GPU engine: device state to the host copies
     if (r->async && !last && !stop) {
         const double tsnap = zt_now();
-        if (zt_train_agree(r->comm, zt_ckpt_async_start(r->async, o->run_dir, &meta, r->settings, &r->shards) == 0,
-                           "starting the background checkpoint write") != 0)
+        int ok;
+        if (zt_fsdp_has_snapshot(r->f)) {  // GPU engine: the copy is queued; the writer starts once it landed
+            r->snap_meta = meta;
+            ok = zt_fsdp_snapshot_begin(r->f) == 0;
+            if (ok) r->snap_step = step;
+        } else {
+            ok = zt_ckpt_async_start(r->async, o->run_dir, &meta, r->settings, &r->shards) == 0;
+        }
+        if (zt_train_agree(r->comm, ok, "starting the background checkpoint write") != 0)
             return zt_err_prefix("step %lld", (long long)step);
         r->async_t0 = zt_now();
         const double snap_s = r->async_t0 - tsnap, blocked = r->async_t0 - ts;
         zt_runlog_ckpt(r, step, "snapshot", step, blocked, waited, snap_s, NAN);
         if (r->rank == 0) {
             zt_runlog_clear_progress();
-            printf("checkpoint: step %lld snapshot in %.3f s (training blocked %.3f s%s), writing in the background\n",
-                   (long long)step, snap_s, blocked, waited > 0.0005 ? ", of it waiting for the previous write" : "");
+            printf("checkpoint: step %lld snapshot %s %.3f s (training blocked %.3f s%s), writing in the background\n",
+                   (long long)step, zt_fsdp_has_snapshot(r->f) ? "(device-to-host on its own stream) queued in" : "in",
+                   snap_s, blocked, waited > 0.0005 ? ", of it waiting for the previous write" : "");
             fflush(stdout);
         }
         return 0;
     }
+    if (zt_fsdp_to_host(r->f) != 0) return -1;  // GPU engine: device state to the host copies
     // HDF5 runs its own MPI barriers inside the collective write; the comm watchdog
     // gives them a deadline (--save-timeout) and the usual report instead of a silent hang.
     const double prev_timeout = zt_comm_set_timeout(r->comm, fmax(o->save_timeout, r->copts.timeout_s));
@@ -884,7 +925,7 @@ static int train_loop(const zt_train_opts *o, run_state *r) {
     zt_signals_exit_on_stop(0);  // from here a stop request checkpoints at the next step boundary
     int stopped = 0;
     const int rc = run_steps(o, r, &stopped);
-    if (rc != 0 && r->async && zt_ckpt_async_step(r->async) >= 0) {
+    if (rc != 0 && r->async && async_inflight(r) >= 0) {
         // The run failed with a write in flight: wait for it (watched, --save-timeout) and drop it
         // uncommitted; its .partial is cleared by the next save. The last committed checkpoint
         // and latest stay as they are.
@@ -892,6 +933,9 @@ static int train_loop(const zt_train_opts *o, run_state *r) {
         snprintf(keep, sizeof keep, "%s", zt_errmsg());
         zt_comm_set_timeout(r->comm, fmax(0.001, r->async_t0 + o->save_timeout - zt_now()));
         zt_comm_watch_begin(r->comm, "background checkpoint write (run failing; limit: --save-timeout)");
+        if (r->snap_step > 0 && zt_fsdp_snapshot_ready(r->f, 1) == 1 &&  // every rank's writer must take part
+            zt_ckpt_async_start(r->async, o->run_dir, &r->snap_meta, r->settings, &r->shards) == 0)
+            r->snap_step = 0;
         zt_ckpt_async_abandon(r->async);
         zt_comm_watch_end(r->comm);
         zt_err("%s", keep);
