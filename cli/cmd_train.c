@@ -90,7 +90,9 @@ const zt_flag zt_train_flags[] = {
      .help = "write checkpoints in the background: every rank copies its shards to a host\n"
              "snapshot, training goes on, the save commits at a later step boundary (one in\n"
              "flight at a time; the last step's and a stop's save stay synchronous); needs\n"
-             "MPI_THREAD_MULTIPLE and host memory for a copy of this rank's master, m and v"},
+             "MPI_THREAD_MULTIPLE and (cpu backend) host memory for a copy of this rank's\n"
+             "master, m and v; the cuda backend copies into its page-locked host copies on a\n"
+             "stream of its own"},
     {"resume", ZT_FLAG_OPTSTR, ZT_AT_STR(T, resume), "[PATH|auto]", .bare = "latest",
      .help = "continue from RUN/checkpoints/latest, or from the checkpoint PATH; `auto`\n"
              "(requeued jobs): the newest checkpoint that reads, a fresh start only when RUN\n"
