@@ -852,125 +852,181 @@ static hid_t mpio_fapl(MPI_Comm comm, int writing) {
     return fapl;
 }
 
-int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta_in, const zt_qwen3_layout *lay,
-                 const char *train_json, const zt_ckpt_shards *sh, int keep_last, char *out_path, size_t out_len) {
+// What the write phase hands the commit phase: the save's context (names, the previous
+// `latest`), the stored state and when the save began.
+struct zt_ckpt_pending {
+    save_ctx c;
+    zt_ckpt_meta m;
+    double t0;
+};
+
+// Testing: ZT_CKPT_DEBUG_<what>_STEP=N limits a hook to the save of step N (unset: every save).
+static int hook_step_matches(const char *var, int64_t step) {
+    const char *s = getenv(var);
+    return !(s && *s) || strtoll(s, NULL, 10) == step;
+}
+
+int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta_in, const zt_qwen3_layout *lay,
+                          const char *train_json, const zt_ckpt_shards *sh, zt_ckpt_pending **out) {
+    *out = NULL;
     const double t0 = zt_now();
     zt_h5_quiet();
-    save_ctx c;
-    memset(&c, 0, sizeof c);
-    c.comm = comm;
-    c.lay = lay;
-    c.sh = sh;
-    c.fid = c.dxpl = -1;
-    MPI_Comm_rank(comm, &c.rank);
-    MPI_Comm_size(comm, &c.world);
+    zt_ckpt_pending *p = zt_xcalloc(1, sizeof *p);
+    save_ctx *c = &p->c;
+    c->comm = comm;
+    c->lay = lay;
+    c->sh = sh;
+    c->fid = c->dxpl = -1;
+    MPI_Comm_rank(comm, &c->rank);
+    MPI_Comm_size(comm, &c->world);
     zt_ckpt_meta m = *meta_in;
-    m.world_size = c.world;
-    c.step = m.step;
-    snprintf(c.ckdir, sizeof c.ckdir, "%s/checkpoints", run_dir);
-    snprintf(c.name, sizeof c.name, "step-%08lld", (long long)m.step);
-    snprintf(c.final_dir, sizeof c.final_dir, "%s/%s", c.ckdir, c.name);
-    snprintf(c.partial, sizeof c.partial, "%s.partial", c.final_dir);
-    snprintf(c.file, sizeof c.file, "%s/%s", c.partial, ZT_CKPT_FILE);
+    m.world_size = c->world;
+    c->step = m.step;
+    p->t0 = t0;
+    snprintf(c->ckdir, sizeof c->ckdir, "%s/checkpoints", run_dir);
+    snprintf(c->name, sizeof c->name, "step-%08lld", (long long)m.step);
+    snprintf(c->final_dir, sizeof c->final_dir, "%s/%s", c->ckdir, c->name);
+    snprintf(c->partial, sizeof c->partial, "%s.partial", c->final_dir);
+    snprintf(c->file, sizeof c->file, "%s/%s", c->partial, ZT_CKPT_FILE);
     const char *inj = getenv("ZT_CKPT_FAIL_AFTER_BYTES");
-    c.budget = inj && *inj ? strtoll(inj, NULL, 10) : -1;
+    c->budget = inj && *inj && hook_step_matches("ZT_CKPT_DEBUG_FAIL_STEP", m.step) ? strtoll(inj, NULL, 10) : -1;
 
     int ok = (m.step >= 0 || zt_err("step %lld is negative", (long long)m.step) == 0) && check_shards(lay, sh) == 0;
-    if (agree(comm, ok) != 0) return zt_ckpt_err_prefix("saving checkpoint step %lld", (long long)m.step), -1;
+    if (agree(comm, ok) != 0) {
+        free(p);
+        return zt_ckpt_err_prefix("saving checkpoint step %lld", (long long)m.step), -1;
+    }
 
     // The symmetric barrier: every rank has finished the same step before any byte is written.
     MPI_Barrier(comm);
     // Testing: ZT_CKPT_DEBUG_STALL_RANK=R stalls rank R here for ZT_CKPT_DEBUG_STALL_S seconds
     // (default 3600), as a rank stuck in I/O would, while its peers wait inside HDF5's
     // collectives; the comm watchdog must turn that into a report (tests/cli/dist_cli.sh).
+    // ZT_CKPT_DEBUG_STALL_STEP=N: only in the save of step N.
     const char *stall = getenv("ZT_CKPT_DEBUG_STALL_RANK");
-    if (stall && *stall && atoi(stall) == c.rank) {
+    if (stall && *stall && atoi(stall) == c->rank && hook_step_matches("ZT_CKPT_DEBUG_STALL_STEP", m.step)) {
         const char *secs = getenv("ZT_CKPT_DEBUG_STALL_S");
-        fprintf(stderr, "zerotrain: rank %d: ZT_CKPT_DEBUG_STALL_RANK: stalling inside the checkpoint save\n", c.rank);
+        fprintf(stderr, "zerotrain: rank %d: ZT_CKPT_DEBUG_STALL_RANK: stalling inside the checkpoint save of step %lld\n",
+                c->rank, (long long)m.step);
         sleep(secs && *secs ? (unsigned)atoi(secs) : 3600u);
     }
 
-    if (c.rank == 0) {
+    if (c->rank == 0) {
         const char *e = getenv("ZT_CKPT_CRC_CHUNK");
-        c.chunk = e && *e ? strtoll(e, NULL, 10) : ZT_CKPT_CRC_CHUNK_DEFAULT;
-        if (c.chunk < 1) c.chunk = ZT_CKPT_CRC_CHUNK_DEFAULT;
+        c->chunk = e && *e ? strtoll(e, NULL, 10) : ZT_CKPT_CRC_CHUNK_DEFAULT;
+        if (c->chunk < 1) c->chunk = ZT_CKPT_CRC_CHUNK_DEFAULT;
         int exists;
-        read_latest(c.ckdir, c.prev, sizeof c.prev, &exists);
+        read_latest(c->ckdir, c->prev, sizeof c->prev, &exists);
     }
-    MPI_Bcast(&c.chunk, 1, MPI_INT64_T, 0, comm);
-    MPI_Bcast(c.prev, sizeof c.prev, MPI_CHAR, 0, comm);
-    c.crc = zt_xcalloc((size_t)lay->nunits * ZT_CKPT_NDS, sizeof(uint32_t *));
-    c.ds = zt_xmalloc((size_t)lay->nunits * ZT_CKPT_NDS * sizeof(hid_t));
-    for (int i = 0; i < lay->nunits * ZT_CKPT_NDS; i++) c.ds[i] = -1;
+    MPI_Bcast(&c->chunk, 1, MPI_INT64_T, 0, comm);
+    MPI_Bcast(c->prev, sizeof c->prev, MPI_CHAR, 0, comm);
+    c->crc = zt_xcalloc((size_t)lay->nunits * ZT_CKPT_NDS, sizeof(uint32_t *));
+    c->ds = zt_xmalloc((size_t)lay->nunits * ZT_CKPT_NDS * sizeof(hid_t));
+    for (int i = 0; i < lay->nunits * ZT_CKPT_NDS; i++) c->ds[i] = -1;
 
     // Checksums first (from memory): also proves the slices tile every unit.
-    ok = gather_crcs(comm, lay, sh, c.chunk, c.crc) == 0;  // identical result on every rank
+    ok = gather_crcs(comm, lay, sh, c->chunk, c->crc) == 0;  // identical result on every rank
     if (!ok) {
         zt_ckpt_err_prefix("saving checkpoint step %lld", (long long)m.step);
-        free_ctx(&c);
+        free_ctx(c);
+        free(p);
         return -1;
     }
 
-    if (c.rank == 0) {
-        ok = zt_mkdirs(c.ckdir) == 0 && zt_remove_tree(c.partial) == 0 && space_check(c.ckdir, estimate_bytes(lay)) == 0;
-        if (ok && mkdir(c.partial, 0755) != 0) ok = zt_err("%s: cannot create: %s", c.partial, strerror(errno)) == 0;
+    if (c->rank == 0) {
+        ok = zt_mkdirs(c->ckdir) == 0 && zt_remove_tree(c->partial) == 0 && space_check(c->ckdir, estimate_bytes(lay)) == 0;
+        if (ok && mkdir(c->partial, 0755) != 0) ok = zt_err("%s: cannot create: %s", c->partial, strerror(errno)) == 0;
     }
     if (agree(comm, ok) != 0) {
-        int rc = save_fail(&c, 0);
-        free_ctx(&c);
+        int rc = save_fail(c, 0);
+        free_ctx(c);
+        free(p);
         return rc;
     }
 
     agreement ag = {comm, 0};
     hid_t fapl = mpio_fapl(comm, 1);
-    c.fid = H5Fcreate(c.file, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
-    ok = c.fid >= 0 || zt_err("cannot create the file: %s", zt_h5_why()) == 0;
+    c->fid = H5Fcreate(c->file, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+    ok = c->fid >= 0 || zt_err("cannot create the file: %s", zt_h5_why()) == 0;
     H5Pclose(fapl);
-    if (c.rank == 0 && ok) ok = reserve_space(c.file, estimate_bytes(lay)) == 0;
+    if (c->rank == 0 && ok) ok = reserve_space(c->file, estimate_bytes(lay)) == 0;
     if (agree_step(&ag, &ok) == 0) {
-        c.dxpl = H5Pcreate(H5P_DATASET_XFER);
-        H5Pset_dxpl_mpio(c.dxpl, H5FD_MPIO_COLLECTIVE);
-        ok = write_metadata(&c, &m, train_json) == 0;
+        c->dxpl = H5Pcreate(H5P_DATASET_XFER);
+        H5Pset_dxpl_mpio(c->dxpl, H5FD_MPIO_COLLECTIVE);
+        ok = write_metadata(c, &m, train_json) == 0;
     }
     agree_step(&ag, &ok);
+    // Testing: ZT_CKPT_DEBUG_PAUSE_S=S pauses every rank for S seconds once half of the units
+    // are written (ZT_CKPT_DEBUG_PAUSE_STEP=N: only in the save of step N), after saying so on
+    // stderr: the moment a test kills a rank or signals the job in the middle of a write.
+    const char *pause_s = getenv("ZT_CKPT_DEBUG_PAUSE_S");
+    const int pause_unit = pause_s && *pause_s && hook_step_matches("ZT_CKPT_DEBUG_PAUSE_STEP", m.step)
+                               ? lay->nunits / 2 : -1;
     for (int u = 0; u < lay->nunits && !ag.failed; u++) {
+        if (u == pause_unit) {
+            fprintf(stderr, "zerotrain: rank %d: ZT_CKPT_DEBUG_PAUSE_S: pausing the checkpoint write of step %lld "
+                            "after %d of %d units for %s s\n", c->rank, (long long)m.step, u, lay->nunits, pause_s);
+            fflush(stderr);
+            usleep((useconds_t)(atof(pause_s) * 1e6));
+        }
         for (int k = 0; k < ZT_CKPT_NDS; k++)
-            if (write_slice(&c, u, k) != 0) ok = 0;  // keeps taking part in the unit's collective writes
+            if (write_slice(c, u, k) != 0) ok = 0;  // keeps taking part in the unit's collective writes
         agree_step(&ag, &ok);                        // every rank learns of any failure, unit by unit
     }
-    if (ag.failed && c.rank == 0 && c.fid >= 0) release_space(c.file);
+    if (ag.failed && c->rank == 0 && c->fid >= 0) release_space(c->file);
     // Close (flushes metadata and data through MPI-IO), then fsync on every rank.
     for (int i = 0; i < lay->nunits * ZT_CKPT_NDS; i++)
-        if (c.ds[i] >= 0) H5Dclose(c.ds[i]), c.ds[i] = -1;
-    if (c.dxpl >= 0) H5Pclose(c.dxpl);
-    c.dxpl = -1;
-    if (c.fid >= 0) {
-        herr_t rc = H5Fclose(c.fid);
-        c.fid = -1;
+        if (c->ds[i] >= 0) H5Dclose(c->ds[i]), c->ds[i] = -1;
+    if (c->dxpl >= 0) H5Pclose(c->dxpl);
+    c->dxpl = -1;
+    if (c->fid >= 0) {
+        herr_t rc = H5Fclose(c->fid);
+        c->fid = -1;
         if (ok && rc < 0) ok = zt_err("closing (flushing) the file failed: %s", zt_h5_why()) == 0;
     }
-    if (ok) ok = fsync_path(c.file, 0) == 0;
+    if (ok) ok = fsync_path(c->file, 0) == 0;
     if (agree_step(&ag, &ok) != 0) {
-        close_all(&c);
-        int rc = save_fail(&c, 0);
-        free_ctx(&c);
+        close_all(c);
+        int rc = save_fail(c, 0);
+        free_ctx(c);
+        free(p);
         return rc;
     }
+    p->m = m;
+    p->c.sh = NULL;  // the data is on disk: the commit never reads the shards
+    *out = p;
+    return 0;
+}
 
-    int committed = 0;
-    if (c.rank == 0) {
-        ok = commit(&c, &m, t0, &committed) == 0;
-        if (ok) prune(c.ckdir, c.name, keep_last);
+int64_t zt_ckpt_pending_step(const zt_ckpt_pending *p) { return p->c.step; }
+
+void zt_ckpt_pending_free(zt_ckpt_pending *p) {
+    if (!p) return;
+    free_ctx(&p->c);
+    free(p);
+}
+
+int zt_ckpt_commit_partial(MPI_Comm comm, zt_ckpt_pending *p, int keep_last, char *out_path, size_t out_len) {
+    save_ctx *c = &p->c;
+    c->comm = comm;  // may differ from the write phase's (the background writer's own)
+    int ok = 1, committed = 0;
+    if (c->rank == 0) {
+        ok = commit(c, &p->m, p->t0, &committed) == 0;
+        if (ok) prune(c->ckdir, c->name, keep_last);
     }
     MPI_Bcast(&committed, 1, MPI_INT, 0, comm);
-    if (agree(comm, ok) != 0) {
-        int rc = save_fail(&c, committed);
-        free_ctx(&c);
-        return rc;
-    }
-    free_ctx(&c);
-    if (out_path) snprintf(out_path, out_len, "%s", c.final_dir);
-    return 0;
+    int rc = 0;
+    if (agree(comm, ok) != 0) rc = save_fail(c, committed);
+    else if (out_path) snprintf(out_path, out_len, "%s", c->final_dir);
+    zt_ckpt_pending_free(p);
+    return rc;
+}
+
+int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta_in, const zt_qwen3_layout *lay,
+                 const char *train_json, const zt_ckpt_shards *sh, int keep_last, char *out_path, size_t out_len) {
+    zt_ckpt_pending *p;
+    if (zt_ckpt_write_partial(comm, run_dir, meta_in, lay, train_json, sh, &p) != 0) return -1;
+    return zt_ckpt_commit_partial(comm, p, keep_last, out_path, out_len);
 }
 
 // ---- load -------------------------------------------------------------------------

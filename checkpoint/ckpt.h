@@ -139,6 +139,40 @@ int zt_ckpt_config_diff(const zt_qwen3_config *ckpt, const zt_qwen3_config *run,
 // else -1 + zt_err naming each differing key with both values.
 int zt_ckpt_check_train_json(const char *saved, const char *now, const char *const *ignore);
 
+// ---- asynchronous save (checkpoint/ckpt_async.c; docs/checkpoint-format.md) ----
+// A host snapshot of this rank's shards and a writer thread that writes it with
+// zt_ckpt_save's own code on a duplicate of the communicator; the caller commits at a later
+// step boundary. Needs MPI_THREAD_MULTIPLE. HDF5 is used by the writer thread only while a
+// save is in flight: the caller makes no other checkpoint call until it is committed or
+// abandoned (the HDF5 library is not built thread-safe).
+typedef struct zt_ckpt_async zt_ckpt_async;
+// Bytes of the snapshot: this rank's valid elements of every unit x (master, m, v) x 4.
+int64_t zt_ckpt_snapshot_bytes(const zt_ckpt_shards *sh);
+// Collective on comm: refuses an MPI without MPI_THREAD_MULTIPLE, allocates (and touches) the
+// snapshot for sh's slices, duplicates comm for the writer. copy = 0: no snapshot buffer; the
+// writer reads the shards passed to zt_ckpt_async_start themselves, which the caller keeps
+// unchanged until the save is committed or abandoned (the GPU engine's host copies, filled by
+// its own device-to-host snapshot). 0 or -1 + zt_err.
+int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckpt_shards *sh, int copy,
+                         zt_ckpt_async **out);
+int64_t zt_ckpt_async_bytes(const zt_ckpt_async *a);
+// Local (no collective): copy sh (the same slices as at create) into the snapshot (copy = 1) and
+// start the writer for meta->step. Refused while a save is in flight. 0 or -1 + zt_err.
+int zt_ckpt_async_start(zt_ckpt_async *a, const char *run_dir, const zt_ckpt_meta *meta, const char *train_json,
+                        const zt_ckpt_shards *sh);
+int64_t zt_ckpt_async_step(const zt_ckpt_async *a);   // the step in flight, -1 when none
+int zt_ckpt_async_done(const zt_ckpt_async *a);       // this rank's writer has finished (no wait)
+void zt_ckpt_async_join(zt_ckpt_async *a);            // wait for this rank's writer
+double zt_ckpt_async_write_seconds(const zt_ckpt_async *a);  // the last write's duration (after join)
+// Collective on comm once every rank's writer has finished (the caller agrees on that first):
+// joins, then commits as zt_ckpt_save does (meta.json, .partial -> step-N, latest, prune to
+// keep_last), or returns the writers' agreed error (the .partial already removed). Either way
+// nothing is in flight afterwards.
+int zt_ckpt_async_commit(zt_ckpt_async *a, MPI_Comm comm, int keep_last, char *out_path, size_t out_len);
+// Local: wait for the writer and drop its result uncommitted (error paths).
+void zt_ckpt_async_abandon(zt_ckpt_async *a);
+void zt_ckpt_async_destroy(zt_ckpt_async *a);  // abandon, free the communicator and the snapshot
+
 // CRC-32C of A||B from crc(A), crc(B) and len(B) (zlib's crc32_combine for the
 // Castagnoli polynomial): how slices written by different ranks get one chunk crc.
 uint32_t zt_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);

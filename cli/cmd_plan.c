@@ -32,7 +32,7 @@ typedef struct {
     const char *model, *worlds, *shard, *gpu, *gpu_file, *from_run;
     int field, world, micro_batch, grad_accum, shard_group, reduce_bytes, accum_bytes, recompute, gpus_per_node;
     int64_t seq_len, global_batch;
-    double epoch_tokens, peak_tflops, hbm_gb, hbm_tbps, nvlink_gbps, net_gbps;
+    double epoch_tokens, peak_tflops, hbm_gb, hbm_tbps, nvlink_gbps, net_gbps, ckpt_gbps;
     double mfu, nvlink_eff, net_eff, alpha_nvlink_us, alpha_net_us, hbm_eff, mem_usable;
 } plan_flags;
 
@@ -92,6 +92,9 @@ static const zt_flag flags[] = {
      .help = "network bandwidth per GPU per direction, GB/s"},
     {"gpus-per-node", ZT_FLAG_INT, ZT_AT_INT(T, gpus_per_node), "N", 1, 1024, UNSET, .help = "GPUs per node"},
 
+    {"ckpt-gbps", ZT_FLAG_F64, ZT_AT_F64(T, ckpt_gbps), "X", .fmin = 1e-3, .fmax = 1e6, .def = 2,
+     .help = "checkpoint write bandwidth per node into the file system, GB/s (default {default})"},
+
     {.type = ZT_FLAG_SECTION, .help = "assumptions (defaults in docs/plan.md):"},
     {"mfu", ZT_FLAG_F64, ZT_AT_F64(T, mfu), "X", .fmin = 1e-4, .fmax = 1, UNSET,
      .help = "achieved fraction of peak while computing (0.30)"},
@@ -147,6 +150,28 @@ static void row_p(const char *label, double v, int prec, const char *tail) {
 }
 static void row(const char *label, double v, const char *tail) { row_p(label, v, 3, tail); }
 static void row_gb(const char *label, double bytes, const char *tail) { row_p(label, bytes / 1e9, 1, tail); }
+
+// A checkpoint of this job: fp32 master + Adam m and v, 12 bytes per parameter (the training
+// state is a few attributes); each GPU writes its shard's part, which is also what
+// --async-save's host snapshot holds; the file system takes ckpt_gbps per node.
+static void print_checkpoint(const zt_plan_result *r, const zt_qwen3_config *c, const zt_gpu_spec *g, double gbps) {
+    const zt_plan_job *j = &r->job;
+    const double whole = 12.0 * (double)zt_qwen3_param_count(c), snap = r->mem.optimizer * 1.5;  // m+v: 8 B/param
+    const int per_node = j->world < g->gpus_per_node ? j->world : g->gpus_per_node;
+    const int nodes = (j->world + g->gpus_per_node - 1) / g->gpus_per_node;
+    const double t_write = whole / (gbps * 1e9 * nodes);
+    char tail[200];
+    printf("checkpoint (fp32 master + Adam m, v = 12 bytes per parameter):\n");
+    row_gb("size (whole job)", whole, NULL);
+    snprintf(tail, sizeof tail, "   (%.1f GB of host memory for the %d GPUs of a node)", per_node * snap / 1e9,
+             per_node);
+    row_gb("--async-save host snapshot per GPU", snap, tail);
+    snprintf(tail, sizeof tail, "   at %.3g GB/s per node x %d node%s: %.1f steps of %.3f s", gbps, nodes,
+             nodes == 1 ? "" : "s", t_write / r->t_step, r->t_step);
+    row("write time (s)", t_write, tail);
+    printf("  %s\n", "(without --async-save every GPU waits for the whole write at each save; with it, for the "
+                     "snapshot copy)");
+}
 
 static void print_detail(const zt_plan_result *r) {
     char tail[160];
@@ -530,6 +555,7 @@ int zt_cmd_plan(int argc, char **argv) {
             return 2;
         }
         print_detail(&r);
+        print_checkpoint(&r, &cfg, &g, f.ckpt_gbps);
     }
     print_scaling(&cfg, &g, &a, &t, worlds, nw, choices, nch, epoch_tokens);
     return 0;

@@ -86,6 +86,13 @@ const zt_flag zt_train_flags[] = {
     {"save-every", ZT_FLAG_I64, ZT_AT_I64(T, save_every), "N", 0, INT64_MAX,
      .help = "also checkpoint every N steps (always: each epoch end, the last step, and\n"
              "on SIGUSR1/SIGTERM to any rank, after which the job exits 0)"},
+    {"async-save", ZT_FLAG_SET, ZT_AT_INT(T, async_save),
+     .help = "write checkpoints in the background: every rank copies its shards to a host\n"
+             "snapshot, training goes on, the save commits at a later step boundary (one in\n"
+             "flight at a time; the last step's and a stop's save stay synchronous); needs\n"
+             "MPI_THREAD_MULTIPLE and (cpu backend) host memory for a copy of this rank's\n"
+             "master, m and v; the cuda backend copies into its page-locked host copies on a\n"
+             "stream of its own"},
     {"resume", ZT_FLAG_OPTSTR, ZT_AT_STR(T, resume), "[PATH|auto]", .bare = "latest",
      .help = "continue from RUN/checkpoints/latest, or from the checkpoint PATH; `auto`\n"
              "(requeued jobs): the newest checkpoint that reads, a fresh start only when RUN\n"

@@ -253,16 +253,20 @@ fail:
 
 static int zt_mpi_we_initialised;
 
-int zt_mpi_init_once(void) {
+int zt_mpi_init_once(void) { return zt_mpi_init_threads(MPI_THREAD_FUNNELED); }
+
+int zt_mpi_init_threads(int level) {
     int inited = 0;
     MPI_Initialized(&inited);
     if (inited) return 0;
     int provided = 0;
-    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    int rc = MPI_Init_thread(NULL, NULL, level, &provided);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Init_thread", MPI_COMM_NULL);
     zt_mpi_we_initialised = 1;
     // FUNNELED: only the main thread calls MPI (side threads such as the liveness tick
     // never do); a library giving less cannot run OpenMP regions safely around MPI.
+    // MULTIPLE (asked for by --async-save, whose checkpoint writer thread calls MPI-IO on its
+    // own communicator): a library giving less is refused where that writer is created.
     if (provided < MPI_THREAD_FUNNELED)
         return zt_err(
             "MPI_Init_thread: the MPI library provides thread level %d, zerotrain needs "

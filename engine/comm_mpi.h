@@ -1,6 +1,6 @@
 // MPI entry points of the process group: the only header that shows MPI types, so
 // callers of engine/comm.h stay backend-neutral.
-// defines: zt_comm_init_mpi, zt_mpi_node_layout, zt_mpi_init_once, zt_mpi_finalize_once
+// defines: zt_comm_init_mpi, zt_mpi_node_layout, zt_mpi_init_once, zt_mpi_init_threads, zt_mpi_finalize_once
 #ifndef ZT_COMM_MPI_H
 #define ZT_COMM_MPI_H
 
@@ -27,6 +27,9 @@ int zt_mpi_node_layout(MPI_Comm base, zt_comm_info *info);
 // without mpirun (a singleton world of 1). zt_mpi_finalize_once finalizes only what
 // zt_mpi_init_once initialised. 0, or -1 + zt_err.
 int zt_mpi_init_once(void);
+// The same asking for thread level `level` (MPI_THREAD_MULTIPLE for --async-save); less
+// than FUNNELED provided is an error, less than asked is left to the caller (MPI_Query_thread).
+int zt_mpi_init_threads(int level);
 int zt_mpi_finalize_once(void);
 
 #ifdef __cplusplus

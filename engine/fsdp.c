@@ -502,6 +502,11 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_
 
 int zt_fsdp_to_device(zt_fsdp *f) { return f->be && f->be->to_device ? f->be->to_device(f) : 0; }
 int zt_fsdp_to_host(zt_fsdp *f) { return f->be && f->be->to_host ? f->be->to_host(f) : 0; }
+int zt_fsdp_has_snapshot(const zt_fsdp *f) { return f->be && f->be->snapshot_begin && f->be->snapshot_ready; }
+int zt_fsdp_snapshot_begin(zt_fsdp *f) {
+    return zt_fsdp_has_snapshot(f) ? f->be->snapshot_begin(f) : zt_err("this engine has no device snapshot");
+}
+int zt_fsdp_snapshot_ready(zt_fsdp *f, int wait) { return zt_fsdp_has_snapshot(f) ? f->be->snapshot_ready(f, wait) : 1; }
 
 int zt_fsdp_gather_full(zt_fsdp *f, float **full) {
     if (zt_fsdp_to_host(f) != 0) return -1;

@@ -117,6 +117,16 @@ void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n);
 // loading weights or a checkpoint into units[].master/m/v; to_host before reading them.
 int zt_fsdp_to_device(zt_fsdp *f);
 int zt_fsdp_to_host(zt_fsdp *f);
+// --async-save on the GPU engine: the host copies become the checkpoint's snapshot without
+// stopping the loop. snapshot_begin queues the device-to-host copy of master, m and v on the
+// engine's own snapshot stream, ordered after the last optimizer update by an event (on the
+// device), and the next update waits for the copy's event (on the device). snapshot_ready: 1
+// once the copy is complete and the host copies may be read, 0 while it runs (wait = 1: block
+// until it is). The host copies must not be read or changed in between. has_snapshot: 0 on the
+// CPU engine (its shards are the host copies; the caller copies them).
+int zt_fsdp_has_snapshot(const zt_fsdp *f);
+int zt_fsdp_snapshot_begin(zt_fsdp *f);
+int zt_fsdp_snapshot_ready(zt_fsdp *f, int wait);
 // One optimizer step; blocks holds this rank's micro_batch * grad_accum blocks.
 // flags: ZT_FSDP_STOP (e.g. a signal arrived), counted over ranks into out->stop_requested;
 // ZT_FSDP_INPUT_BAD (this rank's blocks could not be read: they hold zeros), counted into

@@ -79,6 +79,12 @@ typedef struct {
     zt_req *greq[G];                 // reduce-scatter not yet retired on the host
     int gunit[G], gmicro[G];         // its unit and micro-batch (event log)
     cudaEvent_t ev_grads, ev_red, ev_optim;
+    // --async-save: the checkpoint snapshot's device-to-host copy runs on a stream of its own
+    // (ss) into the page-locked host copies, after ev_optim; ev_snap marks its end, and the next
+    // AdamW (or to_host) waits for it on the device while snap_pending.
+    cudaStream_t ss;
+    cudaEvent_t ev_snap;
+    int snap_pending;
     // Stall accounting: a timing event pair around each wait of the compute stream on a
     // communication event; after the step's host sync, the time between the two is how
     // long compute sat idle waiting for communication (the overlap that failed).
@@ -369,6 +375,11 @@ static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
 static void update(zt_fsdp *f, int i, double coef, double lr) {
     gpu_state *c = st(f);
     const zt_fsdp_unit *u = &f->units[i];
+    // AdamW rewrites master, m and v in place: not before the snapshot's copy has read them
+    if (c->snap_pending) {
+        ZT_CUDA_CHECK(cudaStreamWaitEvent(c->cs, c->ev_snap, 0));
+        c->snap_pending = 0;
+    }
     if (coef < 1.0) zt_cuda_scale(c->cs, c->grad[i], ZT_F32, (float)coef, u->valid);
     zt_tensor_span sp[ZT_UNIT_MAX_TENSORS];  // per tensor: no weight decay on norm weights
     const int ns = zt_unit_spans(&f->model.lay.units[i], u->lo, u->valid, sp);
@@ -442,6 +453,7 @@ static int to_device(zt_fsdp *f) {
 
 static int to_host(zt_fsdp *f) {
     gpu_state *c = st(f);
+    if (c->snap_pending) ZT_CUDA_CHECK(cudaStreamWaitEvent(c->cs, c->ev_snap, 0));  // same host buffers
     for (int i = 0; i < f->nunits; i++) {
         const zt_fsdp_unit *u = &f->units[i];
         const size_t b = (size_t)u->shard * sizeof(float);
@@ -455,6 +467,41 @@ static int to_host(zt_fsdp *f) {
     ZT_CUDA_CHECK(cudaStreamSynchronize(c->cs));
     zt_comm_watch_end(c->dc);
     return 0;
+}
+
+// --async-save: the host copies become the checkpoint's snapshot without stopping the loop.
+// The copy waits (on the device) for the last optimizer update and runs on its own stream,
+// beside the next step's forward and backward; only the next AdamW waits for it.
+static int snapshot_begin(zt_fsdp *f) {
+    gpu_state *c = st(f);
+    if (!c->host_pinned && c->host_mode == 0)
+        return zt_err("the GPU engine's host copies are not page-locked: an asynchronous snapshot needs them");
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ss, c->ev_optim, 0));
+    for (int i = 0; i < f->nunits; i++) {
+        const zt_fsdp_unit *u = &f->units[i];
+        const size_t b = (size_t)u->shard * sizeof(float);
+        ZT_CUDA_CHECK(cudaMemcpyAsync(u->master, c->master[i], b, cudaMemcpyDeviceToHost, c->ss));
+        ZT_CUDA_CHECK(cudaMemcpyAsync(u->m, c->m[i], b, cudaMemcpyDeviceToHost, c->ss));
+        ZT_CUDA_CHECK(cudaMemcpyAsync(u->v, c->v[i], b, cudaMemcpyDeviceToHost, c->ss));
+    }
+    ZT_CUDA_CHECK(cudaEventRecord(c->ev_snap, c->ss));
+    c->snap_pending = 1;
+    return 0;
+}
+
+// 1 once the snapshot's copy is complete (the host may read the copies), 0 while it runs;
+// wait = 1 blocks until then (the caller watches it: the copy is queued behind nothing that
+// waits for peers, but a device fault would show here).
+static int snapshot_ready(zt_fsdp *f, int wait) {
+    gpu_state *c = st(f);
+    if (wait) {
+        ZT_CUDA_CHECK(cudaEventSynchronize(c->ev_snap));
+        return 1;
+    }
+    const cudaError_t e = cudaEventQuery(c->ev_snap);
+    if (e == cudaErrorNotReady) return 0;
+    ZT_CUDA_CHECK(e);
+    return 1;
 }
 
 // ---- lifetime -------------------------------------------------------------------------------
@@ -479,6 +526,7 @@ static void memory(const zt_fsdp *f, zt_fsdp_memory *m) {
 static void gpu_free(zt_fsdp *f) {
     gpu_state *c = st(f);
     if (!c) return;
+    cudaStreamSynchronize(c->ss);  // a snapshot copy still reading the device state
     cudaStreamSynchronize(c->cs);
     for (int s = 0; s < f->np; s++)
         if (c->preq[s]) zt_wait(c->uc, c->preq[s]);
@@ -518,6 +566,8 @@ static void gpu_free(zt_fsdp *f) {
     cudaEventDestroy(c->ev_grads);
     cudaEventDestroy(c->ev_red);
     cudaEventDestroy(c->ev_optim);
+    cudaEventDestroy(c->ev_snap);
+    cudaStreamDestroy(c->ss);
     for (int i = 0; i < c->cap_tw; i++) cudaEventDestroy(c->tw[i]);
     free(c->tw);
     cudaFreeHost(c->tok_h);
@@ -546,6 +596,8 @@ static const zt_fsdp_backend gpu_backend = {
     .check_data = check_data,
     .to_device = to_device,
     .to_host = to_host,
+    .snapshot_begin = snapshot_begin,
+    .snapshot_ready = snapshot_ready,
     .free = gpu_free,
 };
 
@@ -625,6 +677,7 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
         c->rreq = zt_xcalloc((size_t)f->nunits, sizeof *c->rreq);
     }
     ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking));
+    ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->ss, cudaStreamNonBlocking));
     c->ctx = zt_cuda_ctx_create();
     const int U = f->nunits, L = cfg->num_layers;
 
@@ -708,6 +761,7 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_grads, cudaEventDisableTiming));
     ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_red, cudaEventDisableTiming));
     ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_optim, cudaEventDisableTiming));
+    ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_snap, cudaEventDisableTiming));
     // waits of the compute stream per step: per micro-batch one per gathered unit use
     // (2L + 4 at most) and per gradient slot taken (L + 2), plus the step's end
     c->cap_tw = 2 * ((3 * cfg->num_layers + 8) * grad_accum + 2);

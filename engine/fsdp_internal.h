@@ -176,6 +176,10 @@ typedef struct zt_fsdp_backend {
     int (*check_data)(zt_fsdp *f, int isolated);       // may be NULL
     int (*to_device)(zt_fsdp *f);                      // may be NULL (host engine)
     int (*to_host)(zt_fsdp *f);                        // may be NULL
+    // --async-save (may be NULL: the caller copies the host shards itself): the device state into
+    // the host copies without stopping the loop; ready: 1 once the copy is complete (wait: block)
+    int (*snapshot_begin)(zt_fsdp *f);
+    int (*snapshot_ready)(zt_fsdp *f, int wait);
     void (*memory)(const zt_fsdp *f, zt_fsdp_memory *m);
     void (*free)(zt_fsdp *f);                          // the backend's state; the common state stays
 } zt_fsdp_backend;

@@ -145,6 +145,9 @@ static void read_heartbeat(zt_watch *w) {
     h->tok_per_s = jnum(j, "tok_per_s", 0);
     h->loss = jnum(j, "loss", NAN);
     h->world_size = (int)jnum(j, "world_size", 0);
+    const cJSON *cw = cJSON_GetObjectItemCaseSensitive(j, "checkpoint_writing");
+    h->ckpt_writing = cJSON_IsObject(cw) ? (long long)jnum(cw, "step", 0) : 0;
+    h->ckpt_writing_s = cJSON_IsObject(cw) ? jnum(cw, "for_s", 0) : 0;
     cJSON_Delete(j);
 }
 
@@ -701,6 +704,7 @@ int zt_watch_write_json(const zt_watch *w, double now) {
         cJSON_AddNumberToObject(o, "step", (double)w->hb.step);
         cJSON_AddNumberToObject(o, "total_steps", (double)w->hb.total_steps);
         cJSON_AddNumberToObject(o, "heartbeat_age_s", now - w->hb.time);
+        if (w->hb.ckpt_writing > 0) cJSON_AddNumberToObject(o, "checkpoint_writing_step", (double)w->hb.ckpt_writing);
     }
     cJSON_AddNumberToObject(o, "world", w->world);
     cJSON_AddNumberToObject(o, "stall_s", w->stall_s);
@@ -769,6 +773,9 @@ void zt_watch_status_line(const zt_watch *w, double now, char *buf, size_t n) {
         else
             ADD(" | ETA ?");
         if (isfinite(h->loss)) ADD(" | loss %.4f", h->loss);
+        if (h->ckpt_writing > 0)
+            ADD(" | checkpoint of step %lld writing in the background (%s at the last heartbeat)", h->ckpt_writing,
+                zt_fmt_dur(h->ckpt_writing_s, d1, sizeof d1));
         ADD(" | heartbeat %s ago", zt_fmt_dur(fmax(0, now - h->time), d1, sizeof d1));
     } else {
         ADD(" | no heartbeat yet (first step running)");

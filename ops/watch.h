@@ -63,6 +63,8 @@ typedef struct {
     long long step, total_steps, epoch, tokens;
     double time, elapsed_s, step_time_s, tok_per_s, loss;
     int world_size;
+    long long ckpt_writing;   // --async-save: a checkpoint of this step is being written (0: none)
+    double ckpt_writing_s;
 } zt_watch_hb;
 
 typedef struct {

@@ -22,3 +22,10 @@ set_tests_properties(plan_cli_no_model PROPERTIES PASS_REGULAR_EXPRESSION "no mo
 add_test(NAME plan_cli_gpu_file_range COMMAND ${ZT_EXE} plan --field --gpu-file ${ZT_TEST_DIR}/data/plan/gpu_inf.json)
 set_tests_properties(plan_cli_gpu_file_range PROPERTIES PASS_REGULAR_EXPRESSION
   "gpu_inf\\.json: field \"peak_flops\" is inf, out of range: it must be a finite number in \\[1e\\+09, 1e\\+18\\] FLOP/s")
+# The checkpoint lines (cli/cmd_plan.c print_checkpoint): Qwen3-32B = 32.76 B parameters x 12 bytes =
+# 393.1 GB; at W = 16 a GPU's share 24.6 GB (the --async-save snapshot), 8 GPUs a node 196.6 GB;
+# 393.1 GB / (4 GB/s x 2 nodes) = 49.1 s.
+add_test(NAME plan_cli_checkpoint COMMAND ${ZT_EXE} plan --field --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b/config.json
+         --world 16 --shard full --ckpt-gbps 4)
+set_tests_properties(plan_cli_checkpoint PROPERTIES PASS_REGULAR_EXPRESSION
+  "size \\(whole job\\) +393\\.1\n  --async-save host snapshot per GPU +24\\.6   \\(196\\.6 GB of host memory for the 8 GPUs of a node\\)\n  write time \\(s\\) +49\\.14[0-9] +at 4 GB/s per node x 2 nodes")

@@ -124,6 +124,11 @@ int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h) {
              num(b[1], 64, "%.6f", h->step_time_s), num(b[2], 64, "%.1f", h->tok_per_s), num(b[3], 64, "%.6f", h->loss),
              h->world_size, num(b[4], 64, "%.6f", h->gpu_hours), num(b[5], 64, "%.6f", h->gpu_hours_per_epoch),
              num(b[6], 64, "%.6f", h->gpu_hours_at_risk));
+    if (h->ckpt_writing > 0) {
+        size_t n = strlen(text);
+        snprintf(text + n, sizeof text - n, ", \"checkpoint_writing\": {\"step\": %lld, \"for_s\": %s}",
+                 (long long)h->ckpt_writing, num(b[7], 64, "%.3f", h->ckpt_writing_s));
+    }
     if (h->error && h->error[0]) {  // the failure, for the watcher and the report (JSON-escaped, cut at 2000 bytes)
         size_t n = strlen(text);
         n += (size_t)snprintf(text + n, sizeof text - n, ", \"error\": \"");

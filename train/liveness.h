@@ -22,6 +22,9 @@ typedef struct {
     int world_size;
     double gpu_hours, gpu_hours_per_epoch, gpu_hours_at_risk;  // rank-hours on the CPU backend
     const char *error;       // state failed: the error (NULL: none); numbers that are not finite are null
+    int64_t ckpt_writing;    // --async-save: the step whose checkpoint is being written in the background
+                             // (0: none; then the member is left out)
+    double ckpt_writing_s;   // for how long
 } zt_heartbeat;
 
 // RUN/heartbeat.json, replaced atomically (no fsync: it is rewritten every step).

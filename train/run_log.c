@@ -192,6 +192,17 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
     printf("flops: %.4g per token, %.4g per step (model/flops.h%s)\n", per_token,
            per_token * S * (double)r->global_step_blocks,
            r->isolated ? ", one document per block; isolated documents count their own, shorter lengths" : "");
+    if (r->async) {
+        const int64_t snap = zt_ckpt_async_bytes(r->async);
+        if (snap > 0)
+            printf("checkpoints: asynchronous (--async-save): host snapshot %s per rank (master, Adam m and v of its "
+                   "shards), a writer thread per rank; one save in flight, committed at a later step boundary\n",
+                   human((double)snap, b1, sizeof b1));
+        else
+            printf("checkpoints: asynchronous (--async-save): the snapshot is the engine's page-locked host copies, "
+                   "filled by a device-to-host copy on its own stream (no extra host memory), a writer thread per "
+                   "rank; one save in flight, committed at a later step boundary\n");
+    }
     if (isfinite(r->peak_flops))
         printf("mfu: against %.4g TFLOP/s per rank on %s: %s\n", r->peak_flops / 1e12, r->device_name, r->peak_source);
     else
@@ -368,6 +379,19 @@ static const metric_def k_eval[E_COUNT] = {
     [E_TIME] = {"eval_time_s", "%.3f"},
 };
 
+// A checkpoint event of --async-save (rank 0): "snapshot" (the save point: training blocked
+// for ckpt_blocked_s, of it ckpt_wait_s waiting for the previous write and ckpt_snapshot_s
+// copying), "commit" (the write of ckpt_step took ckpt_write_s; ckpt_wait_s: how long this
+// boundary waited for it) and "sync" (a synchronous save: the last step's or a stop's).
+enum { K_STEP, K_BLOCKED, K_WAIT, K_SNAPSHOT, K_WRITE, K_COUNT };
+static const metric_def k_ckpt[K_COUNT] = {
+    [K_STEP] = {"ckpt_step", "%.0f"},
+    [K_BLOCKED] = {"ckpt_blocked_s", "%.4f", "ckpt/blocked_s", .optional = 1},
+    [K_WAIT] = {"ckpt_wait_s", "%.4f", "ckpt/wait_s", .optional = 1},
+    [K_SNAPSHOT] = {"ckpt_snapshot_s", "%.4f", "ckpt/snapshot_s", .optional = 1},
+    [K_WRITE] = {"ckpt_write_s", "%.4f", "ckpt/write_s", .optional = 1},
+};
+
 // {"step":S[,"rank":R],"key":value,...} of the members the table gives (rank: the rank file's).
 static void jsonl_line(FILE *f, const metric_def *defs, int n, const double *v, int64_t step, int rank_file,
                        int rank, const char *extra) {
@@ -453,7 +477,11 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
                        .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = v[M_ELAPSED],
                        .step_time_s = v[M_STEP_TIME], .tok_per_s = v[M_TOK_S], .loss = v[M_LOSS],
                        .world_size = r->world, .gpu_hours = v[M_GPU_HOURS],
-                       .gpu_hours_per_epoch = v[M_GPU_HOURS_PER_EPOCH], .gpu_hours_at_risk = v[M_GPU_HOURS_AT_RISK]};
+                       .gpu_hours_per_epoch = v[M_GPU_HOURS_PER_EPOCH], .gpu_hours_at_risk = v[M_GPU_HOURS_AT_RISK],
+                       .ckpt_writing = r->snap_step > 0                    ? r->snap_step
+                                       : zt_ckpt_async_step(r->async) > 0 ? zt_ckpt_async_step(r->async)
+                                                                          : 0,
+                       .ckpt_writing_s = now - r->async_t0};
     if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
     jsonl_line(r->metrics, k_metrics, M_COUNT, v, step + 1, 0, 0, NULL);
     tb_points(&r->tb, k_metrics, M_COUNT, v, step + 1, 0, "of the run");
@@ -489,6 +517,21 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
         fflush(stdout);
         g_progress_shown = 1;
     }
+}
+
+void zt_runlog_ckpt(run_state *r, int64_t step, const char *event, int64_t ckpt_step, double blocked_s,
+                    double wait_s, double snapshot_s, double write_s) {
+    if (r->rank != 0) return;
+    double v[K_COUNT];
+    v[K_STEP] = (double)ckpt_step;
+    v[K_BLOCKED] = blocked_s;
+    v[K_WAIT] = wait_s;
+    v[K_SNAPSHOT] = snapshot_s;
+    v[K_WRITE] = write_s;
+    char extra[64];
+    snprintf(extra, sizeof extra, ",\"ckpt_event\":\"%s\"", event);
+    jsonl_line(r->metrics, k_ckpt, K_COUNT, v, step, 0, 0, extra);
+    tb_points(&r->tb, k_ckpt, K_COUNT, v, step, 0, "of the run");
 }
 
 // One evaluation (rank 0): the terminal line, metrics.jsonl, TensorBoard.

@@ -74,6 +74,11 @@ typedef struct {
     double loss_first, loss_last, lr_last, t_wait_total, t_compute_total;
     int progress_tty;          // rank 0 on a terminal: a progress line rewritten in place
     int64_t saved_step;        // the step of the last checkpoint this job committed (-1: none)
+    zt_ckpt_async *async;      // --async-save: the host snapshot and its writer (NULL: synchronous saves)
+    double async_t0;           // when the save in flight was started (its --save-timeout runs from here)
+    int64_t snap_step;         // GPU engine: a snapshot copy of this step is queued, its writer not yet
+                               // started (0: none)
+    zt_ckpt_meta snap_meta;    // that save's training state
     uint32_t *batch;           // this rank's blocks of the step, copied out of the mapped files
     int eval_signalled;        // --debug-signal-in-eval done
     int eval_stopped;          // ranks whose stop request ended the last evaluation

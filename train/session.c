@@ -139,7 +139,8 @@ int zt_train_run(const zt_train_opts *opts) {
     // SIGUSR1 / SIGTERM: a checkpoint at the next step boundary once training runs; before
     // that (the module, the data, the checkpoint still loading) the process exits at once.
     zt_signals_install();
-    if (zt_mpi_init_once() != 0) return -1;
+    // --async-save: the checkpoint writer thread calls MPI-IO beside the training thread.
+    if ((o->async_save ? zt_mpi_init_threads(MPI_THREAD_MULTIPLE) : zt_mpi_init_once()) != 0) return -1;
 
     run_state r;
     memset(&r, 0, sizeof r);

@@ -59,6 +59,7 @@ void zt_train_defaults(zt_train_opts *o) {
     o->preflight = ZT_DEF_PREFLIGHT;
     o->keep_last = ZT_DEF_KEEP_LAST;
     o->reshard_after_forward = 1;
+    o->async_save = ZT_DEF_ASYNC_SAVE;
     o->collective_timeout = ZT_DEF_COLLECTIVE_TIMEOUT;
     o->first_collective_timeout = ZT_DEF_FIRST_COLLECTIVE_TIMEOUT;
     o->save_timeout = ZT_DEF_SAVE_TIMEOUT;
@@ -92,6 +93,8 @@ void zt_train_cleanup(run_state *r) {
     for (int k = 0; r->peer_order && k < r->world; k++) free(r->peer_order[k]);
     free(r->peer_order);
     free(r->peer_n);
+    zt_ckpt_async_destroy(r->async);  // a write still in flight is waited for and dropped, never committed
+    r->async = NULL;
     zt_fsdp_destroy(r->f);
     if (r->ds_open) zt_dataset_close(&r->ds);
     if (r->eds_open) zt_dataset_close(&r->eds);
@@ -407,6 +410,67 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
     return 0;
 }
 
+static const char *human_bytes(double b, char *buf, size_t n) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024 && i < 4) b /= 1024, i++;
+    snprintf(buf, n, "%.2f %s", b, u[i]);
+    return buf;
+}
+
+// The node's MemAvailable in bytes (-1: unknown). Testing: ZT_DEBUG_MEM_AVAILABLE=BYTES.
+static double host_mem_available(void) {
+    const char *e = getenv("ZT_DEBUG_MEM_AVAILABLE");
+    if (e && *e) return atof(e);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    fclose(f);
+    return kib < 0 ? -1 : kib * 1024.0;
+}
+
+// --async-save: the host snapshot of this rank's shards (master, m, v), checked against the
+// node's available memory first (every rank of the node holds one), then allocated and the
+// writer's communicator duplicated. A refusal names the sizes.
+// Under hybrid sharding the snapshot holds what this rank writes (replica 0's shards; nothing on
+// the other replicas), and the replicas' checksum check runs before each snapshot.
+static int make_snapshot(run_state *r) {
+    if (zt_fsdp_has_snapshot(r->f)) {  // GPU engine: its page-locked host copies are the snapshot
+        zt_fsdp_strategy strat;
+        zt_fsdp_get_strategy(r->f, &strat);
+        // the replica check reads the host copies, which the snapshot's copy fills asynchronously
+        int ok = strat.replicas <= 1 ||
+                 zt_err("--async-save with --shard-group %d of %d ranks (hybrid sharding) is not supported on the "
+                        "cuda backend yet: run with synchronous saves, or full shard",
+                        strat.shard_group, r->world) == 0;
+        if (zt_train_agree_named(r, ok, "--async-save with hybrid sharding") != 0) return -1;
+        ok = zt_ckpt_async_create(MPI_COMM_WORLD, zt_fsdp_layout(r->f), &r->save_shards, 0, &r->async) == 0;
+        return zt_train_agree_named(r, ok, "--async-save snapshot") != 0 ? -1 : 0;
+    }
+    const int64_t bytes = zt_ckpt_snapshot_bytes(&r->save_shards);
+    zt_comm_info info;
+    zt_comm_get_info(r->comm, &info);
+    const int local = info.local_world > 0 ? info.local_world : 1;
+    int64_t node_bytes = bytes, node_max = 0;
+    if (zt_allreduce(r->comm, &bytes, &node_max, 1, ZT_DT_I64, ZT_RED_MAX, "snapshot size") != 0) return -1;
+    node_bytes = node_max * local;
+    const double avail = host_mem_available();
+    char b1[32], b2[32], b3[32];
+    int ok = 1;
+    if (avail >= 0 && (double)node_bytes > avail)
+        ok = zt_err("--async-save: the checkpoint snapshot needs %s of host memory per rank, %s for the %d rank%s on "
+                    "this node, and the node has %s available (MemAvailable, /proc/meminfo, after the model was "
+                    "built); run without --async-save, or on more nodes",
+                    human_bytes((double)node_max, b1, sizeof b1), human_bytes((double)node_bytes, b2, sizeof b2),
+                    local, local == 1 ? "" : "s", human_bytes(avail, b3, sizeof b3)) == 0;
+    if (zt_train_agree_named(r, ok, "--async-save memory check") != 0) return -1;
+    ok = zt_ckpt_async_create(MPI_COMM_WORLD, zt_fsdp_layout(r->f), &r->save_shards, 1, &r->async) == 0;
+    return zt_train_agree_named(r, ok, "--async-save snapshot") != 0 ? -1 : 0;
+}
+
 // The engine: NCCL communicators (cuda), the sharded model and optimizer state, then its
 // starting point: --init weights, or the checkpoint of --resume, copied to the device.
 static int build_engine(const zt_train_opts *o, run_state *r) {
@@ -469,6 +533,7 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     }
     r->shards = (zt_ckpt_shards){nunits, r->slices};
     r->save_shards = (zt_ckpt_shards){nunits, r->save_slices};
+    if (o->async_save && make_snapshot(r) != 0) return -1;
     r->settings = zt_resume_settings_json(o, ds, r->isolated, r->global_step_blocks, r->total_steps);
     if (o->resume && zt_resume_from_checkpoint(o, r) != 0) return -1;
     if ((o->init || o->resume) && zt_fsdp_to_device(r->f) != 0) return -1;  // the loaded host shards to the GPU
@@ -629,10 +694,99 @@ static int maybe_eval(const zt_train_opts *o, run_state *r, int64_t step, int la
     return run_eval(o, r, step);
 }
 
+// --async-save: the save in flight (one at most) commits once every rank's writer has
+// finished, and every rank learns that at a step boundary: a one-word all-reduce on the
+// training comm (MAX of 0 = done, 1 = writing, 2 = writing past --save-timeout) while one is in
+// flight. block = 1 (a save point, a stop, the last step): wait for this rank's writer first,
+// under the comm watchdog for what is left of --save-timeout, so a stalled writer is reported
+// and the job aborted like a stuck collective (exit 3). *waited: seconds spent waiting.
+// 0: committed, or still writing (block = 0); -1 + zt_err: the write or the commit failed
+// (the writers' agreed error, naming the rank and the cause; the .partial is gone, latest and
+// every earlier checkpoint untouched).
+// The step of the save in flight (-1: none): a GPU snapshot still copying, or a writer.
+static int64_t async_inflight(const run_state *r) {
+    return r->snap_step > 0 ? r->snap_step : zt_ckpt_async_step(r->async);
+}
+
+// GPU engine: this rank's writer starts once the snapshot's device-to-host copy has landed in
+// the host copies (asked without blocking at every step boundary; block = 1 waits, watched).
+// Each rank starts its own: the writers' first collective waits for the others.
+static int launch_when_copied(const zt_train_opts *o, run_state *r, int block) {
+    if (r->snap_step <= 0) return 0;
+    int ready;
+    if (block) {
+        const double prev = zt_comm_set_timeout(r->comm, fmax(0.001, r->async_t0 + o->save_timeout - zt_now()));
+        zt_comm_watch_begin(r->comm, "checkpoint snapshot: device-to-host copy (limit: --save-timeout)");
+        ready = zt_fsdp_snapshot_ready(r->f, 1);
+        zt_comm_watch_end(r->comm);
+        zt_comm_set_timeout(r->comm, prev);
+    } else {
+        ready = zt_fsdp_snapshot_ready(r->f, 0);
+    }
+    if (ready <= 0) return ready;
+    if (zt_ckpt_async_start(r->async, o->run_dir, &r->snap_meta, r->settings, &r->save_shards) != 0)
+        return zt_err_prefix("step %lld: starting the background checkpoint write", (long long)r->snap_step);
+    r->snap_step = 0;
+    return 0;
+}
+
+static int async_settle(const zt_train_opts *o, run_state *r, int64_t step, int block, double *waited) {
+    *waited = 0;
+    if (launch_when_copied(o, r, block) < 0) return -1;
+    const int64_t ck = async_inflight(r);
+    if (ck < 0) return 0;
+    const double deadline = r->async_t0 + o->save_timeout;
+    if (!block) {
+        int64_t state = r->snap_step <= 0 && zt_ckpt_async_done(r->async) ? 0 : zt_now() > deadline ? 2 : 1;
+        if (zt_allreduce(r->comm, &state, &state, 1, ZT_DT_I64, ZT_RED_MAX, "checkpoint writer state") != 0) return -1;
+        if (state == 1) return 0;
+        // 2: some rank's writer is past --save-timeout; every rank waits under the watchdog
+        if (launch_when_copied(o, r, 1) < 0) return -1;
+    }
+    const double tw = zt_now();
+    if (!zt_ckpt_async_done(r->async)) {
+        char label[96];
+        snprintf(label, sizeof label, "background checkpoint write of step %lld (limit: --save-timeout)", (long long)ck);
+        const double prev = zt_comm_set_timeout(r->comm, fmax(0.001, deadline - zt_now()));
+        zt_comm_watch_begin(r->comm, label);
+        zt_ckpt_async_join(r->async);
+        zt_comm_watch_end(r->comm);
+        zt_comm_set_timeout(r->comm, prev);
+    }
+    *waited = zt_now() - tw;
+    const double write_s = zt_ckpt_async_write_seconds(r->async);
+    // rank 0 renames and moves latest; every rank agrees (today's commit, under the same watch)
+    const double prev = zt_comm_set_timeout(r->comm, fmax(o->save_timeout, r->copts.timeout_s));
+    zt_comm_watch_begin(r->comm, "checkpoint commit (rename, latest; limit: --save-timeout)");
+    const int rc = zt_ckpt_async_commit(r->async, MPI_COMM_WORLD, o->keep_last, r->ckpt_path, sizeof r->ckpt_path);
+    zt_comm_watch_end(r->comm);
+    zt_comm_set_timeout(r->comm, prev);
+    if (rc != 0)
+        return zt_err_prefix("step %lld: the checkpoint written in the background (found failed at step %lld)",
+                             (long long)ck, (long long)step);
+    r->saved_step = ck;
+    r->t_durable = r->async_t0;  // the state of step ck is safe since its snapshot
+    zt_runlog_ckpt(r, step, "commit", ck, NAN, *waited, NAN, write_s);
+    if (r->rank == 0) {
+        zt_runlog_clear_progress();
+        printf("checkpoint: step %lld -> %s (written in the background in %.2f s, committed after step %lld)\n",
+               (long long)ck, r->ckpt_path, write_s, (long long)step);
+        if (*waited > 0.0005) printf("checkpoint: waited %.2f s for the write of step %lld\n", *waited, (long long)ck);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 // The checkpoint policy after `step` steps: at each epoch end (behind a barrier every rank
 // reaches), every --save-every steps, at the last step, and when a stop was requested.
+// --async-save: a save point first waits for (and commits) a save still in flight, then takes
+// the snapshot and lets training go on; the last step's and a stop's save wait for it and
+// then save synchronously as without the flag (the job ends with everything committed).
 static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int last, int stop) {
     if (step == r->saved_step) return 0;  // committed already (a stop right after a save point)
+    double waited = 0;
+    // a stop for the step whose save is in flight (a data error after a save point): commit it
+    if (r->async && async_inflight(r) == step) return async_settle(o, r, step, 1, &waited);
     const int epoch_end = step % r->steps_per_epoch == 0;
     if (epoch_end) {
         zt_comm_set_context(r->comm, step, r->epoch, -1);  // steps completed so far
@@ -654,6 +808,33 @@ static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int la
     snprintf(meta.run_id, sizeof meta.run_id, "%s", r->run_id);
     meta.lr_last = r->lr_last;
     meta.final = last;
+    // at most one save in flight: this save point waits for the previous write (and says so)
+    if (r->async && async_settle(o, r, step, 1, &waited) != 0) return -1;
+    if (r->async && !last && !stop) {
+        const double tsnap = zt_now();
+        int ok;
+        if (zt_fsdp_has_snapshot(r->f)) {  // GPU engine: the copy is queued; the writer starts once it landed
+            r->snap_meta = meta;
+            ok = zt_fsdp_snapshot_begin(r->f) == 0;
+            if (ok) r->snap_step = step;
+        } else {  // hybrid sharding: the replicas agree that they hold replica 0's bytes first
+            ok = zt_fsdp_check_replicas(r->f) == 0 &&
+                 zt_ckpt_async_start(r->async, o->run_dir, &meta, r->settings, &r->save_shards) == 0;
+        }
+        if (zt_train_agree(r->comm, ok, "starting the background checkpoint write") != 0)
+            return zt_err_prefix("step %lld", (long long)step);
+        r->async_t0 = zt_now();
+        const double snap_s = r->async_t0 - tsnap, blocked = r->async_t0 - ts;
+        zt_runlog_ckpt(r, step, "snapshot", step, blocked, waited, snap_s, NAN);
+        if (r->rank == 0) {
+            zt_runlog_clear_progress();
+            printf("checkpoint: step %lld snapshot %s %.3f s (training blocked %.3f s%s), writing in the background\n",
+                   (long long)step, zt_fsdp_has_snapshot(r->f) ? "(device-to-host on its own stream) queued in" : "in",
+                   snap_s, blocked, waited > 0.0005 ? ", of it waiting for the previous write" : "");
+            fflush(stdout);
+        }
+        return 0;
+    }
     if (zt_fsdp_to_host(r->f) != 0) return -1;  // GPU engine: device state to the host copies
     // Hybrid sharding: the replicas that do not write agree that they hold replica 0's bytes.
     if (zt_fsdp_check_replicas(r->f) != 0) return zt_err_prefix("step %lld: checkpoint refused", (long long)step);
@@ -668,6 +849,7 @@ static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int la
     if (save_rc != 0) return zt_err_prefix("step %lld", (long long)step);
     r->saved_step = step;
     r->t_durable = zt_now();
+    if (r->async) zt_runlog_ckpt(r, step, "sync", step, r->t_durable - ts, waited, NAN, NAN);
     if (r->rank == 0) {
         zt_runlog_clear_progress();
         printf("checkpoint: step %lld -> %s (%.2f s)\n", (long long)step, r->ckpt_path, r->t_durable - ts);
@@ -734,6 +916,8 @@ static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
         if (check_finite(r, step, &s) != 0) return -1;
         account_step(r, step, &s);
         zt_runlog_step(o, r, step, &s);
+        double waited;  // --async-save: a write in flight that every rank has finished commits here
+        if (r->async && async_settle(o, r, step + 1, 0, &waited) != 0) return -1;
 
         const int last = step + 1 == r->total_steps;
         int stop = s.stop_requested > 0;
@@ -773,6 +957,21 @@ static int train_loop(const zt_train_opts *o, run_state *r) {
     zt_signals_exit_on_stop(0);  // from here a stop request checkpoints at the next step boundary
     int stopped = 0;
     const int rc = run_steps(o, r, &stopped);
+    if (rc != 0 && r->async && async_inflight(r) >= 0) {
+        // The run failed with a write in flight: wait for it (watched, --save-timeout) and drop it
+        // uncommitted; its .partial is cleared by the next save. The last committed checkpoint
+        // and latest stay as they are.
+        char keep[ZT_ERR_MAX];
+        snprintf(keep, sizeof keep, "%s", zt_errmsg());
+        zt_comm_set_timeout(r->comm, fmax(0.001, r->async_t0 + o->save_timeout - zt_now()));
+        zt_comm_watch_begin(r->comm, "background checkpoint write (run failing; limit: --save-timeout)");
+        if (r->snap_step > 0 && zt_fsdp_snapshot_ready(r->f, 1) == 1 &&  // every rank's writer must take part
+            zt_ckpt_async_start(r->async, o->run_dir, &r->snap_meta, r->settings, &r->save_shards) == 0)
+            r->snap_step = 0;
+        zt_ckpt_async_abandon(r->async);
+        zt_comm_watch_end(r->comm);
+        zt_err("%s", keep);
+    }
     if (r->rank == 0) zt_runlog_clear_progress();
     if (rc != 0) return -1;
     zt_runlog_summary(r, stopped);

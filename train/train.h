@@ -46,6 +46,9 @@ typedef struct {
                              // are watched by the comm watchdog); default 1800
     int preflight;           // run the six-check gate first (default 1)
     int keep_last;           // complete checkpoints to keep (0: all); preflight sizes the disk check with it
+    int async_save;          // --async-save: snapshot at the save point, write in the background, commit at a
+                             // later step boundary (checkpoint/ckpt_async.c); the final and stop saves stay
+                             // synchronous
     int64_t save_every;      // checkpoint every N steps (0: only at epoch ends, on a stop signal, at the end)
     const char *resume;      // NULL: fresh; "latest": RUN/checkpoints/latest; "auto": latest if any, else
                              // fresh; else a checkpoint path
