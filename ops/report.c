@@ -690,7 +690,13 @@ static void header(FILE *f, const run_data *r) {
         if (isfinite(ghv[i]) && at < (int)sizeof ghs)
             at += snprintf(ghs + at, sizeof ghs - at, "%s%.4f %s", at ? ", " : "", ghv[i], ghw[i]);
     fact(f, "GPU-hours", "%s", ghs[0] ? ghs : "-");
-    fact(f, "checkpoints", "%zu in checkpoints/%s%s", r->nckpt, r->latest[0] ? ", latest " : "", r->latest);
+    // --async-save: the heartbeat names a write in flight (step, for how long)
+    const cJSON *cw = r->hb ? cJSON_GetObjectItemCaseSensitive(r->hb, "checkpoint_writing") : NULL;
+    char writing[96] = "";
+    if (cJSON_IsObject(cw) && isfinite(jnum(cw, "step")))
+        snprintf(writing, sizeof writing, "; step %.0f being written in the background (for %s at the last heartbeat)",
+                 jnum(cw, "step"), isfinite(jnum(cw, "for_s")) ? zt_fmt_dur(fmax(0, jnum(cw, "for_s")), d1, sizeof d1) : "?");
+    fact(f, "checkpoints", "%zu in checkpoints/%s%s%s", r->nckpt, r->latest[0] ? ", latest " : "", r->latest, writing);
     fputs("</tr>\n</table>\n", f);
     fprintf(f, "<p id=\"state-why\"%s>", strcmp(r->state, "complete") && strcmp(r->state, "running") &&
                                                  strcmp(r->state, "starting") ? " class=\"verdict\"" : "");

@@ -160,6 +160,9 @@ kill_rank | kill_all)
     grep -q '"checkpoint_writing": {"step": 4' "$W/run/heartbeat.json" || { kill $job; fail "heartbeat: no write in flight"; }
     "$ZT" watch "$W/run" --once >"$W/watch.out" 2>&1
     grep -q "checkpoint of step 4 writing in the background" "$W/watch.out" || { kill $job; cat "$W/watch.out"; fail "watch: no write in flight"; }
+    # and the report page (checkpoints fact)
+    "$ZT" report "$W/run" -o "$W/report.html" >/dev/null 2>&1 || { kill $job; fail "report"; }
+    grep -q "step 4 being written in the background" "$W/report.html" || { kill $job; fail "report: no write in flight"; }
     if [ "$CASE" = kill_rank ]; then
         kill -9 "$(rank_pid "$W/run" 1)" || fail "could not kill rank 1"
     else
