@@ -1,11 +1,12 @@
 // Causal grouped-query attention, the reference (optionally document-causal: with
 // pos[], a query sees only its own document's earlier tokens), in panels of query rows:
 // a panel's scores cover only the keys some row of it may see (from the panel's first
-// visible key to its last row), so the masked upper triangle is never computed, and no
-// [B,H,S,S] probability tensor exists. Per row the softmax is the exact one (the row's
-// max, a double sum, 1/sum); max and 1/sum are saved, and backward recomputes each
-// panel's probabilities from q and k with the same products. Every product is an OpenBLAS
-// sgemm on a panel; query head h reads KV head h / (H / Hkv) in place, never copied.
+// visible key to its last row), so the masked upper triangle is computed only inside a
+// panel's diagonal block, and no [B,H,S,S] probability tensor exists. Per row the softmax
+// is the exact one (the row's max, a double sum, 1/sum); max and 1/sum are saved, and
+// backward recomputes each panel's probabilities from q and k with the same products.
+// Every product is an OpenBLAS sgemm on a panel; query head h reads KV head h / (H / Hkv)
+// in place, never copied.
 // defines: cpu_attention_fwd, cpu_attention_bwd
 #include <cblas.h>
 #include <math.h>
