@@ -43,11 +43,12 @@ typedef struct zt_ops {
     // pos NULL: query i of a block sees keys 0..i. pos[B*S] (document positions, as for
     // RoPE): query i sees keys i - pos[i] .. i of its block, i.e. only the earlier tokens of
     // its own document (packed documents stay apart).
-    // probs[B, H, S, S] is saved for backward (CPU reference keeps it).
-    void (*attention_fwd)(float *o, float *probs, const float *q, const float *k, const float *v, const int32_t *pos,
+    // stats[B, H, S, 2] is saved for backward: each query row's softmax max and 1/sum (the
+    // CPU reference recomputes the probabilities from them; nothing of size S x S is kept).
+    void (*attention_fwd)(float *o, float *stats, const float *q, const float *k, const float *v, const int32_t *pos,
                           int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
     // dq, dk, dv assigned.
-    void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
+    void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *stats, const float *q,
                           const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S, int64_t H,
                           int64_t Hkv, int64_t D);
 

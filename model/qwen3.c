@@ -1,6 +1,8 @@
 // Qwen3 forward and backward, one FSDP unit at a time, on top of the op table.
 // The residual stream x[l] of every layer and each layer's activations are kept
-// for backward (no recomputation: gradient checkpointing is for memory pressure only).
+// for backward (no recomputation: gradient checkpointing is for memory pressure only),
+// except attention's probabilities: it keeps each row's softmax max and 1/sum and
+// recomputes them (kernels/cpu/attention.c), so nothing of size S x S is held.
 // defines: zt_qwen3_create/destroy, zt_qwen3_{embed,layer,head}_{fwd,bwd}, zt_qwen3_fwd_bwd, zt_qwen3_logits
 #include "model/qwen3.h"
 
@@ -44,7 +46,7 @@ int zt_qwen3_create(zt_qwen3 *m, const zt_qwen3_config *cfg, const zt_ops *ops, 
         a->v = FALLOC(N * Hkv * D);
         a->qn_rstd = FALLOC(N * H);
         a->kn_rstd = FALLOC(N * Hkv);
-        a->probs = FALLOC(B * H * S * S);
+        a->att_stats = FALLOC(B * H * S * 2);  // softmax max and 1/sum per query row
         a->att = FALLOC(N * H * D);
         a->x_mid = FALLOC(N * d);
         a->ln2 = FALLOC(N * d);
@@ -80,7 +82,7 @@ void zt_qwen3_destroy(zt_qwen3 *m) {
     for (int l = 0; l < L; l++) {
         zt_layer_acts *a = &m->acts[l];
         float *bufs[] = {a->ln1, a->rstd1, a->q_pre, a->k_pre, a->q, a->k, a->v, a->qn_rstd, a->kn_rstd,
-                         a->probs, a->att, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h};
+                         a->att_stats, a->att, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     }
     free(m->acts);
@@ -145,7 +147,7 @@ void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params) {
     TICK(m);
     op->rope_fwd(a->k, m->rope_cos, m->rope_sin, pos, m->B, m->S, Hkv, D);
     TICK(m);
-    op->attention_fwd(a->att, a->probs, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
+    op->attention_fwd(a->att, a->att_stats, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
     TICK(m);
     op->matmul_fwd(a->x_mid, a->att, W(ZT_L_O), N, H * D, d);
     TICK(m);
@@ -192,7 +194,7 @@ void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dpar
     op->matmul_bwd(m->w_datt, DW(ZT_L_O), m->w_dmid, a->att, W(ZT_L_O), N, H * D, d, 0);
     TICK(m);
     const int32_t *pos = m->isolated ? m->pos : NULL;
-    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->probs, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
+    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att_stats, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
     TICK(m);
     op->rope_bwd(m->w_dq, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
     TICK(m);

@@ -13,7 +13,7 @@
 
 // Saved activations of one decoder layer for a micro-batch of N = B*S tokens.
 typedef struct {
-    float *ln1, *rstd1, *q_pre, *k_pre, *q, *k, *v, *qn_rstd, *kn_rstd, *probs, *att, *x_mid, *ln2, *rstd2, *gate,
+    float *ln1, *rstd1, *q_pre, *k_pre, *q, *k, *v, *qn_rstd, *kn_rstd, *att_stats, *att, *x_mid, *ln2, *rstd2, *gate,
         *up, *h;
 } zt_layer_acts;
 

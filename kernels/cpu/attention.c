@@ -1,8 +1,12 @@
 // Causal grouped-query attention, the reference (optionally document-causal: with
-// pos[], a query sees only its own document's earlier tokens): per (batch, head) the score and
-// value products go through OpenBLAS (the masked upper triangle is computed and
-// zeroed: simple, and still far faster than scalar loops); query head h reads KV
-// head h / (H / Hkv) in place, never copied. Probabilities are kept for backward.
+// pos[], a query sees only its own document's earlier tokens), in panels of query rows:
+// a panel's scores cover only the keys some row of it may see (from the panel's first
+// visible key to its last row), so the masked upper triangle is computed only inside a
+// panel's diagonal block, and no [B,H,S,S] probability tensor exists. Per row the softmax
+// is the exact one (the row's max, a double sum, 1/sum); max and 1/sum are saved, and
+// backward recomputes each panel's probabilities from q and k with the same products.
+// Every product is an OpenBLAS sgemm on a panel; query head h reads KV head h / (H / Hkv)
+// in place, never copied.
 // defines: cpu_attention_fwd, cpu_attention_bwd
 #include <cblas.h>
 #include <math.h>
@@ -18,51 +22,87 @@
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int);
 
+// Query rows per panel: wide enough for sgemm to run at speed, narrow enough that the
+// panel's scores (ZT_ATT_PANEL x S floats per thread) stay near the cache (64 and 128 ran
+// at the same speed at S = 256 and 1024). A block of up to 128 tokens is one panel whose
+// products have the whole block's shapes, so it gets the values of the former full-matrix
+// code bit for bit (OpenBLAS's rounding depends on a product's shape).
+#define ZT_ATT_PANEL 128
+
 // The first key query i of block b may see: 0, or its document's first token.
 static inline int64_t first_key(const int32_t *pos, int64_t b, int64_t S, int64_t i) {
     return pos ? i - pos[b * S + i] : 0;
 }
 
-void cpu_attention_fwd(float *o, float *probs, const float *q, const float *k, const float *v, const int32_t *pos,
+// The first key any query of rows [i0, i1) may see.
+static int64_t panel_first_key(const int32_t *pos, int64_t b, int64_t S, int64_t i0, int64_t i1) {
+    int64_t lo = i0;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t f = first_key(pos, b, S, i);
+        lo = f < lo ? f : lo;
+    }
+    return lo;
+}
+
+// sc[m, n] = Q[i0:i1] K[klo:i1]^T / sqrt(D): the panel's scores, row r is query i0 + r,
+// column c is key klo + c. The same call in forward and backward gives the same values.
+static void panel_scores(float *sc, const float *Q, const float *K, int64_t qs, int64_t kvs, int64_t i0, int64_t m,
+                         int64_t klo, int64_t n, int64_t D, float scale) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)D, scale, Q + i0 * qs, (int)qs,
+                K + klo * kvs, (int)kvs, 0.0f, sc, (int)n);
+}
+
+// stats[B, H, S, 2]: per query row its softmax max and 1/sum.
+void cpu_attention_fwd(float *o, float *stats, const float *q, const float *k, const float *v, const int32_t *pos,
                        int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
     const int64_t group = H / Hkv, qs = H * D, kvs = Hkv * D;
     const float scale = 1.0f / sqrtf((float)D);
     const int blas_threads = openblas_get_num_threads();
     openblas_set_num_threads(1);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++) {
-            const int64_t kh = h / group;
-            const float *Q = q + b * S * qs + h * D, *K = k + b * S * kvs + kh * D, *V = v + b * S * kvs + kh * D;
-            float *P = probs + (b * H + h) * S * S;
-            // scores = Q K^T / sqrt(D)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)S, (int)S, (int)D, scale, Q, (int)qs, K,
-                        (int)kvs, 0.0f, P, (int)S);
-            for (int64_t i = 0; i < S; i++) {  // causal softmax: key j visible from query i iff lo <= j <= i
-                const int64_t lo = first_key(pos, b, S, i);
-                float *p = P + i * S, mx = -INFINITY;
-                for (int64_t j = lo; j <= i; j++) mx = p[j] > mx ? p[j] : mx;
-                double sum = 0;
-                for (int64_t j = lo; j <= i; j++) {
-                    p[j] = expf(p[j] - mx);
-                    sum += p[j];
+#pragma omp parallel
+    {
+        float *P = zt_xmalloc((size_t)(ZT_ATT_PANEL * S) * sizeof(float));
+#pragma omp for collapse(2) schedule(static)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < H; h++) {
+                const int64_t kh = h / group;
+                const float *Q = q + b * S * qs + h * D, *K = k + b * S * kvs + kh * D, *V = v + b * S * kvs + kh * D;
+                float *st = stats + (b * H + h) * S * 2;
+                for (int64_t i0 = 0; i0 < S; i0 += ZT_ATT_PANEL) {
+                    const int64_t i1 = i0 + ZT_ATT_PANEL < S ? i0 + ZT_ATT_PANEL : S, m = i1 - i0;
+                    const int64_t klo = panel_first_key(pos, b, S, i0, i1), n = i1 - klo;
+                    panel_scores(P, Q, K, qs, kvs, i0, m, klo, n, D, scale);
+                    for (int64_t i = i0; i < i1; i++) {  // key j visible from query i iff lo <= j <= i
+                        const int64_t lo = first_key(pos, b, S, i);
+                        float *p = P + (i - i0) * n - klo, mx = -INFINITY;  // p[j]: key j
+                        for (int64_t j = lo; j <= i; j++) mx = p[j] > mx ? p[j] : mx;
+                        double sum = 0;
+                        for (int64_t j = lo; j <= i; j++) {
+                            p[j] = expf(p[j] - mx);
+                            sum += p[j];
+                        }
+                        const float inv = (float)(1.0 / sum);
+                        for (int64_t j = klo; j < lo; j++) p[j] = 0.0f;
+                        for (int64_t j = lo; j <= i; j++) p[j] *= inv;
+                        for (int64_t j = i + 1; j < i1; j++) p[j] = 0.0f;
+                        st[2 * i] = mx;
+                        st[2 * i + 1] = inv;
+                    }
+                    // O[i0:i1] = P V[klo:i1]
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)D, (int)n, 1.0f, P, (int)n,
+                                V + klo * kvs, (int)kvs, 0.0f, o + b * S * qs + i0 * qs + h * D, (int)qs);
                 }
-                const float inv = (float)(1.0 / sum);
-                for (int64_t j = 0; j < lo; j++) p[j] = 0.0f;
-                for (int64_t j = lo; j <= i; j++) p[j] *= inv;
-                for (int64_t j = i + 1; j < S; j++) p[j] = 0.0f;
             }
-            // O = P V
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)D, (int)S, 1.0f, P, (int)S, V,
-                        (int)kvs, 0.0f, o + b * S * qs + h * D, (int)qs);
-        }
+        free(P);
+    }
     openblas_set_num_threads(blas_threads);
 }
 
 // Parallel over (batch, KV head): the group's query heads all add into the same
-// dK/dV rows, so they stay on one thread.
-//   dP = dO V^T;  dV += P^T dO;  dS = P * (dP - rowsum(P * dP)) / sqrt(D);  dQ = dS K;  dK += dS^T Q
-void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
+// dK/dV rows, so they stay on one thread. Per panel of query rows:
+//   P recomputed from the saved max and 1/sum;  dP = dO V^T;  dS = P * (dP - rowsum(P * dP)) / sqrt(D);
+//   dQ = dS K;  dK += dS^T Q;  dV += P^T dO
+void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *stats, const float *q,
                        const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S, int64_t H,
                        int64_t Hkv, int64_t D) {
     const int64_t group = H / Hkv, qs = H * D, kvs = Hkv * D;
@@ -71,7 +111,8 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const
     openblas_set_num_threads(1);
 #pragma omp parallel
     {
-        float *dS = zt_xmalloc((size_t)(S * S) * sizeof(float));
+        float *P = zt_xmalloc((size_t)(ZT_ATT_PANEL * S) * sizeof(float));
+        float *dS = zt_xmalloc((size_t)(ZT_ATT_PANEL * S) * sizeof(float));
 #pragma omp for collapse(2) schedule(static)
         for (int64_t b = 0; b < B; b++)
             for (int64_t kh = 0; kh < Hkv; kh++) {
@@ -82,28 +123,37 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const
                     memset(dV + j * kvs, 0, (size_t)D * sizeof(float));
                 }
                 for (int64_t h = kh * group; h < (kh + 1) * group; h++) {
-                    const float *P = probs + (b * H + h) * S * S;
                     const float *dO = dout + b * S * qs + h * D, *Q = q + b * S * qs + h * D;
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)S, (int)S, (int)D, 1.0f, dO, (int)qs, V,
-                                (int)kvs, 0.0f, dS, (int)S);  // dP
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)S, (int)D, (int)S, 1.0f, P, (int)S, dO,
-                                (int)qs, 1.0f, dV, (int)kvs);
-                    for (int64_t i = 0; i < S; i++) {
-                        const float *p = P + i * S;
-                        float *ds = dS + i * S;
-                        const int64_t lo = first_key(pos, b, S, i);
-                        double rowdot = 0;
-                        for (int64_t j = lo; j <= i; j++) rowdot += (double)p[j] * ds[j];
-                        for (int64_t j = 0; j < lo; j++) ds[j] = 0.0f;
-                        for (int64_t j = lo; j <= i; j++) ds[j] = p[j] * (ds[j] - (float)rowdot) * scale;
-                        for (int64_t j = i + 1; j < S; j++) ds[j] = 0.0f;
+                    const float *st = stats + (b * H + h) * S * 2;
+                    for (int64_t i0 = 0; i0 < S; i0 += ZT_ATT_PANEL) {
+                        const int64_t i1 = i0 + ZT_ATT_PANEL < S ? i0 + ZT_ATT_PANEL : S, m = i1 - i0;
+                        const int64_t klo = panel_first_key(pos, b, S, i0, i1), n = i1 - klo;
+                        panel_scores(P, Q, K, qs, kvs, i0, m, klo, n, D, scale);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)D, 1.0f,
+                                    dO + i0 * qs, (int)qs, V + klo * kvs, (int)kvs, 0.0f, dS, (int)n);  // dP
+                        for (int64_t i = i0; i < i1; i++) {
+                            const int64_t lo = first_key(pos, b, S, i);
+                            float *p = P + (i - i0) * n - klo, *ds = dS + (i - i0) * n - klo;
+                            const float mx = st[2 * i], inv = st[2 * i + 1];
+                            double rowdot = 0;
+                            for (int64_t j = lo; j <= i; j++) {
+                                p[j] = expf(p[j] - mx) * inv;
+                                rowdot += (double)p[j] * ds[j];
+                            }
+                            for (int64_t j = klo; j < lo; j++) p[j] = ds[j] = 0.0f;
+                            for (int64_t j = lo; j <= i; j++) ds[j] = p[j] * (ds[j] - (float)rowdot) * scale;
+                            for (int64_t j = i + 1; j < i1; j++) p[j] = ds[j] = 0.0f;
+                        }
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)D, (int)n, 1.0f, dS,
+                                    (int)n, K + klo * kvs, (int)kvs, 0.0f, dq + b * S * qs + i0 * qs + h * D, (int)qs);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)D, (int)m, 1.0f, dS, (int)n,
+                                    Q + i0 * qs, (int)qs, 1.0f, dK + klo * kvs, (int)kvs);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)D, (int)m, 1.0f, P, (int)n,
+                                    dO + i0 * qs, (int)qs, 1.0f, dV + klo * kvs, (int)kvs);
                     }
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)S, (int)D, (int)S, 1.0f, dS, (int)S, K,
-                                (int)kvs, 0.0f, dq + b * S * qs + h * D, (int)qs);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)S, (int)D, (int)S, 1.0f, dS, (int)S, Q,
-                                (int)qs, 1.0f, dK, (int)kvs);
                 }
             }
+        free(P);
         free(dS);
     }
     openblas_set_num_threads(blas_threads);

@@ -14,9 +14,9 @@ void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, const int32_
                   int64_t D);
 void cpu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, const int32_t *pos, int64_t B, int64_t S,
                   int64_t nh, int64_t D);
-void cpu_attention_fwd(float *o, float *probs, const float *q, const float *k, const float *v, const int32_t *pos,
+void cpu_attention_fwd(float *o, float *stats, const float *q, const float *k, const float *v, const int32_t *pos,
                        int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
-void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
+void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *stats, const float *q,
                        const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S, int64_t H,
                        int64_t Hkv, int64_t D);
 void cpu_swiglu_fwd(float *h, const float *g, const float *u, int64_t n);

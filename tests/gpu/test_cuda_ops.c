@@ -320,9 +320,9 @@ static void test_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int6
     int32_t *pos = docs ? doc_positions(B, S) : NULL, *gpos = docs ? dev_i32(pos, B * S) : NULL;
     float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
-    float *o = hbuf(nq), *probs = hbuf(B * H * S * S), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
-    zt_cpu_ops.attention_fwd(o, probs, q, k, v, pos, B, S, H, Hkv, D);
-    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, probs, q, k, v, pos, B, S, H, Hkv, D);
+    float *o = hbuf(nq), *stats = hbuf(B * H * S * 2), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
+    zt_cpu_ops.attention_fwd(o, stats, q, k, v, pos, B, S, H, Hkv, D);
+    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, stats, q, k, v, pos, B, S, H, Hkv, D);
     // lse from the CPU probabilities' definition: lse_i = log sum_j exp(s_ij) over the
     // visible keys lo <= j <= i (lo = 0, or the first token of i's document)
     float *lse = hbuf(B * H * S);
@@ -360,11 +360,11 @@ static void test_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int6
     report("attention_bwd_deterministic", sh, bytes_differ(gdq, gdq2, (size_t)nq * 2), TOL_EXACT);
     if (docs) {  // keys of other documents really are masked: plain causal attention differs
         float *o_causal = hbuf(nq);
-        zt_cpu_ops.attention_fwd(o_causal, probs, q, k, v, NULL, B, S, H, Hkv, D);
+        zt_cpu_ops.attention_fwd(o_causal, stats, q, k, v, NULL, B, S, H, Hkv, D);
         report_differs("attention_fwd_docs_vs_causal", sh, err_bf16(go, o_causal, nq), 0.1);
         free(o_causal);
     }
-    void *fr[] = {q, k, v, dout, o, probs, dq, dk, dv, lse, pos};
+    void *fr[] = {q, k, v, dout, o, stats, dq, dk, dv, lse, pos};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
     void *gf[] = {gq, gk, gv, gdo, go, gdq, gdk, gdv, gdq2, glse, gpos};
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
@@ -393,9 +393,9 @@ static void test_cudnn_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H
     const int64_t nq = B * S * H * D, nk = B * S * Hkv * D, nl = B * H * S;
     float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
-    float *o = hbuf(nq), *probs = hbuf(B * H * S * S), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
-    zt_cpu_ops.attention_fwd(o, probs, q, k, v, NULL, B, S, H, Hkv, D);
-    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, probs, q, k, v, NULL, B, S, H, Hkv, D);
+    float *o = hbuf(nq), *stats = hbuf(B * H * S * 2), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
+    zt_cpu_ops.attention_fwd(o, stats, q, k, v, NULL, B, S, H, Hkv, D);
+    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, stats, q, k, v, NULL, B, S, H, Hkv, D);
     zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nk), *gv = zt_dev_bf16(v, nk), *gdo = zt_dev_bf16(dout, nq);
     zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
     zt_bf16 *gdq2 = dbf_poison(nq), *gdk2 = dbf_poison(nk), *gdv2 = dbf_poison(nk), *go_gemm = dbf_poison(nq);
@@ -441,7 +441,7 @@ static void test_cudnn_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H
                    TOL_EXACT);
         }
     }
-    void *fr[] = {q, k, v, dout, o, probs, dq, dk, dv, lse_gemm};
+    void *fr[] = {q, k, v, dout, o, stats, dq, dk, dv, lse_gemm};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
     void *gf[] = {gq, gk, gv, gdo, go, gdq, gdk, gdv, gdq2, gdk2, gdv2, go_gemm, glse, glse_gemm};
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);

@@ -197,10 +197,10 @@ static void test_rope(const int32_t *pos) {
 }
 
 // ---- attention ----
-typedef struct { float *q, *k, *v, *o, *p, *r; const int32_t *pos; int64_t B, S, H, Hkv, D; } att_ctx;
+typedef struct { float *q, *k, *v, *o, *st, *r; const int32_t *pos; int64_t B, S, H, Hkv, D; } att_ctx;
 static double att_eval(void *ctx) {
     att_ctx *c = ctx;
-    op->attention_fwd(c->o, c->p, c->q, c->k, c->v, c->pos, c->B, c->S, c->H, c->Hkv, c->D);
+    op->attention_fwd(c->o, c->st, c->q, c->k, c->v, c->pos, c->B, c->S, c->H, c->Hkv, c->D);
     return dot(c->o, c->r, c->B * c->S * c->H * c->D);
 }
 // pos: NULL (plain causal) or document positions: query i sees keys i - pos[i] .. i
@@ -212,7 +212,7 @@ static void test_attention(int64_t H, int64_t Hkv, const int32_t *pos) {
     c.v = rnd(nk, 1);
     c.o = zeros(nq);
     c.r = rnd(nq, 1);
-    c.p = zeros(c.B * c.H * c.S * c.S);
+    c.st = zeros(c.B * c.H * c.S * 2);
     att_eval(&c);
     // naive: explicit softmax over lo <= j <= i in double, KV head h / (H / Hkv)
     float *ref = zeros(nq);
@@ -246,7 +246,7 @@ static void test_attention(int64_t H, int64_t Hkv, const int32_t *pos) {
                 int64_t n = 1;
                 while (i0 + n < c.S && pos[b * c.S + i0 + n] != 0) n++;
                 const int64_t t0 = b * c.S + i0;
-                float *o1 = zeros(n * c.H * c.D), *p1 = zeros(c.H * n * n);
+                float *o1 = zeros(n * c.H * c.D), *p1 = zeros(c.H * n * 2);
                 op->attention_fwd(o1, p1, c.q + t0 * c.H * c.D, c.k + t0 * c.Hkv * c.D, c.v + t0 * c.Hkv * c.D, NULL,
                                   1, n, c.H, c.Hkv, c.D);
                 memcpy(one + t0 * c.H * c.D, o1, (size_t)(n * c.H * c.D) * sizeof(float));
@@ -259,14 +259,88 @@ static void test_attention(int64_t H, int64_t Hkv, const int32_t *pos) {
         free(one);
     }
     float *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
-    op->attention_bwd(dq, dk, dv, c.r, c.p, c.q, c.k, c.v, c.pos, c.B, c.S, c.H, c.Hkv, c.D);
+    op->attention_bwd(dq, dk, dv, c.r, c.st, c.q, c.k, c.v, c.pos, c.B, c.S, c.H, c.Hkv, c.D);
     snprintf(name, sizeof name, "attention dq (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     fd_check(name, att_eval, &c, c.q, dq, nq);
     snprintf(name, sizeof name, "attention dk (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     fd_check(name, att_eval, &c, c.k, dk, nk);
     snprintf(name, sizeof name, "attention dv (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     fd_check(name, att_eval, &c, c.v, dv, nk);
-    free(c.q), free(c.k), free(c.v), free(c.o), free(c.r), free(c.p), free(ref), free(dq), free(dk), free(dv);
+    free(c.q), free(c.k), free(c.v), free(c.o), free(c.r), free(c.st), free(ref), free(dq), free(dk), free(dv);
+}
+
+// Longer blocks than one panel of query rows (kernels/cpu/attention.c works in panels of 128):
+// S = 150 gives panels of 128 and 22 rows, and the documents cross the panel edge, so a
+// panel's first visible key and the zeroed entries around each row's band are exercised.
+// Forward, dq, dk and dv against a naive double-precision forward and backward
+// (tolerance 1e-5 forward, 1e-4 gradients, relative to the largest reference entry).
+static void test_attention_panels(int64_t H, int64_t Hkv, int docs) {
+    const int64_t B = 2, S = 150, D = 8, g = H / Hkv, nq = B * S * H * D, nk = B * S * Hkv * D;
+    static const int64_t doc_len[2][3] = {{40, 70, 40}, {1, 100, 49}};
+    int32_t *pos = NULL;
+    if (docs) {
+        pos = zt_xmalloc((size_t)(B * S) * sizeof(int32_t));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t d = 0, t = 0; d < 3; d++)
+                for (int64_t i = 0; i < doc_len[b][d]; i++) pos[b * S + t++] = (int32_t)i;
+    }
+    float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1), *dout = rnd(nq, 1), *o = zeros(nq);
+    float *st = zeros(B * H * S * 2), *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
+    op->attention_fwd(o, st, q, k, v, pos, B, S, H, Hkv, D);
+    op->attention_bwd(dq, dk, dv, dout, st, q, k, v, pos, B, S, H, Hkv, D);
+    float *ro = zeros(nq), *rdq = zeros(nq), *rdk = zeros(nk), *rdv = zeros(nk);
+    double *dk_acc = zt_xcalloc((size_t)nk, sizeof(double)), *dv_acc = zt_xcalloc((size_t)nk, sizeof(double));
+    double *p = zt_xmalloc((size_t)S * sizeof(double)), *dp = zt_xmalloc((size_t)S * sizeof(double));
+    const double sc = 1.0 / sqrt((double)D);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++) {
+                const int64_t kh = h / g, lo = pos ? i - pos[b * S + i] : 0;
+                const float *qi = q + ((b * S + i) * H + h) * D, *doi = dout + ((b * S + i) * H + h) * D;
+                double mx = -1e300, z = 0, rowdot = 0;
+                for (int64_t j = lo; j <= i; j++) {
+                    const float *kj = k + ((b * S + j) * Hkv + kh) * D;
+                    double d = 0;
+                    for (int64_t e = 0; e < D; e++) d += (double)qi[e] * kj[e];
+                    p[j] = d * sc;
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int64_t j = lo; j <= i; j++) z += (p[j] = exp(p[j] - mx));
+                for (int64_t j = lo; j <= i; j++) {
+                    const float *vj = v + ((b * S + j) * Hkv + kh) * D;
+                    p[j] /= z;
+                    double d = 0;
+                    for (int64_t e = 0; e < D; e++) d += (double)doi[e] * vj[e];
+                    dp[j] = d;
+                    rowdot += p[j] * d;
+                }
+                for (int64_t e = 0; e < D; e++) {
+                    double acc = 0, gq = 0;
+                    for (int64_t j = lo; j <= i; j++) {
+                        const int64_t kv = ((b * S + j) * Hkv + kh) * D + e;
+                        const double ds = p[j] * (dp[j] - rowdot) * sc;
+                        acc += p[j] * v[kv];
+                        gq += ds * k[kv];
+                        dk_acc[kv] += ds * qi[e];
+                        dv_acc[kv] += p[j] * doi[e];
+                    }
+                    ro[((b * S + i) * H + h) * D + e] = (float)acc;
+                    rdq[((b * S + i) * H + h) * D + e] = (float)gq;
+                }
+            }
+    for (int64_t i = 0; i < nk; i++) rdk[i] = (float)dk_acc[i], rdv[i] = (float)dv_acc[i];
+    char name[96];
+    const char *tag = docs ? ", documents across panels" : "";
+    snprintf(name, sizeof name, "attention S=150 fwd (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+    CHECK_CLOSE(name, o, ro, nq, 1e-5);
+    snprintf(name, sizeof name, "attention S=150 dq (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+    CHECK_CLOSE(name, dq, rdq, nq, 1e-4);
+    snprintf(name, sizeof name, "attention S=150 dk (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+    CHECK_CLOSE(name, dk, rdk, nk, 1e-4);
+    snprintf(name, sizeof name, "attention S=150 dv (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+    CHECK_CLOSE(name, dv, rdv, nk, 1e-4);
+    free(q), free(k), free(v), free(dout), free(o), free(st), free(dq), free(dk), free(dv), free(ro), free(rdq);
+    free(rdk), free(rdv), free(dk_acc), free(dv_acc), free(p), free(dp), free(pos);
 }
 
 // ---- swiglu ----
@@ -377,6 +451,9 @@ int main(void) {
     test_attention(4, 1, NULL);
     test_attention(4, 2, att_pos);
     test_attention(4, 1, att_pos);
+    test_attention_panels(4, 2, 0);
+    test_attention_panels(4, 1, 1);
+    test_attention_panels(3, 3, 1);
     test_swiglu();
     test_xent(19);
     test_xent(700000);  // wider than one 4M-float logits chunk for N=11: exercises chunking
