@@ -440,7 +440,7 @@ static int64_t read_seq_len(const char *dir) {
 
 static int check_keep_memory(gate *g, const zt_preflight_opts *o, const zt_qwen3_config *cfg, int W, int G,
                              int64_t seq_len) {
-    char what[384] = "", msg[1024], h1[32], h2[32], h3[32];
+    char what[384] = "", msg[1024], h1[32], h2[32];
     const int cuda = o->device && !strcmp(o->device, "cuda");
     zt_comm_info ci;
     zt_comm_get_info(g->comm, &ci);
@@ -465,10 +465,11 @@ static int check_keep_memory(gate *g, const zt_preflight_opts *o, const zt_qwen3
     }
     if (ok) {
         ok = need * sharers <= have;
-        snprintf(msg, sizeof msg,
-                 "keep-gathered needs %s per rank by the planner's formula (%s)%s%s; %s %s%s%s", human(need, h1, sizeof h1),
-                 what, sharers > 1 ? " x " : "", sharers > 1 ? (snprintf(h3, sizeof h3, "%d ranks on this node", sharers), h3) : "",
-                 cuda ? "the GPU holds" : "the host has", human(have, h2, sizeof h2), cuda ? "" : " available", src);
+        char share[64] = "";
+        if (sharers > 1) snprintf(share, sizeof share, " x %d ranks on this node", sharers);
+        snprintf(msg, sizeof msg, "keep-gathered needs %s per rank by the planner's formula (%s)%s; %s %s%s%s",
+                 human(need, h1, sizeof h1), what, share, cuda ? "the GPU holds" : "the host has",
+                 human(have, h2, sizeof h2), cuda ? "" : " available", src);
     }
     int64_t bad = !ok;
     zt_allreduce(g->comm, &bad, &bad, 1, ZT_DT_I64, ZT_RED_MAX, "preflight keep-gathered memory");
