@@ -31,6 +31,7 @@ static const char synopsis[] =
 typedef struct {
     const char *model, *worlds, *shard, *gpu, *gpu_file, *from_run;
     int field, world, micro_batch, grad_accum, shard_group, reduce_bytes, accum_bytes, recompute, gpus_per_node;
+    int param_bytes, reshard_after_forward, colls;
     int64_t seq_len, global_batch;
     double epoch_tokens, peak_tflops, hbm_gb, hbm_tbps, nvlink_gbps, net_gbps, ckpt_gbps;
     double mfu, nvlink_eff, net_eff, alpha_nvlink_us, alpha_net_us, hbm_eff, mem_usable;
@@ -38,6 +39,8 @@ typedef struct {
 
 static char gpu_help[192];  // names the presets (zt_gpu_preset_names), filled before parsing
 static const zt_flag_choice dtype_choices[] = {{"fp32", 4}, {"bf16", 2}, {0}};
+static const zt_flag_choice param_dtype_choices[] = {{"bf16", 2}, {"fp32", 4}, {0}};
+static const zt_flag_choice colls_choices[] = {{"nccl", ZT_COLLS_NCCL}, {"mpi", ZT_COLLS_MPI}, {0}};
 
 #define T plan_flags
 #define UNSET .def = -1
@@ -71,6 +74,13 @@ static const zt_flag flags[] = {
      .help = "{default} (default) or bf16 gradient reduction"},
     {"accum-dtype", ZT_FLAG_ENUM, ZT_AT_INT(T, accum_bytes), "T", .def = 4, .choices = dtype_choices,
      .help = "nosync's unsharded gradient accumulator: {default} (default) or bf16"},
+    {"param-dtype", ZT_FLAG_ENUM, ZT_AT_INT(T, param_bytes), "T", .def = 2, .choices = param_dtype_choices,
+     .help = "gathered parameters: {default} (default, the GPU engine) or fp32 (the CPU engine)"},
+    {"reshard-after-forward", ZT_FLAG_ENUM, ZT_AT_INT(T, reshard_after_forward), "true|false", .def = 1,
+     .choices = zt_bool_choices,
+     .help = "false: keep-gathered (no backward all-gather; every unit's gathered\nparameters resident), as train's flag"},
+    {"collectives", ZT_FLAG_ENUM, ZT_AT_INT(T, colls), "nccl|mpi", .def = ZT_COLLS_NCCL, .choices = colls_choices,
+     .help = "algorithms for the node-link bytes: {default} (rings, default) or mpi\n(Open MPI 4.1's libnbc, the CPU engine's)"},
     {"recompute", ZT_FLAG_SET, ZT_AT_INT(T, recompute),
      .help = "recompute every decoder layer's activations in backward"},
     {"epoch-tokens", ZT_FLAG_F64, ZT_AT_F64(T, epoch_tokens), "N", .fmin = 1, .fmax = 1e18,
@@ -177,20 +187,23 @@ static void print_detail(const zt_plan_result *r) {
     char tail[160];
     const zt_plan_memory *m = &r->mem;
     const zt_plan_job *j = &r->job;
-    printf("\n== %s (%s): %d GPUs, shard group %d x %d replica%s, micro-batch %d x grad-accum %d x seq %lld = %.0f "
+    printf("\n== %s%s (%s): %d GPUs, shard group %d x %d replica%s, micro-batch %d x grad-accum %d x seq %lld = %.0f "
            "tokens per GPU per step, %.0f per step\n",
-           zt_shard_names[j->choice], choice_text(j->choice), j->world, r->shard_group, r->replicas,
+           zt_shard_names[j->choice], j->keep_gathered ? " + keep-gathered" : "", choice_text(j->choice), j->world, r->shard_group, r->replicas,
            r->replicas == 1 ? "" : "s", j->micro_batch, j->grad_accum, (long long)j->seq_len, r->tokens_per_gpu,
            r->tokens_per_gpu * j->world);
     printf("memory per GPU (GB):\n");
-    row_gb("parameters (fp32 master + bf16 shard)", m->params, NULL);
+    row_gb(j->param_bytes == 4 ? "parameters (fp32 master, gathered as is)" : "parameters (fp32 master + bf16 shard)",
+           m->params, NULL);
     row_gb(j->choice != ZT_SHARD_NOSYNC ? "gradients (fp32 shard)"
            : j->accum_bytes == 2    ? "gradients (fp32 shard + unsharded bf16 sum)"
                                     : "gradients (fp32 shard + unsharded fp32 sum)",
            m->grads, NULL);
     row_gb("optimizer (Adam m, v in fp32)", m->optimizer, NULL);
-    row_gb(j->choice == ZT_SHARD_NOSYNC ? "gathered-unit buffers (bf16 params)" : "gathered-unit buffers (params, grads)",
-        m->buffers, NULL);
+    row_gb(j->keep_gathered                 ? "gathered-unit buffers (every unit kept, grads)"
+           : j->choice == ZT_SHARD_NOSYNC ? "gathered-unit buffers (params)"
+                                          : "gathered-unit buffers (params, grads)",
+           m->buffers, NULL);
     snprintf(tail, sizeof tail, "   (without recompute %.1f, with %.1f)", m->act_no_recompute / 1e9,
              m->act_recompute / 1e9);
     row_gb(j->recompute ? "activations (recompute)" : "activations (no recompute)", m->activations, tail);
@@ -203,8 +216,10 @@ static void print_detail(const zt_plan_result *r) {
     snprintf(tail, sizeof tail, "   -> %.0f tok/s per GPU, %.0f tok/s in all, MFU %.1f%%", r->tok_per_s_per_gpu,
              r->tok_per_s_per_gpu * j->world, 100 * r->mfu);
     row("step", r->t_step, tail);
-    printf("node link: %.2f GB per step leave each node (one direction, ring model; %s)\n", r->node_link_bytes / 1e9,
+    printf("node link: %.2f GB per step leave each node (one direction, %s; %s)\n", r->node_link_bytes / 1e9,
+           j->colls == ZT_COLLS_MPI ? "Open MPI libnbc, the nodes' mean" : "ring model",
            r->node_link_bytes > 0 ? "the collectives marked network below" : "one node: nothing crosses");
+    printf("node link bytes per step, all nodes' sends summed: %.0f\n", r->node_link_total);
     printf("  %-28s %-8s %6s %6s %12s %10s %8s %8s %9s\n", "collective (per step)", "link", "ranks", "count",
            "GB sent/GPU", "busbw GB/s", "time s", "hidden s", "exposed s");
     for (int k = 0; k < ZT_COLL_NKINDS; k++) {
@@ -391,7 +406,9 @@ static int plan_from_run(const plan_flags *f, zt_plan_assumptions *a, zt_qwen3_c
     a->mfu = tokens * f_field / (run.peak_flops * run.compute_s);
     t->job = (zt_plan_job){.micro_batch = run.micro_batch, .grad_accum = run.grad_accum, .seq_len = run.seq_len,
                            .shard_group = f->shard_group, .reduce_bytes = f->reduce_bytes,
-                           .accum_bytes = f->accum_bytes, .recompute = run.recompute};
+                           .accum_bytes = f->accum_bytes, .recompute = run.recompute,
+                           .param_bytes = f->param_bytes, .keep_gathered = !f->reshard_after_forward,
+                           .colls = (zt_plan_colls)f->colls};
     t->global_batch = 0;
     printf("from run %s (%s): %s backend on %s, %d rank%s, micro-batch %d x grad-accum %d x seq %lld = %.0f tokens per "
            "rank per step%s%s\n",
@@ -460,7 +477,8 @@ int zt_cmd_plan(int argc, char **argv) {
     const double ov[6] = {f.peak_tflops, f.hbm_gb, f.hbm_tbps, f.nvlink_gbps, f.net_gbps, f.gpus_per_node};
     job_tmpl t = {.job = {.micro_batch = f.micro_batch, .grad_accum = f.grad_accum, .seq_len = f.seq_len,
                           .shard_group = f.shard_group, .reduce_bytes = f.reduce_bytes, .accum_bytes = f.accum_bytes,
-                          .recompute = f.recompute},
+                          .recompute = f.recompute, .param_bytes = f.param_bytes,
+                          .keep_gathered = !f.reshard_after_forward, .colls = (zt_plan_colls)f.colls},
                   .global_batch = f.global_batch};
     zt_plan_assumptions a;
     zt_plan_assumptions_default(&a);

@@ -24,6 +24,9 @@ const zt_flag zt_preflight_flags[] = {
      .help = "expected token total (check 2)"},
     {"assume-free", ZT_FLAG_I64, ZT_AT_I64(T, assume_free_bytes), "BYTES", 1, INT64_MAX,
      .help = "use this free-space figure instead of statvfs (testing)"},
+    {"assume-device-memory", ZT_FLAG_I64, ZT_AT_I64(T, assume_device_bytes), "BYTES", 1, INT64_MAX,
+     .help = "keep-gathered memory check: the GPU's (cuda) or the host's available\nmemory (cpu) instead of NVML or "
+             "/proc/meminfo (testing)"},
     {"device", ZT_FLAG_KEYWORD, ZT_AT_STR(T, device), "D", .sdef = "cpu", .choices = device_choices,
      .help = "cpu, cuda, or auto (cuda when this host's driver shows a GPU, as train's\n"
              "--device auto; lets one --config file serve train and preflight) (default {default})"},
@@ -61,6 +64,7 @@ int zt_cmd_preflight(int argc, char **argv) {
         zt_flags_usage(stderr, zt_preflight_flags, synopsis, epilog);
         return 2;
     }
+    o.mem_need = zt_cli_plan_memory;
     if (!strcmp(o.device, "auto")) o.device = zt_fsdp_cuda_devices(0) > 0 ? "cuda" : "cpu";
     if (zt_mpi_init_once() != 0) zt_die_on_err();
     zt_comm *comm;

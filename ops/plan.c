@@ -188,6 +188,50 @@ static double allreduce(int n, double bytes, double busbw, double alpha) {
     return ring < tree ? ring : tree;
 }
 
+// ---- bytes over the node link -------------------------------------------------------------
+// A communicator of n members whose world ranks are base + i * stride, ranks placed node by node
+// (gpn per node). Each function returns the bytes its collective puts on the node links, all nodes'
+// sends summed; `full` is the gathered (all-gather, reduce-scatter) or reduced (all-reduce) size.
+typedef struct { int n, base, stride, gpn; zt_plan_colls colls; } link_comm;
+
+static int link_node(const link_comm *c, int i) { return (c->base + i * c->stride) / c->gpn; }
+static int link_cross(const link_comm *c, int i, int j) { return link_node(c, i) != link_node(c, j); }
+
+// Ring edges i -> i+1 that leave a node (NCCL's rings in rank order).
+static int ring_crossings(const link_comm *c) {
+    int k = 0;
+    for (int i = 0; i < c->n; i++) k += link_cross(c, i, (i + 1) % c->n);
+    return c->n > 1 ? k : 0;
+}
+// Binomial-tree edges to rank 0 that leave a node: in round r the members i = 2^(r-1) mod 2^r send to
+// i - 2^(r-1) (libnbc's reduce-scatter and all-reduce; its broadcast uses the same tree).
+static int binomial_crossings(const link_comm *c) {
+    int k = 0;
+    for (int h = 1; h < c->n; h *= 2)
+        for (int i = h; i < c->n; i += 2 * h) k += link_cross(c, i, i - h);
+    return k;
+}
+static double link_allgather(const link_comm *c, double full) {
+    if (c->n <= 1) return 0;
+    if (c->colls == ZT_COLLS_NCCL) return ring_crossings(c) * full * (c->n - 1) / c->n;
+    double b = 0;  // linear: every member sends its block (full / n) to every other member
+    for (int i = 0; i < c->n; i++)
+        for (int j = 0; j < c->n; j++) b += i != j && link_cross(c, i, j) ? full / c->n : 0;
+    return b;
+}
+static double link_reduce_scatter(const link_comm *c, double full) {
+    if (c->n <= 1) return 0;
+    if (c->colls == ZT_COLLS_NCCL) return ring_crossings(c) * full * (c->n - 1) / c->n;
+    double b = binomial_crossings(c) * full;  // the whole buffer along each tree edge
+    for (int i = 1; i < c->n; i++) b += link_cross(c, 0, i) ? full / c->n : 0;  // rank 0 scatters the blocks
+    return b;
+}
+static double link_allreduce(const link_comm *c, double full) {
+    if (c->n <= 1) return 0;
+    if (c->colls == ZT_COLLS_NCCL) return ring_crossings(c) * full * 2.0 * (c->n - 1) / c->n;
+    return 2.0 * binomial_crossings(c) * full;  // reduce up the tree, broadcast down it
+}
+
 // ---- the two-queue step simulation ----------------------------------------------------
 
 typedef struct { double start, end; int kind, queue; } sim_iv;
@@ -203,7 +247,7 @@ typedef struct {
     zt_plan_result *r;
 } sim;
 
-static double sim_issue(sim *s, int queue, int kind, double t_issue, double dur, double bytes_sent) {
+static double sim_issue(sim *s, int queue, int kind, double t_issue, double dur, double bytes_sent, double link) {
     double start = t_issue > s->tq[queue] ? t_issue : s->tq[queue];
     double end = start + dur;
     s->tq[queue] = end;
@@ -216,6 +260,7 @@ static double sim_issue(sim *s, int queue, int kind, double t_issue, double dur,
     s->r->coll[kind].count++;
     s->r->coll[kind].time += dur;
     s->r->coll[kind].bytes += bytes_sent;
+    s->r->coll[kind].link += link;
     return end;
 }
 
@@ -254,7 +299,9 @@ typedef struct {
     int L, nunits, tied;
     int grad_slots;             // full-gradient buffers limit reduce-scatters in flight (0: no limit)
     int gs, reps, world;        // sharding group, replicas, world
+    int keep;                   // keep-gathered: no backward all-gather
     double *ag_bytes, *rs_bytes, *ar_bytes;  // per unit: full sizes (ag, rs) and shard size (ar)
+    double *ag_link, *rs_link, *ar_link;     // per unit: node-link bytes of one such collective, all comms
     double *fwd, *bwd;          // per unit compute seconds per micro-batch (head: fwd+bwd in fwd[])
     double bw_group, a_group;   // the sharding group's ring bus bandwidth and step latency
     double bw_rep, a_rep;       // replica all-reduce
@@ -265,18 +312,18 @@ static double t_rs(const sim_model *m, int u) { return ring_ag_rs(m->gs, m->rs_b
 static double sent(const sim_model *m, double full) { return m->gs > 1 ? full * (m->gs - 1) / m->gs : 0; }
 
 static double issue_ag(sim *s, const sim_model *m, int kind, int u) {
-    return sim_issue(s, 0, kind, s->tc, t_ag(m, u), sent(m, m->ag_bytes[u]));
+    return sim_issue(s, 0, kind, s->tc, t_ag(m, u), sent(m, m->ag_bytes[u]), m->ag_link[u]);
 }
 
 // One reduce-scatter issued now; with replicas, the all-reduce of that unit's shard
 // follows it on the replica communicator (last micro-batch only).
 static void issue_rs(sim *s, const sim_model *m, int u, int replica_ar) {
-    double e = sim_issue(s, 0, ZT_COLL_RS, s->tc, t_rs(m, u), sent(m, m->rs_bytes[u]));
+    double e = sim_issue(s, 0, ZT_COLL_RS, s->tc, t_rs(m, u), sent(m, m->rs_bytes[u]), m->rs_link[u]);
     sim_rs_push(s, e);
     if (replica_ar && m->reps > 1) {
         double bytes = m->ar_bytes[u];
         sim_issue(s, 1, ZT_COLL_AR_REPLICA, e, allreduce(m->reps, bytes, m->bw_rep, m->a_rep),
-                  2.0 * (m->reps - 1) / m->reps * bytes);
+                  2.0 * (m->reps - 1) / m->reps * bytes, m->ar_link[u]);
     }
 }
 
@@ -288,18 +335,19 @@ static void sim_micro(sim *s, const sim_model *m, int do_rs, int replica_ar) {
     double next_emb = 0;
     for (int u = 0; u <= L; u++) {
         double next = issue_ag(s, m, ZT_COLL_AG_FWD, u + 1);
-        if (u + 1 == head && m->tied) next_emb = issue_ag(s, m, ZT_COLL_AG_FWD, 0);
+        // (keep-gathered: the head uses the tied embedding kept from unit 0's forward)
+        if (u + 1 == head && m->tied && !m->keep) next_emb = issue_ag(s, m, ZT_COLL_AG_FWD, 0);
         s->tc += m->fwd[u];
         sim_wait(s, next);
         if (u + 1 == head && m->tied) sim_wait(s, next_emb);
     }
-    double layer_ready = L >= 1 ? issue_ag(s, m, ZT_COLL_AG_BWD, L) : 0;
+    double layer_ready = L >= 1 && !m->keep ? issue_ag(s, m, ZT_COLL_AG_BWD, L) : 0;
     if (do_rs && m->grad_slots) sim_grad_acquire(s);
     s->tc += m->fwd[head];  // fused final norm + lm_head + loss, forward and backward
     if (do_rs) issue_rs(s, m, head, replica_ar);
     for (int u = L; u >= 1; u--) {
         sim_wait(s, layer_ready);
-        if (u - 1 >= 1) layer_ready = issue_ag(s, m, ZT_COLL_AG_BWD, u - 1);
+        if (u - 1 >= 1 && !m->keep) layer_ready = issue_ag(s, m, ZT_COLL_AG_BWD, u - 1);
         if (do_rs && m->grad_slots) sim_grad_acquire(s);
         s->tc += m->bwd[u];
         if (do_rs) issue_rs(s, m, u, replica_ar);
@@ -337,13 +385,16 @@ static void plan_memory(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt
         if (padded > max_unit) max_unit = padded;
     }
     const double n = (double)lay->total_numel;
-    mem->params = 6.0 * shard;  // fp32 master + bf16 all-gather source
+    const double pb = job->param_bytes > 0 ? job->param_bytes : 2;
+    mem->params = (pb == 2 ? 6.0 : 4.0) * shard;  // fp32 master (+ a bf16 all-gather source when bf16)
     const double accum = job->accum_bytes > 0 ? job->accum_bytes : 4;
     mem->grads = 4.0 * shard + (job->choice == ZT_SHARD_NOSYNC ? accum * n : 0.0);
     mem->optimizer = 8.0 * shard;
-    // ZT_FSDP_PARAM_SLOTS bf16 gathered units; ZT_FSDP_GRAD_SLOTS full-unit gradients in the reduce
-    // dtype (NOSYNC accumulates straight into its unsharded fp32 buffer and needs none).
-    mem->buffers = ZT_FSDP_PARAM_SLOTS * max_unit * 2.0 +
+    // ZT_FSDP_PARAM_SLOTS gathered units (keep-gathered: one per unit, as the engine allocates them);
+    // ZT_FSDP_GRAD_SLOTS full-unit gradients in the reduce dtype (NOSYNC accumulates straight into its
+    // unsharded fp32 buffer and needs none).
+    const int pslots = job->keep_gathered && lay->nunits > ZT_FSDP_PARAM_SLOTS ? lay->nunits : ZT_FSDP_PARAM_SLOTS;
+    mem->buffers = pslots * max_unit * pb +
                    (job->choice == ZT_SHARD_NOSYNC ? 0.0 : ZT_FSDP_GRAD_SLOTS * max_unit * job->reduce_bytes);
 
     // Saved activations of one micro-batch, bf16 with flash attention (no S x S matrix):
@@ -381,6 +432,8 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
         return zt_err("reduce dtype must be bf16 (2 bytes) or fp32 (4 bytes), got %d bytes", job->reduce_bytes);
     if (job->accum_bytes != 0 && job->accum_bytes != 2 && job->accum_bytes != 4)
         return zt_err("accumulator dtype must be bf16 (2 bytes) or fp32 (4 bytes), got %d bytes", job->accum_bytes);
+    if (job->param_bytes != 0 && job->param_bytes != 2 && job->param_bytes != 4)
+        return zt_err("parameter dtype must be bf16 (2 bytes) or fp32 (4 bytes), got %d bytes", job->param_bytes);
     if (gpn < 1) return zt_err("gpus per node must be >= 1");
     if (W > gpn && W % gpn)
         return zt_err("world size %d spans nodes of %d GPUs but is not a multiple of %d (whole nodes only)", W, gpn,
@@ -412,18 +465,29 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
     const double layer_real =
         zt_plan_flops_per_token_exact(c, job->seq_len) - 6.0 * V * d;  // all layers
     const double head_real = 6.0 * V * d, real = layer_real + head_real;
-    double *buf = zt_xcalloc((size_t)nu * 5, sizeof(double));
+    double *buf = zt_xcalloc((size_t)nu * 8, sizeof(double));
     // NOSYNC reduce-scatters straight from its unsharded accumulator: no gradient buffers to wait for
     sim_model m = {.L = L, .nunits = nu, .tied = c->tie_word_embeddings,
                    .grad_slots = job->choice == ZT_SHARD_NOSYNC ? 0 : ZT_FSDP_GRAD_SLOTS, .gs = gs,
-                   .reps = r->replicas, .world = W,
+                   .reps = r->replicas, .world = W, .keep = job->keep_gathered,
                    .ag_bytes = buf, .rs_bytes = buf + nu, .ar_bytes = buf + 2 * nu, .fwd = buf + 3 * nu,
-                   .bwd = buf + 4 * nu};
+                   .bwd = buf + 4 * nu, .ag_link = buf + 5 * nu, .rs_link = buf + 6 * nu, .ar_link = buf + 7 * nu};
+    const double pbytes = job->param_bytes > 0 ? job->param_bytes : 2;
     for (int u = 0; u < nu; u++) {
         double padded = pad_to((double)lay.units[u].numel, (double)gs * ZT_FSDP_ALIGN);
-        m.ag_bytes[u] = padded * 2.0;  // bf16 parameters
+        m.ag_bytes[u] = padded * pbytes;
         m.rs_bytes[u] = padded * job->reduce_bytes;
         m.ar_bytes[u] = padded / gs * job->reduce_bytes;
+        // every shard group (consecutive ranks) and every replica communicator (one rank per group)
+        for (int grp = 0; grp < r->replicas; grp++) {
+            const link_comm c = {.n = gs, .base = grp * gs, .stride = 1, .gpn = gpn, .colls = job->colls};
+            m.ag_link[u] += link_allgather(&c, m.ag_bytes[u]);
+            m.rs_link[u] += link_reduce_scatter(&c, m.rs_bytes[u]);
+        }
+        for (int j = 0; j < gs; j++) {
+            const link_comm c = {.n = r->replicas, .base = j, .stride = gs, .gpn = gpn, .colls = job->colls};
+            m.ar_link[u] += link_allreduce(&c, m.ar_bytes[u]);
+        }
     }
     const double emb = T * d * 6.0 / (g->hbm_bw * a->hbm_eff);  // row gather / scatter-add, memory bound
     m.fwd[0] = emb;
@@ -450,7 +514,8 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
     sim_wait(&s, fmax(s.tq[0], s.tq[1]));  // the step's reduce-scatters and all-reduces drain
     // one small all-reduce (loss, non-finite flag, squared gradient norm) over every rank
     const double ctrl = allreduce(W, 24, W > gpn ? g->net_bw : g->nvlink_bw, W > gpn ? a->alpha_net : a->alpha_nvlink);
-    sim_wait(&s, sim_issue(&s, 0, ZT_COLL_AR_CTRL, s.tc, ctrl, W > 1 ? 24 : 0));
+    const link_comm wc = {.n = W, .base = 0, .stride = 1, .gpn = gpn, .colls = job->colls};
+    sim_wait(&s, sim_issue(&s, 0, ZT_COLL_AR_CTRL, s.tc, ctrl, W > 1 ? 24 : 0, link_allreduce(&wc, 24)));
     attribute_stalls(&s);
 
     double compute = 0;
@@ -474,6 +539,9 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
         if (rep_net && r->replicas > 1) r->node_link_bytes += (gs < gpn ? gs : gpn) * r->coll[ZT_COLL_AR_REPLICA].bytes;
         r->node_link_bytes += r->coll[ZT_COLL_AR_CTRL].bytes;
     }
+    for (int k = 0; k < ZT_COLL_NKINDS; k++) r->node_link_total += r->coll[k].link;
+    // MPI's algorithms load the nodes unevenly (a reduce-scatter's tree ends at rank 0): the mean
+    if (job->colls == ZT_COLLS_MPI) r->node_link_bytes = W > gpn ? r->node_link_total / (W / gpn) : 0;
     free(s.iv);
     free(s.stall);
     free(buf);

@@ -43,6 +43,13 @@ typedef enum {
     ZT_SHARD_NCHOICES = 3
 } zt_shard_choice;
 
+// The collective algorithms whose bytes cross the node link. NCCL: rings (and trees for all-reduce,
+// whose bytes per rank match the ring's). MPI: Open MPI 4.1's non-blocking collectives (coll/libnbc,
+// default selection), what the CPU engine's MPI_I* calls run: a linear all-gather (every rank sends
+// its block to every other rank), reduce-scatter = a binomial-tree reduce of the whole buffer to rank
+// 0 + a linear scatter, and (in place) all-reduce = a binomial reduce to rank 0 + a binomial broadcast.
+typedef enum { ZT_COLLS_NCCL = 0, ZT_COLLS_MPI = 1 } zt_plan_colls;
+
 typedef struct {
     int world;
     int micro_batch, grad_accum;
@@ -52,6 +59,10 @@ typedef struct {
     int reduce_bytes;     // gradient reduction dtype: 4 (fp32, default) or 2 (bf16)
     int accum_bytes;      // NOSYNC's unsharded gradient accumulator: 4 (fp32; 0 means 4) or 2 (bf16)
     int recompute;        // full activation recomputation (checkpoint every decoder layer)
+    int param_bytes;      // gathered parameter dtype: 2 (bf16; 0 means 2, the GPU engine) or 4 (fp32, the CPU engine)
+    int keep_gathered;    // --reshard-after-forward false: no backward re-gather; every unit's gathered
+                          // parameters may be resident at once (the engine's max(units, slots) buffers)
+    zt_plan_colls colls;  // which algorithms carry the collectives (only the node-link bytes depend on it)
 } zt_plan_job;
 
 // Bytes held by one GPU.
@@ -79,6 +90,7 @@ typedef struct {
     int over_network;     // 1 when the collective's ring crosses nodes
     double busbw;         // bytes/s bus bandwidth used
     int group;            // ranks in the collective
+    double link;          // bytes per step these collectives put on the node links, all nodes' sends summed
 } zt_plan_coll;
 
 typedef struct {
@@ -98,6 +110,9 @@ typedef struct {
                                  // crosses each node boundary once, carrying what each of its ranks sends, so
                                  // a node's link carries one rank's bytes per ring that leaves it (the shard
                                  // group's ring when the group spans nodes; min(G, GPUs per node) replica rings)
+                                 // -- with job.colls == ZT_COLLS_MPI: node_link_total / nodes
+    double node_link_total;      // bytes all nodes send over their links per step, summed (what the sum of
+                                 // every node's interface tx counter measures), for job.colls' algorithms
     zt_plan_memory mem;
 } zt_plan_result;
 

@@ -5,6 +5,7 @@
 #include "train/preflight.h"
 
 #include <arpa/inet.h>
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -403,6 +404,84 @@ static void check_bandwidth(gate *g, const zt_preflight_opts *o) {
            t_ag * iters + t_ar * iters, msg);
 }
 
+// ---- keep-gathered memory ----
+// Keep-gathered holds every unit's gathered parameters from its forward to its backward. The
+// planner's formula (o->mem_need) per rank against the device: on cuda the GPU's memory (NVML),
+// on cpu the host's MemAvailable shared by this node's ranks. 0, or -1 + zt_err on every rank.
+static int read_mem_available(double *bytes) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return zt_err("cannot open /proc/meminfo: %s", strerror(errno));
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(f);
+    if (kb < 0) return zt_err("/proc/meminfo has no MemAvailable line");
+    *bytes = (double)kb * 1024.0;
+    return 0;
+}
+
+// DIR/dataset.json's seq_len, or 0 when it cannot be read (check 1 then names the problem).
+static int64_t read_seq_len(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/dataset.json", dir ? dir : ".");
+    char *text = zt_read_file(path, NULL);
+    if (!text) {
+        zt_err_clear();
+        return 0;
+    }
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "seq_len");
+    const int64_t s = cJSON_IsNumber(v) && v->valuedouble >= 1 ? (int64_t)v->valuedouble : 0;
+    cJSON_Delete(j);
+    return s;
+}
+
+static int check_keep_memory(gate *g, const zt_preflight_opts *o, const zt_qwen3_config *cfg, int W, int G,
+                             int64_t seq_len) {
+    char what[384] = "", msg[1024], h1[32], h2[32];
+    const int cuda = o->device && !strcmp(o->device, "cuda");
+    zt_comm_info ci;
+    zt_comm_get_info(g->comm, &ci);
+    const int sharers = cuda ? 1 : (ci.local_world > 0 ? ci.local_world : 1);  // ranks sharing the device
+    const double need = o->mem_need(cfg, W, G, 1, o->micro_batch, seq_len, cuda, what, sizeof what);
+    double have = 0;
+    int ok = 1;
+    const char *src = o->assume_device_bytes > 0 ? " (assumed)" : "";
+    if (o->assume_device_bytes > 0) {
+        have = (double)o->assume_device_bytes;
+    } else if (cuda) {
+        zt_nvml_info info;
+        memset(&info, 0, sizeof info);
+        if (zt_nvml_open() != 0 || zt_nvml_device_info(g->local_rank, &info) != 0) {
+            snprintf(msg, sizeof msg, "cannot read GPU %d's memory: %s", g->local_rank, zt_errmsg());
+            ok = 0;
+        }
+        have = (double)info.mem_total;
+    } else if (read_mem_available(&have) != 0) {
+        snprintf(msg, sizeof msg, "%s", zt_errmsg());
+        ok = 0;
+    }
+    if (ok) {
+        ok = need * sharers <= have;
+        char share[64] = "";
+        if (sharers > 1) snprintf(share, sizeof share, " x %d ranks on this node", sharers);
+        snprintf(msg, sizeof msg, "keep-gathered needs %s per rank by the planner's formula (%s)%s; %s %s%s%s",
+                 human(need, h1, sizeof h1), what, share, cuda ? "the GPU holds" : "the host has",
+                 human(have, h2, sizeof h2), cuda ? "" : " available", src);
+    }
+    int64_t bad = !ok;
+    zt_allreduce(g->comm, &bad, &bad, 1, ZT_DT_I64, ZT_RED_MAX, "preflight keep-gathered memory");
+    if (g->rank == 0)
+        fprintf(g->out, "[%s] memory: %s%s\n", bad ? "FAIL" : "PASS",
+                !ok || !bad ? msg : "another rank's device is too small; ", !ok || !bad ? "" : msg);
+    if (bad)
+        return zt_err("%s%s -- reshard after forward (drop --reshard-after-forward false), or use more ranks or a "
+                      "smaller micro-batch", ok ? "another rank's device is too small; here: " : "", msg);
+    return 0;
+}
+
 int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
     const double t0 = zt_now();
     gate g = {.comm = comm, .out = out};
@@ -422,9 +501,9 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
         params = zt_qwen3_param_count(&cfg);
         max_pos = cfg.max_position_embeddings;
     }
+    const int W = o->world > 0 ? o->world : g.world;
+    int G = W;
     if (o->shard_group && *o->shard_group) {  // before the six checks: a strategy that cannot run
-        int G = 0;
-        const int W = o->world > 0 ? o->world : g.world;
         if (zt_shard_group_resolve(comm, o->shard_group, W, &G) != 0) {
             if (g.rank == 0) fprintf(out, "[FAIL] sharding: %s\n", zt_errmsg());
             return zt_err_prefix("preflight gate");
@@ -432,6 +511,10 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
         if (g.rank == 0)
             fprintf(out, "[PASS] sharding: %s, groups of %d rank%s x %d replica%s\n",
                     G < W ? "hybrid shard" : "full shard", G, G == 1 ? "" : "s", W / G, W / G == 1 ? "" : "s");
+    }
+    if (!o->reshard_after_forward && o->mem_need && o->model) {
+        const int64_t seq_len = read_seq_len(o->data);
+        if (seq_len > 0 && check_keep_memory(&g, o, &cfg, W, G, seq_len) != 0) return zt_err_prefix("preflight gate");
     }
     int64_t total_tokens = 0;
     check_data(&g, o, &total_tokens, vocab, max_pos);

@@ -21,6 +21,32 @@ expect() {  # expect RC PATTERN...: last run's exit status and output lines
     echo "ok [$CASE]"; grep -E '^\[' "$W/out.txt"
 }
 case "$CASE" in
+keep_memory)  # keep-gathered whose memory (plan's formula) exceeds the device's: refused, naming the sizes
+    data 0
+    "${MPIRUN[@]}" -n 2 "$ZT" preflight --data "$W/data" --model "$MODEL" --reshard-after-forward false \
+        --assume-device-memory 1000000 >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "\[FAIL\] memory: keep-gathered needs [0-9.]* MiB per rank by the planner's formula (parameters .*gathered buffers [0-9.]* MB (every unit kept).*) x 2 ranks on this node; the host has 976.56 KiB available (assumed)" "$W/out.txt" \
+        && grep -q "reshard after forward (drop --reshard-after-forward false)" "$W/out.txt" \
+        && ! grep -q "1 data integrity" "$W/out.txt" || fail "exit $rc: keep-gathered over the host's memory must be refused"
+    need=$(sed -n 's/.*keep-gathered needs \([0-9.]*\) MiB per rank.*/\1/p' "$W/out.txt" | head -1)
+    # the same job resharding after forward: no memory check, the gate passes
+    "${MPIRUN[@]}" -n 2 "$ZT" preflight --data "$W/data" --model "$MODEL" --assume-device-memory 1000000 \
+        >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -eq 0 ] && ! grep -q "memory:" "$W/out.txt" || fail "exit $rc: resharding must not be checked"
+    # the GPU engine: bf16 gathers, the GPU's memory (here assumed; this machine has none), one rank per GPU
+    "$ZT" preflight --data "$W/data" --model "$MODEL" --device cuda --reshard-after-forward false \
+        --assume-device-memory 1000000 >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "\[FAIL\] memory: keep-gathered needs .* per rank .*; the GPU holds 976.56 KiB (assumed)" "$W/out.txt" \
+        || fail "exit $rc: keep-gathered over the GPU's memory must be refused"
+    # enough memory: it passes and the six checks follow; train runs the same check against /proc/meminfo
+    "${MPIRUN[@]}" -n 2 "$ZT" preflight --data "$W/data" --model "$MODEL" --reshard-after-forward false \
+        --assume-device-memory 1000000000 >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -eq 0 ] && grep -q "\[PASS\] memory: keep-gathered needs $need MiB per rank" "$W/out.txt" \
+        || fail "exit $rc: keep-gathered within 1 GB must pass"
+    "${MPIRUN[@]}" -n 2 "$ZT" train --data "$W/data" --model "$MODEL" --run-dir "$W/run" --steps 1 --no-save-final \
+        --reshard-after-forward false >"$W/out.txt" 2>&1; rc=$?
+    expect 0 "\[PASS\] memory: keep-gathered needs $need MiB per rank .* x 2 ranks on this node; the host has .* available"
+    ;;
 shard_group)  # --shard-group: a group that does not divide W, `node` on the wrong layout, a bad word; the good ones
     data 0
     "${MPIRUN[@]}" -n 4 "$ZT" preflight --data "$W/data" --shard-group 3 >"$W/out.txt" 2>&1; rc=$?

@@ -184,6 +184,68 @@ static void test_node_link(const zt_qwen3_config *c) {
     CHECK(one.node_link_bytes == 0, "one node: %.4g bytes over a node link", one.node_link_bytes);
 }
 
+// The cluster test's job (tests/cluster/hsdp_test.sh): the tiny untied model (50,992 parameters: embedding
+// 4,608, two layers of 20,864, head 4,656) at 2 x 2 CPU ranks, fp32 gathers and reductions over Open MPI's
+// libnbc algorithms, grad-accum 4, counted by hand. Padded to 4 x 16: 4,608 + 2 x 20,864 + 4,672 = 51,008.
+static void test_node_link_mpi(void) {
+    zt_qwen3_config t;
+    CHECK(zt_qwen3_config_load(&t, ZT_SOURCE_DIR "/tests/golden/tiny_untied_gqa/config.json") == 0, "%s", zt_errmsg());
+    CHECK(zt_qwen3_param_count(&t) == 50992, "tiny parameters %lld", (long long)zt_qwen3_param_count(&t));
+    zt_gpu_spec g;
+    zt_gpu_preset("H100", &g);
+    g.gpus_per_node = 2;
+    zt_plan_assumptions a;
+    zt_plan_assumptions_default(&a);
+    zt_plan_job j = {.world = 4, .micro_batch = 1, .grad_accum = 4, .seq_len = 16, .choice = ZT_SHARD_FULL,
+                     .reduce_bytes = 4, .param_bytes = 4, .colls = ZT_COLLS_MPI};
+    zt_plan_result r;
+    CHECK(zt_plan_predict(&t, &g, &a, &j, &r) == 0, "%s", zt_errmsg());
+    const double full = 4.0 * 51008, layers = 4.0 * 2 * 20864;
+    // linear all-gather: 4 ranks x the 2 on the other node x a quarter = 2 x the gathered size; reduce-scatter:
+    // the tree edge 2 -> 0 carries it all, rank 0 scatters a quarter to each of ranks 2 and 3 = 1.5 x;
+    // the control all-reduce's tree edge 2 -> 0, up and down, 24 bytes each way
+    const double ag = 2 * full, ag_bwd = 2 * layers, rs = 1.5 * full, ctrl = 2 * 24;
+    double want = 4 * (ag + ag_bwd + rs) + ctrl;
+    printf("tiny 2 x 2 MPI node link per step: full %.0f (hand %.0f)", r.node_link_total, want);
+    CHECK(fabs(r.node_link_total - want) < 0.5, "full shard, MPI: %.0f bytes, hand count %.0f", r.node_link_total, want);
+    CHECK(fabs(r.node_link_bytes - want / 2) < 0.5, "per node: %.0f", r.node_link_bytes);
+    j.keep_gathered = 1;  // no backward gathers
+    CHECK(zt_plan_predict(&t, &g, &a, &j, &r) == 0, "%s", zt_errmsg());
+    want = 4 * (ag + rs) + ctrl;
+    printf(", keep-gathered %.0f (hand %.0f)", r.node_link_total, want);
+    CHECK(fabs(r.node_link_total - want) < 0.5, "keep-gathered, MPI: %.0f bytes, hand count %.0f", r.node_link_total,
+          want);
+    CHECK(r.coll[ZT_COLL_AG_BWD].count == 0 && r.coll[ZT_COLL_AG_FWD].count == 4 * 4, "keep-gathered gathers %d + %d",
+          r.coll[ZT_COLL_AG_FWD].count, r.coll[ZT_COLL_AG_BWD].count);
+    // keep-gathered memory: 4 resident fp32 units of the largest (a layer) instead of 3, + 4 gradient slots;
+    // the parameters are the fp32 master only
+    CHECK(fabs(r.mem.buffers - (4 * 20864 * 4.0 + 4 * 20864 * 4.0)) < 0.5, "keep-gathered buffers %.0f", r.mem.buffers);
+    CHECK(fabs(r.mem.params - 4.0 * 51008 / 4) < 0.5, "fp32 parameters %.0f", r.mem.params);
+    // hybrid, shard group = the node: only the replica all-reduce crosses, one per local rank, each the
+    // binomial edge 1 -> 0 up and down with that rank's fp32 shard (a half of 51,008 padded to 2 x 16)
+    j.choice = ZT_SHARD_HSDP;
+    for (int keep = 0; keep <= 1; keep++) {
+        j.keep_gathered = keep;
+        CHECK(zt_plan_predict(&t, &g, &a, &j, &r) == 0, "%s", zt_errmsg());
+        want = 2 * (2 * 4.0 * 51008 / 2) + ctrl;
+        printf(", hsdp%s %.0f (hand %.0f)", keep ? " + keep" : "", r.node_link_total, want);
+        CHECK(fabs(r.node_link_total - want) < 0.5, "hsdp (keep %d), MPI: %.0f bytes, hand count %.0f", keep,
+              r.node_link_total, want);
+    }
+    // the same full-shard job over NCCL rings: the ring 0-1-2-3-0 leaves each node once, carrying 3/4
+    j = (zt_plan_job){.world = 4, .micro_batch = 1, .grad_accum = 4, .seq_len = 16, .choice = ZT_SHARD_FULL,
+                      .reduce_bytes = 4, .param_bytes = 4, .colls = ZT_COLLS_NCCL};
+    CHECK(zt_plan_predict(&t, &g, &a, &j, &r) == 0, "%s", zt_errmsg());
+    want = 2 * (4 * 0.75 * (full + layers + full) + 2 * 0.75 * 24);
+    printf(", full over rings %.0f (hand %.0f)\n", r.node_link_total, want);
+    CHECK(fabs(r.node_link_total - want) < 0.5, "full shard, rings: %.0f bytes, hand count %.0f", r.node_link_total,
+          want);
+    j.param_bytes = 3;
+    CHECK(zt_plan_predict(&t, &g, &a, &j, &r) != 0 && strstr(zt_errmsg(), "parameter dtype"), "3-byte parameters: %s",
+          zt_errmsg());
+    zt_err_clear();
+}
+
 static void test_field(const zt_qwen3_config *c) {
     zt_gpu_spec g;
     zt_gpu_preset("b300", &g);
@@ -327,6 +389,7 @@ int main(void) {
     test_bytes_per_param(&c);
     test_volumes(&c);
     test_node_link(&c);
+    test_node_link_mpi();
     test_field(&c);
     test_errors(&c);
     TEST_END();
