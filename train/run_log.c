@@ -245,6 +245,9 @@ int zt_runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *m
             ok = zt_remove_tree(path) == 0;
         }
     }
+    // No rank opens a file of its own in RUN (RUN/tb/ranks/...) before rank 0 has cleared the old
+    // run's: removing RUN/tb raced another rank creating its TensorBoard directory in it.
+    if (o->overwrite && !o->resume && zt_train_agree(r->comm, ok, "clearing the old run's outputs") != 0) return -1;
     if (R0 && ok) {
         if (!r->run_id[0]) zt_runlog_make_run_id(r->run_id, sizeof r->run_id);
         ok = zt_run_lock_set_run_id(r->lock, r->run_id) == 0;  // a second job's refusal names it
