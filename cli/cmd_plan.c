@@ -502,20 +502,21 @@ int zt_cmd_plan(int argc, char **argv) {
                         "--field\n");
         return 2;
     }
+    // the scaling table's world sizes and sharding choices, for --from-run and a model alike
+    int worlds[64], nw;
+    if (parse_worlds(worlds_s, worlds, 64, &nw) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 2;
+    }
+    int choices[ZT_SHARD_NCHOICES], nch = 0;
+    for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
+        if (shard < 0 || shard == k) choices[nch++] = k;
     if (f.from_run) {
         zt_qwen3_config cfg;
         zt_gpu_spec g;
         int go_on;
         const int rc = plan_from_run(&f, &a, &cfg, &g, &t, &go_on);
         if (rc || !go_on) return rc;
-        int worlds[64], nw;
-        if (parse_worlds(worlds_s, worlds, 64, &nw) != 0) {
-            fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
-            return 2;
-        }
-        int choices[ZT_SHARD_NCHOICES], nch = 0;
-        for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
-            if (shard < 0 || shard == k) choices[nch++] = k;
         printf("\n");
         print_header(f.from_run, &cfg, &g, &a, t.job.seq_len);
         print_scaling(&cfg, &g, &a, &t, worlds, nw, choices, nch, epoch_tokens);
@@ -553,14 +554,6 @@ int zt_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "zerotrain: warning: --field compares with a Qwen3-32B run, but %s has %lld parameters\n",
                 model, (long long)zt_qwen3_param_count(&cfg));
 
-    int worlds[64], nw;
-    if (parse_worlds(worlds_s, worlds, 64, &nw) != 0) {
-        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
-        return 2;
-    }
-    int choices[ZT_SHARD_NCHOICES], nch = 0;
-    for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
-        if (shard < 0 || shard == k) choices[nch++] = k;
 
     print_header(model ? model : "built-in Qwen3-32B config", &cfg, &g, &a, t.job.seq_len);
     if (field) {
