@@ -5,9 +5,11 @@ Three runs of `zerotrain train` under mpirun on the same model, data and steps: 
 checkpoint before the last step, a synchronous save every K steps, an asynchronous save
 every K steps. From each run's RUN/metrics.jsonl and terminal output it prints:
 
-  blocked per save   the time the training loop stood still at a save point: the sync
+  blocked per save   the time the training loop stood still for a save: the sync
                      save's duration ("checkpoint: step N -> ... (T s)"), the async save's
-                     ckpt_blocked_s (wait for the previous write + snapshot copy)
+                     ckpt_blocked_s at the save point (barrier, wait for the previous write)
+                     plus the next optimizer update's wait for the writer thread's snapshot
+                     copy (the "copied" record's ckpt_blocked_s)
   write per save     the async writer's ckpt_write_s (the work moved off the loop)
   overlapped step    mean step_time_s of the steps that ran while a write was in flight,
                      against the steady mean of the run without saves
@@ -122,7 +124,12 @@ def main():
         r["sync_blocked"] = [t for s, t in sync if s < n]
         snaps = [c for c in ckpt if c["ckpt_event"] == "snapshot"]
         commits = [c for c in ckpt if c["ckpt_event"] == "commit"]
-        r["async_blocked"] = [c["ckpt_blocked_s"] for c in snaps]
+        # blocked per save: at the save point, plus (CPU engine) the next update's wait for the
+        # writer thread's snapshot copy ("copied" record of the same ckpt_step)
+        copied = {c["ckpt_step"]: c for c in ckpt if c["ckpt_event"] == "copied"}
+        r["async_blocked"] = [c["ckpt_blocked_s"] + copied.get(c["ckpt_step"], {}).get("ckpt_blocked_s", 0)
+                              for c in snaps]
+        r["async_copy"] = [c["ckpt_snapshot_s"] for c in copied.values()]
         r["async_wait"] = [c.get("ckpt_wait_s", 0) for c in snaps]
         r["async_write"] = [c["ckpt_write_s"] for c in commits]
         overlapped = set()
@@ -171,9 +178,11 @@ def main():
             "—" if kind == "none" else "%+.1f%%" % (100 * (r["loop"] / loop0 - 1))))
     if "sync" in res and "async" in res and res["sync"]["sync_blocked"]:
         print()
-        print("async blocked / sync blocked per save: %.2f%%; async snapshot %s per rank; async waits at save "
-              "points: %s s" % (100 * mean(res["async"]["async_blocked"]) / mean(res["sync"]["sync_blocked"]),
-                                res["async"]["snapshot"], ", ".join("%.3f" % w for w in res["async"]["async_wait"])))
+        print("async blocked / sync blocked per save: %.2f%%; async snapshot %s per rank, copied by the writer "
+              "thread in %s s; async waits at save points: %s s"
+              % (100 * mean(res["async"]["async_blocked"]) / mean(res["sync"]["sync_blocked"]),
+                 res["async"]["snapshot"], ", ".join("%.3f" % w for w in res["async"]["async_copy"]),
+                 ", ".join("%.3f" % w for w in res["async"]["async_wait"])))
     if steady:
         print("steady step time (no saves, steps 2..N): %.3f s" % mean(steady))
 

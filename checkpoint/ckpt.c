@@ -494,6 +494,12 @@ typedef struct {
     hid_t *ds;           // [nunits * 3]
     int64_t budget;      // ZT_CKPT_FAIL_AFTER_BYTES (injected ENOSPC), -1 off
     int64_t bytes_written;
+    // --save-io direct|posix: the datasets' bytes go straight to the file at their offsets
+    int io;              // ZT_SAVE_IO_*
+    int fd, dfd;         // the file, buffered / O_DIRECT (-1: none)
+    int64_t *off;        // [nunits * 3] file offset of each dataset's first byte
+    char *bounce;        // ZT_IO_ALIGN-aligned staging for O_DIRECT writes
+    int64_t direct_bytes, buffered_bytes;
 } save_ctx;
 
 static int64_t estimate_bytes(const zt_qwen3_layout *lay) {
@@ -647,13 +653,125 @@ static int write_metadata(save_ctx *c, const zt_ckpt_meta *m, const char *train_
     return rc ? -1 : 0;
 }
 
-// Collective: this rank writes elements [lo, lo + valid) (or nothing).
+// ---- --save-io: the datasets' bytes written by each rank at their file offsets ------
+
+#define ZT_IO_ALIGN 4096          // O_DIRECT's offset, length and buffer alignment (safe everywhere)
+#define ZT_IO_BOUNCE (8 << 20)    // staging for O_DIRECT writes from memory that is not aligned
+
+static int save_io_mode = ZT_SAVE_IO_DIRECT;
+static int64_t last_direct_bytes, last_buffered_bytes;  // this rank's last save (any thread; one save at a time)
+void zt_ckpt_set_save_io(int mode) { save_io_mode = mode; }
+int zt_ckpt_get_save_io(void) { return save_io_mode; }
+void zt_ckpt_last_save_io(int64_t *direct, int64_t *buffered) {
+    *direct = last_direct_bytes;
+    *buffered = last_buffered_bytes;
+}
+
+static int pwrite_all(int fd, const char *p, int64_t n, int64_t at) {
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, (size_t)n, (off_t)at);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -1;
+        if (w == 0) return errno = ENOSPC, -1;
+        p += w, n -= w, at += w;
+    }
+    return 0;
+}
+
+// Every rank, after the datasets exist (their space is allocated at creation): the file
+// offsets, a buffered descriptor and (direct) an O_DIRECT one. A file system that refuses
+// O_DIRECT (EINVAL) gets pwrite for everything.
+static int open_raw(save_ctx *c) {
+    const int nds = c->lay->nunits * ZT_CKPT_NDS;
+    c->off = zt_xmalloc((size_t)nds * sizeof(int64_t));
+    for (int i = 0; i < nds; i++) {
+        haddr_t a = H5Dget_offset(c->ds[i]);
+        if (a == HADDR_UNDEF)
+            return zt_err("/units/%03d/%s: HDF5 gives no file offset for the dataset (its space is not allocated)",
+                          i / ZT_CKPT_NDS, zt_ckpt_ds_names[i % ZT_CKPT_NDS]);
+        c->off[i] = (int64_t)a;
+    }
+    c->fd = open(c->file, O_WRONLY | O_CLOEXEC);
+    if (c->fd < 0) return zt_err("cannot open the file for its data writes: %s", strerror(errno));
+    if (c->io == ZT_SAVE_IO_DIRECT) {
+        c->dfd = open(c->file, O_WRONLY | O_DIRECT | O_CLOEXEC);
+        void *b = NULL;
+        if (c->dfd >= 0 && posix_memalign(&b, ZT_IO_ALIGN, ZT_IO_BOUNCE) != 0) close(c->dfd), c->dfd = -1;
+        c->bounce = b;
+    }
+    return 0;
+}
+
+static void close_raw(save_ctx *c) {
+    if (c->fd >= 0) close(c->fd), c->fd = -1;
+    if (c->dfd >= 0) close(c->dfd), c->dfd = -1;
+}
+
+// n bytes from src to file offset pos: the whole ZT_IO_ALIGN blocks inside [pos, pos + n)
+// with O_DIRECT (from src itself where it is aligned, else through the bounce buffer),
+// the partial blocks at the two ends (shared with a neighbour's slice or with HDF5's
+// metadata) with pwrite. -1 with errno set.
+static int write_raw(save_ctx *c, const char *src, int64_t pos, int64_t n) {
+    int64_t x = pos;
+    const int64_t a = (pos + ZT_IO_ALIGN - 1) / ZT_IO_ALIGN * ZT_IO_ALIGN, b = (pos + n) / ZT_IO_ALIGN * ZT_IO_ALIGN;
+    if (c->dfd >= 0 && b > a) {
+        if (pwrite_all(c->fd, src, a - pos, pos) != 0) return -1;
+        c->buffered_bytes += a - pos;
+        x = a;
+        while (x < b) {
+            const int64_t len = b - x < ZT_IO_BOUNCE ? b - x : ZT_IO_BOUNCE;
+            const char *from = src + (x - pos);
+            if ((uintptr_t)from % ZT_IO_ALIGN) from = memcpy(c->bounce, from, (size_t)len);
+            ssize_t w = pwrite(c->dfd, from, (size_t)len, (off_t)x);
+            if (getenv("ZT_CKPT_DEBUG_NO_ODIRECT")) w = -1, errno = EINVAL;  // testing: a file system without it
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0 && errno == EINVAL) {  // the file system takes no O_DIRECT here: pwrite from now on
+                close(c->dfd), c->dfd = -1;
+                break;
+            }
+            if (w > 0) x += w, c->direct_bytes += w;
+            if (w != len) break;  // a short write or an error: the rest through pwrite, which names it
+        }
+    }
+    if (pwrite_all(c->fd, src + (x - pos), pos + n - x, x) != 0) return -1;
+    c->buffered_bytes += pos + n - x;
+    return 0;
+}
+
+// Why a data write failed: errno, or (a short write without one) the file system's free space.
+static void write_cause(const save_ctx *c, int e, int64_t bytes, char *cause, size_t n) {
+    struct statvfs vs;
+    if (e == ENOSPC || e == EDQUOT || e == EIO)
+        snprintf(cause, n, "%s", strerror(e));
+    else if (statvfs(c->partial, &vs) == 0 && (int64_t)vs.f_bavail * (int64_t)vs.f_frsize < bytes)
+        snprintf(cause, n, "%s (%lld bytes free on the file system)", strerror(ENOSPC),
+                 (long long)vs.f_bavail * (long long)vs.f_frsize);
+    else
+        snprintf(cause, n, "%s", e ? strerror(e) : "I/O error (short write)");
+}
+
+// This rank writes elements [lo, lo + valid) (or nothing). With --save-io mpiio a
+// collective (every rank calls it, with nothing selected when it holds nothing).
 static int write_slice(save_ctx *c, int u, int k) {
     const zt_ckpt_slice *s = &c->sh->unit[u];
     hid_t d = c->ds[u * ZT_CKPT_NDS + k];
-    hid_t fs = H5Dget_space(d);
     const int64_t bytes = s->valid * (int64_t)sizeof(float);
     int inject = c->budget >= 0 && s->valid > 0 && c->bytes_written + bytes > c->budget;
+    char cause[256];
+    if (c->io != ZT_SAVE_IO_MPIIO && !inject) {
+        if (s->valid == 0) return 0;
+        const int64_t at = c->off[u * ZT_CKPT_NDS + k] + s->lo * (int64_t)sizeof(float);
+        errno = 0;
+        if (write_raw(c, (const char *)slice_ptr(s, k), at, bytes) != 0) {
+            write_cause(c, errno, bytes, cause, sizeof cause);
+            return zt_err("/units/%03d/%s: write of elements [%lld, %lld) (file bytes [%lld, %lld)) failed: %s", u,
+                          zt_ckpt_ds_names[k], (long long)s->lo, (long long)(s->lo + s->valid), (long long)at,
+                          (long long)(at + bytes), cause);
+        }
+        c->bytes_written += bytes;
+        return 0;
+    }
+    hid_t fs = H5Dget_space(d);
     hsize_t one = 1;
     hid_t ms;
     if (s->valid > 0 && !inject) {
@@ -667,12 +785,16 @@ static int write_slice(save_ctx *c, int u, int k) {
     }
     static const float dummy = 0;
     const float *p = s->valid > 0 ? slice_ptr(s, k) : &dummy;
-    errno = 0;
-    herr_t rc = H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, c->dxpl, p);
-    const int e = errno;  // MPI-IO's write(2) error; HDF5's stack does not carry it
+    herr_t rc = 0;
+    int e = 0;
     char why[1024] = "";
-    if (rc < 0 && getenv("ZT_CKPT_DEBUG_H5")) H5Eprint2(H5E_DEFAULT, stderr);
-    if (rc < 0) snprintf(why, sizeof why, "%s", zt_h5_why());  // before any other HDF5 call clears the stack
+    if (c->io == ZT_SAVE_IO_MPIIO) {
+        errno = 0;
+        rc = H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, c->dxpl, p);
+        e = errno;  // MPI-IO's write(2) error; HDF5's stack does not carry it
+        if (rc < 0 && getenv("ZT_CKPT_DEBUG_H5")) H5Eprint2(H5E_DEFAULT, stderr);
+        if (rc < 0) snprintf(why, sizeof why, "%s", zt_h5_why());  // before any other HDF5 call clears the stack
+    }
     H5Sclose(ms);
     H5Sclose(fs);
     if (inject)
@@ -681,15 +803,7 @@ static int write_slice(save_ctx *c, int u, int k) {
                       u, zt_ckpt_ds_names[k], (long long)c->bytes_written, (long long)c->budget);
     if (rc < 0) {
         // MPI-IO reports a full disk as a short write without errno; ask the file system.
-        char cause[256];
-        struct statvfs vs;
-        if (e == ENOSPC || e == EDQUOT || e == EIO)
-            snprintf(cause, sizeof cause, "%s", strerror(e));
-        else if (statvfs(c->partial, &vs) == 0 && (int64_t)vs.f_bavail * (int64_t)vs.f_frsize < bytes)
-            snprintf(cause, sizeof cause, "%s (%lld bytes free on the file system)", strerror(ENOSPC),
-                     (long long)vs.f_bavail * (long long)vs.f_frsize);
-        else
-            snprintf(cause, sizeof cause, "%s", e ? strerror(e) : "I/O error (short write)");
+        write_cause(c, e, bytes, cause, sizeof cause);
         return zt_err("/units/%03d/%s: write of elements [%lld, %lld) failed: %s (HDF5: %s)", u, zt_ckpt_ds_names[k],
                       (long long)s->lo, (long long)(s->lo + s->valid), cause, why);
     }
@@ -828,6 +942,7 @@ static int save_fail(save_ctx *c, int committed) {
 }
 
 static void close_all(save_ctx *c) {
+    close_raw(c);
     for (int i = 0; c->ds && i < c->lay->nunits * ZT_CKPT_NDS; i++)
         if (c->ds[i] >= 0) H5Dclose(c->ds[i]), c->ds[i] = -1;
     if (c->dxpl >= 0) H5Pclose(c->dxpl), c->dxpl = -1;
@@ -838,6 +953,9 @@ static void free_ctx(save_ctx *c) {
     for (int i = 0; c->crc && i < c->lay->nunits * ZT_CKPT_NDS; i++) free(c->crc[i]);
     free(c->crc);
     free(c->ds);
+    free(c->off);
+    free(c->bounce);
+    c->off = NULL, c->bounce = NULL;
 }
 
 static hid_t mpio_fapl(MPI_Comm comm, int writing) {
@@ -877,6 +995,8 @@ int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta
     c->lay = lay;
     c->sh = sh;
     c->fid = c->dxpl = -1;
+    c->fd = c->dfd = -1;
+    c->io = save_io_mode;
     MPI_Comm_rank(comm, &c->rank);
     MPI_Comm_size(comm, &c->world);
     zt_ckpt_meta m = *meta_in;
@@ -956,6 +1076,10 @@ int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta
         ok = write_metadata(c, &m, train_json) == 0;
     }
     agree_step(&ag, &ok);
+    if (c->io != ZT_SAVE_IO_MPIIO && !ag.failed) {
+        ok = open_raw(c) == 0;
+        agree_step(&ag, &ok);
+    }
     // Testing: ZT_CKPT_DEBUG_PAUSE_S=S pauses every rank for S seconds once half of the units
     // are written (ZT_CKPT_DEBUG_PAUSE_STEP=N: only in the save of step N), after saying so on
     // stderr: the moment a test kills a rank or signals the job in the middle of a write.
@@ -973,6 +1097,11 @@ int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta
             if (write_slice(c, u, k) != 0) ok = 0;  // keeps taking part in the unit's collective writes
         agree_step(&ag, &ok);                        // every rank learns of any failure, unit by unit
     }
+    close_raw(c);
+    last_direct_bytes = c->direct_bytes, last_buffered_bytes = c->buffered_bytes;
+    if (getenv("ZT_CKPT_DEBUG_IO") && c->io != ZT_SAVE_IO_MPIIO)
+        fprintf(stderr, "zerotrain: rank %d: checkpoint step %lld data: %lld bytes with O_DIRECT, %lld with pwrite\n",
+                c->rank, (long long)m.step, (long long)c->direct_bytes, (long long)c->buffered_bytes);
     if (ag.failed && c->rank == 0 && c->fid >= 0) release_space(c->file);
     // Close (flushes metadata and data through MPI-IO), then fsync on every rank.
     for (int i = 0; i < lay->nunits * ZT_CKPT_NDS; i++)

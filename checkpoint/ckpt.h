@@ -72,8 +72,26 @@ typedef struct {
 // fail like ENOSPC once it has written N bytes; ZT_CKPT_NO_SPACE_CHECK=1 skips the
 // free-space check; ZT_CKPT_NO_RESERVE=1 skips the reservation; ZT_CKPT_CRC_CHUNK=E
 // sets elements per crc32c chunk (rank 0's value).
+// How the datasets' bytes reach the file is zt_ckpt_set_save_io's choice (default direct).
 int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta, const zt_qwen3_layout *lay,
                  const char *train_json, const zt_ckpt_shards *sh, int keep_last, char *out_path, size_t out_len);
+
+// --save-io: how a save writes the datasets' bytes (the metadata always goes through
+// parallel HDF5, and the file is the same byte for byte either way).
+//   ZT_SAVE_IO_DIRECT  every rank writes its slices itself at the dataset's file offset
+//                      (H5Dget_offset): the whole 4 KiB blocks it owns with O_DIRECT (no page-cache
+//                      copy), the partial blocks at its slice's two ends with pwrite; O_DIRECT
+//                      refused by the file system (EINVAL) falls back to pwrite for the rest
+//   ZT_SAVE_IO_POSIX   the same with pwrite only (through the page cache)
+//   ZT_SAVE_IO_MPIIO   H5Dwrite, collective MPI-IO (the library's two-phase aggregation)
+// Process-wide; set before the first save (and before --async-save's writer starts).
+enum { ZT_SAVE_IO_DIRECT = 0, ZT_SAVE_IO_POSIX = 1, ZT_SAVE_IO_MPIIO = 2 };
+void zt_ckpt_set_save_io(int mode);
+int zt_ckpt_get_save_io(void);
+// This rank's data bytes of its last save written with O_DIRECT / with pwrite (0 / 0 with mpiio).
+// Testing: ZT_CKPT_DEBUG_NO_ODIRECT=1 makes every O_DIRECT write fail with EINVAL (the fallback);
+// ZT_CKPT_DEBUG_IO=1 prints both counts per rank on stderr after each save.
+void zt_ckpt_last_save_io(int64_t *direct, int64_t *buffered);
 
 // Read this rank's slices (any world size: sh describes the slices of the current
 // run) and verify their crc32c chunks: chunk c is verified by the rank whose slice
@@ -156,12 +174,21 @@ int64_t zt_ckpt_snapshot_bytes(const zt_ckpt_shards *sh);
 int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckpt_shards *sh, int copy,
                          zt_ckpt_async **out);
 int64_t zt_ckpt_async_bytes(const zt_ckpt_async *a);
-// Local (no collective): copy sh (the same slices as at create) into the snapshot (copy = 1) and
-// start the writer for meta->step. Refused while a save is in flight. 0 or -1 + zt_err.
+// Local (no collective): start the writer for meta->step, which (copy = 1) first copies sh (the
+// same slices as at create; the caller keeps them alive and unchanged until
+// zt_ckpt_async_wait_copied returns) into the snapshot. Refused while a save is in flight.
+// 0 or -1 + zt_err.
 int zt_ckpt_async_start(zt_ckpt_async *a, const char *run_dir, const zt_ckpt_meta *meta, const char *train_json,
                         const zt_ckpt_shards *sh);
 int64_t zt_ckpt_async_step(const zt_ckpt_async *a);   // the step in flight, -1 when none
 int zt_ckpt_async_done(const zt_ckpt_async *a);       // this rank's writer has finished (no wait)
+// copy = 1: the snapshot copy itself runs on the writer thread, first, while the caller's next
+// step reads the shards; before anything changes them again (the optimizer update) the caller
+// waits in zt_ckpt_async_wait_copied (arg: the zt_ckpt_async; the seconds it waited; 0 at once
+// when no copy is pending; fits zt_fsdp_set_update_fence). zt_ckpt_async_copied: 1 once the copy is
+// complete (*copy_s: how long it took).
+double zt_ckpt_async_wait_copied(void *arg);
+int zt_ckpt_async_copied(const zt_ckpt_async *a, double *copy_s);
 void zt_ckpt_async_join(zt_ckpt_async *a);            // wait for this rank's writer
 double zt_ckpt_async_write_seconds(const zt_ckpt_async *a);  // the last write's duration (after join)
 // Collective on comm once every rank's writer has finished (the caller agrees on that first):

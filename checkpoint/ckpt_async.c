@@ -26,6 +26,11 @@ struct zt_ckpt_async {
     float *buf;                 // one allocation: master, m, v of every unit, back to back
     int64_t bytes;              // of buf (0 without a copy)
     int copy;                   // 0: the writer reads the caller's shards themselves (GPU engine's host copies)
+    const zt_ckpt_slice *src;   // copy: the live shards the writer copies first (the caller's, kept alive)
+    pthread_mutex_t mu;         // copy: guards copied (the update fence waits on cv)
+    pthread_cond_t cv;
+    int copied;                 // copy: the snapshot is complete, the live shards may change again
+    double copy_s;              // the last snapshot copy's duration (the writer's clock)
     // the save in flight
     int64_t step;               // -1: none
     int thread_live;            // created and not joined
@@ -58,6 +63,9 @@ int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckp
                       ">= 3 has it by default) or drop --async-save",
                       provided, MPI_THREAD_MULTIPLE);
     zt_ckpt_async *a = zt_xcalloc(1, sizeof *a);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    a->copied = 1;
     a->lay = lay;
     a->step = -1;
     a->copy = copy;
@@ -96,13 +104,37 @@ int64_t zt_ckpt_async_step(const zt_ckpt_async *a) { return a ? a->step : -1; }
 int zt_ckpt_async_done(const zt_ckpt_async *a) { return a && atomic_load_explicit(&a->done, memory_order_acquire); }
 double zt_ckpt_async_write_seconds(const zt_ckpt_async *a) { return a->t_end - a->t_start; }
 
+// The snapshot: master, m and v of every unit into the host buffer. On the writer thread, while
+// the next step's forward and backward (which only read them) run; the step's optimizer update
+// waits for it in zt_ckpt_async_wait_copied (the engine's update fence).
+// Testing: ZT_CKPT_DEBUG_COPY_DELAY_S=S delays the copy by S seconds (the update fence must hold
+// the next update back until it is done: tests/cli/async_cli.sh, case identical).
+static void copy_snapshot(zt_ckpt_async *a) {
+    const double t = zt_now();
+    const char *delay = getenv("ZT_CKPT_DEBUG_COPY_DELAY_S");
+    if (delay && *delay) usleep((useconds_t)(atof(delay) * 1e6));
+    for (int u = 0; u < a->snap.nunits; u++) {
+        const zt_ckpt_slice *s = &a->src[u], *d = &a->slices[u];
+        if (s->valid <= 0) continue;
+        memcpy(d->master, s->master, (size_t)s->valid * sizeof(float));
+        memcpy(d->m, s->m, (size_t)s->valid * sizeof(float));
+        memcpy(d->v, s->v, (size_t)s->valid * sizeof(float));
+    }
+    a->copy_s = zt_now() - t;
+    pthread_mutex_lock(&a->mu);
+    a->copied = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
 static void *writer_main(void *arg) {
     zt_ckpt_async *a = arg;
-    // The training thread comes first: the writer runs at nice +10 (Linux: a thread's own nice
+    a->t_start = zt_now();
+    if (a->copy) copy_snapshot(a);  // at the training thread's priority: the next update waits for it
+    // The training thread comes first: the write runs at nice +10 (Linux: a thread's own nice
     // value), so where cores are short the background write slows down, not the steps. Failing
     // to lower it changes nothing else.
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
-    a->t_start = zt_now();
     a->rc = zt_ckpt_write_partial(a->wcomm, a->run_dir, &a->meta, a->lay, a->train_json, &a->snap, &a->pending);
     if (a->rc != 0) snprintf(a->err, sizeof a->err, "%s", zt_errmsg());  // zt_err is per thread
     a->t_end = zt_now();
@@ -119,11 +151,9 @@ int zt_ckpt_async_start(zt_ckpt_async *a, const char *run_dir, const zt_ckpt_met
         const zt_ckpt_slice *s = &sh->unit[u], *d = &a->slices[u];
         if (s->valid != d->valid || s->lo != d->lo)
             return zt_err("unit %d: the shard changed shape since the snapshot was allocated", u);
-        if (s->valid <= 0) continue;
-        memcpy(d->master, s->master, (size_t)s->valid * sizeof(float));
-        memcpy(d->m, s->m, (size_t)s->valid * sizeof(float));
-        memcpy(d->v, s->v, (size_t)s->valid * sizeof(float));
     }
+    a->src = sh->unit;  // copied by the writer thread first (copy_snapshot)
+    a->copied = !a->copy;
     a->meta = *meta;
     free(a->train_json);
     a->train_json = train_json ? strdup(train_json) : NULL;
@@ -139,11 +169,37 @@ int zt_ckpt_async_start(zt_ckpt_async *a, const char *run_dir, const zt_ckpt_met
     pthread_sigmask(SIG_BLOCK, &block, &old);
     const int e = pthread_create(&a->thread, NULL, writer_main, a);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (e != 0) return zt_err("cannot start the checkpoint writer thread: %s", strerror(e));
+    if (e != 0) {
+        a->copied = 1;
+        return zt_err("cannot start the checkpoint writer thread: %s", strerror(e));
+    }
     pthread_setname_np(a->thread, "zt-ckpt-write");
     a->thread_live = 1;
     a->step = meta->step;
     return 0;
+}
+
+double zt_ckpt_async_wait_copied(void *arg) {
+    zt_ckpt_async *a = arg;
+    if (!a || !a->copy) return 0.0;
+    pthread_mutex_lock(&a->mu);
+    double waited = 0.0;
+    if (!a->copied) {
+        const double t = zt_now();
+        while (!a->copied) pthread_cond_wait(&a->cv, &a->mu);
+        waited = zt_now() - t;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return waited;
+}
+
+int zt_ckpt_async_copied(const zt_ckpt_async *a, double *copy_s) {
+    if (!a) return 1;
+    pthread_mutex_lock((pthread_mutex_t *)&a->mu);
+    const int c = a->copied;
+    pthread_mutex_unlock((pthread_mutex_t *)&a->mu);
+    if (c && copy_s) *copy_s = a->copy_s;
+    return c;
 }
 
 void zt_ckpt_async_join(zt_ckpt_async *a) {
@@ -181,5 +237,7 @@ void zt_ckpt_async_destroy(zt_ckpt_async *a) {
     free(a->train_json);
     free(a->slices);
     free(a->buf);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
     free(a);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/ckpt.h"
 #include "checkpoint/safetensors.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -17,6 +18,7 @@ static const zt_flag_choice device_choices[] = {{"auto", ZT_DEVICE_AUTO}, {"cuda
 static const zt_flag_choice attention_choices[] = {{"gemm", 0}, {"cudnn", 1}, {0}};
 static const zt_flag_choice doc_attention_choices[] = {{"isolated", ZT_DOC_ATTN_ISOLATED}, {"full", ZT_DOC_ATTN_FULL}, {0}};
 static const zt_flag_choice schedule_choices[] = {{"cosine", ZT_SCHED_COSINE}, {"constant", ZT_SCHED_CONSTANT}, {0}};
+static const zt_flag_choice save_io_choices[] = {{"direct", ZT_SAVE_IO_DIRECT}, {"posix", ZT_SAVE_IO_POSIX}, {"mpiio", ZT_SAVE_IO_MPIIO}, {0}};
 static const zt_flag_choice dtype_choices[] = {{"bf16", ZT_ST_BF16}, {"fp32", ZT_ST_F32}, {0}};
 
 const zt_flag zt_train_flags[] = {
@@ -93,6 +95,12 @@ const zt_flag zt_train_flags[] = {
              "MPI_THREAD_MULTIPLE and (cpu backend) host memory for a copy of this rank's\n"
              "master, m and v; the cuda backend copies into its page-locked host copies on a\n"
              "stream of its own"},
+    {"save-io", ZT_FLAG_ENUM, ZT_AT_INT(T, save_io), "M", .def = ZT_DEF_SAVE_IO, .choices = save_io_choices,
+     .help = "how a save writes the datasets' bytes (the file is the same either way):\n"
+             "direct (default): every rank writes its own slices at their file offsets,\n"
+             "whole 4 KiB blocks with O_DIRECT (no page-cache copy; pwrite where the file\n"
+             "system refuses it); posix: the same through the page cache; mpiio: HDF5's\n"
+             "collective MPI-IO write"},
     {"resume", ZT_FLAG_OPTSTR, ZT_AT_STR(T, resume), "[PATH|auto]", .bare = "latest",
      .help = "continue from RUN/checkpoints/latest, or from the checkpoint PATH; `auto`\n"
              "(requeued jobs): the newest checkpoint that reads, a fresh start only when RUN\n"

@@ -255,6 +255,8 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
     const double coef = zt_clip_coef(norm, f->hp.clip);
     const double lr = zt_lr_at(&f->hp, f->step);
     if (!bad) f->step++;
+    // master, m and v are rewritten below: not before a reader outside the engine is done with them
+    out->t_update_fence = f->update_fence ? f->update_fence(f->update_fence_arg) : 0.0;
     if (!nonfinite && targets > 0 && !bad)  // the same decision on every rank: it comes from the all-reduced values
         for (int i = 0; i < f->nunits; i++)
             if (f->units[i].valid > 0) f->be->update(f, i, coef, lr);
@@ -502,6 +504,10 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_
 
 int zt_fsdp_to_device(zt_fsdp *f) { return f->be && f->be->to_device ? f->be->to_device(f) : 0; }
 int zt_fsdp_to_host(zt_fsdp *f) { return f->be && f->be->to_host ? f->be->to_host(f) : 0; }
+void zt_fsdp_set_update_fence(zt_fsdp *f, double (*fence)(void *arg), void *arg) {
+    f->update_fence = fence;
+    f->update_fence_arg = arg;
+}
 int zt_fsdp_has_snapshot(const zt_fsdp *f) { return f->be && f->be->snapshot_begin && f->be->snapshot_ready; }
 int zt_fsdp_snapshot_begin(zt_fsdp *f) {
     return zt_fsdp_has_snapshot(f) ? f->be->snapshot_begin(f) : zt_err("this engine has no device snapshot");

@@ -37,6 +37,7 @@ typedef struct {
     int stop_requested;     // ranks that passed ZT_FSDP_STOP (all-reduced with the loss: no extra collective)
     int input_bad;          // ranks that passed ZT_FSDP_INPUT_BAD: the step made no update
     double t_step, t_compute, t_comm_wait;  // this rank's seconds
+    double t_update_fence;  // of t_step: waiting in the update fence before the optimizer (zt_fsdp_set_update_fence)
     int64_t bytes_gathered, bytes_scattered; // this rank's received (all-gather) / sent (reduce-scatter) bytes
     int64_t bytes_replicated;  // hybrid sharding: this rank's bytes sent by the replica all-reduce (ring: 2 (R-1)/R
                                // of its gradient shard's bytes; 0 at full shard)
@@ -125,6 +126,11 @@ int zt_fsdp_to_host(zt_fsdp *f);
 // until it is). The host copies must not be read or changed in between. has_snapshot: 0 on the
 // CPU engine (its shards are the host copies; the caller copies them).
 int zt_fsdp_has_snapshot(const zt_fsdp *f);
+// --async-save on the CPU engine (whose shards are the host copies): fence(arg) is called in every
+// step before the optimizer rewrites master, m and v, and returns once whatever still reads them
+// (the checkpoint writer copying its snapshot) has finished, with the seconds it waited (reported as
+// zt_fsdp_stats.t_update_fence). NULL: none.
+void zt_fsdp_set_update_fence(zt_fsdp *f, double (*fence)(void *arg), void *arg);
 int zt_fsdp_snapshot_begin(zt_fsdp *f);
 int zt_fsdp_snapshot_ready(zt_fsdp *f, int wait);
 // One optimizer step; blocks holds this rank's micro_batch * grad_accum blocks.

@@ -70,6 +70,8 @@ struct zt_fsdp {
     zt_comm *group_comm;      // the sub-comms this engine made (NULL at G = W): shard group and replicas
     zt_comm *replica_comm;    // (the ranks holding the same shard, one per group; NULL when R = 1)
     int keep_gathered;        // a unit's parameters stay gathered from its forward to its backward
+    double (*update_fence)(void *arg);  // zt_fsdp_set_update_fence (NULL: none)
+    void *update_fence_arg;
     int *kept;                // [nunits] the slot holding unit u between its forward and backward, -1 none
     const struct zt_fsdp_backend *be;
     void *bs;                 // the backend's state

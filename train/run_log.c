@@ -383,8 +383,10 @@ static const metric_def k_eval[E_COUNT] = {
 };
 
 // A checkpoint event of --async-save (rank 0): "snapshot" (the save point: training blocked
-// for ckpt_blocked_s, of it ckpt_wait_s waiting for the previous write and ckpt_snapshot_s
-// copying), "commit" (the write of ckpt_step took ckpt_write_s; ckpt_wait_s: how long this
+// for ckpt_blocked_s, of it ckpt_wait_s waiting for the previous write and, GPU engine,
+// ckpt_snapshot_s queueing the device-to-host copy), "copied" (CPU engine: the writer thread's
+// snapshot copy of ckpt_step took ckpt_snapshot_s, and the step's optimizer update waited
+// ckpt_blocked_s for it), "commit" (the write of ckpt_step took ckpt_write_s; ckpt_wait_s: how long this
 // boundary waited for it) and "sync" (a synchronous save: the last step's or a stop's).
 enum { K_STEP, K_BLOCKED, K_WAIT, K_SNAPSHOT, K_WRITE, K_COUNT };
 static const metric_def k_ckpt[K_COUNT] = {

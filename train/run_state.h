@@ -79,6 +79,8 @@ typedef struct {
     int64_t snap_step;         // GPU engine: a snapshot copy of this step is queued, its writer not yet
                                // started (0: none)
     zt_ckpt_meta snap_meta;    // that save's training state
+    int64_t copy_step;         // CPU engine: the writer is copying this step's snapshot; its "copied"
+                               // event is not yet logged (0: none)
     uint32_t *batch;           // this rank's blocks of the step, copied out of the mapped files
     int eval_signalled;        // --debug-signal-in-eval done
     int eval_stopped;          // ranks whose stop request ended the last evaluation

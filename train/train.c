@@ -60,6 +60,7 @@ void zt_train_defaults(zt_train_opts *o) {
     o->keep_last = ZT_DEF_KEEP_LAST;
     o->reshard_after_forward = 1;
     o->async_save = ZT_DEF_ASYNC_SAVE;
+    o->save_io = ZT_DEF_SAVE_IO;
     o->collective_timeout = ZT_DEF_COLLECTIVE_TIMEOUT;
     o->first_collective_timeout = ZT_DEF_FIRST_COLLECTIVE_TIMEOUT;
     o->save_timeout = ZT_DEF_SAVE_TIMEOUT;
@@ -87,14 +88,16 @@ void zt_train_cleanup(run_state *r) {
     free(r->blocks);
     free(r->batch);
     free(r->settings);
+    // a write still in flight is waited for and dropped, never committed; first, as its writer may
+    // still be copying the shards that save_slices describes
+    zt_ckpt_async_destroy(r->async);
+    r->async = NULL;
     free(r->slices);
     free(r->save_slices);
     free(r->fl_words), free(r->fl_ids), free(r->fl_tg), free(r->fl_pos);
     for (int k = 0; r->peer_order && k < r->world; k++) free(r->peer_order[k]);
     free(r->peer_order);
     free(r->peer_n);
-    zt_ckpt_async_destroy(r->async);  // a write still in flight is waited for and dropped, never committed
-    r->async = NULL;
     zt_fsdp_destroy(r->f);
     if (r->ds_open) zt_dataset_close(&r->ds);
     if (r->eds_open) zt_dataset_close(&r->eds);
@@ -470,6 +473,9 @@ static int make_snapshot(run_state *r) {
                     local, local == 1 ? "" : "s", human_bytes(avail, b3, sizeof b3)) == 0;
     if (zt_train_agree_named(r, ok, "--async-save memory check") != 0) return -1;
     ok = zt_ckpt_async_create(MPI_COMM_WORLD, zt_fsdp_layout(r->f), &r->save_shards, 1, &r->async) == 0;
+    // the writer thread copies the snapshot while the next step computes; that step's optimizer
+    // update waits for the copy
+    if (ok) zt_fsdp_set_update_fence(r->f, zt_ckpt_async_wait_copied, r->async);
     return zt_train_agree_named(r, ok, "--async-save snapshot") != 0 ? -1 : 0;
 }
 
@@ -535,6 +541,7 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     }
     r->shards = (zt_ckpt_shards){nunits, r->slices};
     r->save_shards = (zt_ckpt_shards){nunits, r->save_slices};
+    zt_ckpt_set_save_io(o->save_io);  // before any save, and before the async writer exists
     if (o->async_save && make_snapshot(r) != 0) return -1;
     r->settings = zt_resume_settings_json(o, ds, r->isolated, r->global_step_blocks, r->total_steps);
     if (o->resume && zt_resume_from_checkpoint(o, r) != 0) return -1;
@@ -827,11 +834,15 @@ static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int la
             return zt_err_prefix("step %lld", (long long)step);
         r->async_t0 = zt_now();
         const double snap_s = r->async_t0 - tsnap, blocked = r->async_t0 - ts;
-        zt_runlog_ckpt(r, step, "snapshot", step, blocked, waited, snap_s, NAN);
+        const int dev = zt_fsdp_has_snapshot(r->f);
+        if (!dev) r->copy_step = step;
+        zt_runlog_ckpt(r, step, "snapshot", step, blocked, waited, dev ? snap_s : NAN, NAN);
         if (r->rank == 0) {
             zt_runlog_clear_progress();
             printf("checkpoint: step %lld snapshot %s %.3f s (training blocked %.3f s%s), writing in the background\n",
-                   (long long)step, zt_fsdp_has_snapshot(r->f) ? "(device-to-host on its own stream) queued in" : "in",
+                   (long long)step,
+                   dev ? "(device-to-host on its own stream) queued in"
+                       : "copied by the writer thread while the next step computes (its update waits for it); started in",
                    snap_s, blocked, waited > 0.0005 ? ", of it waiting for the previous write" : "");
             fflush(stdout);
         }
@@ -918,6 +929,11 @@ static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
         if (check_finite(r, step, &s) != 0) return -1;
         account_step(r, step, &s);
         zt_runlog_step(o, r, step, &s);
+        double copy_s;  // --async-save, CPU engine: the snapshot copy is complete (this step's update waited for it)
+        if (r->copy_step > 0 && zt_ckpt_async_copied(r->async, &copy_s)) {
+            zt_runlog_ckpt(r, step + 1, "copied", r->copy_step, s.t_update_fence, NAN, copy_s, NAN);
+            r->copy_step = 0;
+        }
         double waited;  // --async-save: a write in flight that every rank has finished commits here
         if (r->async && async_settle(o, r, step + 1, 0, &waited) != 0) return -1;
 

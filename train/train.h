@@ -51,6 +51,7 @@ typedef struct {
     int async_save;          // --async-save: snapshot at the save point, write in the background, commit at a
                              // later step boundary (checkpoint/ckpt_async.c); the final and stop saves stay
                              // synchronous
+    int save_io;             // --save-io: ZT_SAVE_IO_DIRECT (default), _POSIX or _MPIIO (checkpoint/ckpt.h)
     int64_t save_every;      // checkpoint every N steps (0: only at epoch ends, on a stop signal, at the end)
     const char *resume;      // NULL: fresh; "latest": RUN/checkpoints/latest; "auto": latest if any, else
                              // fresh; else a checkpoint path

@@ -10,6 +10,7 @@
 #define ZT_DEF_GRAD_ACCUM 1
 #define ZT_DEF_EVENFIX 1
 #define ZT_DEF_KEEP_LAST 2
+#define ZT_DEF_SAVE_IO 0     // ZT_SAVE_IO_DIRECT: docs/checkpoint-format.md "How the bytes are written"
 #define ZT_DEF_ASYNC_SAVE 0  // docs/checkpoint-format.md "Asynchronous save": why off by default
 #define ZT_DEF_VERIFY_CRC 1
 #define ZT_DEF_ALLOW_LONG_SEQ 0

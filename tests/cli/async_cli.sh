@@ -52,8 +52,11 @@ wait_for() {  # wait_for FILE PATTERN SECONDS
 case "$CASE" in
 identical)
     # the same 6 steps at W=2, synchronous and asynchronous saves every 2 steps
-    run 2 "$W/sync" --steps 6 --save-every 2 --keep-last 0
-    run 2 "$W/async" --steps 6 --save-every 2 --keep-last 0 --async-save
+    run 2 "$W/sync" --steps 6 --save-every 2 --keep-last 0 --save-io mpiio  # HDF5 collective writes: the same bytes
+    # the writer thread's snapshot copy held back 0.5 s: the next step's update must wait for it
+    # (the engine's update fence), or the snapshot would hold that step's values
+    timeout 300 "${MPIRUN[@]}" -n 2 -x ZT_CKPT_DEBUG_COPY_DELAY_S=0.5 "$ZT" train "${COMMON[@]}" --run-dir "$W/async" \
+        --steps 6 --save-every 2 --keep-last 0 --async-save >"$W/async.out" 2>&1 || { cat "$W/async.out"; fail "async run"; }
     grep -q "checkpoint: step 2 snapshot" "$W/async.out" || { cat "$W/async.out"; fail "step 2 was not saved in the background"; }
     grep -q "checkpoint: step 4 -> .*written in the background" "$W/async.out" || fail "step 4 was not committed from the background"
     grep -q '"ckpt_event":"snapshot"' "$W/async/metrics.jsonl" || fail "no snapshot record in metrics.jsonl"
@@ -70,6 +73,8 @@ identical)
         || fail "steps 2 and 4 have identical datasets: the comparison proves nothing"
     diff <(cut -d, -f1-3 "$W/sync/metrics.jsonl") <(grep -v ckpt_event "$W/async/metrics.jsonl" | cut -d, -f1-3) \
         || fail "losses differ"
+    grep '"ckpt_event":"copied"' "$W/async/metrics.jsonl" | grep -q '"ckpt_blocked_s":0\.[3-9]' \
+        || { grep ckpt_event "$W/async/metrics.jsonl"; fail "no update waited ~0.5 s for the delayed snapshot copy"; }
     ls -d "$W"/async/checkpoints/*.partial 2>/dev/null && fail "a .partial directory was left behind"
     echo "ok [$CASE]: $n datasets of steps 2, 4, 6 byte-identical between sync and async saves"
     ;;
