@@ -16,6 +16,10 @@ every K steps. From each run's RUN/metrics.jsonl and terminal output it prints:
   N steps            elapsed_s(step N) - elapsed_s(step 1): the loop from step 2 to N with
                      the K saves in between (the last step's save, synchronous in every
                      run, comes after step N's record and is not counted)
+  saves' cost        the loop minus (N - 1) x the run's own steady step time (the steps that
+                     overlapped no write): what the saves added to this run, measured against
+                     the same run's speed, so that the machine's drift from run to run (5-10%
+                     of the step time on a shared VM) does not enter it; in % of the loop
 
 Needs python3, mpirun and a built zerotrain; nothing else. Rerun command and results:
 docs/benchmarks.md ("Asynchronous checkpoints").
@@ -155,8 +159,8 @@ def main():
              args.save_every, k, n))
     print()
     print("| run | blocked per save (s) | write per save, off the loop (s) | step time, overlapped (s) | "
-          "step time, steady (s) | %d steps (s) | vs no saves |" % n)
-    print("|---|---|---|---|---|---|---|")
+          "step time, steady (s) | %d steps (s) | vs no saves | saves' cost (s, %% of the loop) |" % n)
+    print("|---|---|---|---|---|---|---|---|")
     loop0 = res["none"]["loop"] if "none" in res else float("nan")
     for kind in ("none", "sync", "async"):
         if kind not in res:
@@ -172,10 +176,11 @@ def main():
         else:
             blocked, write, ov = float("nan"), "—", "—"
         quiet = mean([t for s, t in st.items() if s > 1 and s not in r.get("overlapped", [])])
-        print("| %s | %s | %s | %s | %.3f | %.2f | %s |" % (
+        cost = r["loop"] - (n - 1) * quiet
+        print("| %s | %s | %s | %s | %.3f | %.2f | %s | %.2f (%.1f%%) |" % (
             {"none": "no saves", "sync": "sync saves", "async": "--async-save"}[kind],
             "—" if blocked != blocked else "%.3f" % blocked, write, ov, quiet, r["loop"],
-            "—" if kind == "none" else "%+.1f%%" % (100 * (r["loop"] / loop0 - 1))))
+            "—" if kind == "none" else "%+.1f%%" % (100 * (r["loop"] / loop0 - 1)), cost, 100 * cost / r["loop"]))
     if "sync" in res and "async" in res and res["sync"]["sync_blocked"]:
         print()
         print("async blocked / sync blocked per save: %.2f%%; async snapshot %s per rank, copied by the writer "

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -315,6 +316,26 @@ static int remove_checkpoint_dir(const char *ckdir, const char *name) {
 
 // ---- agreement --------------------------------------------------------------------
 
+// Wait for a request without keeping a core busy: the MPI library's blocking calls poll
+// without pause, which takes a core from the training ranks while an --async-save writer
+// waits for a slower peer (every unit ends in an agreement). Test, yield a few times, then
+// sleep in growing steps up to 1 ms.
+static void wait_quietly(MPI_Request *rq) {
+    long ns = 0;
+    for (int spins = 0;; spins++) {
+        int done = 0;
+        MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        if (spins < 50) {
+            sched_yield();
+            continue;
+        }
+        ns = ns == 0 ? 20000 : ns >= 500000 ? 1000000 : 2 * ns;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+    }
+}
+
 // Collective: 0 when every rank is ok; otherwise every rank gets the message of the
 // lowest failing rank ("rank R: ...", plus how many others failed) and -1.
 static int agree(MPI_Comm comm, int ok) {
@@ -322,8 +343,11 @@ static int agree(MPI_Comm comm, int ok) {
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &world);
     int mine[2] = {ok ? INT_MAX : rank, ok ? 0 : 1}, red[2];
-    MPI_Allreduce(&mine[0], &red[0], 1, MPI_INT, MPI_MIN, comm);
-    MPI_Allreduce(&mine[1], &red[1], 1, MPI_INT, MPI_SUM, comm);
+    MPI_Request rq[2];
+    MPI_Iallreduce(&mine[0], &red[0], 1, MPI_INT, MPI_MIN, comm, &rq[0]);
+    MPI_Iallreduce(&mine[1], &red[1], 1, MPI_INT, MPI_SUM, comm, &rq[1]);
+    wait_quietly(&rq[0]);
+    wait_quietly(&rq[1]);
     if (red[0] == INT_MAX) return 0;
     char msg[ZT_ERR_MAX];
     if (rank == red[0]) snprintf(msg, sizeof msg, "%s", zt_errmsg());
@@ -1018,7 +1042,9 @@ int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta
     }
 
     // The symmetric barrier: every rank has finished the same step before any byte is written.
-    MPI_Barrier(comm);
+    MPI_Request brq;
+    MPI_Ibarrier(comm, &brq);
+    wait_quietly(&brq);
     // Testing: ZT_CKPT_DEBUG_STALL_RANK=R stalls rank R here for ZT_CKPT_DEBUG_STALL_S seconds
     // (default 3600), as a rank stuck in I/O would, while its peers wait inside HDF5's
     // collectives; the comm watchdog must turn that into a report (tests/cli/dist_cli.sh).

@@ -18,12 +18,14 @@
 #include "base/common.h"
 #include "checkpoint/ckpt_internal.h"
 
+#define ZT_SNAP_ALIGN 4096  // --save-io direct's block (checkpoint/ckpt.c ZT_IO_ALIGN)
+
 struct zt_ckpt_async {
     MPI_Comm wcomm;             // the writer's own duplicate: never the training comm's collectives
     const zt_qwen3_layout *lay;
     zt_ckpt_slice *slices;      // the snapshot's slices (same lo/valid as the live shards)
     zt_ckpt_shards snap;
-    float *buf;                 // one allocation: master, m, v of every unit, back to back
+    float *buf;                 // one allocation: master, m, v of every unit (each at its 4 KiB phase)
     int64_t bytes;              // of buf (0 without a copy)
     int copy;                   // 0: the writer reads the caller's shards themselves (GPU engine's host copies)
     const zt_ckpt_slice *src;   // copy: the live shards the writer copies first (the caller's, kept alive)
@@ -70,23 +72,33 @@ int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckp
     a->step = -1;
     a->copy = copy;
     a->bytes = copy ? zt_ckpt_snapshot_bytes(sh) : 0;
-    a->buf = malloc((size_t)(a->bytes > 0 ? a->bytes : 1));
+    // Each slice starts at an address congruent to its first byte's offset in a dataset (lo * 4)
+    // modulo 4 KiB: the datasets of a unit of 16 MiB or more start on 1 MiB boundaries of the
+    // file, so --save-io direct writes their whole blocks from the snapshot itself, without
+    // staging them. At most 3 x 4 KiB more per unit.
+    const int64_t alloc = a->bytes > 0 ? a->bytes + (int64_t)sh->nunits * 3 * ZT_SNAP_ALIGN : 1;
+    void *mem = NULL;
+    a->buf = posix_memalign(&mem, ZT_SNAP_ALIGN, (size_t)alloc) == 0 ? mem : NULL;
     if (!a->buf) {
         const int64_t bytes = a->bytes;
         free(a);
         return zt_err("asynchronous checkpoints: cannot allocate the %.1f MiB host snapshot of this rank's shards",
                       bytes / 1048576.0);
     }
-    memset(a->buf, 0, (size_t)(a->bytes > 0 ? a->bytes : 1));  // touch every page now, not at the first save
+    memset(a->buf, 0, (size_t)alloc);  // touch every page now, not at the first save
     a->slices = zt_xcalloc((size_t)sh->nunits, sizeof *a->slices);
-    float *p = a->buf;
+    char *p = (char *)a->buf;
     for (int u = 0; u < sh->nunits; u++) {
         const zt_ckpt_slice *s = &sh->unit[u];
         a->slices[u] = (zt_ckpt_slice){s->numel, s->lo, s->valid, NULL, NULL, NULL};
         if (s->valid > 0 && copy) {
-            a->slices[u].master = p, p += s->valid;
-            a->slices[u].m = p, p += s->valid;
-            a->slices[u].v = p, p += s->valid;
+            float **dst[3] = {&a->slices[u].master, &a->slices[u].m, &a->slices[u].v};
+            const int64_t phase = s->lo * (int64_t)sizeof(float) % ZT_SNAP_ALIGN;
+            for (int k = 0; k < 3; k++) {
+                p += (phase - (int64_t)((uintptr_t)p % ZT_SNAP_ALIGN) + ZT_SNAP_ALIGN) % ZT_SNAP_ALIGN;
+                *dst[k] = (float *)p;
+                p += s->valid * (int64_t)sizeof(float);
+            }
         }
     }
     a->snap = (zt_ckpt_shards){sh->nunits, a->slices};
