@@ -485,7 +485,8 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     const zt_qwen3_config cfg = r->cfg;
     const zt_dataset *ds = &r->ds;
     const zt_hparams hp = r->hp;
-    char backend[192] = "cpu backend";
+    char backend[192];
+    snprintf(backend, sizeof backend, "cpu backend (OpenBLAS %s kernels)", zt_blas_core_name());
     int ok = 1;
     if (r->cuda) {
         // Its own flight recorders (RUN/nccl/ranks/rank-N.flight): a deadline report on the
