@@ -11,20 +11,6 @@
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint crc32c values are defined over little-endian fp32 bytes; add byte swapping for this host"
-
-// A save split in two (zt_ckpt_save is one after the other; the background writer of
-// checkpoint/ckpt_async.c runs the first on its own thread and communicator, the trainer the
-// second at a later step boundary).
-// Phase 1, collective on comm: checksums, step-N.partial/ckpt.h5 written and fsynced on every
-// rank. On failure: .partial removed, -1 + the same zt_err on every rank, *out NULL.
-typedef struct zt_ckpt_pending zt_ckpt_pending;
-int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta, const zt_qwen3_layout *lay,
-                          const char *train_json, const zt_ckpt_shards *sh, zt_ckpt_pending **out);
-// Phase 2, collective on comm (any communicator over the same ranks): rank 0 writes meta.json,
-// renames .partial -> step-N, moves latest, prunes to keep_last; agreed. Frees p.
-int zt_ckpt_commit_partial(MPI_Comm comm, zt_ckpt_pending *p, int keep_last, char *out_path, size_t out_len);
-int64_t zt_ckpt_pending_step(const zt_ckpt_pending *p);
-void zt_ckpt_pending_free(zt_ckpt_pending *p);
 #endif
 
 #define ZT_CKPT_NDS 3
