@@ -18,6 +18,9 @@ typedef struct {
     zt_req **preq;           // [np] the gather in flight into each parameter slot
     float *grecv[G];
     zt_req *greq[G];
+    int gpend[G];            // the slot's reduce-scatter is issued and not yet added into its shard
+    int local;               // a shard group of one: a unit's "gather" is its master shard itself and its
+                             // "reduce-scatter" is the slot itself (no copies; the same values)
     int64_t gorder[G];       // issue order of the reduce-scatter in flight from the slot
     int gunit[G], gmicro[G]; // its unit and micro-batch
     int64_t rs_seq;
@@ -34,6 +37,11 @@ static cpu_state *st(const zt_fsdp *f) { return (cpu_state *)f->bs; }
 static void gather(zt_fsdp *f, int s, int unit) {
     cpu_state *c = st(f);
     const zt_fsdp_unit *u = &f->units[unit];
+    if (c->local) {  // compute reads the master shard (the whole padded unit); nothing changes it in a step
+        f->pbuf[s] = u->master;
+        c->preq[s] = NULL;
+        return;
+    }
     char label[48];
     snprintf(label, sizeof label, "unit %d params", unit);
     c->preq[s] = zt_iallgather(f->dcomm, u->master, f->pbuf[s], (size_t)u->shard, ZT_DT_F32, label);
@@ -56,28 +64,36 @@ static void param_done(zt_fsdp *f, int s) { (void)f, (void)s; }
 static void rs_finish(zt_fsdp *f, int s, int unit) {
     cpu_state *c = st(f);
     zt_fsdp_unit *u = &f->units[unit];
-    double t0 = zt_now();
-    if (zt_wait(f->dcomm, c->greq[s]) != 0) zt_die_on_err();
-    f->t_wait += zt_now() - t0;
-    c->greq[s] = NULL;
-    f->ops->add(u->grad, u->grad, c->grecv[s], u->shard);
+    const float *sum = f->gbuf[s];  // a shard group of one: the slot is its own reduce-scatter
+    if (c->greq[s]) {
+        double t0 = zt_now();
+        if (zt_wait(f->dcomm, c->greq[s]) != 0) zt_die_on_err();
+        f->t_wait += zt_now() - t0;
+        c->greq[s] = NULL;
+        sum = c->grecv[s];
+    }
+    c->gpend[s] = 0;
+    f->ops->add(u->grad, u->grad, sum, u->shard);
     zt_fsdp_log(f, ZT_EV_RS_DONE, unit, c->gmicro[s]);
 }
 
 static void grad_take(zt_fsdp *f, int s, int unit) {
     cpu_state *c = st(f);
-    if (c->greq[s]) rs_finish(f, s, c->gunit[s]);
+    if (c->gpend[s]) rs_finish(f, s, c->gunit[s]);
     memset(f->gbuf[s], 0, (size_t)f->units[unit].padded * sizeof(float));
 }
 
 static void reduce_scatter(zt_fsdp *f, int s, int unit) {
     cpu_state *c = st(f);
     const zt_fsdp_unit *u = &f->units[unit];
-    char label[48];
-    snprintf(label, sizeof label, "unit %d grads", unit);
-    c->greq[s] = zt_ireduce_scatter(f->dcomm, f->gbuf[s], c->grecv[s], (size_t)u->shard, ZT_DT_F32, ZT_RED_SUM,
-                                    label);
-    if (!c->greq[s]) zt_die_on_err();
+    if (!c->local) {
+        char label[48];
+        snprintf(label, sizeof label, "unit %d grads", unit);
+        c->greq[s] = zt_ireduce_scatter(f->dcomm, f->gbuf[s], c->grecv[s], (size_t)u->shard, ZT_DT_F32, ZT_RED_SUM,
+                                        label);
+        if (!c->greq[s]) zt_die_on_err();
+    }
+    c->gpend[s] = 1;
     c->gorder[s] = c->rs_seq++;
     c->gunit[s] = unit;
     c->gmicro[s] = f->micro;
@@ -90,7 +106,7 @@ static void rs_drain(zt_fsdp *f) {
     for (;;) {
         int oldest = -1;
         for (int s = 0; s < f->ng; s++)
-            if (c->greq[s] && (oldest < 0 || c->gorder[s] < c->gorder[oldest])) oldest = s;
+            if (c->gpend[s] && (oldest < 0 || c->gorder[s] < c->gorder[oldest])) oldest = s;
         if (oldest < 0) return;
         rs_finish(f, oldest, c->gunit[oldest]);
     }
@@ -207,14 +223,16 @@ static void memory(const zt_fsdp *f, zt_fsdp_memory *m) {
         m->grads += b;
         m->optimizer += 2 * b;
     }
-    m->buffers = (int64_t)sizeof(float) * (f->np * f->max_padded + G * (f->max_padded + f->max_padded / f->shard_world));
+    m->buffers = st(f)->local ? (int64_t)sizeof(float) * G * f->max_padded  // no gather or receive buffers
+                              : (int64_t)sizeof(float) * (f->np * f->max_padded +
+                                                          G * (f->max_padded + f->max_padded / f->shard_world));
     m->activations = f->model.act_bytes + (int64_t)sizeof(float) * f->model.N * f->model.lay.cfg.hidden_size;
 }
 
 static void cpu_free(zt_fsdp *f) {
     cpu_state *c = st(f);
     if (!c) return;
-    for (int s = 0; s < f->np; s++) free(f->pbuf[s]);
+    for (int s = 0; s < f->np && !c->local; s++) free(f->pbuf[s]);  // local: they point at master shards
     for (int s = 0; s < G; s++) {
         free(f->gbuf[s]);
         free(c->grecv[s]);
@@ -246,10 +264,11 @@ int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
     f->bs = c;
     for (int i = 0; i < f->nunits; i++) f->units[i].grad = zt_xcalloc((size_t)f->units[i].shard, sizeof(float));
     c->preq = zt_xcalloc((size_t)f->np, sizeof *c->preq);
-    for (int s = 0; s < f->np; s++) f->pbuf[s] = zt_xcalloc((size_t)f->max_padded, sizeof(float));
+    c->local = f->shard_world == 1;
+    for (int s = 0; s < f->np && !c->local; s++) f->pbuf[s] = zt_xcalloc((size_t)f->max_padded, sizeof(float));
     for (int s = 0; s < G; s++) {
         f->gbuf[s] = zt_xcalloc((size_t)f->max_padded, sizeof(float));
-        c->grecv[s] = zt_xcalloc((size_t)f->max_padded / f->shard_world, sizeof(float));
+        if (!c->local) c->grecv[s] = zt_xcalloc((size_t)f->max_padded / f->shard_world, sizeof(float));
     }
     const size_t N = (size_t)(micro_batch * seq_len), slots = (size_t)grad_accum;
     c->dx = zt_xcalloc(N * (size_t)cfg->hidden_size, sizeof(float));
