@@ -215,3 +215,11 @@ int zt_mkdirs(const char *path) {
     }
     return 0;
 }
+
+const char *zt_human_bytes(double b, int decimals, char *buf, size_t n) {
+    static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int i = 0;
+    while (b >= 1024 && i < 5) b /= 1024, i++;
+    snprintf(buf, n, "%.*f %s", i ? decimals : 0, b, u[i]);
+    return buf;
+}

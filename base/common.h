@@ -36,6 +36,9 @@ void *zt_xcalloc_at(size_t n, size_t size, const char *file, int line);
 double zt_now(void);       // monotonic seconds
 double zt_wall_now(void);  // wall-clock (unix) seconds
 
+// "713.38 MiB": b bytes in B, KiB ... PiB with `decimals` digits (whole bytes below 1 KiB). Returns buf.
+const char *zt_human_bytes(double b, int decimals, char *buf, size_t n);
+
 // splitmix64-seeded xoshiro256** generator: reproducible across machines.
 typedef struct { uint64_t s[4]; } zt_rng;
 void zt_rng_seed(zt_rng *r, uint64_t seed);

@@ -521,6 +521,7 @@ typedef struct {
     // --save-io direct|posix: the datasets' bytes go straight to the file at their offsets
     int io;              // ZT_SAVE_IO_*
     int fd, dfd;         // the file, buffered / O_DIRECT (-1: none)
+    int no_odirect;      // testing: ZT_CKPT_DEBUG_NO_ODIRECT, every O_DIRECT write fails with EINVAL
     int64_t *off;        // [nunits * 3] file offset of each dataset's first byte
     char *bounce;        // ZT_IO_ALIGN-aligned staging for O_DIRECT writes
     int64_t direct_bytes, buffered_bytes;
@@ -718,6 +719,8 @@ static int open_raw(save_ctx *c) {
     c->fd = open(c->file, O_WRONLY | O_CLOEXEC);
     if (c->fd < 0) return zt_err("cannot open the file for its data writes: %s", strerror(errno));
     if (c->io == ZT_SAVE_IO_DIRECT) {
+        const char *e = getenv("ZT_CKPT_DEBUG_NO_ODIRECT");
+        c->no_odirect = e && *e && strcmp(e, "0");
         c->dfd = open(c->file, O_WRONLY | O_DIRECT | O_CLOEXEC);
         void *b = NULL;
         if (c->dfd >= 0 && posix_memalign(&b, ZT_IO_ALIGN, ZT_IO_BOUNCE) != 0) close(c->dfd), c->dfd = -1;
@@ -747,7 +750,7 @@ static int write_raw(save_ctx *c, const char *src, int64_t pos, int64_t n) {
             const char *from = src + (x - pos);
             if ((uintptr_t)from % ZT_IO_ALIGN) from = memcpy(c->bounce, from, (size_t)len);
             ssize_t w = pwrite(c->dfd, from, (size_t)len, (off_t)x);
-            if (getenv("ZT_CKPT_DEBUG_NO_ODIRECT")) w = -1, errno = EINVAL;  // testing: a file system without it
+            if (c->no_odirect) w = -1, errno = EINVAL;  // testing: a file system without it
             if (w < 0 && errno == EINTR) continue;
             if (w < 0 && errno == EINVAL) {  // the file system takes no O_DIRECT here: pwrite from now on
                 close(c->dfd), c->dfd = -1;

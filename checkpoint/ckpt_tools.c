@@ -30,14 +30,6 @@ static int read_part(hid_t d, const char *where, int64_t a, int64_t n, float *bu
     return rc < 0 ? -1 : 0;
 }
 
-static const char *human(double b, char *buf, size_t n) {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int i = 0;
-    while (b >= 1024 && i < 4) b /= 1024, i++;
-    snprintf(buf, n, i ? "%.1f %s" : "%.0f %s", b, u[i]);
-    return buf;
-}
-
 typedef struct {
     char dir[4096], file[4200];
     hid_t fid;
@@ -137,7 +129,8 @@ int zt_ckpt_inspect(const char *ckpt_dir, FILE *out) {
     const zt_ckpt_meta *m = &r.meta;
     const zt_qwen3_config *c = &r.cfg;
     fprintf(out, "checkpoint: %s\n", r.dir);
-    fprintf(out, "file: %s (%s)\n", r.file, stat(r.file, &st) == 0 ? human((double)st.st_size, b1, sizeof b1) : "?");
+    fprintf(out, "file: %s (%s)\n", r.file,
+            stat(r.file, &st) == 0 ? zt_human_bytes((double)st.st_size, 1, b1, sizeof b1) : "?");
     char *ver = zt_h5_get_str(r.fid, r.file, "zerotrain_version");
     fprintf(out, "format: %s version %d, written by zerotrain %s\n", ZT_CKPT_FORMAT, ZT_CKPT_VERSION, ver ? ver : "?");
     free(ver);
@@ -164,7 +157,7 @@ int zt_ckpt_inspect(const char *ckpt_dir, FILE *out) {
     int64_t total = 0;
     for (int u = 0; u < r.nunits; u++) total += r.units[u].numel;
     fprintf(out, "units: %d, %lld parameters (fp32 master + Adam m + v = %s)\n", r.nunits, (long long)total,
-            human(12.0 * (double)total, b2, sizeof b2));
+            zt_human_bytes(12.0 * (double)total, 1, b2, sizeof b2));
 
     int64_t bad_total = 0, chunks_total = 0, unreadable = 0, nds = 0;
     float *buf = NULL;

@@ -451,16 +451,23 @@ static int to_device(zt_fsdp *f) {
     return 0;
 }
 
-static int to_host(zt_fsdp *f) {
+// Queue the device state (master, m, v of every unit) into the host copies on stream s
+// (a CUDA error ends the process: ZT_CUDA_CHECK).
+static void queue_state_to_host(zt_fsdp *f, cudaStream_t s) {
     gpu_state *c = st(f);
-    if (c->snap_pending) ZT_CUDA_CHECK(cudaStreamWaitEvent(c->cs, c->ev_snap, 0));  // same host buffers
     for (int i = 0; i < f->nunits; i++) {
         const zt_fsdp_unit *u = &f->units[i];
         const size_t b = (size_t)u->shard * sizeof(float);
-        ZT_CUDA_CHECK(cudaMemcpyAsync(u->master, c->master[i], b, cudaMemcpyDeviceToHost, c->cs));
-        ZT_CUDA_CHECK(cudaMemcpyAsync(u->m, c->m[i], b, cudaMemcpyDeviceToHost, c->cs));
-        ZT_CUDA_CHECK(cudaMemcpyAsync(u->v, c->v[i], b, cudaMemcpyDeviceToHost, c->cs));
+        ZT_CUDA_CHECK(cudaMemcpyAsync(u->master, c->master[i], b, cudaMemcpyDeviceToHost, s));
+        ZT_CUDA_CHECK(cudaMemcpyAsync(u->m, c->m[i], b, cudaMemcpyDeviceToHost, s));
+        ZT_CUDA_CHECK(cudaMemcpyAsync(u->v, c->v[i], b, cudaMemcpyDeviceToHost, s));
     }
+}
+
+static int to_host(zt_fsdp *f) {
+    gpu_state *c = st(f);
+    if (c->snap_pending) ZT_CUDA_CHECK(cudaStreamWaitEvent(c->cs, c->ev_snap, 0));  // same host buffers
+    queue_state_to_host(f, c->cs);
     // The compute stream's queue ends with work that waited (on the GPU) for this step's
     // collectives, so a peer that never joined would block this forever: watched.
     zt_comm_watch_begin(c->dc, "cudaStreamSynchronize: GPU state to the host for a checkpoint");
@@ -477,13 +484,7 @@ static int snapshot_begin(zt_fsdp *f) {
     if (!c->host_pinned && c->host_mode == 0)
         return zt_err("the GPU engine's host copies are not page-locked: an asynchronous snapshot needs them");
     ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ss, c->ev_optim, 0));
-    for (int i = 0; i < f->nunits; i++) {
-        const zt_fsdp_unit *u = &f->units[i];
-        const size_t b = (size_t)u->shard * sizeof(float);
-        ZT_CUDA_CHECK(cudaMemcpyAsync(u->master, c->master[i], b, cudaMemcpyDeviceToHost, c->ss));
-        ZT_CUDA_CHECK(cudaMemcpyAsync(u->m, c->m[i], b, cudaMemcpyDeviceToHost, c->ss));
-        ZT_CUDA_CHECK(cudaMemcpyAsync(u->v, c->v[i], b, cudaMemcpyDeviceToHost, c->ss));
-    }
+    queue_state_to_host(f, c->ss);
     ZT_CUDA_CHECK(cudaEventRecord(c->ev_snap, c->ss));
     c->snap_pending = 1;
     return 0;

@@ -319,14 +319,6 @@ static void check_rendezvous(gate *g, const zt_preflight_opts *o) {
     report(g, 4, "rendezvous", verdict, zt_now() - t0, msg);
 }
 
-static const char *human(double b, char *buf, size_t n) {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    int i = 0;
-    while (b >= 1024 && i < 5) b /= 1024, i++;
-    snprintf(buf, n, "%.2f %s", b, u[i]);
-    return buf;
-}
-
 // ---- check 5: checkpoint disk space ----
 static void check_disk(gate *g, const zt_preflight_opts *o, int64_t params) {
     char msg[512], h1[32], h2[32], h3[32];
@@ -367,8 +359,8 @@ static void check_disk(gate *g, const zt_preflight_opts *o, int64_t params) {
         freeb = (double)sv.f_bavail * (double)sv.f_frsize;
     }
     snprintf(msg, sizeof msg, "%s free at %.200s%s; need %s = (keep-last %d + 1) x %s per checkpoint",
-             human(freeb, h1, sizeof h1), where, o->assume_free_bytes > 0 ? " (assumed)" : "",
-             human(need, h2, sizeof h2), o->keep_last, human(ckpt, h3, sizeof h3));
+             zt_human_bytes(freeb, 2, h1, sizeof h1), where, o->assume_free_bytes > 0 ? " (assumed)" : "",
+             zt_human_bytes(need, 2, h2, sizeof h2), o->keep_last, zt_human_bytes(ckpt, 2, h3, sizeof h3));
     report(g, 5, "checkpoint disk", freeb >= need ? PASS : FAIL, 0, msg);
 }
 
@@ -468,8 +460,8 @@ static int check_keep_memory(gate *g, const zt_preflight_opts *o, const zt_qwen3
         char share[64] = "";
         if (sharers > 1) snprintf(share, sizeof share, " x %d ranks on this node", sharers);
         snprintf(msg, sizeof msg, "keep-gathered needs %s per rank by the planner's formula (%s)%s; %s %s%s%s",
-                 human(need, h1, sizeof h1), what, share, cuda ? "the GPU holds" : "the host has",
-                 human(have, h2, sizeof h2), cuda ? "" : " available", src);
+                 zt_human_bytes(need, 2, h1, sizeof h1), what, share, cuda ? "the GPU holds" : "the host has",
+                 zt_human_bytes(have, 2, h2, sizeof h2), cuda ? "" : " available", src);
     }
     int64_t bad = !ok;
     zt_allreduce(g->comm, &bad, &bad, 1, ZT_DT_I64, ZT_RED_MAX, "preflight keep-gathered memory");

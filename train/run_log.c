@@ -137,14 +137,6 @@ static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_q
     return rc;
 }
 
-static const char *human(double b, char *buf, size_t n) {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int i = 0;
-    while (b >= 1024 && i < 4) b /= 1024, i++;
-    snprintf(buf, n, "%.1f %s", b, u[i]);
-    return buf;
-}
-
 // The terminal's progress line (rank 0): cleared before anything else is printed.
 static int g_progress_shown;
 void zt_runlog_clear_progress(void) {
@@ -180,9 +172,10 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
            zt_qwen3_param_count(cfg) / 1e6);
     printf("memory per rank: params %s, grads %s, optimizer %s (sharded 1/%d), gather/scatter buffers %s, "
            "activations %s\n",
-           human((double)mem->params, b1, sizeof b1), human((double)mem->grads, b2, sizeof b2),
-           human((double)mem->optimizer, b3, sizeof b3), r->world, human((double)mem->buffers, b4, sizeof b4),
-           human((double)mem->activations, b5, sizeof b5));
+           zt_human_bytes((double)mem->params, 1, b1, sizeof b1), zt_human_bytes((double)mem->grads, 1, b2, sizeof b2),
+           zt_human_bytes((double)mem->optimizer, 1, b3, sizeof b3), r->world,
+           zt_human_bytes((double)mem->buffers, 1, b4, sizeof b4),
+           zt_human_bytes((double)mem->activations, 1, b5, sizeof b5));
     printf("train: %lld steps (%lld per epoch), %d rank%s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "
            "per step, %d thread%s per rank, %s\n",
            (long long)r->total_steps, (long long)r->steps_per_epoch, r->world, r->world == 1 ? "" : "s",
@@ -197,7 +190,7 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
         if (snap > 0)
             printf("checkpoints: asynchronous (--async-save): host snapshot %s per rank (master, Adam m and v of its "
                    "shards), a writer thread per rank; one save in flight, committed at a later step boundary\n",
-                   human((double)snap, b1, sizeof b1));
+                   zt_human_bytes((double)snap, 1, b1, sizeof b1));
         else
             printf("checkpoints: asynchronous (--async-save): the snapshot is the engine's page-locked host copies, "
                    "filled by a device-to-host copy on its own stream (no extra host memory), a writer thread per "

@@ -415,14 +415,6 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
     return 0;
 }
 
-static const char *human_bytes(double b, char *buf, size_t n) {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int i = 0;
-    while (b >= 1024 && i < 4) b /= 1024, i++;
-    snprintf(buf, n, "%.2f %s", b, u[i]);
-    return buf;
-}
-
 // The node's MemAvailable in bytes (-1: unknown). Testing: ZT_DEBUG_MEM_AVAILABLE=BYTES.
 static double host_mem_available(void) {
     const char *e = getenv("ZT_DEBUG_MEM_AVAILABLE");
@@ -469,8 +461,8 @@ static int make_snapshot(run_state *r) {
         ok = zt_err("--async-save: the checkpoint snapshot needs %s of host memory per rank, %s for the %d rank%s on "
                     "this node, and the node has %s available (MemAvailable, /proc/meminfo, after the model was "
                     "built); run without --async-save, or on more nodes",
-                    human_bytes((double)node_max, b1, sizeof b1), human_bytes((double)node_bytes, b2, sizeof b2),
-                    local, local == 1 ? "" : "s", human_bytes(avail, b3, sizeof b3)) == 0;
+                    zt_human_bytes((double)node_max, 2, b1, sizeof b1),
+                    zt_human_bytes((double)node_bytes, 2, b2, sizeof b2), local, local == 1 ? "" : "s", zt_human_bytes(avail, 2, b3, sizeof b3)) == 0;
     if (zt_train_agree_named(r, ok, "--async-save memory check") != 0) return -1;
     ok = zt_ckpt_async_create(MPI_COMM_WORLD, zt_fsdp_layout(r->f), &r->save_shards, 1, &r->async) == 0;
     // the writer thread copies the snapshot while the next step computes; that step's optimizer

@@ -7,14 +7,8 @@ set -u
 ZT=$1 CMP=$2 SRC=$3 WORK=$4 CASE=$5
 W="$WORK/$CASE"
 rm -rf "$W" && mkdir -p "$W"
-GOLD="$SRC/tests/golden"
-MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader,tcp
-        --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
-fail() { echo "FAIL [$CASE]: $*"; exit 1; }
-
 # 48 single-block documents: with a global batch of 4 blocks, 12 steps per epoch; of 6, 8.
-awk 'BEGIN{srand(21); for(d=0; d<48; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
-"$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
+. "$SRC/tests/support/tiny_ids_data.sh"
 COMMON=(--init "$GOLD/tiny_untied_gqa" --data "$W/data" --lr 1e-3 --adam-eps 1e-4 --warmup 2 --save-dtype fp32
         --trace-blocks --log-every 0 --threads 1)
 

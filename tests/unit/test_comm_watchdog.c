@@ -81,7 +81,7 @@ static int fake_async_error(void *self, char *msg, size_t n) {
     return 1;
 }
 static const zt_comm_backend fake_backend = {
-    "fake", fake_start, fake_test, fake_abort, fake_destroy, fake_async_error,
+    "fake", fake_start, fake_test, fake_abort, fake_destroy, fake_async_error, NULL,  // no split
 };
 
 static zt_comm *fake_comm(const char *run_dir, double timeout, double first) {
