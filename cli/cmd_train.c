@@ -146,7 +146,7 @@ const zt_flag zt_train_flags[] = {
              "bf16 peak when its name matches a `zerotrain plan` preset; on the cpu backend a\n"
              "short fp32 GEMM probe at start, reported as such)"},
     {"threads", ZT_FLAG_INT, ZT_AT_INT(T, threads), "N", 1, 4096,
-     .help = "CPU threads per rank for OpenMP and OpenBLAS (default: OMP_NUM_THREADS, else\n"
+     .help = "CPU threads per rank (OpenMP: the CPU ops and their matrix products; default:\nOMP_NUM_THREADS, else "
              "the node's cores divided by the ranks on the node)"},
     {"log-every", ZT_FLAG_INT, ZT_AT_INT(T, log_every), "N", 0, INT_MAX, .def = ZT_DEF_LOG_EVERY,
      .help = "print every N steps (default {default}; metrics.jsonl gets every step)"},

@@ -6,7 +6,7 @@
 // are [out, in] as in Hugging Face (y = x W^T).
 // Gradient rule (as in llm.c): parameter gradients accumulate (+=), activation
 // gradients assign (=) unless the argument says otherwise.
-// defines: zt_ops, zt_cpu_ops, zt_blas_core_name
+// defines: zt_ops, zt_cpu_ops, zt_cpu_gemm_kernel
 #ifndef ZT_OPS_H
 #define ZT_OPS_H
 #include <stdint.h>
@@ -82,6 +82,6 @@ extern const zt_ops zt_cpu_ops;
 // inv_freq_i = 1 / theta^(2i/D) (fp32), angle = pos * inv_freq_i (fp32).
 void zt_rope_table(float *cos_t, float *sin_t, int64_t S, int64_t D, double theta);
 
-// The OpenBLAS kernels in use ("Haswell", "SkylakeX", ...; kernels/cpu/blas_core.c).
-const char *zt_blas_core_name(void);
+// The matrix-product kernel in use ("AVX-512", "AVX2", "portable C"; kernels/cpu/gemm.c).
+const char *zt_cpu_gemm_kernel(void);
 #endif

@@ -1,5 +1,8 @@
 # Model and op tests: finite differences per op, Hugging Face golden files.
 zt_add_test(test_ops ${ZT_TEST_DIR}/unit/test_ops.c zt_kernels)
+# cpu_sgemm bit for bit against its defining loop, every kernel this CPU runs
+zt_add_test(test_gemm ${ZT_TEST_DIR}/unit/test_gemm.c zt_kernels)
+target_compile_options(test_gemm PRIVATE -ffp-contract=off)
 zt_add_test(test_model_golden ${ZT_TEST_DIR}/unit/test_model_golden.c zt_train zt_test_support)
 zt_add_test(test_hf_io ${ZT_TEST_DIR}/unit/test_hf_io.c zt_checkpoint)
 # Config ranges: values that would wrap or truncate are refused by name (tests/unit/test_config.c).

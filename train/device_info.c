@@ -16,7 +16,6 @@
 #include "engine/device_peak.h"
 #include "kernels/ops.h"
 
-char *openblas_get_config(void);  // OpenBLAS extension, not in cblas.h everywhere
 
 double zt_cpu_gemm_probe(int n, double budget_s) {
     const size_t nn = (size_t)n * (size_t)n;
@@ -105,7 +104,8 @@ void zt_run_device(const zt_train_opts *o, run_state *r) {
         r->peak_flops = zt_cpu_gemm_probe(n, 0.05);
         r->peak_kind = ZT_PEAK_CPU_PROBE;
         snprintf(r->peak_source, sizeof r->peak_source, "measured: fp32 GEMM probe on this CPU at start (%d x %d x %d "
-                 "through the CPU op table, OpenBLAS, %s per rank, every rank at once), not a GPU peak", n, n, n, threads);
+                 "through the CPU op table, its %s sgemm kernel, %s per rank, every rank at once), not a GPU peak", n, n, n,
+                 zt_cpu_gemm_kernel(), threads);
     }
     if (r->rank == 0 && r->peak_kind == ZT_PEAK_UNKNOWN)
         fprintf(stderr, "zerotrain: warning: MFU: %s ('%s'); TFLOP/s are logged, MFU is null\n", r->peak_source,
@@ -171,8 +171,7 @@ cJSON *zt_library_versions(void) {
         snprintf(h5, sizeof h5, "%u.%u.%u", maj, min, rel);
         cJSON_AddStringToObject(o, "hdf5", h5);
     }
-    const char *ob = openblas_get_config();
-    if (ob) cJSON_AddStringToObject(o, "openblas", ob);
+    cJSON_AddStringToObject(o, "cpu_gemm", zt_cpu_gemm_kernel());  // kernels/cpu/gemm.c, no BLAS library
     const struct { const char *key, *prefix, *fn; int nccl; } gpu[] = {
         {"cublaslt", "libcublasLt.so", "cublasLtGetVersion", 0},
         {"cudnn", "libcudnn.so", "cudnnGetVersion", 0},

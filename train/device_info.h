@@ -17,7 +17,7 @@ void zt_run_device(const zt_train_opts *o, run_state *r);
 // The best rate, FLOP/s, of an n x n x n fp32 matmul through the CPU op table
 // (zt_cpu_ops.matmul_fwd: OpenBLAS, this process's threads) over about budget_s seconds.
 double zt_cpu_gemm_probe(int n, double budget_s);
-// {"mpi": ..., "hdf5": ..., "openblas": ..., and where loaded "cublaslt", "cudnn", "nccl": {"version",
+// {"mpi": ..., "hdf5": ..., "cpu_gemm": ..., and where loaded "cublaslt", "cudnn", "nccl": {"version",
 // "file"}}: what this process runs on. A new object.
 cJSON *zt_library_versions(void);
 #endif

@@ -34,7 +34,6 @@
 #include "data/batch.h"
 #include "checkpoint/hf.h"
 
-void openblas_set_num_threads(int);  // OpenBLAS extension, not in cblas.h everywhere
 
 enum { EVAL_DONE = 0, EVAL_STOPPED = 1, EVAL_DATA_BAD = 2 };
 
@@ -188,13 +187,12 @@ static int run_eval(const zt_train_opts *o, run_state *r, int64_t step) {
     return EVAL_DONE;
 }
 
-// OpenMP and OpenBLAS threads: --threads, else OMP_NUM_THREADS, else the node's cores
+// OpenMP threads (the CPU ops and their matrix products): --threads, else OMP_NUM_THREADS, else the node's cores
 // split between the ranks on it.
 static void set_threads(const zt_train_opts *o, run_state *r) {
     int threads = o->threads;
     if (threads > 0) {
         omp_set_num_threads(threads);
-        openblas_set_num_threads(threads);
     } else if (!getenv("OMP_NUM_THREADS")) {
         // Ranks sharing a node split its cores instead of each taking all of them.
         zt_comm_info ci;
@@ -203,7 +201,6 @@ static void set_threads(const zt_train_opts *o, run_state *r) {
         threads = (int)(cores / (ci.local_world > 0 ? ci.local_world : 1));
         if (threads < 1) threads = 1;
         omp_set_num_threads(threads);
-        openblas_set_num_threads(threads);
     } else {
         threads = omp_get_max_threads();
     }
@@ -478,7 +475,7 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     const zt_dataset *ds = &r->ds;
     const zt_hparams hp = r->hp;
     char backend[192];
-    snprintf(backend, sizeof backend, "cpu backend (OpenBLAS %s kernels)", zt_blas_core_name());
+    snprintf(backend, sizeof backend, "cpu backend (%s sgemm kernel)", zt_cpu_gemm_kernel());
     int ok = 1;
     if (r->cuda) {
         // Its own flight recorders (RUN/nccl/ranks/rank-N.flight): a deadline report on the

@@ -5,10 +5,9 @@
 // panel's diagonal block, and no [B,H,S,S] probability tensor exists. Per row the softmax
 // is the exact one (the row's max, a double sum, 1/sum); max and 1/sum are saved, and
 // backward recomputes each panel's probabilities from q and k with the same products.
-// Every product is an OpenBLAS sgemm on a panel; query head h reads KV head h / (H / Hkv)
-// in place, never copied.
+// Every product is a cpu_sgemm on a panel (its values do not depend on the panel's shape);
+// query head h reads KV head h / (H / Hkv) in place, never copied.
 // defines: cpu_attention_fwd, cpu_attention_bwd
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +15,10 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "base/common.h"
 
-// OpenBLAS extensions. Inside our OpenMP loop each thread runs its own small GEMMs,
-// so OpenBLAS must not start threads of its own there (nested pools thrash a busy
-// machine: measured 12x slower); its thread count is restored afterwards.
-int openblas_get_num_threads(void);
-void openblas_set_num_threads(int);
-
 // Query rows per panel: wide enough for sgemm to run at speed, narrow enough that the
 // panel's scores (ZT_ATT_PANEL x S floats per thread) stay near the cache (64 and 128 ran
-// at the same speed at S = 256 and 1024). A block of up to 128 tokens is one panel whose
-// products have the whole block's shapes, so it gets the values of the former full-matrix
-// code bit for bit (OpenBLAS's rounding depends on a product's shape).
+// at the same speed at S = 256 and 1024). Inside the OpenMP loop below each thread runs
+// its own products (cpu_sgemm does not start threads inside a parallel region).
 #define ZT_ATT_PANEL 128
 
 // The first key query i of block b may see: 0, or its document's first token.
@@ -48,8 +40,7 @@ static int64_t panel_first_key(const int32_t *pos, int64_t b, int64_t S, int64_t
 // column c is key klo + c. The same call in forward and backward gives the same values.
 static void panel_scores(float *sc, const float *Q, const float *K, int64_t qs, int64_t kvs, int64_t i0, int64_t m,
                          int64_t klo, int64_t n, int64_t D, float scale) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)D, scale, Q + i0 * qs, (int)qs,
-                K + klo * kvs, (int)kvs, 0.0f, sc, (int)n);
+    cpu_sgemm(0, 1, m, n, D, scale, Q + i0 * qs, qs, K + klo * kvs, kvs, 0.0f, sc, n);
 }
 
 // stats[B, H, S, 2]: per query row its softmax max and 1/sum.
@@ -57,8 +48,6 @@ void cpu_attention_fwd(float *o, float *stats, const float *q, const float *k, c
                        int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
     const int64_t group = H / Hkv, qs = H * D, kvs = Hkv * D;
     const float scale = 1.0f / sqrtf((float)D);
-    const int blas_threads = openblas_get_num_threads();
-    openblas_set_num_threads(1);
 #pragma omp parallel
     {
         float *P = zt_xmalloc((size_t)(ZT_ATT_PANEL * S) * sizeof(float));
@@ -89,13 +78,11 @@ void cpu_attention_fwd(float *o, float *stats, const float *q, const float *k, c
                         st[2 * i + 1] = inv;
                     }
                     // O[i0:i1] = P V[klo:i1]
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)D, (int)n, 1.0f, P, (int)n,
-                                V + klo * kvs, (int)kvs, 0.0f, o + b * S * qs + i0 * qs + h * D, (int)qs);
+                    cpu_sgemm(0, 0, m, D, n, 1.0f, P, n, V + klo * kvs, kvs, 0.0f, o + b * S * qs + i0 * qs + h * D, qs);
                 }
             }
         free(P);
     }
-    openblas_set_num_threads(blas_threads);
 }
 
 // Parallel over (batch, KV head): the group's query heads all add into the same
@@ -107,8 +94,6 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const
                        int64_t Hkv, int64_t D) {
     const int64_t group = H / Hkv, qs = H * D, kvs = Hkv * D;
     const float scale = 1.0f / sqrtf((float)D);
-    const int blas_threads = openblas_get_num_threads();
-    openblas_set_num_threads(1);
 #pragma omp parallel
     {
         float *P = zt_xmalloc((size_t)(ZT_ATT_PANEL * S) * sizeof(float));
@@ -129,8 +114,7 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const
                         const int64_t i1 = i0 + ZT_ATT_PANEL < S ? i0 + ZT_ATT_PANEL : S, m = i1 - i0;
                         const int64_t klo = panel_first_key(pos, b, S, i0, i1), n = i1 - klo;
                         panel_scores(P, Q, K, qs, kvs, i0, m, klo, n, D, scale);
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)D, 1.0f,
-                                    dO + i0 * qs, (int)qs, V + klo * kvs, (int)kvs, 0.0f, dS, (int)n);  // dP
+                        cpu_sgemm(0, 1, m, n, D, 1.0f, dO + i0 * qs, qs, V + klo * kvs, kvs, 0.0f, dS, n);  // dP
                         for (int64_t i = i0; i < i1; i++) {
                             const int64_t lo = first_key(pos, b, S, i);
                             float *p = P + (i - i0) * n - klo, *ds = dS + (i - i0) * n - klo;
@@ -144,17 +128,14 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const
                             for (int64_t j = lo; j <= i; j++) ds[j] = p[j] * (ds[j] - (float)rowdot) * scale;
                             for (int64_t j = i + 1; j < i1; j++) p[j] = ds[j] = 0.0f;
                         }
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)D, (int)n, 1.0f, dS,
-                                    (int)n, K + klo * kvs, (int)kvs, 0.0f, dq + b * S * qs + i0 * qs + h * D, (int)qs);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)D, (int)m, 1.0f, dS, (int)n,
-                                    Q + i0 * qs, (int)qs, 1.0f, dK + klo * kvs, (int)kvs);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)D, (int)m, 1.0f, P, (int)n,
-                                    dO + i0 * qs, (int)qs, 1.0f, dV + klo * kvs, (int)kvs);
+                        cpu_sgemm(0, 0, m, D, n, 1.0f, dS, n, K + klo * kvs, kvs, 0.0f,
+                                  dq + b * S * qs + i0 * qs + h * D, qs);
+                        cpu_sgemm(1, 0, n, D, m, 1.0f, dS, n, Q + i0 * qs, qs, 1.0f, dK + klo * kvs, kvs);
+                        cpu_sgemm(1, 0, n, D, m, 1.0f, P, n, dO + i0 * qs, qs, 1.0f, dV + klo * kvs, kvs);
                     }
                 }
             }
         free(P);
         free(dS);
     }
-    openblas_set_num_threads(blas_threads);
 }

@@ -2,6 +2,14 @@
 #ifndef ZT_CPU_INTERNAL_H
 #define ZT_CPU_INTERNAL_H
 #include <stdint.h>
+// C[M,N] = alpha op(A) op(B) + beta C, row-major; op(A)[i][k] = tA ? A[k*lda+i] : A[i*lda+k],
+// op(B)[k][j] = tB ? B[j*ldb+k] : B[k*ldb+j]. One rounding order everywhere (kernels/cpu/gemm.c).
+void cpu_sgemm(int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+               const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+// The kernel in use ("AVX-512", "AVX2", "portable C"); set_isa("generic"|"avx2"|"avx512")
+// switches it (tests), -1 if this CPU cannot run it.
+const char *cpu_sgemm_isa(void);
+int cpu_sgemm_set_isa(const char *name);
 void cpu_matmul_fwd(float *y, const float *x, const float *w, int64_t M, int64_t K, int64_t N);
 void cpu_matmul_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t M, int64_t K,
                     int64_t N, int accumulate_dx);

@@ -1,5 +1,6 @@
-// The CPU reference op table: fp32, OpenBLAS for matrix products, OpenMP for the
-// rest. It is the readable spec that the CUDA ops (kernels/cuda/) are tested against.
+// The CPU reference op table: fp32, matrix products by cpu_sgemm (gemm.c: one rounding
+// order on every CPU), OpenMP for the rest. It is the readable spec that the CUDA ops
+// (kernels/cuda/) are tested against.
 #include "kernels/ops.h"
 #include "kernels/cpu/cpu_internal.h"
 

@@ -1,7 +1,6 @@
 // lm_head fused with cross-entropy: logits exist for one chunk of rows at a
 // time, so a 151,936-column vocabulary never needs N x V floats.
 // defines: cpu_lmhead_xent
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -20,8 +19,7 @@ double cpu_lmhead_xent(float *dx, float *dw, const float *x, const float *w, con
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         int64_t T = N - r0 < chunk ? N - r0 : chunk;
         const float *xc = x + r0 * d;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)V, (int)d, 1.0f, xc, (int)d, w, (int)d,
-                    0.0f, logits, (int)V);
+        cpu_sgemm(0, 1, T, V, d, 1.0f, xc, d, w, d, 0.0f, logits, V);
         double chunk_loss = 0;
 #pragma omp parallel for schedule(static) reduction(+ : chunk_loss)
         for (int64_t i = 0; i < T; i++) {
@@ -45,11 +43,9 @@ double cpu_lmhead_xent(float *dx, float *dw, const float *x, const float *w, con
         }
         loss += chunk_loss;
         if (dx)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)d, (int)V, 1.0f, logits, (int)V, w,
-                        (int)d, 0.0f, dx + r0 * d, (int)d);
+            cpu_sgemm(0, 0, T, d, V, 1.0f, logits, V, w, d, 0.0f, dx + r0 * d, d);
         if (dw)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)V, (int)d, (int)T, 1.0f, logits, (int)V, xc,
-                        (int)d, 1.0f, dw, (int)d);
+            cpu_sgemm(1, 0, V, d, T, 1.0f, logits, V, xc, d, 1.0f, dw, d);
     }
     free(logits);
     return loss;

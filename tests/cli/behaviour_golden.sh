@@ -6,10 +6,12 @@
 # names) and the exported safetensors (sha256). `record` writes the digest to the golden
 # file; `check` compares and prints the first differences.
 #   behaviour_golden.sh record|check ZEROTRAIN ZEROTRAIN_CUDAEMU|- SOURCE_DIR WORK_DIR GOLDEN
-# OpenBLAS's kernel choice is pinned (OPENBLAS_CORETYPE=Haswell: AVX2, which every x86-64 CI
-# machine of this project has) and every run uses one thread, so the bits do not depend on
-# which CPU the suite runs on. The cuda section is skipped (and not compared) without the
-# cudaemu binary.
+# The CPU backend's products (kernels/cpu/gemm.c) round the same way on every CPU, so its
+# sections do not depend on the machine: the W = 1 run is repeated with each narrower sgemm
+# kernel this CPU runs (ZT_CPU_GEMM=avx2, generic) and must give the same digest. The CUDA
+# emulation's cuBLASLt runs on OpenBLAS, whose kernel choice is pinned (OPENBLAS_CORETYPE=
+# Haswell: AVX2, which every x86-64 CI machine of this project has); every run uses one thread.
+# The cuda section is skipped (and not compared) without the cudaemu binary.
 set -u
 MODE=$1 ZT=$2 ZH=$3 SRC=$4 WORK=$5 GOLDEN=$6
 case "$WORK" in /*) ;; *) WORK="$PWD/$WORK" ;; esac
@@ -54,6 +56,24 @@ C=(--init "$GOLD/tiny_untied_gqa" --data "$W/data" --lr 1e-3 --warmup 2 --thread
 "$ZT" train "${C[@]}" --run-dir "$W/cpu_w1" --steps 6 --grad-accum 2 --save-every 3 >"$W/cpu_w1.out" 2>&1 ||
     { cat "$W/cpu_w1.out"; fail "cpu_w1"; }
 digest cpu_w1 "$W/cpu_w1"
+# the same run with the narrower kernels: the same facts, bit for bit
+awk '/^== cpu_w1/ { on = 1; next } /^== / { on = 0 } on' "$OUT" >"$W/cpu_w1.digest"
+for isa in avx2 generic; do
+    if ! ZT_CPU_GEMM=$isa "$ZT" train "${C[@]}" --run-dir "$W/cpu_w1_$isa" --steps 6 --grad-accum 2 --save-every 3 \
+        >"$W/cpu_w1_$isa.out" 2>&1; then
+        grep -q "ZT_CPU_GEMM=$isa: not one of" "$W/cpu_w1_$isa.out" && { echo "skip: this CPU does not run $isa"; continue; }
+        cat "$W/cpu_w1_$isa.out"; fail "cpu_w1 with ZT_CPU_GEMM=$isa"
+    fi
+    grep -q "($( [ $isa = avx2 ] && echo AVX2 || echo portable C) sgemm kernel)" "$W/cpu_w1_$isa.out" ||
+        { cat "$W/cpu_w1_$isa.out"; fail "ZT_CPU_GEMM=$isa: the start line does not name the $isa kernel"; }
+    mv "$OUT" "$OUT.keep"
+    digest cpu_w1 "$W/cpu_w1_$isa"
+    awk '/^== cpu_w1/ { on = 1; next } /^== / { on = 0 } on' "$OUT" >"$W/cpu_w1_$isa.digest"
+    mv "$OUT.keep" "$OUT"
+    diff "$W/cpu_w1.digest" "$W/cpu_w1_$isa.digest" >"$W/isa.diff" ||
+        { head -20 "$W/isa.diff"; fail "cpu_w1 with the $isa sgemm kernel differs from the default kernel's"; }
+    echo "ok [behaviour]: cpu_w1 with the $isa kernel: $(grep -c '' "$W/cpu_w1.digest") facts equal to the default kernel's"
+done
 timeout 300 "${MPIRUN[@]}" -n 2 "$ZT" train "${C[@]}" --run-dir "$W/cpu_w2" --steps 6 --save-every 3 \
     >"$W/cpu_w2.out" 2>&1 || { cat "$W/cpu_w2.out"; fail "cpu_w2"; }
 digest cpu_w2 "$W/cpu_w2"

@@ -90,9 +90,11 @@ pack_partial_names)
     ;;
 lock_ab | lock_ba)
     # two jobs started together on one run directory (different seeds), in both orders: one
-    # trains, the other is refused naming the holder; nothing of the loser is in the run
-    A=(-n 2 "$ZT" train "${COMMON[@]}" --data "$W/data" --run-dir "$W/run" --steps 1500 --save-every 500 --seed 1)
-    B=("$ZT" train "${COMMON[@]}" --data "$W/data" --run-dir "$W/run" --steps 1500 --save-every 500 --seed 2)
+    # trains, the other is refused naming the holder; nothing of the loser is in the run.
+    # 8000 steps (~8 s quiet): the winner must still hold the run when the loser gets to its
+    # lock, which under load can take mpirun some seconds (1500 steps, ~1.5 s, lost that race)
+    A=(-n 2 "$ZT" train "${COMMON[@]}" --data "$W/data" --run-dir "$W/run" --steps 8000 --save-every 2000 --seed 1)
+    B=("$ZT" train "${COMMON[@]}" --data "$W/data" --run-dir "$W/run" --steps 8000 --save-every 2000 --seed 2)
     if [ "$CASE" = lock_ab ]; then
         timeout 300 "${MPIRUN[@]}" "${A[@]}" >"$W/a.out" 2>&1 & PA=$!
         timeout 300 "${B[@]}" >"$W/b.out" 2>&1 & PB=$!
@@ -113,7 +115,7 @@ lock_ab | lock_ba)
     for m in "$W"/run/checkpoints/step-*/meta.json; do
         grep -Eq "\"run_id\":[[:space:]]*\"$id\"" "$m" || fail "$m carries another run id"
     done
-    [ "$(grep -c '"loss"' "$W/run/metrics.jsonl")" -eq 1500 ] || fail "metrics.jsonl: $(grep -c '"loss"' "$W/run/metrics.jsonl") step lines, expected 1500"
+    [ "$(grep -c '"loss"' "$W/run/metrics.jsonl")" -eq 8000 ] || fail "metrics.jsonl: $(grep -c '"loss"' "$W/run/metrics.jsonl") step lines, expected 8000"
     [ "$(grep -o '"step":[0-9]*' "$W/run/metrics.jsonl" | sort | uniq -d | wc -l)" -eq 0 ] || fail "a step logged twice"
     echo "ok [$CASE]: job $win ran, job $lose refused naming the holder; one run id everywhere"
     ;;

@@ -1,7 +1,7 @@
 # ZT_GPU_ONLY=ON (included from the top-level CMakeLists.txt, which returns right
 # after): the build for a GPU machine that has nvcc, cmake and ninja but no MPI,
-# HDF5, OpenBLAS or cJSON. It builds zt_base, the CPU reference kernels (their
-# cblas_sgemm calls served by tests/gpu/naive_cblas.c instead of OpenBLAS), zt_cuda
+# HDF5, OpenBLAS or cJSON. It builds zt_base, the CPU reference kernels (which need no
+# BLAS: their products are kernels/cpu/gemm.c), zt_cuda
 # and the tests/gpu programs. Nothing else of zerotrain is configured.
 include(CheckLanguage)
 check_language(CUDA)
@@ -41,10 +41,10 @@ include_directories(${CMAKE_SOURCE_DIR})
 add_library(zt_base STATIC ${CMAKE_SOURCE_DIR}/base/common.c)
 target_link_libraries(zt_base PUBLIC m)
 
-# The CPU reference ops with a naive OpenMP sgemm in place of OpenBLAS.
+# The CPU reference ops (the GPU tests' oracle).
 file(GLOB ZT_KERNEL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/*.c)
-add_library(zt_kernels STATIC ${ZT_KERNEL_SRC} ${CMAKE_SOURCE_DIR}/tests/gpu/naive_cblas.c)
-target_include_directories(zt_kernels PUBLIC ${CMAKE_SOURCE_DIR}/tests/gpu/cblas)
+add_library(zt_kernels STATIC ${ZT_KERNEL_SRC})
+target_compile_options(zt_kernels PRIVATE -O3 -fno-math-errno -ffp-contract=off)
 target_link_libraries(zt_kernels PUBLIC zt_base)
 if(OpenMP_C_FOUND)
   target_link_libraries(zt_kernels PUBLIC OpenMP::OpenMP_C)

@@ -1,0 +1,346 @@
+// The CPU backend's matrix product: C = alpha op(A) op(B) + beta C, row-major, with one
+// rounding order on every CPU and at every shape. Each element's K products are summed by
+// fused multiply-adds in the order k = 0, 1, ..., K-1 into one fp32 accumulator that starts
+// at +0; then t = alpha * acc (skipped when alpha == 1) and C = t (beta == 0: C is not
+// read), t + C (beta == 1) or t + beta * C. That is exactly
+//     acc = 0; for (k = 0; k < K; k++) acc = fmaf(opA[i][k], opB[k][j], acc);
+// so the AVX-512 kernel, the AVX2 kernel and the portable C kernel give the same bits, on
+// any machine, whatever the blocking, the thread count or the product's shape (a sub-block
+// of a product has the values of the whole; tests/unit/test_gemm.c holds all of it to the
+// loop above bit for bit). OpenBLAS, which this replaced, rounds differently per kernel
+// (its pinned OPENBLAS_CORETYPE) and per shape.
+//
+// Layout (BLIS-style): op(B) is packed K x NC at a time into panels of NR columns
+// (pb[k * NR + c]), op(A) MC x K at a time into panels of MR rows (pa[k * MR + r]), both
+// padded with zeros (padding reaches only rows and columns that are never stored); the
+// micro-kernel keeps an MR x NR tile of accumulators in registers for the whole of K (K is
+// not blocked: splitting it would round differently). Outside an OpenMP parallel region the
+// packing and the tiles are shared among the threads (each tile by one thread, so the
+// values do not depend on the thread count); inside one (attention's per-head loop) a call
+// runs on its own thread. Packing buffers are kept per thread and reused.
+// defines: cpu_sgemm, cpu_sgemm_isa, cpu_sgemm_set_isa, zt_cpu_gemm_kernel
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "kernels/cpu/cpu_internal.h"
+#include "kernels/ops.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static int omp_get_level(void) { return 0; }
+static int omp_get_max_threads(void) { return 1; }
+static int omp_get_thread_num(void) { return 0; }
+static int omp_get_num_threads(void) { return 1; }
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ZT_GEMM_X86 1
+#endif
+
+typedef void (*gemm_kernel)(int64_t K, const float *pa, const float *pb, float *C, int64_t ldc, int mr, int nr,
+                            float alpha, float beta);
+
+typedef struct {
+    const char *name;
+    int MR, NR;
+    gemm_kernel kern;
+} gemm_isa;
+
+// alpha/beta epilogue of one element (the reference's exact operations)
+static inline float epilogue(float acc, float alpha, float beta, const float *c) {
+    const float t = alpha == 1.0f ? acc : alpha * acc;
+    if (beta == 0.0f) return t;
+    return beta == 1.0f ? t + *c : t + beta * *c;
+}
+
+// ---- portable C: 4 x 8 ------------------------------------------------------------------
+static void kern_generic(int64_t K, const float *pa, const float *pb, float *C, int64_t ldc, int mr, int nr,
+                         float alpha, float beta) {
+    float acc[4][8];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < K; k++) {
+        const float *a = pa + k * 4, *b = pb + k * 8;
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 8; c++) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
+    }
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nr; c++) C[r * ldc + c] = epilogue(acc[r][c], alpha, beta, &C[r * ldc + c]);
+}
+
+#ifdef ZT_GEMM_X86
+// The accumulators are named variables, not an array: gcc keeps an array of vectors in
+// memory across the loop (a store per multiply-add), named ones in registers.
+#define ZT_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define ZT_ROWS12(X) ZT_ROWS6(X) X(6) X(7) X(8) X(9) X(10) X(11)
+
+// ---- AVX2 + FMA: 6 x 16 (12 ymm accumulators) ---------------------------------------------
+__attribute__((target("avx2,fma"))) static void store_avx2(float *c, __m256 t, int n, float alpha, float beta) {
+    if (n <= 0) return;
+    if (alpha != 1.0f) t = _mm256_mul_ps(_mm256_set1_ps(alpha), t);
+    if (n >= 8) {
+        if (beta != 0.0f)
+            t = _mm256_add_ps(t, beta == 1.0f ? _mm256_loadu_ps(c)
+                                              : _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(c)));
+        _mm256_storeu_ps(c, t);
+    } else {
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        if (beta != 0.0f) {
+            const __m256 old = _mm256_maskload_ps(c, m);
+            t = _mm256_add_ps(t, beta == 1.0f ? old : _mm256_mul_ps(_mm256_set1_ps(beta), old));
+        }
+        _mm256_maskstore_ps(c, m, t);
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void kern_avx2(int64_t K, const float *pa, const float *pb, float *C,
+                                                            int64_t ldc, int mr, int nr, float alpha, float beta) {
+#define ZT_DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+    ZT_ROWS6(ZT_DECL)
+#undef ZT_DECL
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 b0 = _mm256_loadu_ps(pb + k * 16), b1 = _mm256_loadu_ps(pb + k * 16 + 8);
+        const float *a = pa + k * 6;
+#define ZT_FMA(r)                                             \
+    {                                                         \
+        const __m256 ar = _mm256_broadcast_ss(a + r);         \
+        c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);           \
+        c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);           \
+    }
+        ZT_ROWS6(ZT_FMA)
+#undef ZT_FMA
+    }
+#define ZT_STORE(r)                                                   \
+    if (r < mr) {                                                     \
+        store_avx2(C + r * ldc, c##r##0, nr, alpha, beta);            \
+        store_avx2(C + r * ldc + 8, c##r##1, nr - 8, alpha, beta);    \
+    }
+    ZT_ROWS6(ZT_STORE)
+#undef ZT_STORE
+}
+
+// ---- AVX-512: 12 x 32 (24 zmm accumulators) -----------------------------------------------
+__attribute__((target("avx512f"))) static void store_avx512(float *c, __m512 t, int n, float alpha, float beta) {
+    if (n <= 0) return;
+    const __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+    if (alpha != 1.0f) t = _mm512_mul_ps(_mm512_set1_ps(alpha), t);
+    if (beta != 0.0f) {
+        const __m512 old = _mm512_maskz_loadu_ps(m, c);
+        t = _mm512_add_ps(t, beta == 1.0f ? old : _mm512_mul_ps(_mm512_set1_ps(beta), old));
+    }
+    _mm512_mask_storeu_ps(c, m, t);
+}
+
+__attribute__((target("avx512f"))) static void kern_avx512(int64_t K, const float *pa, const float *pb, float *C,
+                                                             int64_t ldc, int mr, int nr, float alpha, float beta) {
+#define ZT_DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+    ZT_ROWS12(ZT_DECL)
+#undef ZT_DECL
+    for (int64_t k = 0; k < K; k++) {
+        const __m512 b0 = _mm512_loadu_ps(pb + k * 32), b1 = _mm512_loadu_ps(pb + k * 32 + 16);
+        const float *a = pa + k * 12;
+#define ZT_FMA(r)                                             \
+    {                                                         \
+        const __m512 ar = _mm512_set1_ps(a[r]);               \
+        c##r##0 = _mm512_fmadd_ps(ar, b0, c##r##0);           \
+        c##r##1 = _mm512_fmadd_ps(ar, b1, c##r##1);           \
+    }
+        ZT_ROWS12(ZT_FMA)
+#undef ZT_FMA
+    }
+#define ZT_STORE(r)                                                    \
+    if (r < mr) {                                                      \
+        store_avx512(C + r * ldc, c##r##0, nr, alpha, beta);           \
+        store_avx512(C + r * ldc + 16, c##r##1, nr - 16, alpha, beta); \
+    }
+    ZT_ROWS12(ZT_STORE)
+#undef ZT_STORE
+}
+#endif
+
+static const gemm_isa isa_generic = {"portable C", 4, 8, kern_generic};
+#ifdef ZT_GEMM_X86
+static const gemm_isa isa_avx2 = {"AVX2", 6, 16, kern_avx2};
+static const gemm_isa isa_avx512 = {"AVX-512", 12, 32, kern_avx512};
+#endif
+
+static const gemm_isa *g_isa;
+static pthread_once_t g_isa_once = PTHREAD_ONCE_INIT;
+
+static const gemm_isa *isa_by_name(const char *s) {
+    if (!strcmp(s, "generic")) return &isa_generic;
+#ifdef ZT_GEMM_X86
+    if (!strcmp(s, "avx2") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &isa_avx2;
+    if (!strcmp(s, "avx512") && __builtin_cpu_supports("avx512f")) return &isa_avx512;
+#endif
+    return NULL;
+}
+
+// The widest kernel the CPU runs; ZT_CPU_GEMM=generic|avx2|avx512 picks a narrower one (the
+// values are the same: tests run all three and compare).
+static void isa_init(void) {
+    const char *env = getenv("ZT_CPU_GEMM");
+    if (env && *env) {
+        g_isa = isa_by_name(env);
+        if (!g_isa) zt_fatal("ZT_CPU_GEMM=%s: not one of generic, avx2, avx512 that this CPU runs", env);
+        return;
+    }
+    g_isa = &isa_generic;
+#ifdef ZT_GEMM_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        g_isa = &isa_avx512;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        g_isa = &isa_avx2;
+#endif
+}
+
+static const gemm_isa *isa_get(void) {
+    pthread_once(&g_isa_once, isa_init);
+    return g_isa;
+}
+
+const char *cpu_sgemm_isa(void) { return isa_get()->name; }
+
+const char *zt_cpu_gemm_kernel(void) { return cpu_sgemm_isa(); }
+
+int cpu_sgemm_set_isa(const char *name) {
+    isa_get();
+    const gemm_isa *i = isa_by_name(name);
+    if (!i) return -1;
+    g_isa = i;
+    return 0;
+}
+
+// ---- packing ----------------------------------------------------------------------------
+// Rows [i0, i0 + mc) of op(A), all of K, into panels of MR rows.
+static void pack_a_panel(float *dst, int tA, const float *A, int64_t lda, int64_t i0, int64_t rows, int64_t K,
+                         int MR) {
+    if (rows < MR) memset(dst, 0, (size_t)(K * MR) * sizeof(float));
+    if (tA) {  // op(A)[i][k] = A[k * lda + i]: MR values contiguous per k
+        for (int64_t k = 0; k < K; k++) memcpy(dst + k * MR, A + k * lda + i0, (size_t)rows * sizeof(float));
+    } else {
+        for (int64_t r = 0; r < rows; r++) {
+            const float *src = A + (i0 + r) * lda;
+            for (int64_t k = 0; k < K; k++) dst[k * MR + r] = src[k];
+        }
+    }
+}
+
+// Columns [j0, j0 + cols) of op(B), all of K, into one panel of NR columns.
+static void pack_b_panel(float *dst, int tB, const float *B, int64_t ldb, int64_t j0, int64_t cols, int64_t K,
+                         int NR) {
+    if (cols < NR) memset(dst, 0, (size_t)(K * NR) * sizeof(float));
+    if (tB) {  // op(B)[k][j] = B[j * ldb + k]
+        for (int64_t c = 0; c < cols; c++) {
+            const float *src = B + (j0 + c) * ldb;
+            for (int64_t k = 0; k < K; k++) dst[k * NR + c] = src[k];
+        }
+    } else {
+        for (int64_t k = 0; k < K; k++) memcpy(dst + k * NR, B + k * ldb + j0, (size_t)cols * sizeof(float));
+    }
+}
+
+// A per-thread packing buffer, kept between calls.
+static _Thread_local float *tl_buf;
+static _Thread_local size_t tl_cap;
+
+static float *pack_buffer(size_t floats) {
+    if (floats > tl_cap) {
+        free(tl_buf);
+        tl_cap = floats + floats / 4;
+        void *p = NULL;
+        if (posix_memalign(&p, 64, tl_cap * sizeof(float))) zt_fatal("out of memory: %zu bytes of GEMM packing", tl_cap * 4);
+        tl_buf = p;
+    }
+    return tl_buf;
+}
+
+// A block of op(A) of ~192 KiB (stays in L2 while B's panels stream past it), op(B) of ~2 MiB.
+#define GEMM_A_FLOATS (48 * 1024)
+#define GEMM_B_FLOATS (512 * 1024)
+// Below this many multiply-adds a call runs on one thread.
+#define GEMM_PARALLEL_MIN (1 << 18)
+
+typedef struct {
+    const gemm_isa *isa;
+    int tA, tB;
+    int64_t M, N, K, lda, ldb, ldc;
+    const float *A, *B;
+    float *C, *bufA, *bufB;
+    float alpha, beta;
+} gemm_job;
+
+// Part [lo, hi) of n items for thread t of nt.
+static void share(int64_t n, int t, int nt, int64_t *lo, int64_t *hi) {
+    *lo = n * t / nt;
+    *hi = n * (t + 1) / nt;
+}
+
+// One (jc, ic) block: pack op(B)'s panels (when pack_b), op(A)'s, then every tile; thread t of nt
+// takes its share of each phase, with a barrier between phases when nt > 1.
+static void gemm_block(const gemm_job *g, int64_t jc, int64_t ncb, int64_t ic, int64_t mcb, int pack_b, int t,
+                       int nt) {
+    const int MR = g->isa->MR, NR = g->isa->NR;
+    const int64_t K = g->K, npan = (ncb + NR - 1) / NR, mpan = (mcb + MR - 1) / MR;
+    int64_t lo, hi;
+    if (pack_b) {
+        share(npan, t, nt, &lo, &hi);
+        for (int64_t p = lo; p < hi; p++) {
+            const int64_t j0 = jc + p * NR, cols = g->N - j0 < NR ? g->N - j0 : NR;
+            pack_b_panel(g->bufB + p * NR * K, g->tB, g->B, g->ldb, j0, cols, K, NR);
+        }
+    }
+    share(mpan, t, nt, &lo, &hi);
+    for (int64_t p = lo; p < hi; p++) {
+        const int64_t i0 = ic + p * MR, rows = g->M - i0 < MR ? g->M - i0 : MR;
+        pack_a_panel(g->bufA + p * MR * K, g->tA, g->A, g->lda, i0, rows, K, MR);
+    }
+    if (nt > 1) {
+#pragma omp barrier
+    }
+    share(npan * mpan, t, nt, &lo, &hi);
+    for (int64_t x = lo; x < hi; x++) {
+        const int64_t q = x / mpan, p = x % mpan;  // B's panel outer: it stays in L1 over A's panels
+        const int64_t i0 = ic + p * MR, j0 = jc + q * NR;
+        const int mr = (int)(g->M - i0 < MR ? g->M - i0 : MR), nr = (int)(g->N - j0 < NR ? g->N - j0 : NR);
+        g->isa->kern(K, g->bufA + p * MR * K, g->bufB + q * NR * K, g->C + i0 * g->ldc + j0, g->ldc, mr, nr, g->alpha,
+                     g->beta);
+    }
+    if (nt > 1) {
+#pragma omp barrier
+    }
+}
+
+static void gemm_blocks(const gemm_job *g, int64_t mc, int64_t nc, int t, int nt) {
+    for (int64_t jc = 0; jc < g->N; jc += nc)
+        for (int64_t ic = 0; ic < g->M; ic += mc)
+            gemm_block(g, jc, g->N - jc < nc ? g->N - jc : nc, ic, g->M - ic < mc ? g->M - ic : mc, ic == 0, t, nt);
+}
+
+void cpu_sgemm(int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    const gemm_isa *isa = isa_get();
+    const int MR = isa->MR, NR = isa->NR;
+    const int64_t Kp = K > 0 ? K : 0, kk = Kp > 0 ? Kp : 1;
+    int64_t mc = GEMM_A_FLOATS / kk / MR * MR, nc = GEMM_B_FLOATS / kk / NR * NR;
+    if (mc < MR) mc = MR;
+    if (nc < NR) nc = NR;
+    const int64_t Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR;
+    if (mc > Mp) mc = Mp;
+    if (nc > Np) nc = Np;
+    gemm_job g = {isa, tA, tB, M, N, Kp, lda, ldb, ldc, A, B, C, NULL, NULL, alpha, beta};
+    g.bufB = pack_buffer((size_t)((mc + nc) * Kp) + 16);
+    g.bufA = g.bufB + nc * Kp;
+    const int threads = omp_get_level() > 0 ? 1 : omp_get_max_threads();
+    if (threads > 1 && (double)M * (double)N * (double)Kp >= GEMM_PARALLEL_MIN) {
+#pragma omp parallel
+        gemm_blocks(&g, mc, nc, omp_get_thread_num(), omp_get_num_threads());
+    } else {
+        gemm_blocks(&g, mc, nc, 0, 1);
+    }
+}
