@@ -44,10 +44,17 @@ static int omp_get_num_threads(void) { return 1; }
 typedef void (*gemm_kernel)(int64_t K, const float *pa, const float *pb, float *C, int64_t ldc, int mr, int nr,
                             float alpha, float beta);
 
+// pack_a: rows [i0, i0 + rows) of op(A), all of K, into one panel of MR rows (pa[k * MR + r]);
+// pack_b: columns [j0, j0 + cols) of op(B) into one panel of NR columns (pb[k * NR + c]); both
+// write zeros where rows or columns are missing.
+typedef void (*gemm_pack)(float *dst, int trans, const float *X, int64_t ld, int64_t first, int64_t count, int64_t K,
+                          int width);
+
 typedef struct {
     const char *name;
     int MR, NR;
     gemm_kernel kern;
+    gemm_pack pack_a, pack_b;
 } gemm_isa;
 
 // alpha/beta epilogue of one element (the reference's exact operations)
@@ -161,10 +168,107 @@ __attribute__((target("avx512f"))) static void kern_avx512(int64_t K, const floa
 }
 #endif
 
-static const gemm_isa isa_generic = {"portable C", 4, 8, kern_generic};
+// ---- packing ----------------------------------------------------------------------------
+// Rows [i0, i0 + mc) of op(A), all of K, into panels of MR rows.
+static void pack_a_scalar(float *dst, int tA, const float *A, int64_t lda, int64_t i0, int64_t rows, int64_t K,
+                         int MR) {
+    if (rows < MR) memset(dst, 0, (size_t)(K * MR) * sizeof(float));
+    if (tA) {  // op(A)[i][k] = A[k * lda + i]: MR values contiguous per k
+        for (int64_t k = 0; k < K; k++) memcpy(dst + k * MR, A + k * lda + i0, (size_t)rows * sizeof(float));
+    } else {
+        for (int64_t r = 0; r < rows; r++) {
+            const float *src = A + (i0 + r) * lda;
+            for (int64_t k = 0; k < K; k++) dst[k * MR + r] = src[k];
+        }
+    }
+}
+
+// Columns [j0, j0 + cols) of op(B), all of K, into one panel of NR columns.
+static void pack_b_scalar(float *dst, int tB, const float *B, int64_t ldb, int64_t j0, int64_t cols, int64_t K,
+                         int NR) {
+    if (cols < NR) memset(dst, 0, (size_t)(K * NR) * sizeof(float));
+    if (tB) {  // op(B)[k][j] = B[j * ldb + k]
+        for (int64_t c = 0; c < cols; c++) {
+            const float *src = B + (j0 + c) * ldb;
+            for (int64_t k = 0; k < K; k++) dst[k * NR + c] = src[k];
+        }
+    } else {
+        for (int64_t k = 0; k < K; k++) memcpy(dst + k * NR, B + k * ldb + j0, (size_t)cols * sizeof(float));
+    }
+}
+
 #ifdef ZT_GEMM_X86
-static const gemm_isa isa_avx2 = {"AVX2", 6, 16, kern_avx2};
-static const gemm_isa isa_avx512 = {"AVX-512", 12, 32, kern_avx512};
+// AVX-512 packing: 16 x 16 blocks transposed in registers where the panel's order crosses the
+// source's rows; masked loads stop at the matrix's edge and fill the padding with zeros.
+__attribute__((target("avx512f"))) static inline void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {  // per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3]
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {  // per lane: [a0 b0 c0 d0], [a1 b1 c1 d1], [a2 ...], [a3 ...]
+        u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {  // column c + 4 * lane sits in lane `lane` of u[c], u[4 + c], u[8 + c], u[12 + c]
+        const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD), v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_f32x4(v0, v1, 0x88);
+        r[c + 8] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
+        r[c + 4] = _mm512_shuffle_f32x4(v2, v3, 0x88);
+        r[c + 12] = _mm512_shuffle_f32x4(v2, v3, 0xDD);
+    }
+}
+
+static inline __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1u); }
+
+// dst[k * width + off + i] = src[i * ld + k] for i < n (0 for n <= i < 16), k < K; `keep` masks the
+// lanes stored per k (width 12: the first 12).
+__attribute__((target("avx512f"))) static void pack_cross16(float *dst, int width, int off, __mmask16 keep,
+                                                              const float *src, int64_t ld, int64_t n, int64_t K) {
+    __m512 r[16];
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+        const int64_t nk = K - k0 < 16 ? K - k0 : 16;
+        const __mmask16 mk = lanes(nk);
+        for (int i = 0; i < 16; i++) r[i] = i < n ? _mm512_maskz_loadu_ps(mk, src + i * ld + k0) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int64_t kk = 0; kk < nk; kk++) _mm512_mask_storeu_ps(dst + (k0 + kk) * width + off, keep, r[kk]);
+    }
+}
+
+__attribute__((target("avx512f"))) static void pack_a_avx512(float *dst, int tA, const float *A, int64_t lda,
+                                                               int64_t i0, int64_t rows, int64_t K, int MR) {
+    const __mmask16 keep = lanes(MR);  // MR = 12
+    if (tA) {  // op(A)[i][k] = A[k * lda + i]: MR values contiguous per k
+        const __mmask16 m = lanes(rows);
+        for (int64_t k = 0; k < K; k++) _mm512_mask_storeu_ps(dst + k * MR, keep, _mm512_maskz_loadu_ps(m, A + k * lda + i0));
+    } else {
+        pack_cross16(dst, MR, 0, keep, A + i0 * lda, lda, rows, K);
+    }
+}
+
+__attribute__((target("avx512f"))) static void pack_b_avx512(float *dst, int tB, const float *B, int64_t ldb,
+                                                               int64_t j0, int64_t cols, int64_t K, int NR) {
+    if (tB) {  // op(B)[k][j] = B[j * ldb + k]: 16 columns at a time
+        for (int h = 0; h < NR; h += 16)
+            pack_cross16(dst, NR, h, 0xFFFF, B + (j0 + h) * ldb, ldb, cols - h, K);
+    } else {
+        const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);  // NR = 32
+        for (int64_t k = 0; k < K; k++) {
+            const float *src = B + k * ldb + j0;
+            _mm512_storeu_ps(dst + k * NR, _mm512_maskz_loadu_ps(m0, src));
+            _mm512_storeu_ps(dst + k * NR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+        }
+    }
+}
+#endif
+
+static const gemm_isa isa_generic = {"portable C", 4, 8, kern_generic, pack_a_scalar, pack_b_scalar};
+#ifdef ZT_GEMM_X86
+static const gemm_isa isa_avx2 = {"AVX2", 6, 16, kern_avx2, pack_a_scalar, pack_b_scalar};
+static const gemm_isa isa_avx512 = {"AVX-512", 12, 32, kern_avx512, pack_a_avx512, pack_b_avx512};
 #endif
 
 static const gemm_isa *g_isa;
@@ -215,35 +319,6 @@ int cpu_sgemm_set_isa(const char *name) {
     return 0;
 }
 
-// ---- packing ----------------------------------------------------------------------------
-// Rows [i0, i0 + mc) of op(A), all of K, into panels of MR rows.
-static void pack_a_panel(float *dst, int tA, const float *A, int64_t lda, int64_t i0, int64_t rows, int64_t K,
-                         int MR) {
-    if (rows < MR) memset(dst, 0, (size_t)(K * MR) * sizeof(float));
-    if (tA) {  // op(A)[i][k] = A[k * lda + i]: MR values contiguous per k
-        for (int64_t k = 0; k < K; k++) memcpy(dst + k * MR, A + k * lda + i0, (size_t)rows * sizeof(float));
-    } else {
-        for (int64_t r = 0; r < rows; r++) {
-            const float *src = A + (i0 + r) * lda;
-            for (int64_t k = 0; k < K; k++) dst[k * MR + r] = src[k];
-        }
-    }
-}
-
-// Columns [j0, j0 + cols) of op(B), all of K, into one panel of NR columns.
-static void pack_b_panel(float *dst, int tB, const float *B, int64_t ldb, int64_t j0, int64_t cols, int64_t K,
-                         int NR) {
-    if (cols < NR) memset(dst, 0, (size_t)(K * NR) * sizeof(float));
-    if (tB) {  // op(B)[k][j] = B[j * ldb + k]
-        for (int64_t c = 0; c < cols; c++) {
-            const float *src = B + (j0 + c) * ldb;
-            for (int64_t k = 0; k < K; k++) dst[k * NR + c] = src[k];
-        }
-    } else {
-        for (int64_t k = 0; k < K; k++) memcpy(dst + k * NR, B + k * ldb + j0, (size_t)cols * sizeof(float));
-    }
-}
-
 // A per-thread packing buffer, kept between calls.
 static _Thread_local float *tl_buf;
 static _Thread_local size_t tl_cap;
@@ -291,13 +366,13 @@ static void gemm_block(const gemm_job *g, int64_t jc, int64_t ncb, int64_t ic, i
         share(npan, t, nt, &lo, &hi);
         for (int64_t p = lo; p < hi; p++) {
             const int64_t j0 = jc + p * NR, cols = g->N - j0 < NR ? g->N - j0 : NR;
-            pack_b_panel(g->bufB + p * NR * K, g->tB, g->B, g->ldb, j0, cols, K, NR);
+            g->isa->pack_b(g->bufB + p * NR * K, g->tB, g->B, g->ldb, j0, cols, K, NR);
         }
     }
     share(mpan, t, nt, &lo, &hi);
     for (int64_t p = lo; p < hi; p++) {
         const int64_t i0 = ic + p * MR, rows = g->M - i0 < MR ? g->M - i0 : MR;
-        pack_a_panel(g->bufA + p * MR * K, g->tA, g->A, g->lda, i0, rows, K, MR);
+        g->isa->pack_a(g->bufA + p * MR * K, g->tA, g->A, g->lda, i0, rows, K, MR);
     }
     if (nt > 1) {
 #pragma omp barrier
