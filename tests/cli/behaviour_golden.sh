@@ -6,9 +6,10 @@
 # names) and the exported safetensors (sha256). `record` writes the digest to the golden
 # file; `check` compares and prints the first differences.
 #   behaviour_golden.sh record|check ZEROTRAIN ZEROTRAIN_CUDAEMU|- SOURCE_DIR WORK_DIR GOLDEN
-# The CPU backend's products (kernels/cpu/gemm.c) round the same way on every CPU, so its
-# sections do not depend on the machine: the W = 1 run is repeated with each narrower sgemm
-# kernel this CPU runs (ZT_CPU_GEMM=avx2, generic) and must give the same digest. The CUDA
+# The CPU backend's products (kernels/cpu/gemm.c) round the same way with each of its sgemm
+# kernels, so its sections do not depend on which one the machine runs: the W = 1 run is
+# repeated with each narrower kernel this CPU runs (ZT_CPU_GEMM=avx2, generic) and must give
+# the same digest. (The other ops call glibc's libm, which picks its own variants per CPU.) The CUDA
 # emulation's cuBLASLt runs on OpenBLAS, whose kernel choice is pinned (OPENBLAS_CORETYPE=
 # Haswell: AVX2, which every x86-64 CI machine of this project has); every run uses one thread.
 # The cuda section is skipped (and not compared) without the cudaemu binary.
