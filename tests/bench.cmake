@@ -27,7 +27,8 @@ if(ZT_PYTHON3)
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 endif()
 
-# The GEMM benchmark runs and prints its table (one repetition; the numbers are not judged here).
-add_test(NAME bench_gemm COMMAND zt_gemm_bench --reps 1 --kernels avx512,avx2,generic)
+# The GEMM benchmark runs and prints its table (one repetition; the numbers are not judged here;
+# the portable kernel, ~1 GFLOP/s on x86, is left to test_gemm).
+add_test(NAME bench_gemm COMMAND zt_gemm_bench --reps 1 --kernels avx512,avx2)
 set_tests_properties(bench_gemm PROPERTIES PASS_REGULAR_EXPRESSION "geometric mean of the ratios:"
   ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1" TIMEOUT 300)
