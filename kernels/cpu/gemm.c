@@ -198,6 +198,68 @@ static void pack_b_scalar(float *dst, int tB, const float *B, int64_t ldb, int64
 }
 
 #ifdef ZT_GEMM_X86
+// AVX2 packing: the same with 8 x 8 blocks (MR = 6, NR = 16).
+__attribute__((target("avx2,fma"))) static inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {  // column c in the low halves of u[c], u[4 + c]; column c + 4 in the high ones
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[c + 4] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
+__attribute__((target("avx2,fma"))) static inline __m256i lanes8(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// dst[k * width + off + i] = src[i * ld + k] for i < n (0 for n <= i < 8), k < K; `keep` masks the
+// lanes stored per k.
+__attribute__((target("avx2,fma"))) static void pack_cross8(float *dst, int width, int off, __m256i keep,
+                                                              const float *src, int64_t ld, int64_t n, int64_t K) {
+    __m256 r[8];
+    for (int64_t k0 = 0; k0 < K; k0 += 8) {
+        const int64_t nk = K - k0 < 8 ? K - k0 : 8;
+        const __m256i mk = lanes8(nk);
+        for (int i = 0; i < 8; i++) r[i] = i < n ? _mm256_maskload_ps(src + i * ld + k0, mk) : _mm256_setzero_ps();
+        transpose8(r);
+        for (int64_t kk = 0; kk < nk; kk++) _mm256_maskstore_ps(dst + (k0 + kk) * width + off, keep, r[kk]);
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void pack_a_avx2(float *dst, int tA, const float *A, int64_t lda,
+                                                              int64_t i0, int64_t rows, int64_t K, int MR) {
+    const __m256i keep = lanes8(MR);  // MR = 6
+    if (tA) {
+        const __m256i m = lanes8(rows);
+        for (int64_t k = 0; k < K; k++) _mm256_maskstore_ps(dst + k * MR, keep, _mm256_maskload_ps(A + k * lda + i0, m));
+    } else {
+        pack_cross8(dst, MR, 0, keep, A + i0 * lda, lda, rows, K);
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void pack_b_avx2(float *dst, int tB, const float *B, int64_t ldb,
+                                                              int64_t j0, int64_t cols, int64_t K, int NR) {
+    if (tB) {
+        for (int h = 0; h < NR; h += 8) pack_cross8(dst, NR, h, lanes8(8), B + (j0 + h) * ldb, ldb, cols - h, K);
+    } else {
+        const __m256i m0 = lanes8(cols), m1 = lanes8(cols - 8);  // NR = 16
+        for (int64_t k = 0; k < K; k++) {
+            const float *src = B + k * ldb + j0;
+            _mm256_storeu_ps(dst + k * NR, _mm256_maskload_ps(src, m0));
+            _mm256_storeu_ps(dst + k * NR + 8, _mm256_maskload_ps(src + 8, m1));
+        }
+    }
+}
+
 // AVX-512 packing: 16 x 16 blocks transposed in registers where the panel's order crosses the
 // source's rows; masked loads stop at the matrix's edge and fill the padding with zeros.
 __attribute__((target("avx512f"))) static inline void transpose16(__m512 r[16]) {
@@ -267,7 +329,7 @@ __attribute__((target("avx512f"))) static void pack_b_avx512(float *dst, int tB,
 
 static const gemm_isa isa_generic = {"portable C", 4, 8, kern_generic, pack_a_scalar, pack_b_scalar};
 #ifdef ZT_GEMM_X86
-static const gemm_isa isa_avx2 = {"AVX2", 6, 16, kern_avx2, pack_a_scalar, pack_b_scalar};
+static const gemm_isa isa_avx2 = {"AVX2", 6, 16, kern_avx2, pack_a_avx2, pack_b_avx2};
 static const gemm_isa isa_avx512 = {"AVX-512", 12, 32, kern_avx512, pack_a_avx512, pack_b_avx512};
 #endif
 
