@@ -17,7 +17,9 @@
 // not blocked: splitting it would round differently). Outside an OpenMP parallel region the
 // packing and the tiles are shared among the threads (each tile by one thread, so the
 // values do not depend on the thread count); inside one (attention's per-head loop) a call
-// runs on its own thread. Packing buffers are kept per thread and reused.
+// runs on its own thread. Packing buffers are kept per thread and reused; the AVX-512 and
+// AVX2 packers transpose 16 x 16 / 8 x 8 blocks in registers where a panel crosses the
+// source's rows (the portable packer is scalar).
 // defines: cpu_sgemm, cpu_sgemm_isa, cpu_sgemm_set_isa, zt_cpu_gemm_kernel
 #include <math.h>
 #include <pthread.h>
