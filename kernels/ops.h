@@ -82,6 +82,7 @@ extern const zt_ops zt_cpu_ops;
 // inv_freq_i = 1 / theta^(2i/D) (fp32), angle = pos * inv_freq_i (fp32).
 void zt_rope_table(float *cos_t, float *sin_t, int64_t S, int64_t D, double theta);
 
-// The matrix-product kernel in use ("AVX-512", "AVX2", "portable C"; kernels/cpu/gemm.c).
+// The matrix-product kernel in use ("AVX-512", "AVX2", "portable C"; kernels/cpu/gemm.c);
+// NULL with the error set when ZT_CPU_GEMM names none this CPU runs.
 const char *zt_cpu_gemm_kernel(void);
 #endif

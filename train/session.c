@@ -17,6 +17,7 @@
 
 #include "base/common.h"
 #include "engine/comm_mpi.h"
+#include "kernels/ops.h"
 #include "train/agree.h"
 #include "train/loop.h"
 #include "train/run_log.h"
@@ -136,6 +137,7 @@ int zt_train_run(const zt_train_opts *opts) {
     if (!o->model && !o->init) return zt_err("no model: give --model CONFIG.json|HF_DIR (or --init HF_DIR)");
     // The flag table refuses these with the flag's range; this guards other callers of the API.
     if (zt_fsdp_check_batch(o->micro_batch, o->grad_accum) != 0) return -1;
+    if (!zt_cpu_gemm_kernel()) return -1;  // a bad ZT_CPU_GEMM: refused before RUN is touched
     // SIGUSR1 / SIGTERM: a checkpoint at the next step boundary once training runs; before
     // that (the module, the data, the checkpoint still loading) the process exits at once.
     zt_signals_install();

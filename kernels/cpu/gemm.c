@@ -86,6 +86,14 @@ static void kern_generic(int64_t K, const float *pa, const float *pb, float *C, 
 #define ZT_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define ZT_ROWS12(X) ZT_ROWS6(X) X(6) X(7) X(8) X(9) X(10) X(11)
 
+// Lane masks of the first n of 8 (AVX2) or 16 (AVX-512) floats, for the edges of C and of
+// the packed panels.
+__attribute__((target("avx2,fma"))) static inline __m256i lanes8(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static inline __mmask16 lanes16(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1u); }
+
 // ---- AVX2 + FMA: 6 x 16 (12 ymm accumulators) ---------------------------------------------
 __attribute__((target("avx2,fma"))) static void store_avx2(float *c, __m256 t, int n, float alpha, float beta) {
     if (n <= 0) return;
@@ -96,7 +104,7 @@ __attribute__((target("avx2,fma"))) static void store_avx2(float *c, __m256 t, i
                                               : _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(c)));
         _mm256_storeu_ps(c, t);
     } else {
-        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256i m = lanes8(n);
         if (beta != 0.0f) {
             const __m256 old = _mm256_maskload_ps(c, m);
             t = _mm256_add_ps(t, beta == 1.0f ? old : _mm256_mul_ps(_mm256_set1_ps(beta), old));
@@ -134,7 +142,7 @@ __attribute__((target("avx2,fma"))) static void kern_avx2(int64_t K, const float
 // ---- AVX-512: 12 x 32 (24 zmm accumulators) -----------------------------------------------
 __attribute__((target("avx512f"))) static void store_avx512(float *c, __m512 t, int n, float alpha, float beta) {
     if (n <= 0) return;
-    const __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+    const __mmask16 m = lanes16(n);
     if (alpha != 1.0f) t = _mm512_mul_ps(_mm512_set1_ps(alpha), t);
     if (beta != 0.0f) {
         const __m512 old = _mm512_maskz_loadu_ps(m, c);
@@ -219,10 +227,6 @@ __attribute__((target("avx2,fma"))) static inline void transpose8(__m256 r[8]) {
     }
 }
 
-__attribute__((target("avx2,fma"))) static inline __m256i lanes8(int64_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 // dst[k * width + off + i] = src[i * ld + k] for i < n (0 for n <= i < 8), k < K; `keep` masks the
 // lanes stored per k.
 __attribute__((target("avx2,fma"))) static void pack_cross8(float *dst, int width, int off, __m256i keep,
@@ -286,8 +290,6 @@ __attribute__((target("avx512f"))) static inline void transpose16(__m512 r[16]) 
     }
 }
 
-static inline __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1u); }
-
 // dst[k * width + off + i] = src[i * ld + k] for i < n (0 for n <= i < 16), k < K; `keep` masks the
 // lanes stored per k (width 12: the first 12).
 __attribute__((target("avx512f"))) static void pack_cross16(float *dst, int width, int off, __mmask16 keep,
@@ -295,7 +297,7 @@ __attribute__((target("avx512f"))) static void pack_cross16(float *dst, int widt
     __m512 r[16];
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
         const int64_t nk = K - k0 < 16 ? K - k0 : 16;
-        const __mmask16 mk = lanes(nk);
+        const __mmask16 mk = lanes16(nk);
         for (int i = 0; i < 16; i++) r[i] = i < n ? _mm512_maskz_loadu_ps(mk, src + i * ld + k0) : _mm512_setzero_ps();
         transpose16(r);
         for (int64_t kk = 0; kk < nk; kk++) _mm512_mask_storeu_ps(dst + (k0 + kk) * width + off, keep, r[kk]);
@@ -304,9 +306,9 @@ __attribute__((target("avx512f"))) static void pack_cross16(float *dst, int widt
 
 __attribute__((target("avx512f"))) static void pack_a_avx512(float *dst, int tA, const float *A, int64_t lda,
                                                                int64_t i0, int64_t rows, int64_t K, int MR) {
-    const __mmask16 keep = lanes(MR);  // MR = 12
+    const __mmask16 keep = lanes16(MR);  // MR = 12
     if (tA) {  // op(A)[i][k] = A[k * lda + i]: MR values contiguous per k
-        const __mmask16 m = lanes(rows);
+        const __mmask16 m = lanes16(rows);
         for (int64_t k = 0; k < K; k++) _mm512_mask_storeu_ps(dst + k * MR, keep, _mm512_maskz_loadu_ps(m, A + k * lda + i0));
     } else {
         pack_cross16(dst, MR, 0, keep, A + i0 * lda, lda, rows, K);
@@ -319,7 +321,7 @@ __attribute__((target("avx512f"))) static void pack_b_avx512(float *dst, int tB,
         for (int h = 0; h < NR; h += 16)
             pack_cross16(dst, NR, h, 0xFFFF, B + (j0 + h) * ldb, ldb, cols - h, K);
     } else {
-        const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);  // NR = 32
+        const __mmask16 m0 = lanes16(cols), m1 = lanes16(cols - 16);  // NR = 32
         for (int64_t k = 0; k < K; k++) {
             const float *src = B + k * ldb + j0;
             _mm512_storeu_ps(dst + k * NR, _mm512_maskz_loadu_ps(m0, src));
@@ -335,7 +337,7 @@ static const gemm_isa isa_avx2 = {"AVX2", 6, 16, kern_avx2, pack_a_avx2, pack_b_
 static const gemm_isa isa_avx512 = {"AVX-512", 12, 32, kern_avx512, pack_a_avx512, pack_b_avx512};
 #endif
 
-static const gemm_isa *g_isa;
+static const gemm_isa *g_isa;  // NULL after init: ZT_CPU_GEMM names no kernel this CPU runs
 static pthread_once_t g_isa_once = PTHREAD_ONCE_INIT;
 
 static const gemm_isa *isa_by_name(const char *s) {
@@ -350,15 +352,16 @@ static const gemm_isa *isa_by_name(const char *s) {
 // The widest kernel the CPU runs; ZT_CPU_GEMM=generic|avx2|avx512 picks a narrower one (the
 // values are the same: tests run all three and compare).
 static void isa_init(void) {
+#ifdef ZT_GEMM_X86
+    __builtin_cpu_init();
+#endif
     const char *env = getenv("ZT_CPU_GEMM");
     if (env && *env) {
         g_isa = isa_by_name(env);
-        if (!g_isa) zt_fatal("ZT_CPU_GEMM=%s: not one of generic, avx2, avx512 that this CPU runs", env);
         return;
     }
     g_isa = &isa_generic;
 #ifdef ZT_GEMM_X86
-    __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f"))
         g_isa = &isa_avx512;
     else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
@@ -366,17 +369,29 @@ static void isa_init(void) {
 #endif
 }
 
+static const char *bad_env(void) {
+    zt_err("ZT_CPU_GEMM=%s: not one of generic, avx2, avx512 that this CPU runs", getenv("ZT_CPU_GEMM"));
+    return NULL;
+}
+
 static const gemm_isa *isa_get(void) {
     pthread_once(&g_isa_once, isa_init);
+    if (!g_isa) {  // the trainer refuses this at start (zt_cpu_gemm_kernel); other callers stop here
+        bad_env();
+        zt_fatal("%s", zt_errmsg());
+    }
     return g_isa;
 }
 
 const char *cpu_sgemm_isa(void) { return isa_get()->name; }
 
-const char *zt_cpu_gemm_kernel(void) { return cpu_sgemm_isa(); }
+const char *zt_cpu_gemm_kernel(void) {
+    pthread_once(&g_isa_once, isa_init);
+    return g_isa ? g_isa->name : bad_env();
+}
 
 int cpu_sgemm_set_isa(const char *name) {
-    isa_get();
+    pthread_once(&g_isa_once, isa_init);
     const gemm_isa *i = isa_by_name(name);
     if (!i) return -1;
     g_isa = i;

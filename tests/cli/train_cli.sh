@@ -141,6 +141,19 @@ bad_flag)
     PATTERNS=("--log-every" "2147483648")
     expect_error "$ZT" train --model x --data y --run-dir z --log-every 2147483648
     ;;
+cpu_gemm_env)
+    # ZT_CPU_GEMM naming no sgemm kernel this CPU runs: refused before the run directory exists
+    small_data
+    PATTERNS=("ZT_CPU_GEMM=sse" "not one of generic, avx2, avx512")
+    ZT_CPU_GEMM=sse expect_error "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" --steps 1 \
+        --threads 1
+    [ ! -e "$W/run" ] || fail "the refused run created $W/run: $(ls "$W/run")"
+    # a kernel it does run: the start line names it
+    ZT_CPU_GEMM=generic "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" --steps 1 \
+        --threads 1 --log-every 0 >"$W/ok.txt" 2>&1 || { cat "$W/ok.txt"; fail "ZT_CPU_GEMM=generic"; }
+    grep -q "cpu backend (portable C sgemm kernel)" "$W/ok.txt" || { cat "$W/ok.txt"; fail "the start line lacks the kernel"; }
+    echo "ok [$CASE]: a bad ZT_CPU_GEMM refused with nothing written; generic named in the start line"
+    ;;
 device)
     # --device: a bad name is refused; cuda without a GPU (or without the GPU engine) fails
     # before any state is written, naming the rank or the missing backend; auto falls back to cpu.
