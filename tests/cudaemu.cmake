@@ -160,6 +160,7 @@ endforeach()
 
 # The engine benchmark's code path on tiny shapes (a smoke run: emulated times mean nothing).
 zt_emu_exe(emu_bench_fsdp_cuda SOURCES ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
+           ${ZT_R}/device_peak.c ${CMAKE_SOURCE_DIR}/model/flops.c
            LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
 add_test(NAME emu_bench_fsdp_smoke COMMAND emu_bench_fsdp_cuda --tiny --steps 2 --warmup 1)
 set_tests_properties(emu_bench_fsdp_smoke PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 300)

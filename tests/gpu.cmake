@@ -78,6 +78,7 @@ exec "$@" "$n" "$bin"]]
     # (not a ctest: ~80 GB of device memory; tests/gpu/run.sh runs it).
     add_executable(bench_fsdp_cuda ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
                    ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
+                   ${ZT_R}/device_peak.c ${CMAKE_SOURCE_DIR}/model/flops.c
                    ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/data/batch.c)
     target_compile_definitions(bench_fsdp_cuda PRIVATE ZT_NCCL_NO_MPI=1)
     target_include_directories(bench_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})

@@ -30,6 +30,8 @@
 #include "base/common.h"
 #include "engine/fsdp.h"
 #include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
+#include "engine/device_peak.h"     // the peak a run's MFU is measured against
+#include "model/flops.h"            // the trainer's FLOP count (train/run_log.c)
 #include "tests/gpu/gpu_test_util.h"
 
 int main(int argc, char **argv) {
@@ -211,6 +213,20 @@ int main(int argc, char **argv) {
     printf("RESULT fsdp_tflops=%.2f\n", flops / t_engine / 1e12);
     printf("RESULT fsdp_overhead=%.3f (engine step / compute only)\n", t_engine / t_compute);
     printf("RESULT fsdp_layers=%d\n", L);
+    // MFU as `zerotrain train` reports it (train/run_log.c, train/device_info.c): the
+    // model's training FLOPs of one block of S tokens (one document) over the step time,
+    // against the dense bf16 peak of the preset the device name matches.
+    const double tflop_trainer = zt_qwen3_train_flops(&cfg, (double)S, (double)S * (double)S);
+    const char *preset = NULL;
+    double peak = 0;
+    printf("RESULT fsdp_train_flops=%.6g (the trainer's count; this program's own %.6g)\n", tflop_trainer, flops);
+    if (zt_device_peak(dev, &preset, &peak)) {
+        printf("mfu (the trainer's formula): %.1f%% of the %s preset's %.0f TFLOP/s\n",
+               100.0 * tflop_trainer / t_engine / peak, preset, peak / 1e12);
+        printf("RESULT fsdp_mfu=%.4f (%s preset, %.0f TFLOP/s)\n", tflop_trainer / t_engine / peak, preset, peak / 1e12);
+    } else {
+        printf("RESULT fsdp_mfu=unknown (the device name '%s' matches no preset)\n", dev);
+    }
     zt_fsdp_free(&f);
     zt_comm_finalize(dc);
     return 0;

@@ -84,6 +84,7 @@ int main(int argc, char **argv) {
     }
     char dev[256];
     zt_cuda_device_describe(dev, sizeof dev);
+    printf("RESULT seq=%lld\n", (long long)dm.S);  // run.sh reads each length's section after this line
     printf("bench_layer on %s\n", dev);
     printf("layer: B=%lld S=%lld d=%lld F=%lld H=%lld Hkv=%lld D=%lld, bf16, attention=%s\n", (long long)dm.B,
            (long long)dm.S, (long long)dm.d, (long long)dm.F, (long long)dm.H, (long long)dm.Hkv, (long long)dm.D,

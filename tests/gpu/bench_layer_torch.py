@@ -5,7 +5,8 @@ at the Qwen3-32B shapes (d=5120, ffn=25600, H=64, Hkv=8, D=128), seq 2048, micro
 Same timing method as the C benchmark: CUDA events around fwd+bwd, median of
 --iters after --warmup. Falls back to an equivalent hand-written layer (same math,
 F.scaled_dot_product_attention) if transformers' layer cannot be built, and says so.
-Prints "RESULT torch_layer_ms=..." for tests/gpu/run.sh.
+Prints "RESULT torch_layer_ms=..." for tests/gpu/run.sh. --seq takes a comma-separated
+list (2048,8192): one layer per length in one process, each section led by "RESULT seq=S".
 """
 import argparse
 import statistics
@@ -74,7 +75,7 @@ def manual_layer(args, dev):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--seq", default="2048", help="sequence length(s), comma-separated")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--d", type=int, default=5120)
     ap.add_argument("--ffn", type=int, default=25600)
@@ -89,6 +90,15 @@ def main():
         print("SKIPPED: no CUDA device")
         sys.exit(77)
     dev = torch.device("cuda")
+    seqs = [int(v) for v in str(args.seq).split(",") if v]
+    for i, seq in enumerate(seqs):
+        if i:
+            torch.cuda.empty_cache()
+        args.seq = seq
+        bench_one(args, dev)
+
+
+def bench_one(args, dev):
     torch.manual_seed(0)
     try:
         if args.manual:
@@ -106,6 +116,7 @@ def main():
     x = (torch.rand(args.batch, args.seq, args.d, device=dev) * 2 - 1).to(torch.bfloat16).requires_grad_(True)
     dy = ((torch.rand(args.batch, args.seq, args.d, device=dev) * 2 - 1) * 1e-3).to(torch.bfloat16)
     pos = torch.arange(args.seq, device=dev)[None, :].expand(args.batch, -1)
+    print("RESULT seq=%d" % args.seq)
     print("bench_layer_torch: %s on %s, torch %s" % (what, torch.cuda.get_device_name(), torch.__version__))
     print("shape: B=%d S=%d d=%d F=%d H=%d Hkv=%d D=%d, bf16" % (args.batch, args.seq, args.d, args.ffn, args.heads,
                                                                   args.kv_heads, args.head_dim))
@@ -131,6 +142,7 @@ def main():
     print("RESULT torch_layer_fwd_ms=%.4f" % statistics.median(fwd))
     print("RESULT torch_layer_bwd_ms=%.4f" % statistics.median(bwd))
     print("RESULT torch_impl=%s" % ("transformers" if "transformers" in what else "manual"))
+    del layer, run, x, dy, y
 
 
 if __name__ == "__main__":
