@@ -39,6 +39,12 @@ const zt_flag zt_train_flags[] = {
              "and RoPE positions restart at 0 per document (needs a version 2 dataset,\n"
              "`pack --input chat`); full: every earlier token of the block (plain text).\n"
              "Default: what dataset.json says (isolated for chat data, else full)"},
+    {"allow-new-schedule", ZT_FLAG_SET, ZT_AT_INT(T, allow_new_schedule),
+     .help = "resume with another length or learning-rate schedule than the checkpoint's\n"
+             "(--steps/--epochs, --lr, --min-lr-ratio, --warmup, --schedule): extends a\n"
+             "finished or stopped run. The schedule is recomputed over the new total and\n"
+             "the steps already taken keep their numbers (step k continues with the new\n"
+             "schedule's rate at k); recorded in run.json as schedule_changed_at_step"},
     {"allow-new-data", ZT_FLAG_SET, ZT_AT_INT(T, allow_new_data),
      .help = "resume on a dataset whose files differ from the checkpoint's (recorded in\n"
              "run.json as data_changed_at_step); training continues at the checkpoint's\n"
@@ -123,7 +129,9 @@ const zt_flag zt_train_flags[] = {
      .def = ZT_DEF_COLLECTIVE_TIMEOUT,
      .help = "a rank stuck longer in one collective reports it and aborts the\njob (default {default})"},
     {"first-collective-timeout", ZT_FLAG_F64, ZT_AT_F64(T, first_collective_timeout), "S", .fmin = 0.1, .fmax = 1e7,
-     .def = ZT_DEF_FIRST_COLLECTIVE_TIMEOUT, .help = "the same until the first step has finished (default {default})"},
+     .def = ZT_DEF_FIRST_COLLECTIVE_TIMEOUT, .help = "the same until the first step has finished (default {default}), as given\n"
+             "even when shorter than --collective-timeout (left at its default, a longer\n"
+             "--collective-timeout raises it)"},
     {"save-timeout", ZT_FLAG_F64, ZT_AT_F64(T, save_timeout), "S", .fmin = 0.1, .fmax = 1e7, .def = ZT_DEF_SAVE_TIMEOUT,
      .help = "a checkpoint save (HDF5 collective write, its internal barriers included)\n"
              "that takes longer is reported and aborted like a stuck collective (default {default})"},

@@ -142,7 +142,7 @@ static const zt_flag_choice zt_bool_choices[] = {{"true", 1}, {"false", 0}, {0}}
              "consecutive ranks and replicated across the W/G groups; gathers and reduce-scatters\n"                \
              "stay inside a group, one all-reduce per step crosses the replicas. `node`: the\n"                      \
              "ranks of one node (every node must hold the same count). G must divide W\n"                           \
-             "(default: W, full shard)"},                                                                           \
+             "(default: W, full shard; 0 also means full shard)"},                                                                           \
     {"reshard-after-forward", ZT_FLAG_ENUM, ZT_AT_INT(T, reshard_after_forward), "true|false", .def = 1,           \
      .choices = zt_bool_choices,                                                                                      \
      .help = "false: keep each unit's gathered parameters from its forward to its backward\n"                       \

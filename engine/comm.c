@@ -108,7 +108,7 @@ int zt_comm_create(zt_comm **out, const zt_comm_backend *be, void *self, const z
     *out = NULL;
     zt_comm_opts o = opts ? *opts : zt_comm_opts_default();
     if (!(o.timeout_s > 0)) o.timeout_s = ZT_COMM_DEFAULT_TIMEOUT;  // also catches NaN
-    if (!(o.first_timeout_s > 0)) o.first_timeout_s = ZT_COMM_DEFAULT_FIRST_TIMEOUT;
+    if (!(o.first_timeout_s > 0)) o.first_timeout_s = fmax(ZT_COMM_DEFAULT_FIRST_TIMEOUT, o.timeout_s);
     if (o.flight_capacity <= 0) o.flight_capacity = ZT_COMM_DEFAULT_FLIGHT;
     long period_ms = ZT_WATCHDOG_DEFAULT_PERIOD_MS;
     const char *env = getenv("ZT_WATCHDOG_PERIOD_MS");
@@ -204,13 +204,14 @@ double zt_comm_set_timeout(zt_comm *c, double timeout_s) {
 }
 
 // The deadline for something that starts now, collective or watched host wait:
-// timeout_s once warm; before that the first-step allowance (never shorter).
+// timeout_s once warm; before that the first-step allowance, as given (also when shorter:
+// `train --first-collective-timeout` is honoured; the session raises its default instead).
 static double applicable_timeout(const zt_comm *c, int *first) {
     if (c->parent) return applicable_timeout(c->parent, first);
     double t = atomic_load_explicit(&c->timeout_s, RLX);
     int warm = atomic_load_explicit(&c->warm, RLX);
     if (first) *first = !warm;
-    return warm ? t : fmax(t, atomic_load_explicit(&c->first_timeout_s, RLX));
+    return warm ? t : atomic_load_explicit(&c->first_timeout_s, RLX);
 }
 
 // ---- watched host waits and the watchdog thread ---------------------------------------

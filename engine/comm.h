@@ -29,7 +29,8 @@ typedef struct {
     // Deadline for every wait once warm. 0 -> 300 s; INFINITY disables (debugger only).
     double timeout_s;
     // Deadline until zt_comm_mark_warm() (first step: allocation, first touch, NCCL
-    // setup, slow first checkpoint load). 0 -> 1800 s. Never shorter than timeout_s.
+    // setup, slow first checkpoint load). 0 -> 1800 s or timeout_s if longer; a value given
+    // is used as it is, also when shorter than timeout_s.
     double first_timeout_s;
     // Run directory: the flight recorder lives in RUN/ranks/rank-NNNNN.flight and the
     // abort dump in RUN/ranks/rank-NNNNN.flight.json. NULL: memory only, dumps to stderr.

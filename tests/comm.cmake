@@ -22,5 +22,10 @@ function(zt_comm_mpi_tests)
            COMMAND sh ${ZT_TEST_DIR}/cli/comm_deadline.sh ${ZT_COMM_WORK}/deadline 3
                    ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 3 $<TARGET_FILE:test_comm>)
   set_tests_properties(comm_deadline PROPERTIES TIMEOUT 90 PROCESSORS 3)
+  # --first-collective-timeout shorter than --collective-timeout is honoured (issue 35)
+  add_test(NAME comm_first_deadline_shorter
+           COMMAND bash ${ZT_TEST_DIR}/cli/comm_first_deadline.sh ${ZT_COMM_WORK}/first_deadline
+                   ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:test_comm>)
+  set_tests_properties(comm_first_deadline_shorter PROPERTIES TIMEOUT 120 PROCESSORS 2)
 endfunction()
 cmake_language(DEFER CALL zt_comm_mpi_tests)

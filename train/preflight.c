@@ -63,11 +63,11 @@ int zt_shard_group_resolve(zt_comm *comm, const char *spec, int world, int *G) {
     }
     char *end = NULL;
     const long g = strtol(spec, &end, 10);
-    if (end == spec || *end || g < 1 || g > 1 << 20)
-        return zt_err("--shard-group \"%s\": expected a number of ranks (a divisor of W = %d) or `node`", spec,
-                      world);
+    if (end == spec || *end || g < 0 || g > 1 << 20)
+        return zt_err("--shard-group \"%s\": expected a number of ranks (a divisor of W = %d; 0 or W: full shard) or "
+                      "`node`", spec, world);
     if (zt_fsdp_check_shard_group((int)g, world) != 0) return -1;
-    *G = (int)g;
+    *G = g == 0 ? world : (int)g;  // 0: full shard, as the divisor rule's message offers
     return 0;
 }
 

@@ -54,6 +54,30 @@ char *zt_resume_settings_json(const zt_train_opts *o, const zt_dataset *ds, int 
     return text;
 }
 
+// The settings that make the length and the learning-rate schedule: what --allow-new-schedule
+// lets a resume change (Megatron's --override-opt_param-scheduler does the same).
+static const char *const schedule_keys[] = {"total_steps", "lr", "min_lr_ratio", "warmup", "schedule", NULL};
+
+// The schedule settings whose values differ between two settings JSONs, as a JSON object of
+// the first one's values (NULL when none differ).
+static char *schedule_diff(const char *saved, const char *now) {
+    cJSON *a = cJSON_Parse(saved), *b = cJSON_Parse(now), *out = cJSON_CreateObject();
+    int n = 0;
+    for (int i = 0; schedule_keys[i]; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(a, schedule_keys[i]);
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, schedule_keys[i]);
+        if (x && y && !cJSON_Compare(x, y, 1)) {
+            cJSON_AddItemToObject(out, schedule_keys[i], cJSON_Duplicate(x, 1));
+            n++;
+        }
+    }
+    char *text = n ? cJSON_PrintUnformatted(out) : NULL;
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    cJSON_Delete(out);
+    return text;
+}
+
 // --resume: this rank's slices of the canonical vectors, at any world size, after the
 // checkpoint's model config, settings and data cursor are checked against this run.
 // *load_failed = 1 when everything matched but reading the data failed (a checksum, a
@@ -84,18 +108,30 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
         }
         cJSON_Delete(sj);
         cJSON_Delete(nj);
-        const char *may_differ[3] = {NULL, NULL, NULL};
-        if (!has_files || o->allow_new_data) may_differ[0] = "dataset_files";
-        if (o->allow_new_data) may_differ[1] = "dataset_blocks";
+        const char *may_differ[8] = {NULL};
+        int nd = 0;
+        if (!has_files || o->allow_new_data) may_differ[nd++] = "dataset_files";
+        if (o->allow_new_data) may_differ[nd++] = "dataset_blocks";
+        for (int i = 0; o->allow_new_schedule && schedule_keys[i]; i++) may_differ[nd++] = schedule_keys[i];
+        char *sched_before = schedule_diff(saved, r->settings);
         ok = zt_ckpt_check_train_json(saved, r->settings, may_differ) == 0;
-        if (!ok && data_differs) {
+        if (!ok && (data_differs || sched_before)) {
             char why[ZT_ERR_MAX];
             snprintf(why, sizeof why, "%s", zt_errmsg());
-            zt_err("%.1800s (this run's dataset is not the one the checkpoint trained on; pass --allow-new-data "
-                   "to continue on it anyway)", why);
+            zt_err("%.1500s (%s%s%s)", why,
+                   data_differs ? "this run's dataset is not the one the checkpoint trained on; pass --allow-new-data "
+                                  "to continue on it anyway" : "",
+                   data_differs && sched_before && !o->allow_new_schedule ? "; " : "",
+                   sched_before && !o->allow_new_schedule
+                       ? "to continue this run for another number of steps or with another learning-rate schedule, "
+                         "pass --allow-new-schedule: the schedule is then recomputed over the new total steps and the "
+                         "steps already taken keep their numbers" : "");
         }
         if (!ok) zt_err_prefix("--resume %s", ckpt_path);
         r->data_changed = ok && data_differs;
+        free(r->schedule_before);
+        r->schedule_before = ok ? sched_before : NULL;
+        if (!ok) free(sched_before);
     }
     free(saved);
     if (ok && ds->per_rank && meta.world_size != r->world)
@@ -123,9 +159,30 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
         printf("resume: %s: step %lld (epoch %lld, %lld steps into it), saved by %d rank%s, loaded by %d (%.2f s)\n",
                ckpt_path, (long long)meta.step, (long long)meta.epoch, (long long)meta.epoch_step, meta.world_size,
                meta.world_size == 1 ? "" : "s", r->world, zt_now() - t0);
+    if (r->schedule_before && r->rank == 0) {
+        // Only the rate differs from what the old schedule would have given: Adam's state and
+        // step count, the data order and the step numbers all continue.
+        zt_hparams old = r->hp;
+        cJSON *b = cJSON_Parse(r->schedule_before);
+        const cJSON *v;
+        if ((v = cJSON_GetObjectItemCaseSensitive(b, "total_steps")) && cJSON_IsNumber(v)) old.total_steps = (int64_t)v->valuedouble;
+        if ((v = cJSON_GetObjectItemCaseSensitive(b, "lr")) && cJSON_IsNumber(v)) old.lr = v->valuedouble;
+        if ((v = cJSON_GetObjectItemCaseSensitive(b, "min_lr_ratio")) && cJSON_IsNumber(v)) old.min_lr_ratio = v->valuedouble;
+        if ((v = cJSON_GetObjectItemCaseSensitive(b, "warmup")) && cJSON_IsNumber(v)) old.warmup = (int64_t)v->valuedouble;
+        if ((v = cJSON_GetObjectItemCaseSensitive(b, "schedule")) && cJSON_IsString(v))
+            old.schedule = !strcmp(v->valuestring, "constant") ? ZT_SCHED_CONSTANT : ZT_SCHED_COSINE;
+        cJSON_Delete(b);
+        const int64_t k = r->start_step;
+        char was[64] = "the old schedule ended there";
+        if (k < old.total_steps) snprintf(was, sizeof was, "the old one would have given %.6g", zt_lr_at(&old, k));
+        printf("resume: --allow-new-schedule: the checkpoint's schedule %s becomes %lld steps in all; steps 1-%lld "
+               "keep their numbers and step %lld continues on the new schedule at learning rate %.6g (%s)\n",
+               r->schedule_before, (long long)r->total_steps, (long long)k, (long long)k + 1, zt_lr_at(&r->hp, k), was);
+    }
     if (r->start_step >= r->total_steps && r->rank == 0)
-        printf("resume: the checkpoint is already at step %lld of %lld; nothing to train\n", (long long)r->start_step,
-               (long long)r->total_steps);
+        printf("resume: the checkpoint is already at step %lld of %lld; nothing to train (to train on, give a larger "
+               "--steps with --allow-new-schedule)\n",
+               (long long)r->start_step, (long long)r->total_steps);
     return 0;
 }
 

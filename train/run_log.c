@@ -115,6 +115,12 @@ static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_q
     cJSON *tr = cJSON_Parse(settings);
     cJSON_AddItemToObject(root, "train", tr);
     cJSON_AddNumberToObject(tr, "steps_per_epoch", (double)steps_per_epoch);
+    // --resume --allow-new-schedule: from which step the new length / schedule applies, and
+    // the checkpoint's values of what changed
+    if (r->schedule_before) {
+        cJSON_AddNumberToObject(tr, "schedule_changed_at_step", (double)r->start_step);
+        cJSON_AddItemToObject(tr, "schedule_before", cJSON_Parse(r->schedule_before));
+    }
     cJSON_AddNumberToObject(tr, "micro_batch", o->micro_batch);
     cJSON_AddNumberToObject(tr, "grad_accum", o->grad_accum);
     cJSON_AddNumberToObject(tr, "tokens_per_step", (double)world * o->micro_batch * o->grad_accum * ds->seq_len);
@@ -166,6 +172,8 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
     const zt_qwen3_config *cfg = &r->cfg;
     const int threads = r->threads;
     char b1[32], b2[32], b3[32], b4[32], b5[32];
+    zt_fsdp_strategy strat;  // the state is sharded over the shard group (G), replicated W/G times
+    zt_fsdp_get_strategy(r->f, &strat);
     printf("model: Qwen3 %d layers, d=%lld, ffn=%lld, heads %d/%d, head_dim %d, vocab %lld, %s, %.2f M params\n",
            cfg->num_layers, (long long)cfg->hidden_size, (long long)cfg->intermediate_size, cfg->num_heads,
            cfg->num_kv_heads, cfg->head_dim, (long long)cfg->vocab_size, cfg->tie_word_embeddings ? "tied" : "untied",
@@ -173,7 +181,7 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
     printf("memory per rank: params %s, grads %s, optimizer %s (sharded 1/%d), gather/scatter buffers %s, "
            "activations %s\n",
            zt_human_bytes((double)mem->params, 1, b1, sizeof b1), zt_human_bytes((double)mem->grads, 1, b2, sizeof b2),
-           zt_human_bytes((double)mem->optimizer, 1, b3, sizeof b3), r->world,
+           zt_human_bytes((double)mem->optimizer, 1, b3, sizeof b3), strat.shard_group,
            zt_human_bytes((double)mem->buffers, 1, b4, sizeof b4),
            zt_human_bytes((double)mem->activations, 1, b5, sizeof b5));
     printf("train: %lld steps (%lld per epoch), %d rank%s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "

@@ -38,6 +38,8 @@ typedef struct {
     int isolated;             // packed documents kept apart (--doc-attention)
     zt_fsdp *f;               // the engine (opaque: engine/fsdp.h)
     int data_changed;         // resumed with --allow-new-data on files other than the checkpoint's
+    char *schedule_before;    // resumed with --allow-new-schedule on another schedule: the checkpoint's
+                              // (JSON: total_steps, lr, ... that differ), else NULL
     block_ref *order;
     const uint32_t **blocks;
     FILE *metrics;

@@ -21,6 +21,7 @@
 #include "train/agree.h"
 #include "train/loop.h"
 #include "train/run_log.h"
+#include "train/settings_agree.h"
 #include "train/signals.h"
 
 
@@ -93,8 +94,11 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
 
     zt_comm_opts co = zt_comm_opts_default();
     if (o->collective_timeout > 0) co.timeout_s = o->collective_timeout;
+    // The start-up deadline as given; left at its default it is never shorter than the
+    // steady-state one (a longer --collective-timeout raises it too).
     if (o->first_collective_timeout > 0) co.first_timeout_s = o->first_collective_timeout;
-    if (co.first_timeout_s < co.timeout_s) co.first_timeout_s = co.timeout_s;
+    if (o->first_collective_timeout == ZT_DEF_FIRST_COLLECTIVE_TIMEOUT && co.first_timeout_s < co.timeout_s)
+        co.first_timeout_s = co.timeout_s;
     co.run_dir = o->run_dir;
     r->copts = co;
     if (zt_comm_init_mpi(&r->comm, MPI_COMM_WORLD, &co) != 0) return -1;
@@ -123,7 +127,9 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
         }
     }
     if (rc != 0) {  // failures are agreed (every rank is here); name the rank in multi-rank jobs
-        if (r->world > 1) zt_err("rank %d: %.3000s", r->rank, first);
+        int named = -1, at = 0;  // already "rank N: ..." (an agreed error names the rank that had it)
+        if (sscanf(first, "rank %d:%n", &named, &at) == 1 && at > 0) named = 1;
+        if (r->world > 1 && named != 1) zt_err("rank %d: %.3000s", r->rank, first);
         else zt_err("%s", first);
     }
     if (r->dcomm) zt_comm_finalize(r->dcomm);  // after the engine's buffers are gone (run_cleanup)
@@ -148,6 +154,17 @@ int zt_train_run(const zt_train_opts *opts) {
     memset(&r, 0, sizeof r);
     MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &r.world);
+    // Every rank's resolved settings and run file agree before anything is touched: a rank
+    // that differs (a stale run file on one node) would train silently wrong or hang. The
+    // CPU threads per rank are a node's own resource and change no result.
+    static const char *const per_rank[] = {"threads", NULL};
+    if (zt_settings_agree(MPI_COMM_WORLD, o->config_json, o->has_config_file ? o->config_file : NULL,
+                          o->config_crc32c, per_rank) != 0) {
+        char msg[ZT_ERR_MAX];
+        snprintf(msg, sizeof msg, "%s", zt_errmsg());
+        zt_mpi_finalize_once();
+        return zt_err("%s", msg);
+    }
     // One job per run directory: rank 0 holds RUN/lock until the job ends, before anything in
     // RUN is read for a decision or written (train/run_lock.h).
     zt_run_lock *lock = NULL;

@@ -87,6 +87,7 @@ void zt_train_cleanup(run_state *r) {
     free(r->blocks);
     free(r->batch);
     free(r->settings);
+    free(r->schedule_before);
     // a write still in flight is waited for and dropped, never committed; first, as its writer may
     // still be copying the shards that save_slices describes
     zt_ckpt_async_destroy(r->async);
@@ -404,10 +405,28 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
         dst[u] = sh.master;
         memset(sh.master, 0, (size_t)sh.shard * sizeof(float));
     }
-    const int ok = zt_qwen3_load_hf_slices(lay, o->init, lo, valid, dst) == 0;
+    int ok = zt_qwen3_load_hf_slices(lay, o->init, lo, valid, dst) == 0;
     if (!ok) zt_err_prefix("--init %s", o->init);
+    // Weights that hold NaN or Inf could only train to a non-finite loss, which would then be
+    // blamed on --lr or the data: refuse them here, naming the tensor (each rank its slices).
+    for (int u = 0; ok && u < lay->nunits; u++)
+        for (int64_t i = 0; ok && i < valid[u]; i++) {
+            if (isfinite(dst[u][i])) continue;
+            const int64_t e = lo[u] + i;  // the element inside the unit's flat vector
+            const zt_unit_layout *ul = &lay->units[u];
+            int t = 0;
+            while (t + 1 < ul->ntensors && e >= ul->t[t + 1].offset) t++;
+            const zt_tensor_desc *td = &ul->t[t];
+            const int64_t k = e - td->offset, cols = td->ndim == 2 ? td->shape[1] : 0;
+            char where[64];
+            if (cols > 0) snprintf(where, sizeof where, "[%lld, %lld]", (long long)(k / cols), (long long)(k % cols));
+            else snprintf(where, sizeof where, "[%lld]", (long long)k);
+            ok = zt_err("--init %s: tensor %s holds a non-finite value (%g) at %s; a model that starts from it can "
+                        "only produce non-finite losses (weights saved after a diverged run, or damaged)",
+                        o->init, td->name, (double)dst[u][i], where) == 0;
+        }
     free(lo), free(valid), free(dst);
-    if (zt_train_agree(r->comm, ok, "loading --init weights") != 0) return -1;
+    if (zt_train_agree_named(r, ok, "loading --init weights") != 0) return -1;
     if (r->rank == 0) printf("init: loaded Hugging Face weights from %s (%.2f s)\n", o->init, zt_now() - t0);
     return 0;
 }
@@ -661,9 +680,14 @@ static int check_finite(const run_state *r, int64_t step, const zt_fsdp_stats *s
         snprintf(what, sizeof what, "the loss is not finite");
     else
         snprintf(what, sizeof what, "the gradient norm is not finite");
-    return zt_err("step %lld: %s; stopping before the update. Lower --lr or check the data; the last checkpoint "
-                  "is untouched",
-                  (long long)step + 1, what);
+    char ckpt[160];  // what is left to go back to: this job's last save, the resumed one, or none
+    if (r->saved_step >= 0)
+        snprintf(ckpt, sizeof ckpt, "the last checkpoint (step %lld) is untouched", (long long)r->saved_step);
+    else
+        snprintf(ckpt, sizeof ckpt, "no checkpoint of this run exists yet");
+    return zt_err("step %lld: %s; stopping before the update (the parameters are those of step %lld, finite). Lower "
+                  "--lr or check the data; %s",
+                  (long long)step + 1, what, (long long)step, ckpt);
 }
 
 // The running totals after a step.

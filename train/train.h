@@ -36,6 +36,7 @@ typedef struct {
     int log_every;
     int overwrite;           // allow an existing run directory to be reused
     int allow_new_data;      // --resume on a dataset whose files differ from the checkpoint's
+    int allow_new_schedule;  // --resume with another length (total steps) or learning-rate schedule
     int allow_long_seq;      // seq_len > max_position_embeddings passes the preflight gate
     int verify_crc;          // crc32c of every data file before training (--no-verify-crc clears it)
     int save_final;          // write RUN/final/ (HF config.json + model.safetensors)

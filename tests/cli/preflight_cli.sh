@@ -59,7 +59,7 @@ shard_group)  # --shard-group: a group that does not divide W, `node` on the wro
     [ "$rc" -eq 1 ] && grep -q "\[FAIL\] sharding: --shard-group node: the node layout is this launch's (2 ranks), not --world 4's" \
         "$W/out.txt" || fail "exit $rc: node for another world must be refused"
     "$ZT" preflight --data "$W/data" --shard-group two >"$W/out.txt" 2>&1; rc=$?
-    [ "$rc" -eq 1 ] && grep -q "expected a number of ranks (a divisor of W = 1) or \`node\`" "$W/out.txt" \
+    [ "$rc" -eq 1 ] && grep -q "expected a number of ranks (a divisor of W = 1; 0 or W: full shard) or \`node\`" "$W/out.txt" \
         || fail "exit $rc: a word must be refused"
     "${MPIRUN[@]}" -n 2 "$ZT" train --data "$W/data" --model "$MODEL" --run-dir "$W/run" --steps 1 --shard-group 4 \
         --no-preflight >"$W/out.txt" 2>&1; rc=$?

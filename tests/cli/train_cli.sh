@@ -114,18 +114,33 @@ missing_dataset_json)
     expect_error "$ZT" train --init "$GOLD/tiny_tied" --data "$W/data" --run-dir "$W/run" --steps 1
     ;;
 nonfinite)
-    # NaN weights: the job stops before the update with an honest message (it once said "on 2
-    # ranks" in a 1-rank job: the flag counted the loss and the norm, not ranks)
+    # Weights so large that the first forward overflows: the job stops before the update with
+    # an honest message (it once said "on 2 ranks" in a 1-rank job: the flag counted the loss
+    # and the norm, not ranks), and says that no checkpoint exists yet (it said "the last
+    # checkpoint is untouched" with none, issue 35). Every float 0x7f7f7f7f = 3.4e38, finite.
     small_data
-    mkdir -p "$W/nan" && cp "$GOLD/tiny_untied_gqa/config.json" "$GOLD/tiny_untied_gqa/model.safetensors" "$W/nan/"
-    hdr=$(od -An -tu8 -N8 "$W/nan/model.safetensors" | tr -d ' ')
-    head -c 65536 /dev/zero | tr '\0' '\377' | dd of="$W/nan/model.safetensors" bs=1 seek=$((8 + hdr)) conv=notrunc status=none
-    "$ZT" train --init "$W/nan" --data "$W/data" --run-dir "$W/run" --steps 2 --threads 1 >"$W/out.txt" 2>&1 \
-        && { cat "$W/out.txt"; fail "NaN weights must stop the run"; }
+    mkdir -p "$W/big" && cp "$GOLD/tiny_untied_gqa/config.json" "$GOLD/tiny_untied_gqa/model.safetensors" "$W/big/"
+    hdr=$(od -An -tu8 -N8 "$W/big/model.safetensors" | tr -d ' ')
+    size=$(stat -c %s "$W/big/model.safetensors")
+    head -c $((size - 8 - hdr)) /dev/zero | tr '\0' '\177' |
+        dd of="$W/big/model.safetensors" bs=1 seek=$((8 + hdr)) conv=notrunc status=none
+    "$ZT" train --init "$W/big" --data "$W/data" --run-dir "$W/run" --steps 2 --threads 1 >"$W/out.txt" 2>&1 \
+        && { cat "$W/out.txt"; fail "overflowing weights must stop the run"; }
     grep -Eq "step 1: the (loss is not finite on 1 of 1 rank|gradient norm is not finite); stopping before the update" "$W/out.txt" \
         || { cat "$W/out.txt"; fail "the message must say what was not finite, on how many of the ranks"; }
     grep -q "on 2 ranks" "$W/out.txt" && fail "a 1-rank job must not report 2 ranks"
+    grep -q "no checkpoint of this run exists yet" "$W/out.txt" || { cat "$W/out.txt"; fail "must say no checkpoint exists"; }
+    grep -q "untouched" "$W/out.txt" && fail "names an untouched checkpoint that does not exist"
     echo "ok [$CASE]: $(grep -m1 -o 'step 1: the.*update' "$W/out.txt")"
+    # NaN weights: refused while loading, naming the tensor, not blamed on --lr or the data
+    mkdir -p "$W/nan" && cp "$GOLD/tiny_untied_gqa/config.json" "$GOLD/tiny_untied_gqa/model.safetensors" "$W/nan/"
+    head -c 65536 /dev/zero | tr '\0' '\377' | dd of="$W/nan/model.safetensors" bs=1 seek=$((8 + hdr)) conv=notrunc status=none
+    "$ZT" train --init "$W/nan" --data "$W/data" --run-dir "$W/run2" --steps 2 --threads 1 >"$W/out.txt" 2>&1 \
+        && { cat "$W/out.txt"; fail "NaN weights must stop the run"; }
+    grep -Eq -- "--init .*/nan: tensor model\.[a-z_.0-9]+ holds a non-finite value \(-?nan\) at \[" "$W/out.txt" ||
+        { cat "$W/out.txt"; fail "NaN --init weights must be refused naming the tensor"; }
+    grep -q "Lower --lr" "$W/out.txt" && fail "NaN --init weights blamed on --lr"
+    echo "ok [$CASE]: $(grep -m1 -o 'tensor .* at \[[0-9, ]*\]' "$W/out.txt")"
     ;;
 bad_config)
     small_data
