@@ -1,6 +1,8 @@
 // `zerotrain preflight`: the six-check gate, standalone (run it with the same
 // mpirun line as the job, or alone with --world W to check the data balance).
+#include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/flags.h"
@@ -10,6 +12,7 @@
 #include "engine/fsdp.h"
 #include "base/common.h"
 #include "train/preflight.h"
+#include "train/settings_agree.h"
 
 #define T zt_preflight_opts
 static const zt_flag_choice device_choices[] = {{"cpu", 0}, {"cuda", 1}, {"auto", 2}, {0}};
@@ -67,6 +70,22 @@ int zt_cmd_preflight(int argc, char **argv) {
     o.mem_need = zt_cli_plan_memory;
     if (!strcmp(o.device, "auto")) o.device = zt_fsdp_cuda_devices(0) > 0 ? "cuda" : "cpu";
     if (zt_mpi_init_once() != 0) zt_die_on_err();
+    {  // every rank checks the same job: its flags and run file agree (as `train` requires)
+        static const char *const per_rank[] = {"threads", NULL};
+        char *cj = zt_flags_config_json(zt_preflight_flags, &o);
+        const char *cfile = NULL;
+        uint32_t crc = 0;
+        const int has_file = zt_flags_config_file(&o, &cfile, &crc);
+        const int arc = zt_settings_agree(MPI_COMM_WORLD, cj, has_file ? cfile : NULL, crc, per_rank);
+        free(cj);
+        if (arc != 0) {
+            int rank = 0;
+            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+            if (rank == 0) fprintf(stderr, "zerotrain preflight: error: %s\n", zt_errmsg());
+            zt_mpi_finalize_once();
+            return 1;
+        }
+    }
     zt_comm *comm;
     zt_comm_opts co = zt_comm_opts_default();
     co.timeout_s = co.first_timeout_s = 120;

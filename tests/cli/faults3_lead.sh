@@ -87,6 +87,14 @@ agree_threads)
     [ -f "$W/run/complete.json" ] || fail "no complete.json"
     echo "ok [$CASE]"
     ;;
+agree_preflight)
+    # `zerotrain preflight` checks one job: its ranks' flags must agree too
+    timeout -k 5 120 "${MPIRUN[@]}" -n 1 "$ZT" preflight --data "$W/data" --keep-last 3 : -n 1 "$ZT" preflight \
+        --data "$W/data" --keep-last 2 >"$W/out.txt" 2>&1 && { cat "$W/out.txt"; fail "preflight passed"; }
+    grep -q "zerotrain preflight: error: the ranks' settings differ (1 setting): keep_last: 3 on rank 0, 2 on rank 1" \
+        "$W/out.txt" || { cat "$W/out.txt"; fail "preflight must name the setting"; }
+    echo "ok [$CASE]"
+    ;;
 extend_run)
     # a finished run of 6 steps continued to 10: refused without the flag (naming it), then
     # extended; the new steps take the rate a 10-step run has at the same step numbers
