@@ -635,6 +635,15 @@ static int write_metadata(save_ctx *c, const zt_ckpt_meta *m, const char *train_
     rc |= zt_h5_put_i64(g, "max_position_embeddings", cfg->max_position_embeddings);
     rc |= zt_h5_put_i64(g, "bos_token_id", cfg->bos_token_id);
     rc |= zt_h5_put_i64(g, "eos_token_id", cfg->eos_token_id);
+    if (cfg->rope_yarn) {  // RoPE scaling: config.json's rope_scaling object, as text (absent: plain RoPE)
+        char *cj = zt_qwen3_config_json(cfg);
+        cJSON *root = cJSON_Parse(cj);
+        char *rs = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"));
+        rc |= zt_h5_put_str(g, "rope_scaling", rs);
+        free(rs);
+        cJSON_Delete(root);
+        free(cj);
+    }
     H5Gclose(g);
     if (rc) return -1;
 

@@ -294,6 +294,11 @@ int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_qwen
         rc |= zt_h5_get_i64(g, where, "max_position_embeddings", &c.max_position_embeddings);
         rc |= zt_h5_get_i64(g, where, "bos_token_id", &c.bos_token_id);
         rc |= zt_h5_get_i64(g, where, "eos_token_id", &c.eos_token_id);
+        char *rope_scaling = NULL;  // written only for scaled RoPE (checkpoints before it: plain)
+        if (!rc && H5Aexists(g, "rope_scaling") > 0) {
+            rope_scaling = zt_h5_get_str(g, where, "rope_scaling");
+            if (!rope_scaling) rc = -1;
+        }
         H5Gclose(g);
         if (rc) return -1;
         // The same rules as config.json (model/config.c): the values go through its parser,
@@ -319,6 +324,15 @@ int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_qwen
         cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c.max_position_embeddings);
         if (c.bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", (double)c.bos_token_id);
         if (c.eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", (double)c.eos_token_id);
+        if (rope_scaling) {
+            cJSON *rs = cJSON_Parse(rope_scaling);
+            free(rope_scaling);
+            if (!rs) {
+                cJSON_Delete(o);
+                return zt_err("%s: attribute rope_scaling is not JSON", where);
+            }
+            cJSON_AddItemToObject(o, "rope_scaling", rs);
+        }
         char *text = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         rc = zt_qwen3_config_parse(&c, text, where);
@@ -522,6 +536,19 @@ int zt_ckpt_config_diff(const zt_qwen3_config *a, const zt_qwen3_config *b, char
         appendf(out, n, "%scheckpoint has tie_word_embeddings %s, the run has %s", k++ ? "; " : "",
                 a->tie_word_embeddings ? "true" : "false", b->tie_word_embeddings ? "true" : "false");
     DI(max_position_embeddings, "max_position_embeddings")
+    if (!a->rope_yarn != !b->rope_yarn)
+        appendf(out, n, "%scheckpoint has %s RoPE, the run has %s", k++ ? "; " : "", a->rope_yarn ? "YaRN" : "plain",
+                b->rope_yarn ? "YaRN" : "plain");
+    if (a->rope_yarn && b->rope_yarn) {
+        DF(rope_factor, "rope_scaling.factor")
+        DI(rope_original_max_positions, "rope_scaling.original_max_position_embeddings")
+        DF(rope_attention_factor, "rope_scaling.attention_factor (0: not given)")
+        DF(rope_beta_fast, "rope_scaling.beta_fast (0: not given)")
+        DF(rope_beta_slow, "rope_scaling.beta_slow (0: not given)")
+        DF(rope_mscale, "rope_scaling.mscale (0: not given)")
+        DF(rope_mscale_all_dim, "rope_scaling.mscale_all_dim (0: not given)")
+        DI(rope_no_truncate, "rope_scaling.truncate false")
+    }
     DI(bos_token_id, "bos_token_id")
     DI(eos_token_id, "eos_token_id")
 #undef DI

@@ -153,6 +153,9 @@ int zt_ckpt_inspect(const char *ckpt_dir, FILE *out) {
             c->num_heads, c->num_kv_heads, c->head_dim, c->rms_norm_eps, c->rope_theta,
             c->tie_word_embeddings ? "true" : "false", (long long)c->max_position_embeddings,
             (long long)c->bos_token_id, (long long)c->eos_token_id);
+    if (c->rope_yarn)
+        fprintf(out, "rope scaling: YaRN, factor %g, original_max_position_embeddings %lld (%lld positions)\n",
+                c->rope_factor, (long long)c->rope_original_max_positions, (long long)zt_qwen3_max_positions(c));
     fprintf(out, "train: %s\n", r.train_json[0] ? r.train_json : "(none recorded)");
     int64_t total = 0;
     for (int u = 0; u < r.nunits; u++) total += r.units[u].numel;

@@ -42,6 +42,7 @@
 #include "kernels/cuda/zt_cuda_check.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
 #include "model/qwen3_cuda_layer.h"
+#include "model/rope.h"
 #include "engine/comm_nccl.h"
 #include "base/common.h"
 #include "engine/cuda_module.h"
@@ -789,7 +790,9 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     c->hacts.rstd = zt_cuda_malloc((size_t)N * 4);
     c->rope_cos = zt_cuda_malloc((size_t)(seq_len * cfg->head_dim / 2) * 4);
     c->rope_sin = zt_cuda_malloc((size_t)(seq_len * cfg->head_dim / 2) * 4);
-    zt_cuda_rope_table(c->cs, c->rope_cos, c->rope_sin, seq_len, cfg->head_dim, cfg->rope_theta);
+    zt_rope_freqs freqs;  // plain or YaRN, as the CPU model's table (model/rope.h)
+    zt_qwen3_rope_freqs(cfg, &freqs);
+    zt_cuda_rope_table_freqs(c->cs, c->rope_cos, c->rope_sin, seq_len, cfg->head_dim, &freqs);
     c->tok_d = zt_cuda_malloc((size_t)N * 4);
     c->tgt_d = zt_cuda_malloc((size_t)N * 4);
     c->pos_d = zt_cuda_malloc((size_t)N * 4);

@@ -6,10 +6,12 @@
 // are [out, in] as in Hugging Face (y = x W^T).
 // Gradient rule (as in llm.c): parameter gradients accumulate (+=), activation
 // gradients assign (=) unless the argument says otherwise.
-// defines: zt_ops, zt_cpu_ops, zt_cpu_gemm_kernel
+// defines: zt_ops, zt_cpu_ops, zt_rope_table_freqs, zt_rope_table, zt_cpu_gemm_kernel
 #ifndef ZT_OPS_H
 #define ZT_OPS_H
 #include <stdint.h>
+
+#include "kernels/rope_freqs.h"
 
 typedef struct zt_ops {
     const char *name;
@@ -78,8 +80,11 @@ typedef struct zt_ops {
 
 extern const zt_ops zt_cpu_ops;
 
-// RoPE cos/sin table [S, D/2] with torch's fp32 arithmetic:
-// inv_freq_i = 1 / theta^(2i/D) (fp32), angle = pos * inv_freq_i (fp32).
+// RoPE cos/sin table [S, D/2] with torch's fp32 arithmetic: inv_freq_i from
+// kernels/rope_freqs.h (plain: 1 / theta^(2i/D); or YaRN), angle = pos * inv_freq_i (fp32),
+// cos and sin of it times f->attention (fp32; YaRN's attention factor, 1 when plain).
+void zt_rope_table_freqs(float *cos_t, float *sin_t, int64_t S, int64_t D, const zt_rope_freqs *f);
+// Plain RoPE of base theta.
 void zt_rope_table(float *cos_t, float *sin_t, int64_t S, int64_t D, double theta);
 
 // The matrix-product kernel in use ("AVX-512", "AVX2", "portable C"; kernels/cpu/gemm.c);

@@ -57,6 +57,61 @@ static int get_num(const cJSON *root, const char *key, double *out, int required
 #define LIM_HEAD_DIM 4096
 #define LIM_POSITIONS ((int64_t)1 << 31)
 
+// rope_type (or the older "type") of a RoPE settings object, or NULL.
+static const char *rope_type_of(const cJSON *o) {
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(o, "rope_type");
+    if (!rt) rt = cJSON_GetObjectItemCaseSensitive(o, "type");
+    return rt && cJSON_IsString(rt) ? rt->valuestring : NULL;
+}
+
+// An optional number of a rope_scaling object that must be finite and > 0 when given.
+static int get_pos_num(const cJSON *o, const char *key, double *out, const char *what, const char *origin) {
+    const int rc = get_num(o, key, out, 0, origin);
+    if (rc < 0) return -1;
+    if (rc == 0 && !(isfinite(*out) && *out > 0))
+        return zt_err("%s: %s.%s must be a finite number > 0 (got %g)", origin, what, key, *out);
+    return 0;
+}
+
+// rope_scaling / rope_parameters: "default" (plain) or "yarn" with transformers'
+// fields (_compute_yarn_parameters); every other kind is refused by name.
+static int parse_rope_scaling(zt_qwen3_config *c, const cJSON *rs, const char *what, const char *origin) {
+    if (!cJSON_IsObject(rs)) return zt_err("%s: %s must be an object or null", origin, what);
+    const char *type = rope_type_of(rs);
+    if (!type) return zt_err("%s: %s has no rope_type", origin, what);
+    if (!strcmp(type, "default")) return 0;
+    if (strcmp(type, "yarn") != 0)
+        return zt_err("%s: %s.rope_type \"%s\" is not supported (plain RoPE or \"yarn\")", origin, what, type);
+    c->rope_yarn = 1;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(rs, "factor");
+    if (!f || cJSON_IsNull(f))
+        return zt_err("%s: %s is YaRN but has no \"factor\" (Qwen3: 4.0 with original_max_position_embeddings "
+                      "32768 for 131072 positions)", origin, what);
+    if (get_num(rs, "factor", &c->rope_factor, 1, origin) < 0) return -1;
+    if (!(isfinite(c->rope_factor) && c->rope_factor > 1))
+        return zt_err("%s: %s.factor must be a finite number > 1 (got %g): YaRN stretches the trained positions by it",
+                      origin, what, c->rope_factor);
+    // transformers' default: the config's max_position_embeddings (read before this)
+    c->rope_original_max_positions = c->max_position_embeddings;
+    if (get_int(rs, "original_max_position_embeddings", &c->rope_original_max_positions, 0, 1, LIM_POSITIONS,
+                origin) < 0)
+        return -1;
+    if (get_pos_num(rs, "attention_factor", &c->rope_attention_factor, what, origin) < 0 ||
+        get_pos_num(rs, "beta_fast", &c->rope_beta_fast, what, origin) < 0 ||
+        get_pos_num(rs, "beta_slow", &c->rope_beta_slow, what, origin) < 0 ||
+        get_pos_num(rs, "mscale", &c->rope_mscale, what, origin) < 0 ||
+        get_pos_num(rs, "mscale_all_dim", &c->rope_mscale_all_dim, what, origin) < 0)
+        return -1;
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(rs, "truncate");
+    if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr)) return zt_err("%s: %s.truncate must be true or false", origin, what);
+    c->rope_no_truncate = tr && cJSON_IsFalse(tr);
+    double prf = 1;
+    if (get_num(rs, "partial_rotary_factor", &prf, 0, origin) < 0) return -1;
+    if (prf != 1)
+        return zt_err("%s: %s.partial_rotary_factor %g: Qwen3 rotates the whole head (1.0)", origin, what, prf);
+    return 0;
+}
+
 int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *origin) {
     memset(c, 0, sizeof *c);
     cJSON *root = cJSON_Parse(json);
@@ -126,29 +181,18 @@ int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *orig
     // transformers >= 5 nests RoPE settings under rope_parameters; older files use rope_theta/rope_scaling.
     c->rope_theta = 10000.0;
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-    if (rp && cJSON_IsObject(rp)) {
-        if (get_num(rp, "rope_theta", &c->rope_theta, 0, origin) < 0) goto out;
-        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(rp, "rope_type");
-        if (rt && cJSON_IsString(rt) && strcmp(rt->valuestring, "default") != 0) {
-            zt_err("%s: rope_parameters.rope_type \"%s\" is not supported (only \"default\" RoPE)", origin,
-                   rt->valuestring);
-            goto out;
-        }
+    if (rp && !cJSON_IsNull(rp) && !cJSON_IsObject(rp)) {
+        zt_err("%s: rope_parameters must be an object", origin);
+        goto out;
     }
+    // both given: rope_parameters' wins, as in transformers 5 (its standardize_rope_params)
     if (get_num(root, "rope_theta", &c->rope_theta, 0, origin) < 0) goto out;
+    if (rp && cJSON_IsObject(rp) && get_num(rp, "rope_theta", &c->rope_theta, 0, origin) < 0) goto out;
     if (!(c->rope_theta > 0) || !isfinite(c->rope_theta)) {
         zt_err("%s: rope_theta must be a finite number > 0", origin);
         goto out;
     }
-    it = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (it && !cJSON_IsNull(it)) {
-        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(it, "rope_type");
-        if (!rt) rt = cJSON_GetObjectItemCaseSensitive(it, "type");
-        if (!(rt && cJSON_IsString(rt) && !strcmp(rt->valuestring, "default"))) {
-            zt_err("%s: rope_scaling is set; only plain RoPE (rope_scaling null) is supported", origin);
-            goto out;
-        }
-    }
+
     it = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     if (it && !cJSON_IsNull(it) && !cJSON_IsBool(it)) {  // "yes" is not false
         zt_err("%s: tie_word_embeddings must be true or false", origin);
@@ -163,6 +207,15 @@ int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *orig
     }
     c->max_position_embeddings = 40960;
     if (get_int(root, "max_position_embeddings", &c->max_position_embeddings, 0, 1, LIM_POSITIONS, origin) < 0) goto out;
+    // The scaling (after max_position_embeddings, YaRN's default original range): rope_parameters'
+    // rope_type when it is not "default", else rope_scaling's.
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    const char *rs_name = "rope_scaling";
+    if (rp && cJSON_IsObject(rp) && rope_type_of(rp) && strcmp(rope_type_of(rp), "default") != 0) {
+        rs = rp;
+        rs_name = "rope_parameters";
+    }
+    if (rs && !cJSON_IsNull(rs) && parse_rope_scaling(c, rs, rs_name, origin) != 0) goto out;
     c->bos_token_id = c->eos_token_id = -1;
     if (get_int(root, "bos_token_id", &c->bos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) goto out;
     it = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
@@ -221,7 +274,20 @@ char *zt_qwen3_config_json(const zt_qwen3_config *c) {
     cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
     cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_norm_eps);
     cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
-    cJSON_AddNullToObject(o, "rope_scaling");
+    if (c->rope_yarn) {  // the spelling every transformers reads (5 converts it to rope_parameters)
+        cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
+        cJSON_AddStringToObject(rs, "rope_type", "yarn");
+        cJSON_AddNumberToObject(rs, "factor", c->rope_factor);
+        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", (double)c->rope_original_max_positions);
+        if (c->rope_attention_factor > 0) cJSON_AddNumberToObject(rs, "attention_factor", c->rope_attention_factor);
+        if (c->rope_beta_fast > 0) cJSON_AddNumberToObject(rs, "beta_fast", c->rope_beta_fast);
+        if (c->rope_beta_slow > 0) cJSON_AddNumberToObject(rs, "beta_slow", c->rope_beta_slow);
+        if (c->rope_mscale > 0) cJSON_AddNumberToObject(rs, "mscale", c->rope_mscale);
+        if (c->rope_mscale_all_dim > 0) cJSON_AddNumberToObject(rs, "mscale_all_dim", c->rope_mscale_all_dim);
+        if (c->rope_no_truncate) cJSON_AddFalseToObject(rs, "truncate");
+    } else {
+        cJSON_AddNullToObject(o, "rope_scaling");
+    }
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
     cJSON_AddNumberToObject(o, "initializer_range", c->initializer_range);
     cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->max_position_embeddings);
@@ -234,6 +300,12 @@ char *zt_qwen3_config_json(const zt_qwen3_config *c) {
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
     return s;
+}
+
+int64_t zt_qwen3_max_positions(const zt_qwen3_config *c) {
+    if (!c->rope_yarn) return c->max_position_embeddings;
+    const double scaled = c->rope_factor * (double)c->rope_original_max_positions;
+    return scaled > (double)c->max_position_embeddings && scaled < 9e18 ? (int64_t)scaled : c->max_position_embeddings;
 }
 
 // -1 when a product or sum overflows int64 (a config that passed the parser's ranges never does).

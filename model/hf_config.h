@@ -2,7 +2,8 @@
 // comes from the file (head_dim is never derived when present). The model loads it
 // (model/config.h); the training checkpoint stores and validates it, so it lives
 // below both.
-// defines: zt_qwen3_config, zt_qwen3_config_parse, zt_qwen3_config_json, zt_qwen3_param_count
+// defines: zt_qwen3_config, zt_qwen3_config_parse, zt_qwen3_config_json, zt_qwen3_param_count,
+//          zt_qwen3_max_positions
 #ifndef ZT_HF_CONFIG_H
 #define ZT_HF_CONFIG_H
 #include <stdint.h>
@@ -22,6 +23,15 @@ typedef struct {
     int64_t max_position_embeddings;
     int64_t bos_token_id;       // -1 when absent
     int64_t eos_token_id;       // -1 when absent
+    // RoPE scaling: rope_scaling (or transformers 5's rope_parameters) with rope_type "yarn".
+    // All zero: plain RoPE; a zero optional field is "not given" (transformers' default).
+    int rope_yarn;                      // 1: YaRN
+    double rope_factor;                 // yarn: factor (> 1)
+    int64_t rope_original_max_positions;  // yarn: original_max_position_embeddings
+    double rope_attention_factor;       // yarn, optional: attention_factor (> 0)
+    double rope_beta_fast, rope_beta_slow;  // yarn, optional (32 and 1)
+    double rope_mscale, rope_mscale_all_dim;  // yarn, optional
+    int rope_no_truncate;               // yarn: "truncate": false
 } zt_qwen3_config;
 
 // Parse from JSON text; `origin` names the source in error messages.
@@ -30,4 +40,7 @@ int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *orig
 char *zt_qwen3_config_json(const zt_qwen3_config *c);
 // Parameter count (with tied embeddings counted once).
 int64_t zt_qwen3_param_count(const zt_qwen3_config *c);
+// The positions the model's RoPE covers: max_position_embeddings, or with YaRN the scaled
+// range factor x original_max_position_embeddings when that is larger.
+int64_t zt_qwen3_max_positions(const zt_qwen3_config *c);
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "data/batch.h"
+#include "model/rope.h"
 #include "base/common.h"
 
 static float *falloc(zt_qwen3 *m, int64_t n) {
@@ -31,7 +32,9 @@ int zt_qwen3_create(zt_qwen3 *m, const zt_qwen3_config *cfg, const zt_ops *ops, 
     const int64_t H = cfg->num_heads, Hkv = cfg->num_kv_heads, L = cfg->num_layers;
     m->rope_cos = FALLOC(S * D / 2);
     m->rope_sin = FALLOC(S * D / 2);
-    zt_rope_table(m->rope_cos, m->rope_sin, S, D, cfg->rope_theta);
+    zt_rope_freqs freqs;
+    zt_qwen3_rope_freqs(cfg, &freqs);
+    zt_rope_table_freqs(m->rope_cos, m->rope_sin, S, D, &freqs);
     m->x = zt_xcalloc((size_t)L + 1, sizeof(float *));
     for (int64_t l = 0; l <= L; l++) m->x[l] = FALLOC(N * d);
     m->acts = zt_xcalloc((size_t)L, sizeof(zt_layer_acts));

@@ -108,7 +108,7 @@ static void report(gate *g, int num, const char *name, int verdict, double secs,
 }
 
 // ---- check 1: data integrity and per-rank balance ----
-static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_tokens, int64_t vocab, int64_t max_pos) {
+static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_tokens, int64_t vocab, int64_t max_pos, int yarn) {
     double t0 = zt_now();
     char msg[1024];
     zt_dataset ds;
@@ -171,8 +171,9 @@ static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_token
         }
         if (max_pos > 0 && ds.seq_len > max_pos) {
             char m2[256];
-            snprintf(m2, sizeof m2, "; seq_len %d exceeds the model's max_position_embeddings %lld (RoPE beyond the "
-                     "trained range)%s", ds.seq_len, (long long)max_pos,
+            snprintf(m2, sizeof m2, "; seq_len %d exceeds the model's %s %lld (RoPE beyond the trained range)%s",
+                     ds.seq_len, yarn ? "YaRN range (factor x original_max_position_embeddings)"
+                                      : "max_position_embeddings", (long long)max_pos,
                      o->allow_long_seq ? ", allowed by --allow-long-seq" : ": --allow-long-seq to accept it");
             strncat(msg, m2, sizeof msg - strlen(msg) - 1);
             if (!o->allow_long_seq) verdict = FAIL;
@@ -487,11 +488,13 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
                 o->world > 0 ? o->world : g.world, (o->world > 0 ? o->world : g.world) == 1 ? "" : "s");
     zt_qwen3_config cfg;
     int64_t vocab = 0, params = 0, max_pos = 0;
+    int yarn = 0;
     if (o->model) {
         if (zt_qwen3_config_load(&cfg, o->model) != 0) return zt_err_prefix("preflight");
         vocab = cfg.vocab_size;
         params = zt_qwen3_param_count(&cfg);
-        max_pos = cfg.max_position_embeddings;
+        max_pos = zt_qwen3_max_positions(&cfg);  // YaRN: the scaled range
+        yarn = cfg.rope_yarn;
     }
     const int W = o->world > 0 ? o->world : g.world;
     int G = W;
@@ -509,7 +512,7 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
         if (seq_len > 0 && check_keep_memory(&g, o, &cfg, W, G, seq_len) != 0) return zt_err_prefix("preflight gate");
     }
     int64_t total_tokens = 0;
-    check_data(&g, o, &total_tokens, vocab, max_pos);
+    check_data(&g, o, &total_tokens, vocab, max_pos, yarn);
     check_tokens(&g, o, total_tokens);
     check_devices(&g, o);
     check_rendezvous(&g, o);

@@ -331,9 +331,9 @@ static int open_data(const zt_train_opts *o, run_state *r) {
                    (long long)r->eds.total_blocks, when, zt_now() - t0);
         }
     }
-    if (R0 && ds->seq_len > cfg->max_position_embeddings)
-        fprintf(stderr, "zerotrain: warning: dataset seq_len %d exceeds the model's max_position_embeddings %lld\n",
-                ds->seq_len, (long long)cfg->max_position_embeddings);
+    if (R0 && ds->seq_len > zt_qwen3_max_positions(cfg))
+        fprintf(stderr, "zerotrain: warning: dataset seq_len %d exceeds the model's %s %lld\n", ds->seq_len,
+                cfg->rope_yarn ? "YaRN range" : "max_position_embeddings", (long long)zt_qwen3_max_positions(cfg));
     return 0;
 }
 

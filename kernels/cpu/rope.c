@@ -7,19 +7,25 @@
 #include "kernels/ops.h"
 #include "kernels/cpu/cpu_internal.h"
 
-// Mirrors transformers' default RoPE init in fp32: inv_freq = 1 / theta^(arange(0,D,2)/D),
-// freqs = pos * inv_freq, cos/sin of the fp32 angle (no fast-math).
-void zt_rope_table(float *cos_t, float *sin_t, int64_t S, int64_t D, double theta) {
-    int64_t half = D / 2;
+// Mirrors transformers' RoPE init in fp32 (kernels/rope_freqs.h: plain or YaRN), freqs =
+// pos * inv_freq, cos/sin of the fp32 angle (no fast-math) times the attention factor
+// (Qwen3RotaryEmbedding: `emb.cos() * attention_scaling`; exactly the plain table when 1).
+void zt_rope_table_freqs(float *cos_t, float *sin_t, int64_t S, int64_t D, const zt_rope_freqs *f) {
+    const int64_t half = D / 2;
+    const float att = (float)f->attention;
     for (int64_t i = 0; i < half; i++) {
-        float expo = (float)(2 * i) / (float)D;
-        float inv_freq = 1.0f / powf((float)theta, expo);
+        const float inv_freq = zt_rope_inv_freq(f, i, D);
         for (int64_t p = 0; p < S; p++) {
-            float ang = (float)p * inv_freq;
-            cos_t[p * half + i] = cosf(ang);
-            sin_t[p * half + i] = sinf(ang);
+            const float ang = (float)p * inv_freq;
+            cos_t[p * half + i] = cosf(ang) * att;
+            sin_t[p * half + i] = sinf(ang) * att;
         }
     }
+}
+
+void zt_rope_table(float *cos_t, float *sin_t, int64_t S, int64_t D, double theta) {
+    const zt_rope_freqs f = {.theta = theta, .yarn = 0, .attention = 1.0};
+    zt_rope_table_freqs(cos_t, sin_t, S, D, &f);
 }
 
 void cpu_rope_fwd(float *x, const float *cos_t, const float *sin_t, const int32_t *posv, int64_t B, int64_t S, int64_t nh,

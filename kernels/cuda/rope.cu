@@ -2,20 +2,22 @@
 // out, fp32 arithmetic, the formulas of kernels/cpu/rope.c.
 // defines: zt_cuda_rope_table, zt_cuda_rope_fwd, zt_cuda_rope_bwd
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/rope_freqs.h"
 
-// torch's fp32 arithmetic: inv_freq = 1 / theta^(2i/D) rounded to fp32, angle =
-// pos * inv_freq in fp32; cos/sin evaluated in double and rounded, so the table
-// matches a correctly rounded host cosf/sinf (no fast-math approximations).
-__global__ void rope_table_kernel(float *cos_t, float *sin_t, int64_t S, int half, int D, float theta) {
+// torch's fp32 arithmetic: inv_freq from kernels/rope_freqs.h (plain 1 / theta^(2i/D), or
+// YaRN's blend; theta^x in double rounded to fp32), angle = pos * inv_freq in fp32; cos/sin
+// evaluated in double and rounded, so the table matches a correctly rounded host cosf/sinf
+// (no fast-math approximations), then times the attention factor (1 when plain: exact).
+__global__ void rope_table_kernel(float *cos_t, float *sin_t, int64_t S, int half, int D, zt_rope_freqs f) {
     const int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (idx >= S * half) return;
     const int64_t p = idx / half;
     const int i = (int)(idx % half);
-    const float expo = (float)(2 * i) / (float)D;
-    const float inv_freq = 1.0f / (float)pow((double)theta, (double)expo);
-    const float ang = (float)p * inv_freq;
-    cos_t[idx] = (float)cos((double)ang);
-    sin_t[idx] = (float)sin((double)ang);
+    const float inv_freq = zt_rope_inv_freq(&f, i, D);
+    const float ang = __fmul_rn((float)p, inv_freq);
+    const float att = (float)f.attention;
+    cos_t[idx] = __fmul_rn((float)cos((double)ang), att);
+    sin_t[idx] = __fmul_rn((float)sin((double)ang), att);
 }
 
 // pos (NULL: t % S) is each token's position, e.g. inside its packed document; a
@@ -47,12 +49,21 @@ __global__ void rope_kernel(bf16 *__restrict__ x, const float *__restrict__ cos_
     }
 }
 
-extern "C" void zt_cuda_rope_table(void *stream, float *cos_t, float *sin_t, int64_t S, int64_t D, double theta) {
+extern "C" void zt_cuda_rope_table_freqs(void *stream, float *cos_t, float *sin_t, int64_t S, int64_t D,
+                                         const zt_rope_freqs *f) {
     ZT_REQUIRE(S > 0 && D > 0 && D % 2 == 0, "rope table S=%lld D=%lld (D must be even)", (long long)S, (long long)D);
+    ZT_REQUIRE(f && f->theta > 0 && f->attention > 0 && (!f->yarn || (f->factor > 0 && f->high != f->low)),
+               "rope table frequencies (theta %g, yarn %d, factor %g, range %g..%g, attention %g)", f ? f->theta : 0.0,
+               f ? f->yarn : 0, f ? f->factor : 0.0, f ? f->low : 0.0, f ? f->high : 0.0, f ? f->attention : 0.0);
     cudaStream_t st = zt_st(stream);
     const int64_t n = S * (D / 2);
-    ZT_LAUNCH(rope_table_kernel, zt_blocks(n, 256), 256, 0, st)(cos_t, sin_t, S, (int)(D / 2), (int)D, (float)theta);
+    ZT_LAUNCH(rope_table_kernel, zt_blocks(n, 256), 256, 0, st)(cos_t, sin_t, S, (int)(D / 2), (int)D, *f);
     ZT_LAUNCHED("rope_table_kernel", st);
+}
+
+extern "C" void zt_cuda_rope_table(void *stream, float *cos_t, float *sin_t, int64_t S, int64_t D, double theta) {
+    const zt_rope_freqs f = {theta, 0, 0.0, 0.0, 0.0, 1.0};
+    zt_cuda_rope_table_freqs(stream, cos_t, sin_t, S, D, &f);
 }
 
 static void rope_launch(bool bwd, void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t,

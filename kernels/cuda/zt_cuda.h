@@ -8,6 +8,7 @@
 #define ZT_CUDA_H
 #include <stddef.h>
 #include <stdint.h>
+#include "kernels/rope_freqs.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,6 +97,8 @@ void zt_cuda_rmsnorm_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, float *dw, c
 // fp32 cos/sin tables [S, D/2] computed on the device with the CPU's formula
 // (inv_freq rounded to fp32 as torch does; cos/sin in double, rounded: no fast math).
 void zt_cuda_rope_table(void *stream, float *cos_t, float *sin_t, int64_t S, int64_t D, double theta);
+// The same for any frequencies (kernels/rope_freqs.h: plain or YaRN; f is copied).
+void zt_cuda_rope_table_freqs(void *stream, float *cos_t, float *sin_t, int64_t S, int64_t D, const zt_rope_freqs *f);
 // Half-split RoPE in place on x[B*S, nheads, D]; backward applies the transpose.
 // pos: device int32 [B*S], token t's position (0 <= pos[t] < S; outside traps the
 // kernel), e.g. inside its packed document; NULL: t % S (kernels/ops.h).

@@ -113,6 +113,43 @@ missing_dataset_json)
     PATTERNS=("dataset.json" "zerotrain pack")
     expect_error "$ZT" train --init "$GOLD/tiny_tied" --data "$W/data" --run-dir "$W/run" --steps 1
     ;;
+yarn)
+    # YaRN RoPE scaling (issue 37) through the trainer: the config is kept in run.json, the
+    # checkpoint (inspect) and RUN/final/config.json; a resume with plain RoPE is refused by
+    # name; the gate measures seq_len against the scaled range.
+    small_data
+    "$ZT" train --init "$GOLD/tiny_yarn_params" --data "$W/data" --run-dir "$W/run" --steps 2 --threads 1 \
+        --log-every 0 >"$W/out.txt" 2>&1 || { cat "$W/out.txt"; fail "training a YaRN model"; }
+    tr -d ' \t\n' <"$W/run/run.json" >"$W/run.flat"
+    grep -q '"rope_scaling":{"rope_type":"yarn","factor":8,"original_max_position_embeddings":2048,"beta_fast":16,"beta_slow":2,"mscale":1,"mscale_all_dim":0.5,"truncate":false}' "$W/run.flat" ||
+        { cat "$W/run/run.json"; fail "run.json lacks the YaRN settings"; }
+    tr -d ' \t\n' <"$W/run/final/config.json" | grep -q '"rope_scaling":{"rope_type":"yarn","factor":8,' ||
+        fail "RUN/final/config.json lacks rope_scaling"
+    "$ZT" inspect "$W/run" >"$W/inspect.txt" 2>&1 || { cat "$W/inspect.txt"; fail "inspect"; }
+    grep -q "rope scaling: YaRN, factor 8, original_max_position_embeddings 2048 (16384 positions)" "$W/inspect.txt" ||
+        { cat "$W/inspect.txt"; fail "inspect must show the scaling"; }
+    # the exported directory trains again with the same config (the export round-trips it)
+    "$ZT" train --init "$W/run/final" --data "$W/data" --run-dir "$W/run2" --steps 1 --threads 1 --log-every 0 \
+        >"$W/out2.txt" 2>&1 || { cat "$W/out2.txt"; fail "training from the exported YaRN model"; }
+    tr -d ' \t\n' <"$W/run2/run.json" | grep -q '"rope_scaling":{"rope_type":"yarn","factor":8,"original_max_position_embeddings":2048,"beta_fast":16,"beta_slow":2,"mscale":1,"mscale_all_dim":0.5,"truncate":false}' ||
+        fail "the exported config lost a YaRN field"
+    # a resume whose config has plain RoPE: refused naming the difference
+    mkdir -p "$W/plain"
+    sed -e '/"rope_parameters"/,/}/d' "$GOLD/tiny_yarn_params/config.json" |
+        sed 's/"rms_norm_eps": 1e-06,/"rms_norm_eps": 1e-06, "rope_theta": 1000000.0,/' >"$W/plain/config.json"
+    PATTERNS=("checkpoint has YaRN RoPE, the run has plain")
+    expect_error "$ZT" train --model "$W/plain/config.json" --data "$W/data" --run-dir "$W/run" --steps 4 --resume \
+        --allow-new-schedule --threads 1
+    # the gate: seq_len 12 against a range of 8 plain positions fails, 8 x factor 4 = 32 passes
+    printf '{"model_type": "qwen3", "vocab_size": 80, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 8, "max_position_embeddings": 8, "rope_theta": 10000.0%s}\n' \
+        '' >"$W/p8.json"
+    printf '{"model_type": "qwen3", "vocab_size": 80, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 8, "max_position_embeddings": 8, "rope_theta": 10000.0%s}\n' \
+        ', "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8}' >"$W/y8.json"
+    "$ZT" preflight --data "$W/data" --model "$W/p8.json" >"$W/p8.txt" 2>&1 && { cat "$W/p8.txt"; fail "seq 12 > 8 passed"; }
+    grep -q "seq_len 12 exceeds the model's max_position_embeddings 8" "$W/p8.txt" || { cat "$W/p8.txt"; fail "p8 message"; }
+    "$ZT" preflight --data "$W/data" --model "$W/y8.json" >"$W/y8.txt" 2>&1 || { cat "$W/y8.txt"; fail "seq 12 <= 32 refused"; }
+    echo "ok [$CASE]"
+    ;;
 nonfinite)
     # Weights so large that the first forward overflows: the job stops before the update with
     # an honest message (it once said "on 2 ranks" in a 1-rank job: the flag counted the loss

@@ -17,6 +17,7 @@
 #include "kernels/cuda/zt_cuda.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
 #include "kernels/ops.h"
+#include "model/rope.h"
 #include "base/common.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "data/batch.h"
@@ -211,6 +212,33 @@ static void report_differs(const char *op, const char *sh, double diff, double m
 }
 
 // ---- RoPE ------------------------------------------------------------------------------------------
+// YaRN tables (issue 37): the device's table of a YaRN config against the CPU's, which
+// tests/unit/test_config.c holds to transformers; and apart from the plain table by >= 0.1,
+// so that a kernel ignoring the scaling fails.
+static void test_rope_yarn(int64_t S, int64_t D, double theta, double factor, int64_t orig, int no_truncate) {
+    char sh[96];
+    snprintf(sh, sizeof sh, "S%lld_D%lld_yarn%g_orig%lld%s", (long long)S, (long long)D, factor, (long long)orig,
+             no_truncate ? "_notrunc" : "");
+    zt_qwen3_config c = {.head_dim = (int)D, .rope_theta = theta, .rope_yarn = 1, .rope_factor = factor,
+                         .rope_original_max_positions = orig, .rope_no_truncate = no_truncate};
+    zt_rope_freqs f;
+    zt_qwen3_rope_freqs(&c, &f);
+    const int64_t tn = S * (D / 2);
+    float *ct = hbuf(tn), *stb = hbuf(tn), *cp = hbuf(tn), *sp = hbuf(tn);
+    zt_rope_table_freqs(ct, stb, S, D, &f);
+    zt_rope_table(cp, sp, S, D, theta);
+    float *gct = df_poison(tn), *gst = df_poison(tn);
+    zt_cuda_rope_table_freqs(NULL, gct, gst, S, D, &f);
+    report("rope_table_yarn_cos", sh, err_f32(gct, ct, tn), TOL_ROPE_TAB);
+    report("rope_table_yarn_sin", sh, err_f32(gst, stb, tn), TOL_ROPE_TAB);
+    const double apart = zt_relerr(ct, cp, tn);
+    printf("rope_table_yarn %s: YaRN vs plain table differ by %.3e (need >= 1e-1)\n", sh, apart);
+    report("rope_table_yarn_vs_plain", sh, apart >= 0.1 ? 0.0 : 1.0, TOL_EXACT);
+    zt_cuda_free(gct);
+    zt_cuda_free(gst);
+    free(ct), free(stb), free(cp), free(sp);
+}
+
 // docs: positions from doc_positions (packed documents) instead of t % S; the table
 // checks run only without (the table is the same).
 static void test_rope(int64_t B, int64_t S, int64_t nh, int64_t D, double theta, int docs) {
@@ -569,6 +597,8 @@ int main(int argc, char **argv) {
     test_rmsnorm(c, 16384, 128);    // per-head q/k norm
     test_rope(2, 64, 8, 128, 1e6, 0);
     test_rope(1, 4096, 1, 128, 1e6, 0);  // long table: angles up to 4095 rad
+    test_rope_yarn(4096, 128, 1e6, 4.0, 32768, 0);  // Qwen3's published YaRN setting
+    test_rope_yarn(300, 32, 1e4, 16.0, 4096, 1);    // no truncation: fractional ramp ends
     test_swiglu(1 << 20);
     test_embedding(4096, 256, 1000);
     test_attention(c, 2, 128, 8, 2, 128, 0);

@@ -169,14 +169,18 @@ static void sched_report(int ok, const char *message) {
 
 // tight: the smallest pools the schedule allows (2 parameter slots, 1 gradient slot; untied),
 // where no ordering event is implied by another one.
-static void run_case(zt_comm *dc, int tied, int tight) {
+// yarn: YaRN RoPE scaling (factor 4 over an original range of 4096: extrapolated, ramped and
+// interpolated frequencies, attention factor 1.139), which the engine's table must follow.
+static void run_case(zt_comm *dc, int tied, int tight, int yarn) {
     char what[160];
     if (tight) g_opts.param_slots = 2, g_opts.grad_slots = 1;
-    const zt_qwen3_config cfg = tiny(tied);
+    zt_qwen3_config cfg = tiny(tied);
+    if (yarn) cfg.rope_yarn = 1, cfg.rope_factor = 4.0, cfg.rope_original_max_positions = 4096;
     const zt_hparams hp = hparams();
     const uint64_t seed = 4242;
-    printf("---- %s model%s: vocab %lld, d %lld, %d layers, heads %d/%d, micro-batch %d x grad-accum %d x seq %d\n",
-           tied ? "tied" : "untied", tight ? ", tightest pools (2 parameter, 1 gradient slot)" : "", (long long)cfg.vocab_size, (long long)cfg.hidden_size, cfg.num_layers,
+    printf("---- %s model%s%s: vocab %lld, d %lld, %d layers, heads %d/%d, micro-batch %d x grad-accum %d x seq %d\n",
+           tied ? "tied" : "untied", tight ? ", tightest pools (2 parameter, 1 gradient slot)" : "",
+           yarn ? ", YaRN RoPE" : "", (long long)cfg.vocab_size, (long long)cfg.hidden_size, cfg.num_layers,
            cfg.num_heads, cfg.num_kv_heads, MB, GA, SEQ);
     zt_trainer ref;  // the whole global batch: W * GA micro-batches
     if (zt_trainer_init(&ref, &cfg, &zt_cpu_ops, MB, GA * g_world, SEQ, &hp, seed) != 0) zt_die_on_err();
@@ -614,9 +618,10 @@ int main(int argc, char **argv) {
         printf("test_fsdp_cuda: %s, NCCL world %d%s\n", dev, g_world,
                g_opts.shard_group ? " (hybrid sharding: --group)" : "");
     if (!sft_only) {
-        run_case(dc, 0, 0);
-        run_case(dc, 1, 0);
-        run_case(dc, 0, 1);
+        run_case(dc, 0, 0, 0);
+        run_case(dc, 1, 0, 0);
+        run_case(dc, 0, 1, 0);
+        run_case(dc, 0, 0, 1);
     }
     if (hc)
         run_sft_case(dc, hc);

@@ -2,7 +2,7 @@
 """Generate fp32 golden files for the zerotrain C tests from Hugging Face transformers.
 
 Usage (from the repository root):
-    python3 tests/reference/make_golden.py
+    python3 tests/reference/make_golden.py [CASE ...]     (default: every case)
 
 Writes, for each tiny Qwen3 config, a directory tests/golden/<name>/ with
     config.json                          HF config (save_pretrained) + top-level "rope_theta"
@@ -15,6 +15,7 @@ Everything is deterministic: fixed seeds, torch.use_deterministic_algorithms(Tru
 one CPU thread, float32, eager attention.
 """
 
+import copy
 import json
 import math
 import os
@@ -97,6 +98,62 @@ CASES = [
     ),
 ]
 
+# YaRN (rope_scaling / rope_parameters rope_type "yarn"), in both spellings transformers 5
+# reads: the released Qwen3 checkpoints' legacy `rope_scaling` beside a top-level rope_theta,
+# and transformers 5's `rope_parameters` (rope_theta inside it), with every optional field.
+YARN_COMMON = {k: v for k, v in COMMON.items() if k != "max_position_embeddings"}
+CASES += [
+    dict(
+        name="tiny_yarn",
+        seed=4321,
+        batch=2,
+        seq_len=16,
+        sharded=False,
+        rope_spelling="rope_scaling",
+        config=dict(
+            vocab_size=96,
+            hidden_size=48,
+            intermediate_size=80,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            tie_word_embeddings=False,
+            rope_theta=10000.0,
+            max_position_embeddings=16384,
+            # correction range (beta 32 / 1) over frequencies 2..6 of 8: extrapolated, ramped and
+            # interpolated frequencies all occur; attention factor 0.1 ln 4 + 1
+            rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
+            **YARN_COMMON,
+        ),
+    ),
+    dict(
+        name="tiny_yarn_params",
+        seed=8765,
+        batch=2,
+        seq_len=12,
+        sharded=False,
+        rope_spelling="rope_parameters",
+        config=dict(
+            vocab_size=80,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            head_dim=8,
+            tie_word_embeddings=True,
+            max_position_embeddings=16384,
+            # no truncation: the ramp crosses a frequency part-way; the attention factor from
+            # mscale / mscale_all_dim; beta_fast / beta_slow given
+            rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 8.0,
+                             "original_max_position_embeddings": 2048, "beta_fast": 16.0, "beta_slow": 2.0,
+                             "truncate": False, "mscale": 1.0, "mscale_all_dim": 0.5},
+            **YARN_COMMON,
+        ),
+    ),
+]
+
 EOS = 2
 
 
@@ -138,7 +195,7 @@ def setup_determinism():
 
 
 def make_config(cfg):
-    c = Qwen3Config(**cfg)
+    c = Qwen3Config(**copy.deepcopy(cfg))  # transformers writes into a rope dict it is given
     c._attn_implementation = "eager"
     return c
 
@@ -233,19 +290,30 @@ def read_weights(outdir, sharded):
     return w
 
 
-def write_config(model, outdir, rope_theta):
+def write_config(model, outdir, rope_theta, rope_spelling=None, case_cfg=None):
     model.config.save_pretrained(outdir)
     path = os.path.join(outdir, "config.json")
     with open(path) as f:
         cfg = json.load(f)
-    # transformers 5 nests rope_theta under "rope_parameters"; real Qwen3 releases
-    # have it top-level.  Keep both so either parser path works.
-    cfg["rope_theta"] = rope_theta
+    if rope_spelling == "rope_scaling":
+        # the released Qwen3 checkpoints' spelling: top-level rope_theta, rope_scaling beside it
+        cfg.pop("rope_parameters", None)
+        cfg["rope_theta"] = rope_theta
+        cfg["rope_scaling"] = case_cfg["rope_scaling"]
+    elif rope_spelling == "rope_parameters":
+        # transformers 5's: everything inside rope_parameters, nothing top-level
+        assert cfg["rope_parameters"]["rope_type"] == "yarn", cfg["rope_parameters"]
+        cfg.pop("rope_theta", None)
+        cfg.pop("rope_scaling", None)
+    else:
+        # transformers 5 nests rope_theta under "rope_parameters"; real Qwen3 releases
+        # have it top-level.  Keep both so either parser path works.
+        cfg["rope_theta"] = rope_theta
     cfg = dict(sorted(cfg.items()))
     with open(path, "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
-    for k in ("head_dim", "tie_word_embeddings", "rope_theta", "vocab_size", "hidden_size",
+    for k in ("head_dim", "tie_word_embeddings", "vocab_size", "hidden_size",
               "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "num_key_value_heads", "rms_norm_eps"):
         assert k in cfg, k
@@ -303,7 +371,7 @@ def make_case(case):
     else:
         assert model.lm_head.weight is not model.model.embed_tokens.weight
 
-    write_config(model, outdir, cfg["rope_theta"])
+    write_config(model, outdir, cfg.get("rope_theta"), case.get("rope_spelling"), cfg)
     w0 = write_weights(model, outdir, case["sharded"])
 
     # Round-trip check: the files on disk reproduce the in-memory weights exactly.
@@ -341,6 +409,17 @@ def make_case(case):
     assert torch.equal(lg2, golden["logits"]), float((lg2 - golden["logits"]).abs().max())
     assert hf.config.head_dim == cfg["head_dim"]
     del hf
+    if case.get("rope_spelling"):
+        # the scaling must matter on this data: plain RoPE of the same base gives other logits
+        plain = {k: v for k, v in cfg.items() if k not in ("rope_scaling", "rope_parameters")}
+        plain["rope_theta"] = cfg.get("rope_theta") or cfg["rope_parameters"]["rope_theta"]
+        pm = build_model(plain)
+        set_weights(pm, w0)
+        with torch.no_grad():
+            d = float((pm(input_ids=tokens).logits - golden["logits"]).abs().max() / golden["logits"].abs().max())
+        print(f"{name}: YaRN vs plain RoPE logits differ by {d:.3g} (relative)")
+        assert d > 1e-2, d
+        del pm
 
     # ---- 3 AdamW steps from the same initial weights ----
     model = build_model(cfg)
@@ -449,7 +528,10 @@ def sanity(outdir):
 def main():
     setup_determinism()
     print(f"torch {torch.__version__}  transformers {transformers.__version__}  python {sys.version.split()[0]}")
-    outs = [make_case(c) for c in CASES]
+    only = sys.argv[1:]
+    unknown = [n for n in only if n not in [c["name"] for c in CASES]]
+    assert not unknown, f"unknown case(s) {unknown}; cases: {[c['name'] for c in CASES]}"
+    outs = [make_case(c) for c in CASES if not only or c["name"] in only]
     for o in outs:
         sanity(o)
 

@@ -8,7 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "kernels/ops.h"
 #include "model/config.h"
+#include "model/rope.h"
 #include "base/common.h"
 #include "tests/support/test_util.h"
 
@@ -50,7 +54,70 @@ static void refused(const char *key, const char *value, const char *want) {
     free(j);
 }
 
+// YaRN frequencies against transformers (tests/golden/yarn/freqs.json, made by
+// tests/reference/make_yarn_freqs.py): for each parameter set the config parses, inv_freq and
+// the attention factor match _compute_yarn_parameters, and the CPU table matches
+// Qwen3RotaryEmbedding's fp32 cos and sin. The fp32 operations are the same, but torch's
+// vectorised pow is SLEEF's (1 ulp), not correctly rounded as powf and zerotrain's are, so an
+// inverse frequency may be an ulp apart (<= 2.5e-7 relative) and the angle at position
+// 131,071 then moves by ~1e-6 rad: the table within 4e-6 of the attention factor.
+static void yarn_against_transformers(void) {
+    char *text = zt_read_file(ZT_GOLDEN_DIR "/yarn/freqs.json", NULL);
+    if (!text) zt_die_on_err();
+    cJSON *root = cJSON_Parse(text), *set;
+    int n = 0;
+    cJSON_ArrayForEach(set, cJSON_GetObjectItem(root, "sets")) {
+        char *cj = cJSON_PrintUnformatted(cJSON_GetObjectItem(set, "config"));
+        zt_qwen3_config c;
+        CHECK(zt_qwen3_config_parse(&c, cj, "freqs.json") == 0, "set %d: %s", n, zt_errmsg());
+        free(cj);
+        zt_rope_freqs f;
+        zt_qwen3_rope_freqs(&c, &f);
+        const double att = cJSON_GetObjectItem(set, "attention_factor")->valuedouble;
+        CHECK(fabs(f.attention - att) <= 1e-15 * att, "set %d: attention factor %.17g, transformers %.17g", n,
+              f.attention, att);
+        const int half = c.head_dim / 2;
+        const cJSON *inv = cJSON_GetObjectItem(set, "inv_freq");
+        int bad = 0, exact = 0;
+        for (int i = 0; i < half; i++) {
+            const float want = (float)cJSON_GetArrayItem(inv, i)->valuedouble;
+            const float got = zt_rope_inv_freq(&f, i, c.head_dim);
+            exact += got == want;
+            if (fabsf(got - want) > 2.5e-7f * want && bad++ < 3)
+                CHECK(0, "set %d: inv_freq[%d] %.9g, transformers %.9g", n, i, got, want);
+        }
+        CHECK(!bad, "set %d: %d of %d inverse frequencies differ from transformers' by more than an ulp", n, bad, half);
+        const cJSON *pos = cJSON_GetObjectItem(set, "positions");
+        const int np = cJSON_GetArraySize(pos);
+        const int64_t S = (int64_t)cJSON_GetArrayItem(pos, np - 1)->valuedouble + 1;
+        float *ct = zt_xmalloc((size_t)(S * half) * sizeof(float)), *st = zt_xmalloc((size_t)(S * half) * sizeof(float));
+        zt_rope_table_freqs(ct, st, S, c.head_dim, &f);
+        double worst = 0;
+        for (int k = 0; k < np; k++) {
+            const int64_t p = (int64_t)cJSON_GetArrayItem(pos, k)->valuedouble;
+            for (int t = 0; t < 2; t++) {
+                const cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(set, t ? "sin" : "cos"), k);
+                for (int i = 0; i < half; i++) {
+                    const double d = fabs((t ? st : ct)[p * half + i] - cJSON_GetArrayItem(row, i)->valuedouble) / att;
+                    if (d > worst) worst = d;
+                }
+            }
+        }
+        CHECK(worst <= 4e-6, "set %d: cos/sin differ from transformers' by %.3g (relative to the factor)", n, worst);
+        printf("yarn set %d: head_dim %d, factor %g, attention %.6f, range %g..%g: inv_freq %d of %d bit-equal (the "
+               "rest within an ulp), table within %.2g\n",
+               n, c.head_dim, c.rope_factor, f.attention, f.low, f.high, exact, half, worst);
+        free(ct);
+        free(st);
+        n++;
+    }
+    CHECK(n == 5, "%d YaRN sets read", n);
+    cJSON_Delete(root);
+    free(text);
+}
+
 int main(void) {
+    yarn_against_transformers();
     zt_qwen3_config c;
     char *j = with("num_hidden_layers", "64");
     CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0, "the Qwen3-32B config must parse: %s", zt_errmsg());
@@ -94,6 +161,40 @@ int main(void) {
     j = with("tie_word_embeddings", "true");
     CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0 && c.tie_word_embeddings, "tie_word_embeddings true");
     free(j);
+    // YaRN (issue 37): the released Qwen3 spelling, transformers 5's, and what is refused
+    j = with("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}");
+    CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0 && c.rope_yarn && c.rope_factor == 4.0 &&
+              c.rope_original_max_positions == 32768 && zt_qwen3_max_positions(&c) == 131072,
+          "Qwen3's YaRN rope_scaling: %s", zt_errmsg());
+    free(j);
+    j = with("rope_parameters", "{\"rope_type\": \"yarn\", \"rope_theta\": 5e5, \"factor\": 2, \"beta_fast\": 8, "
+                                "\"truncate\": false}");
+    CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0 && c.rope_yarn && c.rope_factor == 2 &&
+              c.rope_theta == 5e5 && c.rope_beta_fast == 8 && c.rope_no_truncate &&
+              c.rope_original_max_positions == 40960 && zt_qwen3_max_positions(&c) == 81920,
+          "rope_parameters YaRN (original range defaults to max_position_embeddings; its rope_theta wins "
+          "over the top-level one, as in transformers 5): %s", zt_errmsg());
+    free(j);
+    j = with("rope_scaling", "{\"type\": \"default\"}");
+    CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0 && !c.rope_yarn && zt_qwen3_max_positions(&c) == 40960,
+          "plain rope_scaling: %s", zt_errmsg());
+    free(j);
+    refused("rope_scaling", "{\"rope_type\": \"yarn\", \"original_max_position_embeddings\": 32768}",
+            "is YaRN but has no \"factor\"");
+    refused("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 1.0}", "factor must be a finite number > 1");
+    refused("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 0.5}", "factor must be a finite number > 1");
+    refused("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": \"4\"}", "\"factor\" must be a number");
+    refused("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 0}",
+            "original_max_position_embeddings");
+    refused("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4, \"attention_factor\": -1}",
+            "attention_factor must be a finite number > 0");
+    refused("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4, \"truncate\": 0}", "truncate must be true or false");
+    refused("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4, \"partial_rotary_factor\": 0.5}",
+            "partial_rotary_factor");
+    refused("rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 4}", "rope_type \"linear\" is not supported");
+    refused("rope_scaling", "{\"factor\": 4}", "has no rope_type");
+    refused("rope_scaling", "4", "rope_scaling must be an object or null");
+    refused("rope_parameters", "{\"rope_type\": \"llama3\", \"rope_theta\": 1e6}", "rope_parameters.rope_type \"llama3\"");
     // the parameter count reports overflow instead of wrapping
     zt_qwen3_config big = c;
     big.vocab_size = (int64_t)1 << 53;

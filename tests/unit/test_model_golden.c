@@ -1,7 +1,8 @@
 // zerotrain's fp32 CPU model against Hugging Face transformers' Qwen3ForCausalLM
 // (eager attention, fp32) on the golden files of tests/reference/make_golden.py.
 // Tolerances (relative: max|ours - HF| / max|HF| per tensor): logits and loss 1e-5,
-// every parameter gradient 1e-4, parameters after 3 AdamW steps with clipping 1e-5.
+// every parameter gradient 1e-4, parameters after 3 AdamW steps with clipping 1e-5. The
+// cases: plain RoPE untied / tied (sharded weights), and YaRN in both config spellings.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +198,10 @@ static void run_sft_case(const char *name) {
 int main(void) {
     run_case("tiny_untied_gqa");
     run_case("tiny_tied");
+    // YaRN RoPE scaling, in the released checkpoints' spelling (rope_scaling beside rope_theta)
+    // and transformers 5's (rope_parameters, with truncate false, betas and mscales given)
+    run_case("tiny_yarn");
+    run_case("tiny_yarn_params");
     run_sft_case("tiny_untied_gqa");
     run_sft_case("tiny_tied");
     TEST_END();

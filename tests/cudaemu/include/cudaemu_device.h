@@ -144,6 +144,11 @@ static inline T __ldg(const T *p) { return *p; }
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+// Round-to-nearest products and sums that are never contracted into an FMA (nvcc contracts a
+// plain a * b + c): one rounding each, as IEEE operations on the host are. The host
+// compiler's baseline x86-64 has no FMA to contract them into.
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
 
 static inline int atomicAdd(int *p, int v) { return ::zt_emu::atomic_add_i32(p, v); }
 static inline unsigned atomicAdd(unsigned *p, unsigned v) { return ::zt_emu::atomic_add_u32(p, v); }
