@@ -121,6 +121,14 @@ __global__ void smem_kernel(float *y) {
     y[threadIdx.x] = s[threadIdx.x];
 }
 
+// __fmul_rn / __fadd_rn: one rounding each. a * b + c with a = b = 1 + 2^-12, c = -(1 + 2^-11):
+// rounded product 1 + 2^-11 (the 2^-24 term is lost), so the sum is exactly 0; an FMA keeps it
+// (2^-24). The kernel reads the operands from memory so nothing is folded at compile time.
+__global__ void rn_kernel(float *y, const float *x) {
+    y[0] = __fadd_rn(__fmul_rn(x[0], x[1]), x[2]);
+    y[1] = __fmul_rn(x[0], x[1]);
+}
+
 static float *dev(int n) {
     void *p;
     CU(cudaMalloc(&p, (size_t)n * 4));
@@ -203,6 +211,16 @@ static void test_basics() {
     CU(cudaMemcpy(hc, c, 8, cudaMemcpyDeviceToHost));
     CU(cudaMemcpy(&hf, f, 4, cudaMemcpyDeviceToHost));
     CHECK(hc[0] == 480 && hc[1] == 479 && hf == 240.0f, "atomics: count %d max %d sum %g", hc[0], hc[1], hf);
+
+    float *rx = dev(3), *ry = dev(2);
+    const float hx3[3] = {1.0f + 0x1p-12f, 1.0f + 0x1p-12f, -(1.0f + 0x1p-11f)};
+    CU(cudaMemcpy(rx, hx3, sizeof hx3, cudaMemcpyHostToDevice));
+    ZT_LAUNCH(rn_kernel, 1, 1, 0, nullptr)(ry, rx);
+    float hr[2];
+    CU(cudaMemcpy(hr, ry, sizeof hr, cudaMemcpyDeviceToHost));
+    CHECK(hr[0] == 0.0f && hr[1] == 1.0f + 0x1p-11f, "__fmul_rn/__fadd_rn: sum %a (want 0: no FMA), product %a", hr[0],
+          hr[1]);
+    cudaFree(rx), cudaFree(ry);
     cudaFree(a), cudaFree(b), cudaFree(y), cudaFree(part), cudaFree(xi), cudaFree(yi), cudaFree(w), cudaFree(c), cudaFree(f);
 }
 
