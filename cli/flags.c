@@ -809,7 +809,10 @@ static void fmt_f64(double v, char *buf, size_t n) {
 // libyaml's reader refuses them.
 static int utf8_char(const unsigned char *s, uint32_t *cp) {
     if (s[0] < 0x80) return *cp = s[0], 1;
-    const int n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    const int n = s[0] >= 0xc2 && s[0] <= 0xdf   ? 2
+                  : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+                  : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+                                                 : 0;
     if (!n) return 0;
     uint32_t v = s[0] & (0x7f >> n);
     for (int i = 1; i < n; i++) {
