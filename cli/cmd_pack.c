@@ -4,6 +4,8 @@
 // one table (cli/flags.h): a usage error exits 2, a failing pack or --verify 1. An input
 // given as PATH:WEIGHT makes the pack a weighted mixture of its inputs.
 #include <omp.h>
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <unistd.h>
@@ -44,7 +46,9 @@ static const char synopsis[] =
     "is padding, as is the end of the last block), one longer than --seq-len skipped.\n"
     "Text and chat inputs given as PATH:WEIGHT are mixed: each takes WEIGHT / (sum of\n"
     "the weights) of the mixture's tokens (--mix-tokens), by whole passes over it and a\n"
-    "fixed part of one more, and the documents taken are interleaved in a seeded order.\n";
+    "fixed part of one more, and the documents taken are interleaved in a seeded order.\n"
+    "An operand that is the name of an existing file (b.jsonl:1 alone) is that file;\n"
+    "one naming files both ways (b.jsonl:1 beside b.jsonl) is refused.\n";
 static const char epilog[] =
     "\n"
     "examples:\n"
@@ -234,20 +238,54 @@ static int verify_dataset(const char *dir, long long model_vocab) {
 // A usage error: exit 2 (the table's own errors, and the checks below that need only argv).
 #define USAGE_ERROR 2
 
-// An operand PATH:WEIGHT (a mixture's input): 1 and *path/*weight set, 0 for a plain path (an
-// existing file whose name holds a colon, or no number after the last colon), -1 + zt_err
-// for a weight that is not a positive number.
-static int split_weight(const char *arg, char **path, double *weight) {
+// An operand PATH:WEIGHT (a mixture's input): 1 and *path/*weight set. 0 for a plain path:
+// no number after the last colon, or the name of an existing file (b.jsonl:1 when b.jsonl
+// does not exist); *why says which, for the error when the other inputs are weighted. -1 +
+// zt_err for a weight that is no positive number, and for an operand that names a file both
+// ways (b.jsonl:1 and b.jsonl both exist).
+static int split_weight(const char *arg, char **path, double *weight, char *why, size_t nwhy) {
     const char *colon = strrchr(arg, ':');
-    if (!colon || colon == arg || access(arg, F_OK) == 0) return 0;
+    const int whole = access(arg, F_OK) == 0;
+    if (!colon || colon == arg) {
+        snprintf(why, nwhy, "no :WEIGHT");
+        return 0;
+    }
     char *end;
+    errno = 0;
     const double w = strtod(colon + 1, &end);
-    if (end == colon + 1 || *end) return 0;
-    if (!(w > 0) || !isfinite(w))
-        return zt_err("%s: weight %s: a mixture's weights are positive numbers (leave an input out instead of "
-                      "weighting it 0)",
-                      arg, colon + 1);
-    *path = strndup(arg, (size_t)(colon - arg));
+    if (end == colon + 1 || *end || isspace((unsigned char)colon[1])) {
+        snprintf(why, nwhy, "'%s' after the last colon is no number, so the whole is a path", colon + 1);
+        return 0;
+    }
+    char *prefix = strndup(arg, (size_t)(colon - arg));
+    const int part = access(prefix, F_OK) == 0;
+    if (whole && part) {
+        zt_err("'%s' is ambiguous: the file %s exists, and so does %s, which it would weight %s; rename one, or "
+               "write %s:WEIGHT to weight the file %s, or spell the weight so that no file bears the name (%s:%s.0)",
+               arg, arg, prefix, colon + 1, arg, arg, prefix, colon + 1);
+        free(prefix);
+        return -1;
+    }
+    if (whole) {
+        snprintf(why, nwhy, "the file %s exists and %s does not, so it is read as a path; write %s:WEIGHT to weight it",
+                 arg, prefix, arg);
+        free(prefix);
+        return 0;
+    }
+    if (errno == ERANGE || isinf(w)) {
+        zt_err("%s: weight %s: out of the range of a double; weights are relative, so scale them all", arg,
+               colon + 1);
+        free(prefix);
+        return -1;
+    }
+    if (!(w > 0)) {
+        zt_err("%s: weight %s: a mixture's weights are positive numbers (leave an input out instead of "
+               "weighting it 0)",
+               arg, colon + 1);
+        free(prefix);
+        return -1;
+    }
+    *path = prefix;
     *weight = w;
     return 1;
 }
@@ -348,9 +386,10 @@ int zt_cmd_pack(int argc, char **argv) {
     const int ninputs = argc - first;
     char **paths = zt_xcalloc((size_t)ninputs, sizeof *paths);
     double *weights = zt_xcalloc((size_t)ninputs, sizeof *weights);
+    char (*why)[512] = zt_xcalloc((size_t)ninputs, sizeof *why);  // why an input has no weight
     int nweighted = 0, bad = 0;
     for (int i = 0; i < ninputs && !bad; i++) {
-        const int k = split_weight(argv[first + i], &paths[i], &weights[i]);
+        const int k = split_weight(argv[first + i], &paths[i], &weights[i], why[i], sizeof why[i]);
         if (k < 0) {
             fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
             bad = 1;
@@ -360,14 +399,25 @@ int zt_cmd_pack(int argc, char **argv) {
     }
     if (!bad && nweighted && nweighted != ninputs) {
         fprintf(stderr, "zerotrain: error: a mixture gives every input a weight (PATH:WEIGHT); %d of the %d inputs "
-                        "have none\n",
+                        "have none:",
                 ninputs - nweighted, ninputs);
+        for (int i = 0, k = 0; i < ninputs; i++)
+            if (!weights[i]) fprintf(stderr, "%s '%s' (%s)", k++ ? ";" : "", argv[first + i], why[i]);
+        fprintf(stderr, "\n");
         bad = 1;
     }
+    free(why);
     if (!bad && nweighted && !text) {
         fprintf(stderr, "zerotrain: error: a mixture (PATH:WEIGHT inputs) takes --input jsonl, text, lines or chat\n");
         bad = 1;
     }
+    for (int i = 0; i < ninputs && !bad && nweighted; i++)
+        if (access(paths[i], F_OK) != 0) {  // named with the operand it came from
+            fprintf(stderr, "zerotrain: error: '%s': read as PATH:WEIGHT, %s with weight %g, but %s does not exist "
+                            "(nor does a file named %s)\n",
+                    argv[first + i], paths[i], weights[i], paths[i], argv[first + i]);
+            bad = 1;
+        }
     if (!bad && !nweighted && (f.mix_tokens || f.seed != 1234)) {
         fprintf(stderr, "zerotrain: error: --mix-tokens and --seed apply to a mixture: give every input as "
                         "PATH:WEIGHT\n");

@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "base/crc32c.h"
@@ -478,13 +480,253 @@ static int apply_pair(cfg_ctx *c, const yaml_node_t *k, const yaml_node_t *v, co
                    section ? section : "", section ? "'" : "", near);
 }
 
+// ---- the bounds of a run file ----
+// A run file is a mapping of flags, sections of flags and a list for a list flag: three levels,
+// a few hundred bytes. These bounds sit far above that and keep what a hostile file costs small:
+// libyaml's scanner takes time quadratic in the nesting of flow collections, libyaml finds an
+// alias's anchor by a linear search, and the walk copies an aliased value once per use.
+#define ZT_CONFIG_MAX_BYTES (1 << 20)        // the file
+#define ZT_CONFIG_MAX_DEPTH 8                // collections nested, aliases expanded
+#define ZT_CONFIG_MAX_ANCHORS 1000           // anchors defined (&name)
+#define ZT_CONFIG_MAX_ALIAS_NODES 10000      // nodes the aliases (*name) produce, all uses together
+#define ZT_CONFIG_MAX_ALIAS_BYTES (1 << 20)  // and scalar bytes they produce
+
+// Line and column (from 1) of byte `offset` of the file as libyaml counts them: a line ends at
+// LF, CR, CR LF, U+0085, U+2028 or U+2029; a column is a character. libyaml's reader errors
+// (bad UTF-8, control characters) give only the offset.
+static void position_of(const char *text, size_t len, size_t offset, yaml_encoding_t enc, int *line, int *col) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t i = 0, l = 0, c = 0;
+    if (offset > len) offset = len;
+    if (enc == YAML_UTF16LE_ENCODING || enc == YAML_UTF16BE_ENCODING) {
+        const int lo = enc == YAML_UTF16LE_ENCODING ? 0 : 1;  // the low byte's place in a unit
+        for (i = 2; i + 1 < len && i < offset; i += 2) {         // after the BOM
+            const unsigned u = (unsigned)s[i + lo] | (unsigned)s[i + 1 - lo] << 8;
+            const unsigned next = i + 3 < len ? ((unsigned)s[i + 2 + lo] | (unsigned)s[i + 3 - lo] << 8) : 0;
+            if (u == '\n' || u == 0x85 || u == 0x2028 || u == 0x2029 || (u == '\r' && next != '\n')) l++, c = 0;
+            else if (u != '\r' && !(u >= 0xdc00 && u <= 0xdfff)) c++;  // a low surrogate ends a character
+        }
+    } else {
+        if (len >= 3 && s[0] == 0xef && s[1] == 0xbb && s[2] == 0xbf) i = 3;
+        for (; i < offset; i++) {
+            if (s[i] == '\n' || (s[i] == '\r' && (i + 1 >= len || s[i + 1] != '\n'))) l++, c = 0;
+            else if (i + 1 < len && s[i] == 0xc2 && s[i + 1] == 0x85) l++, c = 0, i++;
+            else if (i + 2 < len && s[i] == 0xe2 && s[i + 1] == 0x80 && (s[i + 2] == 0xa8 || s[i + 2] == 0xa9))
+                l++, c = 0, i += 2;
+            else if (s[i] != '\r' && (s[i] & 0xc0) != 0x80) c++;
+        }
+    }
+    *line = (int)l + 1;
+    *col = (int)c + 1;
+}
+
+// "FILE:LINE:COL: not YAML: ..." for a parser that failed on the file's text.
+static int yaml_failure(const char *path, const yaml_parser_t *p, const char *text, size_t len) {
+    if (p->error == YAML_READER_ERROR) {  // a byte the reader refuses: no mark, an offset
+        int line, col;
+        position_of(text, len, p->problem_offset, p->encoding, &line, &col);
+        const char *problem = p->problem ? p->problem : "unreadable text";
+        const unsigned v = (unsigned)(p->problem_value < 0 ? 0 : p->problem_value);
+        char what[32];
+        if (strstr(problem, "character")) snprintf(what, sizeof what, "U+%04X", v);  // a code point
+        else snprintf(what, sizeof what, "0x%02x", v);                                // an octet
+        return zt_err("%s:%d:%d: not YAML: %s (%s, byte %zu of the file)", path, line, col, problem, what,
+                      p->problem_offset);
+    }
+    if (p->error == YAML_MEMORY_ERROR) zt_fatal("%s: out of memory reading the config file", path);
+    return zt_err("%s:%d:%d: not YAML: %s%s%s", path, (int)p->problem_mark.line + 1, (int)p->problem_mark.column + 1,
+                  p->problem ? p->problem : "syntax error", p->context ? " " : "", p->context ? p->context : "");
+}
+
+// The file's bytes, read to its end (a /proc file has st_size 0 and holds text), at most
+// ZT_CONFIG_MAX_BYTES of them. NULL + zt_err.
+static char *read_config_text(const char *path, size_t *len_out) {
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        zt_err("%s: cannot read the config file: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        zt_err("%s: cannot read the config file: not a regular file", path);
+        return NULL;
+    }
+    size_t len = 0, cap = 4096;
+    char *buf = zt_xmalloc(cap + 1);
+    for (;;) {
+        if (len == cap) {
+            if (cap > ZT_CONFIG_MAX_BYTES) break;  // one byte past the limit: too long
+            cap = 2 * cap > ZT_CONFIG_MAX_BYTES ? ZT_CONFIG_MAX_BYTES + 1 : 2 * cap;
+            char *b = realloc(buf, cap + 1);
+            if (!b) zt_fatal("out of memory reading a config file");
+            buf = b;
+        }
+        const ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            zt_err("%s: cannot read the config file: %s", path, strerror(errno));
+            close(fd);
+            free(buf);
+            return NULL;
+        }
+        if (n == 0) break;
+        len += (size_t)n;
+    }
+    close(fd);
+    if (len > ZT_CONFIG_MAX_BYTES) {
+        int line, col;
+        position_of(buf, len, ZT_CONFIG_MAX_BYTES, YAML_UTF8_ENCODING, &line, &col);
+        zt_err("%s:%d: the config file goes on past %d bytes, the most a run file may hold (it sets flags; a list "
+               "of thousands of files belongs in a file a flag names)",
+               path, line, ZT_CONFIG_MAX_BYTES);
+        free(buf);
+        return NULL;
+    }
+    buf[len] = 0;
+    *len_out = len;
+    return buf;
+}
+
+// What a node holds, aliases expanded: nodes, scalar bytes and nesting (a scalar 0, a
+// collection 1 + its deepest child).
+typedef struct {
+    int64_t nodes, bytes;
+    int height;
+} node_size;
+
+typedef struct {
+    char *anchor;  // the collection's &name (NULL: none); open until its end
+    node_size size;
+} open_collection;
+
+typedef struct {
+    char *name;
+    node_size size;
+} anchor_size;
+
+static void add_child(open_collection *stack, int depth, node_size child) {
+    if (depth == 0) return;
+    node_size *p = &stack[depth - 1].size;
+    p->nodes += child.nodes, p->bytes += child.bytes;
+    if (child.height + 1 > p->height) p->height = child.height + 1;
+}
+
+// Reads the file's events once before libyaml's loader builds it: refuses, at the line where it
+// happens, nesting past ZT_CONFIG_MAX_DEPTH (before libyaml's scanner reads far into it) and
+// aliases that expand past the limits above; reports a syntax or encoding error as the loader
+// would. 0, or -1 + zt_err.
+static int check_bounds(const char *path, const char *text, size_t len) {
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) zt_fatal("libyaml: cannot initialise a parser");
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    open_collection stack[ZT_CONFIG_MAX_DEPTH];
+    anchor_size *anchors = NULL;
+    int depth = 0, nanchors = 0, rc = 0, done = 0;
+    int64_t alias_nodes = 0, alias_bytes = 0;
+    while (rc == 0 && !done) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) {
+            rc = yaml_failure(path, &p, text, len);
+            break;
+        }
+        const int line = (int)ev.start_mark.line + 1, col = (int)ev.start_mark.column + 1;
+        const char *anchor = NULL;
+        node_size size = {0};
+        int closed = 0;  // a node complete: added to its parent, its anchor recorded
+        switch (ev.type) {
+        case YAML_STREAM_END_EVENT: done = 1; break;
+        case YAML_SCALAR_EVENT:
+            anchor = (const char *)ev.data.scalar.anchor;
+            size = (node_size){1, (int64_t)ev.data.scalar.length, 0};
+            closed = 1;
+            break;
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT: {
+            if (depth == ZT_CONFIG_MAX_DEPTH) {
+                rc = zt_err("%s:%d:%d: collections nested more than %d deep, the most a run file may nest (a mapping "
+                            "of flags, a section of them, a list)",
+                            path, line, col, ZT_CONFIG_MAX_DEPTH);
+                break;
+            }
+            const yaml_char_t *a = ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.anchor
+                                                                         : ev.data.mapping_start.anchor;
+            stack[depth++] = (open_collection){a ? strdup((const char *)a) : NULL, {1, 0, 1}};
+            break;
+        }
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT:
+            if (depth == 0) break;  // unbalanced: libyaml's parser never gives it
+            depth--;
+            size = stack[depth].size;
+            anchor = stack[depth].anchor;
+            closed = 1;
+            break;
+        case YAML_ALIAS_EVENT: {
+            const char *name = (const char *)ev.data.alias.anchor;
+            for (int i = 0; i < depth; i++)
+                if (stack[i].anchor && !strcmp(stack[i].anchor, name)) {
+                    rc = zt_err("%s:%d:%d: the alias *%s stands inside the collection it names (a cycle)", path, line,
+                                col, name);
+                    break;
+                }
+            const anchor_size *found = NULL;
+            for (int i = nanchors - 1; rc == 0 && i >= 0 && !found; i--)
+                if (!strcmp(anchors[i].name, name)) found = &anchors[i];
+            if (rc || !found) break;  // an undefined alias: the loader says so
+            size = found->size;
+            alias_nodes += size.nodes, alias_bytes += size.bytes;
+            if (alias_nodes > ZT_CONFIG_MAX_ALIAS_NODES || alias_bytes > ZT_CONFIG_MAX_ALIAS_BYTES)
+                rc = zt_err("%s:%d:%d: the aliases expand past the limit of a run file at *%s: %lld nodes and %lld "
+                            "bytes by here, at most %d nodes and %d bytes",
+                            path, line, col, name, (long long)alias_nodes, (long long)alias_bytes,
+                            ZT_CONFIG_MAX_ALIAS_NODES, ZT_CONFIG_MAX_ALIAS_BYTES);
+            else if (depth + size.height > ZT_CONFIG_MAX_DEPTH)
+                rc = zt_err("%s:%d:%d: the alias *%s nests collections %d deep here, more than the %d a run file "
+                            "may nest (a mapping of flags, a section of them, a list)",
+                            path, line, col, name, depth + size.height, ZT_CONFIG_MAX_DEPTH);
+            add_child(stack, depth, size);
+            break;
+        }
+        default: break;
+        }
+        if (rc == 0 && closed) {
+            add_child(stack, depth, size);
+            if (anchor) {
+                if (nanchors == ZT_CONFIG_MAX_ANCHORS)
+                    rc = zt_err("%s:%d:%d: more than %d anchors (&%s), the most a run file may define", path, line,
+                                col, ZT_CONFIG_MAX_ANCHORS, anchor);
+                else {
+                    if (nanchors % 64 == 0) {
+                        anchor_size *a = realloc(anchors, (size_t)(nanchors + 64) * sizeof *anchors);
+                        if (!a) zt_fatal("out of memory reading a config file");
+                        anchors = a;
+                    }
+                    anchors[nanchors++] = (anchor_size){strdup(anchor), size};
+                }
+            }
+        }
+        if (closed && ev.type != YAML_SCALAR_EVENT) free(stack[depth].anchor), stack[depth].anchor = NULL;
+        yaml_event_delete(&ev);
+    }
+    for (int i = 0; i < depth; i++) free(stack[i].anchor);
+    for (int i = 0; i < nanchors; i++) free(anchors[i].name);
+    free(anchors);
+    yaml_parser_delete(&p);
+    return rc;
+}
+
 int zt_flags_read_config(const zt_flag *t, void *opts, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return zt_err("%s: cannot read the config file: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode)) return zt_err("%s: cannot read the config file: not a regular file", path);
     size_t len;
-    char *text = zt_read_file(path, &len);
-    if (!text) return zt_err_prefix("config file");
+    char *text = read_config_text(path, &len);
+    if (!text) return -1;
+    if (check_bounds(path, text, len) != 0) {
+        free(text);
+        return -1;
+    }
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) zt_fatal("libyaml: cannot initialise a parser");
@@ -492,9 +734,7 @@ int zt_flags_read_config(const zt_flag *t, void *opts, const char *path) {
     int rc = 0;
     cfg_ctx c = {.path = path, .doc = &doc, .t = t, .opts = opts};
     if (!yaml_parser_load(&parser, &doc)) {
-        rc = zt_err("%s:%d:%d: not YAML: %s%s%s", path, (int)parser.problem_mark.line + 1,
-                    (int)parser.problem_mark.column + 1, parser.problem ? parser.problem : "syntax error",
-                    parser.context ? " " : "", parser.context ? parser.context : "");
+        rc = yaml_failure(path, &parser, text, len);
         yaml_parser_delete(&parser);
         free(text);
         return rc;
@@ -511,8 +751,7 @@ int zt_flags_read_config(const zt_flag *t, void *opts, const char *path) {
     if (rc == 0) {  // one document per file: a second one would be read by nothing
         yaml_document_t next;
         if (!yaml_parser_load(&parser, &next)) {
-            rc = zt_err("%s:%d:%d: not YAML: %s", path, (int)parser.problem_mark.line + 1,
-                        (int)parser.problem_mark.column + 1, parser.problem ? parser.problem : "syntax error");
+            rc = yaml_failure(path, &parser, text, len);
         } else {
             const yaml_node_t *r2 = yaml_document_get_root_node(&next);
             if (r2) rc = zt_err("%s:%d: a second YAML document ('---'): a config file holds one mapping", path,
@@ -565,13 +804,64 @@ static void fmt_f64(double v, char *buf, size_t n) {
     }
 }
 
-// A YAML scalar for a string: plain when YAML reads it back as this string, else double-quoted.
+// The UTF-8 character at s: its length in bytes (its code point in *cp), or 0 where s holds
+// none: a bad octet, a sequence cut short, an overlong form, a surrogate or past U+10FFFF, as
+// libyaml's reader refuses them.
+static int utf8_char(const unsigned char *s, uint32_t *cp) {
+    if (s[0] < 0x80) return *cp = s[0], 1;
+    const int n = s[0] >= 0xc2 && s[0] <= 0xdf   ? 2
+                  : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+                  : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+                                                 : 0;
+    if (!n) return 0;
+    uint32_t v = s[0] & (0x7f >> n);
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        v = v << 6 | (s[i] & 0x3f);
+    }
+    if ((n == 3 && v < 0x800) || (n == 4 && v < 0x10000) || (v >= 0xd800 && v <= 0xdfff) || v > 0x10ffff) return 0;
+    return *cp = v, n;
+}
+
+// Whether YAML reads code point cp, written as it is in a scalar, back as itself: printable
+// (libyaml's reader refuses the rest) and no line break (U+0085, U+2028, U+2029 are breaks in
+// YAML 1.1, folded like a newline), nor the byte order mark.
+static int yaml_raw_ok(uint32_t cp) {
+    return (cp >= 0x20 && cp <= 0x7e) || (cp >= 0xa0 && cp <= 0xd7ff && cp != 0x2028 && cp != 0x2029) ||
+           (cp >= 0xe000 && cp <= 0xfffd && cp != 0xfeff) || (cp >= 0x10000 && cp <= 0x10ffff);
+}
+
+// 0 when s is UTF-8 text, which YAML can hold (escaped where need be); else -1 + zt_err naming
+// the flag: YAML holds Unicode text only, so no run file can give such a value back.
+static int yaml_writable(const zt_flag *e, int item, const char *s) {
+    uint32_t cp;
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
+        const int n = utf8_char(c, &cp);
+        if (n) {
+            c += n;
+            continue;
+        }
+        char which[32] = "";
+        if (item >= 0) snprintf(which, sizeof which, " (item %d)", item + 1);
+        return zt_err("--%s%s: the value is not UTF-8 text (byte 0x%02x at byte %zu of it): a YAML run file holds "
+                      "UTF-8 only, so --print-config cannot write it in a file --config reads back; give this value "
+                      "on the command line instead (or rename the path)",
+                      e->name, which, *c, (size_t)(c - (const unsigned char *)s));
+    }
+    return 0;
+}
+
+// A YAML scalar for a string (UTF-8, yaml_writable): plain when YAML reads it back as this
+// string, else double-quoted with an escape for each character that cannot stand as it is.
 static void yaml_string(FILE *f, const char *s) {
     static const char *const special[] = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"};
     int plain = *s && strchr("-?:,[]{}#&*!|>'\"%@`", *s) == NULL && s[strlen(s) - 1] != ' ' && *s != ' ';
-    for (const char *c = s; plain && *c; c++)
-        plain = ((unsigned char)*c >= 0x20 && *c != 0x7f) && !(*c == ':' && (c[1] == ' ' || !c[1])) &&
-                !(*c == '#' && c > s && c[-1] == ' ');
+    uint32_t cp;
+    for (const char *c = s; plain && *c; c++) {
+        const int n = utf8_char((const unsigned char *)c, &cp);
+        plain = n && yaml_raw_ok(cp) && !(*c == ':' && (c[1] == ' ' || !c[1])) && !(*c == '#' && c > s && c[-1] == ' ');
+        if (n > 1) c += n - 1;
+    }
     for (size_t i = 0; plain && i < sizeof special / sizeof special[0]; i++)
         plain = strcasecmp(s, special[i]) != 0;
     char *end;
@@ -586,17 +876,34 @@ static void yaml_string(FILE *f, const char *s) {
         return;
     }
     fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
-        else if (*c == '\n') fputs("\\n", f);
-        else if (*c == '\t') fputs("\\t", f);
-        else if (*c < 0x20 || *c == 0x7f) fprintf(f, "\\x%02x", *c);
-        else fputc(*c, f);
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
+        const int n = utf8_char(c, &cp);
+        if (!n) cp = *c;  // not UTF-8: refused before printing (yaml_writable); never reached
+        if (cp == '"' || cp == '\\') fprintf(f, "\\%c", (int)cp);
+        else if (cp == '\n') fputs("\\n", f);
+        else if (cp == '\t') fputs("\\t", f);
+        else if (yaml_raw_ok(cp)) fwrite(c, 1, (size_t)n, f);
+        else if (cp <= 0xff) fprintf(f, "\\x%02x", (unsigned)cp);  // controls, U+0085
+        else if (cp <= 0xffff) fprintf(f, "\\u%04x", (unsigned)cp);  // U+2028, U+2029, U+FEFF, U+FFFE
+        else fprintf(f, "\\U%08x", (unsigned)cp);
+        c += n ? n : 1;
     }
     fputc('"', f);
 }
 
-void zt_flags_print_config(FILE *f, const char *cmd, const zt_flag *t, const void *opts) {
+int zt_flags_print_config(FILE *f, const char *cmd, const zt_flag *t, const void *opts) {
+    // every string checked before a line is printed: a refusal prints nothing
+    for (const zt_flag *e = t; e->type != ZT_FLAG_END; e++) {
+        if (!is_flag(e) || is_unset(e, opts)) continue;
+        const void *p = (const char *)opts + e->offset;
+        if (e->type == ZT_FLAG_LIST) {
+            const zt_flag_list *l = p;
+            for (int i = 0; i < l->n; i++)
+                if (yaml_writable(e, i, l->v[i])) return -1;
+        } else if (e->type == ZT_FLAG_STR || e->type == ZT_FLAG_OPTSTR || e->type == ZT_FLAG_KEYWORD) {
+            if (yaml_writable(e, -1, *(const char *const *)p)) return -1;
+        }
+    }
     fprintf(f, "# zerotrain %s: every setting, resolved (defaults, then --config FILE, then the command line).\n"
                "# Read back with `zerotrain %s --config FILE`; the command line overrides the file.\n"
                "# Keys are the long flag names (micro_batch or micro-batch); null is the flag's default.\n",
@@ -638,6 +945,7 @@ void zt_flags_print_config(FILE *f, const char *cmd, const zt_flag *t, const voi
         }
         fputc('\n', f);
     }
+    return 0;
 }
 
 char *zt_flags_config_json(const zt_flag *t, const void *opts) {
@@ -799,8 +1107,11 @@ int zt_flags_parse_operands(const char *cmd, const zt_flag *t, void *opts, int a
         rc = 2;
     }
     if (rc == 0 && print_config) {
-        zt_flags_print_config(stdout, cmd, t, opts);
         rc = 1;
+        if (zt_flags_print_config(stdout, cmd, t, opts) != 0) {
+            fprintf(stderr, "zerotrain %s: error: %s\n", cmd, zt_errmsg());
+            rc = 2;
+        }
     }
     if (first) *first = optind;
     free(list_given);

@@ -96,13 +96,19 @@ char *zt_flags_settings_json(const zt_flag *t, const void *opts);
 // value is a mapping and that is no flag is a section (optimizer:, checkpoint:, ...), read
 // for its flags. null (or ~) is the flag's default. Numbers, choices and ranges are checked
 // as on the command line; an error reads "FILE:LINE: <the flag's message>", and an unknown
-// key names the nearest valid one.
+// key names the nearest valid one. The file is read to its end (a /proc file's st_size of 0 is
+// not trusted); one with no document (empty, or comments only) sets nothing. Bounded: at most
+// 1 MiB, collections nested 8 deep (aliases expanded), 1000 anchors, and aliases that add at
+// most 10000 nodes and 1 MiB of text; past a bound, or on bytes that are not YAML text, the
+// error gives FILE:LINE:COL and the bound.
 // Reads FILE into opts over what opts holds (no defaults first). 0, or -1 + zt_err.
 int zt_flags_read_config(const zt_flag *t, void *opts, const char *path);
 // Every flag's value as YAML (what --print-config prints): `key: value` in table order, the
 // sections as comments; a default that is no value of the flag ("not given": --steps, --threads)
-// as null. Read back with --config it gives the same values.
-void zt_flags_print_config(FILE *f, const char *cmd, const zt_flag *t, const void *opts);
+// as null. Read back with --config it gives the same values: a string is plain or double-quoted
+// with escapes (\x85, \u2028, ...) for what YAML would not read back as itself. 0, or -1 +
+// zt_err with nothing printed when a string is not UTF-8 (YAML holds Unicode text only).
+int zt_flags_print_config(FILE *f, const char *cmd, const zt_flag *t, const void *opts);
 // The same values as one JSON object keyed like the YAML (malloc'd text): run.json "config".
 char *zt_flags_config_json(const zt_flag *t, const void *opts);
 // The --config file zt_flags_parse read into opts: its path and the CRC-32C of its bytes.

@@ -367,8 +367,11 @@ static int pack_mixture(const char *const *inputs, int ninputs, const zt_pack_op
     spool *sp = zt_xcalloc((size_t)ninputs, sizeof *sp);
     pick *picks = NULL;
     int rc = 0;
-    double wsum = 0;
-    for (int i = 0; i < ninputs; i++) wsum += o->weights[i];
+    // the shares: every weight over the largest first, so that neither the sum of huge weights
+    // (1e308 + 1e308) overflows nor tiny ones lose the sum: each term is in (0, 1], the sum in [1, n]
+    double wmax = 0, wsum = 0;
+    for (int i = 0; i < ninputs; i++) wmax = fmax(wmax, o->weights[i]);
+    for (int i = 0; i < ninputs; i++) wsum += o->weights[i] / wmax;
 
     // 1. every input read, tokenized and spooled
     for (int i = 0; i < ninputs && rc == 0; i++) {
@@ -395,8 +398,8 @@ static int pack_mixture(const char *const *inputs, int ninputs, const zt_pack_op
             break;
         }
         in[i].weight = o->weights[i];
-        in[i].share = o->weights[i] / wsum;
-        if (sp[i].ndocs == 0) {
+        in[i].share = o->weights[i] / wmax / wsum;
+        if (sp[i].ndocs == 0 || in[i].tokens <= 0) {
             rc = zt_err("%s: the input holds no document to take (%s), so its weight %g cannot be met", inputs[i],
                         in[i].bad_documents || in[i].too_long ? "every one was skipped" : "it is empty", in[i].weight);
             break;
@@ -419,8 +422,10 @@ static int pack_mixture(const char *const *inputs, int ninputs, const zt_pack_op
     if (rc == 0) {
         double size = (double)o->mix_tokens;
         if (o->mix_tokens <= 0) {  // the largest mixture that takes no input more than once
+            // finite: the input of the largest weight has a share of at least 1/n
             size = INFINITY;
-            for (int i = 0; i < ninputs; i++) size = fmin(size, (double)in[i].tokens / in[i].share);
+            for (int i = 0; i < ninputs; i++)
+                if (in[i].share > 0) size = fmin(size, (double)in[i].tokens / in[i].share);
             size = floor(size + 0.5);
         }
         st->mix_tokens = (int64_t)size;
@@ -781,6 +786,16 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
         stats->padding_tokens += w[i].padding;
         // dataset.json must never describe data that a crash could still lose.
         if (fsync(w[i].fd) != 0) rc = zt_err("%s: fsync failed: %s", w[i].tmp, strerror(errno));
+    }
+    if (rc == 0 && opts->weights && stats->blocks == 0) {  // a mixture asked for is one that trains
+        int64_t docs = 0, tokens = 0;
+        for (int i = 0; i < stats->ninputs; i++)
+            docs += stats->inputs[i].taken_documents, tokens += stats->inputs[i].taken_tokens;
+        rc = zt_err("pack: the mixture yields no block: a mixture of %lld tokens (%s) takes %lld %s of %lld tokens, "
+                    "and a block holds %d (--seq-len); ask for a larger mixture (--mix-tokens %d or more)",
+                    (long long)stats->mix_tokens, opts->mix_tokens > 0 ? "--mix-tokens" : "the default size",
+                    (long long)docs, opts->input == ZT_PACK_CHAT ? "conversations" : "documents", (long long)tokens,
+                    opts->seq_len, opts->seq_len);
     }
     for (int i = 0; i < opened; i++) {
         if (w[i].fd >= 0 && close(w[i].fd) != 0 && rc == 0)

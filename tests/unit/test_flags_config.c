@@ -295,6 +295,12 @@ static void test_bad_files(void) {
     bad_file("scalar.yaml", "just text\n", "%s:1: the file is a value, not a mapping of flag names", NULL);
     bad_file("syntax.yaml", "lr: 1\n  seed: [\n", "%s:2:", NULL);
     bad_file("docs.yaml", "lr: 1\n---\nlr: 2\n", "%s:2: a second YAML document", NULL);
+    bad_file("ctl.yaml", "lr: 1\nseed: 2\nrun_dir: \"x\x1b\"\n",
+             "%s:3:12: not YAML: control characters are not allowed (U+001B", NULL);
+    bad_file("deep.yaml", "lr: [[[[[[[[1]]]]]]]]\n", "%s:1:12: collections nested more than 8 deep", NULL);
+    bad_file("alias.yaml", "lr: &a [[[[[[1]]]]]]\noptimizer:\n  seed: [*a]\n",
+             "%s:3:10: the alias *a nests collections 9 deep here", NULL);
+    bad_file("cycle.yaml", "lr: &a [1, *a]\n", "%s:1:12: the alias *a stands inside the collection it names", NULL);
     bad_file("nested.yaml", "optimizer:\n  adam:\n    beta1: 0.8\n",
              "%s:2: 'adam' in section 'optimizer': sections hold flags, not other sections", NULL);
     char missing[600];
@@ -340,6 +346,45 @@ static void test_print_roundtrip(void) {
     free(p1), free(p2), free(va), free(vb);
 }
 
+// Strings YAML cannot hold as they are (line breaks U+0085, U+2028, U+2029, the BOM, C1 and
+// C0 controls) round-trip escaped; a string that is not UTF-8 is refused with nothing printed.
+static void test_print_hostile(void) {
+    const char *argv[] = {"train", "--data", "a\xc2\x85" "b\xe2\x80\xa8" "c", "--run-dir", "\xe2\x80\xa9",
+                          "--init", "\xef\xbb\xbfx\xc2\x9f\x01", "--model", "ok \xe2\x82\xac \xf0\x9f\x98\x80"};
+    any_opts a, b;
+    CHECK(parse_argv("train", zt_train_flags, &a, 9, argv) == 0, "hostile argv");
+    char *p1 = NULL, *p2 = NULL;
+    size_t n1 = 0, n2 = 0;
+    FILE *f = open_memstream(&p1, &n1);
+    CHECK(zt_flags_print_config(f, "train", zt_train_flags, &a) == 0, "print hostile strings: %s", zt_errmsg());
+    fclose(f);
+    CHECK(strstr(p1, "data: \"a\\x85b\\u2028c\"\n") && strstr(p1, "run_dir: \"\\u2029\"\n") &&
+              strstr(p1, "init: \"\\ufeffx\\x9f\\x01\"\n") && strstr(p1, "model: ok \xe2\x82\xac \xf0\x9f\x98\x80\n"),
+          "escaped as expected:\n%s", p1);
+    const char *path = write_file("hostile.yaml", p1);
+    const char *cargv[] = {"train", "--config", path};
+    CHECK(parse_argv("train", zt_train_flags, &b, 3, cargv) == 0, "hostile file reads back: %s", zt_errmsg());
+    f = open_memstream(&p2, &n2);
+    zt_flags_print_config(f, "train", zt_train_flags, &b);
+    fclose(f);
+    CHECK(n1 == n2 && !memcmp(p1, p2, n1), "hostile --print-config differs after the round trip");
+    for (int i = 2; i < 9; i += 2) {
+        const char *const *got = i == 2 ? &b.train.data : i == 4 ? &b.train.run_dir : i == 6 ? &b.train.init
+                                                                                               : &b.train.model;
+        CHECK(*got && !strcmp(*got, argv[i]), "%s survives the round trip", argv[i - 1]);
+    }
+    free(p1), free(p2);
+    const char *bad[] = {"train", "--run-dir", "r\xffun"};
+    CHECK(parse_argv("train", zt_train_flags, &a, 3, bad) == 0, "argv with a byte that is not UTF-8");
+    p1 = NULL, n1 = 0;
+    f = open_memstream(&p1, &n1);
+    const int rc = zt_flags_print_config(f, "train", zt_train_flags, &a);
+    fclose(f);
+    CHECK(rc != 0 && n1 == 0 && strstr(zt_errmsg(), "--run-dir: the value is not UTF-8 text (byte 0xff at byte 1"),
+          "not UTF-8: refused, nothing printed (rc %d, %zu bytes): %s", rc, n1, rc ? zt_errmsg() : "");
+    free(p1);
+}
+
 // One file for train and preflight: each reads its own keys and leaves the other's.
 static void test_companions(void) {
     const char *path = write_file("both.yaml", "data: d\nmicro_batch: 2\nlr: 0.5\nworld: 16\nexpect_tokens: 1000\n"
@@ -367,6 +412,7 @@ int main(void) {
     test_override();
     test_bad_files();
     test_print_roundtrip();
+    test_print_hostile();
     test_companions();
     zt_remove_tree(g_dir);
     printf("%d checks, %d failures\n", zt_test_checks, zt_test_failures);
