@@ -621,7 +621,9 @@ int main(int argc, char **argv) {
         run_case(dc, 0, 0, 0);
         run_case(dc, 1, 0, 0);
         run_case(dc, 0, 1, 0);
-        run_case(dc, 0, 0, 1);
+        // YaRN's table is each rank's own (no collective): at world 1 only, which also keeps the
+        // emulated 4-rank runs inside the host's memory mappings
+        if (g_world == 1) run_case(dc, 0, 0, 1);
     }
     if (hc)
         run_sft_case(dc, hc);
