@@ -235,6 +235,16 @@ int zt_ckpt_auto_candidates(const char *run_dir, char ***paths, char *note, size
     char ck[4200], first[4096] = "", latest_why[1024] = "";
     snprintf(ck, sizeof ck, "%s/checkpoints", run_dir);
     if (zt_ckpt_resolve(run_dir, first, sizeof first) != 0) snprintf(latest_why, sizeof latest_why, "%s", zt_errmsg());
+    if (first[0]) {  // latest names a complete directory: its ckpt.h5 must read too (truncated, empty, zeroed: no)
+        zt_ckpt_meta meta;
+        zt_qwen3_config cfg;
+        if (zt_ckpt_open_meta(first, &meta, &cfg, NULL) != 0) {
+            const char *base = strrchr(first, '/');
+            snprintf(latest_why, sizeof latest_why, "%.600s/latest names %.100s, whose %s does not read (below)", ck,
+                     base ? base + 1 : first, ZT_CKPT_FILE);
+            first[0] = 0;  // it is listed with the others, and skipped with its reason
+        }
+    }
     step_dir *v;
     const int nc = list_complete(ck, &v);
     char **out = zt_xcalloc((size_t)nc + 1, sizeof *out);
@@ -250,9 +260,12 @@ int zt_ckpt_auto_candidates(const char *run_dir, char ***paths, char *note, size
         zt_qwen3_config cfg;
         if (zt_ckpt_open_meta(dir, &meta, &cfg, NULL) == 0) {
             out[n++] = strdup(dir);
-        } else if (used < sizeof tried) {
-            used += (size_t)snprintf(tried + used, sizeof tried - used, "%s%s: %.300s", used ? "; " : "", v[i].name,
-                                     zt_errmsg());
+        } else if (used < sizeof tried) {  // named with its reason ("step-N: ckpt.h5: ...": the path once)
+            const char *why = zt_errmsg();
+            const size_t dl = strlen(dir);
+            if (!strncmp(why, dir, dl) && why[dl] == '/') why += dl + 1;
+            used += (size_t)snprintf(tried + used, sizeof tried - used, "%s%s: %.400s", used ? "; " : "", v[i].name,
+                                     why);
         }
     }
     free(v);
@@ -262,6 +275,8 @@ int zt_ckpt_auto_candidates(const char *run_dir, char ***paths, char *note, size
             snprintf(note, note_n,
                      "--resume auto: %.600s; resuming from %s, the newest complete checkpoint whose metadata reads%s%.900s%s",
                      latest_why, base ? base + 1 : out[0], used ? " (skipped: " : "", used ? tried : "", used ? ")" : "");
+        } else if (note && used) {  // latest reads; older ones that do not are no candidates if it fails to load
+            snprintf(note, note_n, "--resume auto: not a candidate, the metadata does not read: %.1500s", tried);
         }
         *paths = out;
         return n;
@@ -1239,6 +1254,87 @@ static int compare_tables(const char *file, int u, const zt_ckpt_unit_info *got,
     return 0;
 }
 
+// What identifies the file a rank is about to load: its size and modification time (the
+// same file seen from every node of a shared file system has both; another checkpoint, or a
+// stale copy of one, does not).
+typedef struct {
+    int64_t size, mtime_s, mtime_ns;
+} file_ident;
+
+// " (step N)" for a step-NNNNNNNN directory, "" otherwise.
+static void step_of(const char *dir, char *out, size_t n) {
+    const char *base = strrchr(dir, '/');
+    int64_t step;
+    out[0] = 0;
+    if (is_step_name(base ? base + 1 : dir, &step)) snprintf(out, n, " (step %lld)", (long long)step);
+}
+
+// Collective, after every rank resolved `dir`: 0 when every rank's ckpt.h5 is the same file
+// (size and modification time); else ZT_CKPT_LOAD_DIFFERENT + the same zt_err on every rank,
+// naming each distinct checkpoint and the ranks that resolved it. A collective open of
+// different files would mix them: HDF5 reads the metadata on one rank and broadcasts it, so the
+// other ranks' data meets another file's checksums (reported as corruption) or a later
+// collective write splits between two directories and hangs.
+static int agree_same_file(MPI_Comm comm, const char *dir, const char *file) {
+    int rank, world;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &world);
+    struct stat st;
+    file_ident me = {-1, 0, 0};
+    if (stat(file, &st) == 0) me = (file_ident){(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+    int64_t mine[3] = {me.size, me.mtime_s, me.mtime_ns}, lo[3], hi[3];
+    MPI_Allreduce(mine, lo, 3, MPI_INT64_T, MPI_MIN, comm);
+    MPI_Allreduce(mine, hi, 3, MPI_INT64_T, MPI_MAX, comm);
+    if (!memcmp(lo, hi, sizeof lo)) return 0;
+    // they differ: every rank's identity and directory, for a message that names them all
+    enum { PATH = 512 };
+    int64_t *ids = zt_xmalloc((size_t)world * 3 * sizeof(int64_t));
+    char *paths = zt_xmalloc((size_t)world * PATH), here[PATH];
+    snprintf(here, sizeof here, "%.*s", PATH - 1, dir);  // a longer path is shown cut
+    MPI_Allgather(mine, 3, MPI_INT64_T, ids, 3, MPI_INT64_T, comm);
+    MPI_Allgather(here, PATH, MPI_CHAR, paths, PATH, MPI_CHAR, comm);
+    char msg[ZT_ERR_MAX - 512];
+    size_t used = (size_t)snprintf(msg, sizeof msg, "the ranks resolved different checkpoints:");
+    int *group = zt_xmalloc((size_t)world * sizeof(int)), ngroups = 0;
+    for (int r = 0; r < world; r++) group[r] = -1;
+    for (int r = 0; r < world && used < sizeof msg; r++) {
+        if (group[r] >= 0) continue;
+        int count = 0;
+        char ranks[256] = "";
+        size_t rl = 0;
+        for (int q = r; q < world; q++) {
+            if (group[q] >= 0 || memcmp(ids + 3 * q, ids + 3 * r, 3 * sizeof(int64_t))) continue;
+            group[q] = ngroups;
+            if (count++ < 8 && rl < sizeof ranks)  // at most eight ranks named per checkpoint, then a count
+                rl += (size_t)snprintf(ranks + rl, sizeof ranks - rl, "%s%d", count > 1 ? ", " : "", q);
+        }
+        if (count > 8) snprintf(ranks + rl, sizeof ranks - rl, " and %d more", count - 8);
+        char step[48], what[96] = "missing";
+        const char *pr = paths + (size_t)r * PATH;
+        step_of(pr, step, sizeof step);
+        const int64_t *id = ids + 3 * r;
+        if (id[0] >= 0) {
+            struct tm tm;
+            time_t t = (time_t)id[1];
+            gmtime_r(&t, &tm);
+            char day[32];
+            strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+            snprintf(what, sizeof what, "%lld bytes, modified %s.%09lldZ", (long long)id[0], day, (long long)id[2]);
+        }
+        used += (size_t)snprintf(msg + used, sizeof msg - used, "%s rank%s %s: %s%s (%s: %s)", ngroups ? ";" : "",
+                                 count == 1 ? "" : "s", ranks, pr, step, ZT_CKPT_FILE, what);
+        ngroups++;
+    }
+    free(group);
+    free(ids);
+    free(paths);
+    zt_err("%.3000s. Every rank must load the same checkpoint: their views of the run directory differ (a node "
+           "with its own or a stale copy of it?) or latest moved while they read it; nothing was loaded. The "
+           "checkpoints themselves are not known to be damaged",
+           msg);
+    return ZT_CKPT_LOAD_DIFFERENT;
+}
+
 int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_qwen3_layout *lay, zt_ckpt_meta *meta_out,
                  const zt_ckpt_shards *sh) {
     zt_h5_quiet();
@@ -1249,6 +1345,7 @@ int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_qwen3_layout *lay
     int ok = zt_ckpt_resolve(ckpt_dir, dir, sizeof dir) == 0 && check_shards(lay, sh) == 0;
     if (agree(comm, ok) != 0) return zt_ckpt_err_prefix("loading checkpoint"), -1;
     snprintf(file, sizeof file, "%s/%s", dir, ZT_CKPT_FILE);
+    if (agree_same_file(comm, dir, file) != 0) return zt_ckpt_err_prefix("loading checkpoint"), ZT_CKPT_LOAD_DIFFERENT;
 
     hid_t fapl = mpio_fapl(comm, 0);
     hid_t fid = H5Fopen(file, H5F_ACC_RDONLY, fapl);

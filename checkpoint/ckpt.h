@@ -99,6 +99,12 @@ void zt_ckpt_last_save_io(int64_t *direct, int64_t *buffered);
 // Refuses a .partial directory, a file that is not a zerotrain checkpoint, a model
 // config that differs from lay->cfg (the message names every differing field) and a
 // tensor table that differs from lay's. meta (may be NULL) receives the stored state.
+// Each rank resolves ckpt_dir itself (a run directory's latest, ...); when the ranks
+// resolved different files (size and modification time of ckpt.h5 compared), nothing is
+// read and every rank returns ZT_CKPT_LOAD_DIFFERENT with a message naming each checkpoint
+// and its ranks: not a damaged checkpoint (--resume auto must not fall back past it). Any
+// other failure: -1.
+#define ZT_CKPT_LOAD_DIFFERENT (-2)
 int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_qwen3_layout *lay, zt_ckpt_meta *meta,
                  const zt_ckpt_shards *sh);
 

@@ -262,7 +262,8 @@ out:
 // Reading a mapped page past a file's new end raises SIGBUS, and a file rewritten in place
 // (cp over it) silently feeds other tokens. zt_dataset_read_block copies a block under a
 // guard (a SIGBUS inside the copy jumps back and becomes an error) between two checks of the
-// file's size and modification time against those at open. Elsewhere (the checksum pass at
+// file's size, modification and status change times against those at open, then checks the
+// copied ids against the vocabulary. Elsewhere (the checksum pass at
 // open), the handler names the mapped file the fault hit before the process ends as it would.
 
 #define ZT_MAP_REGISTRY 1024
@@ -319,7 +320,39 @@ static void register_map(const zt_data_file *f, int add) {
     pthread_mutex_unlock(&g_maps_mu);
 }
 
-// 0 when the file's size and modification time are those it had at open; else 1 and why.
+static int same_time(struct timespec a, struct timespec b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
+
+static void fmt_time(struct timespec t, char *out, size_t n) {
+    struct tm tm;
+    time_t s = t.tv_sec;
+    gmtime_r(&s, &tm);
+    char day[32];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, n, "%s.%09ldZ", day, (long)t.tv_nsec);
+}
+
+// 1 and why when the path no longer names the opened file (removed, or another file renamed
+// over it: the mapping stays on the old inode, so the data is no longer what the directory
+// holds and a resume would read the other file); else 0.
+static int path_moved(const zt_data_file *f, char *why, size_t n) {
+    struct stat ps;
+    if (stat(f->path, &ps) != 0) {
+        snprintf(why, n, "the path no longer names it (%s): removed or renamed", strerror(errno));
+        return 1;
+    }
+    if ((uint64_t)ps.st_dev != f->dev || (uint64_t)ps.st_ino != f->ino) {
+        snprintf(why, n,
+                 "the path now names another file (inode %llu, training opened inode %llu): it was replaced, e.g. "
+                 "renamed over by rsync without --inplace or by an editor",
+                 (unsigned long long)ps.st_ino, (unsigned long long)f->ino);
+        return 1;
+    }
+    return 0;
+}
+
+// 0 when the file is the one opened, with the size and times it had at open; else 1 and why.
+// One fstat: every change to the opened file moves its ctime, being unlinked or renamed over
+// too (its link count falls), so the path is looked up (to say which) only once ctime moved.
 static int file_changed(const zt_data_file *f, char *why, size_t n) {
     struct stat st;
     if (fstat(f->fd, &st) != 0) {
@@ -330,11 +363,37 @@ static int file_changed(const zt_data_file *f, char *why, size_t n) {
         snprintf(why, n, "it now holds %lld bytes, %zu when training opened it", (long long)st.st_size, f->bytes);
         return 1;
     }
-    if (st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec) {
+    if (!same_time(st.st_mtim, f->mtime)) {
         snprintf(why, n, "it was written to after training opened it (same size, new modification time)");
         return 1;
     }
+    if (!same_time(st.st_ctim, f->ctime)) {
+        // mtime and size as at open, ctime moved: unlinked or renamed over (its link count fell),
+        // written with the modification time put back (touch -r, rsync --inplace -t), or its
+        // mode or owner changed; either way the bytes are no longer known to be the packed ones
+        if (path_moved(f, why, n)) return 1;
+        char was[48], now[48];
+        fmt_time(f->ctime, was, sizeof was);
+        fmt_time(st.st_ctim, now, sizeof now);
+        snprintf(why, n,
+                 "its status change time moved from %s to %s while its size and modification time stayed: it was "
+                 "rewritten in place with its modification time restored (touch -r, rsync --inplace -t), or its "
+                 "mode, owner or links changed",
+                 was, now);
+        return 1;
+    }
     return 0;
+}
+
+// Index of the first word of w[0..n) whose id is >= limit, or -1 (limit > 2^32 - 1: none).
+static int64_t first_id_out_of_range(const uint32_t *w, int64_t n, int64_t limit, uint32_t id_mask) {
+    if (limit > (int64_t)UINT32_MAX) return -1;
+    uint32_t mx = 0;
+    for (int64_t j = 0; j < n; j++) mx = (w[j] & id_mask) > mx ? (w[j] & id_mask) : mx;  // branch-free: vectorises
+    if (mx < (uint32_t)limit) return -1;
+    for (int64_t j = 0; j < n; j++)
+        if ((w[j] & id_mask) >= (uint32_t)limit) return j;
+    return -1;
 }
 
 int zt_copy_guarded(void *dst, const void *src, size_t n) {
@@ -355,13 +414,22 @@ int zt_dataset_read_block(const zt_dataset *ds, int file, int64_t block, uint32_
         return zt_err("%s: block %lld of file %d is out of range", ds->dir, (long long)block, file);
     const zt_data_file *f = &ds->files[file];
     const size_t n = (size_t)ds->seq_len * sizeof(uint32_t);
-    char why[256];
+    char why[600];
     if (file_changed(f, why, sizeof why)) goto changed;
     if (zt_copy_guarded(dst, f->data + block * (int64_t)ds->seq_len, n) != 0) {
         snprintf(why, sizeof why, "reading it raised SIGBUS: it was truncated under the mapping");
         goto changed;
     }
     if (file_changed(f, why, sizeof why)) goto changed;
+    // The ids were checked at open; one out of range now means other bytes than the packed ones
+    // (a change the file's times do not show): it must never reach an embedding lookup.
+    const uint32_t id_mask = ds->token_flags ? ZT_TOK_ID_MASK : UINT32_MAX;
+    const int64_t bad = first_id_out_of_range(dst, ds->seq_len, ds->vocab_size, id_mask);
+    if (bad >= 0) {
+        snprintf(why, sizeof why, "position %lld of block %lld holds token id %u, not below vocab_size %lld",
+                 (long long)bad, (long long)block, dst[bad] & id_mask, (long long)ds->vocab_size);
+        goto changed;
+    }
     return 0;
 changed:
     return zt_err("%s: the file changed while training (%s); block %lld cannot be read as the data packed into "
@@ -370,7 +438,7 @@ changed:
 }
 
 int zt_dataset_check_unchanged(const zt_dataset *ds, int file) {
-    char why[256];
+    char why[600];
     if (file < 0 || file >= ds->nfiles || !file_changed(&ds->files[file], why, sizeof why)) return 0;
     return zt_err("%s: the file changed while training (%s)", ds->files[file].path, why);
 }
@@ -419,6 +487,9 @@ static int map_file(const zt_dataset *ds, zt_data_file *f) {
     f->fd = fd;
     f->fd_open = 1;
     f->mtime = st.st_mtim;
+    f->ctime = st.st_ctim;
+    f->dev = (uint64_t)st.st_dev;
+    f->ino = (uint64_t)st.st_ino;
     return 0;
 }
 

@@ -27,8 +27,10 @@ typedef struct {
     uint32_t crc32c;         // of the whole file, from dataset.json
     const uint32_t *data;    // mmap'd tokens (NULL when blocks == 0)
     size_t bytes;
-    int fd, fd_open;         // kept open: the file's size and modification time are checked on every read
+    int fd, fd_open;         // kept open: the file's identity, size and times are checked on every read
     struct timespec mtime;   // modification time at open
+    struct timespec ctime;   // status change time at open: moves on any write, even one whose mtime is restored
+    uint64_t dev, ino;       // the file the path named at open (a file renamed over it is another inode)
 } zt_data_file;
 
 typedef struct {
@@ -64,14 +66,18 @@ int zt_dataset_open(zt_dataset *ds, const char *dir, const zt_dataset_opts *opts
 // truncated meanwhile faults on access; training reads through zt_dataset_read_block).
 const uint32_t *zt_dataset_block(const zt_dataset *ds, int file, int64_t block);
 // Copies block `block` of file `file` (seq_len words) into dst, safely against the file
-// changing underneath: its size and modification time are compared with those at open
-// before and after the copy, and a SIGBUS inside the copy (the file truncated under the
-// mapping) is caught. -1 + zt_err naming the file, the block and what changed.
+// changing underneath: its size, modification time and status change time (ctime: a write
+// whose mtime was restored with `touch -r` or `rsync --inplace -t` still moves it) are compared
+// with those at open before and after the copy (ctime also moves when the file is removed or
+// renamed over: then the message says whether the path is gone or names another inode); a
+// SIGBUS inside the copy (the file truncated under the mapping) is caught; and every copied id must be
+// below dataset.json's vocab_size (a change no file time shows). -1 + zt_err naming the
+// file, the block and what changed ("the file changed while training (...)").
 int zt_dataset_read_block(const zt_dataset *ds, int file, int64_t block, uint32_t *dst);
 // memcpy from a mapping that may have lost its pages (the file truncated): 0, or -1 when the
 // copy faulted with SIGBUS (caught; dst then holds a partial copy).
 int zt_copy_guarded(void *dst, const void *src, size_t n);
-// 0 when file `file` still has its size and modification time of open; -1 + zt_err.
+// 0 when file `file` is still the one opened, with its size and times of open; -1 + zt_err.
 int zt_dataset_check_unchanged(const zt_dataset *ds, int file);
 void zt_dataset_close(zt_dataset *ds);
 

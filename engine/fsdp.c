@@ -18,6 +18,7 @@
 #include "engine/cuda_module.h"
 #include "engine/fsdp_internal.h"
 #include "data/batch.h"
+#include "data/dataset.h"  // ZT_TOK_ID_MASK
 
 void zt_fsdp_log(zt_fsdp *f, zt_fsdp_ev_kind k, int unit, int micro) {
     if (f->nevents == f->events_cap) {
@@ -179,20 +180,48 @@ static void eval_micro(zt_fsdp *f, int slot) {
 
 // ---- data ------------------------------------------------------------------------------------
 
-int64_t zt_fsdp_stage_rows(const zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
-                           int32_t *pos) {
+// Index of the first id of ids[0..n) not below vocab, or -1.
+static int64_t first_id_outside(const uint32_t *ids, int64_t n, int64_t vocab) {
+    if (vocab > (int64_t)UINT32_MAX) return -1;
+    uint32_t mx = 0;
+    for (int64_t j = 0; j < n; j++) mx = ids[j] > mx ? ids[j] : mx;  // branch-free: vectorises
+    if (mx < (uint32_t)vocab) return -1;
+    for (int64_t j = 0; j < n; j++)
+        if (ids[j] >= (uint32_t)vocab) return j;
+    return -1;
+}
+
+// A filler row: zeros (valid ids) whose targets count nothing.
+static void stage_filler(const zt_fsdp *f, uint32_t *ib, int32_t *tb, int32_t *pb) {
     const int64_t S = f->seq_len;
+    memset(ib, 0, (size_t)S * sizeof(uint32_t));
+    (void)zt_batch_words(ib, 1, S, f->doc_isolated, ib, tb, pb);
+    (void)zt_batch_drop_row_targets(tb, 0, S);
+}
+
+int64_t zt_fsdp_stage_rows(zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
+                           int32_t *pos) {
+    const int64_t S = f->seq_len, vocab = f->model.lay.cfg.vocab_size;
     int64_t n = 0;
     for (int64_t b = 0; b < f->micro_batch; b++) {
         uint32_t *ib = ids + b * S;
         int32_t *tb = targets + b * S, *pb = pos ? pos + b * S : NULL;
-        if (blocks[b]) {
-            n += zt_batch_words(blocks[b], 1, S, f->doc_isolated, ib, tb, pb);
-        } else {  // a filler: zeros whose targets count nothing
-            memset(ib, 0, (size_t)S * sizeof(uint32_t));
-            (void)zt_batch_words(ib, 1, S, f->doc_isolated, ib, tb, pb);
-            (void)zt_batch_drop_row_targets(tb, 0, S);
+        if (!blocks[b]) {
+            stage_filler(f, ib, tb, pb);
+            continue;
         }
+        const int64_t got = zt_batch_words(blocks[b], 1, S, f->doc_isolated, ib, tb, pb);
+        const int64_t bad = first_id_outside(ib, S, vocab);
+        if (bad < 0) {
+            n += got;
+            continue;
+        }
+        if (!f->stage_refused++)
+            zt_err("micro-batch %d, block %lld of it, position %lld: token id %u is not below the model's vocab_size "
+                   "%lld; the block is refused (staged as a filler: no kernel reads the id) and the step makes no "
+                   "update",
+                   f->micro, (long long)b, (long long)bad, ib[bad], (long long)vocab);
+        stage_filler(f, ib, tb, pb);
     }
     return n;
 }
@@ -232,7 +261,12 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
     if (zt_fsdp_count_targets(f, blocks, (int)(f->grad_accum * B), "step trained targets", &targets)) return -1;
     const float scale = targets ? (float)(1.0 / (double)targets) : 0.0f;
 
-    for (int mb = 0; mb < f->grad_accum; mb++) (void)f->be->stage(f, blocks + (size_t)mb * B, mb);
+    f->stage_refused = 0;
+    for (int mb = 0; mb < f->grad_accum; mb++) {
+        f->micro = mb;
+        (void)f->be->stage(f, blocks + (size_t)mb * B, mb);
+    }
+    const int refused = f->stage_refused > 0;  // an id outside the vocabulary: this rank's input is bad
     f->be->step_begin(f);
     for (int mb = 0; mb < f->grad_accum; mb++) {
         f->micro = mb;
@@ -245,7 +279,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
         if (f->be->reduce_replicas(f) != 0) return -1;
     }
     zt_fsdp_reduced r;
-    const int packed = (flags & ZT_FSDP_STOP ? 1 : 0) + (flags & ZT_FSDP_INPUT_BAD ? ZT_FSDP_BAD_UNIT : 0);
+    const int packed = (flags & ZT_FSDP_STOP ? 1 : 0) + ((flags & ZT_FSDP_INPUT_BAD) || refused ? ZT_FSDP_BAD_UNIT : 0);
     if (f->be->step_reduce(f, packed, &r) != 0) return -1;
     const int bad = r.stop / ZT_FSDP_BAD_UNIT;
     r.stop %= ZT_FSDP_BAD_UNIT;
@@ -271,12 +305,30 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
     out->nonfinite_ranks = r.nonfinite_ranks;
     out->stop_requested = r.stop;
     out->input_bad = bad;
+    out->input_refused = refused;
     out->t_step = zt_now() - t0;
     out->t_comm_wait = r.comm_wait;
     out->t_compute = out->t_step - r.comm_wait;
     out->bytes_gathered = f->bytes_ag;
     out->bytes_scattered = f->bytes_rs;
     out->bytes_replicated = f->bytes_rep;
+    return 0;
+}
+
+// 1 + zt_err when a block of micro-batch m holds an id the model's vocabulary lacks (the ids
+// as staging reads them: zt_batch_words keeps the low 30 bits of a word); 0 when none does.
+static int blocks_outside_vocab(const zt_fsdp *f, const uint32_t *const *blocks, int m) {
+    const int64_t S = f->seq_len, vocab = f->model.lay.cfg.vocab_size;
+    if (vocab > (int64_t)ZT_TOK_ID_MASK) return 0;
+    for (int64_t b = 0; b < f->micro_batch; b++) {
+        if (!blocks[b]) continue;
+        for (int64_t j = 0; j < S; j++)
+            if ((blocks[b][j] & ZT_TOK_ID_MASK) >= (uint32_t)vocab)
+                return zt_err("evaluation micro-batch %d, block %lld of it, position %lld: token id %u is not below "
+                              "the model's vocab_size %lld; the block is refused",
+                              m, (long long)b, (long long)j, blocks[b][j] & ZT_TOK_ID_MASK, (long long)vocab),
+                       1;
+    }
     return 0;
 }
 
@@ -293,12 +345,16 @@ int zt_fsdp_eval_from(zt_fsdp *f, int nmicro, const zt_fsdp_eval_source *src, zt
     memset(out, 0, sizeof *out);
     char why[ZT_ERR_MAX] = "";
     int rc = 0, pending = 0;
+    f->stage_refused = 0;
     if (f->be->eval_begin) f->be->eval_begin(f);
     for (int m = 0; m < nmicro; m++) {
         int64_t flags[2] = {0, 0};  // ranks that want to stop, ranks whose input is bad
         if (src->stop && src->stop(src->ctx)) flags[0] = 1;
         if (!flags[0] && src->fetch(src->ctx, m, blocks) != 0) {
             flags[1] = 1;
+            snprintf(why, sizeof why, "%s", zt_errmsg());
+        } else if (!flags[0] && src->stop && blocks_outside_vocab(f, blocks, m)) {
+            flags[1] = 1;  // agreed like a bad fetch, before anything is staged
             snprintf(why, sizeof why, "%s", zt_errmsg());
         }
         if (src->stop) {
@@ -313,8 +369,8 @@ int zt_fsdp_eval_from(zt_fsdp *f, int nmicro, const zt_fsdp_eval_source *src, zt
             break;
         }
         const int slot = m % f->grad_accum;
-        red[1] += (double)f->be->stage(f, blocks, slot);
         f->micro = m;
+        red[1] += (double)f->be->stage(f, blocks, slot);  // (without src->stop a bad id becomes a filler: below)
         eval_micro(f, slot);
         pending++;
         if (slot == f->grad_accum - 1 || m == nmicro - 1) {
@@ -337,6 +393,9 @@ int zt_fsdp_eval_from(zt_fsdp *f, int nmicro, const zt_fsdp_eval_source *src, zt
     if (f->be->allreduce_f64(f, red, 2, "eval loss") != 0) return -1;
     out->loss_sum = red[0];
     out->targets = (int64_t)red[1];
+    // no agreement (src->stop NULL) and a block refused at staging: the collectives all ran, the
+    // sum lacks that block; this rank fails with the reason (zt_err, from the staging)
+    if (f->stage_refused) return zt_err_prefix("evaluation");
     return 0;
 }
 

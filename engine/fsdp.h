@@ -35,7 +35,9 @@ typedef struct {
     int nonfinite;          // 1: the loss or the gradient norm was not finite (then the update was skipped)
     int nonfinite_ranks;    // ranks whose loss was not finite (CPU engine; the GPU engine sums the loss: -1 if so)
     int stop_requested;     // ranks that passed ZT_FSDP_STOP (all-reduced with the loss: no extra collective)
-    int input_bad;          // ranks that passed ZT_FSDP_INPUT_BAD: the step made no update
+    int input_bad;          // ranks that passed ZT_FSDP_INPUT_BAD or whose blocks were refused: no update was made
+    int input_refused;      // 1: this rank's blocks held a token id >= the model's vocab_size (zt_err names it);
+                            // it was never staged (counted in input_bad)
     double t_step, t_compute, t_comm_wait;  // this rank's seconds
     double t_update_fence;  // of t_step: waiting in the update fence before the optimizer (zt_fsdp_set_update_fence)
     int64_t bytes_gathered, bytes_scattered; // this rank's received (all-gather) / sent (reduce-scatter) bytes
@@ -137,7 +139,9 @@ int zt_fsdp_snapshot_ready(zt_fsdp *f, int wait);
 // flags: ZT_FSDP_STOP (e.g. a signal arrived), counted over ranks into out->stop_requested;
 // ZT_FSDP_INPUT_BAD (this rank's blocks could not be read: they hold zeros), counted into
 // out->input_bad: when any rank says so, no rank updates and the step counter stays (the
-// step did not happen). Both ride on the step's one control all-reduce.
+// step did not happen). Both ride on the step's one control all-reduce. A block holding a
+// token id >= the model's vocab_size is refused at staging whatever the flags (never read by
+// a kernel): out->input_refused, zt_err naming it, and counted into input_bad like the flag.
 #define ZT_FSDP_STOP 1
 #define ZT_FSDP_INPUT_BAD 2
 int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_stats *out);

@@ -232,7 +232,9 @@ static void reduce_scatter(zt_fsdp *f, int s, int unit) {
 // ---- data ------------------------------------------------------------------------------------
 
 // One micro-batch into host slot `slot` (zt_fsdp_stage_rows). The slot is free: the host
-// synchronised with the last step or evaluation round that read it.
+// synchronised with the last step or evaluation round that read it. A block holding an id
+// outside the vocabulary is staged as a filler there, on the host: it is never uploaded, so
+// the embedding gather and the loss never index with it (zt_fsdp_step then updates nothing).
 static int64_t stage(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
     gpu_state *c = st(f);
     const size_t at = (size_t)slot * (size_t)c->hs;

@@ -103,6 +103,7 @@ struct zt_fsdp {
     int64_t epoch;            // set by the training loop; shown in deadline reports
     int token_flags;          // blocks hold version-2 words (data/dataset.h): targets are counted per step
     int doc_isolated;         // packed documents attend only to themselves, RoPE restarts per document
+    int64_t stage_refused;    // rows zt_fsdp_stage_rows refused (an id >= vocab_size) since the caller zeroed it
 };
 
 // The constructors zt_fsdp_create dispatches to (tests call them for the knobs).
@@ -218,7 +219,11 @@ int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks
 // b at ids/targets/pos + b * seq_len) as bare ids, targets and (pos non-NULL) document
 // positions (zt_batch_words, row by row, straight from the blocks); a NULL block is a filler
 // of zeros whose targets count nothing. Returns the micro-batch's trained targets.
-int64_t zt_fsdp_stage_rows(const zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
+// Every staged id is checked against the model's vocab_size (targets are ids too): a row
+// holding one outside it is staged as a filler instead, so no embedding or loss kernel ever
+// indexes with it; f->stage_refused counts the row and zt_err names the first (micro-batch
+// f->micro, its row, the position, the id). Callers make such a step update nothing.
+int64_t zt_fsdp_stage_rows(zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
                            int32_t *pos);
 
 // The GPU backend's constructor (fsdp_cuda.c, inside the CUDA module; reached through

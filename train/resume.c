@@ -80,8 +80,11 @@ static char *schedule_diff(const char *saved, const char *now) {
 
 // --resume: this rank's slices of the canonical vectors, at any world size, after the
 // checkpoint's model config, settings and data cursor are checked against this run.
-// *load_failed = 1 when everything matched but reading the data failed (a checksum, a
-// short file): --resume auto then tries the next candidate.
+// *load_failed = 1 (on every rank alike) when the checkpoint itself does not read: its
+// ckpt.h5 truncated, empty, zeroed or otherwise not HDF5 on some rank, or its data failing a
+// checksum: --resume auto then tries the next candidate. A mismatch with this run, or ranks
+// that resolved different checkpoints, is not that (an older checkpoint would not fit either,
+// and nothing is known to be damaged): *load_failed = 0.
 static int resume_one(const zt_train_opts *o, run_state *r, const char *from, int *load_failed) {
     const zt_dataset *ds = &r->ds;
     const double t0 = zt_now();
@@ -92,6 +95,7 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
     zt_qwen3_config saved_cfg;
     char *saved = NULL, diff[1024];
     if (ok) ok = zt_ckpt_open_meta(ckpt_path, &meta, &saved_cfg, &saved) == 0;
+    int64_t unreadable = !ok;  // it does not resolve or its header does not read (before any comparison)
     if (ok && zt_ckpt_config_diff(&saved_cfg, &r->cfg, diff, sizeof diff) > 0)
         ok = zt_err("--resume %s: the model config differs from the checkpoint's: %s", ckpt_path, diff) == 0;
     // The dataset's identity (dataset_files, dataset_blocks) is compared like any other
@@ -141,13 +145,22 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
         ok = zt_err("--resume %s: its data cursor (epoch %lld, step %lld of the epoch) does not match %lld steps "
                     "per epoch of this run", ckpt_path, (long long)meta.epoch, (long long)meta.epoch_step,
                     (long long)r->steps_per_epoch) == 0;
-    if (zt_train_agree(r->comm, ok, "reading the checkpoint to resume") != 0) return -1;
-    // Collective: refuses a model config that differs (naming the fields) and bad checksums.
+    // Every rank learns the lowest failing rank's reason, and whether any rank could not read it.
+    const int agreed = zt_train_agree_named(r, ok, "reading the checkpoint to resume");
+    if (agreed < 0) return -1;
+    if (agreed > 0) {
+        if (zt_allreduce(r->comm, &unreadable, &unreadable, 1, ZT_DT_I64, ZT_RED_MAX, "checkpoint readable?") != 0)
+            return -1;
+        *load_failed = unreadable != 0;
+        return -1;
+    }
+    // Collective: refuses ranks that resolved different checkpoints (not a damaged one), a model
+    // config that differs (naming the fields) and bad checksums.
     zt_comm_watch_begin(r->comm, "checkpoint load (HDF5 collective read)");  // first-step deadline applies
     const int load_rc = zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, zt_fsdp_layout(r->f), &meta, &r->shards);
     zt_comm_watch_end(r->comm);
     if (load_rc != 0) {
-        *load_failed = 1;
+        *load_failed = load_rc != ZT_CKPT_LOAD_DIFFERENT;
         return zt_err_prefix("--resume");
     }
     r->start_step = meta.step;
@@ -186,9 +199,10 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
     return 0;
 }
 
-// --resume: one checkpoint; --resume auto: its candidates in order, past any whose data
-// fails to load (a checksum, a truncated file), naming what was skipped. The load is
-// collective and agreed, so every rank moves to the same next candidate.
+// --resume: one checkpoint; --resume auto: its candidates in order, past any that does not
+// read (a truncated, empty or zeroed ckpt.h5, a checksum), naming each skipped and why. The
+// load is collective and agreed, so every rank moves to its next candidate together; a rank
+// out of candidates ends the walk on every rank.
 int zt_resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
     char **cand = r->resume_candidates;
     const int is_auto = cand && cand[0] && o->resume == cand[0];
@@ -197,17 +211,26 @@ int zt_resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
         return resume_one(o, r, o->resume, &load_failed);
     }
     char skipped[4096] = "";
-    for (int i = 0; cand[i]; i++) {
+    int nskipped = 0;
+    for (int i = 0;; i++) {
+        int64_t have = cand[i] != NULL;
+        if (zt_allreduce(r->comm, &have, &have, 1, ZT_DT_I64, ZT_RED_MIN, "--resume auto: next candidate") != 0)
+            return -1;
+        if (!have) break;
         int load_failed;
         if (resume_one(o, r, cand[i], &load_failed) == 0) {
             if (skipped[0] && r->rank == 0)
-                fprintf(stderr, "zerotrain: warning: --resume auto: skipped %s; resumed from %s instead\n", skipped,
-                        r->ckpt_path);
+                fprintf(stderr, "zerotrain: warning: --resume auto: skipped %d checkpoint%s: %s; resumed from %s "
+                                "instead\n",
+                        nskipped, nskipped == 1 ? "" : "s", skipped, r->ckpt_path);
             return 0;
         }
-        if (!load_failed) return -1;  // a mismatch of config or settings: an older checkpoint would not fit either
+        // a mismatch of config or settings (an older checkpoint would not fit either), or ranks that
+        // resolved different checkpoints (none is damaged): not a reason to fall back
+        if (!load_failed) return -1;
         const size_t n = strlen(skipped);
-        snprintf(skipped + n, sizeof skipped - n, "%s%.1500s", n ? "; " : "", zt_errmsg());
+        snprintf(skipped + n, sizeof skipped - n, "%s%s: %.1200s", n ? "; " : "", cand[i], zt_errmsg());
+        nskipped++;
         if (r->rank == 0)
             fprintf(stderr, "zerotrain: warning: --resume auto: %s does not load (%.1500s)%s\n", cand[i], zt_errmsg(),
                     cand[i + 1] ? "; trying the next newest checkpoint" : "");
@@ -216,4 +239,3 @@ int zt_resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
                   "one with --resume PATH, or pass --overwrite to discard them",
                   o->run_dir, skipped);
 }
-

@@ -933,7 +933,10 @@ static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
         // the reason to every rank, a checkpoint of the last good step (the model and optimizer
         // are intact; only the input is not) and the named error.
         if (s.input_bad) {
-            if (zt_train_agree_named(r, data_ok, "step data check") < 0) return -1;
+            // this rank's blocks refused by the engine (an id outside the model's vocabulary that
+            // the read's own check against dataset.json's did not see): its reason, named
+            if (data_ok && s.input_refused) zt_err_prefix("--data (rank %d, step %lld)", r->rank, (long long)step + 1);
+            if (zt_train_agree_named(r, data_ok && !s.input_refused, "step data check") < 0) return -1;
             return data_bad_stop(o, r, step);
         }
         if (r->steps_run == 0) {

@@ -171,6 +171,9 @@ static void sched_report(int ok, const char *message) {
 // where no ordering event is implied by another one.
 // yarn: YaRN RoPE scaling (factor 4 over an original range of 4096: extrapolated, ramped and
 // interpolated frequencies, attention factor 1.139), which the engine's table must follow.
+static float *snapshot(zt_fsdp *f, size_t *n);
+static int same_floats(const float *a, const float *b, size_t n);
+
 static void run_case(zt_comm *dc, int tied, int tight, int yarn) {
     char what[160];
     if (tight) g_opts.param_slots = 2, g_opts.grad_slots = 1;
@@ -255,6 +258,35 @@ static void run_case(zt_comm *dc, int tied, int tight, int yarn) {
     check(prel <= TOL_PARAM, what);
     if (g_rank == 0) printf("RESULT fsdp_cuda_%s%s_step1_rel=%.3e max_rel=%.3e param_rel=%.3e\n", tied ? "tied" : "untied",
                             tight ? "_tight" : "", rel1, max_rel, prel);
+
+    // a block holding an id outside the vocabulary (a data file rewritten under the trainer) on
+    // the last rank: refused at staging, before the upload (no embedding or loss kernel reads the
+    // id), named, and no rank updates (master and Adam moments bit-identical, step counter kept)
+    if (!tight && !yarn) {
+        size_t n0, n1;
+        float *before = snapshot(&f, &n0);
+        const int64_t step0 = f.step;
+        make_blocks(buf, blocks, 0, cfg.vocab_size);
+        uint32_t *wild = zt_xmalloc((size_t)SEQ * sizeof(uint32_t));
+        memcpy(wild, mine[MB * GA - 1], (size_t)SEQ * sizeof(uint32_t));
+        wild[SEQ / 2] = (uint32_t)cfg.vocab_size + 1000;
+        if (g_rank == g_world - 1) blocks[(size_t)g_rank * MB * GA + MB * GA - 1] = wild;
+        zt_err_clear();
+        zt_fsdp_stats gs;
+        if (zt_fsdp_step(&f, mine, 0, &gs) != 0) zt_die_on_err();
+        float *after = snapshot(&f, &n1);
+        const int mine_bad = g_rank == g_world - 1;
+        snprintf(what, sizeof what, "an id outside the vocabulary refused at staging: input_bad %d, input_refused %d",
+                 gs.input_bad, gs.input_refused);
+        check(gs.input_bad == 1 && gs.input_refused == mine_bad &&
+                  (!mine_bad || strstr(zt_errmsg(), "is not below the model's vocab_size")),
+              what);
+        check(n0 == n1 && same_floats(before, after, n0) && f.step == step0,
+              "the refused step: master, Adam moments and the step counter unchanged");
+        free(wild);
+        free(before);
+        free(after);
+    }
 
     // determinism: a fresh engine, same seed and blocks
     if (zt_fsdp_init_cuda(&f2, dc, dc, &cfg, MB, GA, SEQ, &hp, seed, &g_opts) != 0) zt_die_on_err();

@@ -579,6 +579,45 @@ static void test_changed_files(void) {
     CHECK_ERR(zt_dataset_read_block(&ds, 0, 5, got), "chg/data.u32", "now holds 0 bytes, 256 when", "block 5");
     zt_dataset_close(&ds);
 
+    // rewritten in place with the same size and its modification time put back (touch -r,
+    // rsync --inplace -t): the status change time moved; then, a file system that did not show
+    // it (the time patched back here): the copied ids out of range still refuse the block
+    CHECK(zt_pack(inputs, 1, P("chg3"), &o, NULL) == 0, "pack: %s", zt_errmsg());
+    rc = zt_dataset_open(&ds, P("chg3"), &all_checks);
+    CHECK(rc == 0, "open: %s", zt_errmsg());
+    if (rc) return;
+    const char *f3 = P("chg3/data.u32");
+    struct stat st0, st1;
+    CHECK(stat(f3, &st0) == 0, "stat");
+    CHECK(zt_dataset_read_block(&ds, 0, 2, got) == 0, "read before the change: %s", zt_errmsg());
+    uint32_t wild[8];
+    for (int i = 0; i < 8; i++) wild[i] = 1000u + (uint32_t)i;  // >= vocab_size 100
+    struct timespec slept = {0, 20 * 1000 * 1000};
+    nanosleep(&slept, NULL);  // the status change time must differ whatever the clock's granularity
+    poke(f3, 2 * 8 * 4, wild, sizeof wild);
+    struct timespec back[2] = {st0.st_atim, st0.st_mtim};
+    CHECK(utimensat(AT_FDCWD, f3, back, 0) == 0, "utimensat: %s", strerror(errno));
+    CHECK(stat(f3, &st1) == 0 && st1.st_size == st0.st_size && st1.st_mtim.tv_sec == st0.st_mtim.tv_sec &&
+              st1.st_mtim.tv_nsec == st0.st_mtim.tv_nsec,
+          "size and mtime restored");
+    CHECK_ERR(zt_dataset_read_block(&ds, 0, 1, got), "chg3/data.u32", "the file changed while training",
+              "status change time moved", "modification time restored", "block 1");
+    CHECK_ERR(zt_dataset_check_unchanged(&ds, 0), "status change time moved");
+    ds.files[0].ctime = st1.st_ctim;  // as if the file system had not moved it
+    CHECK(zt_dataset_read_block(&ds, 0, 1, got) == 0, "block 1 is as packed: %s", zt_errmsg());
+    CHECK_ERR(zt_dataset_read_block(&ds, 0, 2, got), "chg3/data.u32", "the file changed while training",
+              "position 0 of block 2 holds token id 1000, not below vocab_size 100", "block 2");
+    // renamed over (rsync without --inplace): the path names another inode; removed: no file
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", P("chg3/data.u32.new"));
+    write_file(tmp, ids, sizeof ids);
+    CHECK(rename(tmp, f3) == 0, "rename: %s", strerror(errno));
+    CHECK_ERR(zt_dataset_read_block(&ds, 0, 1, got), "chg3/data.u32", "the path now names another file (inode",
+              "block 1");
+    CHECK(unlink(f3) == 0, "unlink");
+    CHECK_ERR(zt_dataset_check_unchanged(&ds, 0), "the path no longer names it", "removed or renamed");
+    zt_dataset_close(&ds);
+
     // the guard itself: a mapping whose file lost its pages
     write_file(P("bus.bin"), ids, sizeof ids);
     int fd = open(P("bus.bin"), O_RDWR);

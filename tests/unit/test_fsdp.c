@@ -164,6 +164,27 @@ int main(int argc, char **argv) {
         for (int u = 0; u < f.nunits; u++)
             CHECK(!memcmp(before[u], after[u], (size_t)f.units[u].numel * sizeof(float)),
                   "rank %d: unit %d changed by a step with a bad input", rank, u);
+        // (1b) the last rank's last block holds an id outside the vocabulary (a data file rewritten
+        // under the trainer), flags clear: the engine's staging refuses it (no kernel reads the
+        // id), names it, and no rank updates (before: an out-of-bounds embedding read)
+        uint32_t *wild = zt_xmalloc((size_t)S * sizeof(uint32_t));
+        memcpy(wild, mine[B * G - 1], (size_t)S * sizeof(uint32_t));
+        wild[3] = (wild[3] & ~ZT_TOK_ID_MASK) | (uint32_t)(cfg.vocab_size + 7);
+        if (rank == W - 1) mine[B * G - 1] = wild;
+        zt_err_clear();
+        if (zt_fsdp_step(&f, mine, 0, &st) != 0) zt_die_on_err();
+        CHECK(st.input_bad == 1 && st.input_refused == (rank == W - 1), "rank %d: an id outside the vocabulary: "
+              "input_bad %d, input_refused %d", rank, st.input_bad, st.input_refused);
+        CHECK(rank != W - 1 || (strstr(zt_errmsg(), "position 3: token id") &&
+                                strstr(zt_errmsg(), "is not below the model's vocab_size") &&
+                                strstr(zt_errmsg(), "no kernel reads the id")),
+              "rank %d: the refusal is named: '%s'", rank, zt_errmsg());
+        CHECK(f.step == step0, "rank %d: the step counter moved on a refused block", rank);
+        if (zt_fsdp_gather_full(&f, after) != 0) zt_die_on_err();
+        for (int u = 0; u < f.nunits; u++)
+            CHECK(!memcmp(before[u], after[u], (size_t)f.units[u].numel * sizeof(float)),
+                  "rank %d: unit %d changed by a step with a refused block", rank, u);
+        free(wild);
         for (int u = 0; u < f.nunits; u++) free(before[u]), free(after[u]);
         free(before), free(after);
         // (2) evaluation ends on every rank at the same micro-batch: a stop asked by the last
@@ -183,6 +204,22 @@ int main(int argc, char **argv) {
               res.bad, res.micro_done);
         CHECK(rank != 0 || strstr(zt_errmsg(), "probe: micro-batch 0 unreadable"), "rank 0's reason kept: '%s'",
               zt_errmsg());
+        // an id outside the vocabulary in the last rank's first evaluation block: refused before
+        // staging, agreed like a bad fetch
+        uint32_t *wild_e = zt_xmalloc((size_t)S * sizeof(uint32_t));
+        memset(wild_e, 0, (size_t)S * sizeof(uint32_t));
+        wild_e[S - 1] = (uint32_t)cfg.vocab_size;
+        const uint32_t *first_eval = eval_blocks[0];
+        if (rank == W - 1) eval_blocks[0] = wild_e;
+        ep.stop_at = -1, ep.fail_at = -1, ep.asked = 0;
+        zt_err_clear();
+        if (zt_fsdp_eval_from(&f, (int)nmicro_eval, &src, &res) != 0) zt_die_on_err();
+        CHECK(res.bad == 1 && res.micro_done == 0, "rank %d: an evaluation block outside the vocabulary: bad %d, "
+              "done %d", rank, res.bad, res.micro_done);
+        CHECK(rank != W - 1 || strstr(zt_errmsg(), "is not below the model's vocab_size"), "the refusal named: '%s'",
+              zt_errmsg());
+        eval_blocks[0] = first_eval;
+        free(wild_e);
     }
     for (int k = 0; k < steps; k++) {
         for (int i = 0; i < B * G; i++) mine[i] = data + (k * GB + rank * B * G + i) * S;
