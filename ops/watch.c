@@ -166,12 +166,13 @@ static int cmp_int(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-// The ranks with a rank-N.alive or rank-N.flight file in RUN/ranks: the largest (-1 if
-// none) and, in *distinct, how many there are.
-static int scan_ranks(const char *run_dir, int *distinct) {
+// The ranks with a rank-N.alive or rank-N.flight file in RUN/ranks: returns the largest
+// (-1 if none); *dense is how many of ranks 0, 1, 2, ... in order have one (k: ranks
+// 0..k-1 all do, rank k does not) and *distinct how many ranks have one.
+static int scan_ranks(const char *run_dir, int *dense, int *distinct) {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/ranks", run_dir);
-    *distinct = 0;
+    *dense = *distinct = 0;
     DIR *d = opendir(dir);
     if (!d) return -1;
     int *seen = NULL, n = 0, cap = 0;
@@ -194,7 +195,11 @@ static int scan_ranks(const char *run_dir, int *distinct) {
     closedir(d);
     if (n) qsort(seen, (size_t)n, sizeof *seen, cmp_int);
     int k = 0;
-    for (int i = 0; i < n; i++) k += i == 0 || seen[i] != seen[i - 1];
+    for (int i = 0; i < n; i++)
+        if (i == 0 || seen[i] != seen[i - 1]) {
+            if (seen[i] == k && *dense == k) *dense = k + 1;
+            k++;
+        }
     const int maxr = n ? seen[n - 1] : -1;
     free(seen);
     *distinct = k;
@@ -203,8 +208,8 @@ static int scan_ranks(const char *run_dir, int *distinct) {
 
 int zt_watch_world(const char *run_dir, const char *src, double claimed, char *why, size_t whylen) {
     why[0] = 0;
-    int nfiles;
-    const int maxr = scan_ranks(run_dir, &nfiles);
+    int dense, nfiles;
+    const int maxr = scan_ranks(run_dir, &dense, &nfiles);
     if (isnan(claimed)) return maxr + 1;
     // Rank 0's recorder: written by the process that writes heartbeat.json and run.json.
     char path[4200];
@@ -215,35 +220,33 @@ int zt_watch_world(const char *run_dir, const char *src, double claimed, char *w
     if (zt_flight_read_rank(path, 0, &h, &recs, &n) == 0) rec_world = h.world;
     free(recs);
     zt_err_clear();
-    // What the files show: rank 0's recorder's world when the files bear it out, else the
-    // highest rank with a file + 1 (at least 1: someone wrote `src`).
-    const int fallback = rec_world >= 1 && rec_world <= nfiles ? rec_world : maxr + 1 > 1 ? maxr + 1 : 1;
+    // What the files show: rank 0's recorder's world when every rank below it has a file,
+    // else the ranks 0..k-1 that all have one (at least 1: someone wrote `src`).
+    const int borne = rec_world >= 1 && rec_world <= dense;
+    const int fallback = borne ? rec_world : dense > 1 ? dense : 1;
     char evidence[4400], highest[32] = "", says[64] = "";
-    if (nfiles) snprintf(highest, sizeof highest, " (the highest %d)", maxr);
-    if (rec_world > 0) snprintf(says, sizeof says, ", rank 0's flight recorder says world %d", rec_world);
+    if (nfiles) snprintf(highest, sizeof highest, ", the highest %d", maxr);
+    if (rec_world > 0) snprintf(says, sizeof says, "; rank 0's flight recorder says world %d", rec_world);
     snprintf(evidence, sizeof evidence, "%s/ranks holds files of %d rank%s%s%s", run_dir, nfiles,
              nfiles == 1 ? "" : "s", highest, says);
-    if (!(claimed >= 1 && claimed <= INT_MAX && claimed == floor(claimed))) {
+    const int whole = claimed >= 1 && claimed <= INT_MAX && claimed == floor(claimed);
+    const int W = whole ? (int)claimed : 0;
+    struct stat st;
+    if (!whole)
         snprintf(why, whylen, "%s: world_size %.17g cannot be true: not a whole number of ranks >= 1 (%s); judging "
                  "%d rank%s", src, claimed, evidence, fallback, fallback == 1 ? "" : "s");
-        return fallback;
-    }
-    const int W = (int)claimed;
-    if (W > nfiles) {
+    else if (W > dense && W != fallback)
         snprintf(why, whylen, "%s: world_size %d cannot be true: every rank creates its flight recorder and liveness "
-                 "tick in RUN/ranks before the first step, and %s (is RUN on storage every node shares?); judging "
-                 "%d rank%s", src, W, evidence, fallback, fallback == 1 ? "" : "s");
-        return fallback;
-    }
-    struct stat st;
-    if (rec_world > 0 && W != rec_world && stat(src, &st) == 0 &&
-        (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec >= h.created_ns) {
+                 "tick in RUN/ranks before the first step, and rank %d has neither (%s; is RUN on storage every node "
+                 "shares?); judging %d rank%s", src, W, dense, evidence, fallback, fallback == 1 ? "" : "s");
+    else if (borne && W != rec_world && stat(src, &st) == 0 &&
+             (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec >= h.created_ns)
         snprintf(why, whylen, "%s: world_size %d cannot be true: it was written after rank 0's flight recorder %s, "
                  "by the same job, and that says world %d; judging %d rank%s", src, W, path, rec_world, fallback,
                  fallback == 1 ? "" : "s");
-        return fallback;
-    }
-    return W;
+    else
+        return W;
+    return fallback;
 }
 
 static void read_ticks(zt_watch *w, double now) {
@@ -628,8 +631,8 @@ static int group_cmp(const void *a, const void *b) {
 
 void zt_watch_diagnose(zt_watch *w, double now) {
     int world = w->world;
-    int nfiles;
-    if (world <= 0) world = scan_ranks(w->run_dir, &nfiles) + 1;
+    int dense, nfiles;
+    if (world <= 0) world = scan_ranks(w->run_dir, &dense, &nfiles) + 1;
     w->diagnosis[0] = 0;
     free(w->details);
     w->details = NULL;

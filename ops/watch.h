@@ -105,12 +105,13 @@ typedef struct {
 // The world size to judge run_dir by, given `claimed` (world_size of the file `src`:
 // heartbeat.json, run.json; NAN when it has none). Every rank creates its flight recorder
 // and liveness tick in RUN/ranks before the first step, and rank 0's recorder holds the
-// job's world, so a claim is refused when it is not a whole number >= 1, when it exceeds
-// the number of ranks with a rank-N.alive/.flight file, or when it differs from rank 0's
-// recorder although `src` was written after it (by the same job). Refused: the world the
-// files show is returned (rank 0's recorder's, when the files bear it out, else the
-// highest rank with a file + 1) and `why` names src, the field, the value and the
-// evidence (else why[0] = 0). Unclaimed: the highest rank with a file + 1. File names
+// job's world, so a claim is refused when it is not a whole number >= 1, when a rank below
+// it has no rank-N.alive/.flight file, or when it differs from rank 0's recorder although
+// `src` was written after it (by the same job). Refused: the world the files show is
+// returned (rank 0's recorder's, when every rank below it has a file, else the ranks
+// 0..k-1 that all have one, at least 1) and `why` names src, the field, the value and
+// the evidence; accepted: `claimed`, why[0] = 0 (so the result differs from the claim
+// exactly when why says why). Unclaimed: the highest rank with a file + 1. File names
 // beyond rank 2^20 - 1 are no rank's. The work is one directory listing and one recorder
 // read, whatever the claim.
 int zt_watch_world(const char *run_dir, const char *src, double claimed, char *why, size_t whylen);

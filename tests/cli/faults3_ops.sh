@@ -114,7 +114,7 @@ watch_world_huge)
     for ws in 2147483647 1000000; do
         set_json "$W/run/heartbeat.json" world_size "$ws"
         expect 3 bash -c "ulimit -v 400000; exec timeout 10 \"\$@\"" _ "$ZT" watch --once "$W/run"
-        has "warning: .*run/heartbeat.json: world_size $ws cannot be true: every rank creates its flight recorder and liveness tick in RUN/ranks before the first step, and .*run/ranks holds files of 2 ranks \(the highest 1\), rank 0's flight recorder says world 2"
+        has "warning: .*run/heartbeat.json: world_size $ws cannot be true: every rank creates its flight recorder and liveness tick in RUN/ranks before the first step, and rank 2 has neither \(.*run/ranks holds files of 2 ranks, the highest 1; rank 0's flight recorder says world 2; is RUN on storage every node shares\?\)"
         has "judging 2 ranks"
         has "liveness ticks stopped: ranks 0-1 \(2 of 2\)"
     done
@@ -128,6 +128,12 @@ watch_world_huge)
     set_json "$W/run/heartbeat.json" world_size 2
     expect 3 timeout 10 "$ZT" watch --once "$W/run"
     lacks "cannot be true"
+    # a rank's files missing below the claim (ranks 0 and 2 of 3): refused, judged at rank 0 only
+    cp "$W/run/ranks/rank-00001.alive" "$W/run/ranks/rank-00002.alive"
+    rm "$W/run/ranks/rank-00001.alive" "$W/run/ranks/rank-00001.flight"
+    set_json "$W/run/heartbeat.json" world_size 3
+    expect 3 timeout 10 "$ZT" watch --once "$W/run"
+    has "world_size 3 cannot be true: .* and rank 1 has neither \(.*holds files of 2 ranks, the highest 2; rank 0's flight recorder says world 2; .*\); judging 1 rank"
     # report takes run.json's world_size for its diagnosis: the same check
     set_json "$W/run/run.json" world_size 2147483647
     printf '{"state": "CRASHED", "reason": "r", "diagnosis": "", "details": []}\n' >"$W/run/watch.json"
