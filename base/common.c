@@ -156,34 +156,70 @@ int zt_write_file_atomic(const char *path, const void *data, size_t n) {
     return 0;
 }
 
+// A stream (FIFO, character device, /proc file) is read to its end, up to this much.
+#define ZT_READ_STREAM_MAX ((size_t)1 << 30)
+
 char *zt_read_file(const char *path, size_t *len_out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         zt_err("%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        zt_err("%s: cannot seek", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        zt_err("%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
         return NULL;
     }
-    long len = ftell(f);
-    rewind(f);
-    if (len < 0) {
-        fclose(f);
-        zt_err("%s: cannot determine size", path);
+    // What is not a file of bytes is named as what it is (a directory used to read as a
+    // file of 2^63 bytes: "out of host memory").
+    const char *kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device"
+                     : S_ISSOCK(st.st_mode)                  ? "a socket" : NULL;
+    if (kind) {
+        zt_err("%s: is %s, not a file", path, kind);
+        close(fd);
         return NULL;
     }
-    char *buf = zt_xmalloc((size_t)len + 1);
-    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        fclose(f);
+    // A regular file is read to the size it has; a FIFO, a character device or a file that
+    // reports no size (/proc) to its end, within ZT_READ_STREAM_MAX.
+    const int sized = S_ISREG(st.st_mode) && st.st_size > 0;
+    size_t cap = sized ? (size_t)st.st_size : 65536, len = 0;
+    char *buf = zt_xmalloc(cap + 1);
+    for (;;) {
+        if (len == cap) {
+            if (sized) break;
+            if (cap >= ZT_READ_STREAM_MAX) {
+                zt_err("%s: more than %zu bytes from %s without an end: not a file to read whole", path, cap,
+                       S_ISCHR(st.st_mode) ? "a character device" : S_ISFIFO(st.st_mode) ? "a pipe" : "a stream");
+                free(buf);
+                close(fd);
+                return NULL;
+            }
+            cap *= 2;
+            char *nb = zt_xmalloc(cap + 1);
+            memcpy(nb, buf, len);
+            free(buf);
+            buf = nb;
+        }
+        const ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            zt_err("%s: read failed after %zu bytes: %s", path, len, strerror(errno));
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        if (r == 0) break;
+        len += (size_t)r;
+    }
+    close(fd);
+    if (sized && len < cap) {
+        zt_err("%s: short read: %zu of %zu bytes (the file shrank while being read)", path, len, cap);
         free(buf);
-        zt_err("%s: short read", path);
         return NULL;
     }
-    fclose(f);
     buf[len] = 0;
-    if (len_out) *len_out = (size_t)len;
+    if (len_out) *len_out = len;
     return buf;
 }
 

@@ -49,7 +49,9 @@ uint64_t zt_rng_below(zt_rng *r, uint64_t n);  // uniform in [0, n), unbiased
 
 // Write `data` to `path` atomically (tmp file + fsync + rename). 0 on success.
 int zt_write_file_atomic(const char *path, const void *data, size_t n);
-// Read a whole file into a malloc'd, NUL-terminated buffer. NULL + zt_err on failure.
+// Read a whole file into a malloc'd, NUL-terminated buffer. NULL + zt_err on failure,
+// naming the path: a directory, block device or socket is refused as what it is; a FIFO,
+// character device or /proc file is read to its end (at most 1 GiB).
 char *zt_read_file(const char *path, size_t *len_out);
 // mkdir -p. 0 on success.
 int zt_mkdirs(const char *path);

@@ -410,6 +410,14 @@ static int plan_from_run(const plan_flags *f, zt_plan_assumptions *a, zt_qwen3_c
                            .param_bytes = f->param_bytes, .keep_gathered = !f->reshard_after_forward,
                            .colls = (zt_plan_colls)f->colls};
     t->global_batch = 0;
+    zt_plan_job j = t->job;
+    j.world = run.world;
+    j.choice = ZT_SHARD_FULL;
+    zt_plan_result r;
+    if (zt_plan_predict(cfg, g, a, &j, &r) != 0) {  // before any output: a refused job prints nothing
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 2;
+    }
     printf("from run %s (%s): %s backend on %s, %d rank%s, micro-batch %d x grad-accum %d x seq %lld = %.0f tokens per "
            "rank per step%s%s\n",
            f->from_run, run.run_id, run.backend, run.device, run.world, run.world == 1 ? "" : "s", run.micro_batch,
@@ -432,14 +440,6 @@ static int plan_from_run(const plan_flags *f, zt_plan_assumptions *a, zt_qwen3_c
         fprintf(stderr, "zerotrain: warning: --from-run: the run computed faster than its peak allows (MFU %.2f > 1 "
                         "in the field convention): the peak it measured against (%s) is too low\n", a->mfu,
                 run.peak_source);
-    zt_plan_job j = t->job;
-    j.world = run.world;
-    j.choice = ZT_SHARD_FULL;
-    zt_plan_result r;
-    if (zt_plan_predict(cfg, g, a, &j, &r) != 0) {
-        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
-        return 2;
-    }
     const double comm = is_preset ? r.t_exposed_comm : run.comm_wait_s;
     const double opt = is_preset ? r.t_optimizer : 0;
     const double pred = r.t_compute + comm + opt;
@@ -553,7 +553,25 @@ int zt_cmd_plan(int argc, char **argv) {
     if (field && model && zt_qwen3_param_count(&cfg) != 32762123264LL)
         fprintf(stderr, "zerotrain: warning: --field compares with a Qwen3-32B run, but %s has %lld parameters\n",
                 model, (long long)zt_qwen3_param_count(&cfg));
-
+    // Every job the breakdown and the field table predict is checked before anything is
+    // printed: arguments that make one impossible are a usage error, not a half-printed plan
+    // (the scaling table marks the sizes it cannot hold n/a instead).
+    for (int k = 0; k < nch; k++) {
+        zt_plan_result r;
+        if (predict_at(&cfg, &g, &a, &t, (zt_shard_choice)choices[k], world, &r) != 0) {
+            fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+            return 2;
+        }
+    }
+    for (int i = 0; field && i < ZT_FIELD_ROWS; i++)
+        for (int k = 0; k < ZT_SHARD_NCHOICES; k++) {
+            zt_plan_result r;
+            if (predict_at(&cfg, &g, &a, &t, (zt_shard_choice)k, zt_field_table[i].world, &r) != 0) {
+                fprintf(stderr, "zerotrain: error: --field predicts the field table's %d GPUs (%s): %s\n",
+                        zt_field_table[i].world, zt_shard_names[k], zt_errmsg());
+                return 2;
+            }
+        }
 
     print_header(model ? model : "built-in Qwen3-32B config", &cfg, &g, &a, t.job.seq_len);
     if (field) {
@@ -561,10 +579,7 @@ int zt_cmd_plan(int argc, char **argv) {
     }
     for (int k = 0; k < nch; k++) {
         zt_plan_result r;
-        if (predict_at(&cfg, &g, &a, &t, (zt_shard_choice)choices[k], world, &r) != 0) {
-            fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
-            return 2;
-        }
+        if (predict_at(&cfg, &g, &a, &t, (zt_shard_choice)choices[k], world, &r) != 0) zt_die_on_err();  // checked above
         print_detail(&r);
         print_checkpoint(&r, &cfg, &g, f.ckpt_gbps);
     }

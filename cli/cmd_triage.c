@@ -132,9 +132,12 @@ int zt_cmd_triage(int argc, char **argv) {
 
     char t1[40], t2[40], d1[32];
     size_t partial = 0;
-    for (size_t i = 0; i < ns; i++) partial += snaps[i].n < set.ndev;
+    int *ids;
+    const int ngpu = zt_samples_gpu_ids(&set, &ids);  // distinct GPUs: ids need not be dense
+    free(ids);
+    for (size_t i = 0; i < ns; i++) partial += snaps[i].n < ngpu;
     printf("triage: %d GPU%s in %d file%s, %zu snapshots (%zu partial), %s .. %s, every %.2g s; bands: %s (%s)\n",
-           set.ndev, set.ndev == 1 ? "" : "s", set.nfiles, set.nfiles == 1 ? "" : "s", ns, partial,
+           ngpu, ngpu == 1 ? "" : "s", set.nfiles, set.nfiles == 1 ? "" : "s", ns, partial,
            zt_triage_fmt_time(set.kind, snaps[0].t, t1, sizeof t1),
            zt_triage_fmt_time(set.kind, snaps[ns - 1].t, t2, sizeof t2), med, b.gpu,
            bands_path ? bands_path : "built in");
@@ -143,7 +146,7 @@ int zt_cmd_triage(int argc, char **argv) {
         for (size_t i = 0; i < ns; i++) {
             const zt_snapshot *s = &snaps[i];
             printf("  %s  %-13s %2d/%d GPUs  power med %6.1f W (%.0f-%.0f)  util %3.0f-%3.0f%%", 
-                   zt_triage_fmt_time(set.kind, s->t, t1, sizeof t1), zt_gpu_state_name(s->state), s->n, set.ndev,
+                   zt_triage_fmt_time(set.kind, s->t, t1, sizeof t1), zt_gpu_state_name(s->state), s->n, ngpu,
                    s->p_med, s->p_min, s->p_max, s->u_min, s->u_max);
             if (s->nzero && s->nzero < s->n) printf("  at 0%%: %s", s->zero);
             putchar('\n');

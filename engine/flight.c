@@ -71,14 +71,20 @@ int64_t zt_flight_wall_ns(void) {
 }
 
 const char *zt_flight_fmt_time(int64_t ns, char *buf, size_t n) {
-    time_t s = (time_t)(ns / 1000000000LL);
+    // Floored: a time before 1970 (a damaged file's) keeps its milliseconds in [0, 999].
+    int64_t s = ns / 1000000000LL, ms = (ns % 1000000000LL) / 1000000LL;
+    if (ms < 0) s -= 1, ms += 1000;
+    const time_t t = (time_t)s;
     struct tm tm;
-    gmtime_r(&s, &tm);
-    char tmp[32];
-    strftime(tmp, sizeof tmp, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, n, "%s.%03dZ", tmp, (int)((ns / 1000000LL) % 1000));
+    char tmp[32] = "?";
+    if (gmtime_r(&t, &tm)) strftime(tmp, sizeof tmp, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, n, "%s.%03dZ", tmp, (int)ms);
     return buf;
 }
+
+// Seconds from `earlier` to `later` (ns): in double, as times read from a file may be
+// any int64 and their difference need not fit one.
+static double ns_between(int64_t later, int64_t earlier) { return ((double)later - (double)earlier) * 1e-9; }
 
 const char *zt_flight_fmt_bytes(uint64_t b, char *buf, size_t n) {
     if (b < 1024)
@@ -122,10 +128,15 @@ static void rec_write_end(fl_rec_disk *d) {
     atomic_store_explicit(&d->lock, v + 1, memory_order_release);
 }
 
-static void rec_read(const fl_rec_disk *d, fl_rec_disk *out) {
+// `budget` counts the yields left to the whole ring's read: a live writer holds one record
+// odd for microseconds, so waiting is worth a little; a dead or damaged file whose every
+// record is odd must not cost capacity x the per-record wait.
+static void rec_read(const fl_rec_disk *d, fl_rec_disk *out, int *budget) {
     for (int tries = 0; tries < 10000; tries++) {
         uint32_t v1 = atomic_load_explicit((_Atomic uint32_t *)&d->lock, memory_order_acquire);
         if (v1 & 1) {
+            if (*budget <= 0) break;
+            --*budget;
             sched_yield();
             continue;
         }
@@ -295,17 +306,35 @@ static void decode_hdr(const fl_hdr_disk *h, zt_flight_hdr *o) {
 }
 
 // Records still in the ring, oldest first. Slots overwritten while we copy (seq no
-// longer the expected one) are skipped rather than shown out of order.
-static int decode_ring(const fl_hdr_disk *h, const fl_rec_disk *ring, zt_flight_hdr *hdr, zt_flight_rec **recs,
-                       int *n) {
+// longer the expected one) are skipped rather than shown out of order. `cap` is the
+// capacity the caller validated (not re-read from a mapping another process may write).
+// The work is bounded by cap whatever `issued` says, and an `issued` no writer could have
+// left is refused (-1 + zt_err naming `name`): the writer stores a record, then counts it,
+// so the newest slot holds seq `issued`, or a later one of the same slot if it has since
+// moved on.
+static int decode_ring(const fl_hdr_disk *h, const fl_rec_disk *ring, uint64_t cap, const char *name,
+                       zt_flight_hdr *hdr, zt_flight_rec **recs, int *n) {
+    *recs = NULL;
+    *n = 0;
     decode_hdr(h, hdr);
-    uint64_t cap = h->capacity, last = hdr->issued;
-    uint64_t first = last > cap ? last - cap + 1 : 1;
-    zt_flight_rec *out = zt_xcalloc(cap, sizeof *out);
-    int k = 0;
-    for (uint64_t s = first; s <= last && last > 0; s++) {
+    hdr->capacity = (int)cap;
+    const uint64_t last = hdr->issued, count = last < cap ? last : cap, first = last - count + 1;
+    int budget = 1000;  // yields for records a writer holds mid-update, the whole ring together
+    if (last > 0) {
         fl_rec_disk d;
-        rec_read(&ring[(s - 1) % cap], &d);
+        rec_read(&ring[(last - 1) % cap], &d, &budget);
+        if (d.seq < last || (d.seq - last) % cap != 0)
+            return zt_err("%s: flight recorder header field \"issued\" is %llu, which cannot be true: the newest "
+                          "record's slot %llu holds seq %llu (a writer stores a record before it counts it)",
+                          name, (unsigned long long)last, (unsigned long long)((last - 1) % cap),
+                          (unsigned long long)d.seq);
+    }
+    zt_flight_rec *out = zt_xcalloc((size_t)count, sizeof *out);
+    int k = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        const uint64_t s = first + i;
+        fl_rec_disk d;
+        rec_read(&ring[(s - 1) % cap], &d, &budget);
         if (d.seq != s) continue;
         zt_flight_rec *o = &out[k++];
         o->seq = d.seq;
@@ -324,6 +353,10 @@ static int decode_ring(const fl_hdr_disk *h, const fl_rec_disk *ring, zt_flight_
         o->micro = d.micro;
         memcpy(o->label, d.label, sizeof o->label);
         o->label[sizeof o->label - 1] = 0;
+        // The writer's labels are plain text: a control byte from a damaged file would
+        // reach the terminal and the JSON as is.
+        for (char *c = o->label; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     }
     *recs = out;
     *n = k;
@@ -331,7 +364,7 @@ static int decode_ring(const fl_hdr_disk *h, const fl_rec_disk *ring, zt_flight_
 }
 
 int zt_flight_snapshot(const zt_flight *f, zt_flight_hdr *hdr, zt_flight_rec **recs, int *n) {
-    return decode_ring(f->h, f->r, hdr, recs, n);
+    return decode_ring(f->h, f->r, f->cap, f->path ? f->path : "flight recorder", hdr, recs, n);
 }
 
 int zt_flight_read(const char *path, zt_flight_hdr *hdr, zt_flight_rec **recs, int *n) {
@@ -345,6 +378,10 @@ int zt_flight_read(const char *path, zt_flight_hdr *hdr, zt_flight_rec **recs, i
         int e = errno;
         close(fd);
         return zt_err("%s: cannot stat flight recorder: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return zt_err("%s: not a flight recorder: %s", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
     }
     if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
         close(fd);
@@ -362,19 +399,38 @@ int zt_flight_read(const char *path, zt_flight_hdr *hdr, zt_flight_rec **recs, i
             "(%d, %d)",
             path, h.version, h.hdr_bytes, h.rec_bytes, ZT_FLIGHT_VERSION, ZT_FLIGHT_HDR_BYTES, ZT_FLIGHT_REC_BYTES);
     }
-    size_t len = ZT_FLIGHT_HDR_BYTES + (size_t)h.capacity * ZT_FLIGHT_REC_BYTES;
-    if (h.capacity < 1 || h.capacity > (1u << 20) || (size_t)st.st_size < len) {
+    const uint32_t cap = h.capacity;
+    size_t len = ZT_FLIGHT_HDR_BYTES + (size_t)cap * ZT_FLIGHT_REC_BYTES;
+    if (cap < 1 || cap > (1u << 20) || (size_t)st.st_size < len) {
         close(fd);
         return zt_err("%s: flight recorder of %lld bytes, but its header says %u records (%zu bytes)", path,
-                      (long long)st.st_size, h.capacity, len);
+                      (long long)st.st_size, cap, len);
+    }
+    // Fields no writer leaves (zt_flight_open checks what it is given; the status is one of three).
+    const uint32_t status = atomic_load_explicit(&h.status, memory_order_relaxed);
+    if (h.world < 1 || h.rank < 0 || h.rank >= h.world || status > ZT_FL_ABORTED) {
+        close(fd);
+        return zt_err("%s: flight recorder header cannot be true: rank %d, world %d, status %u (a writer leaves "
+                      "0 <= rank < world and status 0, 1 or 2)", path, h.rank, h.world, status);
     }
     // Mapped shared, not read(): the seqlock needs to see the writer's live stores.
     void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (map == MAP_FAILED) return zt_err("%s: mmap failed: %s", path, strerror(errno));
-    decode_ring(map, (const fl_rec_disk *)((const char *)map + ZT_FLIGHT_HDR_BYTES), hdr, recs, n);
+    const int rc = decode_ring(map, (const fl_rec_disk *)((const char *)map + ZT_FLIGHT_HDR_BYTES), cap, path, hdr,
+                               recs, n);
     munmap(map, len);
-    return 0;
+    return rc;
+}
+
+int zt_flight_read_rank(const char *path, int rank, zt_flight_hdr *hdr, zt_flight_rec **recs, int *n) {
+    if (zt_flight_read(path, hdr, recs, n) < 0) return -1;
+    if (hdr->rank == rank) return 0;
+    free(*recs);
+    *recs = NULL;
+    *n = 0;
+    return zt_err("%s: flight recorder header cannot be true: it says rank %d, the file is rank %d's", path,
+                  hdr->rank, rank);
 }
 
 const zt_flight_rec *zt_flight_current(const zt_flight_rec *recs, int n) {
@@ -446,7 +502,7 @@ int zt_flight_json(FILE *out, const zt_flight_hdr *h, const zt_flight_rec *recs,
         else
             fputs("null", out);
         fprintf(out, ", \"seconds\": %.6f, \"step\": %lld, \"epoch\": %lld, \"micro\": %d}",
-                (double)(end - r->t_start_ns) * 1e-9, (long long)r->step, (long long)r->epoch, r->micro);
+                ns_between(end, r->t_start_ns), (long long)r->step, (long long)r->epoch, r->micro);
     }
     fputs(n ? "\n  ]\n}\n" : "]\n}\n", out);
     return ferror(out) ? zt_err("flight recorder: writing JSON failed") : 0;
@@ -468,8 +524,20 @@ typedef struct {
     uint64_t seq;
     char label[ZT_FLIGHT_LABEL];
     int *ranks;
-    int n;
+    int n, cap;
 } fl_group;
+
+// Rank lists grow as ranks join: `world` lists of `world` entries each would be quadratic.
+static void group_add(fl_group *g, int rank) {
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 8;
+        int *r = zt_xmalloc((size_t)g->cap * sizeof *r);
+        if (g->n) memcpy(r, g->ranks, (size_t)g->n * sizeof *r);
+        free(g->ranks);
+        g->ranks = r;
+    }
+    g->ranks[g->n++] = rank;
+}
 
 int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const char *prefix) {
     if (!run_dir || world < 1) return zt_err("flight summary: no run directory or world %d", world);
@@ -483,8 +551,10 @@ int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const cha
         zt_flight_hdr h;
         zt_flight_rec *recs;
         int n;
-        if (zt_flight_read(path, &h, &recs, &n) < 0) {
-            if (per_rank) fprintf(out, "%srank %d: no flight recorder (%s)\n", prefix, rank, zt_errmsg());
+        if (zt_flight_read_rank(path, rank, &h, &recs, &n) < 0) {
+            if (per_rank)
+                fprintf(out, "%srank %d: %s (%s)\n", prefix, rank,
+                        access(path, F_OK) == 0 ? "flight recorder refused" : "no flight recorder", zt_errmsg());
             idle[nidle++] = rank;
             continue;
         }
@@ -495,7 +565,7 @@ int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const cha
                         "%srank %d: in %s(\"%s\") seq %llu (%s), %s, for %.1f s; step %lld epoch %lld micro %d%s\n",
                         prefix, rank, zt_op_name(cur->op), cur->label, (unsigned long long)cur->seq,
                         zt_flight_state_name(cur->state), zt_flight_fmt_bytes(cur->bytes, b, sizeof b),
-                        (double)(now - cur->t_start_ns) * 1e-9, (long long)h.step, (long long)h.epoch, h.micro,
+                        ns_between(now, cur->t_start_ns), (long long)h.step, (long long)h.epoch, h.micro,
                         h.status == ZT_FL_RUNNING   ? ""
                         : h.status == ZT_FL_ABORTED ? " [aborted]"
                                                     : " [finalized]");
@@ -507,10 +577,9 @@ int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const cha
                 groups[g].op = cur->op;
                 groups[g].seq = cur->seq;
                 memcpy(groups[g].label, cur->label, sizeof groups[g].label);
-                groups[g].ranks = zt_xcalloc((size_t)world, sizeof(int));
                 ngroups++;
             }
-            groups[g].ranks[groups[g].n++] = rank;
+            group_add(&groups[g], rank);
         } else {
             idle[nidle++] = rank;
             if (!per_rank) {
@@ -519,7 +588,7 @@ int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const cha
                 fprintf(out, "%srank %d: no collective in flight (%s); last %s(\"%s\") seq %llu %s %.1f s ago\n",
                         prefix, rank, status_name(h.status), zt_op_name(l->op), l->label, (unsigned long long)l->seq,
                         zt_flight_state_name(l->state),
-                        (double)(now - (l->t_end_ns ? l->t_end_ns : l->t_start_ns)) * 1e-9);
+                        ns_between(now, l->t_end_ns ? l->t_end_ns : l->t_start_ns));
             } else {
                 fprintf(out, "%srank %d: no collectives yet (%s)\n", prefix, rank, status_name(h.status));
             }

@@ -3,7 +3,7 @@
 // runs and after it dies. Writer for engine/comm.c, reader and JSON for tools.
 // Depends on the collective vocabulary (engine/coll.h) only, not on the process group.
 // defines: zt_flight, zt_flight_hdr, zt_flight_rec, zt_flight_open, zt_flight_read,
-//          zt_flight_json, zt_flight_summarize_dir
+//          zt_flight_read_rank, zt_flight_json, zt_flight_summarize_dir
 #ifndef ZT_FLIGHT_H
 #define ZT_FLIGHT_H
 
@@ -106,8 +106,12 @@ void zt_flight_close(zt_flight *f, uint32_t status);
 // ---- reader ----------------------------------------------------------------------
 // Decode a .flight file, live or dead: header plus the records still in the ring,
 // oldest first (*recs malloc'd; free it). -1 + zt_err naming the file and the rule
-// (bad magic, version, size) otherwise.
+// otherwise: bad magic, version, size, or a header no writer leaves (rank outside
+// [0, world), a status other than 0-2, an `issued` the newest slot contradicts). The work
+// is bounded by the file's size, whatever its header says.
 int zt_flight_read(const char *path, zt_flight_hdr *hdr, zt_flight_rec **recs, int *n);
+// zt_flight_read of RUN/ranks/rank-NNNNN.flight, whose header must name that rank.
+int zt_flight_read_rank(const char *path, int rank, zt_flight_hdr *hdr, zt_flight_rec **recs, int *n);
 // The record a rank is blocked on: the WAITING/TIMED_OUT one, else the oldest still
 // in flight; NULL when the rank has nothing in flight.
 const zt_flight_rec *zt_flight_current(const zt_flight_rec *recs, int n);

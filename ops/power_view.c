@@ -48,18 +48,22 @@ void zt_power_class_free(zt_power_class *c) {
     memset(c, 0, sizeof *c);
 }
 
-static void gpu_names(int ngpu, char (*names)[16], zt_svg_series *s) {
+// One legend entry per GPU present, named by its id (a rank, or a file's index + offset).
+static void gpu_names(const int *ids, int ngpu, char (*names)[16], zt_svg_series *s) {
     for (int i = 0; i < ngpu; i++) {
-        snprintf(names[i], sizeof names[i], "GPU %d", i);
-        s[i] = (zt_svg_series){.name = names[i], .colour = gpu_palette[i % 16], .style = ZT_SVG_LINE};
+        snprintf(names[i], sizeof names[i], "GPU %d", ids ? ids[i] : i);
+        s[i] = (zt_svg_series){.name = names[i], .colour = gpu_palette[(ids ? ids[i] : i) % 16], .style = ZT_SVG_LINE};
     }
 }
 
-int zt_power_svg_height(int ngpu, int width) {
-    if (ngpu < 1) ngpu = 1;
+int zt_power_svg_height(const zt_samples *set, int width) {
+    int *ids;
+    int ngpu = zt_samples_gpu_ids(set, &ids);
+    if (ngpu < 1) ngpu = 1, free(ids), ids = NULL;
     char (*names)[16] = zt_xmalloc((size_t)ngpu * sizeof *names);
     zt_svg_series *s = zt_xmalloc((size_t)ngpu * sizeof *s);
-    gpu_names(ngpu, names, s);
+    gpu_names(ids, ngpu, names, s);
+    free(ids);
     zt_svg_plot p = {.width = width};
     int lh = zt_svg_legend_h(&p, s, (size_t)ngpu);
     free(names);
@@ -71,13 +75,17 @@ static const zt_gpu_state state_order[] = {ZT_GS_COMPUTE,  ZT_GS_COMM, ZT_GS_STA
                                            ZT_GS_DEADLOCK, ZT_GS_IDLE, ZT_GS_UNKNOWN};
 
 void zt_power_svg(FILE *f, const zt_power_view *v, const zt_samples *set, const zt_bands *b, const zt_power_class *c) {
-    int ngpu = set->ndev > 0 ? set->ndev : 1;
+    // Per GPU arrays (by slot in the ascending ids, not by id) in time order (the set is sorted).
+    int *ids;
+    int ngpu = zt_samples_gpu_ids(set, &ids);
+    if (ngpu < 1) ngpu = 1, free(ids), ids = NULL;
+    int *slot = zt_xmalloc((set->n + 1) * sizeof *slot);
+    for (size_t i = 0; i < set->n; i++) slot[i] = zt_gpu_slot(ids, ngpu, set->s[i].dev);
     char (*names)[16] = zt_xmalloc((size_t)ngpu * sizeof *names);
     zt_svg_series *all = zt_xmalloc((size_t)ngpu * sizeof *all);
-    gpu_names(ngpu, names, all);
-    // Per GPU arrays in time order (the set is sorted).
+    gpu_names(ids, ngpu, names, all);
     size_t *cnt = zt_xcalloc((size_t)ngpu, sizeof *cnt);
-    for (size_t i = 0; i < set->n; i++) cnt[set->s[i].dev]++;
+    for (size_t i = 0; i < set->n; i++) cnt[slot[i]]++;
     double **xs = zt_xcalloc((size_t)ngpu, sizeof *xs), **ys = zt_xcalloc((size_t)ngpu, sizeof *ys);
     for (int d = 0; d < ngpu; d++) {
         xs[d] = zt_xmalloc((cnt[d] + 1) * sizeof **xs);
@@ -90,8 +98,9 @@ void zt_power_svg(FILE *f, const zt_power_view *v, const zt_samples *set, const 
     double div = zt_svg_time_unit(fmax(tlast - v->t0, tlast - tfirst), &unit);
     for (size_t i = 0; i < set->n; i++) {
         const zt_gpu_sample *s = &set->s[i];
-        xs[s->dev][cnt[s->dev]] = (s->t - v->t0) / div;
-        ys[s->dev][cnt[s->dev]++] = s->power_w;
+        const int k = slot[i];
+        xs[k][cnt[k]] = (s->t - v->t0) / div;
+        ys[k][cnt[k]++] = s->power_w;
         pmax = fmax(pmax, s->power_w);
     }
     zt_svg_series *ser = zt_xmalloc((size_t)ngpu * sizeof *ser);
@@ -110,7 +119,7 @@ void zt_power_svg(FILE *f, const zt_power_view *v, const zt_samples *set, const 
     snprintf(xlabel, sizeof xlabel, "time since %s (%s)", v->t0_what, unit);
     zt_svg_plot p = {.id = v->id, .title = "Board power per GPU over the triage bands; classified state below",
                      .xlabel = xlabel, .ylabel = "board power (W)", .left = v->left, .top = v->top,
-                     .width = v->width, .height = zt_power_svg_height(ngpu, v->width),
+                     .width = v->width, .height = zt_power_svg_height(set, v->width),
                      .xmin = fmin(0, (tfirst - v->t0) / div), .xmax = (tlast - v->t0) / div,
                      .ymin = 0, .ymax = ytop, .extra_bottom = STRIP_BOTTOM};
     size_t total = 0;
@@ -237,6 +246,8 @@ void zt_power_svg(FILE *f, const zt_power_view *v, const zt_samples *set, const 
     free(ser);
     free(all);
     free(names);
+    free(slot);
+    free(ids);
 }
 
 // ---- triage --html ---------------------------------------------------------------
@@ -248,15 +259,18 @@ int zt_triage_html(const char *path, const zt_samples *set, const zt_bands *b, c
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     const int head_h = 150, top = 10 + head_h + 10;
-    const int ph = zt_power_svg_height(set->ndev, PAGE_W - 20), table_top = top + ph + 10, table_h = 360;
+    const int ph = zt_power_svg_height(set, PAGE_W - 20), table_top = top + ph + 10, table_h = 360;
     zt_html_page_begin(f, "zerotrain triage", PAGE_W, table_top + table_h + 10);
     char t1[40], t2[40], d1[32];
+    int *ids;
+    const int ngpu = zt_samples_gpu_ids(set, &ids);
+    free(ids);
     size_t partial = 0;
-    for (size_t i = 0; i < c->ns; i++) partial += c->snaps[i].n < set->ndev;
+    for (size_t i = 0; i < c->ns; i++) partial += c->snaps[i].n < ngpu;
     fprintf(f, "<div class=\"block\" id=\"summary\" style=\"left:10px;top:10px;width:%dpx;height:%dpx\">\n",
             PAGE_W - 20, head_h);
-    fprintf(f, "<h1>zerotrain triage: %d GPU%s in %d file%s</h1>\n<table class=\"facts\">\n", set->ndev,
-            set->ndev == 1 ? "" : "s", nfiles, nfiles == 1 ? "" : "s");
+    fprintf(f, "<h1>zerotrain triage: %d GPU%s in %d file%s</h1>\n<table class=\"facts\">\n", ngpu,
+            ngpu == 1 ? "" : "s", nfiles, nfiles == 1 ? "" : "s");
     fprintf(f, "<tr><td class=\"k\">snapshots</td><td>%zu (%zu partial), every %.2g s</td>", c->ns, partial,
             c->median_interval);
     fprintf(f, "<td class=\"k\">span</td><td>%s .. %s</td></tr>\n",

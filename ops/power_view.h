@@ -34,7 +34,7 @@ typedef struct {
     int min_deadlock;  // deadlock stretches of at least this many snapshots are labelled
 } zt_power_view;
 
-int zt_power_svg_height(int ngpu, int width);
+int zt_power_svg_height(const zt_samples *set, int width);
 // The field report's picture: <svg class="plot" data-points = samples drawn>, one
 // polyline per GPU (series "GPU N"), the bands shaded (<rect class="band">), and a
 // <g class="strip"> of <rect class="state" data-state data-snapshots data-seconds>

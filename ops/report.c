@@ -719,14 +719,18 @@ static void header(FILE *f, const run_data *r) {
 
 // The flight recorders' diagnosis, computed now from RUN/ranks/rank-N.flight (the
 // watcher's grouping; ticks are left out: the job is over or the watcher has its say).
-static void flight_diagnosis(const run_data *r, char **diag, char **details) {
+// The world size is run.json's (else heartbeat.json's), as far as the files allow it.
+static void flight_diagnosis(run_data *r, char **diag, char **details) {
     *diag = *details = NULL;
     if (!r->flight_files) return;
     zt_watch w;
     zt_watch_init(&w, r->dir, NULL);
+    char src[4200], why[8192];
     double world = jnum(r->run, "world_size");
-    if (!isfinite(world)) world = jnum(r->hb, "world_size");
-    w.world = isfinite(world) ? (int)world : 0;
+    snprintf(src, sizeof src, "%s/%s", r->dir, !isnan(world) || !r->hb ? "run.json" : "heartbeat.json");
+    if (isnan(world)) world = jnum(r->hb, "world_size");
+    w.world = zt_watch_world(r->dir, src, world, why, sizeof why);
+    if (why[0]) note(r, "%s", why);
     w.state = ZT_WS_HUNG;
     zt_watch_diagnose(&w, (double)time(NULL));
     *diag = strdup(w.diagnosis);
@@ -835,9 +839,9 @@ int zt_report_write(const char *run_dir, const char *out_path, const zt_report_o
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    const int ngpu = r.power.ndev;
+
     const int power_top = 10 + HEAD_H + 10;
-    const int power_h = r.power.n ? zt_power_svg_height(ngpu, PAGE_W - 20) : 140;
+    const int power_h = r.power.n ? zt_power_svg_height(&r.power, PAGE_W - 20) : 140;
     const int grid_top = power_top + power_h + 10;
     const int details_top = grid_top + 5 * (ROW_H + 10);
     const char *id = jstr(r.run, "run_id") ? jstr(r.run, "run_id") : jstr(r.hb, "run_id");

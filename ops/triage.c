@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -361,13 +362,25 @@ static int hms(const char *s, double *out) {
     return 0;
 }
 
-// Rank of a trainer file named ".../rank-NNNNN.power.csv"; -1 otherwise.
+// Rank of a trainer file named ".../rank-NNNNN.power.csv" (at most 9 digits); -1 otherwise.
 static int rank_from_name(const char *name) {
     const char *b = strrchr(name, '/');
     b = b ? b + 1 : name;
-    int r, n = 0;
-    if (sscanf(b, "rank-%d.power.csv%n", &r, &n) == 1 && n > 0 && b[n] == 0 && r >= 0) return r;
-    return -1;
+    if (strncmp(b, "rank-", 5) != 0) return -1;
+    int r = 0, digits = 0;
+    for (b += 5; *b >= '0' && *b <= '9'; b++)
+        if (++digits > 9) return -1;
+        else r = 10 * r + (*b - '0');
+    return digits && !strcmp(b, ".power.csv") ? r : -1;
+}
+
+// dev_base + a GPU index column: per-node numbering must stay an int.
+static int dev_id(const char *name, int line, int dev_base, int g, int *out) {
+    if (g >= INT_MAX - dev_base)
+        return zt_err("%s:%d: GPU %d after %d GPUs of earlier files: more GPUs than this tool numbers", name, line, g,
+                      dev_base);
+    *out = dev_base + g;
+    return 0;
 }
 
 #define MAXCOL 64
@@ -403,7 +416,9 @@ static int read_power_csv(zt_samples *set, line_iter *it, const char *name, int 
             parse_value(name, it->line, "util_pct", f[cu], NULL, 0, 100, &u))
             return -1;
         if (cg >= 0 && parse_int_field(name, it->line, "gpu", f[cg], 0, 1 << 20, &g)) return -1;
-        push(set, t, rank >= 0 ? rank : dev_base + g, p, u);
+        int dev = rank;
+        if (rank < 0 && dev_id(name, it->line, dev_base, g, &dev)) return -1;
+        push(set, t, dev, p, u);
     }
     if (rc < 0) return -1;
     return ncol ? 0 : zt_err("%s: empty file", name);
@@ -445,9 +460,10 @@ static int read_smi_csv(zt_samples *set, line_iter *it, const char *name, int de
         if (parse_smi_time(name, it->line, f[ct], &t) ||
             parse_int_field(name, it->line, "index", f[ci], 0, 1 << 20, &g) ||
             parse_value(name, it->line, "power.draw", f[cp], "W", 0, 10000, &p) ||
-            parse_value(name, it->line, "utilization.gpu", f[cu], "%", 0, 100, &u))
+            parse_value(name, it->line, "utilization.gpu", f[cu], "%", 0, 100, &u) ||
+            dev_id(name, it->line, dev_base, g, &g))
             return -1;
-        push(set, t, dev_base + g, p, u);
+        push(set, t, g, p, u);
     }
     if (rc < 0) return -1;
     return ncol ? 0 : zt_err("%s: empty file", name);
@@ -522,7 +538,8 @@ static int read_dmon(zt_samples *set, line_iter *it, const char *name, int dev_b
             t = (double)round * interval;
             *kind = ZT_TK_INDEX;
         }
-        push(set, t, dev_base + g, p, u);
+        if (dev_id(name, it->line, dev_base, g, &g)) return -1;
+        push(set, t, g, p, u);
     }
     if (rc < 0) return -1;
     return ncol ? 0 : zt_err("%s: no dmon header line (# gpu pwr ... sm ...)", name);
@@ -598,6 +615,34 @@ void zt_samples_sort(zt_samples *set) {
     if (set->n) qsort(set->s, set->n, sizeof *set->s, cmp_sample);
 }
 
+static int cmp_int(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int zt_samples_gpu_ids(const zt_samples *set, int **ids) {
+    int *v = zt_xmalloc((set->n + 1) * sizeof *v);
+    for (size_t i = 0; i < set->n; i++) v[i] = set->s[i].dev;
+    if (set->n) qsort(v, set->n, sizeof *v, cmp_int);
+    int k = 0;
+    for (size_t i = 0; i < set->n; i++)
+        if (k == 0 || v[k - 1] != v[i]) v[k++] = v[i];
+    *ids = v;
+    return k;
+}
+
+int zt_gpu_slot(const int *ids, int n, int id) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && ids[lo] == id ? lo : -1;
+}
+
 // ---- classification ----------------------------------------------------------------
 void zt_classify(const zt_bands *b, const double *power, const double *util, const int *dev, int n, zt_snapshot *o) {
     double t = o->t;
@@ -650,7 +695,8 @@ int zt_snapshots_build(const zt_samples *set, const zt_bands *b, double window, 
     if (!(window > 0)) return zt_err("snapshot window %g s must be positive", window);
     size_t cap = 64, ns = 0;
     zt_snapshot *snaps = zt_xmalloc(cap * sizeof *snaps);
-    int ndev = set->ndev > 0 ? set->ndev : 1;
+    int *ids;
+    int ngpu = zt_samples_gpu_ids(set, &ids), ndev = ngpu > 0 ? ngpu : 1;
     size_t *stamp = zt_xcalloc((size_t)ndev, sizeof *stamp);  // snapshot index + 1 that holds the GPU
     double *p = zt_xmalloc((size_t)ndev * sizeof *p), *u = zt_xmalloc((size_t)ndev * sizeof *u);
     int *d = zt_xmalloc((size_t)ndev * sizeof *d);
@@ -660,8 +706,9 @@ int zt_snapshots_build(const zt_samples *set, const zt_bands *b, double window, 
         size_t j = i;
         for (; j < set->n && set->s[j].t - t0 < window; j++) {
             const zt_gpu_sample *s = &set->s[j];
-            if (stamp[s->dev] == ns + 1) break;  // this GPU again: the next snapshot starts here
-            stamp[s->dev] = ns + 1;
+            const int slot = zt_gpu_slot(ids, ngpu, s->dev);
+            if (stamp[slot] == ns + 1) break;  // this GPU again: the next snapshot starts here
+            stamp[slot] = ns + 1;
             p[k] = s->power_w, u[k] = s->util_pct, d[k] = s->dev;
             tsum += s->t;
             k++;
@@ -678,6 +725,7 @@ int zt_snapshots_build(const zt_samples *set, const zt_bands *b, double window, 
         ns++;
         i = j;
     }
+    free(ids);
     free(stamp);
     free(p);
     free(u);

@@ -3,7 +3,7 @@
 // GPUs, classify each snapshot into one of the field report's states with a band
 // file, merge equal neighbours into stretches, and derive bands for a new GPU model.
 // defines: zt_bands, zt_gpu_state, zt_samples, zt_snapshot, zt_stretch, zt_bands_*,
-//          zt_samples_*, zt_classify, zt_snapshots_build, zt_stretches_build, zt_calibrate
+//          zt_samples_*, zt_gpu_slot, zt_classify, zt_snapshots_build, zt_stretches_build, zt_calibrate
 #ifndef ZT_TRIAGE_H
 #define ZT_TRIAGE_H
 
@@ -86,6 +86,12 @@ int zt_samples_parse(zt_samples *set, const char *text, size_t len, const char *
                      double dmon_interval, int dev_base);
 // Order samples by time, then GPU (stable).
 void zt_samples_sort(zt_samples *set);
+// The distinct GPU ids of the samples, ascending, in *ids (malloc'd; free it); returns how
+// many. Per-GPU arrays are sized by this count, not by 1 + the largest id: an id is a rank
+// from a file name or an index from a file's column, and need not be dense.
+int zt_samples_gpu_ids(const zt_samples *set, int **ids);
+// Position of `id` in ids[0..n) (ascending), -1 when absent.
+int zt_gpu_slot(const int *ids, int n, int id);
 
 // ---- classification --------------------------------------------------------------
 // One snapshot: the samples of distinct GPUs within `window` seconds of its first one.

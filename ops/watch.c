@@ -112,6 +112,13 @@ static double jnum(const cJSON *o, const char *k, double dflt) {
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
+// A whole number of a run file as an integer: anything else (1e300, a fraction's excess,
+// inf from 1e999) is `dflt`, never an out-of-range conversion.
+static long long jint(const cJSON *o, const char *k, long long dflt) {
+    const double v = jnum(o, k, NAN);
+    return v >= -9.2e18 && v <= 9.2e18 ? (long long)v : dflt;
+}
+
 static void jstr(const cJSON *o, const char *k, char *dst, size_t n) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     snprintf(dst, n, "%s", cJSON_IsString(v) ? v->valuestring : "");
@@ -135,38 +142,111 @@ static void read_heartbeat(zt_watch *w) {
     jstr(j, "run_id", h->run_id, sizeof h->run_id);
     jstr(j, "state", h->state, sizeof h->state);
     jstr(j, "error", h->error, sizeof h->error);
-    h->step = (long long)step->valuedouble;
-    h->total_steps = (long long)jnum(j, "total_steps", 0);
-    h->epoch = (long long)jnum(j, "epoch", 0);
-    h->tokens = (long long)jnum(j, "tokens", 0);
+    h->step = jint(j, "step", -1);
+    h->total_steps = jint(j, "total_steps", 0);
+    h->epoch = jint(j, "epoch", 0);
+    h->tokens = jint(j, "tokens", 0);
     h->time = jnum(j, "time", 0);
     h->elapsed_s = jnum(j, "elapsed_s", 0);
     h->step_time_s = jnum(j, "step_time_s", 0);
     h->tok_per_s = jnum(j, "tok_per_s", 0);
     h->loss = jnum(j, "loss", NAN);
-    h->world_size = (int)jnum(j, "world_size", 0);
+    h->world_size = jnum(j, "world_size", NAN);
     const cJSON *cw = cJSON_GetObjectItemCaseSensitive(j, "checkpoint_writing");
-    h->ckpt_writing = cJSON_IsObject(cw) ? (long long)jnum(cw, "step", 0) : 0;
+    h->ckpt_writing = cJSON_IsObject(cw) ? jint(cw, "step", 0) : 0;
     h->ckpt_writing_s = cJSON_IsObject(cw) ? jnum(cw, "for_s", 0) : 0;
     cJSON_Delete(j);
 }
 
-// The largest rank with a .alive or .flight file, -1 if none.
-static int scan_ranks(const char *run_dir) {
+// A rank index above any job's: plan's --world limit. A file named beyond it is no rank's.
+#define ZT_WATCH_MAX_RANK ((1 << 20) - 1)
+
+static int cmp_int(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+// The ranks with a rank-N.alive or rank-N.flight file in RUN/ranks: returns the largest
+// (-1 if none); *dense is how many of ranks 0, 1, 2, ... in order have one (k: ranks
+// 0..k-1 all do, rank k does not) and *distinct how many ranks have one.
+static int scan_ranks(const char *run_dir, int *dense, int *distinct) {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/ranks", run_dir);
+    *dense = *distinct = 0;
     DIR *d = opendir(dir);
     if (!d) return -1;
-    int maxr = -1;
+    int *seen = NULL, n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        int r, n = 0;
-        if (sscanf(e->d_name, "rank-%d.alive%n", &r, &n) == 1 && n > 0 && e->d_name[n] == 0 && r > maxr) maxr = r;
-        n = 0;
-        if (sscanf(e->d_name, "rank-%d.flight%n", &r, &n) == 1 && n > 0 && e->d_name[n] == 0 && r > maxr) maxr = r;
+        const char *p = e->d_name;
+        if (strncmp(p, "rank-", 5) != 0) continue;
+        int r = 0, digits = 0;
+        for (p += 5; *p >= '0' && *p <= '9' && r <= ZT_WATCH_MAX_RANK; p++, digits++) r = 10 * r + (*p - '0');
+        if (!digits || r > ZT_WATCH_MAX_RANK || (strcmp(p, ".alive") != 0 && strcmp(p, ".flight") != 0)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            int *ns = zt_xmalloc((size_t)cap * sizeof *ns);
+            if (n) memcpy(ns, seen, (size_t)n * sizeof *ns);
+            free(seen);
+            seen = ns;
+        }
+        seen[n++] = r;
     }
     closedir(d);
+    if (n) qsort(seen, (size_t)n, sizeof *seen, cmp_int);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || seen[i] != seen[i - 1]) {
+            if (seen[i] == k && *dense == k) *dense = k + 1;
+            k++;
+        }
+    const int maxr = n ? seen[n - 1] : -1;
+    free(seen);
+    *distinct = k;
     return maxr;
+}
+
+int zt_watch_world(const char *run_dir, const char *src, double claimed, char *why, size_t whylen) {
+    why[0] = 0;
+    int dense, nfiles;
+    const int maxr = scan_ranks(run_dir, &dense, &nfiles);
+    if (isnan(claimed)) return maxr + 1;
+    // Rank 0's recorder: written by the process that writes heartbeat.json and run.json.
+    char path[4200];
+    snprintf(path, sizeof path, "%s/ranks/rank-00000.flight", run_dir);
+    zt_flight_hdr h;
+    zt_flight_rec *recs = NULL;
+    int n, rec_world = -1;
+    if (zt_flight_read_rank(path, 0, &h, &recs, &n) == 0) rec_world = h.world;
+    free(recs);
+    zt_err_clear();
+    // What the files show: rank 0's recorder's world when every rank below it has a file,
+    // else the ranks 0..k-1 that all have one (at least 1: someone wrote `src`).
+    const int borne = rec_world >= 1 && rec_world <= dense;
+    const int fallback = borne ? rec_world : dense > 1 ? dense : 1;
+    char evidence[4400], highest[32] = "", says[64] = "";
+    if (nfiles) snprintf(highest, sizeof highest, ", the highest %d", maxr);
+    if (rec_world > 0) snprintf(says, sizeof says, "; rank 0's flight recorder says world %d", rec_world);
+    snprintf(evidence, sizeof evidence, "%s/ranks holds files of %d rank%s%s%s", run_dir, nfiles,
+             nfiles == 1 ? "" : "s", highest, says);
+    const int whole = claimed >= 1 && claimed <= INT_MAX && claimed == floor(claimed);
+    const int W = whole ? (int)claimed : 0;
+    struct stat st;
+    if (!whole)
+        snprintf(why, whylen, "%s: world_size %.17g cannot be true: not a whole number of ranks >= 1 (%s); judging "
+                 "%d rank%s", src, claimed, evidence, fallback, fallback == 1 ? "" : "s");
+    else if (W > dense && W != fallback)
+        snprintf(why, whylen, "%s: world_size %d cannot be true: every rank creates its flight recorder and liveness "
+                 "tick in RUN/ranks before the first step, and rank %d has neither (%s; is RUN on storage every node "
+                 "shares?); judging %d rank%s", src, W, dense, evidence, fallback, fallback == 1 ? "" : "s");
+    else if (borne && W != rec_world && stat(src, &st) == 0 &&
+             (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec >= h.created_ns)
+        snprintf(why, whylen, "%s: world_size %d cannot be true: it was written after rank 0's flight recorder %s, "
+                 "by the same job, and that says world %d; judging %d rank%s", src, W, path, rec_world, fallback,
+                 fallback == 1 ? "" : "s");
+    else
+        return W;
+    return fallback;
 }
 
 static void read_ticks(zt_watch *w, double now) {
@@ -189,8 +269,9 @@ static void read_ticks(zt_watch *w, double now) {
                 k->value = t->valuedouble;
                 k->since = now;
             }
-            k->pid = (int)jnum(j, "pid", 0);
-            k->step = (long long)jnum(j, "step", 0);
+            const long long pid = jint(j, "pid", 0);
+            k->pid = pid > 0 && pid <= INT_MAX ? (int)pid : 0;
+            k->step = jint(j, "step", 0);
             jstr(j, "host", k->host, sizeof k->host);
             jstr(j, "state", k->state, sizeof k->state);
         } else if (!k->seen) {
@@ -401,15 +482,18 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
     cJSON *c = read_json(w, path, &exists);
     if (c) {
         jstr(c, "final", w->complete_final, sizeof w->complete_final);
-        snprintf(w->reason, sizeof w->reason, "complete.json: step %lld, final %s", (long long)jnum(c, "step", -1),
+        snprintf(w->reason, sizeof w->reason, "complete.json: step %lld, final %s", jint(c, "step", -1),
                  w->complete_final[0] ? w->complete_final : "(none)");
         cJSON_Delete(c);
         read_heartbeat(w);
         return w->state = ZT_WS_COMPLETE;
     }
     read_heartbeat(w);
-    int maxr = scan_ranks(w->run_dir);
-    int world = w->hb.have && w->hb.world_size > 0 ? w->hb.world_size : maxr + 1;
+    char hb_path[4200], why[8192];
+    snprintf(hb_path, sizeof hb_path, "%s/heartbeat.json", w->run_dir);
+    // The heartbeat's world bounds the work of every poll: checked against the files present.
+    int world = zt_watch_world(w->run_dir, hb_path, w->hb.have ? w->hb.world_size : NAN, why, sizeof why);
+    if (why[0]) warn(w, "%s", why);
     if (world > w->ranks_cap) {
         zt_watch_rank *nr = zt_xcalloc((size_t)world, sizeof *nr);
         if (w->ranks_cap) memcpy(nr, w->ranks, (size_t)w->ranks_cap * sizeof *nr);
@@ -525,8 +609,19 @@ typedef struct {
     uint64_t seq;
     char label[ZT_FLIGHT_LABEL];
     char text[160];
-    int *ranks, n;
+    int *ranks, n, cap;
 } diag_group;
+
+static void diag_add(diag_group *g, int rank) {  // grows: world lists of world entries would be quadratic
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 8;
+        int *r = zt_xmalloc((size_t)g->cap * sizeof *r);
+        if (g->n) memcpy(r, g->ranks, (size_t)g->n * sizeof *r);
+        free(g->ranks);
+        g->ranks = r;
+    }
+    g->ranks[g->n++] = rank;
+}
 
 static int group_cmp(const void *a, const void *b) {
     const diag_group *x = a, *y = b;
@@ -536,7 +631,8 @@ static int group_cmp(const void *a, const void *b) {
 
 void zt_watch_diagnose(zt_watch *w, double now) {
     int world = w->world;
-    if (world <= 0) world = scan_ranks(w->run_dir) + 1;
+    int dense, nfiles;
+    if (world <= 0) world = scan_ranks(w->run_dir, &dense, &nfiles) + 1;
     w->diagnosis[0] = 0;
     free(w->details);
     w->details = NULL;
@@ -548,7 +644,8 @@ void zt_watch_diagnose(zt_watch *w, double now) {
         return;
     }
     diag_group *g = zt_xcalloc((size_t)world + 2, sizeof *g);
-    int ng = 0, nrec = 0, *aborted = zt_xmalloc((size_t)world * sizeof(int)), nab = 0;
+    int ng = 0, nrec = 0, *aborted = zt_xmalloc((size_t)world * sizeof(int)), nab = 0, nrefused = 0;
+    char refused[1200] = "";  // the first refused recorder's error, for the diagnosis
     for (int r = 0; r < world; r++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/ranks/rank-%05d.flight", w->run_dir, r);
@@ -556,8 +653,11 @@ void zt_watch_diagnose(zt_watch *w, double now) {
         zt_flight_rec *recs = NULL;
         int n = 0;
         diag_group key = {0};
-        if (zt_flight_read(path, &h, &recs, &n) < 0) {
-            snprintf(key.text, sizeof key.text, "no flight recorder");
+        if (zt_flight_read_rank(path, r, &h, &recs, &n) < 0) {
+            // absent: the rank never started its process group; present: a file no writer leaves
+            const int present = access(path, F_OK) == 0;
+            snprintf(key.text, sizeof key.text, present ? "flight recorder refused" : "no flight recorder");
+            if (present && !nrefused++) snprintf(refused, sizeof refused, "%s", zt_errmsg());
         } else {
             nrec++;
             if (h.status == ZT_FL_ABORTED) aborted[nab++] = r;
@@ -574,12 +674,8 @@ void zt_watch_diagnose(zt_watch *w, double now) {
         free(recs);
         int i = 0;
         while (i < ng && strcmp(g[i].text, key.text) != 0) i++;
-        if (i == ng) {
-            g[ng] = key;
-            g[ng].ranks = zt_xmalloc((size_t)world * sizeof(int));
-            ng++;
-        }
-        g[i].ranks[g[i].n++] = r;
+        if (i == ng) g[ng++] = key;
+        diag_add(&g[i], r);
     }
     qsort(g, (size_t)ng, sizeof *g, group_cmp);
     size_t at = 0;
@@ -658,9 +754,12 @@ void zt_watch_diagnose(zt_watch *w, double now) {
     if (nab && at < sizeof w->diagnosis) {
         char rl[256];
         zt_rank_list(aborted, nab, rl, sizeof rl);
-        snprintf(w->diagnosis + at, sizeof w->diagnosis - at, " (rank%s %s aborted at the collective deadline)",
-                 nab > 1 ? "s" : "", rl);
+        at += (size_t)snprintf(w->diagnosis + at, sizeof w->diagnosis - at,
+                               " (rank%s %s aborted at the collective deadline)", nab > 1 ? "s" : "", rl);
     }
+    if (nrefused && at < sizeof w->diagnosis)
+        snprintf(w->diagnosis + at, sizeof w->diagnosis - at, "; %d flight recorder%s refused: %s%s", nrefused,
+                 nrefused > 1 ? "s" : "", refused, nrefused > 1 ? " (the others: details)" : "");
     // Details: each rank's tick, then the flight recorder summary.
     for (int r = 0; r < world && r < w->ranks_cap; r++) {
         const zt_watch_rank *k = &w->ranks[r];

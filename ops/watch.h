@@ -3,7 +3,7 @@
 // job is starting, running, complete, crashed, failed or hung; on a bad outcome it
 // names the culprit from the flight recorders. The CLI loop is cli/cmd_watch.c.
 // defines: zt_watch, zt_watch_opts, zt_watch_state, zt_watch_poll, zt_watch_diagnose,
-//          zt_watch_write_json, zt_watch_status_line
+//          zt_watch_world, zt_watch_write_json, zt_watch_status_line
 #ifndef ZT_WATCH_H
 #define ZT_WATCH_H
 
@@ -62,7 +62,7 @@ typedef struct {
     char error[600];  // state failed: the trainer's error, when it recorded one ("" otherwise)
     long long step, total_steps, epoch, tokens;
     double time, elapsed_s, step_time_s, tok_per_s, loss;
-    int world_size;
+    double world_size;        // as written (NAN: absent); zt_watch_world decides what is used
     long long ckpt_writing;   // --async-save: a checkpoint of this step is being written (0: none)
     double ckpt_writing_s;
 } zt_watch_hb;
@@ -102,6 +102,19 @@ typedef struct {
     char complete_final[512];
 } zt_watch;
 
+// The world size to judge run_dir by, given `claimed` (world_size of the file `src`:
+// heartbeat.json, run.json; NAN when it has none). Every rank creates its flight recorder
+// and liveness tick in RUN/ranks before the first step, and rank 0's recorder holds the
+// job's world, so a claim is refused when it is not a whole number >= 1, when a rank below
+// it has no rank-N.alive/.flight file, or when it differs from rank 0's recorder although
+// `src` was written after it (by the same job). Refused: the world the files show is
+// returned (rank 0's recorder's, when every rank below it has a file, else the ranks
+// 0..k-1 that all have one, at least 1) and `why` names src, the field, the value and
+// the evidence; accepted: `claimed`, why[0] = 0 (so the result differs from the claim
+// exactly when why says why). Unclaimed: the highest rank with a file + 1. File names
+// beyond rank 2^20 - 1 are no rank's. The work is one directory listing and one recorder
+// read, whatever the claim.
+int zt_watch_world(const char *run_dir, const char *src, double claimed, char *why, size_t whylen);
 int zt_watch_init(zt_watch *w, const char *run_dir, const zt_watch_opts *o);
 void zt_watch_free(zt_watch *w);
 // Evaluate the run directory at wall-clock time `now` (Unix seconds). Ages count on

@@ -9,7 +9,8 @@ set(ZT_SAN -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-fram
 set(ZT_FUZZ_SRC
     base/common.c data/chat.c base/crc32c.c data/dataset.c data/pack.c data/pack_text.c data/tokenizer.c data/unicode.c
     data/unicode_tables.c model/config.c model/layout.c model/hf_config.c checkpoint/safetensors.c
-    checkpoint/ckpt_h5.c)
+    checkpoint/ckpt_h5.c engine/flight.c ops/watch.c ops/report.c ops/triage.c ops/power_view.c ops/svg.c
+    ops/fmt.c)
 list(TRANSFORM ZT_FUZZ_SRC PREPEND ${CMAKE_SOURCE_DIR}/)
 # pack_text.c is compiled into the JSONL harness itself (it reaches the file's statics).
 list(REMOVE_ITEM ZT_FUZZ_SRC ${CMAKE_SOURCE_DIR}/data/pack_text.c)
@@ -20,7 +21,7 @@ target_include_directories(zt_fuzzlib PUBLIC ${HDF5_C_INCLUDE_DIRS})
 target_link_libraries(zt_fuzzlib PUBLIC ${ZT_CJSON} PkgConfig::UTF8PROC OpenMP::OpenMP_C MPI::MPI_C
                       ${HDF5_C_LIBRARIES} m)
 
-set(ZT_FUZZ_TARGETS safetensors dataset config tokenizer jsonl ckpt_meta)
+set(ZT_FUZZ_TARGETS safetensors dataset config tokenizer jsonl ckpt_meta flight watch)
 foreach(t ${ZT_FUZZ_TARGETS})
   add_executable(fuzz_${t} ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_${t}.c)
   target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)

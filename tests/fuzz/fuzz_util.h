@@ -28,20 +28,24 @@
 
 static char fuzz_dir_path[512];
 
-// At exit: the scratch directory and the files in it (the harnesses make no subdirectories).
-static void fuzz_dir_remove(void) {
-    DIR *d = opendir(fuzz_dir_path);
+// The files of a directory, then the directory; `depth` levels of subdirectories.
+static void fuzz_remove_tree(const char *dir, int depth) {
+    DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     char p[1024];
     while ((e = readdir(d)))
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", fuzz_dir_path, e->d_name);
-            unlink(p);
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            if (unlink(p) != 0 && depth > 0) fuzz_remove_tree(p, depth - 1);
         }
     closedir(d);
-    rmdir(fuzz_dir_path);
+    rmdir(dir);
 }
+
+// At exit: the scratch directory and the files in it (harnesses make one level of
+// subdirectories at most: a run directory's ranks/).
+static void fuzz_dir_remove(void) { fuzz_remove_tree(fuzz_dir_path, 1); }
 
 // The process's scratch directory: $ZT_FUZZ_TMP or /dev/shm (else /tmp), one per pid,
 // removed at exit.
@@ -58,11 +62,17 @@ static inline const char *fuzz_dir(void) {
     return dir;
 }
 
-// Write bytes to fuzz_dir()/name (replacing it); returns the path (static buffer per slot).
+// Write bytes to fuzz_dir()/name (replacing it; "sub/name" makes the subdirectory);
+// returns the path (static buffer per slot).
 static inline const char *fuzz_write(const char *name, const void *data, size_t n) {
     static char paths[8][640];
     static int slot;
     char *p = paths[slot++ & 7];
+    const char *sl = strchr(name, '/');
+    if (sl) {
+        snprintf(p, sizeof paths[0], "%s/%.*s", fuzz_dir(), (int)(sl - name), name);
+        mkdir(p, 0700);
+    }
     snprintf(p, sizeof paths[0], "%s/%s", fuzz_dir(), name);
     FILE *f = fopen(p, "wb");
     if (!f || (n && fwrite(data, 1, n, f) != n) || fclose(f) != 0) {

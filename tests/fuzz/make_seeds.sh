@@ -9,7 +9,7 @@ ZT=${ZT:-$SRC/build/zerotrain}
 C=$SRC/tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-rm -rf "$C" && mkdir -p "$C"/{safetensors,dataset,config,tokenizer,jsonl,ckpt_meta}
+rm -rf "$C" && mkdir -p "$C"/{safetensors,dataset,config,tokenizer,jsonl,ckpt_meta,flight,watch}
 
 # safetensors: the file the Python library wrote, and one of every dtype the reader knows
 cp "$SRC/tests/data/safetensors/python_written.safetensors" "$C/safetensors/python_written"
@@ -93,4 +93,6 @@ OMP_NUM_THREADS=1 "$ZT" train --init "$SRC/tests/golden/tiny_untied_gqa" --data 
     --steps 2 --save-every 2 --log-every 0 --no-preflight >/dev/null
 ZT_FUZZ_DUMP="$T/run/checkpoints/step-00000002/ckpt.h5" "$SRC/build-fuzz/fuzz_ckpt_meta" >"$C/ckpt_meta/tiny_step2" 2>/dev/null
 grep -v '^/units/' "$C/ckpt_meta/tiny_step2" >"$C/ckpt_meta/header_only"
+# flight, watch: small rings in engine/flight.h's layout and run directories' watcher files
+python3 "$SRC/tests/fuzz/flight_seeds.py" "$C"
 du -sh "$C"/* | sed 's/^/make_seeds: /'
