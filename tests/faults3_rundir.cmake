@@ -11,3 +11,8 @@ foreach(case link_lock link_metrics link_rank_metrics link_heartbeat link_run_js
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" PROCESSORS 2 TIMEOUT 600
     SKIP_RETURN_CODE 77)
 endforeach()
+# base/out_file.c and train/line_file.c on their own: every kind of thing at an output's name
+# refused, and a record cut part-way by a full file system (RLIMIT_FSIZE) cut back and counted.
+add_executable(test_out_files ${ZT_TEST_DIR}/unit/test_out_files.c)
+target_link_libraries(test_out_files PRIVATE zt_train)
+add_test(NAME faults3_out_files COMMAND test_out_files)
