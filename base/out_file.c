@@ -41,9 +41,12 @@ static const char *what_is(const char *path, const struct stat *st, char *buf, s
 
 static int refuse(const char *path, const struct stat *st, const char *want) {
     char what[1200];
+    const int dir = !strcmp(want, "a directory");
     return zt_err("%s %s, not %s: refused (zerotrain never writes through a link or into anything but its own "
-                  "files in an output directory, so nothing outside it is written); remove it",
-                  path, what_is(path, st, what, sizeof what), want);
+                  "files in an output directory, so nothing outside it is written); remove it%s",
+                  path, what_is(path, st, what, sizeof what), want,
+                  dir ? " (to keep the outputs on another file system, put the whole output directory there: "
+                        "--run-dir, -o)" : "");
 }
 
 // A regular file of one name (what an output file must be when it is written in place).
