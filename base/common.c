@@ -1,6 +1,7 @@
 // Error buffer, checked allocation, clocks, RNG and small file helpers.
 #define _GNU_SOURCE
 #include "common.h"
+#include "base/out_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -124,37 +125,9 @@ uint64_t zt_rng_below(zt_rng *r, uint64_t n) {
     return x % n;
 }
 
-int zt_write_file_atomic(const char *path, const void *data, size_t n) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return zt_err("%s: cannot create: %s", tmp, strerror(errno));
-    const char *p = data;
-    size_t left = n;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return zt_err("%s: write failed after %zu of %zu bytes: %s", tmp, n - left, n, strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return zt_err("%s: flush failed: %s", tmp, strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return zt_err("%s: rename to %s failed: %s", tmp, path, strerror(e));
-    }
-    return 0;
-}
+// The temporary file is created new (O_EXCL | O_NOFOLLOW) and a link or special file at path is
+// refused: base/out_file.c.
+int zt_write_file_atomic(const char *path, const void *data, size_t n) { return zt_replace_file(path, data, n, 1); }
 
 // A stream (FIFO, character device, /proc file) is read to its end, up to this much.
 #define ZT_READ_STREAM_MAX ((size_t)1 << 30)

@@ -20,6 +20,7 @@
 #include "checkpoint/ckpt_internal.h"
 #include "base/crc32c.h"
 #include "base/common.h"
+#include "base/out_file.h"
 
 #ifndef ZT_VERSION
 #define ZT_VERSION "dev"
@@ -296,6 +297,8 @@ int zt_ckpt_auto_candidates(const char *run_dir, char ***paths, char *note, size
 int zt_ckpt_clear_removing(const char *run_dir, FILE *log) {
     char ck[4200], p[4500];
     snprintf(ck, sizeof ck, "%s/checkpoints", run_dir);
+    struct stat st;
+    if (lstat(ck, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;  // nothing, or a link: never cleared through
     DIR *d = opendir(ck);
     if (!d) return 0;
     int n = 0, rc = 0;
@@ -572,7 +575,7 @@ static int space_check(const char *dir, int64_t need) {
 static int reserve_space(const char *file, int64_t bytes) {
     const char *off = getenv("ZT_CKPT_NO_RESERVE");
     if (off && *off && strcmp(off, "0")) return 0;
-    int fd = open(file, O_WRONLY);
+    int fd = open(file, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return zt_err("cannot open to reserve space: %s", strerror(errno));
     int rc = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes);
     int e = errno;
@@ -740,12 +743,13 @@ static int open_raw(save_ctx *c) {
                           i / ZT_CKPT_NDS, zt_ckpt_ds_names[i % ZT_CKPT_NDS]);
         c->off[i] = (int64_t)a;
     }
-    c->fd = open(c->file, O_WRONLY | O_CLOEXEC);
+    // the file HDF5 just created in the fresh .partial directory (O_NOFOLLOW: never a link)
+    c->fd = open(c->file, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
     if (c->fd < 0) return zt_err("cannot open the file for its data writes: %s", strerror(errno));
     if (c->io == ZT_SAVE_IO_DIRECT) {
         const char *e = getenv("ZT_CKPT_DEBUG_NO_ODIRECT");
         c->no_odirect = e && *e && strcmp(e, "0");
-        c->dfd = open(c->file, O_WRONLY | O_DIRECT | O_CLOEXEC);
+        c->dfd = open(c->file, O_WRONLY | O_DIRECT | O_NOFOLLOW | O_CLOEXEC);
         void *b = NULL;
         if (c->dfd >= 0 && posix_memalign(&b, ZT_IO_ALIGN, ZT_IO_BOUNCE) != 0) close(c->dfd), c->dfd = -1;
         c->bounce = b;
@@ -899,8 +903,11 @@ static int write_latest(const char *ckdir, const char *name) {
     snprintf(tmp, sizeof tmp, "%s/latest.tmp", ckdir);
     snprintf(dst, sizeof dst, "%s/latest", ckdir);
     snprintf(text, sizeof text, "%s\n", name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return zt_err("%s: cannot create: %s", tmp, strerror(errno));
+    // latest.tmp new (O_EXCL | O_NOFOLLOW; a stale regular one removed), a link at latest refused:
+    // rename() would replace such a link itself, never its target, but one planted there is named
+    if (zt_out_check(dst) != 0) return -1;
+    int fd = zt_out_create_fresh(tmp);
+    if (fd < 0) return -1;
     ssize_t w = write(fd, text, strlen(text));
     int e = errno;
     if (w != (ssize_t)strlen(text) || fsync(fd) != 0) {
@@ -957,7 +964,9 @@ static void prune(const char *ckdir, const char *keep, int keep_last) {
 static int commit(save_ctx *c, const zt_ckpt_meta *m, double t0, int *committed) {
     if (write_meta_json(c, m, zt_now() - t0) != 0 || fsync_path(c->partial, 1) != 0) return -1;
     char old[4300] = "";
-    if (is_dir(c->final_dir)) {  // saving the same step again: replace, keeping the old one until done
+    // saving the same step again: replace, keeping the old one until done (a link of that name is
+    // renamed and removed itself, never followed)
+    if (is_dir(c->final_dir)) {
         snprintf(old, sizeof old, "%s.replaced", c->final_dir);
         if (zt_remove_tree(old) != 0) return -1;
         if (rename(c->final_dir, old) != 0)
@@ -1107,7 +1116,11 @@ int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta
     }
 
     if (c->rank == 0) {
-        ok = zt_mkdirs(c->ckdir) == 0 && zt_remove_tree(c->partial) == 0 && space_check(c->ckdir, estimate_bytes(lay)) == 0;
+        // RUN/checkpoints a real directory (a link out of RUN is refused); step-N.partial made
+        // fresh by mkdir after a stale one (or a link of that name, removed itself) is gone, so
+        // HDF5 and MPI-IO create ckpt.h5 in a directory of this save's own
+        ok = zt_out_mkdirs(run_dir, c->ckdir) == 0 && zt_remove_tree(c->partial) == 0 &&
+             space_check(c->ckdir, estimate_bytes(lay)) == 0;
         if (ok && mkdir(c->partial, 0755) != 0) ok = zt_err("%s: cannot create: %s", c->partial, strerror(errno)) == 0;
     }
     if (agree(comm, ok) != 0) {

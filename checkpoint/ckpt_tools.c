@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "checkpoint/ckpt_internal.h"
 #include "checkpoint/safetensors.h"
 #include "base/common.h"
+#include "base/out_file.h"
 
 #define ZT_EXPORT_DEFAULT_SHARD 5000000000LL  // 5 GB, as transformers' save_pretrained
 
@@ -257,25 +259,51 @@ static float *load_master(const ckpt_reader *r, int u) {
     return v;
 }
 
-static int dir_is_empty_or_absent(const char *p) {
+// 1 when p is absent or an empty directory; else 0 with `held` naming what is in it (the first
+// few entries, a link with its target: the refusal says what would have been written over).
+static int dir_is_empty_or_absent(const char *p, char *held, size_t n) {
+    held[0] = 0;
     DIR *d = opendir(p);
-    if (!d) return errno == ENOENT;
+    if (!d) {
+        if (errno == ENOENT) return 1;
+        snprintf(held, n, "what cannot be listed: %s", strerror(errno));
+        return 0;
+    }
     struct dirent *e;
-    int empty = 1;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    int count = 0;
+    size_t o = 0;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (count++ >= 3) continue;
+        char path[4400], to[1024] = "";
+        snprintf(path, sizeof path, "%s/%s", p, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+            const ssize_t k = readlink(path, to, sizeof to - 1);
+            to[k > 0 ? k : 0] = 0;
+        }
+        if (o < n)
+            o += (size_t)snprintf(held + o, n - o, "%s%s%s%.600s", count > 1 ? ", " : "", path,
+                                  to[0] ? ", a symbolic link to " : "", to);
+    }
     closedir(d);
-    return empty;
+    if (count > 3 && o < n) snprintf(held + o, n - o, " and %d more", count - 3);
+    return count == 0;
 }
 
 int zt_ckpt_export_hf(const char *ckpt_dir, const char *out_dir, int dtype, int64_t max_shard_bytes) {
     if (dtype != ZT_ST_BF16 && dtype != ZT_ST_F32) return zt_err("export: dtype must be bf16 or fp32");
     if (max_shard_bytes <= 0) max_shard_bytes = ZT_EXPORT_DEFAULT_SHARD;
     struct stat st;
+    char held[2400];
     if (stat(out_dir, &st) == 0 && !S_ISDIR(st.st_mode))
         return zt_err("%s exists and is not a directory; choose a new output directory", out_dir);
-    if (!dir_is_empty_or_absent(out_dir))
-        return zt_err("%s exists and is not empty; choose a new output directory (nothing was written)", out_dir);
+    if (stat(out_dir, &st) != 0 && lstat(out_dir, &st) == 0)  // a link to nothing: mkdir would not make it
+        return zt_out_check_dir(out_dir);
+    if (!dir_is_empty_or_absent(out_dir, held, sizeof held))
+        return zt_err("%s exists and is not empty (it holds %s); choose a new output directory (nothing was "
+                      "written)",
+                      out_dir, held);
     ckpt_reader r;
     if (reader_open(&r, ckpt_dir) != 0) return -1;
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/out_file.h"
 
 // The format is little-endian and every read below is a plain memcpy of the bytes.
 #if defined(__BYTE_ORDER__)
@@ -621,10 +622,12 @@ int zt_st_write(zt_st_writer *w, const char *path) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     o.tmp = tmp;
-    o.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // The temporary file new (O_EXCL | O_NOFOLLOW), a link or special file at path refused: the
+    // rename below would replace a link itself (never its target), but one planted there is named.
+    o.fd = zt_out_check(path) == 0 ? zt_out_create_fresh(tmp) : -1;
     if (o.fd < 0) {
         free(header);
-        return zt_err("%s: cannot create: %s", tmp, strerror(errno));
+        return -1;
     }
     int rc = write_body(&o, w, header, hlen);
     free(header);

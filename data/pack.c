@@ -22,6 +22,7 @@
 #include "data/pack_text.h"
 #include "data/tokenizer.h"
 #include "base/common.h"
+#include "base/out_file.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "pack writes host uint32 as little-endian block files: a big-endian host needs byte swapping here"
@@ -714,6 +715,7 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     if ((size_t)snprintf(jpath, sizeof jpath, "%s/dataset.json", out_dir) >= sizeof jpath - 32)
         return zt_err("%s: output path is too long", out_dir);
     struct stat st;
+    if (zt_out_check(jpath) != 0) return -1;  // a link there is refused, never written through or over
     if (stat(jpath, &st) == 0)
         return zt_err("%s already exists; pack never overwrites a dataset: pick a new output directory (or delete "
                       "the old dataset first)",
@@ -746,17 +748,17 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     // An input that is a file this pack writes (the same path, a hard link or a symlink to it)
     // would be truncated before it is read: refused before anything is opened for writing.
     int rc = check_inputs_not_outputs(inputs, ninputs, w, nw, jpath), opened = 0;
+    // A link (or anything but a regular file) at a block file's name is refused before anything
+    // is written: the rename at the end would replace a link itself, never its target, but one
+    // planted there is named, not silently dropped.
+    for (int i = 0; i < nw && rc == 0; i++) rc = zt_out_check(w[i].path);
     if (rc == 0 && zt_mkdirs(out_dir)) rc = -1;
     for (int i = 0; i < nw && rc == 0; i++, opened++) {
-        // a stale .partial of an interrupted pack goes first; never written through (O_EXCL: not
-        // a symlink left there, whatever it points to)
-        if (unlink(w[i].tmp) != 0 && errno != ENOENT) {
-            rc = zt_err("%s: cannot remove the stale partial file: %s", w[i].tmp, strerror(errno));
-            break;
-        }
-        w[i].fd = open(w[i].tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        // a stale .partial of an interrupted pack goes first (a regular file only: a link there is
+        // refused), then the new one is created O_EXCL | O_NOFOLLOW: never written through
+        w[i].fd = zt_out_create_fresh(w[i].tmp);
         if (w[i].fd < 0) {
-            rc = zt_err("%s: cannot create: %s", w[i].tmp, strerror(errno));
+            rc = -1;
             break;
         }
         w[i].cap = cap_blocks * opts->seq_len;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/out_file.h"
 
 typedef struct {
     char magic[8];
@@ -162,7 +163,7 @@ int zt_flight_open(zt_flight **out, const char *run_dir, int rank, int world, in
     if (run_dir) {
         char dir[4000];
         snprintf(dir, sizeof dir, "%s/ranks", run_dir);
-        if (zt_mkdirs(dir) < 0) {
+        if (zt_out_mkdirs(run_dir, dir) < 0) {  // a real directory, never a link out of RUN
             free(f);
             return zt_err_prefix("flight recorder for rank %d", rank);
         }
@@ -172,9 +173,9 @@ int zt_flight_open(zt_flight **out, const char *run_dir, int rank, int world, in
         // Built under a temporary name and renamed: a watcher that still maps the
         // previous run's file keeps a valid (old) inode instead of a SIGBUS.
         snprintf(tmp, sizeof tmp, "%s.tmp.%d", f->path, (int)getpid());
-        f->fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (f->fd < 0) {
-            zt_err("flight recorder: cannot create %s: %s", tmp, strerror(errno));
+        // New (O_EXCL | O_NOFOLLOW), and a link at the final name is refused before it is replaced.
+        if (zt_out_check(f->path) != 0 || (f->fd = zt_out_create_fresh(tmp)) < 0) {
+            zt_err_prefix("flight recorder");
             goto fail;
         }
         // Reserve the blocks, not just the size: a sparse file on a full disk maps fine and
@@ -209,6 +210,7 @@ int zt_flight_open(zt_flight **out, const char *run_dir, int rank, int world, in
     f->h->created_ns = zt_flight_wall_ns();
     gethostname(f->h->host, sizeof f->h->host - 1);
     f->h->host[sizeof f->h->host - 1] = 0;
+    // rename() replaces a link at the name itself, never its target (and one found is refused above)
     if (f->path && rename(tmp, f->path) < 0) {
         zt_err("flight recorder: cannot rename %s to %s: %s", tmp, f->path, strerror(errno));
         goto fail;

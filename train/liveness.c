@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/out_file.h"
 
 struct zt_liveness {
     char path[4200];
@@ -26,21 +27,9 @@ struct zt_liveness {
     pthread_cond_t cv;
 };
 
-// tmp + rename: readers see the old or the new content, never a torn one.
-static int replace_file(const char *path, const char *text) {
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return zt_err("%s: cannot create: %s", tmp, strerror(errno));
-    int ok = fputs(text, f) >= 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return zt_err("%s: cannot write: %s", path, strerror(e));
-    }
-    return 0;
-}
+// tmp + rename: readers see the old or the new content, never a torn one; a link or special
+// file at the name is refused (base/out_file.h).
+static int replace_file(const char *path, const char *text) { return zt_replace_file(path, text, strlen(text), 0); }
 
 static void tick(zt_liveness *l, const char *state) {
     char host[128] = "";
@@ -128,6 +117,10 @@ int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h) {
         size_t n = strlen(text);
         snprintf(text + n, sizeof text - n, ", \"checkpoint_writing\": {\"step\": %lld, \"for_s\": %s}",
                  (long long)h->ckpt_writing, num(b[7], 64, "%.3f", h->ckpt_writing_s));
+    }
+    if (h->records_lost > 0) {
+        size_t n = strlen(text);
+        snprintf(text + n, sizeof text - n, ", \"metrics_records_lost\": %lld", (long long)h->records_lost);
     }
     if (h->error && h->error[0]) {  // the failure, for the watcher and the report (JSON-escaped, cut at 2000 bytes)
         size_t n = strlen(text);

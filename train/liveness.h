@@ -25,9 +25,12 @@ typedef struct {
     int64_t ckpt_writing;    // --async-save: the step whose checkpoint is being written in the background
                              // (0: none; then the member is left out)
     double ckpt_writing_s;   // for how long
+    int64_t records_lost;    // records of RUN/metrics.jsonl a full disk (an I/O error) refused so far
+                             // (0: the member is left out)
 } zt_heartbeat;
 
-// RUN/heartbeat.json, replaced atomically (no fsync: it is rewritten every step).
+// RUN/heartbeat.json, replaced atomically (no fsync: it is rewritten every step); a link or
+// special file there is refused (base/out_file.h).
 int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h);
 
 #endif

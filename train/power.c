@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/out_file.h"
 #include "train/nvml.h"
 #include "train/power.h"
 
@@ -55,11 +56,8 @@ zt_power_sampler *zt_power_start(const char *run_dir, int rank, int gpu, double 
     if (zt_nvml_open() != 0 || zt_nvml_sample(gpu, &w, &u, &mem) != 0) return NULL;
     char path[4200];
     snprintf(path, sizeof path, "%s/ranks/rank-%05d.power.csv", run_dir, rank);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        zt_err("%s: cannot create: %s", path, strerror(errno));
-        return NULL;
-    }
+    FILE *f = zt_out_fopen(path, ZT_OUT_TRUNC);  // a link there is refused, never written through
+    if (!f) return NULL;
     fprintf(f, "time,gpu,power_w,util_pct,mem_used_mib\n");
     zt_power_sampler *p = zt_xcalloc(1, sizeof *p);
     p->f = f;

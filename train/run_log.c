@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/out_file.h"
 #include "model/flops.h"
 #include "train/agree.h"
 #include "train/device_info.h"
@@ -221,6 +222,7 @@ static int open_tensorboard(const zt_train_opts *o, run_state *r, int64_t start_
         if (k == 0 && r->rank != 0) continue;
         if (k == 0) snprintf(dir, sizeof dir, "%s/tb", o->run_dir);
         else snprintf(dir, sizeof dir, "%s/tb/ranks/rank-%05d", o->run_dir, r->rank);
+        if (zt_out_mkdirs(o->run_dir, dir) != 0) return -1;  // real directories: never through a link
         if (o->resume && zt_tb_truncate_dir(dir, start_step) < 0) return -1;
         zt_tb *tb = zt_tb_open(dir, host[0] ? host : "host");
         if (!tb) return -1;
@@ -259,23 +261,46 @@ int zt_runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *m
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
             if (o->resume) ok = zt_runlog_truncate(path, start_step) == 0;
-            r->metrics = ok ? fopen(path, o->resume ? "a" : "w") : NULL;
-            if (ok && !r->metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
+            r->metrics = ok ? zt_line_open(path, o->resume != NULL) : NULL;
+            if (!r->metrics) ok = 0;
         }
     }
     if (ok) {  // every rank: its own compute / wait split and bytes per step
         snprintf(path, sizeof path, "%s/ranks/rank-%05d.metrics.jsonl", o->run_dir, r->rank);
         if (o->resume) ok = zt_runlog_truncate(path, start_step) == 0;
-        r->rank_metrics = ok ? fopen(path, o->resume ? "a" : "w") : NULL;
-        if (ok && !r->rank_metrics) ok = zt_err("%s: cannot open for writing", path) == 0;
+        r->rank_metrics = ok ? zt_line_open(path, o->resume != NULL) : NULL;
+        if (!r->rank_metrics) ok = 0;
     }
     if (ok && o->tensorboard) ok = open_tensorboard(o, r, start_step) == 0;
     if (ok && o->trace_blocks) {  // every rank: its own block ids per step
         snprintf(path, sizeof path, "%s/ranks/rank-%05d.blocks", o->run_dir, r->rank);
-        r->trace = fopen(path, o->resume ? "a" : "w");
-        if (!r->trace) ok = zt_err("%s: cannot open for writing", path) == 0;
+        r->trace = zt_out_fopen(path, o->resume ? ZT_OUT_APPEND : ZT_OUT_TRUNC);
+        if (!r->trace) ok = 0;
     }
     return zt_train_agree(r->comm, ok, "writing run.json");
+}
+
+int zt_runlog_check_outputs(const zt_train_opts *o, int rank) {
+    // cleared: a fresh start over an old run (--overwrite) removes it first, a link itself (never followed)
+    static const struct { const char *name; int dir, cleared; } run0[] = {
+        {"ranks", 1, 0},          {"run.json", 0, 0},      {"metrics.jsonl", 0, 0},
+        {"heartbeat.json", 0, 1}, {"complete.json", 0, 1}, {"checkpoints", 1, 1},
+        {"checkpoints/latest", 0, 1}, {"tb", 1, 1},        {"tb/ranks", 1, 1},
+        {"final", 1, 1}};
+    static const char *const rank_files[] = {"metrics.jsonl", "blocks", "alive", "power.csv", "flight", "flight.json"};
+    const int cleared = o->overwrite && !o->resume;
+    char p[4400];
+    for (size_t i = 0; rank == 0 && i < sizeof run0 / sizeof *run0; i++) {
+        if (cleared && run0[i].cleared) continue;
+        snprintf(p, sizeof p, "%s/%s", o->run_dir, run0[i].name);
+        if ((run0[i].dir ? zt_out_check_dir(p) : zt_out_check(p)) != 0) return -1;
+    }
+    for (size_t i = 0; i < sizeof rank_files / sizeof *rank_files; i++) {
+        snprintf(p, sizeof p, "%s/ranks/rank-%05d.%s", o->run_dir, rank, rank_files[i]);
+        if (zt_out_check(p) != 0) return -1;
+    }
+    snprintf(p, sizeof p, "%s/tb/ranks/rank-%05d", o->run_dir, rank);
+    return cleared ? 0 : zt_out_check_dir(p);
 }
 
 // A resumed run continues after step `keep`: lines of a metrics file written for later
@@ -286,6 +311,7 @@ int zt_runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *m
 // a missing file is fine.
 int zt_runlog_truncate(const char *path, int64_t keep) {
     size_t n;
+    if (zt_out_check(path) != 0) return -1;  // a link there is refused, not read or written through
     if (access(path, F_OK) != 0) return 0;
     char *text = zt_read_file(path, &n);
     if (!text) return -1;
@@ -398,20 +424,31 @@ static const metric_def k_ckpt[K_COUNT] = {
     [K_WRITE] = {"ckpt_write_s", "%.4f", "ckpt/write_s", .optional = 1},
 };
 
-// {"step":S[,"rank":R],"key":value,...} of the members the table gives (rank: the rank file's).
-static void jsonl_line(FILE *f, const metric_def *defs, int n, const double *v, int64_t step, int rank_file,
+// {"step":S[,"rank":R],"key":value,...} of the members the table gives (rank: the rank file's),
+// written as one whole line (train/line_file.h): a rank that dies or hangs next, or a disk that
+// is full, leaves whole lines behind; a record the disk refused is counted and warned.
+static void jsonl_line(zt_line_file *f, const metric_def *defs, int n, const double *v, int64_t step, int rank_file,
                        int rank, const char *extra) {
     if (!f) return;
-    fprintf(f, "{\"step\":%lld", (long long)step);
-    if (rank_file) fprintf(f, ",\"rank\":%d", rank);
+    char line[8192];
+    size_t o = 0;
+#define ADD(...) (o += (size_t)snprintf(line + o, o < sizeof line ? sizeof line - o : 0, __VA_ARGS__), \
+                  o = o < sizeof line ? o : sizeof line)
+    ADD("{\"step\":%lld", (long long)step);
+    if (rank_file) ADD(",\"rank\":%d", rank);
     for (int i = 0; i < n; i++) {
         const char *key = rank_file ? defs[i].rank_key : defs[i].key;
         char num[64];
-        if (key && !(defs[i].optional && !isfinite(v[i])))
-            fprintf(f, ",\"%s\":%s", key, json_num(num, sizeof num, defs[i].fmt, v[i]));
+        if (key && !(defs[i].optional && !isfinite(v[i]))) ADD(",\"%s\":%s", key, json_num(num, sizeof num, defs[i].fmt, v[i]));
     }
-    fprintf(f, "%s}\n", extra ? extra : "");
-    fflush(f);  // a rank that dies or hangs next leaves whole lines behind
+    ADD("%s}\n", extra ? extra : "");
+#undef ADD
+    if (o >= sizeof line - 1) {  // the members are fixed: cannot happen; never write a cut line
+        fprintf(stderr, "zerotrain: warning: %s: the record of step %lld is longer than %zu bytes and is left out\n",
+                zt_line_path(f), (long long)step, sizeof line);
+        return;
+    }
+    zt_line_write(f, line, o, step);
 }
 
 // The table's TensorBoard points; a writer that fails is closed with a warning (the jsonl goes on).
@@ -487,7 +524,7 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
                        .ckpt_writing = r->snap_step > 0                    ? r->snap_step
                                        : zt_ckpt_async_step(r->async) > 0 ? zt_ckpt_async_step(r->async)
                                                                           : 0,
-                       .ckpt_writing_s = now - r->async_t0};
+                       .ckpt_writing_s = now - r->async_t0, .records_lost = zt_line_lost(r->metrics)};
     if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
     jsonl_line(r->metrics, k_metrics, M_COUNT, v, step + 1, 0, 0, NULL);
     tb_points(&r->tb, k_metrics, M_COUNT, v, step + 1, 0, "of the run");
@@ -559,8 +596,22 @@ void zt_runlog_eval(run_state *r, int64_t step, int64_t blocks, int64_t targets,
 // Rank 0, after the loop: the summary line, then the heartbeat "stopped", or the heartbeat
 // "complete" and complete.json (the watcher's COMPLETE) once the final checkpoint and
 // final/ are committed.
+// A metrics file with records a full disk refused: said once more at the end, on the rank
+// that writes it (the count is in the heartbeat and complete.json too).
+static void warn_lost(const zt_line_file *f) {
+    const int64_t n = zt_line_lost(f);
+    if (n <= 0) return;
+    char steps[256];
+    fprintf(stderr, "zerotrain: warning: %s: %lld record%s lost (steps %s): the disk refused %s (see the warnings "
+                    "above); the file holds whole lines, with %s missing\n",
+            zt_line_path(f), (long long)n, n == 1 ? "" : "s", zt_line_lost_steps(f, steps, sizeof steps),
+            n == 1 ? "it" : "them", n == 1 ? "that step" : "those steps");
+}
+
 void zt_runlog_summary(const run_state *r, int stopped) {
+    warn_lost(r->rank_metrics);
     if (r->rank != 0) return;
+    warn_lost(r->metrics);
     zt_runlog_clear_progress();
     const double loop_s = zt_now() - r->t_loop;
     const double tokens = (double)(r->steps_run * r->global_step_blocks * r->ds.seq_len);
@@ -597,11 +648,12 @@ void zt_runlog_stopped(const zt_train_opts *o, const run_state *r) {
                        .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = zt_now() - r->t_start,
                        .loss = r->loss_last, .world_size = r->world, .gpu_hours = gpu_hours_spent(r),
                        .gpu_hours_per_epoch = r->steps_run ? r->world * el / (double)r->steps_run *
-                                                                 (double)r->steps_per_epoch / 3600.0 : 0};
+                                                                 (double)r->steps_per_epoch / 3600.0 : 0,
+                       .records_lost = zt_line_lost(r->metrics)};
     if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
 }
 
-int zt_runlog_complete(const zt_train_opts *o, const run_state *r) {
+int zt_runlog_complete(const zt_train_opts *o, const run_state *r, int64_t rank_records_lost) {
     if (r->rank != 0) return 0;
     const double el = zt_now() - r->t_loop;
     const int64_t steps_run = r->steps_run, total_steps = r->total_steps;
@@ -610,7 +662,8 @@ int zt_runlog_complete(const zt_train_opts *o, const run_state *r) {
                        .tok_per_s = steps_run ? steps_run * r->global_step_blocks * r->ds.seq_len / el : 0,
                        .loss = r->loss_last, .world_size = r->world, .gpu_hours = r->world * el / 3600.0,
                        .gpu_hours_per_epoch = steps_run ? r->world * el / (double)steps_run *
-                                                              (double)r->steps_per_epoch / 3600.0 : 0};
+                                                              (double)r->steps_per_epoch / 3600.0 : 0,
+                       .records_lost = zt_line_lost(r->metrics)};
     zt_heartbeat_write(o->run_dir, &hb);
     char path[4200], final_dir[4200] = "";
     if (o->save_final) snprintf(final_dir, sizeof final_dir, "%s/final", o->run_dir);
@@ -620,6 +673,9 @@ int zt_runlog_complete(const zt_train_opts *o, const run_state *r) {
     cJSON_AddNumberToObject(c, "time", (double)time(NULL));
     cJSON_AddStringToObject(c, "checkpoint", r->ckpt_path);
     cJSON_AddStringToObject(c, "final", final_dir);
+    // records a full disk refused (warned as it happened): metrics.jsonl's, every rank file's
+    cJSON_AddNumberToObject(c, "metrics_records_lost", (double)zt_line_lost(r->metrics));
+    cJSON_AddNumberToObject(c, "rank_metrics_records_lost", (double)rank_records_lost);
     char *text = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
     snprintf(path, sizeof path, "%s/complete.json", o->run_dir);

@@ -13,6 +13,7 @@
 #include "engine/comm.h"
 #include "engine/fsdp.h"
 #include "model/qwen3.h"
+#include "train/line_file.h"
 #include "train/liveness.h"
 #include "train/power.h"
 #include "train/run_lock.h"
@@ -42,8 +43,8 @@ typedef struct {
                               // (JSON: total_steps, lr, ... that differ), else NULL
     block_ref *order;
     const uint32_t **blocks;
-    FILE *metrics;
-    FILE *rank_metrics;       // every rank: its own times and bytes per step
+    zt_line_file *metrics;    // rank 0: RUN/metrics.jsonl (whole lines; lost records counted)
+    zt_line_file *rank_metrics;  // every rank: its own times and bytes per step
     zt_tb *tb;                // rank 0: RUN/tb (the run's curves)
     zt_tb *tb_rank;           // every rank: RUN/tb/ranks/rank-N (its own)
     FILE *trace;

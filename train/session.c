@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/out_file.h"
 #include "engine/comm_mpi.h"
 #include "kernels/ops.h"
 #include "train/agree.h"
@@ -76,8 +77,10 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
     char path[4200], found[1024];
     snprintf(path, sizeof path, "%s/run.json", o->run_dir);
     struct stat st;
-    int ok = 1;
-    if (!o->overwrite && !o->resume && stat(path, &st) == 0)
+    // Every name this rank writes in RUN: a link or special file there is refused first, before
+    // anything is written or removed (the prune below would follow a linked checkpoints/).
+    int ok = zt_runlog_check_outputs(o, r->rank) == 0;
+    if (ok && !o->overwrite && !o->resume && stat(path, &st) == 0)
         ok = zt_err("%s already exists: this run directory holds a run; continue it with --resume, pick a new "
                     "--run-dir, or pass --overwrite",
                     path) == 0;
@@ -87,7 +90,7 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
                     "(auto, latest or a step directory), pick a new --run-dir, or pass --overwrite to discard it",
                     o->run_dir, found) == 0;
     snprintf(path, sizeof path, "%s/ranks", o->run_dir);
-    if (ok) ok = zt_mkdirs(path) == 0;
+    if (ok) ok = zt_out_mkdirs(o->run_dir, path) == 0;  // a real directory, never a link out of RUN
     // A prune a crashed job left half done (only the job holding the lock may clear it).
     if (ok && r->rank == 0) ok = zt_ckpt_clear_removing(o->run_dir, stdout) == 0;
     if (agree_start(ok) != 0) return -1;
@@ -114,13 +117,14 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
     // afterwards (a full disk fails both) is appended, never substituted.
     char first[ZT_ERR_MAX] = "";
     if (rc != 0) snprintf(first, sizeof first, "%s", zt_errmsg());
+    const int64_t records_lost = zt_line_lost(r->metrics);  // the files close in cleanup
     zt_train_cleanup(r);
     zt_power_stop(r->power);
     zt_liveness_stop(r->alive, rc == 0 ? "done" : "failed");
     if (rc != 0 && r->rank == 0 && r->run_id[0]) {
         zt_heartbeat hb = {.run_id = r->run_id, .state = "failed", .step = r->step, .total_steps = r->total_steps,
                            .epoch = r->epoch, .tokens = r->tokens_seen, .loss = r->loss_last, .world_size = r->world,
-                           .elapsed_s = zt_now() - r->t_start, .error = first};
+                           .elapsed_s = zt_now() - r->t_start, .error = first, .records_lost = records_lost};
         if (zt_heartbeat_write(o->run_dir, &hb) != 0) {
             const size_t n = strlen(first);
             snprintf(first + n, sizeof first - n, " (then, recording the failure: %.600s)", zt_errmsg());

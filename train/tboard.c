@@ -19,6 +19,7 @@
 
 #include "base/crc32c.h"
 #include "base/common.h"
+#include "base/out_file.h"
 
 struct zt_tb {
     FILE *f;
@@ -111,9 +112,9 @@ zt_tb *zt_tb_open(const char *dir, const char *host) {
             snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%lld.%s.%d", dir, (long long)now, host, k);
         if (access(tb->path, F_OK) != 0) break;
     }
-    tb->f = fopen(tb->path, "wbx");
+    tb->f = zt_out_fopen(tb->path, ZT_OUT_NEW);  // a new file: a link at the name is refused
     if (!tb->f) {
-        zt_err("%s: cannot create the TensorBoard event file: %s", tb->path, strerror(errno));
+        zt_err_prefix("the TensorBoard event file");
         free(tb);
         return NULL;
     }
@@ -198,6 +199,7 @@ static int64_t event_step(const uint8_t *p, size_t n) {
 
 static int64_t truncate_file(const char *path, int64_t keep_step) {
     size_t n;
+    if (zt_out_check(path) != 0) return -1;  // a link is refused, not read or written through
     uint8_t *d = (uint8_t *)zt_read_file(path, &n);
     if (!d) return -1;
     uint8_t *out = zt_xmalloc(n ? n : 1);

@@ -78,8 +78,8 @@ static void shuffle_blocks(block_ref *b, int64_t n, uint64_t seed, int64_t epoch
 }
 
 void zt_train_cleanup(run_state *r) {
-    if (r->metrics) fclose(r->metrics);
-    if (r->rank_metrics) fclose(r->rank_metrics);
+    zt_line_close(r->metrics);
+    zt_line_close(r->rank_metrics);
     zt_tb_close(r->tb);
     zt_tb_close(r->tb_rank);
     if (r->trace) fclose(r->trace);
@@ -816,6 +816,11 @@ static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int la
         if (zt_barrier(r->comm, "epoch-end save") != 0) return -1;
     }
     if (!(epoch_end || last || stop || (o->save_every > 0 && step % o->save_every == 0))) return 0;
+    // The run directory still this job's before it commits anything to it: RUN/lock removed
+    // where RUN itself cannot be locked would let a second job in (train/run_lock.h).
+    const int lock_rc = zt_train_agree_named(r, r->rank != 0 || zt_run_lock_verify(r->lock) == 0,
+                                             "checking the run directory's lock");
+    if (lock_rc != 0) return lock_rc < 0 ? -1 : zt_err_prefix("step %lld: checkpoint refused", (long long)step);
     const double ts = zt_now();
     // Deadline-guarded: a rank that is not here is reported instead of hanging in HDF5's own barrier.
     if (!epoch_end && zt_barrier(r->comm, "checkpoint save") != 0) return -1;
@@ -1015,7 +1020,9 @@ static int train_loop(const zt_train_opts *o, run_state *r) {
         return 0;
     }
     if (export_final(o, r) != 0) return -1;
-    return zt_runlog_complete(o, r);
+    int64_t lost = zt_line_lost(r->rank_metrics);  // the rank files' records a full disk refused
+    if (zt_allreduce(r->comm, &lost, &lost, 1, ZT_DT_I64, ZT_RED_SUM, "counting lost metrics records") != 0) return -1;
+    return zt_runlog_complete(o, r, lost);
 }
 
 // A run: its phases in order, each agreed by every rank before the next.

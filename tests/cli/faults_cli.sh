@@ -261,11 +261,13 @@ eval_empty)
     echo "ok [$CASE]"
     ;;
 first_error)
-    # the save fails (ENOSPC, injected) and so does every heartbeat write (heartbeat.json is a
-    # directory): the save's error is the one reported, the heartbeat's appended
-    mkdir -p "$W/run/heartbeat.json"
+    # the save fails (ENOSPC, injected) and so does every heartbeat write (a directory where the
+    # trainer's process creates heartbeat.json.tmp.PID: the shell's pid, kept by exec; a directory
+    # at heartbeat.json itself is refused at start): the save's error is the one reported, the
+    # heartbeat's appended
     expect_error "step 4: saving checkpoint step 4 .*No space left on device \(injected" \
         "\(then, recording the failure: .*heartbeat.json" -- \
+        bash -c 'mkdir -p "$0/heartbeat.json.tmp.$$" && exec "$@"' "$W/run" \
         env ZT_CKPT_FAIL_AFTER_BYTES=1000 "$ZT" train "${COMMON[@]}" --data "$W/data" --run-dir "$W/run" --steps 8 \
         --save-every 4
     grep "zerotrain train: error:" "$W/out.txt" | grep -q "^zerotrain train: error: step 4: saving checkpoint" ||

@@ -38,7 +38,7 @@ find_package(OpenMP COMPONENTS C)  # optional: the naive CPU reference is just s
 
 include_directories(${CMAKE_SOURCE_DIR})
 
-add_library(zt_base STATIC ${CMAKE_SOURCE_DIR}/base/common.c)
+add_library(zt_base STATIC ${CMAKE_SOURCE_DIR}/base/common.c ${CMAKE_SOURCE_DIR}/base/out_file.c)
 target_link_libraries(zt_base PUBLIC m)
 
 # The CPU reference ops (the GPU tests' oracle).
