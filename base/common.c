@@ -59,6 +59,17 @@ void *zt_xmalloc_at(size_t n, const char *file, int line) {
     return p;
 }
 
+void zt_int_push(int **v, int *n, int *cap, int x) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 8;
+        int *r = zt_xmalloc((size_t)*cap * sizeof *r);
+        if (*n) memcpy(r, *v, (size_t)*n * sizeof *r);
+        free(*v);
+        *v = r;
+    }
+    (*v)[(*n)++] = x;
+}
+
 void *zt_xcalloc_at(size_t n, size_t size, const char *file, int line) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) {

@@ -1,6 +1,6 @@
 // Shared plumbing for every zerotrain module: error reporting, checked
 // allocation, timing and a small deterministic RNG.
-// defines: zt_err, zt_errmsg, zt_fatal, zt_xmalloc, zt_xcalloc, zt_now, zt_rng_*
+// defines: zt_err, zt_errmsg, zt_fatal, zt_xmalloc, zt_xcalloc, zt_int_push, zt_now, zt_rng_*
 #ifndef ZT_COMMON_H
 #define ZT_COMMON_H
 
@@ -32,6 +32,8 @@ void *zt_xmalloc_at(size_t n, const char *file, int line);
 void *zt_xcalloc_at(size_t n, size_t size, const char *file, int line);
 #define zt_xmalloc(n) zt_xmalloc_at((n), __FILE__, __LINE__)
 #define zt_xcalloc(n, s) zt_xcalloc_at((n), (s), __FILE__, __LINE__)
+// Appends x to the growing int array *v of *n elements and *cap capacity (doubling).
+void zt_int_push(int **v, int *n, int *cap, int x);
 
 double zt_now(void);       // monotonic seconds
 double zt_wall_now(void);  // wall-clock (unix) seconds

@@ -530,16 +530,7 @@ typedef struct {
 } fl_group;
 
 // Rank lists grow as ranks join: `world` lists of `world` entries each would be quadratic.
-static void group_add(fl_group *g, int rank) {
-    if (g->n == g->cap) {
-        g->cap = g->cap ? 2 * g->cap : 8;
-        int *r = zt_xmalloc((size_t)g->cap * sizeof *r);
-        if (g->n) memcpy(r, g->ranks, (size_t)g->n * sizeof *r);
-        free(g->ranks);
-        g->ranks = r;
-    }
-    g->ranks[g->n++] = rank;
-}
+static void group_add(fl_group *g, int rank) { zt_int_push(&g->ranks, &g->n, &g->cap, rank); }
 
 int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const char *prefix) {
     if (!run_dir || world < 1) return zt_err("flight summary: no run directory or world %d", world);

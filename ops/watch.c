@@ -613,14 +613,7 @@ typedef struct {
 } diag_group;
 
 static void diag_add(diag_group *g, int rank) {  // grows: world lists of world entries would be quadratic
-    if (g->n == g->cap) {
-        g->cap = g->cap ? 2 * g->cap : 8;
-        int *r = zt_xmalloc((size_t)g->cap * sizeof *r);
-        if (g->n) memcpy(r, g->ranks, (size_t)g->n * sizeof *r);
-        free(g->ranks);
-        g->ranks = r;
-    }
-    g->ranks[g->n++] = rank;
+    zt_int_push(&g->ranks, &g->n, &g->cap, rank);
 }
 
 static int group_cmp(const void *a, const void *b) {

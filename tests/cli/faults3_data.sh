@@ -6,27 +6,7 @@
 #   faults3_data.sh ZEROTRAIN SOURCE_DIR WORK_DIR CASE
 set -u
 ZT=$1 SRC=$2 WORK=$3 CASE=$4
-case "$WORK" in /*) ;; *) WORK="$PWD/$WORK" ;; esac
-W="$WORK/$CASE"
-rm -rf "$W" && mkdir -p "$W"
-GOLD="$SRC/tests/golden"
-MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader,tcp
-        --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
-fail() { echo "FAIL [$CASE]: $*"; exit 1; }
-# wait_step RUN N [POLLS]: until RUN/metrics.jsonl has a line of step >= N (the job runs)
-wait_step() {
-    local t=0
-    while [ "$t" -lt "${3:-600}" ]; do
-        [ -f "$1/metrics.jsonl" ] &&
-            awk -v n="$2" -F'"step":' 'NF > 1 { split($2, a, ","); if (a[1] + 0 >= n) f = 1 } END { exit !f }' \
-                "$1/metrics.jsonl" && return 0
-        sleep 0.1
-        t=$((t + 1))
-    done
-    fail "no step $2 in $1/metrics.jsonl after ${3:-600} polls"
-}
-# hb RUN KEY: a value of RUN's heartbeat.json
-hb() { sed -E "s/.*\"$2\": (\"[^\"]*\"|[^,}]*).*/\1/" "$1/heartbeat.json" | tr -d '"'; }
+. "$SRC/tests/support/fault_case.sh"  # W, GOLD, MPIRUN, fail, wait_step, hb
 # rank_pid RUN R: the pid rank R wrote into its liveness file
 rank_pid() { sed -nE 's/.*"pid": ([0-9]+).*/\1/p' "$1/ranks/rank-0000$2.alive"; }
 # stopped PID: the process is stopped (state T)

@@ -6,13 +6,7 @@
 #   faults3_ops.sh ZEROTRAIN SOURCE_DIR WORK_DIR CASE
 set -u
 ZT=$1 SRC=$2 WORK=$3 CASE=$4
-case "$WORK" in /*) ;; *) WORK="$PWD/$WORK" ;; esac
-W="$WORK/$CASE"
-rm -rf "$W" && mkdir -p "$W"
-GOLD="$SRC/tests/golden"
-MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader,tcp
-        --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
-fail() { echo "FAIL [$CASE]: $*"; exit 1; }
+. "$SRC/tests/support/fault_case.sh"  # W, GOLD, MPIRUN, fail, wait_step, hb
 # expect RC CMD...: run, keep output in $W/out.txt, check the exit code (124: the timeout fired)
 expect() {
     local want=$1; shift

@@ -7,36 +7,9 @@
 #   faults3_rundir.sh ZEROTRAIN SOURCE_DIR WORK_DIR CASE   (exit 77: skipped)
 set -u
 ZT=$1 SRC=$2 WORK=$3 CASE=$4
-case "$WORK" in /*) ;; *) WORK="$PWD/$WORK" ;; esac
-W="$WORK/$CASE"
-umount "$W/mnt" 2>/dev/null
-rm -rf "$W" && mkdir -p "$W"
-GOLD="$SRC/tests/golden"
-MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader,tcp
-        --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
-fail() { echo "FAIL [$CASE]: $*"; exit 1; }
-# expect_error PATTERN... -- CMD...: CMD must fail, its output must match every PATTERN (grep -E)
-expect_error() {
-    local pats=()
-    while [ "$1" != "--" ]; do pats+=("$1"); shift; done
-    shift
-    "$@" >"$W/out.txt" 2>&1 && { cat "$W/out.txt"; fail "command succeeded but should have failed: $*"; }
-    for p in "${pats[@]}"; do
-        grep -Eq -- "$p" "$W/out.txt" || { cat "$W/out.txt"; fail "output lacks /$p/"; }
-    done
-}
-# wait_step RUN N: until RUN/metrics.jsonl has a line of step >= N (the job runs)
-wait_step() {
-    local t=0
-    while [ "$t" -lt 3000 ]; do
-        [ -f "$1/metrics.jsonl" ] &&
-            awk -v n="$2" -F'"step":' 'NF > 1 { split($2, a, ","); if (a[1] + 0 >= n) f = 1 } END { exit !f }' \
-                "$1/metrics.jsonl" && return 0
-        sleep 0.1
-        t=$((t + 1))
-    done
-    fail "no step $2 in $1/metrics.jsonl after 300 s"
-}
+umount "$WORK/$CASE/mnt" 2>/dev/null  # a tmpfs an earlier run of this case left mounted
+WAIT_POLLS=3000
+. "$SRC/tests/support/fault_case.sh"  # W, GOLD, MPIRUN, fail, expect_error, wait_step, hb
 
 # ---- links planted in output directories, pointing outside them ----
 OUT="$W/outside"  # every link's target is here; nothing in it may change, nothing be created

@@ -6,37 +6,7 @@
 #   faults_cli.sh ZEROTRAIN SOURCE_DIR WORK_DIR CASE
 set -u
 ZT=$1 SRC=$2 WORK=$3 CASE=$4
-case "$WORK" in /*) ;; *) WORK="$PWD/$WORK" ;; esac
-W="$WORK/$CASE"
-rm -rf "$W" && mkdir -p "$W"
-GOLD="$SRC/tests/golden"
-MPIRUN=(mpirun --oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader,tcp
-        --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1)
-fail() { echo "FAIL [$CASE]: $*"; exit 1; }
-# expect_error PATTERN... -- CMD...: CMD must fail, its output must match every PATTERN (grep -E)
-expect_error() {
-    local pats=()
-    while [ "$1" != "--" ]; do pats+=("$1"); shift; done
-    shift
-    "$@" >"$W/out.txt" 2>&1 && { cat "$W/out.txt"; fail "command succeeded but should have failed: $*"; }
-    for p in "${pats[@]}"; do
-        grep -Eq -- "$p" "$W/out.txt" || { cat "$W/out.txt"; fail "output lacks /$p/"; }
-    done
-}
-# wait_step RUN N [SECONDS]: until RUN/metrics.jsonl has a line of step >= N (the job runs)
-wait_step() {
-    local t=0
-    while [ "$t" -lt "${3:-600}" ]; do
-        [ -f "$1/metrics.jsonl" ] &&
-            awk -v n="$2" -F'"step":' 'NF > 1 { split($2, a, ","); if (a[1] + 0 >= n) f = 1 } END { exit !f }' \
-                "$1/metrics.jsonl" && return 0
-        sleep 0.1
-        t=$((t + 1))
-    done
-    fail "no step $2 in $1/metrics.jsonl after ${3:-600} polls"
-}
-# hb KEY: a value of RUN's heartbeat.json
-hb() { sed -E "s/.*\"$2\": (\"[^\"]*\"|[^,}]*).*/\1/" "$1/heartbeat.json" | tr -d '"'; }
+. "$SRC/tests/support/fault_case.sh"  # W, GOLD, MPIRUN, fail, expect_error, wait_step, hb
 
 # 48 single-block documents of 16 ids (vocab 96): 48 blocks, 48 steps per epoch at W=1, B=1.
 awk 'BEGIN{srand(21); for(d=0; d<48; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
