@@ -519,6 +519,11 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
 
 int zt_fsdp_cuda_available(void) { return zt_cuda_module_load() != NULL; }
 
+int zt_fsdp_cuda_cudnn_built(void) {
+    const zt_cuda_module *m = zt_cuda_module_load();
+    return m && m->cudnn_built && m->cudnn_built();
+}
+
 static char g_no_cuda[ZT_ERR_MAX];  // why the last zt_fsdp_cuda_devices that looked found none
 
 int zt_fsdp_cuda_devices(int load) {
