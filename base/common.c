@@ -143,6 +143,43 @@ int zt_write_file_atomic(const char *path, const void *data, size_t n) { return 
 // A stream (FIFO, character device, /proc file) is read to its end, up to this much.
 #define ZT_READ_STREAM_MAX ((size_t)1 << 30)
 
+char *zt_read_fd(int fd, const char *path, size_t limit, size_t hint, size_t *len_out, int *over) {
+    size_t cap = hint > 0 && hint <= limit ? hint : (limit < 65536 ? limit : 65536), len = 0;
+    char *buf = zt_xmalloc(cap + 1);
+    if (over) *over = 0;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= limit) {  // as much as may be kept: is there more?
+                if (over) {
+                    char probe;
+                    ssize_t r;
+                    do r = read(fd, &probe, 1);
+                    while (r < 0 && errno == EINTR);
+                    *over = r > 0;
+                }
+                break;
+            }
+            cap = 2 * cap < limit ? 2 * cap : limit;
+            char *nb = zt_xmalloc(cap + 1);
+            memcpy(nb, buf, len);
+            free(buf);
+            buf = nb;
+        }
+        const ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            zt_err("%s: read failed after %zu bytes: %s", path, len, strerror(errno));
+            free(buf);
+            return NULL;
+        }
+        if (r == 0) break;
+        len += (size_t)r;
+    }
+    buf[len] = 0;
+    *len_out = len;
+    return buf;
+}
+
 char *zt_read_file(const char *path, size_t *len_out) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -167,44 +204,22 @@ char *zt_read_file(const char *path, size_t *len_out) {
     // A regular file is read to the size it has; a FIFO, a character device or a file that
     // reports no size (/proc) to its end, within ZT_READ_STREAM_MAX.
     const int sized = S_ISREG(st.st_mode) && st.st_size > 0;
-    size_t cap = sized ? (size_t)st.st_size : 65536, len = 0;
-    char *buf = zt_xmalloc(cap + 1);
-    for (;;) {
-        if (len == cap) {
-            if (sized) break;
-            if (cap >= ZT_READ_STREAM_MAX) {
-                zt_err("%s: more than %zu bytes from %s without an end: not a file to read whole", path, cap,
-                       S_ISCHR(st.st_mode) ? "a character device" : S_ISFIFO(st.st_mode) ? "a pipe" : "a stream");
-                free(buf);
-                close(fd);
-                return NULL;
-            }
-            cap *= 2;
-            char *nb = zt_xmalloc(cap + 1);
-            memcpy(nb, buf, len);
-            free(buf);
-            buf = nb;
-        }
-        const ssize_t r = read(fd, buf + len, cap - len);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            zt_err("%s: read failed after %zu bytes: %s", path, len, strerror(errno));
-            free(buf);
-            close(fd);
-            return NULL;
-        }
-        if (r == 0) break;
-        len += (size_t)r;
-    }
+    const size_t cap = sized ? (size_t)st.st_size : ZT_READ_STREAM_MAX;
+    size_t len = 0;
+    int over = 0;
+    char *buf = zt_read_fd(fd, path, cap, sized ? cap : 0, &len, sized ? NULL : &over);
     close(fd);
-    if (sized && len < cap) {
+    if (buf && over)
+        zt_err("%s: more than %zu bytes from %s without an end: not a file to read whole", path, cap,
+               S_ISCHR(st.st_mode) ? "a character device" : S_ISFIFO(st.st_mode) ? "a pipe" : "a stream");
+    else if (buf && sized && len < cap)
         zt_err("%s: short read: %zu of %zu bytes (the file shrank while being read)", path, len, cap);
-        free(buf);
-        return NULL;
+    else if (buf) {
+        if (len_out) *len_out = len;
+        return buf;
     }
-    buf[len] = 0;
-    if (len_out) *len_out = len;
-    return buf;
+    free(buf);
+    return NULL;
 }
 
 static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {

@@ -56,6 +56,11 @@ int zt_write_file_atomic(const char *path, const void *data, size_t n);
 // naming the path: a directory, block device or socket is refused as what it is; a FIFO,
 // character device or /proc file is read to its end (at most 1 GiB).
 char *zt_read_file(const char *path, size_t *len_out);
+// The reading itself, from an open fd to its end or `limit` bytes (`hint`: the expected size,
+// 0 if unknown). *over (may be NULL: not checked) is set when the fd holds more than limit
+// bytes; the first limit bytes are returned then. Malloc'd and NUL-terminated; NULL + zt_err
+// naming `path` when a read fails.
+char *zt_read_fd(int fd, const char *path, size_t limit, size_t hint, size_t *len_out, int *over);
 // mkdir -p. 0 on success.
 int zt_mkdirs(const char *path);
 // rm -r of path (files, directories, symlinks themselves; never followed). 0 when it is gone

@@ -552,29 +552,12 @@ static char *read_config_text(const char *path, size_t *len_out) {
         zt_err("%s: cannot read the config file: not a regular file", path);
         return NULL;
     }
-    size_t len = 0, cap = 4096;
-    char *buf = zt_xmalloc(cap + 1);
-    for (;;) {
-        if (len == cap) {
-            if (cap > ZT_CONFIG_MAX_BYTES) break;  // one byte past the limit: too long
-            cap = 2 * cap > ZT_CONFIG_MAX_BYTES ? ZT_CONFIG_MAX_BYTES + 1 : 2 * cap;
-            char *b = realloc(buf, cap + 1);
-            if (!b) zt_fatal("out of memory reading a config file");
-            buf = b;
-        }
-        const ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            zt_err("%s: cannot read the config file: %s", path, strerror(errno));
-            close(fd);
-            free(buf);
-            return NULL;
-        }
-        if (n == 0) break;
-        len += (size_t)n;
-    }
+    size_t len = 0;
+    int over = 0;
+    char *buf = zt_read_fd(fd, path, ZT_CONFIG_MAX_BYTES, 0, &len, &over);
     close(fd);
-    if (len > ZT_CONFIG_MAX_BYTES) {
+    if (!buf) return NULL;
+    if (over) {
         int line, col;
         position_of(buf, len, ZT_CONFIG_MAX_BYTES, YAML_UTF8_ENCODING, &line, &col);
         zt_err("%s:%d: the config file goes on past %d bytes, the most a run file may hold (it sets flags; a list "
@@ -583,7 +566,6 @@ static char *read_config_text(const char *path, size_t *len_out) {
         free(buf);
         return NULL;
     }
-    buf[len] = 0;
     *len_out = len;
     return buf;
 }
