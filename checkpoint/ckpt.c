@@ -196,7 +196,7 @@ int zt_ckpt_resolve(const char *path, char *out, size_t n) {
                   p, ZT_CKPT_FILE);
 }
 
-int zt_ckpt_open_meta(const char *ckpt_dir, zt_ckpt_meta *meta, zt_qwen3_config *cfg, char **train_json) {
+int zt_ckpt_open_meta(const char *ckpt_dir, zt_ckpt_meta *meta, zt_model_config *cfg, char **train_json) {
     char dir[4096], file[4200];
     if (zt_ckpt_resolve(ckpt_dir, dir, sizeof dir) != 0) return -1;
     snprintf(file, sizeof file, "%s/%s", dir, ZT_CKPT_FILE);
@@ -238,7 +238,7 @@ int zt_ckpt_auto_candidates(const char *run_dir, char ***paths, char *note, size
     if (zt_ckpt_resolve(run_dir, first, sizeof first) != 0) snprintf(latest_why, sizeof latest_why, "%s", zt_errmsg());
     if (first[0]) {  // latest names a complete directory: its ckpt.h5 must read too (truncated, empty, zeroed: no)
         zt_ckpt_meta meta;
-        zt_qwen3_config cfg;
+        zt_model_config cfg;
         if (zt_ckpt_open_meta(first, &meta, &cfg, NULL) != 0) {
             const char *base = strrchr(first, '/');
             snprintf(latest_why, sizeof latest_why, "%.600s/latest names %.100s, whose %s does not read (below)", ck,
@@ -258,7 +258,7 @@ int zt_ckpt_auto_candidates(const char *run_dir, char ***paths, char *note, size
         snprintf(dir, sizeof dir, "%s/%s", ck, v[i].name);
         if (first[0] && !strcmp(dir, first)) continue;
         zt_ckpt_meta meta;
-        zt_qwen3_config cfg;
+        zt_model_config cfg;
         if (zt_ckpt_open_meta(dir, &meta, &cfg, NULL) == 0) {
             out[n++] = strdup(dir);
         } else if (used < sizeof tried) {  // named with its reason ("step-N: ckpt.h5: ...": the path once)
@@ -394,7 +394,7 @@ static int agree_step(agreement *a, int *ok) {
 
 // ---- shards -----------------------------------------------------------------------
 
-static int check_shards(const zt_qwen3_layout *lay, const zt_ckpt_shards *sh) {
+static int check_shards(const zt_model_layout *lay, const zt_ckpt_shards *sh) {
     if (!sh || sh->nunits != lay->nunits)
         return zt_err("the shards describe %d units, the model has %d", sh ? sh->nunits : 0, lay->nunits);
     for (int u = 0; u < sh->nunits; u++) {
@@ -450,7 +450,7 @@ static int cmp_piece(const void *x, const void *y) {
 // All ranks end with identical per-chunk crc arrays crc[u * 3 + k] (or the same error):
 // pieces are all-gathered and combined in element order, which also proves that the
 // ranks' slices tile every unit exactly once.
-static int gather_crcs(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckpt_shards *sh, int64_t chunk,
+static int gather_crcs(MPI_Comm comm, const zt_model_layout *lay, const zt_ckpt_shards *sh, int64_t chunk,
                        uint32_t **crc) {
     int rank, world;
     MPI_Comm_rank(comm, &rank);
@@ -526,7 +526,7 @@ static int gather_crcs(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckpt_
 typedef struct {
     MPI_Comm comm;
     int rank, world;
-    const zt_qwen3_layout *lay;
+    const zt_model_layout *lay;
     const zt_ckpt_shards *sh;
     int64_t step, chunk;
     char ckdir[4096], name[64], final_dir[4200], partial[4300], file[4400];
@@ -545,7 +545,7 @@ typedef struct {
     int64_t direct_bytes, buffered_bytes;
 } save_ctx;
 
-static int64_t estimate_bytes(const zt_qwen3_layout *lay) {
+static int64_t estimate_bytes(const zt_model_layout *lay) {
     int64_t b = 64 * 1024;  // superblock, root and config attributes, meta.json
     for (int u = 0; u < lay->nunits; u++) {
         int64_t ds = lay->units[u].numel * (int64_t)sizeof(float);
@@ -614,7 +614,7 @@ static int write_units_json(hid_t g, const zt_unit_layout *ul) {
 // datasets with crc32c attributes. Every rank passes identical values.
 static int write_metadata(save_ctx *c, const zt_ckpt_meta *m, const char *train_json) {
     hid_t f = c->fid;
-    const zt_qwen3_config *cfg = &c->lay->cfg;
+    const zt_model_config *cfg = &c->lay->cfg;
     int rc = 0;
     rc |= zt_h5_put_str(f, "format", ZT_CKPT_FORMAT);
     rc |= zt_h5_put_i64(f, "format_version", ZT_CKPT_VERSION);
@@ -631,7 +631,7 @@ static int write_metadata(save_ctx *c, const zt_ckpt_meta *m, const char *train_
     rc |= zt_h5_put_f64(f, "lr_last", m->lr_last);
     rc |= zt_h5_put_i64(f, "final", m->final ? 1 : 0);
     rc |= zt_h5_put_i64(f, "nunits", c->lay->nunits);
-    char *cj = zt_qwen3_config_json(cfg);
+    char *cj = zt_model_config_json(cfg);
     rc |= zt_h5_put_str(f, "model_config_json", cj);
     free(cj);
     rc |= zt_h5_put_str(f, "train_json", train_json ? train_json : "");
@@ -654,7 +654,7 @@ static int write_metadata(save_ctx *c, const zt_ckpt_meta *m, const char *train_
     rc |= zt_h5_put_i64(g, "bos_token_id", cfg->bos_token_id);
     rc |= zt_h5_put_i64(g, "eos_token_id", cfg->eos_token_id);
     if (cfg->rope_yarn) {  // RoPE scaling: config.json's rope_scaling object, as text (absent: plain RoPE)
-        char *cj = zt_qwen3_config_json(cfg);
+        char *cj = zt_model_config_json(cfg);
         cJSON *root = cJSON_Parse(cj);
         char *rs = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(root, "rope_scaling"));
         rc |= zt_h5_put_str(g, "rope_scaling", rs);
@@ -887,7 +887,7 @@ static int write_meta_json(const save_ctx *c, const zt_ckpt_meta *m, double seco
     cJSON_AddNumberToObject(o, "crc32c_chunk_elems", (double)c->chunk);
     cJSON_AddNumberToObject(o, "saved_unix", (double)time(NULL));
     cJSON_AddNumberToObject(o, "save_seconds", seconds);
-    char *cj = zt_qwen3_config_json(&c->lay->cfg);
+    char *cj = zt_model_config_json(&c->lay->cfg);
     cJSON_AddItemToObject(o, "model_config", cJSON_Parse(cj));
     free(cj);
     char *text = cJSON_Print(o);
@@ -1044,7 +1044,7 @@ static int hook_step_matches(const char *var, int64_t step) {
     return !(s && *s) || strtoll(s, NULL, 10) == step;
 }
 
-int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta_in, const zt_qwen3_layout *lay,
+int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta_in, const zt_model_layout *lay,
                           const char *train_json, const zt_ckpt_shards *sh, zt_ckpt_pending **out) {
     *out = NULL;
     const double t0 = zt_now();
@@ -1217,7 +1217,7 @@ int zt_ckpt_commit_partial(MPI_Comm comm, zt_ckpt_pending *p, int keep_last, cha
     return rc;
 }
 
-int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta_in, const zt_qwen3_layout *lay,
+int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta_in, const zt_model_layout *lay,
                  const char *train_json, const zt_ckpt_shards *sh, int keep_last, char *out_path, size_t out_len) {
     zt_ckpt_pending *p;
     if (zt_ckpt_write_partial(comm, run_dir, meta_in, lay, train_json, sh, &p) != 0) return -1;
@@ -1348,7 +1348,7 @@ static int agree_same_file(MPI_Comm comm, const char *dir, const char *file) {
     return ZT_CKPT_LOAD_DIFFERENT;
 }
 
-int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_qwen3_layout *lay, zt_ckpt_meta *meta_out,
+int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_model_layout *lay, zt_ckpt_meta *meta_out,
                  const zt_ckpt_shards *sh) {
     zt_h5_quiet();
     int rank, world;
@@ -1375,7 +1375,7 @@ int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_qwen3_layout *lay
         return zt_ckpt_err_prefix("loading checkpoint"), -1;
     }
     zt_ckpt_meta meta;
-    zt_qwen3_config cfg;
+    zt_model_config cfg;
     int nunits = 0;
     ok = zt_ckpt_read_header(fid, file, &meta, &cfg, NULL, NULL, &nunits) == 0;
     if (ok) {

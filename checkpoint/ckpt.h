@@ -73,7 +73,7 @@ typedef struct {
 // free-space check; ZT_CKPT_NO_RESERVE=1 skips the reservation; ZT_CKPT_CRC_CHUNK=E
 // sets elements per crc32c chunk (rank 0's value).
 // How the datasets' bytes reach the file is zt_ckpt_set_save_io's choice (default direct).
-int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta, const zt_qwen3_layout *lay,
+int zt_ckpt_save(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta, const zt_model_layout *lay,
                  const char *train_json, const zt_ckpt_shards *sh, int keep_last, char *out_path, size_t out_len);
 
 // --save-io: how a save writes the datasets' bytes (the metadata always goes through
@@ -105,7 +105,7 @@ void zt_ckpt_last_save_io(int64_t *direct, int64_t *buffered);
 // and its ranks: not a damaged checkpoint (--resume auto must not fall back past it). Any
 // other failure: -1.
 #define ZT_CKPT_LOAD_DIFFERENT (-2)
-int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_qwen3_layout *lay, zt_ckpt_meta *meta,
+int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_model_layout *lay, zt_ckpt_meta *meta,
                  const zt_ckpt_shards *sh);
 
 // ---- serial ----
@@ -139,7 +139,7 @@ int zt_ckpt_clear_removing(const char *run_dir, FILE *log);
 
 // Attributes only (no parameter data, no checksum pass). cfg and train_json may be
 // NULL; *train_json is malloc'd ("" when the checkpoint has none).
-int zt_ckpt_open_meta(const char *ckpt_dir, zt_ckpt_meta *meta, zt_qwen3_config *cfg, char **train_json);
+int zt_ckpt_open_meta(const char *ckpt_dir, zt_ckpt_meta *meta, zt_model_config *cfg, char **train_json);
 
 // Hugging Face export of the fp32 master weights: config.json plus model.safetensors,
 // or model-0000i-of-0000n.safetensors + model.safetensors.index.json when the tensors
@@ -156,7 +156,7 @@ int zt_ckpt_inspect(const char *ckpt_dir, FILE *out);
 // Names every field that differs ("checkpoint has hidden_size 48, the run has 64;
 // ...") into out; returns the number of differing fields. initializer_range is not
 // compared (it only matters for a fresh init).
-int zt_ckpt_config_diff(const zt_qwen3_config *ckpt, const zt_qwen3_config *run, char *out, size_t n);
+int zt_ckpt_config_diff(const zt_model_config *ckpt, const zt_model_config *run, char *out, size_t n);
 
 // Compare two JSON objects key by key (top level; nested values compared whole),
 // ignoring the keys in `ignore` (NULL-terminated list, may be NULL). 0 when equal,
@@ -177,7 +177,7 @@ int64_t zt_ckpt_snapshot_bytes(const zt_ckpt_shards *sh);
 // writer reads the shards passed to zt_ckpt_async_start themselves, which the caller keeps
 // unchanged until the save is committed or abandoned (the GPU engine's host copies, filled by
 // its own device-to-host snapshot). 0 or -1 + zt_err.
-int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckpt_shards *sh, int copy,
+int zt_ckpt_async_create(MPI_Comm comm, const zt_model_layout *lay, const zt_ckpt_shards *sh, int copy,
                          zt_ckpt_async **out);
 int64_t zt_ckpt_async_bytes(const zt_ckpt_async *a);
 // Local (no collective): start the writer for meta->step, which (copy = 1) first copies sh (the

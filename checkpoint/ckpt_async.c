@@ -22,7 +22,7 @@
 
 struct zt_ckpt_async {
     MPI_Comm wcomm;             // the writer's own duplicate: never the training comm's collectives
-    const zt_qwen3_layout *lay;
+    const zt_model_layout *lay;
     zt_ckpt_slice *slices;      // the snapshot's slices (same lo/valid as the live shards)
     zt_ckpt_shards snap;
     float *buf;                 // one allocation: master, m, v of every unit (each at its 4 KiB phase)
@@ -53,7 +53,7 @@ int64_t zt_ckpt_snapshot_bytes(const zt_ckpt_shards *sh) {
     return b;
 }
 
-int zt_ckpt_async_create(MPI_Comm comm, const zt_qwen3_layout *lay, const zt_ckpt_shards *sh, int copy,
+int zt_ckpt_async_create(MPI_Comm comm, const zt_model_layout *lay, const zt_ckpt_shards *sh, int copy,
                          zt_ckpt_async **out) {
     *out = NULL;
     int provided = 0;

@@ -226,7 +226,7 @@ hid_t zt_ckpt_open_serial(const char *file) {
     return fid < 0 ? -1 : fid;
 }
 
-int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_qwen3_config *cfg, char **train_json,
+int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_model_config *cfg, char **train_json,
                         char **cfg_json, int *nunits) {
     htri_t has_fmt = H5Aexists(fid, "format");
     if (has_fmt < 0)
@@ -276,7 +276,7 @@ int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_qwen
         snprintf(where, sizeof where, "%s: group /model_config", path);
         hid_t g = H5Gopen2(fid, "model_config", H5P_DEFAULT);
         if (g < 0) return zt_err("%s: cannot open: %s", where, zt_h5_why());
-        zt_qwen3_config c;
+        zt_model_config c;
         memset(&c, 0, sizeof c);
         int64_t i[7], tie;
         rc = 0;
@@ -335,7 +335,7 @@ int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_qwen
         }
         char *text = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
-        rc = zt_qwen3_config_parse(&c, text, where);
+        rc = zt_model_config_parse(&c, text, where);
         free(text);
         if (rc) return -1;
         if (nu != c.num_layers + 2)
@@ -513,7 +513,7 @@ static void appendf(char *out, size_t n, const char *fmt, ...) {
     va_end(ap);
 }
 
-int zt_ckpt_config_diff(const zt_qwen3_config *a, const zt_qwen3_config *b, char *out, size_t n) {
+int zt_ckpt_config_diff(const zt_model_config *a, const zt_model_config *b, char *out, size_t n) {
     int k = 0;
     if (n) out[0] = 0;
 #define DI(field, name)                                                                                        \

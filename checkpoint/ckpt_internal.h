@@ -58,7 +58,7 @@ typedef struct {
 
 // Root attributes: format check, meta, typed model config, optional JSON texts
 // (malloc'd; pass NULL to skip), unit count.
-int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_qwen3_config *cfg, char **train_json,
+int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_model_config *cfg, char **train_json,
                         char **cfg_json, int *nunits);
 // /units/NNN group attributes (validated: tensors tile [0, numel) in order).
 int zt_ckpt_read_unit(hid_t fid, const char *path, int u, zt_ckpt_unit_info *ui);
@@ -84,7 +84,7 @@ int64_t zt_ckpt_verify_range(const float *data, int64_t a, int64_t n, int64_t nu
 // Phase 1, collective on comm: checksums, step-N.partial/ckpt.h5 written and fsynced on every
 // rank. On failure: .partial removed, -1 + the same zt_err on every rank, *out NULL.
 typedef struct zt_ckpt_pending zt_ckpt_pending;
-int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta, const zt_qwen3_layout *lay,
+int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta *meta, const zt_model_layout *lay,
                           const char *train_json, const zt_ckpt_shards *sh, zt_ckpt_pending **out);
 // Phase 2, collective on comm (any communicator over the same ranks): rank 0 writes meta.json,
 // renames .partial -> step-N, moves latest, prunes to keep_last; agreed. Frees p.

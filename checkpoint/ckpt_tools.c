@@ -36,7 +36,7 @@ typedef struct {
     char dir[4096], file[4200];
     hid_t fid;
     zt_ckpt_meta meta;
-    zt_qwen3_config cfg;
+    zt_model_config cfg;
     char *train_json, *cfg_json;
     int nunits;
     zt_ckpt_unit_info *units;
@@ -129,7 +129,7 @@ int zt_ckpt_inspect(const char *ckpt_dir, FILE *out) {
     struct stat st;
     char b1[32], b2[32];
     const zt_ckpt_meta *m = &r.meta;
-    const zt_qwen3_config *c = &r.cfg;
+    const zt_model_config *c = &r.cfg;
     fprintf(out, "checkpoint: %s\n", r.dir);
     fprintf(out, "file: %s (%s)\n", r.file,
             stat(r.file, &st) == 0 ? zt_human_bytes((double)st.st_size, 1, b1, sizeof b1) : "?");
@@ -157,7 +157,7 @@ int zt_ckpt_inspect(const char *ckpt_dir, FILE *out) {
             (long long)c->bos_token_id, (long long)c->eos_token_id);
     if (c->rope_yarn)
         fprintf(out, "rope scaling: YaRN, factor %g, original_max_position_embeddings %lld (%lld positions)\n",
-                c->rope_factor, (long long)c->rope_original_max_positions, (long long)zt_qwen3_max_positions(c));
+                c->rope_factor, (long long)c->rope_original_max_positions, (long long)zt_model_max_positions(c));
     fprintf(out, "train: %s\n", r.train_json[0] ? r.train_json : "(none recorded)");
     int64_t total = 0;
     for (int u = 0; u < r.nunits; u++) total += r.units[u].numel;

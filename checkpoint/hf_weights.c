@@ -1,7 +1,7 @@
 // Loads Hugging Face Qwen3 weights (one safetensors file, or a sharded set with
 // model.safetensors.index.json) into the per-unit flat fp32 vectors. Every tensor
 // of the layout must be present exactly once with the config's shape.
-// defines: zt_qwen3_load_hf
+// defines: zt_hf_load
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@ static int is_file(const char *p) {
 }
 
 // Tensors a released checkpoint may carry that the model does not use.
-static int ignorable(const zt_qwen3_layout *lay, const char *name) {
+static int ignorable(const zt_model_layout *lay, const char *name) {
     size_t n = strlen(name);
     const char *suffix = "rotary_emb.inv_freq";
     if (n >= strlen(suffix) && !strcmp(name + n - strlen(suffix), suffix)) return 1;
@@ -36,14 +36,14 @@ typedef struct {
     float *const *dst;
 } slice_sink;
 
-static int load_file(const zt_qwen3_layout *lay, const char *path, const slice_sink *sink, char *seen) {
+static int load_file(const zt_model_layout *lay, const char *path, const slice_sink *sink, char *seen) {
     zt_st_file f;
     if (zt_st_open(&f, path) != 0) return -1;
     int rc = 0;
     for (int i = 0; i < f.ntensors && rc == 0; i++) {
         const zt_st_tensor *t = &f.tensors[i];
         int u, k;
-        if (zt_qwen3_layout_find(lay, t->name, &u, &k) != 0) {
+        if (zt_model_layout_find(lay, t->name, &u, &k) != 0) {
             if (ignorable(lay, t->name)) continue;
             int layer;
             if (sscanf(t->name, "model.layers.%d.", &layer) == 1 && layer >= lay->cfg.num_layers)
@@ -132,7 +132,7 @@ static int index_files(const char *dir, const char *index_path, char ***files_ou
     return 0;
 }
 
-static int load_hf(const zt_qwen3_layout *lay, const char *path, const slice_sink *sink) {
+static int load_hf(const zt_model_layout *lay, const char *path, const slice_sink *sink) {
     char **files = NULL;
     int nfiles = 0;
     char buf[4200];
@@ -169,7 +169,7 @@ static int load_hf(const zt_qwen3_layout *lay, const char *path, const slice_sin
     return rc;
 }
 
-int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const *params) {
+int zt_hf_load(const zt_model_layout *lay, const char *path, float *const *params) {
     int64_t *lo = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t)), *valid = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
     for (int u = 0; u < lay->nunits; u++) valid[u] = lay->units[u].numel;
     const slice_sink sink = {lo, valid, params};
@@ -179,7 +179,7 @@ int zt_qwen3_load_hf(const zt_qwen3_layout *lay, const char *path, float *const 
     return rc;
 }
 
-int zt_qwen3_load_hf_slices(const zt_qwen3_layout *lay, const char *path, const int64_t *lo, const int64_t *valid,
+int zt_hf_load_slices(const zt_model_layout *lay, const char *path, const int64_t *lo, const int64_t *valid,
                             float *const *dst) {
     const slice_sink sink = {lo, valid, dst};
     return load_hf(lay, path, &sink);
@@ -187,10 +187,10 @@ int zt_qwen3_load_hf_slices(const zt_qwen3_layout *lay, const char *path, const 
 
 // Writes config.json and model.safetensors (HF names) for the given full unit
 // vectors; dtype is ZT_ST_BF16 or ZT_ST_F32. Files are written atomically.
-int zt_qwen3_save_hf(const zt_qwen3_layout *lay, float *const *params, const char *dir, int dtype) {
+int zt_hf_save(const zt_model_layout *lay, float *const *params, const char *dir, int dtype) {
     if (zt_mkdirs(dir) != 0) return -1;
     char path[4200];
-    char *cfg = zt_qwen3_config_json(&lay->cfg);
+    char *cfg = zt_model_config_json(&lay->cfg);
     snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = zt_write_file_atomic(path, cfg, strlen(cfg));
     free(cfg);

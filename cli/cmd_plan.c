@@ -124,9 +124,9 @@ static const zt_flag flags[] = {
 #undef UNSET
 #undef T
 
-static void print_header(const char *model_src, const zt_qwen3_config *c, const zt_gpu_spec *g,
+static void print_header(const char *model_src, const zt_model_config *c, const zt_gpu_spec *g,
                          const zt_plan_assumptions *a, int64_t S) {
-    const int64_t n = zt_qwen3_param_count(c);
+    const int64_t n = zt_model_param_count(c);
     printf("model: Qwen3 (%s): %d layers, hidden %lld, ffn %lld, heads %d/%d x %d, vocab %lld, %s embeddings\n",
            model_src, c->num_layers, (long long)c->hidden_size, (long long)c->intermediate_size, c->num_heads,
            c->num_kv_heads, c->head_dim, (long long)c->vocab_size, c->tie_word_embeddings ? "tied" : "untied");
@@ -164,9 +164,9 @@ static void row_gb(const char *label, double bytes, const char *tail) { row_p(la
 // A checkpoint of this job: fp32 master + Adam m and v, 12 bytes per parameter (the training
 // state is a few attributes); each GPU writes its shard's part, which is also what
 // --async-save's host snapshot holds; the file system takes ckpt_gbps per node.
-static void print_checkpoint(const zt_plan_result *r, const zt_qwen3_config *c, const zt_gpu_spec *g, double gbps) {
+static void print_checkpoint(const zt_plan_result *r, const zt_model_config *c, const zt_gpu_spec *g, double gbps) {
     const zt_plan_job *j = &r->job;
-    const double whole = 12.0 * (double)zt_qwen3_param_count(c), snap = r->mem.optimizer * 1.5;  // m+v: 8 B/param
+    const double whole = 12.0 * (double)zt_model_param_count(c), snap = r->mem.optimizer * 1.5;  // m+v: 8 B/param
     const int per_node = j->world < g->gpus_per_node ? j->world : g->gpus_per_node;
     const int nodes = (j->world + g->gpus_per_node - 1) / g->gpus_per_node;
     const double t_write = whole / (gbps * 1e9 * nodes);
@@ -246,7 +246,7 @@ static int accum_for(const job_tmpl *t, int W) {
     return (int)(t->global_batch / per);
 }
 
-static int predict_at(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+static int predict_at(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
                       const job_tmpl *t, zt_shard_choice ch, int W, zt_plan_result *r) {
     zt_plan_job j = t->job;
     j.world = W;
@@ -259,7 +259,7 @@ static int predict_at(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_p
     return zt_plan_predict(c, g, a, &j, r);
 }
 
-static void print_scaling(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+static void print_scaling(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
                           const job_tmpl *t, const int *worlds, int nw, const int *choices, int nch,
                           double epoch_tokens) {
     printf("\nscaling (per-GPU batch %s): tok/s per GPU | efficiency vs %d GPUs | GPU-h per epoch of %.3g tokens | "
@@ -294,7 +294,7 @@ static void print_scaling(const zt_qwen3_config *c, const zt_gpu_spec *g, const 
     }
 }
 
-static int print_field(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+static int print_field(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
                        const job_tmpl *t, double epoch_tokens) {
     printf("\nfield report: Qwen3-32B on %s, seq %lld, micro-batch %d, grad-accum %d (tokens per GPU per step "
            "fixed), ~%.3g tokens per epoch\n",
@@ -367,7 +367,7 @@ static int parse_worlds(const char *s, int *out, int max, int *n) {
 // preset (a cpu run) the planner's links describe nothing there: the measured comm wait is
 // taken as the exposed communication, and the update is inside the measured compute.
 // Returns the exit status; *go_on when the usual output (the scaling table) follows with it.
-static int plan_from_run(const plan_flags *f, zt_plan_assumptions *a, zt_qwen3_config *cfg, zt_gpu_spec *g,
+static int plan_from_run(const plan_flags *f, zt_plan_assumptions *a, zt_model_config *cfg, zt_gpu_spec *g,
                          job_tmpl *t, int *go_on) {
     zt_plan_run run;
     *go_on = 0;
@@ -512,7 +512,7 @@ int zt_cmd_plan(int argc, char **argv) {
     for (int k = 0; k < ZT_SHARD_NCHOICES; k++)
         if (shard < 0 || shard == k) choices[nch++] = k;
     if (f.from_run) {
-        zt_qwen3_config cfg;
+        zt_model_config cfg;
         zt_gpu_spec g;
         int go_on;
         const int rc = plan_from_run(&f, &a, &cfg, &g, &t, &go_on);
@@ -528,9 +528,9 @@ int zt_cmd_plan(int argc, char **argv) {
         return 2;
     }
 
-    zt_qwen3_config cfg;
+    zt_model_config cfg;
     if (model) {
-        if (zt_qwen3_config_load(&cfg, model) != 0) zt_die_on_err();
+        if (zt_model_config_load(&cfg, model) != 0) zt_die_on_err();
     } else {
         zt_qwen3_32b_config(&cfg);
     }
@@ -550,9 +550,9 @@ int zt_cmd_plan(int argc, char **argv) {
         size_t k = strlen(g.source);
         snprintf(g.source + k, sizeof g.source - k, "; with command-line overrides");
     }
-    if (field && model && zt_qwen3_param_count(&cfg) != 32762123264LL)
+    if (field && model && zt_model_param_count(&cfg) != 32762123264LL)
         fprintf(stderr, "zerotrain: warning: --field compares with a Qwen3-32B run, but %s has %lld parameters\n",
-                model, (long long)zt_qwen3_param_count(&cfg));
+                model, (long long)zt_model_param_count(&cfg));
     // Every job the breakdown and the field table predict is checked before anything is
     // printed: arguments that make one impossible are a usage error, not a half-printed plan
     // (the scaling table marks the sizes it cannot hold n/a instead).

@@ -7,7 +7,7 @@
 #include "ops/plan.h"
 #include "base/common.h"
 
-double zt_cli_plan_memory(const zt_qwen3_config *cfg, int world, int shard_group, int keep_gathered, int micro_batch,
+double zt_cli_plan_memory(const zt_model_config *cfg, int world, int shard_group, int keep_gathered, int micro_batch,
                           int64_t seq_len, int cuda, char *what, size_t n) {
     zt_gpu_spec g;
     zt_gpu_preset("B300", &g);  // the memory formula does not depend on the GPU's figures

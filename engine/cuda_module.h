@@ -41,7 +41,7 @@ typedef struct {
     // The NCCL process group (engine/comm_nccl.h): mpi_comm points at an MPI_Comm (NULL: a
     // world of 1 without MPI); device < 0: the node-local rank.
     int (*comm_init)(zt_comm **out, void *mpi_comm, int device, const zt_comm_opts *o);
-    int (*engine_init)(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+    int (*engine_init)(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_config *cfg, int micro_batch,
                        int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, const struct zt_fsdp_opts *o);
     int (*cudnn_built)(void);                               // the cuDNN attention path is built
 } zt_cuda_module;

@@ -449,7 +449,7 @@ int zt_fsdp_check_shard_group(int shard_group, int world) {
     return 0;
 }
 
-int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, const zt_ops *ops, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags,
                       const zt_fsdp_opts *opts) {
     const int host_model = flags & ZT_FSDP_HOST_MODEL;
@@ -460,7 +460,7 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
     const int G = opts && opts->shard_group > 0 ? opts->shard_group : info.world;
     if (zt_fsdp_check_shard_group(G, info.world) != 0) return -1;
     if (host_model ? zt_qwen3_create(&f->model, cfg, ops, micro_batch, seq_len) != 0
-                   : zt_qwen3_layout_init(&f->model.lay, cfg) != 0)
+                   : zt_model_layout_init(&f->model.lay, cfg) != 0)
         return -1;
     if (!host_model) {
         f->model.B = micro_batch;
@@ -475,7 +475,7 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
     f->micro_batch = micro_batch;
     f->grad_accum = grad_accum;
     f->seq_len = seq_len;
-    const zt_qwen3_layout *lay = &f->model.lay;
+    const zt_model_layout *lay = &f->model.lay;
     f->nunits = lay->nunits;
     f->units = zt_xcalloc((size_t)f->nunits, sizeof *f->units);
     if (make_groups(f, comm, G) != 0) return -1;
@@ -510,7 +510,7 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, con
     // Same per-tensor init streams as the single-process trainer: identical values at any world size.
     float *tmp = zt_xmalloc((size_t)max_numel * sizeof(float));
     for (int i = 0; i < f->nunits && !(flags & ZT_FSDP_NO_INIT); i++) {
-        zt_qwen3_init_unit(lay, i, tmp, seed);
+        zt_model_init_unit(lay, i, tmp, seed);
         memcpy(f->units[i].master, tmp + f->units[i].lo, (size_t)f->units[i].valid * sizeof(float));
     }
     free(tmp);
@@ -555,7 +555,7 @@ void zt_fsdp_cuda_describe(zt_comm *dcomm, char *buf, size_t n) {
         snprintf(buf, n, "cuda backend: not available (%s)", zt_errmsg());
 }
 
-int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_config *cfg, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
                       const zt_fsdp_opts *opts) {
     memset(f, 0, sizeof *f);
@@ -627,7 +627,7 @@ void zt_fsdp_free(zt_fsdp *f) {
     if (f->model.ops)
         zt_qwen3_destroy(&f->model);
     else
-        zt_qwen3_layout_free(&f->model.lay);  // GPU engine: no host model was built
+        zt_model_layout_free(&f->model.lay);  // GPU engine: no host model was built
     memset(f, 0, sizeof *f);
 }
 

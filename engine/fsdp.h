@@ -57,7 +57,7 @@ typedef struct {
     const char *backend;           // "cpu" (fp32 on the host, any zt_comm) or "cuda" (bf16 on the GPU, the module)
     zt_comm *comm;                 // host collectives (target counts, gather_full; the CPU backend's everything)
     zt_comm *dcomm;                // cuda: the NCCL comm of the unit collectives (zt_cuda_comm_init); cpu: unused
-    const zt_qwen3_config *cfg;
+    const zt_model_config *cfg;
     int micro_batch, grad_accum;
     int64_t seq_len;
     zt_hparams hp;
@@ -94,7 +94,7 @@ void zt_fsdp_destroy(zt_fsdp *f);  // NULL is fine
 int64_t zt_fsdp_get_step(const zt_fsdp *f);          // optimizer steps done
 void zt_fsdp_set_step(zt_fsdp *f, int64_t step);     // after a resume: Adam's bias correction and the LR go on
 void zt_fsdp_set_epoch(zt_fsdp *f, int64_t epoch);   // shown in deadline reports
-const zt_qwen3_layout *zt_fsdp_layout(const zt_fsdp *f);
+const zt_model_layout *zt_fsdp_layout(const zt_fsdp *f);
 int zt_fsdp_unit_count(const zt_fsdp *f);
 // This rank's slice of unit u's canonical vector: elements [lo, lo + shard), of which the
 // first `valid` lie inside the unpadded unit; master/m/v are the host copies (on the GPU

@@ -250,12 +250,12 @@ const zt_fsdp_backend zt_fsdp_cpu_backend = {
     .free = cpu_free,
 };
 
-int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, const zt_ops *ops, int micro_batch,
                  int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
     return zt_fsdp_init_opts(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, NULL);
 }
 
-int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, const zt_ops *ops, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, const zt_fsdp_opts *opts) {
     if (zt_fsdp_init_host(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, ZT_FSDP_HOST_MODEL, opts) != 0)
         return -1;

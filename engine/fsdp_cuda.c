@@ -607,7 +607,7 @@ static const zt_fsdp_backend gpu_backend = {
 
 // ---- construction ---------------------------------------------------------------------------
 
-int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_config *cfg, int micro_batch,
                              int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
                              const zt_fsdp_opts *opts) {
     const zt_fsdp_opts o = opts ? *opts : (zt_fsdp_opts){0};

@@ -109,7 +109,7 @@ struct zt_fsdp {
 // The constructors zt_fsdp_create dispatches to (tests call them for the knobs).
 // Collective: every rank calls it with the same config. Parameters are initialised
 // from `seed` exactly as the single-process trainer does (independent of world).
-int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, const zt_ops *ops, int micro_batch,
                  int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed);
 // The GPU engine, from the CUDA module (engine/cuda_module.h; loaded on first use).
 // Master weights, Adam moments and gradient shards are fp32 on the GPU of `dcomm`, an NCCL
@@ -120,7 +120,7 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt
 // units[i].master/m/v stay as page-locked host copies for checkpoints and --init:
 // move them with zt_fsdp_to_device / zt_fsdp_to_host. units[i].grad is NULL.
 // opts NULL = defaults. Without the module: -1 with an error naming what was looked for.
-int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_config *cfg, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
                       const zt_fsdp_opts *opts);
 void zt_fsdp_free(zt_fsdp *f);  // the state zt_fsdp_init* made; f itself stays
@@ -202,14 +202,14 @@ enum { ZT_FSDP_HOST_MODEL = 1, ZT_FSDP_NO_INIT = 2 };
 // The state both backends share: the unit table, this rank's slices, and the host
 // master/m/v shards initialised from `seed` (unless ZT_FSDP_NO_INIT). ZT_FSDP_HOST_MODEL:
 // the CPU model's activations for one micro-batch (else only the layout).
-int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, const zt_ops *ops, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags,
                       const zt_fsdp_opts *opts);
 // (opts: the sharding strategy, may be NULL = full shard, reshard after forward. With G < W it
 // makes the shard group's and the replicas' sub-comms of `comm` (collective): gcomm_host, and
 // for the CPU backend dcomm. Keep-gathered sizes the parameter pool at one slot per unit.)
 // The CPU backend's constructor with the options (zt_fsdp_init = this with none).
-int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch,
+int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, const zt_ops *ops, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, const zt_fsdp_opts *opts);
 // The trained targets of `nblocks` blocks of this rank, summed over all ranks (one
 // all-reduce on the host comm, tagged `what`) when f->token_flags; W * nblocks * (S - 1) otherwise.
@@ -228,7 +228,7 @@ int64_t zt_fsdp_stage_rows(zt_fsdp *f, const uint32_t *const *blocks, uint32_t *
 
 // The GPU backend's constructor (fsdp_cuda.c, inside the CUDA module; reached through
 // engine/cuda_module.h).
-int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_qwen3_config *cfg, int micro_batch,
+int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_config *cfg, int micro_batch,
                              int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
                              const zt_fsdp_opts *opts);
 #endif

@@ -2,23 +2,23 @@
 // attention term over the real document lengths.
 #include "model/flops.h"
 
-static double layer_matmul_params(const zt_qwen3_config *c) {
+static double layer_matmul_params(const zt_model_config *c) {
     const double d = (double)c->hidden_size, F = (double)c->intermediate_size, D = c->head_dim;
     const double H = c->num_heads, Hkv = c->num_kv_heads;
     return 2 * H * D * d + 2 * Hkv * D * d + 3 * F * d;  // q and o, k and v, gate, up and down
 }
 
-double zt_qwen3_matmul_params(const zt_qwen3_config *c) {
+double zt_qwen3_matmul_params(const zt_model_config *c) {
     return c->num_layers * layer_matmul_params(c) + (double)c->vocab_size * (double)c->hidden_size;
 }
 
-double zt_qwen3_flops_matmul_per_token(const zt_qwen3_config *c) { return 6.0 * zt_qwen3_matmul_params(c); }
+double zt_model_flops_matmul_per_token(const zt_model_config *c) { return 6.0 * zt_qwen3_matmul_params(c); }
 
-double zt_qwen3_flops_attention(const zt_qwen3_config *c, double sum_sq) {
+double zt_qwen3_flops_attention(const zt_model_config *c, double sum_sq) {
     return 6.0 * c->num_layers * (double)c->num_heads * c->head_dim * sum_sq;
 }
 
-double zt_qwen3_doc_sq_sum(const int32_t *pos, int64_t S) {
+double zt_doc_sq_sum(const int32_t *pos, int64_t S) {
     if (!pos) return (double)S * (double)S;
     double sum = 0;
     int64_t run = 0;
@@ -32,10 +32,10 @@ double zt_qwen3_doc_sq_sum(const int32_t *pos, int64_t S) {
     return sum + (double)run * (double)run;
 }
 
-double zt_qwen3_train_flops(const zt_qwen3_config *c, double tokens, double sum_sq) {
-    return zt_qwen3_flops_matmul_per_token(c) * tokens + zt_qwen3_flops_attention(c, sum_sq);
+double zt_model_train_flops(const zt_model_config *c, double tokens, double sum_sq) {
+    return zt_model_flops_matmul_per_token(c) * tokens + zt_qwen3_flops_attention(c, sum_sq);
 }
 
-double zt_qwen3_recompute_flops(const zt_qwen3_config *c, double tokens, double sum_sq) {
+double zt_model_recompute_flops(const zt_model_config *c, double tokens, double sum_sq) {
     return (6.0 * c->num_layers * layer_matmul_params(c) * tokens + zt_qwen3_flops_attention(c, sum_sq)) / 3.0;
 }

@@ -3,7 +3,7 @@
 // sliding window, default RoPE), and written back. Every field is taken from the file.
 // Here, below the model (model/config.c loads it from a path), because the training
 // checkpoint stores and validates the config too (checkpoint/ckpt.c, ckpt_h5.c).
-// defines: zt_qwen3_config_parse, zt_qwen3_config_json, zt_qwen3_param_count
+// defines: zt_model_config_parse, zt_model_config_json, zt_model_param_count
 #include "base/json_util.h"
 #include "model/hf_config.h"
 
@@ -75,7 +75,7 @@ static int get_pos_num(const cJSON *o, const char *key, double *out, const char 
 
 // rope_scaling / rope_parameters: "default" (plain) or "yarn" with transformers'
 // fields (_compute_yarn_parameters); every other kind is refused by name.
-static int parse_rope_scaling(zt_qwen3_config *c, const cJSON *rs, const char *what, const char *origin) {
+static int parse_rope_scaling(zt_model_config *c, const cJSON *rs, const char *what, const char *origin) {
     if (!cJSON_IsObject(rs)) return zt_err("%s: %s must be an object or null", origin, what);
     const char *type = rope_type_of(rs);
     if (!type) return zt_err("%s: %s has no rope_type", origin, what);
@@ -112,7 +112,7 @@ static int parse_rope_scaling(zt_qwen3_config *c, const cJSON *rs, const char *w
     return 0;
 }
 
-int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *origin) {
+int zt_model_config_parse(zt_model_config *c, const char *json, const char *origin) {
     memset(c, 0, sizeof *c);
     cJSON *root = cJSON_Parse(json);
     if (!root) {
@@ -233,7 +233,7 @@ int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *orig
     } else if (get_int(root, "eos_token_id", &c->eos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) {
         goto out;
     }
-    if (zt_qwen3_param_count(c) < 0) {
+    if (zt_model_param_count(c) < 0) {
         zt_err("%s: the parameter count of this config overflows a 64-bit integer", origin);
         goto out;
     }
@@ -260,7 +260,7 @@ out:
     return rc;
 }
 
-char *zt_qwen3_config_json(const zt_qwen3_config *c) {
+char *zt_model_config_json(const zt_model_config *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3ForCausalLM"));
@@ -302,14 +302,14 @@ char *zt_qwen3_config_json(const zt_qwen3_config *c) {
     return s;
 }
 
-int64_t zt_qwen3_max_positions(const zt_qwen3_config *c) {
+int64_t zt_model_max_positions(const zt_model_config *c) {
     if (!c->rope_yarn) return c->max_position_embeddings;
     const double scaled = c->rope_factor * (double)c->rope_original_max_positions;
     return scaled > (double)c->max_position_embeddings && scaled < 9e18 ? (int64_t)scaled : c->max_position_embeddings;
 }
 
 // -1 when a product or sum overflows int64 (a config that passed the parser's ranges never does).
-int64_t zt_qwen3_param_count(const zt_qwen3_config *c) {
+int64_t zt_model_param_count(const zt_model_config *c) {
     const __int128 d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     const __int128 H = c->num_heads, Hkv = c->num_kv_heads, V = c->vocab_size;
     const __int128 layer = 2 * d + H * D * d + 2 * Hkv * D * d + d * H * D + 2 * D + 3 * F * d;

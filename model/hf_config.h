@@ -2,8 +2,8 @@
 // comes from the file (head_dim is never derived when present). The model loads it
 // (model/config.h); the training checkpoint stores and validates it, so it lives
 // below both.
-// defines: zt_qwen3_config, zt_qwen3_config_parse, zt_qwen3_config_json, zt_qwen3_param_count,
-//          zt_qwen3_max_positions
+// defines: zt_model_config, zt_model_config_parse, zt_model_config_json, zt_model_param_count,
+//          zt_model_max_positions
 #ifndef ZT_HF_CONFIG_H
 #define ZT_HF_CONFIG_H
 #include <stdint.h>
@@ -32,15 +32,15 @@ typedef struct {
     double rope_beta_fast, rope_beta_slow;  // yarn, optional (32 and 1)
     double rope_mscale, rope_mscale_all_dim;  // yarn, optional
     int rope_no_truncate;               // yarn: "truncate": false
-} zt_qwen3_config;
+} zt_model_config;
 
 // Parse from JSON text; `origin` names the source in error messages.
-int zt_qwen3_config_parse(zt_qwen3_config *c, const char *json, const char *origin);
+int zt_model_config_parse(zt_model_config *c, const char *json, const char *origin);
 // HF-compatible config.json text (malloc'd).
-char *zt_qwen3_config_json(const zt_qwen3_config *c);
+char *zt_model_config_json(const zt_model_config *c);
 // Parameter count (with tied embeddings counted once).
-int64_t zt_qwen3_param_count(const zt_qwen3_config *c);
+int64_t zt_model_param_count(const zt_model_config *c);
 // The positions the model's RoPE covers: max_position_embeddings, or with YaRN the scaled
 // range factor x original_max_position_embeddings when that is larger.
-int64_t zt_qwen3_max_positions(const zt_qwen3_config *c);
+int64_t zt_model_max_positions(const zt_model_config *c);
 #endif

@@ -1,7 +1,7 @@
 // Parameter layout: which HF tensors live in which FSDP unit, in what order, at
 // what offset of the unit's flat vector. This order is the canonical one that
 // shards, checkpoints and all-gathers all agree on.
-// defines: zt_qwen3_layout_init, zt_qwen3_layout_free, zt_qwen3_layout_find, zt_qwen3_init_unit
+// defines: zt_model_layout_init, zt_model_layout_free, zt_model_layout_find, zt_model_init_unit
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,7 @@ static void add_tensor(zt_unit_layout *u, const char *name, int64_t rows, int64_
     u->numel += t->numel;
 }
 
-int zt_qwen3_layout_init(zt_qwen3_layout *lay, const zt_qwen3_config *cfg) {
+int zt_model_layout_init(zt_model_layout *lay, const zt_model_config *cfg) {
     memset(lay, 0, sizeof *lay);
     lay->cfg = *cfg;
     const int64_t d = cfg->hidden_size, F = cfg->intermediate_size, D = cfg->head_dim;
@@ -63,12 +63,12 @@ int zt_qwen3_layout_init(zt_qwen3_layout *lay, const zt_qwen3_config *cfg) {
     return 0;
 }
 
-void zt_qwen3_layout_free(zt_qwen3_layout *lay) {
+void zt_model_layout_free(zt_model_layout *lay) {
     free(lay->units);
     lay->units = NULL;
 }
 
-int zt_qwen3_layout_find(const zt_qwen3_layout *lay, const char *name, int *unit, int *idx) {
+int zt_model_layout_find(const zt_model_layout *lay, const char *name, int *unit, int *idx) {
     for (int u = 0; u < lay->nunits; u++)
         for (int i = 0; i < lay->units[u].ntensors; i++)
             if (!strcmp(lay->units[u].t[i].name, name)) {
@@ -79,7 +79,7 @@ int zt_qwen3_layout_find(const zt_qwen3_layout *lay, const char *name, int *unit
     return -1;
 }
 
-void zt_qwen3_init_unit(const zt_qwen3_layout *lay, int unit, float *params, uint64_t seed) {
+void zt_model_init_unit(const zt_model_layout *lay, int unit, float *params, uint64_t seed) {
     const zt_unit_layout *u = &lay->units[unit];
     const double std = lay->cfg.initializer_range;
     for (int i = 0; i < u->ntensors; i++) {

@@ -3,8 +3,8 @@
 // Unit 0 = embedding; units 1..L = decoder layers; unit L+1 = final norm (+ lm_head when
 // untied). The CPU model (model/qwen3.h), the GPU layer (model/qwen3_cuda_layer.h), the
 // engines and the checkpoints all read it.
-// defines: zt_qwen3_layout, zt_unit_layout, zt_tensor_desc, ZT_L_*, zt_qwen3_layer_shapes,
-//          zt_qwen3_layout_init/free/find, zt_qwen3_init_unit
+// defines: zt_model_layout, zt_unit_layout, zt_tensor_desc, ZT_L_*, zt_qwen3_layer_shapes,
+//          zt_model_layout_init/free/find, zt_model_init_unit
 #ifndef ZT_LAYOUT_H
 #define ZT_LAYOUT_H
 #include <stdint.h>
@@ -48,18 +48,18 @@ typedef struct {
 } zt_unit_layout;
 
 typedef struct {
-    zt_qwen3_config cfg;
+    zt_model_config cfg;
     int nunits;
     zt_unit_layout *units;
     int64_t total_numel;
-} zt_qwen3_layout;
+} zt_model_layout;
 
-int zt_qwen3_layout_init(zt_qwen3_layout *lay, const zt_qwen3_config *cfg);
-void zt_qwen3_layout_free(zt_qwen3_layout *lay);
+int zt_model_layout_init(zt_model_layout *lay, const zt_model_config *cfg);
+void zt_model_layout_free(zt_model_layout *lay);
 // Find a tensor by HF name; returns 0 and sets *unit/*idx, or -1.
-int zt_qwen3_layout_find(const zt_qwen3_layout *lay, const char *name, int *unit, int *idx);
+int zt_model_layout_find(const zt_model_layout *lay, const char *name, int *unit, int *idx);
 // transformers-style init: N(0, initializer_range) for matrices, 1 for norms.
 // Each tensor draws from its own stream (seed, unit, tensor), so the values do not
 // depend on how units are later sharded.
-void zt_qwen3_init_unit(const zt_qwen3_layout *lay, int unit, float *params, uint64_t seed);
+void zt_model_init_unit(const zt_model_layout *lay, int unit, float *params, uint64_t seed);
 #endif

@@ -19,11 +19,11 @@ static float *falloc(zt_qwen3 *m, int64_t n) {
 }
 #define FALLOC(n) falloc(m, (n))
 
-int zt_qwen3_create(zt_qwen3 *m, const zt_qwen3_config *cfg, const zt_ops *ops, int64_t B, int64_t S) {
+int zt_qwen3_create(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, int64_t B, int64_t S) {
     memset(m, 0, sizeof *m);
     if (B <= 0 || S < 2) return zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens",
                                        (long long)B, (long long)S);
-    zt_qwen3_layout_init(&m->lay, cfg);
+    zt_model_layout_init(&m->lay, cfg);
     m->ops = ops;
     m->B = B;
     m->S = S;
@@ -95,7 +95,7 @@ void zt_qwen3_destroy(zt_qwen3 *m) {
     free(m->targets);
     free(m->ids);
     free(m->pos);
-    zt_qwen3_layout_free(&m->lay);
+    zt_model_layout_free(&m->lay);
     memset(m, 0, sizeof *m);
 }
 
@@ -123,7 +123,7 @@ void zt_qwen3_embed_bwd(zt_qwen3 *m, const uint32_t *tokens, const float *dx, fl
 
 void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params) {
     const zt_ops *op = m->ops;
-    const zt_qwen3_config *c = &m->lay.cfg;
+    const zt_model_config *c = &m->lay.cfg;
     const zt_unit_layout *u = &m->lay.units[1 + layer];
     const int64_t N = m->N, d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     const int64_t H = c->num_heads, Hkv = c->num_kv_heads;
@@ -173,7 +173,7 @@ void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params) {
 
 void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dparams, float *dx) {
     const zt_ops *op = m->ops;
-    const zt_qwen3_config *c = &m->lay.cfg;
+    const zt_model_config *c = &m->lay.cfg;
     const zt_unit_layout *u = &m->lay.units[1 + layer];
     const int64_t N = m->N, d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     const int64_t H = c->num_heads, Hkv = c->num_kv_heads;
@@ -224,7 +224,7 @@ void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dpar
 double zt_qwen3_head_fwd_bwd(zt_qwen3 *m, const float *head_params, const float *lm_w, const int32_t *targets,
                              float scale, float *dx, float *dhead, float *dlm_w) {
     const zt_ops *op = m->ops;
-    const zt_qwen3_config *c = &m->lay.cfg;
+    const zt_model_config *c = &m->lay.cfg;
     const int64_t N = m->N, d = c->hidden_size;
     const int L = c->num_layers;
     op->rmsnorm_fwd(m->head_xf, m->head_rstd, m->x[L], head_params, N, d, (float)c->rms_norm_eps);
@@ -233,7 +233,7 @@ double zt_qwen3_head_fwd_bwd(zt_qwen3 *m, const float *head_params, const float 
     return loss;
 }
 
-const float *zt_qwen3_lm_head(const zt_qwen3_layout *lay, float *const *params) {
+const float *zt_qwen3_lm_head(const zt_model_layout *lay, float *const *params) {
     const int L = lay->cfg.num_layers;
     if (lay->cfg.tie_word_embeddings) return params[0];
     return params[L + 1] + lay->units[L + 1].t[1].offset;
@@ -255,7 +255,7 @@ double zt_qwen3_fwd_bwd(zt_qwen3 *m, float *const *params, float *const *grads, 
 }
 
 void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, float *logits) {
-    const zt_qwen3_config *c = &m->lay.cfg;
+    const zt_model_config *c = &m->lay.cfg;
     const int L = c->num_layers;
     m->ntargets = zt_batch_words(tokens, m->B, m->S, m->isolated, m->ids, m->targets, m->pos);
     zt_qwen3_embed_fwd(m, params[0], m->ids);

@@ -19,7 +19,7 @@ typedef struct {
 
 // The model bound to a micro-batch shape: ops table, RoPE tables, activations.
 typedef struct {
-    zt_qwen3_layout lay;
+    zt_model_layout lay;
     const zt_ops *ops;
     int64_t B, S, N;
     float *rope_cos, *rope_sin;  // [S, D/2]
@@ -40,7 +40,7 @@ typedef struct {
     void *progress_ctx;
 } zt_qwen3;
 
-int zt_qwen3_create(zt_qwen3 *m, const zt_qwen3_config *cfg, const zt_ops *ops, int64_t B, int64_t S);
+int zt_qwen3_create(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, int64_t B, int64_t S);
 void zt_qwen3_destroy(zt_qwen3 *m);
 
 // ---- per-unit passes (params point at the unit's full flat vector) ----
@@ -66,6 +66,6 @@ double zt_qwen3_fwd_bwd(zt_qwen3 *m, float *const *params, float *const *grads, 
 // Forward only, writing full logits [N, V] (for tests and evaluation on small vocabularies).
 void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, float *logits);
 // Pointer to the lm_head matrix among full unit vectors.
-const float *zt_qwen3_lm_head(const zt_qwen3_layout *lay, float *const *params);
+const float *zt_qwen3_lm_head(const zt_model_layout *lay, float *const *params);
 
 #endif

@@ -22,7 +22,7 @@ static inline double zt_yarn_correction_dim(double rotations, double dim, double
     return (dim * log(max_pos / (rotations * 2 * pi))) / (2 * log(base));
 }
 
-static inline void zt_qwen3_rope_freqs(const zt_qwen3_config *c, zt_rope_freqs *f) {
+static inline void zt_qwen3_rope_freqs(const zt_model_config *c, zt_rope_freqs *f) {
     f->theta = c->rope_theta;
     f->yarn = c->rope_yarn;
     f->factor = c->rope_yarn ? c->rope_factor : 0;

@@ -29,7 +29,7 @@ const char *const zt_coll_names[ZT_COLL_NKINDS] = {"all-gather (forward)", "all-
 const zt_field_row zt_field_table[ZT_FIELD_ROWS] = {
     {4, 3350, 83.7, 1.00}, {8, 3338, 84.1, 1.00}, {16, 3313, 84.7, 0.99}};
 
-void zt_qwen3_32b_config(zt_qwen3_config *c) {
+void zt_qwen3_32b_config(zt_model_config *c) {
     memset(c, 0, sizeof *c);
     c->vocab_size = 151936;
     c->hidden_size = 5120;
@@ -149,13 +149,13 @@ void zt_plan_assumptions_default(zt_plan_assumptions *a) {
     a->mem_usable = 0.92;    // CUDA context, NCCL buffers, allocator fragmentation
 }
 
-double zt_plan_flops_per_token(const zt_qwen3_config *c, int64_t S) {
-    return 6.0 * (double)zt_qwen3_param_count(c) + 12.0 * c->num_layers * (double)S * (double)c->hidden_size;
+double zt_plan_flops_per_token(const zt_model_config *c, int64_t S) {
+    return 6.0 * (double)zt_model_param_count(c) + 12.0 * c->num_layers * (double)S * (double)c->hidden_size;
 }
 
 // The model's own count (model/flops.c, what a run's MFU uses) for one block of S tokens.
-double zt_plan_flops_per_token_exact(const zt_qwen3_config *c, int64_t S) {
-    return zt_qwen3_train_flops(c, (double)S, (double)S * (double)S) / (double)S;
+double zt_plan_flops_per_token_exact(const zt_model_config *c, int64_t S) {
+    return zt_model_train_flops(c, (double)S, (double)S * (double)S) / (double)S;
 }
 
 double zt_plan_state_bytes_per_param(zt_shard_choice choice, int world, int shard_group) {
@@ -376,8 +376,8 @@ static void attribute_stalls(sim *s) {
 
 static double pad_to(double n, double m) { return ceil(n / m) * m; }
 
-static void plan_memory(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
-                        const zt_plan_job *job, const zt_qwen3_layout *lay, int gs, zt_plan_memory *mem) {
+static void plan_memory(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                        const zt_plan_job *job, const zt_model_layout *lay, int gs, zt_plan_memory *mem) {
     double shard = 0, max_unit = 0;
     for (int u = 0; u < lay->nunits; u++) {
         double padded = pad_to((double)lay->units[u].numel, (double)gs * ZT_FSDP_ALIGN);
@@ -419,7 +419,7 @@ static void plan_memory(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt
 
 // ---- prediction ----------------------------------------------------------------------
 
-int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
                     const zt_plan_job *job, zt_plan_result *r) {
     memset(r, 0, sizeof *r);
     r->job = *job;
@@ -451,8 +451,8 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
     r->shard_group = gs;
     r->replicas = W / gs;
 
-    zt_qwen3_layout lay;
-    if (zt_qwen3_layout_init(&lay, c) != 0) return -1;
+    zt_model_layout lay;
+    if (zt_model_layout_init(&lay, c) != 0) return -1;
     const int L = c->num_layers, nu = lay.nunits, head = L + 1;
     const double T = (double)job->micro_batch * (double)job->seq_len;
     r->flops_per_token = zt_plan_flops_per_token(c, job->seq_len);
@@ -545,7 +545,7 @@ int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_pla
     free(s.iv);
     free(s.stall);
     free(buf);
-    zt_qwen3_layout_free(&lay);
+    zt_model_layout_free(&lay);
     return 0;
 }
 
@@ -577,7 +577,7 @@ int zt_plan_read_run(const char *run_dir, zt_plan_run *out) {
     const cJSON *mc = member(run, "model_config"), *tr = member(run, "train"), *data = member(run, "data"),
                 *dev = member(run, "device");
     char *mtext = mc ? cJSON_PrintUnformatted(mc) : NULL;
-    const int cfg_ok = mtext && zt_qwen3_config_parse(&out->cfg, mtext, path) == 0;
+    const int cfg_ok = mtext && zt_model_config_parse(&out->cfg, mtext, path) == 0;
     free(mtext);
     if (!cfg_ok) {
         if (!mc) zt_err("--from-run: %s has no model_config", path);

@@ -130,10 +130,10 @@ void zt_plan_assumptions_default(zt_plan_assumptions *a);
 // FLOPs per trained token, the field convention: 6 * N_params + 12 * L * S * hidden_size
 // (all parameters including the embedding, attention scores + values without causal halving,
 // hidden_size rather than heads * head_dim). For Qwen3-32B at S = 2048: 204.6 GFLOP.
-double zt_plan_flops_per_token(const zt_qwen3_config *c, int64_t seq_len);
+double zt_plan_flops_per_token(const zt_model_config *c, int64_t seq_len);
 // What the GPU really executes: 6 * (matmul parameters, no embedding lookup, no norms)
 // + 6 * L * S * heads * head_dim (causal: each query sees S/2 keys on average).
-double zt_plan_flops_per_token_exact(const zt_qwen3_config *c, int64_t seq_len);
+double zt_plan_flops_per_token_exact(const zt_model_config *c, int64_t seq_len);
 // Bytes of sharded state per parameter for a choice (18/W or 18/G, + 4 for NOSYNC's
 // unsharded fp32 gradient accumulator); ignores the alignment padding.
 double zt_plan_state_bytes_per_param(zt_shard_choice choice, int world, int shard_group);
@@ -144,13 +144,13 @@ typedef struct { int world; double tok_per_s_per_gpu, gpu_h_per_epoch, efficienc
 #define ZT_FIELD_EPOCH_TOKENS 1.01e9
 extern const zt_field_row zt_field_table[ZT_FIELD_ROWS];
 // Qwen3-32B's config.json fields (QWEN3.md), built in so that `plan --field` needs no file.
-void zt_qwen3_32b_config(zt_qwen3_config *c);
+void zt_qwen3_32b_config(zt_model_config *c);
 
 // What a finished (or running) training run measured, for `plan --from-run RUN`: its shape from
 // run.json, its per-step times and MFU from metrics.jsonl (means over the step lines, the first
 // left out when there are more: it carries the warm-up).
 typedef struct {
-    zt_qwen3_config cfg;
+    zt_model_config cfg;
     char run_id[96], backend[16], device[160], peak_kind[32], peak_source[400];
     int world, micro_batch, grad_accum, recompute, isolated;
     int64_t seq_len;
@@ -166,6 +166,6 @@ int zt_plan_read_run(const char *run_dir, zt_plan_run *out);
 
 // Validates job against gpu (world a multiple of gpus_per_node when larger, ...) and
 // fills r. Returns -1 with zt_err naming the rule on a bad job.
-int zt_plan_predict(const zt_qwen3_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
                     const zt_plan_job *job, zt_plan_result *r);
 #endif

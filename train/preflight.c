@@ -431,7 +431,7 @@ static int64_t read_seq_len(const char *dir) {
     return s;
 }
 
-static int check_keep_memory(gate *g, const zt_preflight_opts *o, const zt_qwen3_config *cfg, int W, int G,
+static int check_keep_memory(gate *g, const zt_preflight_opts *o, const zt_model_config *cfg, int W, int G,
                              int64_t seq_len) {
     char what[384] = "", msg[1024], h1[32], h2[32];
     const int cuda = o->device && !strcmp(o->device, "cuda");
@@ -486,14 +486,14 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
     if (g.rank == 0)
         fprintf(out, "preflight: %d rank%s checking for a job of %d rank%s\n", g.world, g.world == 1 ? "" : "s",
                 o->world > 0 ? o->world : g.world, (o->world > 0 ? o->world : g.world) == 1 ? "" : "s");
-    zt_qwen3_config cfg;
+    zt_model_config cfg;
     int64_t vocab = 0, params = 0, max_pos = 0;
     int yarn = 0;
     if (o->model) {
-        if (zt_qwen3_config_load(&cfg, o->model) != 0) return zt_err_prefix("preflight");
+        if (zt_model_config_load(&cfg, o->model) != 0) return zt_err_prefix("preflight");
         vocab = cfg.vocab_size;
-        params = zt_qwen3_param_count(&cfg);
-        max_pos = zt_qwen3_max_positions(&cfg);  // YaRN: the scaled range
+        params = zt_model_param_count(&cfg);
+        max_pos = zt_model_max_positions(&cfg);  // YaRN: the scaled range
         yarn = cfg.rope_yarn;
     }
     const int W = o->world > 0 ? o->world : g.world;

@@ -13,7 +13,7 @@
 
 // Bytes one rank needs for a job (the planner's formula, ops/plan.c, handed in by the command
 // line layer above): fills `what` with its parts. cuda: 1 for the GPU engine (bf16 gathers).
-typedef double (*zt_preflight_mem_fn)(const zt_qwen3_config *cfg, int world, int shard_group, int keep_gathered,
+typedef double (*zt_preflight_mem_fn)(const zt_model_config *cfg, int world, int shard_group, int keep_gathered,
                                       int micro_batch, int64_t seq_len, int cuda, char *what, size_t n);
 
 typedef struct {

@@ -92,7 +92,7 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
     int ok = zt_ckpt_resolve(strcmp(from, "latest") ? from : o->run_dir, r->ckpt_path, sizeof r->ckpt_path) == 0;
     const char *ckpt_path = r->ckpt_path;
     zt_ckpt_meta meta;
-    zt_qwen3_config saved_cfg;
+    zt_model_config saved_cfg;
     char *saved = NULL, diff[1024];
     if (ok) ok = zt_ckpt_open_meta(ckpt_path, &meta, &saved_cfg, &saved) == 0;
     int64_t unreadable = !ok;  // it does not resolve or its header does not read (before any comparison)

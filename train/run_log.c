@@ -66,8 +66,8 @@ static void add_device(cJSON *root, const zt_train_opts *o, const run_state *r) 
     cJSON_AddStringToObject(d, "peak_source", r->peak_source);
     cJSON *f = cJSON_AddObjectToObject(root, "flops");
     const double S = r->ds.seq_len;
-    cJSON_AddNumberToObject(f, "per_token_one_document_per_block", zt_qwen3_train_flops(&r->cfg, S, S * S) / S);
-    cJSON_AddNumberToObject(f, "matmul_per_token", zt_qwen3_flops_matmul_per_token(&r->cfg));
+    cJSON_AddNumberToObject(f, "per_token_one_document_per_block", zt_model_train_flops(&r->cfg, S, S * S) / S);
+    cJSON_AddNumberToObject(f, "matmul_per_token", zt_model_flops_matmul_per_token(&r->cfg));
     cJSON_AddStringToObject(f, "convention",
                             "6 x matmul parameters per token + 6 L H D x (sum of each document's length squared); "
                             "the planner's exact formula (docs/plan.md); isolated documents count their own lengths");
@@ -75,7 +75,7 @@ static void add_device(cJSON *root, const zt_train_opts *o, const run_state *r) 
     cJSON_AddItemToObject(root, "libraries", zt_library_versions());
 }
 
-static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_qwen3_config *cfg,
+static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_model_config *cfg,
                           const zt_dataset *ds, int isolated, const char *id, int world, const char *settings,
                           int64_t steps_per_epoch, int threads, const zt_fsdp_memory *mem, int64_t data_changed_at) {
     cJSON *root = cJSON_CreateObject();
@@ -87,10 +87,10 @@ static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_q
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     cJSON_AddStringToObject(root, "host_rank0", host);
-    char *cj = zt_qwen3_config_json(cfg);
+    char *cj = zt_model_config_json(cfg);
     cJSON_AddItemToObject(root, "model_config", cJSON_Parse(cj));
     free(cj);
-    cJSON_AddNumberToObject(root, "param_count", (double)zt_qwen3_param_count(cfg));
+    cJSON_AddNumberToObject(root, "param_count", (double)zt_model_param_count(cfg));
     cJSON_AddStringToObject(root, "model", o->model ? o->model : "");
     cJSON_AddStringToObject(root, "init", o->init ? o->init : "random");
     cJSON *data = cJSON_AddObjectToObject(root, "data");
@@ -170,7 +170,7 @@ static const char *json_num(char *buf, size_t n, const char *fmt, double v) {
 // Rank 0: the model, the memory per rank and the run's shape, before the first step.
 void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_memory *mem) {
     if (r->rank != 0) return;
-    const zt_qwen3_config *cfg = &r->cfg;
+    const zt_model_config *cfg = &r->cfg;
     const int threads = r->threads;
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     zt_fsdp_strategy strat;  // the state is sharded over the shard group (G), replicated W/G times
@@ -178,7 +178,7 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
     printf("model: Qwen3 %d layers, d=%lld, ffn=%lld, heads %d/%d, head_dim %d, vocab %lld, %s, %.2f M params\n",
            cfg->num_layers, (long long)cfg->hidden_size, (long long)cfg->intermediate_size, cfg->num_heads,
            cfg->num_kv_heads, cfg->head_dim, (long long)cfg->vocab_size, cfg->tie_word_embeddings ? "tied" : "untied",
-           zt_qwen3_param_count(cfg) / 1e6);
+           zt_model_param_count(cfg) / 1e6);
     printf("memory per rank: params %s, grads %s, optimizer %s (sharded 1/%d), gather/scatter buffers %s, "
            "activations %s\n",
            zt_human_bytes((double)mem->params, 1, b1, sizeof b1), zt_human_bytes((double)mem->grads, 1, b2, sizeof b2),
@@ -190,7 +190,7 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
            (long long)r->total_steps, (long long)r->steps_per_epoch, r->world, r->world == 1 ? "" : "s",
            o->micro_batch, o->grad_accum, r->ds.seq_len, (long long)(r->global_step_blocks * r->ds.seq_len), threads,
            threads == 1 ? "" : "s", r->backend);
-    const double S = r->ds.seq_len, per_token = zt_qwen3_train_flops(cfg, S, S * S) / S;
+    const double S = r->ds.seq_len, per_token = zt_model_train_flops(cfg, S, S * S) / S;
     printf("flops: %.4g per token, %.4g per step (model/flops.h%s)\n", per_token,
            per_token * S * (double)r->global_step_blocks,
            r->isolated ? ", one document per block; isolated documents count their own, shorter lengths" : "");

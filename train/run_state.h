@@ -56,7 +56,7 @@ typedef struct {
     // what this run is: filled by the phases before the loop
     double t_start;
     int threads;
-    zt_qwen3_config cfg;
+    zt_model_config cfg;
     char backend[192];
     int64_t per_rank_step;    // micro-batch x grad-accum blocks per rank and step
     int64_t global_step_blocks;

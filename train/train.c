@@ -262,7 +262,7 @@ static int run_gate(const zt_train_opts *o, run_state *r, const char *cfg_src) {
 // Every rank maps all files; crc/tokens were checked by the gate (or here, split by rank).
 static int open_data(const zt_train_opts *o, run_state *r) {
     const int R0 = r->rank == 0;
-    const zt_qwen3_config *cfg = &r->cfg;
+    const zt_model_config *cfg = &r->cfg;
     double t0 = zt_now();
     zt_dataset_opts dopts = {.verify_crc = o->verify_crc && !o->preflight, .check_tokens = !o->preflight,
                              .model_vocab = cfg->vocab_size, .part = r->rank, .nparts = r->world};
@@ -332,9 +332,9 @@ static int open_data(const zt_train_opts *o, run_state *r) {
                    (long long)r->eds.total_blocks, when, zt_now() - t0);
         }
     }
-    if (R0 && ds->seq_len > zt_qwen3_max_positions(cfg))
+    if (R0 && ds->seq_len > zt_model_max_positions(cfg))
         fprintf(stderr, "zerotrain: warning: dataset seq_len %d exceeds the model's %s %lld\n", ds->seq_len,
-                cfg->rope_yarn ? "YaRN range" : "max_position_embeddings", (long long)zt_qwen3_max_positions(cfg));
+                cfg->rope_yarn ? "YaRN range" : "max_position_embeddings", (long long)zt_model_max_positions(cfg));
     return 0;
 }
 
@@ -394,7 +394,7 @@ static int deal_blocks(const zt_train_opts *o, run_state *r) {
 // --init: every rank maps the safetensors files and reads only its own slices.
 static int load_init_weights(const zt_train_opts *o, run_state *r) {
     const double t0 = zt_now();
-    const zt_qwen3_layout *lay = zt_fsdp_layout(r->f);
+    const zt_model_layout *lay = zt_fsdp_layout(r->f);
     int64_t *lo = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
     int64_t *valid = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
     float **dst = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
@@ -406,7 +406,7 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
         dst[u] = sh.master;
         memset(sh.master, 0, (size_t)sh.shard * sizeof(float));
     }
-    int ok = zt_qwen3_load_hf_slices(lay, o->init, lo, valid, dst) == 0;
+    int ok = zt_hf_load_slices(lay, o->init, lo, valid, dst) == 0;
     if (!ok) zt_err_prefix("--init %s", o->init);
     // Weights that hold NaN or Inf could only train to a non-finite loss, which would then be
     // blamed on --lr or the data: refuse them here, naming the tensor (each rank its slices).
@@ -491,7 +491,7 @@ static int make_snapshot(run_state *r) {
 // The engine: NCCL communicators (cuda), the sharded model and optimizer state, then its
 // starting point: --init weights, or the checkpoint of --resume, copied to the device.
 static int build_engine(const zt_train_opts *o, run_state *r) {
-    const zt_qwen3_config cfg = r->cfg;
+    const zt_model_config cfg = r->cfg;
     const zt_dataset *ds = &r->ds;
     const zt_hparams hp = r->hp;
     char backend[192];
@@ -609,7 +609,7 @@ static double block_sq(run_state *r, const uint32_t *words) {
     const int64_t S = r->ds.seq_len;
     if (!r->isolated) return (double)S * (double)S;
     zt_batch_words(words, 1, S, 1, r->fl_ids, r->fl_tg, r->fl_pos);
-    return zt_qwen3_doc_sq_sum(r->fl_pos, S);
+    return zt_doc_sq_sum(r->fl_pos, S);
 }
 
 // Where rank k's i-th block of `step` is: the epoch's global order (single layout), or rank k's
@@ -640,7 +640,7 @@ static block_ref peer_block(const zt_train_opts *o, run_state *r, int64_t step, 
 // and on rank 0 every rank's (under isolation read from the dataset: documents differ by rank),
 // plus what --recompute adds on the cuda backend (hardware FLOPs). Outside the timed step.
 static void step_flops(const zt_train_opts *o, run_state *r, int64_t step) {
-    const zt_qwen3_config *c = &r->cfg;
+    const zt_model_config *c = &r->cfg;
     const int64_t S = r->ds.seq_len, n = r->per_rank_step;
     const double tokens = (double)(n * S);
     const int recompute = r->cuda && o->recompute;
@@ -652,8 +652,8 @@ static void step_flops(const zt_train_opts *o, run_state *r, int64_t step) {
     }
     double sq = 0;
     for (int64_t i = 0; i < n; i++) sq += block_sq(r, r->blocks[i]);
-    r->flops_rank = zt_qwen3_train_flops(c, tokens, sq);
-    r->hw_extra_rank = recompute ? zt_qwen3_recompute_flops(c, tokens, sq) : 0;
+    r->flops_rank = zt_model_train_flops(c, tokens, sq);
+    r->hw_extra_rank = recompute ? zt_model_recompute_flops(c, tokens, sq) : 0;
     if (r->rank != 0) return;
     double sq_all = sq;
     if (!r->isolated) {
@@ -672,8 +672,8 @@ static void step_flops(const zt_train_opts *o, run_state *r, int64_t step) {
                 }
             }
     }
-    r->flops_all = zt_qwen3_train_flops(c, tokens * r->world, sq_all);
-    r->hw_extra_all = recompute ? zt_qwen3_recompute_flops(c, tokens * r->world, sq_all) : 0;
+    r->flops_all = zt_model_train_flops(c, tokens * r->world, sq_all);
+    r->hw_extra_all = recompute ? zt_model_recompute_flops(c, tokens * r->world, sq_all) : 0;
 }
 
 // A step's outcome the loop stops on: a non-finite loss or gradient norm (all-reduced).
@@ -1037,7 +1037,7 @@ int zt_train_body(const zt_train_opts *o, run_state *r) {
     r->t_start = zt_now();
     set_threads(o, r);
     const char *cfg_src = o->model ? o->model : o->init;  // every rank reads it; they must agree
-    if (zt_train_agree(r->comm, zt_qwen3_config_load(&r->cfg, cfg_src) == 0, "reading the model config") != 0) return -1;
+    if (zt_train_agree(r->comm, zt_model_config_load(&r->cfg, cfg_src) == 0, "reading the model config") != 0) return -1;
     if (choose_device(o, r) != 0) return -1;
     if (run_gate(o, r, cfg_src) != 0) return -1;
     if (open_data(o, r) != 0) return -1;

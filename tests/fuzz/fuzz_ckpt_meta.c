@@ -222,7 +222,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     const char *path = "fuzz/ckpt.h5";
     zt_ckpt_meta meta;
-    zt_qwen3_config cfg;
+    zt_model_config cfg;
     char *train_json = NULL, *cfg_json = NULL;
     int nunits = 0;
     if (zt_ckpt_read_header(fid, path, &meta, &cfg, &train_json, &cfg_json, &nunits) != 0) {
@@ -232,9 +232,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     // the config is one config.json's rules accept, with its unit count
-    char *json = zt_qwen3_config_json(&cfg);
-    zt_qwen3_config back;
-    FUZZ_ASSERT(zt_qwen3_config_parse(&back, json, "fuzz/written") == 0,
+    char *json = zt_model_config_json(&cfg);
+    zt_model_config back;
+    FUZZ_ASSERT(zt_model_config_parse(&back, json, "fuzz/written") == 0,
                 "the checkpoint's model config is accepted, but config.json's rules refuse it: %s\n%s", zt_errmsg(),
                 json);
     free(json);
@@ -247,8 +247,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     strstr(zt_errmsg(), "is not finite"),
                 "training settings differ from themselves: %s", zt_errmsg());
     cJSON_Delete(tj);
-    zt_qwen3_config parsed;
-    zt_qwen3_config_parse(&parsed, cfg_json, "fuzz/model_config_json");
+    zt_model_config parsed;
+    zt_model_config_parse(&parsed, cfg_json, "fuzz/model_config_json");
     for (int u = 0; u < nunits && u < 64; u++) {
         zt_ckpt_unit_info ui;
         if (zt_ckpt_read_unit(fid, path, u, &ui) != 0) continue;

@@ -49,12 +49,12 @@ int main(int argc, char **argv) {
     }
     if (L < 1 || steps < 1 || warmup < 0 || S < 2) zt_fatal("bench_fsdp_cuda: bad arguments");
     zt_skip_without_device();
-    zt_qwen3_config cfg = {.vocab_size = 151936, .hidden_size = 5120, .intermediate_size = 25600, .num_layers = L,
+    zt_model_config cfg = {.vocab_size = 151936, .hidden_size = 5120, .intermediate_size = 25600, .num_layers = L,
                            .num_heads = 64, .num_kv_heads = 8, .head_dim = 128, .rms_norm_eps = 1e-6,
                            .rope_theta = 1e6, .tie_word_embeddings = 0, .initializer_range = 0.02,
                            .max_position_embeddings = 40960, .bos_token_id = 151643, .eos_token_id = 151645};
     if (tiny) {
-        cfg = (zt_qwen3_config){.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = L,
+        cfg = (zt_model_config){.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = L,
                                 .num_heads = 4, .num_kv_heads = 2, .head_dim = 16, .rms_norm_eps = 1e-6,
                                 .rope_theta = 1e4, .tie_word_embeddings = 0, .initializer_range = 0.02,
                                 .max_position_embeddings = 64, .bos_token_id = 1, .eos_token_id = 2};
@@ -216,7 +216,7 @@ int main(int argc, char **argv) {
     // MFU as `zerotrain train` reports it (train/run_log.c, train/device_info.c): the
     // model's training FLOPs of one block of S tokens (one document) over the step time,
     // against the dense bf16 peak of the preset the device name matches.
-    const double tflop_trainer = zt_qwen3_train_flops(&cfg, (double)S, (double)S * (double)S);
+    const double tflop_trainer = zt_model_train_flops(&cfg, (double)S, (double)S * (double)S);
     const char *preset = NULL;
     double peak = 0;
     printf("RESULT fsdp_train_flops=%.6g (the trainer's count; this program's own %.6g)\n", tflop_trainer, flops);

@@ -219,7 +219,7 @@ static void test_rope_yarn(int64_t S, int64_t D, double theta, double factor, in
     char sh[96];
     snprintf(sh, sizeof sh, "S%lld_D%lld_yarn%g_orig%lld%s", (long long)S, (long long)D, factor, (long long)orig,
              no_truncate ? "_notrunc" : "");
-    zt_qwen3_config c = {.head_dim = (int)D, .rope_theta = theta, .rope_yarn = 1, .rope_factor = factor,
+    zt_model_config c = {.head_dim = (int)D, .rope_theta = theta, .rope_yarn = 1, .rope_factor = factor,
                          .rope_original_max_positions = orig, .rope_no_truncate = no_truncate};
     zt_rope_freqs f;
     zt_qwen3_rope_freqs(&c, &f);

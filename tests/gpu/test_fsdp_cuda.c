@@ -95,8 +95,8 @@ static double param_rel(zt_fsdp *f, const zt_trainer *ref, float *const *init) {
     return sqrt(acc[0]) / sqrt(acc[1]);
 }
 
-static zt_qwen3_config tiny(int tied) {
-    zt_qwen3_config cfg = {.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
+static zt_model_config tiny(int tied) {
+    zt_model_config cfg = {.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
                            .num_heads = 4, .num_kv_heads = 2, .head_dim = 16, .rms_norm_eps = 1e-6,
                            .rope_theta = 10000.0, .tie_word_embeddings = tied, .initializer_range = 0.1,
                            .max_position_embeddings = 64, .bos_token_id = 1, .eos_token_id = 2};
@@ -177,7 +177,7 @@ static int same_floats(const float *a, const float *b, size_t n);
 static void run_case(zt_comm *dc, int tied, int tight, int yarn) {
     char what[160];
     if (tight) g_opts.param_slots = 2, g_opts.grad_slots = 1;
-    zt_qwen3_config cfg = tiny(tied);
+    zt_model_config cfg = tiny(tied);
     if (yarn) cfg.rope_yarn = 1, cfg.rope_factor = 4.0, cfg.rope_original_max_positions = 4096;
     const zt_hparams hp = hparams();
     const uint64_t seed = 4242;
@@ -481,7 +481,7 @@ static void check_eval(zt_fsdp *f, zt_trainer *ref, const char *when, double tol
 
 static void run_sft_case(zt_comm *dc, zt_comm *hc) {
     char what[200];
-    const zt_qwen3_config cfg = tiny(0);
+    const zt_model_config cfg = tiny(0);
     const zt_hparams hp = hparams();
     const uint64_t seed = 777;
     if (g_rank == 0)
@@ -585,7 +585,7 @@ static void run_sft_case(zt_comm *dc, zt_comm *hc) {
 // all-reduce that an NCCL comm cannot take (zt_fsdp_step).
 static void run_sft_refusals(zt_comm *dc) {
     char what[240];
-    const zt_qwen3_config cfg = tiny(0);
+    const zt_model_config cfg = tiny(0);
     const zt_hparams hp = hparams();
     zt_fsdp f;
     zt_fsdp fc;  // cuDNN attention selected (forced: this build may lack cuDNN; no attention runs here)

@@ -26,7 +26,7 @@ int main(void) {
     zt_skip_without_device();
     // tests/golden/tiny_untied_gqa/config.json (config.c needs cJSON, which the
     // GPU-only build does not have, so the values are written out here).
-    zt_qwen3_config cfg = {.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
+    zt_model_config cfg = {.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
                            .num_heads = 4, .num_kv_heads = 2, .head_dim = 16, .rms_norm_eps = 1e-6,
                            .rope_theta = 10000.0, .tie_word_embeddings = 0, .initializer_range = 0.1,
                            .max_position_embeddings = 64, .bos_token_id = 1, .eos_token_id = 2};
@@ -36,7 +36,7 @@ int main(void) {
 
     zt_qwen3 m;
     if (zt_qwen3_create(&m, &cfg, &zt_cpu_ops, B, S)) zt_die_on_err();
-    const zt_qwen3_layout *lay = &m.lay;
+    const zt_model_layout *lay = &m.lay;
     const int U = lay->nunits;
     float **p = zt_xcalloc((size_t)U, sizeof(float *)), **g = zt_xcalloc((size_t)U, sizeof(float *));
     float **mo = zt_xcalloc((size_t)U, sizeof(float *)), **vo = zt_xcalloc((size_t)U, sizeof(float *));
@@ -46,7 +46,7 @@ int main(void) {
         g[u] = zt_xcalloc((size_t)n, 4);
         mo[u] = zt_xcalloc((size_t)n, 4);
         vo[u] = zt_xcalloc((size_t)n, 4);
-        zt_qwen3_init_unit(lay, u, p[u], 1234);
+        zt_model_init_unit(lay, u, p[u], 1234);
         zt_rng r;  // norm weights 1 + 0.1 N(0,1), as the golden files do, so their gradients matter
         zt_rng_seed(&r, 99 + (uint64_t)u);
         for (int t = 0; t < lay->units[u].ntensors; t++)

@@ -11,7 +11,7 @@
 #include "data/batch.h"
 #include "engine/fsdp.h"
 
-int zt_trainer_init(zt_trainer *t, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch, int grad_accum,
+int zt_trainer_init(zt_trainer *t, const zt_model_config *cfg, const zt_ops *ops, int micro_batch, int grad_accum,
                     int64_t seq_len, const zt_hparams *hp, uint64_t seed) {
     memset(t, 0, sizeof *t);
     if (zt_fsdp_check_batch(micro_batch, grad_accum) != 0) return -1;
@@ -21,20 +21,20 @@ int zt_trainer_init(zt_trainer *t, const zt_qwen3_config *cfg, const zt_ops *ops
     t->micro_batch = micro_batch;
     t->grad_accum = grad_accum;
     t->seq_len = seq_len;
-    const zt_qwen3_layout *lay = &t->model.lay;
+    const zt_model_layout *lay = &t->model.lay;
     float ***bufs[4] = {&t->params, &t->grads, &t->m, &t->v};
     for (int b = 0; b < 4; b++) {
         *bufs[b] = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
         for (int u = 0; u < lay->nunits; u++)
             (*bufs[b])[u] = zt_xcalloc((size_t)lay->units[u].numel, sizeof(float));
     }
-    for (int u = 0; u < lay->nunits; u++) zt_qwen3_init_unit(lay, u, t->params[u], seed);
+    for (int u = 0; u < lay->nunits; u++) zt_model_init_unit(lay, u, t->params[u], seed);
     t->batch = zt_xmalloc((size_t)(micro_batch * seq_len) * sizeof(uint32_t));
     return 0;
 }
 
 void zt_trainer_step(zt_trainer *t, const uint32_t *const *blocks, zt_step_stats *out) {
-    const zt_qwen3_layout *lay = &t->model.lay;
+    const zt_model_layout *lay = &t->model.lay;
     const int64_t S = t->seq_len, B = t->micro_batch;
     // the loss is the mean over the step's trained targets (every target of plain data;
     // masked and document-start targets of supervised data excluded), counted first
@@ -76,7 +76,7 @@ void zt_trainer_step(zt_trainer *t, const uint32_t *const *blocks, zt_step_stats
 
 void zt_trainer_free(zt_trainer *t) {
     if (!t->params) return;
-    const zt_qwen3_layout *lay = &t->model.lay;
+    const zt_model_layout *lay = &t->model.lay;
     float **bufs[4] = {t->params, t->grads, t->m, t->v};
     for (int b = 0; b < 4; b++) {
         for (int u = 0; u < lay->nunits; u++) free(bufs[b][u]);

@@ -28,8 +28,8 @@ typedef struct {
 } zt_step_stats;
 
 // Parameters are initialised from `seed` (transformers-style); load HF weights
-// afterwards with zt_qwen3_load_hf(&t->model.lay, path, t->params) to override.
-int zt_trainer_init(zt_trainer *t, const zt_qwen3_config *cfg, const zt_ops *ops, int micro_batch, int grad_accum,
+// afterwards with zt_hf_load(&t->model.lay, path, t->params) to override.
+int zt_trainer_init(zt_trainer *t, const zt_model_config *cfg, const zt_ops *ops, int micro_batch, int grad_accum,
                     int64_t seq_len, const zt_hparams *hp, uint64_t seed);
 // One optimizer step over micro_batch * grad_accum blocks of seq_len tokens.
 void zt_trainer_step(zt_trainer *t, const uint32_t *const *blocks, zt_step_stats *out);

@@ -35,12 +35,12 @@ static int g_rank = 0, g_world = 1;
 // ---- fixtures -----------------------------------------------------------------------
 
 typedef struct {
-    zt_qwen3_layout lay;
+    zt_model_layout lay;
     float **full[3];  // [ds][unit] canonical vectors
     zt_ckpt_shards sh;
 } model_state;
 
-static void gen_full(const zt_qwen3_layout *lay, int64_t step, float **full[3]) {
+static void gen_full(const zt_model_layout *lay, int64_t step, float **full[3]) {
     for (int k = 0; k < 3; k++) {
         if (!full[k]) full[k] = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
         for (int u = 0; u < lay->nunits; u++) {
@@ -57,7 +57,7 @@ static void gen_full(const zt_qwen3_layout *lay, int64_t step, float **full[3]) 
 }
 
 // The FSDP slicing of engine/fsdp.c for (rank, world).
-static void make_shards(const zt_qwen3_layout *lay, int rank, int world, zt_ckpt_shards *sh) {
+static void make_shards(const zt_model_layout *lay, int rank, int world, zt_ckpt_shards *sh) {
     sh->nunits = lay->nunits;
     sh->unit = zt_xcalloc((size_t)lay->nunits, sizeof *sh->unit);
     for (int u = 0; u < lay->nunits; u++) {
@@ -105,9 +105,9 @@ static void state_init(model_state *st, const char *golden_case) {
     memset(st, 0, sizeof *st);
     char p[4096];
     snprintf(p, sizeof p, "%s/%s", ZT_GOLDEN_DIR, golden_case);
-    zt_qwen3_config cfg;
-    if (zt_qwen3_config_load(&cfg, p) != 0) zt_die_on_err();
-    zt_qwen3_layout_init(&st->lay, &cfg);
+    zt_model_config cfg;
+    if (zt_model_config_load(&cfg, p) != 0) zt_die_on_err();
+    zt_model_layout_init(&st->lay, &cfg);
     make_shards(&st->lay, g_rank, g_world, &st->sh);
 }
 
@@ -202,10 +202,10 @@ static void test_unit(const char *work) {
         CHECK(whole == comb, "crc32c_combine at cut %zu: 0x%08x vs 0x%08x", c, comb, whole);
     }
     // config diff names every differing field
-    zt_qwen3_config a, b;
+    zt_model_config a, b;
     char p[4096], msg[2048];
     snprintf(p, sizeof p, "%s/tiny_untied_gqa", ZT_GOLDEN_DIR);
-    if (zt_qwen3_config_load(&a, p) != 0) zt_die_on_err();
+    if (zt_model_config_load(&a, p) != 0) zt_die_on_err();
     b = a;
     CHECK(zt_ckpt_config_diff(&a, &b, msg, sizeof msg) == 0, "identical configs differ: %s", msg);
     b.hidden_size = 64;
@@ -306,7 +306,7 @@ static void test_save(const char *work) {
               "re-save keeps step 20, no leftovers");
         // meta round trip
         zt_ckpt_meta m, want;
-        zt_qwen3_config cfg;
+        zt_model_config cfg;
         char *tj = NULL;
         meta_for(&want, 30);
         CHECK(zt_ckpt_open_meta(run, &m, &cfg, &tj) == 0, "open_meta: %s", zt_errmsg());
@@ -367,10 +367,10 @@ static void test_load(const char *work) {
     }
     // A run with another model config is refused, naming every differing field.
     snprintf(run, sizeof run, "%s/run", work);
-    zt_qwen3_config other = st.lay.cfg;  // tiny_tied's config, checkpoint is tiny_untied_gqa
+    zt_model_config other = st.lay.cfg;  // tiny_tied's config, checkpoint is tiny_untied_gqa
     model_state o;
     memset(&o, 0, sizeof o);
-    zt_qwen3_layout_init(&o.lay, &other);
+    zt_model_layout_init(&o.lay, &other);
     make_shards(&o.lay, g_rank, g_world, &o.sh);
     int rc = zt_ckpt_load(MPI_COMM_WORLD, run, &o.lay, NULL, &o.sh);
     ALL_FAIL(rc, "config mismatch");
@@ -434,7 +434,7 @@ static void flip_byte(const char *file, int64_t off) {
 
 // The bytes of every dataset of CKPT/ckpt.h5 (serial HDF5, rank 0): H5Dget_offset + pread, not
 // through the loader, so a save that wrote correct values to the wrong place is not forgiven.
-static unsigned char *dataset_bytes(const char *ckpt, const zt_qwen3_layout *lay, size_t *n) {
+static unsigned char *dataset_bytes(const char *ckpt, const zt_model_layout *lay, size_t *n) {
     char f[4400];
     snprintf(f, sizeof f, "%s/ckpt.h5", ckpt);
     hid_t fid = H5Fopen(f, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -465,10 +465,10 @@ static void test_save_io(const char *work) {
     // slices start and end off the 4 KiB grid (O_DIRECT for the middle, pwrite for the ends).
     model_state st;
     state_init(&st, "tiny_untied_gqa");
-    zt_qwen3_config cfg = st.lay.cfg;
+    zt_model_config cfg = st.lay.cfg;
     cfg.vocab_size = 1000, cfg.hidden_size = 96, cfg.intermediate_size = 200;
     memset(&st, 0, sizeof st);
-    zt_qwen3_layout_init(&st.lay, &cfg);
+    zt_model_layout_init(&st.lay, &cfg);
     make_shards(&st.lay, g_rank, g_world, &st.sh);
     const char *names[4] = {"direct", "posix", "mpiio", "direct-fallback"};
     const int modes[4] = {ZT_SAVE_IO_DIRECT, ZT_SAVE_IO_POSIX, ZT_SAVE_IO_MPIIO, ZT_SAVE_IO_DIRECT};
@@ -603,7 +603,7 @@ static void test_corrupt(const char *work) {
         }
         MPI_Barrier(MPI_COMM_WORLD);
         zt_ckpt_meta m;
-        zt_qwen3_config c;
+        zt_model_config c;
         CHECK(zt_ckpt_open_meta(dir, &m, &c, NULL) != 0 && has(zt_errmsg(), "group /model_config") &&
                   has(zt_errmsg(), bad_cfg[i].says),
               "checkpoint config %s = %g: %s", bad_cfg[i].name, bad_cfg[i].v, zt_errmsg());
@@ -743,12 +743,12 @@ static void test_export(const char *work) {
         CHECK(exists("%s/%s", out, "model.safetensors.index.json") && exists("%s/%s", out, "config.json") &&
                   !exists("%s/%s", out, "model.safetensors"),
               "index.json + config.json");
-        CHECK(zt_qwen3_load_hf(&st.lay, out, got) == 0, "load_hf: %s", zt_errmsg());
+        CHECK(zt_hf_load(&st.lay, out, got) == 0, "load_hf: %s", zt_errmsg());
         for (int u = 0; u < st.lay.nunits; u++)
             CHECK(!memcmp(got[u], st.full[0][u], (size_t)st.lay.units[u].numel * 4), "fp32 unit %d exact", u);
-        zt_qwen3_config cfg;
+        zt_model_config cfg;
         char diff[1024];
-        CHECK(zt_qwen3_config_load(&cfg, out) == 0 && zt_ckpt_config_diff(&cfg, &st.lay.cfg, diff, sizeof diff) == 0,
+        CHECK(zt_model_config_load(&cfg, out) == 0 && zt_ckpt_config_diff(&cfg, &st.lay.cfg, diff, sizeof diff) == 0,
               "exported config.json: %s", diff);
         // bf16, default limit: one file
         snprintf(out, sizeof out, "%s/export_%s_bf16", work, cases[c][0]);
@@ -756,7 +756,7 @@ static void test_export(const char *work) {
         CHECK(zt_ckpt_export_hf(run, out, ZT_ST_BF16, 0) == 0, "export bf16: %s", zt_errmsg());
         CHECK(exists("%s/%s", out, "model.safetensors") && !exists("%s/%s", out, "model.safetensors.index.json"),
               "single bf16 file");
-        CHECK(zt_qwen3_load_hf(&st.lay, out, got) == 0, "load_hf bf16: %s", zt_errmsg());
+        CHECK(zt_hf_load(&st.lay, out, got) == 0, "load_hf bf16: %s", zt_errmsg());
         for (int u = 0; u < st.lay.nunits; u++) {
             int64_t bad = 0;
             for (int64_t i = 0; i < st.lay.units[u].numel; i++)

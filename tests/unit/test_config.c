@@ -43,8 +43,8 @@ static char *with(const char *key, const char *value) {
 
 static void refused(const char *key, const char *value, const char *want) {
     char *j = with(key, value);
-    zt_qwen3_config c;
-    int rc = zt_qwen3_config_parse(&c, j, "cfg.json");
+    zt_model_config c;
+    int rc = zt_model_config_parse(&c, j, "cfg.json");
     CHECK(rc != 0, "%s = %s must be refused (parsed: layers %d heads %d vocab %lld)", key, value, c.num_layers,
           c.num_heads, (long long)c.vocab_size);
     if (rc != 0) {
@@ -68,8 +68,8 @@ static void yarn_against_transformers(void) {
     int n = 0;
     cJSON_ArrayForEach(set, cJSON_GetObjectItem(root, "sets")) {
         char *cj = cJSON_PrintUnformatted(cJSON_GetObjectItem(set, "config"));
-        zt_qwen3_config c;
-        CHECK(zt_qwen3_config_parse(&c, cj, "freqs.json") == 0, "set %d: %s", n, zt_errmsg());
+        zt_model_config c;
+        CHECK(zt_model_config_parse(&c, cj, "freqs.json") == 0, "set %d: %s", n, zt_errmsg());
         free(cj);
         zt_rope_freqs f;
         zt_qwen3_rope_freqs(&c, &f);
@@ -118,14 +118,14 @@ static void yarn_against_transformers(void) {
 
 int main(void) {
     yarn_against_transformers();
-    zt_qwen3_config c;
+    zt_model_config c;
     char *j = with("num_hidden_layers", "64");
-    CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0, "the Qwen3-32B config must parse: %s", zt_errmsg());
+    CHECK(zt_model_config_parse(&c, j, "cfg.json") == 0, "the Qwen3-32B config must parse: %s", zt_errmsg());
     CHECK(c.num_layers == 64 && c.num_heads == 64 && c.num_kv_heads == 8 && c.head_dim == 128 &&
               c.vocab_size == 151936 && c.eos_token_id == 151645 && !c.tie_word_embeddings,
           "Qwen3-32B values");
-    CHECK(zt_qwen3_param_count(&c) == 32762123264ll, "Qwen3-32B has 32,762,123,264 parameters (got %lld)",
-          (long long)zt_qwen3_param_count(&c));
+    CHECK(zt_model_param_count(&c) == 32762123264ll, "Qwen3-32B has 32,762,123,264 parameters (got %lld)",
+          (long long)zt_model_param_count(&c));
     free(j);
     // integers that used to wrap or truncate
     refused("num_hidden_layers", "4294967296", "num_hidden_layers");
@@ -155,28 +155,28 @@ int main(void) {
     refused("eos_token_id", "-7", "eos_token_id");
     // accepted forms
     j = with("eos_token_id", "[151645, 151643]");
-    CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0 && c.eos_token_id == 151645, "eos_token_id as a list: %s",
+    CHECK(zt_model_config_parse(&c, j, "cfg.json") == 0 && c.eos_token_id == 151645, "eos_token_id as a list: %s",
           zt_errmsg());
     free(j);
     j = with("tie_word_embeddings", "true");
-    CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0 && c.tie_word_embeddings, "tie_word_embeddings true");
+    CHECK(zt_model_config_parse(&c, j, "cfg.json") == 0 && c.tie_word_embeddings, "tie_word_embeddings true");
     free(j);
     // YaRN (issue 37): the released Qwen3 spelling, transformers 5's, and what is refused
     j = with("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}");
-    CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0 && c.rope_yarn && c.rope_factor == 4.0 &&
-              c.rope_original_max_positions == 32768 && zt_qwen3_max_positions(&c) == 131072,
+    CHECK(zt_model_config_parse(&c, j, "cfg.json") == 0 && c.rope_yarn && c.rope_factor == 4.0 &&
+              c.rope_original_max_positions == 32768 && zt_model_max_positions(&c) == 131072,
           "Qwen3's YaRN rope_scaling: %s", zt_errmsg());
     free(j);
     j = with("rope_parameters", "{\"rope_type\": \"yarn\", \"rope_theta\": 5e5, \"factor\": 2, \"beta_fast\": 8, "
                                 "\"truncate\": false}");
-    CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0 && c.rope_yarn && c.rope_factor == 2 &&
+    CHECK(zt_model_config_parse(&c, j, "cfg.json") == 0 && c.rope_yarn && c.rope_factor == 2 &&
               c.rope_theta == 5e5 && c.rope_beta_fast == 8 && c.rope_no_truncate &&
-              c.rope_original_max_positions == 40960 && zt_qwen3_max_positions(&c) == 81920,
+              c.rope_original_max_positions == 40960 && zt_model_max_positions(&c) == 81920,
           "rope_parameters YaRN (original range defaults to max_position_embeddings; its rope_theta wins "
           "over the top-level one, as in transformers 5): %s", zt_errmsg());
     free(j);
     j = with("rope_scaling", "{\"type\": \"default\"}");
-    CHECK(zt_qwen3_config_parse(&c, j, "cfg.json") == 0 && !c.rope_yarn && zt_qwen3_max_positions(&c) == 40960,
+    CHECK(zt_model_config_parse(&c, j, "cfg.json") == 0 && !c.rope_yarn && zt_model_max_positions(&c) == 40960,
           "plain rope_scaling: %s", zt_errmsg());
     free(j);
     refused("rope_scaling", "{\"rope_type\": \"yarn\", \"original_max_position_embeddings\": 32768}",
@@ -196,13 +196,13 @@ int main(void) {
     refused("rope_scaling", "4", "rope_scaling must be an object or null");
     refused("rope_parameters", "{\"rope_type\": \"llama3\", \"rope_theta\": 1e6}", "rope_parameters.rope_type \"llama3\"");
     // the parameter count reports overflow instead of wrapping
-    zt_qwen3_config big = c;
+    zt_model_config big = c;
     big.vocab_size = (int64_t)1 << 53;
     big.hidden_size = 2048;
     big.tie_word_embeddings = 0;
-    CHECK(zt_qwen3_param_count(&big) > 0 || zt_qwen3_param_count(&big) == -1, "param count");
+    CHECK(zt_model_param_count(&big) > 0 || zt_model_param_count(&big) == -1, "param count");
     big.num_layers = 1 << 30, big.intermediate_size = (int64_t)1 << 40;
-    CHECK(zt_qwen3_param_count(&big) == -1, "an overflowing parameter count must be -1 (got %lld)",
-          (long long)zt_qwen3_param_count(&big));
+    CHECK(zt_model_param_count(&big) == -1, "an overflowing parameter count must be -1 (got %lld)",
+          (long long)zt_model_param_count(&big));
     TEST_END();
 }

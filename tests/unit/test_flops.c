@@ -5,7 +5,7 @@
 // own arguments: query i sees keys i - pos[i] .. i), on two configs: an untied GQA model on
 // plain blocks (full attention) and a tied model on packed documents kept apart (isolated).
 // The model's count is what the trainer logs (train/train.c: zt_batch_words, then
-// zt_qwen3_doc_sq_sum); its attention term is the planner's convention, n^2/2 pairs per
+// zt_doc_sq_sum); its attention term is the planner's convention, n^2/2 pairs per
 // document, so the executed causal pairs n(n+1)/2 exceed it by exactly the diagonal, n/2 per
 // document: 6 L H D per token. Then the peak table (engine/device_peak.h) against every
 // `zerotrain plan` preset, by the device names the CUDA runtime reports.
@@ -70,10 +70,10 @@ static void make_blocks(uint32_t *w, int nblocks, int64_t S, int64_t V, const in
 }
 
 static void count_config(const char *name, const char *model_dir, int isolated) {
-    zt_qwen3_config cfg;
+    zt_model_config cfg;
     char path[512];
     snprintf(path, sizeof path, "%s/golden/%s", ZT_TEST_DIR, model_dir);
-    if (zt_qwen3_config_load(&cfg, path) != 0) zt_die_on_err();
+    if (zt_model_config_load(&cfg, path) != 0) zt_die_on_err();
     const int B = 2, G = 2;
     const int64_t S = 16;
     static const int docs[4][8] = {{5, 7, 4}, {16}, {1, 15}, {3, 3, 3, 3, 4}};
@@ -103,14 +103,14 @@ static void count_config(const char *name, const char *model_dir, int isolated) 
     int32_t tg[16], pos[16];
     for (int b = 0; b < B * G; b++) {
         zt_batch_words(blocks[b], 1, S, isolated, ids, tg, pos);
-        const double s = zt_qwen3_doc_sq_sum(isolated ? pos : NULL, S);
+        const double s = zt_doc_sq_sum(isolated ? pos : NULL, S);
         CHECK(s == (isolated ? (double)known_sq[b] : (double)(S * S)), "%s block %d: sum of squared lengths %g", name,
               b, s);
         sq += s;
     }
     const double tokens = (double)B * G * S;
-    const double model = zt_qwen3_train_flops(&cfg, tokens, sq);
-    const double model_mm = zt_qwen3_flops_matmul_per_token(&cfg) * tokens;
+    const double model = zt_model_train_flops(&cfg, tokens, sq);
+    const double model_mm = zt_model_flops_matmul_per_token(&cfg) * tokens;
     const double model_att = zt_qwen3_flops_attention(&cfg, sq);
     const double diagonal = 6.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * tokens;
     CHECK(model == model_mm + model_att, "%s: total = matmul + attention", name);
@@ -125,10 +125,10 @@ static void count_config(const char *name, const char *model_dir, int isolated) 
 
 // The planner's exact FLOPs per token are the model's count of a one-document block.
 static void planner_uses_the_model(void) {
-    zt_qwen3_config c;
+    zt_model_config c;
     zt_qwen3_32b_config(&c);
     const double S = 2048;
-    CHECK(zt_plan_flops_per_token_exact(&c, 2048) == zt_qwen3_train_flops(&c, S, S * S) / S, "plan exact = model");
+    CHECK(zt_plan_flops_per_token_exact(&c, 2048) == zt_model_train_flops(&c, S, S * S) / S, "plan exact = model");
 }
 
 static void peak_table(void) {

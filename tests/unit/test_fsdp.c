@@ -69,8 +69,8 @@ int main(int argc, char **argv) {
     zt_comm_get_info(comm, &info);
     const int W = info.world, rank = info.rank;
 
-    zt_qwen3_config cfg;
-    if (zt_qwen3_config_load(&cfg, argv[1]) != 0) zt_die_on_err();
+    zt_model_config cfg;
+    if (zt_model_config_load(&cfg, argv[1]) != 0) zt_die_on_err();
     const int B = 1, G = 2;
     const int64_t S = 12;
     // Conditioning: Adam turns gradient elements near the fp32 rounding floor into

@@ -12,18 +12,18 @@
 #include "tests/support/test_util.h"
 #include "checkpoint/hf.h"
 
-static float **alloc_units(const zt_qwen3_layout *lay) {
+static float **alloc_units(const zt_model_layout *lay) {
     float **p = zt_xcalloc((size_t)lay->nunits, sizeof(float *));
     for (int u = 0; u < lay->nunits; u++) p[u] = zt_xcalloc((size_t)lay->units[u].numel, sizeof(float));
     return p;
 }
-static void free_units(const zt_qwen3_layout *lay, float **p) {
+static void free_units(const zt_model_layout *lay, float **p) {
     for (int u = 0; u < lay->nunits; u++) free(p[u]);
     free(p);
 }
 
 // Write the model's tensors to a safetensors file, leaving out `skip` and adding `extra`.
-static void write_variant(const zt_qwen3_layout *lay, float *const *p, const char *path, const char *skip,
+static void write_variant(const zt_model_layout *lay, float *const *p, const char *path, const char *skip,
                           const char *extra) {
     zt_st_writer *w = zt_st_writer_new();
     for (int u = 0; u < lay->nunits; u++)
@@ -40,9 +40,9 @@ static void write_variant(const zt_qwen3_layout *lay, float *const *p, const cha
     zt_st_writer_free(w);
 }
 
-static void expect_error(const zt_qwen3_layout *lay, const char *path, const char *pattern) {
+static void expect_error(const zt_model_layout *lay, const char *path, const char *pattern) {
     float **q = alloc_units(lay);
-    int rc = zt_qwen3_load_hf(lay, path, q);
+    int rc = zt_hf_load(lay, path, q);
     CHECK(rc != 0, "loading %s should fail", path);
     CHECK(rc != 0 && strstr(zt_errmsg(), pattern), "error should mention '%s', got: %s", pattern, zt_errmsg());
     if (rc != 0) printf("  ok error: %s\n", zt_errmsg());
@@ -52,31 +52,31 @@ static void expect_error(const zt_qwen3_layout *lay, const char *path, const cha
 int main(void) {
     char dir[] = "/tmp/zt_hf_io_XXXXXX", path[4200], sub[4200];
     if (!mkdtemp(dir)) zt_fatal("mkdtemp failed");
-    zt_qwen3_config cfg;
+    zt_model_config cfg;
     snprintf(path, sizeof path, "%s/tiny_untied_gqa", ZT_GOLDEN_DIR);
-    if (zt_qwen3_config_load(&cfg, path) != 0) zt_die_on_err();
-    zt_qwen3_layout lay;
-    zt_qwen3_layout_init(&lay, &cfg);
+    if (zt_model_config_load(&cfg, path) != 0) zt_die_on_err();
+    zt_model_layout lay;
+    zt_model_layout_init(&lay, &cfg);
     float **p = alloc_units(&lay), **q = alloc_units(&lay);
-    if (zt_qwen3_load_hf(&lay, path, p) != 0) zt_die_on_err();
+    if (zt_hf_load(&lay, path, p) != 0) zt_die_on_err();
 
     // fp32 round trip: bit-exact
     snprintf(sub, sizeof sub, "%s/fp32", dir);
-    if (zt_qwen3_save_hf(&lay, p, sub, ZT_ST_F32) != 0) zt_die_on_err();
-    if (zt_qwen3_load_hf(&lay, sub, q) != 0) zt_die_on_err();
+    if (zt_hf_save(&lay, p, sub, ZT_ST_F32) != 0) zt_die_on_err();
+    if (zt_hf_load(&lay, sub, q) != 0) zt_die_on_err();
     for (int u = 0; u < lay.nunits; u++)
         CHECK(!memcmp(p[u], q[u], (size_t)lay.units[u].numel * sizeof(float)), "fp32 round trip unit %d", u);
     // the written config.json parses back to the same config
-    zt_qwen3_config c2;
-    if (zt_qwen3_config_load(&c2, sub) != 0) zt_die_on_err();
+    zt_model_config c2;
+    if (zt_model_config_load(&c2, sub) != 0) zt_die_on_err();
     CHECK(c2.hidden_size == cfg.hidden_size && c2.head_dim == cfg.head_dim && c2.num_kv_heads == cfg.num_kv_heads &&
               c2.rope_theta == cfg.rope_theta && c2.tie_word_embeddings == cfg.tie_word_embeddings,
           "config.json round trip");
 
     // bf16 round trip: each value is the bf16 rounding of the original
     snprintf(sub, sizeof sub, "%s/bf16", dir);
-    if (zt_qwen3_save_hf(&lay, p, sub, ZT_ST_BF16) != 0) zt_die_on_err();
-    if (zt_qwen3_load_hf(&lay, sub, q) != 0) zt_die_on_err();
+    if (zt_hf_save(&lay, p, sub, ZT_ST_BF16) != 0) zt_die_on_err();
+    if (zt_hf_load(&lay, sub, q) != 0) zt_die_on_err();
     int64_t mism = 0;
     for (int u = 0; u < lay.nunits; u++)
         for (int64_t i = 0; i < lay.units[u].numel; i++)
@@ -96,7 +96,7 @@ int main(void) {
             memset(q[u], 0, (size_t)n * sizeof(float));
         }
         snprintf(path, sizeof path, "%s/tiny_untied_gqa", ZT_GOLDEN_DIR);
-        if (zt_qwen3_load_hf_slices(&lay, path, lo, valid, dst) != 0) zt_die_on_err();
+        if (zt_hf_load_slices(&lay, path, lo, valid, dst) != 0) zt_die_on_err();
         for (int u = 0; u < lay.nunits; u++) {
             int64_t outside = 0;
             for (int64_t i = 0; i < lay.units[u].numel; i++) {
@@ -124,7 +124,7 @@ int main(void) {
 
     free_units(&lay, p);
     free_units(&lay, q);
-    zt_qwen3_layout_free(&lay);
+    zt_model_layout_free(&lay);
     char cmd[4300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);

@@ -39,7 +39,7 @@ static uint32_t *read_tokens(const zt_st_file *g, const char *name, int64_t *num
 }
 
 // Every parameter gradient against the golden file's grad.<HF name> (relative 1e-4).
-static void check_grads(const zt_st_file *g, const zt_qwen3_layout *lay, float *const *grads, const char *tag,
+static void check_grads(const zt_st_file *g, const zt_model_layout *lay, float *const *grads, const char *tag,
                         int tied) {
     int ngrads = 0;
     for (int u = 0; u < lay->nunits; u++)
@@ -67,8 +67,8 @@ static void run_case(const char *name) {
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/%s", ZT_GOLDEN_DIR, name);
     printf("case %s\n", name);
-    zt_qwen3_config cfg;
-    if (zt_qwen3_config_load(&cfg, dir) != 0) zt_die_on_err();
+    zt_model_config cfg;
+    if (zt_model_config_load(&cfg, dir) != 0) zt_die_on_err();
     snprintf(path, sizeof path, "%s/golden.safetensors", dir);
     zt_st_file g;
     if (zt_st_open(&g, path) != 0) zt_die_on_err();
@@ -82,8 +82,8 @@ static void run_case(const char *name) {
                      .clip = meta_num(&g, "clip"), .schedule = ZT_SCHED_CONSTANT, .total_steps = 3};
     zt_trainer tr;
     if (zt_trainer_init(&tr, &cfg, &zt_cpu_ops, (int)B, 1, S, &hp, 1) != 0) zt_die_on_err();
-    const zt_qwen3_layout *lay = &tr.model.lay;
-    if (zt_qwen3_load_hf(lay, dir, tr.params) != 0) zt_die_on_err();
+    const zt_model_layout *lay = &tr.model.lay;
+    if (zt_hf_load(lay, dir, tr.params) != 0) zt_die_on_err();
     int64_t n;
     uint32_t *tokens = read_tokens(&g, "tokens", &n);
 
@@ -106,7 +106,7 @@ static void run_case(const char *name) {
 
     // ---- 3 AdamW steps with clipping, as micro-batches of 1 block x grad-accum B ----
     if (zt_trainer_init(&tr, &cfg, &zt_cpu_ops, 1, (int)B, S, &hp, 1) != 0) zt_die_on_err();
-    if (zt_qwen3_load_hf(&tr.model.lay, dir, tr.params) != 0) zt_die_on_err();
+    if (zt_hf_load(&tr.model.lay, dir, tr.params) != 0) zt_die_on_err();
     uint32_t *steps = read_tokens(&g, "steps.tokens", &n);
     float *ref_losses = read_f32(&g, "steps.losses", 3), *ref_norms = read_f32(&g, "steps.gradnorms", 3);
     for (int s = 0; s < 3; s++) {
@@ -142,8 +142,8 @@ static void run_sft_case(const char *name) {
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/%s", ZT_GOLDEN_DIR, name);
     printf("case %s (packed documents, isolated, masked)\n", name);
-    zt_qwen3_config cfg;
-    if (zt_qwen3_config_load(&cfg, dir) != 0) zt_die_on_err();
+    zt_model_config cfg;
+    if (zt_model_config_load(&cfg, dir) != 0) zt_die_on_err();
     snprintf(path, sizeof path, "%s/sft.safetensors", dir);
     zt_st_file g;
     if (zt_st_open(&g, path) != 0) zt_die_on_err();
@@ -161,8 +161,8 @@ static void run_sft_case(const char *name) {
     // one micro-batch of B blocks through the model
     zt_trainer tr;
     if (zt_trainer_init(&tr, &cfg, &zt_cpu_ops, (int)B, 1, S, &hp, 1) != 0) zt_die_on_err();
-    const zt_qwen3_layout *lay = &tr.model.lay;
-    if (zt_qwen3_load_hf(lay, dir, tr.params) != 0) zt_die_on_err();
+    const zt_model_layout *lay = &tr.model.lay;
+    if (zt_hf_load(lay, dir, tr.params) != 0) zt_die_on_err();
     tr.model.isolated = 1;
     double loss = zt_qwen3_fwd_bwd(&tr.model, tr.params, tr.grads, words, (float)(1.0 / (double)count));
     CHECK(tr.model.ntargets == count, "trained targets %lld, HF counted %lld", (long long)tr.model.ntargets,
@@ -182,7 +182,7 @@ static void run_sft_case(const char *name) {
     // through the trainer's step (micro-batches of 1 block x grad-accum B): the loss is the mean over
     // the step's trained targets, counted from the words
     if (zt_trainer_init(&tr, &cfg, &zt_cpu_ops, 1, (int)B, S, &hp, 1) != 0) zt_die_on_err();
-    if (zt_qwen3_load_hf(&tr.model.lay, dir, tr.params) != 0) zt_die_on_err();
+    if (zt_hf_load(&tr.model.lay, dir, tr.params) != 0) zt_die_on_err();
     tr.model.isolated = 1;
     const uint32_t *blocks[64];
     for (int64_t b = 0; b < B; b++) blocks[b] = words + b * S;

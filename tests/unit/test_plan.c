@@ -15,11 +15,11 @@ static zt_plan_job job(int world, zt_shard_choice ch) {
                          .reduce_bytes = 4};
 }
 
-static void test_configs(zt_qwen3_config *c32) {
-    zt_qwen3_config f, b;
-    CHECK(zt_qwen3_config_load(&f, ZT_SOURCE_DIR "/examples/qwen3-32b/config.json") == 0, "%s", zt_errmsg());
+static void test_configs(zt_model_config *c32) {
+    zt_model_config f, b;
+    CHECK(zt_model_config_load(&f, ZT_SOURCE_DIR "/examples/qwen3-32b/config.json") == 0, "%s", zt_errmsg());
     zt_qwen3_32b_config(&b);
-    CHECK(zt_qwen3_param_count(&f) == 32762123264LL, "Qwen3-32B parameters %lld", (long long)zt_qwen3_param_count(&f));
+    CHECK(zt_model_param_count(&f) == 32762123264LL, "Qwen3-32B parameters %lld", (long long)zt_model_param_count(&f));
     CHECK(f.vocab_size == b.vocab_size && f.hidden_size == b.hidden_size && f.intermediate_size == b.intermediate_size &&
               f.num_layers == b.num_layers && f.num_heads == b.num_heads && f.num_kv_heads == b.num_kv_heads &&
               f.head_dim == b.head_dim && f.tie_word_embeddings == b.tie_word_embeddings &&
@@ -27,20 +27,20 @@ static void test_configs(zt_qwen3_config *c32) {
               f.bos_token_id == b.bos_token_id && f.eos_token_id == b.eos_token_id,
           "the built-in Qwen3-32B config differs from examples/qwen3-32b/config.json");
     // 487,598,336 per layer x 64 + 2 x 777,912,320 + 5,120 (QWEN3.md)
-    zt_qwen3_layout lay;
-    zt_qwen3_layout_init(&lay, &f);
+    zt_model_layout lay;
+    zt_model_layout_init(&lay, &f);
     CHECK(lay.units[1].numel == 487598336LL, "layer unit %lld", (long long)lay.units[1].numel);
     CHECK(lay.units[0].numel == 777912320LL, "embedding unit %lld", (long long)lay.units[0].numel);
     CHECK(lay.units[65].numel == 777912320LL + 5120, "head unit %lld", (long long)lay.units[65].numel);
-    zt_qwen3_layout_free(&lay);
-    zt_qwen3_config s;
-    CHECK(zt_qwen3_config_load(&s, ZT_SOURCE_DIR "/examples/qwen3-0.6b/config.json") == 0, "%s", zt_errmsg());
-    CHECK(zt_qwen3_param_count(&s) == 596049920LL && s.tie_word_embeddings, "Qwen3-0.6B parameters %lld (tied %d)",
-          (long long)zt_qwen3_param_count(&s), s.tie_word_embeddings);
+    zt_model_layout_free(&lay);
+    zt_model_config s;
+    CHECK(zt_model_config_load(&s, ZT_SOURCE_DIR "/examples/qwen3-0.6b/config.json") == 0, "%s", zt_errmsg());
+    CHECK(zt_model_param_count(&s) == 596049920LL && s.tie_word_embeddings, "Qwen3-0.6B parameters %lld (tied %d)",
+          (long long)zt_model_param_count(&s), s.tie_word_embeddings);
     *c32 = f;
 }
 
-static void test_flops(const zt_qwen3_config *c) {
+static void test_flops(const zt_model_config *c) {
     double f = zt_plan_flops_per_token(c, 2048);
     // 6 * 32,762,123,264 + 12 * 64 * 2048 * 5120 = 204,625,803,264
     CHECK(f == 204625803264.0, "FLOPs per token %.0f", f);
@@ -53,7 +53,7 @@ static void test_flops(const zt_qwen3_config *c) {
     CHECK(fabs(3350 * f / 2.25e15 - 0.305) < 0.002, "field MFU %.4f", 3350 * f / 2.25e15);
 }
 
-static void test_bytes_per_param(const zt_qwen3_config *c) {
+static void test_bytes_per_param(const zt_model_config *c) {
     CHECK(zt_plan_state_bytes_per_param(ZT_SHARD_FULL, 16, 0) == 18.0 / 16, "full");
     CHECK(zt_plan_state_bytes_per_param(ZT_SHARD_NOSYNC, 16, 0) == 18.0 / 16 + 4, "nosync");
     CHECK(zt_plan_state_bytes_per_param(ZT_SHARD_HSDP, 16, 8) == 18.0 / 8, "hsdp");
@@ -93,7 +93,7 @@ static void test_bytes_per_param(const zt_qwen3_config *c) {
         }
 }
 
-static void test_volumes(const zt_qwen3_config *c) {
+static void test_volumes(const zt_model_config *c) {
     zt_gpu_spec g;
     zt_gpu_preset("H100", &g);
     zt_plan_assumptions a;
@@ -155,7 +155,7 @@ static void test_volumes(const zt_qwen3_config *c) {
 // Bytes over the node link per step, two 8-GPU nodes, grad-accum 4 (the case): full shard's
 // rings cross the link with every gather and reduce-scatter of every micro-batch; hybrid's only with the
 // replica all-reduce, once per step, on 8 rings (one per local rank) of 2 replicas.
-static void test_node_link(const zt_qwen3_config *c) {
+static void test_node_link(const zt_model_config *c) {
     zt_gpu_spec g;
     zt_gpu_preset("B300", &g);
     zt_plan_assumptions a;
@@ -188,9 +188,9 @@ static void test_node_link(const zt_qwen3_config *c) {
 // 4,608, two layers of 20,864, head 4,656) at 2 x 2 CPU ranks, fp32 gathers and reductions over Open MPI's
 // libnbc algorithms, grad-accum 4, counted by hand. Padded to 4 x 16: 4,608 + 2 x 20,864 + 4,672 = 51,008.
 static void test_node_link_mpi(void) {
-    zt_qwen3_config t;
-    CHECK(zt_qwen3_config_load(&t, ZT_SOURCE_DIR "/tests/golden/tiny_untied_gqa/config.json") == 0, "%s", zt_errmsg());
-    CHECK(zt_qwen3_param_count(&t) == 50992, "tiny parameters %lld", (long long)zt_qwen3_param_count(&t));
+    zt_model_config t;
+    CHECK(zt_model_config_load(&t, ZT_SOURCE_DIR "/tests/golden/tiny_untied_gqa/config.json") == 0, "%s", zt_errmsg());
+    CHECK(zt_model_param_count(&t) == 50992, "tiny parameters %lld", (long long)zt_model_param_count(&t));
     zt_gpu_spec g;
     zt_gpu_preset("H100", &g);
     g.gpus_per_node = 2;
@@ -246,7 +246,7 @@ static void test_node_link_mpi(void) {
     zt_err_clear();
 }
 
-static void test_field(const zt_qwen3_config *c) {
+static void test_field(const zt_model_config *c) {
     zt_gpu_spec g;
     zt_gpu_preset("b300", &g);
     zt_plan_assumptions a;
@@ -309,7 +309,7 @@ static void test_field(const zt_qwen3_config *c) {
           rec.mem.activations / base.mem.activations);
 }
 
-static void test_errors(const zt_qwen3_config *c) {
+static void test_errors(const zt_model_config *c) {
     zt_gpu_spec g;
     CHECK(zt_gpu_preset("X999", &g) != 0 && strstr(zt_errmsg(), "B300"), "unknown preset: %s", zt_errmsg());
     zt_gpu_preset("H200", &g);
@@ -383,7 +383,7 @@ static void test_errors(const zt_qwen3_config *c) {
 }
 
 int main(void) {
-    zt_qwen3_config c;
+    zt_model_config c;
     test_configs(&c);
     test_flops(&c);
     test_bytes_per_param(&c);
