@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "engine/device_peak.h"
+#include "model/family.h"
 #include "ops/plan.h"
 #include "base/common.h"
 
@@ -532,7 +533,7 @@ int zt_cmd_plan(int argc, char **argv) {
     if (model) {
         if (zt_model_config_load(&cfg, model) != 0) zt_die_on_err();
     } else {
-        zt_qwen3_32b_config(&cfg);
+        if (zt_model_preset("qwen3-32b", &cfg) != 0) zt_die_on_err();
     }
     zt_gpu_spec g;
     if ((gpu_file ? zt_gpu_spec_load(gpu_file, &g) : zt_gpu_preset(gpu_name, &g)) != 0) {

@@ -1,8 +1,8 @@
 // The CUDA backend as a module loaded on demand. The zerotrain executable links no CUDA,
 // cuDNN, cuBLASLt, NCCL or NVRTC library: everything that does (the GPU FSDP backend
-// engine/fsdp_cuda.c, the NCCL process group engine/comm_nccl.c, model/qwen3_cuda_layer.c
-// and kernels/cuda/) is built into libzerotrain_cuda.so, which `--device cuda` (or `auto`
-// on a host with an NVIDIA driver) opens with dlopen. The module resolves the runtime's
+// engine/fsdp_cuda.c, the NCCL process group engine/comm_nccl.c, the model families' GPU passes
+// model/*_cuda*.c and kernels/cuda/) is built into libzerotrain_cuda.so, which `--device cuda`
+// (or `auto` on a host with an NVIDIA driver) opens with dlopen. The module resolves the runtime's
 // own functions (comm layer, flight recorder, model layout, errors) against the executable,
 // which exports them. Programs that link the CUDA code statically (tests, benchmarks) get
 // the same table without dlopen.
@@ -27,10 +27,10 @@ extern "C" {
 struct zt_fsdp_opts;  // engine/fsdp_internal.h
 
 // The module's interface version: bumped on any change of this table, of engine/fsdp_internal.h
-// (the engine struct and the backend hooks the module implements) or of the zt_comm backend
-// interface (engine/comm.h). The loader reads api_version first and nothing else of a table
-// whose version differs.
-#define ZT_CUDA_MODULE_API 3
+// (the engine struct and the backend hooks the module implements), of model/family.h and
+// model/family_cuda.h (the family tables), or of the zt_comm backend interface (engine/comm.h).
+// The loader reads api_version first and nothing else of a table whose version differs.
+#define ZT_CUDA_MODULE_API 4
 #define ZT_CUDA_MODULE_FILE "libzerotrain_cuda.so"
 
 typedef struct {
@@ -44,6 +44,9 @@ typedef struct {
     int (*engine_init)(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_config *cfg, int micro_batch,
                        int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, const struct zt_fsdp_opts *o);
     int (*cudnn_built)(void);                               // the cuDNN attention path is built
+    // The GPU passes of the model family named `name` (a const zt_family_cuda *, model/family_cuda.h),
+    // or NULL when this module has none: what the engine runs, and what the trainer asks first.
+    const void *(*family)(const char *name);
 } zt_cuda_module;
 
 // Defined by the module (engine/fsdp_cuda.c); the loader finds it with dlsym.
@@ -57,7 +60,7 @@ void zt_cuda_module_register(const zt_cuda_module *m);
 // a directory, an ELF file for another machine are refused before dlopen, saying so).
 const zt_cuda_module *zt_cuda_module_load(void);
 int zt_cuda_module_loaded(void);  // loaded already (no attempt made here)
-// Which module is loaded: "/abs/path/libzerotrain_cuda.so (zerotrain 0.1.0, API 2)" ("linked
+// Which module is loaded: "/abs/path/libzerotrain_cuda.so (zerotrain 0.1.0, API 4)" ("linked
 // in (...)" for static programs) into buf, or NULL when none is.
 const char *zt_cuda_module_describe(char *buf, size_t n);
 // The file that zt_cuda_module_load would open first ("linked in" for static programs), or

@@ -46,7 +46,7 @@ void zt_fsdp_destroy(zt_fsdp *f) {
 int64_t zt_fsdp_get_step(const zt_fsdp *f) { return f->step; }
 void zt_fsdp_set_step(zt_fsdp *f, int64_t step) { f->step = step; }
 void zt_fsdp_set_epoch(zt_fsdp *f, int64_t epoch) { f->epoch = epoch; }
-const zt_model_layout *zt_fsdp_layout(const zt_fsdp *f) { return &f->model.lay; }
+const zt_model_layout *zt_fsdp_layout(const zt_fsdp *f) { return &f->lay; }
 int zt_fsdp_unit_count(const zt_fsdp *f) { return f->nunits; }
 
 void zt_fsdp_get_shard(const zt_fsdp *f, int u, zt_fsdp_shard *out) {

@@ -88,7 +88,7 @@ static void progress(zt_fsdp *f) {
 // kept for its backward (f->kept[u]), and so is the tied embedding's for the head; the untied
 // embedding is released as before (its backward needs no parameters).
 static int forward_units(zt_fsdp *f, int keep, int *s_emb) {
-    const int L = f->model.lay.cfg.num_layers, head = L + 1, tied = f->model.lay.cfg.tie_word_embeddings;
+    const int L = f->lay.cfg.num_layers, head = L + 1, tied = f->lay.cfg.tie_word_embeddings;
     int s_cur = gather_issue(f, 0);
     *s_emb = -1;
     const void *p = gather_use(f, s_cur);
@@ -116,7 +116,7 @@ static int forward_units(zt_fsdp *f, int keep, int *s_emb) {
 // reduce-scattered while the next unit computes. Keep-gathered: the layers' parameters are
 // still resident from the forward, so the backward issues no gather.
 static void train_micro(zt_fsdp *f, int mb, float scale) {
-    const int L = f->model.lay.cfg.num_layers, head = L + 1, tied = f->model.lay.cfg.tie_word_embeddings;
+    const int L = f->lay.cfg.num_layers, head = L + 1, tied = f->lay.cfg.tie_word_embeddings;
     const int keep = f->keep_gathered;
     f->be->use_batch(f, mb);
     int s_emb;
@@ -168,7 +168,7 @@ static void train_micro(zt_fsdp *f, int mb, float scale) {
 
 // Forward and the head's loss only (evaluation) of staged micro-batch `slot`.
 static void eval_micro(zt_fsdp *f, int slot) {
-    const int tied = f->model.lay.cfg.tie_word_embeddings;
+    const int tied = f->lay.cfg.tie_word_embeddings;
     f->be->use_batch(f, slot);
     int s_emb;
     const int s_cur = forward_units(f, 0, &s_emb);
@@ -201,7 +201,7 @@ static void stage_filler(const zt_fsdp *f, uint32_t *ib, int32_t *tb, int32_t *p
 
 int64_t zt_fsdp_stage_rows(zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
                            int32_t *pos) {
-    const int64_t S = f->seq_len, vocab = f->model.lay.cfg.vocab_size;
+    const int64_t S = f->seq_len, vocab = f->lay.cfg.vocab_size;
     int64_t n = 0;
     for (int64_t b = 0; b < f->micro_batch; b++) {
         uint32_t *ib = ids + b * S;
@@ -318,7 +318,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
 // 1 + zt_err when a block of micro-batch m holds an id the model's vocabulary lacks (the ids
 // as staging reads them: zt_batch_words keeps the low 30 bits of a word); 0 when none does.
 static int blocks_outside_vocab(const zt_fsdp *f, const uint32_t *const *blocks, int m) {
-    const int64_t S = f->seq_len, vocab = f->model.lay.cfg.vocab_size;
+    const int64_t S = f->seq_len, vocab = f->lay.cfg.vocab_size;
     if (vocab > (int64_t)ZT_TOK_ID_MASK) return 0;
     for (int64_t b = 0; b < f->micro_batch; b++) {
         if (!blocks[b]) continue;
@@ -459,14 +459,10 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
     if (zt_fsdp_check_batch(micro_batch, grad_accum) != 0) return -1;
     const int G = opts && opts->shard_group > 0 ? opts->shard_group : info.world;
     if (zt_fsdp_check_shard_group(G, info.world) != 0) return -1;
-    if (host_model ? zt_qwen3_create(&f->model, cfg, ops, micro_batch, seq_len) != 0
-                   : zt_model_layout_init(&f->model.lay, cfg) != 0)
-        return -1;
-    if (!host_model) {
-        f->model.B = micro_batch;
-        f->model.S = seq_len;
-        f->model.N = micro_batch * seq_len;
-    }
+    if (!cfg->family) return zt_err("FSDP engine: the model config names no model family");
+    f->fam = cfg->family;
+    if (zt_model_layout_init(&f->lay, cfg) != 0) return -1;
+    if (host_model && !(f->cpu_model = f->fam->cpu->create(cfg, ops, micro_batch, seq_len))) return -1;
     f->comm = f->dcomm = comm;
     f->rank = info.rank;
     f->world = info.world;
@@ -475,7 +471,7 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
     f->micro_batch = micro_batch;
     f->grad_accum = grad_accum;
     f->seq_len = seq_len;
-    const zt_model_layout *lay = &f->model.lay;
+    const zt_model_layout *lay = &f->lay;
     f->nunits = lay->nunits;
     f->units = zt_xcalloc((size_t)f->nunits, sizeof *f->units);
     if (make_groups(f, comm, G) != 0) return -1;
@@ -561,6 +557,10 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_
     memset(f, 0, sizeof *f);
     const zt_cuda_module *m = zt_cuda_module_load();
     if (!m) return -1;
+    if (!cfg->family) return zt_err("FSDP engine: the model config names no model family");
+    if (!m->family(cfg->family->name))
+        return zt_err("the CUDA module has no GPU passes for the model family \"%s\" (model/family_cuda.c)",
+                      cfg->family->name);
     zt_fsdp_opts o = {0};
     if (opts) o = *opts;
     return m->engine_init(f, comm, dcomm, cfg, micro_batch, grad_accum, seq_len, hp, seed, &o);
@@ -605,12 +605,16 @@ int zt_fsdp_set_data(zt_fsdp *f, int token_flags, int isolated) {
     if (f->be->check_data && f->be->check_data(f, isolated)) return -1;
     f->token_flags = token_flags;
     f->doc_isolated = isolated;
-    f->model.isolated = isolated;
     return 0;
 }
 
 void zt_fsdp_free(zt_fsdp *f) {
-    if (!f->units) return;
+    if (!f->units) {  // a constructor that failed before the units: the layout and model it made
+        if (f->cpu_model) f->fam->cpu->destroy(f->cpu_model);
+        zt_model_layout_free(&f->lay);
+        memset(f, 0, sizeof *f);
+        return;
+    }
     if (f->be) f->be->free(f);  // the GPU backend unpins (and owns) the host shards
     for (int i = 0; i < f->nunits; i++) {
         free(f->units[i].master);
@@ -624,10 +628,8 @@ void zt_fsdp_free(zt_fsdp *f) {
     // collective, like the engine's end: every rank frees its engine at the same point
     if (f->replica_comm) zt_comm_finalize(f->replica_comm);
     if (f->group_comm) zt_comm_finalize(f->group_comm);
-    if (f->model.ops)
-        zt_qwen3_destroy(&f->model);
-    else
-        zt_model_layout_free(&f->model.lay);  // GPU engine: no host model was built
+    if (f->cpu_model) f->fam->cpu->destroy(f->cpu_model);
+    zt_model_layout_free(&f->lay);
     memset(f, 0, sizeof *f);
 }
 

@@ -17,7 +17,7 @@
 #define ZT_FSDP_H
 #include <stdint.h>
 
-#include "model/qwen3.h"
+#include "model/family.h"
 #include "engine/comm.h"
 #include "engine/optim.h"
 

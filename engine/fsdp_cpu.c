@@ -1,8 +1,8 @@
 // The CPU backend of the FSDP schedule (fsdp.c): fp32 host buffers, any zt_comm, the
-// model passes of model/qwen3.c. A collective's completion is a host wait (zt_wait,
-// under the comm layer's deadline); a gradient slot's reduce-scatter is finished (waited
-// and added into the unit's shard) when the schedule hands the slot out again or at the
-// step's end.
+// model family's CPU passes (model/family.h: f->fam->cpu on f->cpu_model). A collective's
+// completion is a host wait (zt_wait, under the comm layer's deadline); a gradient slot's
+// reduce-scatter is finished (waited and added into the unit's shard) when the schedule hands
+// the slot out again or at the step's end.
 // defines: zt_fsdp_init, zt_fsdp_cpu_backend
 #include <math.h>
 #include <stdio.h>
@@ -114,41 +114,37 @@ static void rs_drain(zt_fsdp *f) {
 
 static void progress(zt_fsdp *f) { zt_comm_progress(f->dcomm); }
 // The same from inside a layer pass, between its ops: the gather of the next unit and the
-// reduce-scatters behind move while this unit computes (model/qwen3.h progress hook).
+// reduce-scatters behind move while this unit computes (the family's set_progress hook).
 static void progress_between_ops(void *f) { zt_comm_progress(((zt_fsdp *)f)->dcomm); }
 
 // ---- data ---------------------------------------------------------------------------------
 
 static int64_t stage(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
     cpu_state *c = st(f);
-    const size_t at = (size_t)slot * (size_t)f->model.N;
+    const size_t at = (size_t)slot * (size_t)(f->micro_batch * f->seq_len);
     return zt_fsdp_stage_rows(f, blocks, c->ids + at, c->tgt + at, c->pos + at);
 }
 
 static void use_batch(zt_fsdp *f, int slot) {
     cpu_state *c = st(f);
-    zt_qwen3 *m = &f->model;
-    const size_t N = (size_t)m->N;
-    memcpy(m->ids, c->ids + slot * N, N * sizeof(uint32_t));
-    memcpy(m->targets, c->tgt + slot * N, N * sizeof(int32_t));
-    if (f->doc_isolated) memcpy(m->pos, c->pos + slot * N, N * sizeof(int32_t));  // read only when isolated
+    const size_t N = (size_t)(f->micro_batch * f->seq_len);
+    f->fam->cpu->set_batch(f->cpu_model, c->ids + slot * N, c->tgt + slot * N,
+                           f->doc_isolated ? c->pos + slot * N : NULL);  // positions: only when isolated
 }
 
 // ---- unit passes ----------------------------------------------------------------------------
 
-static void embed_fwd(zt_fsdp *f, const void *p) { zt_qwen3_embed_fwd(&f->model, p, f->model.ids); }
-static void layer_fwd(zt_fsdp *f, int l, const void *p) { zt_qwen3_layer_fwd(&f->model, l, p); }
+static void embed_fwd(zt_fsdp *f, const void *p) { f->fam->cpu->embed_fwd(f->cpu_model, p); }
+static void layer_fwd(zt_fsdp *f, int l, const void *p) { f->fam->cpu->layer_fwd(f->cpu_model, l, p); }
 
 static void head(zt_fsdp *f, int mb, const void *p, const void *emb, float *dhead, float *demb, float scale) {
-    zt_qwen3 *m = &f->model;
-    const int64_t lm_off = m->lay.units[m->lay.nunits - 1].t[1].offset;  // untied: after the final norm
-    const float *lm_w = emb ? (const float *)emb : (const float *)p + lm_off;
-    float *dlm = dhead ? (demb ? demb : dhead + lm_off) : NULL;
-    st(f)->loss[mb] = zt_qwen3_head_fwd_bwd(m, p, lm_w, m->targets, scale, dhead ? st(f)->dx : NULL, dhead, dlm);
+    st(f)->loss[mb] = f->fam->cpu->head(f->cpu_model, p, emb, scale, st(f)->dx, dhead, demb);
 }
 
-static void layer_bwd(zt_fsdp *f, int l, const void *p, float *dp) { zt_qwen3_layer_bwd(&f->model, l, p, dp, st(f)->dx); }
-static void embed_bwd(zt_fsdp *f, float *dp) { zt_qwen3_embed_bwd(&f->model, f->model.ids, st(f)->dx, dp); }
+static void layer_bwd(zt_fsdp *f, int l, const void *p, float *dp) {
+    f->fam->cpu->layer_bwd(f->cpu_model, l, p, dp, st(f)->dx);
+}
+static void embed_bwd(zt_fsdp *f, float *dp) { f->fam->cpu->embed_bwd(f->cpu_model, st(f)->dx, dp); }
 
 // ---- the step ---------------------------------------------------------------------------------
 
@@ -199,7 +195,7 @@ static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
 static void update(zt_fsdp *f, int i, double coef, double lr) {
     zt_fsdp_unit *u = &f->units[i];
     if (coef < 1.0) f->ops->scale(u->grad, (float)coef, u->shard);
-    zt_adamw_range(f->ops, &f->model.lay.units[i], u->lo, u->valid, u->master, u->grad, u->m, u->v, lr, &f->hp,
+    zt_adamw_range(f->ops, &f->lay.units[i], u->lo, u->valid, u->master, u->grad, u->m, u->v, lr, &f->hp,
                    f->step);
 }
 
@@ -226,7 +222,8 @@ static void memory(const zt_fsdp *f, zt_fsdp_memory *m) {
     m->buffers = st(f)->local ? (int64_t)sizeof(float) * G * f->max_padded  // no gather or receive buffers
                               : (int64_t)sizeof(float) * (f->np * f->max_padded +
                                                           G * (f->max_padded + f->max_padded / f->shard_world));
-    m->activations = f->model.act_bytes + (int64_t)sizeof(float) * f->model.N * f->model.lay.cfg.hidden_size;
+    m->activations = f->fam->cpu->act_bytes(f->cpu_model) +
+                     (int64_t)sizeof(float) * f->micro_batch * f->seq_len * f->lay.cfg.hidden_size;
 }
 
 static void cpu_free(zt_fsdp *f) {
@@ -276,9 +273,6 @@ int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
     c->tgt = zt_xcalloc(slots * N, sizeof(int32_t));
     c->pos = zt_xcalloc(slots * N, sizeof(int32_t));
     c->loss = zt_xcalloc(slots, sizeof(double));
-    if (f->shard_world > 1) {
-        f->model.progress = progress_between_ops;
-        f->model.progress_ctx = f;
-    }
+    if (f->shard_world > 1) f->fam->cpu->set_progress(f->cpu_model, progress_between_ops, f);
     return 0;
 }

@@ -41,8 +41,7 @@
 #include "kernels/cuda/zt_cuda.h"
 #include "kernels/cuda/zt_cuda_check.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
-#include "model/qwen3_cuda_layer.h"
-#include "model/rope.h"
+#include "model/family_cuda.h"
 #include "engine/comm_nccl.h"
 #include "base/common.h"
 #include "engine/cuda_module.h"
@@ -91,15 +90,10 @@ typedef struct {
     // long compute sat idle waiting for communication (the overlap that failed).
     cudaEvent_t *tw;
     int ntw, cap_tw;
-    // activations of one micro-batch
-    zt_qwen3_cuda_dims dm;
-    zt_qwen3_cuda_acts *acts;            // [L], or [1] with recompute
-    int recompute;                   // keep only layer inputs; re-run each layer's forward in backward
-    zt_qwen3_cuda_work work;
-    zt_qwen3_cuda_head_acts hacts;
-    zt_bf16 **X;                     // [L+1] residual stream, X[l] = layer l's input
-    zt_bf16 *dx;                     // activation gradient
-    float *rope_cos, *rope_sin;
+    // the model family's GPU passes (model/family_cuda.h) and its activations of one micro-batch
+    const zt_family_cuda *fc;
+    void *fm;
+    int64_t N;                       // tokens of a micro-batch
     uint32_t *tok_d, *tok_h;         // bare ids: device [N]; host page-locked [grad_accum * hs]
     int64_t hs;                      // host slot stride: N rounded up to whole 4 KiB pages, so that
                                      // staging a slot never writes a page an in-flight copy of
@@ -244,7 +238,7 @@ static int64_t stage(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
 // Host slot `slot` to the device on the compute stream: ordered before every kernel of the micro-batch.
 static void use_batch(zt_fsdp *f, int slot) {
     gpu_state *c = st(f);
-    const int64_t N = c->dm.N;
+    const int64_t N = c->N;
     ZT_CUDA_CHECK(cudaMemcpyAsync(c->tok_d, c->tok_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
     ZT_CUDA_CHECK(cudaMemcpyAsync(c->tgt_d, c->tgt_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
     if (f->doc_isolated)
@@ -256,42 +250,18 @@ static void use_batch(zt_fsdp *f, int slot) {
 // The document positions the layers use: NULL for plain causal attention.
 static const int32_t *layer_pos(const zt_fsdp *f) { return f->doc_isolated ? st(f)->pos_d : NULL; }
 
-static void embed_fwd(zt_fsdp *f, const void *p) {
-    gpu_state *c = st(f);
-    zt_cuda_embedding_fwd(c->cs, c->X[0], p, c->tok_d, c->dm.N, c->dm.d, f->model.lay.cfg.vocab_size);
-}
-
-static void layer_fwd(zt_fsdp *f, int l, const void *p) {
-    gpu_state *c = st(f);
-    zt_qwen3_cuda_layer_fwd(c->ctx, c->cs, &c->dm, p, c->rope_cos, c->rope_sin, layer_pos(f), c->X[l], c->X[l + 1],
-                  &c->acts[c->recompute ? 0 : l], NULL);
-}
+static void embed_fwd(zt_fsdp *f, const void *p) { st(f)->fc->embed_fwd(st(f)->fm, p, st(f)->tok_d); }
+static void layer_fwd(zt_fsdp *f, int l, const void *p) { st(f)->fc->layer_fwd(st(f)->fm, l, p, layer_pos(f)); }
 
 static void head(zt_fsdp *f, int mb, const void *p, const void *emb, float *dhead, float *demb, float scale) {
     gpu_state *c = st(f);
-    const zt_unit_layout *hl = &f->model.lay.units[f->nunits - 1];
-    const zt_bf16 *pw = p, *lm_w = emb ? (const zt_bf16 *)emb : pw + hl->t[1].offset;
-    float *dlm = dhead ? (demb ? demb : dhead + hl->t[1].offset) : NULL;
-    zt_qwen3_cuda_head_fwd_bwd(c->ctx, c->cs, &c->dm, f->model.lay.cfg.vocab_size, pw + hl->t[0].offset, lm_w,
-                   c->X[f->model.lay.cfg.num_layers], c->tgt_d, scale, c->red_d + mb, &c->hacts,
-                   dhead ? dhead + hl->t[0].offset : NULL, dlm, c->dx);
+    c->fc->head(c->fm, p, emb, c->tgt_d, scale, c->red_d + mb, dhead, demb);
 }
 
 static void layer_bwd(zt_fsdp *f, int l, const void *p, float *dp) {
-    gpu_state *c = st(f);
-    if (c->recompute)  // the saved tensors again, from the kept input (X[l+1] is rewritten
-                       // with the same values: the ops are deterministic)
-        zt_qwen3_cuda_layer_fwd(c->ctx, c->cs, &c->dm, p, c->rope_cos, c->rope_sin, layer_pos(f), c->X[l], c->X[l + 1],
-                      &c->acts[0], NULL);
-    zt_qwen3_cuda_layer_bwd(c->ctx, c->cs, &c->dm, p, dp, c->rope_cos, c->rope_sin, layer_pos(f), c->X[l],
-                  &c->acts[c->recompute ? 0 : l], &c->work, c->dx, NULL);
+    st(f)->fc->layer_bwd(st(f)->fm, l, p, dp, layer_pos(f));
 }
-
-// embedding backward: token ids only, deterministic (no float atomics)
-static void embed_bwd(zt_fsdp *f, float *dp) {
-    gpu_state *c = st(f);
-    zt_cuda_embedding_bwd(c->cs, dp, c->dx, c->tok_d, c->dm.N, c->dm.d, f->model.lay.cfg.vocab_size);
-}
+static void embed_bwd(zt_fsdp *f, float *dp) { st(f)->fc->embed_bwd(st(f)->fm, dp, st(f)->tok_d); }
 
 // ---- the step ---------------------------------------------------------------------------------------
 
@@ -385,7 +355,7 @@ static void update(zt_fsdp *f, int i, double coef, double lr) {
     }
     if (coef < 1.0) zt_cuda_scale(c->cs, c->grad[i], ZT_F32, (float)coef, u->valid);
     zt_tensor_span sp[ZT_UNIT_MAX_TENSORS];  // per tensor: no weight decay on norm weights
-    const int ns = zt_unit_spans(&f->model.lay.units[i], u->lo, u->valid, sp);
+    const int ns = zt_unit_spans(&f->lay.units[i], u->lo, u->valid, sp);
     for (int t = 0; t < ns; t++) {
         const int64_t k = sp[t].k;
         zt_cuda_adamw(c->cs, c->master[i] + k, c->pshard[i] + k, c->grad[i] + k, c->m[i] + k, c->v[i] + k, sp[t].len,
@@ -510,12 +480,7 @@ static int snapshot_ready(zt_fsdp *f, int wait) {
 
 // ---- lifetime -------------------------------------------------------------------------------
 
-static int check_data(zt_fsdp *f, int isolated) {
-    if (isolated && st(f)->dm.cudnn)
-        return zt_err("--attention cudnn cannot keep packed documents apart; use --attention gemm or "
-                      "--doc-attention full");
-    return 0;
-}
+static int check_data(zt_fsdp *f, int isolated) { return st(f)->fc->check_data(st(f)->fm, isolated); }
 
 static void memory(const zt_fsdp *f, zt_fsdp_memory *m) {
     const gpu_state *c = st(f);
@@ -547,12 +512,8 @@ static void gpu_free(zt_fsdp *f) {
         }
         for (int i = 0; i < f->nunits; i++) f->units[i].master = f->units[i].m = f->units[i].v = NULL;
     }
-    const int L = f->model.lay.cfg.num_layers;
-    for (int l = 0; l < (c->recompute ? (L > 0) : L); l++) zt_qwen3_cuda_acts_free(&c->acts[l]);
-    zt_qwen3_cuda_work_free(&c->work);
-    for (int l = 0; l <= L; l++) zt_cuda_free(c->X[l]);
-    void *dv[] = {c->hacts.xf, c->hacts.dln, c->dx,  c->hacts.rstd, c->rope_cos, c->rope_sin, c->tok_d,   c->tgt_d,
-                  c->pos_d,    c->red_d,     c->a_master, c->a_m,   c->a_v,      c->a_grad,   c->a_pshard};
+    if (c->fm) c->fc->destroy(c->fm);
+    void *dv[] = {c->tok_d, c->tgt_d, c->pos_d, c->red_d, c->a_master, c->a_m, c->a_v, c->a_grad, c->a_pshard};
     for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) zt_cuda_free(dv[i]);
     for (int s = 0; s < f->np; s++) {
         zt_cuda_free(f->pbuf[s]);
@@ -580,7 +541,7 @@ static void gpu_free(zt_fsdp *f) {
     cudaFreeHost(c->red_h);
     zt_cuda_ctx_destroy(c->ctx);
     cudaStreamDestroy(c->cs);
-    free(c->acts), free(c->X), free(c->master), free(c->m), free(c->v), free(c->grad), free(c->pshard);
+    free(c->master), free(c->m), free(c->v), free(c->grad), free(c->pshard);
     free(c->p_ready), free(c->p_free), free(c->preq);
     if (c->ev_rep) cudaEventDestroy(c->ev_rep);
     free(c->rreq);
@@ -607,64 +568,42 @@ static const zt_fsdp_backend gpu_backend = {
 
 // ---- construction ---------------------------------------------------------------------------
 
-int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_config *cfg, int micro_batch,
-                             int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
-                             const zt_fsdp_opts *opts) {
-    const zt_fsdp_opts o = opts ? *opts : (zt_fsdp_opts){0};
-    const int bench = o.bench_uniform > 0;
-    const float a = o.bench_uniform;
-    if (o.param_slots < 0 || o.param_slots > P || (o.param_slots && o.param_slots < 2) || o.grad_slots < 0 ||
-        o.grad_slots > G) {
-        memset(f, 0, sizeof *f);
+// What the engine refuses before it allocates anything: 0, or -1 + zt_err (and f zeroed).
+static int check_engine(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_config *cfg, int64_t seq_len,
+                        const zt_fsdp_opts *o, const zt_family_cuda **fc) {
+    memset(f, 0, sizeof *f);
+    if (o->param_slots < 0 || o->param_slots > P || (o->param_slots && o->param_slots < 2) || o->grad_slots < 0 ||
+        o->grad_slots > G)
         return zt_err("GPU FSDP pools: %d parameter slot(s) (2..%d, 0 = %d) and %d gradient slot(s) (1..%d, 0 = %d)",
-                      o.param_slots, P, P, o.grad_slots, G, G);
-    }
-    if (o.attention_cudnn == 1 && !zt_cudnn_sdpa_built()) {
-        memset(f, 0, sizeof *f);
+                      o->param_slots, P, P, o->grad_slots, G, G);
+    if (o->attention_cudnn == 1 && !zt_cudnn_sdpa_built())
         return zt_err("--attention cudnn: this build has no cuDNN attention (cuDNN was not found at configure "
                       "time; see docs/cuda.md); use --attention gemm");
-    }
-    const int device = zt_comm_nccl_device(dcomm);
-    if (device < 0) {
-        memset(f, 0, sizeof *f);
+    if (zt_comm_nccl_device(dcomm) < 0)
         return zt_err("GPU FSDP engine: the data comm is a %s comm; it needs an NCCL one (engine/comm_nccl.h)",
                       zt_comm_backend_name(dcomm));
-    }
     zt_comm_info ci, di;
     zt_comm_get_info(comm, &ci);
     zt_comm_get_info(dcomm, &di);
-    if (ci.rank != di.rank || ci.world != di.world) {
-        memset(f, 0, sizeof *f);
+    if (ci.rank != di.rank || ci.world != di.world)
         return zt_err("GPU FSDP engine: the host comm (rank %d of %d) and the NCCL comm (rank %d of %d) disagree",
                       ci.rank, ci.world, di.rank, di.world);
-    }
-    if (cfg->head_dim % 2 || seq_len < 2) {
-        memset(f, 0, sizeof *f);
-        return zt_err("GPU FSDP engine: head_dim (%d) must be even and seq_len (%lld) >= 2", cfg->head_dim,
-                      (long long)seq_len);
-    }
-    if (cfg->tie_word_embeddings && o.param_slots && o.param_slots < 3) {
-        memset(f, 0, sizeof *f);
+    if (!cfg->family) return zt_err("GPU FSDP engine: the model config names no model family");
+    *fc = zt_family_cuda_find(cfg->family->name);
+    if (!*fc)
+        return zt_err("GPU FSDP engine: this CUDA module has no GPU passes for the model family \"%s\"",
+                      cfg->family->name);
+    if ((*fc)->check(cfg, seq_len) != 0) return -1;
+    if (cfg->tie_word_embeddings && o->param_slots && o->param_slots < 3)
         return zt_err("GPU FSDP engine: a tied lm_head needs 3 parameter slots (the last layer, the head and the "
-                      "embedding at once); %d set", o.param_slots);
-    }
-    // keep-gathered: the schedule's pool of one parameter slot per unit (o.param_slots does not apply);
-    // hybrid sharding: the host sub-comms of `comm` (gather_full), the NCCL ones made below
-    const zt_fsdp_opts host_opts = {.keep_gathered = o.keep_gathered, .shard_group = o.shard_group};
-    if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
-                          bench ? ZT_FSDP_NO_INIT : 0, &host_opts) != 0)
-        return -1;
-    gpu_state *c = zt_xcalloc(1, sizeof *c);
-    f->be = &gpu_backend;
-    f->bs = c;
-    const int pcap = f->np;  // init_host's pool: P, or one slot per unit when keep-gathered
-    c->p_ready = zt_xcalloc((size_t)pcap, sizeof *c->p_ready);
-    c->p_free = zt_xcalloc((size_t)pcap, sizeof *c->p_free);
-    c->preq = zt_xcalloc((size_t)pcap, sizeof *c->preq);
+                      "embedding at once); %d set", o->param_slots);
+    return 0;
+}
+
+// Hybrid sharding: the shard group's and the replicas' NCCL comms; then the streams.
+static int make_streams(zt_fsdp *f, gpu_state *c, zt_comm *dcomm) {
     c->dc = c->uc = dcomm;
-    c->device = device;
-    ZT_CUDA_CHECK(cudaSetDevice(device));
-    if (f->shard_world < f->world) {  // hybrid sharding: the group's and the replicas' NCCL comms
+    if (f->shard_world < f->world) {
         if (zt_comm_split(dcomm, f->replica, f->shard_rank, "shard-group", &c->uc) != 0) {
             c->uc = dcomm;
             return -1;
@@ -682,10 +621,12 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     }
     ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking));
     ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&c->ss, cudaStreamNonBlocking));
-    c->ctx = zt_cuda_ctx_create();
-    const int U = f->nunits, L = cfg->num_layers;
+    return 0;
+}
 
-    // shards: one allocation per kind
+// This rank's shards on the device: one allocation per kind, a pointer per unit into each.
+static void alloc_shards(zt_fsdp *f, gpu_state *c) {
+    const int U = f->nunits;
     for (int i = 0; i < U; i++) c->shard_total += f->units[i].shard;
     const size_t st = (size_t)c->shard_total;
     c->a_master = dalloc(st * 4, NULL);
@@ -706,51 +647,53 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
         c->grad[i] = c->a_grad + at;
         c->pshard[i] = c->a_pshard + at;
     }
-    // The host copies (checkpoints, --init) in one page-locked block: cudaMallocHost, so
-    // transfers run at full PCIe speed and are truly asynchronous. (Registering the separate
-    // small heap blocks of zt_fsdp_init_host page by page failed whenever two of them shared
-    // a page, and the engine then fell back to pageable copies without a word.) If the
-    // block cannot be had, a page-aligned heap block is registered instead; if that fails
-    // too, the copies stay pageable and the engine says so.
-    c->host_pinned = 0;
-    if (!bench) {
-        const size_t hb = 3 * st * sizeof(float);
-        float *h = NULL;
-        c->host_mode = 0;
-        if (cudaMallocHost((void **)&h, hb) == cudaSuccess) {
-            c->host_mode = 1;
+}
+
+// The host copies (checkpoints, --init) in one page-locked block: cudaMallocHost, so
+// transfers run at full PCIe speed and are truly asynchronous. (Registering the separate
+// small heap blocks of zt_fsdp_init_host page by page failed whenever two of them shared
+// a page, and the engine then fell back to pageable copies without a word.) If the
+// block cannot be had, a page-aligned heap block is registered instead; if that fails
+// too, the copies stay pageable and the engine says so.
+static void pin_host_copies(zt_fsdp *f, gpu_state *c) {
+    const size_t st = (size_t)c->shard_total, hb = 3 * st * sizeof(float);
+    float *h = NULL;
+    c->host_mode = 0;
+    if (cudaMallocHost((void **)&h, hb) == cudaSuccess) {
+        c->host_mode = 1;
+    } else {
+        (void)cudaGetLastError();
+        if (posix_memalign((void **)&h, 4096, hb) != 0) zt_fatal("GPU FSDP engine: out of host memory (%zu bytes)", hb);
+        if (cudaHostRegister(h, hb, cudaHostRegisterDefault) == cudaSuccess) {
+            c->host_mode = 2;
         } else {
             (void)cudaGetLastError();
-            if (posix_memalign((void **)&h, 4096, hb) != 0) zt_fatal("GPU FSDP engine: out of host memory (%zu bytes)", hb);
-            if (cudaHostRegister(h, hb, cudaHostRegisterDefault) == cudaSuccess) {
-                c->host_mode = 2;
-            } else {
-                (void)cudaGetLastError();
-                fprintf(stderr, "zerotrain: rank %d: warning: could not page-lock %.1f MB of host state for the GPU "
-                                "engine (cudaMallocHost and cudaHostRegister failed; check `ulimit -l`): checkpoint "
-                                "and --init transfers use pageable copies\n",
-                        f->rank, hb / 1e6);
-            }
+            fprintf(stderr, "zerotrain: rank %d: warning: could not page-lock %.1f MB of host state for the GPU "
+                            "engine (cudaMallocHost and cudaHostRegister failed; check `ulimit -l`): checkpoint "
+                            "and --init transfers use pageable copies\n",
+                    f->rank, hb / 1e6);
         }
-        c->host_block = h;
-        for (int i = 0; i < U; i++) {  // the seeded init values move into the block
-            zt_fsdp_unit *u = &f->units[i];
-            const int64_t at = (int64_t)(c->master[i] - c->a_master);
-            const size_t b = (size_t)u->shard * sizeof(float);
-            memcpy(h + at, u->master, b);
-            memcpy(h + st + at, u->m, b);
-            memcpy(h + 2 * st + at, u->v, b);
-            free(u->master), free(u->m), free(u->v);
-            u->master = h + at;
-            u->m = h + st + at;
-            u->v = h + 2 * st + at;
-        }
-        c->host_pinned = c->host_mode != 0;
     }
+    c->host_block = h;
+    for (int i = 0; i < f->nunits; i++) {  // the seeded init values move into the block
+        zt_fsdp_unit *u = &f->units[i];
+        const int64_t at = (int64_t)(c->master[i] - c->a_master);
+        const size_t b = (size_t)u->shard * sizeof(float);
+        memcpy(h + at, u->master, b);
+        memcpy(h + st + at, u->m, b);
+        memcpy(h + 2 * st + at, u->v, b);
+        free(u->master), free(u->m), free(u->v);
+        u->master = h + at;
+        u->m = h + st + at;
+        u->v = h + 2 * st + at;
+    }
+    c->host_pinned = c->host_mode != 0;
+}
 
-    // pools
-    f->np = o.keep_gathered ? pcap : o.param_slots ? o.param_slots : P;
-    f->ng = o.grad_slots ? o.grad_slots : G;
+// The schedule's pools on the device, their events, and the stall timers.
+static void make_pools(zt_fsdp *f, gpu_state *c, const zt_fsdp_opts *o, int pcap, int grad_accum) {
+    f->np = o->keep_gathered ? pcap : o->param_slots ? o->param_slots : P;
+    f->ng = o->grad_slots ? o->grad_slots : G;
     for (int s = 0; s < f->np; s++) {
         f->pbuf[s] = dalloc((size_t)f->max_padded * 2, &c->pool_bytes);
         ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->p_ready[s], cudaEventDisableTiming));
@@ -767,69 +710,90 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_optim, cudaEventDisableTiming));
     ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_snap, cudaEventDisableTiming));
     // waits of the compute stream per step: per micro-batch one per gathered unit use
-    // (2L + 4 at most) and per gradient slot taken (L + 2), plus the step's end
-    c->cap_tw = 2 * ((3 * cfg->num_layers + 8) * grad_accum + 2);
+    // (at most 2 per unit plus the tied embedding's) and per gradient slot taken (one per
+    // unit), plus the step's end: 3 L + 8 per micro-batch with L = nunits - 2 layers
+    c->cap_tw = 2 * ((3 * (f->nunits - 2) + 8) * grad_accum + 2);
     c->tw = zt_xcalloc((size_t)c->cap_tw, sizeof(cudaEvent_t));
     for (int i = 0; i < c->cap_tw; i++) ZT_CUDA_CHECK(cudaEventCreate(&c->tw[i]));
+}
 
-    // activations
-    const int64_t N = (int64_t)micro_batch * seq_len, d = cfg->hidden_size;
-    c->dm = (zt_qwen3_cuda_dims){.B = micro_batch, .S = seq_len, .N = N, .d = d, .F = cfg->intermediate_size,
-                             .H = cfg->num_heads, .Hkv = cfg->num_kv_heads, .D = cfg->head_dim,
-                             .eps = (float)cfg->rms_norm_eps, .cudnn = o.attention_cudnn != 0};
-    c->recompute = o.recompute != 0;
-    const int nacts = c->recompute ? (L > 0) : L;
-    c->acts = zt_xcalloc((size_t)(L > 0 ? L : 1), sizeof *c->acts);
+// The family's activations of one micro-batch, the staged ids / targets / positions (device,
+// and page-locked host slots) and the step's reduction buffer; act_bytes: what they took.
+static int make_activations(zt_fsdp *f, gpu_state *c, const zt_model_config *cfg, const zt_fsdp_opts *o) {
+    const int64_t N = (int64_t)f->micro_batch * f->seq_len;
+    c->N = N;
     size_t free0 = 0, total = 0;
     ZT_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
-    for (int l = 0; l < nacts; l++) zt_qwen3_cuda_acts_alloc(&c->acts[l], &c->dm);
-    zt_qwen3_cuda_work_alloc(&c->work, &c->dm);
-    c->X = zt_xcalloc((size_t)L + 1, sizeof(zt_bf16 *));
-    for (int l = 0; l <= L; l++) c->X[l] = zt_cuda_malloc((size_t)(N * d) * 2);
-    c->hacts.xf = zt_cuda_malloc((size_t)(N * d) * 2);
-    c->hacts.dln = zt_cuda_malloc((size_t)(N * d) * 2);
-    c->dx = zt_cuda_malloc((size_t)(N * d) * 2);
-    c->hacts.rstd = zt_cuda_malloc((size_t)N * 4);
-    c->rope_cos = zt_cuda_malloc((size_t)(seq_len * cfg->head_dim / 2) * 4);
-    c->rope_sin = zt_cuda_malloc((size_t)(seq_len * cfg->head_dim / 2) * 4);
-    zt_rope_freqs freqs;  // plain or YaRN, as the CPU model's table (model/rope.h)
-    zt_qwen3_rope_freqs(cfg, &freqs);
-    zt_cuda_rope_table_freqs(c->cs, c->rope_cos, c->rope_sin, seq_len, cfg->head_dim, &freqs);
+    const zt_family_cuda_opts fo = {.recompute = o->recompute != 0, .cudnn = o->attention_cudnn != 0};
+    if (!(c->fm = c->fc->create(cfg, c->ctx, c->cs, f->micro_batch, f->seq_len, &fo))) return -1;
     c->tok_d = zt_cuda_malloc((size_t)N * 4);
     c->tgt_d = zt_cuda_malloc((size_t)N * 4);
     c->pos_d = zt_cuda_malloc((size_t)N * 4);
     c->hs = (N + 1023) / 1024 * 1024;
-    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->tok_h, (size_t)(grad_accum * c->hs) * 4));
-    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->tgt_h, (size_t)(grad_accum * c->hs) * 4));
-    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->pos_h, (size_t)(grad_accum * c->hs) * 4));
-    c->nred = grad_accum + U + 1;
+    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->tok_h, (size_t)(f->grad_accum * c->hs) * 4));
+    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->tgt_h, (size_t)(f->grad_accum * c->hs) * 4));
+    ZT_CUDA_CHECK(cudaMallocHost((void **)&c->pos_h, (size_t)(f->grad_accum * c->hs) * 4));
+    c->nred = f->grad_accum + f->nunits + 1;
     c->red_d = zt_cuda_malloc((size_t)c->nred * sizeof(double));
     ZT_CUDA_CHECK(cudaMallocHost((void **)&c->red_h, (size_t)c->nred * sizeof(double)));
     size_t free1 = 0;
     ZT_CUDA_CHECK(cudaMemGetInfo(&free1, &total));
     c->act_bytes = (int64_t)(free0 - free1);
-    // Scratch for attention (one KV-head group) and the lm_head chunk, reserved now
-    // rather than grown inside the first step.
-    zt_cuda_ctx_reserve(c->ctx,
-                        zt_cuda_attention_scratch_bytes(seq_len, cfg->num_heads, cfg->num_kv_heads, cfg->head_dim),
-                        c->cs);
-
-    // state: the host init values (seeded, world-independent) to the device
-    if (!bench) to_device(f);
-    if (bench) {  // device-drawn values instead (padding stays zero: only the valid range)
-        ZT_CUDA_CHECK(cudaMemsetAsync(c->a_master, 0, st * 4, c->cs));
-        ZT_CUDA_CHECK(cudaMemsetAsync(c->a_m, 0, st * 4, c->cs));
-        ZT_CUDA_CHECK(cudaMemsetAsync(c->a_v, 0, st * 4, c->cs));
-        for (int i = 0; i < U; i++) {
-            if (f->units[i].valid <= 0) continue;
-            zt_cuda_fill_uniform(c->master[i], ZT_F32, f->units[i].valid, -a, a, seed + (uint64_t)i, c->cs);
-            zt_cuda_f32_to_bf16(c->pshard[i], c->master[i], f->units[i].shard, c->cs);
-        }
-        ZT_CUDA_CHECK(cudaEventRecord(c->ev_optim, c->cs));  // the first step's gathers wait for the drawn shards
-    }
+    // The passes' scratch (Qwen3: attention over one KV-head group and the lm_head chunk),
+    // reserved now rather than grown inside the first step.
+    zt_cuda_ctx_reserve(c->ctx, c->fc->scratch_bytes(c->fm), c->cs);
     return 0;
 }
 
+// Benchmarks: device-drawn parameters instead of the seeded host init (padding stays zero:
+// only the valid range), uniform in [-a, a).
+static void draw_uniform(zt_fsdp *f, gpu_state *c, float a, uint64_t seed) {
+    const size_t st = (size_t)c->shard_total;
+    ZT_CUDA_CHECK(cudaMemsetAsync(c->a_master, 0, st * 4, c->cs));
+    ZT_CUDA_CHECK(cudaMemsetAsync(c->a_m, 0, st * 4, c->cs));
+    ZT_CUDA_CHECK(cudaMemsetAsync(c->a_v, 0, st * 4, c->cs));
+    for (int i = 0; i < f->nunits; i++) {
+        if (f->units[i].valid <= 0) continue;
+        zt_cuda_fill_uniform(c->master[i], ZT_F32, f->units[i].valid, -a, a, seed + (uint64_t)i, c->cs);
+        zt_cuda_f32_to_bf16(c->pshard[i], c->master[i], f->units[i].shard, c->cs);
+    }
+    ZT_CUDA_CHECK(cudaEventRecord(c->ev_optim, c->cs));  // the first step's gathers wait for the drawn shards
+}
+
+int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_config *cfg, int micro_batch,
+                             int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed,
+                             const zt_fsdp_opts *opts) {
+    const zt_fsdp_opts o = opts ? *opts : (zt_fsdp_opts){0};
+    const int bench = o.bench_uniform > 0;
+    const zt_family_cuda *fc = NULL;
+    if (check_engine(f, comm, dcomm, cfg, seq_len, &o, &fc) != 0) return -1;
+    // keep-gathered: the schedule's pool of one parameter slot per unit (o.param_slots does not apply);
+    // hybrid sharding: the host sub-comms of `comm` (gather_full), the NCCL ones made below
+    const zt_fsdp_opts host_opts = {.keep_gathered = o.keep_gathered, .shard_group = o.shard_group};
+    if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
+                          bench ? ZT_FSDP_NO_INIT : 0, &host_opts) != 0)
+        return -1;
+    gpu_state *c = zt_xcalloc(1, sizeof *c);
+    f->be = &gpu_backend;
+    f->bs = c;
+    c->fc = fc;
+    const int pcap = f->np;  // init_host's pool: P, or one slot per unit when keep-gathered
+    c->p_ready = zt_xcalloc((size_t)pcap, sizeof *c->p_ready);
+    c->p_free = zt_xcalloc((size_t)pcap, sizeof *c->p_free);
+    c->preq = zt_xcalloc((size_t)pcap, sizeof *c->preq);
+    c->device = zt_comm_nccl_device(dcomm);
+    ZT_CUDA_CHECK(cudaSetDevice(c->device));
+    if (make_streams(f, c, dcomm) != 0) return -1;
+    c->ctx = zt_cuda_ctx_create();
+    alloc_shards(f, c);
+    c->host_pinned = 0;
+    if (!bench) pin_host_copies(f, c);
+    make_pools(f, c, &o, pcap, grad_accum);
+    if (make_activations(f, c, cfg, &o) != 0) return -1;
+    if (!bench) to_device(f);  // the host init values (seeded, world-independent) to the device
+    if (bench) draw_uniform(f, c, o.bench_uniform, seed);
+    return 0;
+}
 
 // ---- the module's entry point (engine/cuda_module.h) ------------------------------------------
 
@@ -842,6 +806,8 @@ static int comm_init(zt_comm **out, void *mpi_comm, int device, const zt_comm_op
 #endif
 }
 
+static const void *family(const char *name) { return zt_family_cuda_find(name); }
+
 static const zt_cuda_module module = {
     .api_version = ZT_CUDA_MODULE_API,
     .version = ZT_VERSION,
@@ -850,6 +816,7 @@ static const zt_cuda_module module = {
     .comm_init = comm_init,
     .engine_init = zt_fsdp_cuda_engine_init,
     .cudnn_built = zt_cudnn_sdpa_built,
+    .family = family,
 };
 
 const zt_cuda_module *zt_cuda_module_entry(void) { return &module; }

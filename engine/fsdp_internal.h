@@ -75,7 +75,10 @@ struct zt_fsdp {
     int *kept;                // [nunits] the slot holding unit u between its forward and backward, -1 none
     const struct zt_fsdp_backend *be;
     void *bs;                 // the backend's state
-    zt_qwen3 model;           // the layout; CPU backend: also the activations of one micro-batch
+    const zt_family *fam;     // the model family (cfg->family): layout, init, the CPU passes; the GPU
+                              // backend finds the family's GPU passes by fam->name (model/family_cuda.h)
+    zt_model_layout lay;      // the units' layout; lay.cfg is the config
+    void *cpu_model;          // CPU backend: the family's model bound to one micro-batch (its activations)
     const zt_ops *ops;
     zt_hparams hp;
     int micro_batch, grad_accum;

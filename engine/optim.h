@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "kernels/ops.h"
-#include "model/qwen3.h"
+#include "model/layout.h"
 
 typedef enum { ZT_SCHED_COSINE = 0, ZT_SCHED_CONSTANT = 1 } zt_schedule;
 

@@ -1,8 +1,8 @@
 // The op table: every numerical kernel the model and optimizer need, as function
 // pointers; zt_cpu_ops (kernels/cpu/) is the one table, the fp32 reference. There is
 // no CUDA table: the CUDA ops are plain bf16 functions in kernels/cuda/zt_cuda.h
-// (one .cu per op, as here), which the GPU engine (model/qwen3_cuda_layer.c,
-// engine/fsdp_cuda.c) calls directly. All tensors are row-major fp32 here; weights
+// (one .cu per op, as here), which the families' GPU passes (model/*_cuda*.c) call
+// directly. All tensors are row-major fp32 here; weights
 // are [out, in] as in Hugging Face (y = x W^T).
 // Gradient rule (as in llm.c): parameter gradients accumulate (+=), activation
 // gradients assign (=) unless the argument says otherwise.

@@ -1,6 +1,5 @@
-// Qwen3 dense model configuration: the type and its JSON codec are the checkpoint
-// layer's (model/hf_config.h, shared with the training checkpoint); the model
-// loads it from a file or a model directory.
+// Loading a model's configuration from a file or a model directory. The type and its JSON
+// codec are in model/hf_config.h (the training checkpoint, one layer up, uses them too).
 // defines: zt_model_config_load
 #ifndef ZT_CONFIG_H
 #define ZT_CONFIG_H

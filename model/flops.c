@@ -1,5 +1,6 @@
 // The FLOP count of Qwen3 training (model/flops.h): the planner's exact formula, with the
-// attention term over the real document lengths.
+// attention term over the real document lengths (Qwen3's family table points here), and
+// any family's document lengths.
 #include "model/flops.h"
 
 static double layer_matmul_params(const zt_model_config *c) {
@@ -12,7 +13,7 @@ double zt_qwen3_matmul_params(const zt_model_config *c) {
     return c->num_layers * layer_matmul_params(c) + (double)c->vocab_size * (double)c->hidden_size;
 }
 
-double zt_model_flops_matmul_per_token(const zt_model_config *c) { return 6.0 * zt_qwen3_matmul_params(c); }
+double zt_qwen3_flops_matmul_per_token(const zt_model_config *c) { return 6.0 * zt_qwen3_matmul_params(c); }
 
 double zt_qwen3_flops_attention(const zt_model_config *c, double sum_sq) {
     return 6.0 * c->num_layers * (double)c->num_heads * c->head_dim * sum_sq;
@@ -32,10 +33,6 @@ double zt_doc_sq_sum(const int32_t *pos, int64_t S) {
     return sum + (double)run * (double)run;
 }
 
-double zt_model_train_flops(const zt_model_config *c, double tokens, double sum_sq) {
-    return zt_model_flops_matmul_per_token(c) * tokens + zt_qwen3_flops_attention(c, sum_sq);
-}
-
-double zt_model_recompute_flops(const zt_model_config *c, double tokens, double sum_sq) {
+double zt_qwen3_recompute_flops(const zt_model_config *c, double tokens, double sum_sq) {
     return (6.0 * c->num_layers * layer_matmul_params(c) * tokens + zt_qwen3_flops_attention(c, sum_sq)) / 3.0;
 }

@@ -3,9 +3,10 @@
 // sliding window, default RoPE), and written back. Every field is taken from the file.
 // Here, below the model (model/config.c loads it from a path), because the training
 // checkpoint stores and validates the config too (checkpoint/ckpt.c, ckpt_h5.c).
-// defines: zt_model_config_parse, zt_model_config_json, zt_model_param_count
+// defines: zt_model_config_parse, zt_model_config_json (Qwen3's codec; the family by model_type)
 #include "base/json_util.h"
 #include "model/hf_config.h"
+#include "model/family.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -130,8 +131,11 @@ int zt_model_config_parse(zt_model_config *c, const char *json, const char *orig
     int64_t v;
     const cJSON *it;
 
+    // The family by model_type (absent: "qwen3", as every zerotrain config before families had it).
+    // Each family's fields are read by its codec; Qwen3's is the rest of this function.
     it = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    if (it && cJSON_IsString(it) && strcmp(it->valuestring, "qwen3") != 0) {
+    c->family = zt_family_find(it && cJSON_IsString(it) ? it->valuestring : "qwen3");
+    if (!c->family) {
         zt_err("%s: model_type is \"%s\"; zerotrain implements the dense \"qwen3\" architecture", origin,
                it->valuestring);
         goto out;
@@ -300,19 +304,4 @@ char *zt_model_config_json(const zt_model_config *c) {
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
     return s;
-}
-
-int64_t zt_model_max_positions(const zt_model_config *c) {
-    if (!c->rope_yarn) return c->max_position_embeddings;
-    const double scaled = c->rope_factor * (double)c->rope_original_max_positions;
-    return scaled > (double)c->max_position_embeddings && scaled < 9e18 ? (int64_t)scaled : c->max_position_embeddings;
-}
-
-// -1 when a product or sum overflows int64 (a config that passed the parser's ranges never does).
-int64_t zt_model_param_count(const zt_model_config *c) {
-    const __int128 d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    const __int128 H = c->num_heads, Hkv = c->num_kv_heads, V = c->vocab_size;
-    const __int128 layer = 2 * d + H * D * d + 2 * Hkv * D * d + d * H * D + 2 * D + 3 * F * d;
-    const __int128 n = V * d * (c->tie_word_embeddings ? 1 : 2) + d + layer * c->num_layers;
-    return n < 0 || n > (__int128)INT64_MAX ? -1 : (int64_t)n;
 }

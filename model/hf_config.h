@@ -1,14 +1,19 @@
-// Qwen3 dense model configuration, as in a Hugging Face config.json. Every field
-// comes from the file (head_dim is never derived when present). The model loads it
-// (model/config.h); the training checkpoint stores and validates it, so it lives
-// below both.
+// A model's configuration, as in a Hugging Face config.json, and its codec. `family` names
+// the model family's table (model/family.h); the fields are those of every family this build
+// knows (today Qwen3's). Every field comes from the file (head_dim is never derived when
+// present). It lives in model/, the lowest layer that both the model (model/config.h loads a
+// file or directory) and the training checkpoint (which stores and validates it) stand on.
 // defines: zt_model_config, zt_model_config_parse, zt_model_config_json, zt_model_param_count,
 //          zt_model_max_positions
 #ifndef ZT_HF_CONFIG_H
 #define ZT_HF_CONFIG_H
 #include <stdint.h>
 
+typedef struct zt_family zt_family;  // model/family.h
+
 typedef struct {
+    const zt_family *family;    // the model family (set by the codec from model_type; a config built by
+                                // hand names its table, e.g. &zt_qwen3_family)
     int64_t vocab_size;
     int64_t hidden_size;        // d
     int64_t intermediate_size;  // F
@@ -38,9 +43,9 @@ typedef struct {
 int zt_model_config_parse(zt_model_config *c, const char *json, const char *origin);
 // HF-compatible config.json text (malloc'd).
 char *zt_model_config_json(const zt_model_config *c);
-// Parameter count (with tied embeddings counted once).
+// Through c->family (model/family.c): the parameter count (tied embeddings counted once; -1
+// on overflow), and the positions the model's position encoding covers (Qwen3: with YaRN the
+// scaled range).
 int64_t zt_model_param_count(const zt_model_config *c);
-// The positions the model's RoPE covers: max_position_embeddings, or with YaRN the scaled
-// range factor x original_max_position_embeddings when that is larger.
 int64_t zt_model_max_positions(const zt_model_config *c);
 #endif

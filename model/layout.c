@@ -1,7 +1,9 @@
 // Parameter layout: which HF tensors live in which FSDP unit, in what order, at
 // what offset of the unit's flat vector. This order is the canonical one that
-// shards, checkpoints and all-gathers all agree on.
-// defines: zt_model_layout_init, zt_model_layout_free, zt_model_layout_find, zt_model_init_unit
+// shards, checkpoints and all-gathers all agree on. The lookups are any family's; the
+// layout, the initial values and the counts here are Qwen3's (its family table: model/qwen3.c).
+// defines: zt_model_layout_free, zt_model_layout_find, zt_qwen3_layout_init, zt_qwen3_init_unit,
+//          zt_qwen3_param_count, zt_qwen3_max_positions
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,7 @@ static void add_tensor(zt_unit_layout *u, const char *name, int64_t rows, int64_
     u->numel += t->numel;
 }
 
-int zt_model_layout_init(zt_model_layout *lay, const zt_model_config *cfg) {
+int zt_qwen3_layout_init(zt_model_layout *lay, const zt_model_config *cfg) {
     memset(lay, 0, sizeof *lay);
     lay->cfg = *cfg;
     const int64_t d = cfg->hidden_size, F = cfg->intermediate_size, D = cfg->head_dim;
@@ -79,7 +81,7 @@ int zt_model_layout_find(const zt_model_layout *lay, const char *name, int *unit
     return -1;
 }
 
-void zt_model_init_unit(const zt_model_layout *lay, int unit, float *params, uint64_t seed) {
+void zt_qwen3_init_unit(const zt_model_layout *lay, int unit, float *params, uint64_t seed) {
     const zt_unit_layout *u = &lay->units[unit];
     const double std = lay->cfg.initializer_range;
     for (int i = 0; i < u->ntensors; i++) {
@@ -93,4 +95,19 @@ void zt_model_init_unit(const zt_model_layout *lay, int unit, float *params, uin
         zt_rng_seed(&r, seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(unit * 64 + i + 1)));
         for (int64_t j = 0; j < t->numel; j++) p[j] = (float)(std * zt_rng_normal(&r));
     }
+}
+
+int64_t zt_qwen3_max_positions(const zt_model_config *c) {
+    if (!c->rope_yarn) return c->max_position_embeddings;
+    const double scaled = c->rope_factor * (double)c->rope_original_max_positions;
+    return scaled > (double)c->max_position_embeddings && scaled < 9e18 ? (int64_t)scaled : c->max_position_embeddings;
+}
+
+// -1 when a product or sum overflows int64 (a config that passed the parser's ranges never does).
+int64_t zt_qwen3_param_count(const zt_model_config *c) {
+    const __int128 d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    const __int128 H = c->num_heads, Hkv = c->num_kv_heads, V = c->vocab_size;
+    const __int128 layer = 2 * d + H * D * d + 2 * Hkv * D * d + d * H * D + 2 * D + 3 * F * d;
+    const __int128 n = V * d * (c->tie_word_embeddings ? 1 : 2) + d + layer * c->num_layers;
+    return n < 0 || n > (__int128)INT64_MAX ? -1 : (int64_t)n;
 }

@@ -1,10 +1,10 @@
-// The parameter layout of a Qwen3 dense model: which Hugging Face tensors live in which
-// FSDP unit, in what order, at what offset of the unit's flat vector (model/layout.c).
-// Unit 0 = embedding; units 1..L = decoder layers; unit L+1 = final norm (+ lm_head when
-// untied). The CPU model (model/qwen3.h), the GPU layer (model/qwen3_cuda_layer.h), the
-// engines and the checkpoints all read it.
+// The parameter layout of a model: which Hugging Face tensors live in which FSDP unit, in
+// what order, at what offset of the unit's flat vector. Unit 0 = embedding; units 1..L =
+// decoder layers; unit L+1 = the head. The family builds it (model/family.h); the passes,
+// the engines and the checkpoints all read it. Qwen3's layout: model/layout.c.
 // defines: zt_model_layout, zt_unit_layout, zt_tensor_desc, ZT_L_*, zt_qwen3_layer_shapes,
-//          zt_model_layout_init/free/find, zt_model_init_unit
+//          zt_model_layout_init/free/find, zt_model_init_unit, zt_qwen3_layout_init, zt_qwen3_init_unit,
+//          zt_qwen3_param_count, zt_qwen3_max_positions
 #ifndef ZT_LAYOUT_H
 #define ZT_LAYOUT_H
 #include <stdint.h>
@@ -54,12 +54,23 @@ typedef struct {
     int64_t total_numel;
 } zt_model_layout;
 
+// The layout of cfg's family (cfg->family->layout_init; model/family.c); free with
+// zt_model_layout_free.
 int zt_model_layout_init(zt_model_layout *lay, const zt_model_config *cfg);
 void zt_model_layout_free(zt_model_layout *lay);
 // Find a tensor by HF name; returns 0 and sets *unit/*idx, or -1.
 int zt_model_layout_find(const zt_model_layout *lay, const char *name, int *unit, int *idx);
-// transformers-style init: N(0, initializer_range) for matrices, 1 for norms.
-// Each tensor draws from its own stream (seed, unit, tensor), so the values do not
-// depend on how units are later sharded.
+// A unit's initial values, by its family (model/family.c). Each tensor draws from its own
+// stream (seed, unit, tensor), so the values do not depend on how units are later sharded.
 void zt_model_init_unit(const zt_model_layout *lay, int unit, float *params, uint64_t seed);
+
+// Qwen3's (its family table, model/qwen3.c, points at these): the layout (unit 0 = embedding;
+// units 1..L = decoder layers; unit L+1 = final norm (+ lm_head when untied)); transformers-style
+// init, N(0, initializer_range) for matrices, 1 for norms; the parameter count (tied embeddings
+// counted once; -1 on overflow); the RoPE's range (max_position_embeddings, or with YaRN the
+// scaled range factor x original_max_position_embeddings when that is larger).
+int zt_qwen3_layout_init(zt_model_layout *lay, const zt_model_config *cfg);
+void zt_qwen3_init_unit(const zt_model_layout *lay, int unit, float *params, uint64_t seed);
+int64_t zt_qwen3_param_count(const zt_model_config *c);
+int64_t zt_qwen3_max_positions(const zt_model_config *c);
 #endif

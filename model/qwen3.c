@@ -3,13 +3,15 @@
 // for backward (no recomputation: gradient checkpointing is for memory pressure only),
 // except attention's probabilities: it keeps each row's softmax max and 1/sum and
 // recomputes them (kernels/cpu/attention.c), so nothing of size S x S is held.
-// defines: zt_qwen3_create/destroy, zt_qwen3_{embed,layer,head}_{fwd,bwd}, zt_qwen3_fwd_bwd, zt_qwen3_logits
+// defines: zt_qwen3_create/destroy, zt_qwen3_{embed,layer,head}_{fwd,bwd}, zt_qwen3_fwd_bwd, zt_qwen3_logits,
+//          zt_qwen3_family (the family table: model/family.h)
 #include "model/qwen3.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/batch.h"
+#include "model/flops.h"
 #include "model/rope.h"
 #include "base/common.h"
 
@@ -23,7 +25,8 @@ int zt_qwen3_create(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, 
     memset(m, 0, sizeof *m);
     if (B <= 0 || S < 2) return zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens",
                                        (long long)B, (long long)S);
-    zt_model_layout_init(&m->lay, cfg);
+    zt_qwen3_layout_init(&m->lay, cfg);
+    m->lay.cfg.family = &zt_qwen3_family;  // a config built by hand may name none: this model is Qwen3
     m->ops = ops;
     m->B = B;
     m->S = S;
@@ -263,4 +266,107 @@ void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, 
     m->ops->rmsnorm_fwd(m->head_xf, m->head_rstd, m->x[L], params[L + 1], m->N, c->hidden_size,
                         (float)c->rms_norm_eps);
     m->ops->matmul_fwd(logits, m->head_xf, zt_qwen3_lm_head(&m->lay, params), m->N, c->hidden_size, c->vocab_size);
+}
+
+// ---- the family table (model/family.h): the CPU passes on a bound model ---------------------
+
+static void *cpu_create(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S) {
+    zt_qwen3 *m = zt_xcalloc(1, sizeof *m);
+    if (zt_qwen3_create(m, c, ops, B, S) != 0) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void cpu_destroy(void *m) {
+    if (!m) return;
+    zt_qwen3_destroy(m);
+    free(m);
+}
+
+static int64_t cpu_act_bytes(const void *m) { return ((const zt_qwen3 *)m)->act_bytes; }
+
+static void cpu_set_batch(void *mv, const uint32_t *ids, const int32_t *targets, const int32_t *pos) {
+    zt_qwen3 *m = mv;
+    const size_t N = (size_t)m->N;
+    memcpy(m->ids, ids, N * sizeof(uint32_t));
+    memcpy(m->targets, targets, N * sizeof(int32_t));
+    m->isolated = pos != NULL;
+    if (pos) memcpy(m->pos, pos, N * sizeof(int32_t));
+}
+
+static void cpu_set_progress(void *mv, void (*fn)(void *), void *ctx) {
+    zt_qwen3 *m = mv;
+    m->progress = fn;
+    m->progress_ctx = ctx;
+}
+
+static void cpu_embed_fwd(void *mv, const float *p) {
+    zt_qwen3 *m = mv;
+    zt_qwen3_embed_fwd(m, p, m->ids);
+}
+
+static void cpu_layer_fwd(void *m, int l, const float *p) { zt_qwen3_layer_fwd(m, l, p); }
+
+// The lm_head: the embedding's matrix when tied, else the head unit's second tensor.
+static double cpu_head(void *mv, const float *p, const float *emb, float scale, float *dx, float *dhead,
+                       float *demb) {
+    zt_qwen3 *m = mv;
+    const int64_t lm_off = m->lay.units[m->lay.nunits - 1].t[1].offset;  // untied: after the final norm
+    const float *lm_w = emb ? emb : p + lm_off;
+    float *dlm = dhead ? (demb ? demb : dhead + lm_off) : NULL;
+    return zt_qwen3_head_fwd_bwd(m, p, lm_w, m->targets, scale, dhead ? dx : NULL, dhead, dlm);
+}
+
+static void cpu_layer_bwd(void *m, int l, const float *p, float *dp, float *dx) { zt_qwen3_layer_bwd(m, l, p, dp, dx); }
+
+static void cpu_embed_bwd(void *mv, const float *dx, float *demb) {
+    zt_qwen3 *m = mv;
+    zt_qwen3_embed_bwd(m, m->ids, dx, demb);
+}
+
+static const zt_family_cpu qwen3_cpu = {
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .act_bytes = cpu_act_bytes,
+    .set_batch = cpu_set_batch,
+    .set_progress = cpu_set_progress,
+    .embed_fwd = cpu_embed_fwd,
+    .layer_fwd = cpu_layer_fwd,
+    .head = cpu_head,
+    .layer_bwd = cpu_layer_bwd,
+    .embed_bwd = cpu_embed_bwd,
+};
+
+const zt_family zt_qwen3_family = {
+    .name = "qwen3",
+    .model_type = "qwen3",
+    .layout_init = zt_qwen3_layout_init,
+    .init_unit = zt_qwen3_init_unit,
+    .param_count = zt_qwen3_param_count,
+    .max_positions = zt_qwen3_max_positions,
+    .flops_matmul_per_token = zt_qwen3_flops_matmul_per_token,
+    .flops_mixing = zt_qwen3_flops_attention,
+    .recompute_flops = zt_qwen3_recompute_flops,
+    .cpu = &qwen3_cpu,
+};
+
+void zt_qwen3_32b_config(zt_model_config *c) {
+    memset(c, 0, sizeof *c);
+    c->family = &zt_qwen3_family;
+    c->vocab_size = 151936;
+    c->hidden_size = 5120;
+    c->intermediate_size = 25600;
+    c->num_layers = 64;
+    c->num_heads = 64;
+    c->num_kv_heads = 8;
+    c->head_dim = 128;
+    c->rms_norm_eps = 1e-6;
+    c->rope_theta = 1000000;
+    c->tie_word_embeddings = 0;
+    c->initializer_range = 0.02;
+    c->max_position_embeddings = 40960;
+    c->bos_token_id = 151643;
+    c->eos_token_id = 151645;
 }

@@ -9,6 +9,7 @@
 
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/family.h"
 #include "model/layout.h"
 
 // Saved activations of one decoder layer for a micro-batch of N = B*S tokens.
@@ -68,4 +69,8 @@ void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, 
 // Pointer to the lm_head matrix among full unit vectors.
 const float *zt_qwen3_lm_head(const zt_model_layout *lay, float *const *params);
 
+// The Qwen3 family's table (model/family.h): the layout, init, counts and the CPU passes above.
+extern const zt_family zt_qwen3_family;
+// Qwen3-32B's config.json fields (QWEN3.md), built in so that `plan` needs no file (zt_model_preset).
+void zt_qwen3_32b_config(zt_model_config *c);
 #endif

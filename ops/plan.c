@@ -29,24 +29,6 @@ const char *const zt_coll_names[ZT_COLL_NKINDS] = {"all-gather (forward)", "all-
 const zt_field_row zt_field_table[ZT_FIELD_ROWS] = {
     {4, 3350, 83.7, 1.00}, {8, 3338, 84.1, 1.00}, {16, 3313, 84.7, 0.99}};
 
-void zt_qwen3_32b_config(zt_model_config *c) {
-    memset(c, 0, sizeof *c);
-    c->vocab_size = 151936;
-    c->hidden_size = 5120;
-    c->intermediate_size = 25600;
-    c->num_layers = 64;
-    c->num_heads = 64;
-    c->num_kv_heads = 8;
-    c->head_dim = 128;
-    c->rms_norm_eps = 1e-6;
-    c->rope_theta = 1000000;
-    c->tie_word_embeddings = 0;
-    c->initializer_range = 0.02;
-    c->max_position_embeddings = 40960;
-    c->bos_token_id = 151643;
-    c->eos_token_id = 151645;
-}
-
 // Nominal datasheet numbers, one direction per link. NVLink "1.8 TB/s" (5th gen) and
 // "900 GB/s" (4th gen) are bidirectional totals per GPU; the NIC is one per GPU.
 static const zt_gpu_spec presets[] = {

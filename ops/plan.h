@@ -143,8 +143,6 @@ typedef struct { int world; double tok_per_s_per_gpu, gpu_h_per_epoch, efficienc
 #define ZT_FIELD_ROWS 3
 #define ZT_FIELD_EPOCH_TOKENS 1.01e9
 extern const zt_field_row zt_field_table[ZT_FIELD_ROWS];
-// Qwen3-32B's config.json fields (QWEN3.md), built in so that `plan --field` needs no file.
-void zt_qwen3_32b_config(zt_model_config *c);
 
 // What a finished (or running) training run measured, for `plan --from-run RUN`: its shape from
 // run.json, its per-step times and MFU from metrics.jsonl (means over the step lines, the first

@@ -75,12 +75,14 @@ add_test(NAME emu_cuda_ops COMMAND emu_test_cuda_ops --emu)
 set_tests_properties(emu_cuda_ops PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
 zt_emu_exe(emu_train_tiny SOURCES ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_M}/layout.c
-           ${ZT_M}/qwen3.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c LIBS zt_kernels)
+           ${ZT_M}/qwen3.c ${ZT_M}/family.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c
+    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_train_tiny COMMAND emu_train_tiny)
 set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
 set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
-    ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c)
+    ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/family.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c
+    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/family_cuda.c)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
            LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
 add_test(NAME emu_fsdp_cuda COMMAND emu_test_fsdp_cuda)
@@ -139,6 +141,7 @@ set_tests_properties(emu_comm_nccl_w1 emu_comm_nccl_mpi_w2 emu_comm_nccl_mpi_w3 
 file(GLOB ZT_EMU_RUNTIME CONFIGURE_DEPENDS ${ZT_R}/*.c ${CMAKE_SOURCE_DIR}/train/*.c ${CMAKE_SOURCE_DIR}/ops/*.c)
 file(GLOB ZT_EMU_LAUNCH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/cli/*.c)
 zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/qwen3_cuda_layer.c
+           ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/family_cuda.c
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
                 PkgConfig::YAML
            DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
@@ -160,7 +163,7 @@ endforeach()
 
 # The engine benchmark's code path on tiny shapes (a smoke run: emulated times mean nothing).
 zt_emu_exe(emu_bench_fsdp_cuda SOURCES ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
-           ${ZT_R}/device_peak.c ${CMAKE_SOURCE_DIR}/model/flops.c
+           ${ZT_R}/device_peak.c
            LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
 add_test(NAME emu_bench_fsdp_smoke COMMAND emu_bench_fsdp_cuda --tiny --steps 2 --warmup 1)
 set_tests_properties(emu_bench_fsdp_smoke PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 300)

@@ -29,6 +29,7 @@
 #include "engine/comm_nccl.h"
 #include "base/common.h"
 #include "engine/fsdp.h"
+#include "model/qwen3.h"
 #include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
 #include "engine/device_peak.h"     // the peak a run's MFU is measured against
 #include "model/flops.h"            // the trainer's FLOP count (train/run_log.c)
@@ -49,12 +50,12 @@ int main(int argc, char **argv) {
     }
     if (L < 1 || steps < 1 || warmup < 0 || S < 2) zt_fatal("bench_fsdp_cuda: bad arguments");
     zt_skip_without_device();
-    zt_model_config cfg = {.vocab_size = 151936, .hidden_size = 5120, .intermediate_size = 25600, .num_layers = L,
+    zt_model_config cfg = {.family = &zt_qwen3_family, .vocab_size = 151936, .hidden_size = 5120, .intermediate_size = 25600, .num_layers = L,
                            .num_heads = 64, .num_kv_heads = 8, .head_dim = 128, .rms_norm_eps = 1e-6,
                            .rope_theta = 1e6, .tie_word_embeddings = 0, .initializer_range = 0.02,
                            .max_position_embeddings = 40960, .bos_token_id = 151643, .eos_token_id = 151645};
     if (tiny) {
-        cfg = (zt_model_config){.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = L,
+        cfg = (zt_model_config){.family = &zt_qwen3_family, .vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = L,
                                 .num_heads = 4, .num_kv_heads = 2, .head_dim = 16, .rms_norm_eps = 1e-6,
                                 .rope_theta = 1e4, .tie_word_embeddings = 0, .initializer_range = 0.02,
                                 .max_position_embeddings = 64, .bos_token_id = 1, .eos_token_id = 2};

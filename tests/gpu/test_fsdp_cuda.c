@@ -47,6 +47,7 @@
 #endif
 #include "base/common.h"
 #include "engine/fsdp.h"
+#include "model/qwen3.h"
 #include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
 #include "tests/support/trainer.h"
 #include "tests/support/fsdp_schedule.h"
@@ -96,7 +97,7 @@ static double param_rel(zt_fsdp *f, const zt_trainer *ref, float *const *init) {
 }
 
 static zt_model_config tiny(int tied) {
-    zt_model_config cfg = {.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
+    zt_model_config cfg = {.family = &zt_qwen3_family, .vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
                            .num_heads = 4, .num_kv_heads = 2, .head_dim = 16, .rms_norm_eps = 1e-6,
                            .rope_theta = 10000.0, .tie_word_embeddings = tied, .initializer_range = 0.1,
                            .max_position_embeddings = 64, .bos_token_id = 1, .eos_token_id = 2};

@@ -32,6 +32,7 @@
 #include "engine/comm_nccl.h"
 #include "base/common.h"
 #include "engine/fsdp.h"
+#include "model/qwen3.h"
 #include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
 #include "tests/gpu/gpu_test_util.h"
 
@@ -81,7 +82,7 @@ static void slice_diff(const zt_fsdp *a, float *const *b, float *const *b0, doub
 // cw: the MPI backend for the CPU engine.
 static void run_case(zt_comm *hw, zt_comm *h1, zt_comm *cw, int tied) {
     char what[200];
-    zt_model_config cfg = {.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
+    zt_model_config cfg = {.family = &zt_qwen3_family, .vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
                            .num_heads = 4, .num_kv_heads = 2, .head_dim = 16, .rms_norm_eps = 1e-6,
                            .rope_theta = 10000.0, .tie_word_embeddings = tied, .initializer_range = 0.1,
                            .max_position_embeddings = 64, .bos_token_id = 1, .eos_token_id = 2};

@@ -26,7 +26,7 @@ int main(void) {
     zt_skip_without_device();
     // tests/golden/tiny_untied_gqa/config.json (config.c needs cJSON, which the
     // GPU-only build does not have, so the values are written out here).
-    zt_model_config cfg = {.vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
+    zt_model_config cfg = {.family = &zt_qwen3_family, .vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
                            .num_heads = 4, .num_kv_heads = 2, .head_dim = 16, .rms_norm_eps = 1e-6,
                            .rope_theta = 10000.0, .tie_word_embeddings = 0, .initializer_range = 0.1,
                            .max_position_embeddings = 64, .bos_token_id = 1, .eos_token_id = 2};

@@ -21,7 +21,7 @@ static int zt_sched_find(const zt_fsdp *f, int from, zt_fsdp_ev_kind k, int unit
 // while u-1 computes). Needs the default pools (with one gradient slot nothing overlaps).
 static void zt_check_fsdp_schedule(const zt_fsdp *f, void (*report)(int ok, const char *message)) {
     char msg[256];
-    const int L = f->model.lay.cfg.num_layers, head = L + 1;
+    const int L = f->lay.cfg.num_layers, head = L + 1;
     for (int mb = 0; mb < f->grad_accum; mb++) {
         for (int u = 0; u <= L; u++) {
             int fwd = zt_sched_find(f, 0, ZT_EV_FWD_START, u, mb);

@@ -324,7 +324,7 @@ int main(int argc, char **argv) {
     zt_fsdp_memory mem;
     zt_fsdp_memory_usage(&f, &mem);
     const double state = (double)(mem.params + mem.grads + mem.optimizer);
-    const double w1 = 4.0 * sizeof(float) * (double)f.model.lay.total_numel;
+    const double w1 = 4.0 * sizeof(float) * (double)f.lay.total_numel;
     const double ratio = state / (w1 / GS);
     if (rank == 0)
         printf("W=%d memory per rank: params %lld, grads %lld, optimizer %lld, buffers %lld, activations %lld bytes; "

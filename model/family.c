@@ -1,0 +1,58 @@
+// The model families this build knows, and the zt_model_* functions that reach a family
+// through a config's table (model/family.h). Adding a family: its table in model/, one line
+// in `families` below, its codec in model/hf_config.c and its GPU passes in
+// model/family_cuda.c.
+// defines: zt_family_list, zt_family_find, zt_model_preset, zt_model_layout_init, zt_model_init_unit,
+//          zt_model_param_count, zt_model_max_positions, zt_model_flops_matmul_per_token,
+//          zt_model_train_flops, zt_model_recompute_flops
+#include "model/family.h"
+
+#include <string.h>
+
+#include "base/common.h"
+#include "model/flops.h"
+#include "model/qwen3.h"
+
+static const zt_family *const families[] = {&zt_qwen3_family, NULL};
+
+const zt_family *const *zt_family_list(void) { return families; }
+
+const zt_family *zt_family_find(const char *model_type) {
+    for (int i = 0; families[i]; i++)
+        if (!strcmp(families[i]->model_type, model_type)) return families[i];
+    return NULL;
+}
+
+static const struct {
+    const char *name;
+    void (*fill)(zt_model_config *c);
+} presets[] = {{"qwen3-32b", zt_qwen3_32b_config}};
+
+int zt_model_preset(const char *name, zt_model_config *c) {
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(presets[i].name, name)) {
+            presets[i].fill(c);
+            return 0;
+        }
+    return zt_err("no built-in model config named \"%s\"", name);
+}
+
+// A config that names no family is a programming error (the codec always sets one).
+static const zt_family *fam(const zt_model_config *c) {
+    if (!c->family) zt_fatal("a model config without its family table (zt_model_config.family is NULL)");
+    return c->family;
+}
+
+int zt_model_layout_init(zt_model_layout *lay, const zt_model_config *c) { return fam(c)->layout_init(lay, c); }
+void zt_model_init_unit(const zt_model_layout *lay, int unit, float *params, uint64_t seed) {
+    fam(&lay->cfg)->init_unit(lay, unit, params, seed);
+}
+int64_t zt_model_param_count(const zt_model_config *c) { return fam(c)->param_count(c); }
+int64_t zt_model_max_positions(const zt_model_config *c) { return fam(c)->max_positions(c); }
+double zt_model_flops_matmul_per_token(const zt_model_config *c) { return fam(c)->flops_matmul_per_token(c); }
+double zt_model_train_flops(const zt_model_config *c, double tokens, double sum_sq) {
+    return fam(c)->flops_matmul_per_token(c) * tokens + fam(c)->flops_mixing(c, sum_sq);
+}
+double zt_model_recompute_flops(const zt_model_config *c, double tokens, double sum_sq) {
+    return fam(c)->recompute_flops(c, tokens, sum_sq);
+}

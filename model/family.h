@@ -1,0 +1,71 @@
+// A model family as one table: what the engine, the checkpoints, the trainer and the planner
+// know of a model. The engine is given a config whose `family` points here and never names a
+// model: it asks the table for the unit layout, the initial values, and the passes of one unit
+// on the CPU (`cpu`); the CUDA module holds the GPU passes under the same name
+// (model/family_cuda.h). Qwen3 is the first table (model/qwen3.c: zt_qwen3_family).
+// The config codec (config.json <-> zt_model_config) is the one part not in this table: it
+// needs cJSON, which the GPU-only build lacks, so a family registers its codec in
+// model/hf_config.c (by model_type) instead. docs/design.md "The model seam" is the how-to.
+// defines: zt_family, zt_family_cpu, zt_family_find, zt_family_list, zt_model_preset (model/family.c also defines the
+//          zt_model_* functions that dispatch through a config's table: zt_model_layout_init and
+//          zt_model_init_unit (declared in model/layout.h), zt_model_param_count and
+//          zt_model_max_positions (model/hf_config.h), the FLOP counts (model/flops.h))
+#ifndef ZT_FAMILY_H
+#define ZT_FAMILY_H
+#include <stdint.h>
+
+#include "kernels/ops.h"
+#include "model/layout.h"
+
+// The CPU passes of a family on a model bound to one micro-batch shape (B rows of S tokens):
+// its activations and workspaces, opaque to the engine. Units: 0 = embedding, 1..L = decoder
+// layers (layer l = unit l + 1), L + 1 = the head (final norm, + lm_head when untied; tied, the
+// head reads the embedding unit's matrix). p: a unit's full flat parameter vector (fp32);
+// dp: its gradient, accumulated (+=). Activation gradients are assigned.
+typedef struct zt_family_cpu {
+    // NULL + zt_err when the shape is refused.
+    void *(*create)(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S);
+    void (*destroy)(void *m);
+    int64_t (*act_bytes)(const void *m);  // activations and workspaces held for one micro-batch
+    // The micro-batch the passes read next (copied): bare ids and targets [B*S]; pos: the
+    // positions inside packed documents (attention stays inside each, RoPE restarts), or NULL
+    // for plain causal rows.
+    void (*set_batch)(void *m, const uint32_t *ids, const int32_t *targets, const int32_t *pos);
+    // Called between the ops of a pass (an engine moves its pending collectives there).
+    void (*set_progress)(void *m, void (*fn)(void *ctx), void *ctx);
+    void (*embed_fwd)(void *m, const float *p);
+    void (*layer_fwd)(void *m, int layer, const float *p);
+    // Head forward (+ backward when dhead): the summed loss times nothing; gradients times
+    // `scale`. emb: the embedding unit's parameters when tied (else NULL); demb: its gradient
+    // slot (tied). dx: d(loss)/d(last layer's output), written.
+    double (*head)(void *m, const float *p, const float *emb, float scale, float *dx, float *dhead, float *demb);
+    // dx: d(loss)/d(layer output) in, d(loss)/d(layer input) out (in place).
+    void (*layer_bwd)(void *m, int layer, const float *p, float *dp, float *dx);
+    void (*embed_bwd)(void *m, const float *dx, float *demb);
+} zt_family_cpu;
+
+struct zt_family {
+    const char *name;        // "qwen3": messages, and the GPU passes' name in the CUDA module
+    const char *model_type;  // Hugging Face config.json model_type
+    // units: the layout (which tensors, in which unit, at which offset) and the initial values
+    int (*layout_init)(zt_model_layout *lay, const zt_model_config *c);
+    void (*init_unit)(const zt_model_layout *lay, int unit, float *params, uint64_t seed);
+    // counts (-1: overflow) and the positions its RoPE covers
+    int64_t (*param_count)(const zt_model_config *c);
+    int64_t (*max_positions)(const zt_model_config *c);
+    // FLOPs (model/flops.h's convention: forward + backward): the matmul FLOPs of one trained
+    // token, the sequence-mixing FLOPs of documents whose lengths squared sum to sum_sq, and
+    // what --recompute adds (one more forward of every layer)
+    double (*flops_matmul_per_token)(const zt_model_config *c);
+    double (*flops_mixing)(const zt_model_config *c, double sum_sq);
+    double (*recompute_flops)(const zt_model_config *c, double tokens, double sum_sq);
+    const zt_family_cpu *cpu;
+};
+
+// Every family this build knows (NULL-terminated), and one by model_type (NULL: none).
+const zt_family *const *zt_family_list(void);
+const zt_family *zt_family_find(const char *model_type);
+// A built-in config by name ("qwen3-32b": what `plan` shows without --model): 0, or -1 + zt_err.
+int zt_model_preset(const char *name, zt_model_config *c);
+
+#endif

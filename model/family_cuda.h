@@ -1,0 +1,47 @@
+// A model family's GPU passes: the CUDA module's half of the family table (model/family.h),
+// found by the family's name. The same units and contract as zt_family_cpu, on device
+// buffers: parameters are a unit's gathered bf16 flat vector, gradients fp32 (+=), every
+// pass enqueued on the compute stream given at creation. Built into the CUDA module with
+// the family's kernels; the GPU FSDP backend (engine/fsdp_cuda.c) owns the pools, the
+// staging of ids / targets / positions and the step, the family the activations.
+// defines: zt_family_cuda, zt_family_cuda_opts, zt_family_cuda_find
+#ifndef ZT_FAMILY_CUDA_H
+#define ZT_FAMILY_CUDA_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cuda/zt_cuda.h"
+#include "model/hf_config.h"
+
+typedef struct {
+    int recompute;  // keep only each layer's input; re-run its forward before its backward
+    int cudnn;      // the family's attention on cuDNN's fused kernel (refused where it is not built)
+} zt_family_cuda_opts;
+
+typedef struct zt_family_cuda {
+    const char *name;  // the family's (zt_family.name)
+    // 0, or -1 + zt_err when the family's GPU passes cannot take this config and sequence length
+    // (called before the engine allocates anything)
+    int (*check)(const zt_model_config *c, int64_t S);
+    // The activations of one micro-batch (B rows of S tokens) on the current device, and
+    // whatever tables the passes read (RoPE). NULL + zt_err when the shape is refused.
+    void *(*create)(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, int64_t B, int64_t S,
+                    const zt_family_cuda_opts *o);
+    void (*destroy)(void *m);
+    size_t (*scratch_bytes)(const void *m);          // the op layer's scratch the passes grow to
+    int (*check_data)(const void *m, int isolated);  // 0, or -1 + zt_err: data it cannot train
+    // ids, targets, pos: device [B*S]; pos NULL: plain causal rows (else packed documents)
+    void (*embed_fwd)(void *m, const zt_bf16 *p, const uint32_t *ids);
+    void (*layer_fwd)(void *m, int layer, const zt_bf16 *p, const int32_t *pos);
+    // The head: the summed loss times `scale` into the device double *loss; dhead NULL: loss
+    // only; else d(head) += into dhead and, tied (emb: the embedding's parameters), d(lm_head)
+    // += into demb; the gradient of the last layer's output into the family's own buffer.
+    void (*head)(void *m, const zt_bf16 *p, const zt_bf16 *emb, const int32_t *targets, float scale,
+                 double *loss, float *dhead, float *demb);
+    void (*layer_bwd)(void *m, int layer, const zt_bf16 *p, float *dp, const int32_t *pos);
+    void (*embed_bwd)(void *m, float *dp, const uint32_t *ids);
+} zt_family_cuda;
+
+// The GPU passes of the family named `name` in this module (model/family_cuda.c), or NULL.
+const zt_family_cuda *zt_family_cuda_find(const char *name);
+#endif

@@ -1,0 +1,148 @@
+// Qwen3's GPU passes (model/family_cuda.h): the activations of one micro-batch and the
+// unit passes of model/qwen3_cuda_layer.c on them, for the GPU FSDP backend. With
+// recompute, one layer's saved activations serve every layer: its forward runs again,
+// from the kept input, right before its backward.
+// defines: zt_qwen3_cuda_family
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "kernels/cuda/zt_cuda.h"
+#include "model/family_cuda.h"
+#include "model/layout.h"
+#include "model/qwen3_cuda_layer.h"
+#include "model/rope.h"
+
+typedef struct {
+    zt_cuda_ctx *ctx;
+    void *cs;                        // the compute stream
+    zt_qwen3_cuda_dims dm;
+    int L;
+    int64_t V;
+    int64_t norm_off, lm_off;        // the head unit's tensors: final norm, lm_head (untied)
+    int recompute;
+    zt_qwen3_cuda_acts *acts;        // [L], or [1] with recompute
+    zt_qwen3_cuda_work work;
+    zt_qwen3_cuda_head_acts hacts;
+    zt_bf16 **X;                     // [L+1] residual stream, X[l] = layer l's input
+    zt_bf16 *dx;                     // activation gradient
+    float *rope_cos, *rope_sin;
+} qwen3_gpu;
+
+static int check(const zt_model_config *c, int64_t S) {
+    if (c->head_dim % 2 || S < 2)
+        return zt_err("GPU FSDP engine: head_dim (%d) must be even and seq_len (%lld) >= 2", c->head_dim,
+                      (long long)S);
+    return 0;
+}
+
+static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, int64_t B, int64_t S,
+                    const zt_family_cuda_opts *o) {
+    if (check(c, S) != 0) return NULL;
+    qwen3_gpu *m = zt_xcalloc(1, sizeof *m);
+    const int L = c->num_layers;
+    const int64_t N = B * S, d = c->hidden_size;
+    m->ctx = ctx;
+    m->cs = stream;
+    m->L = L;
+    m->V = c->vocab_size;
+    zt_model_layout lay;
+    zt_qwen3_layout_init(&lay, c);
+    m->norm_off = lay.units[L + 1].t[0].offset;
+    m->lm_off = lay.units[L + 1].ntensors > 1 ? lay.units[L + 1].t[1].offset : -1;
+    zt_model_layout_free(&lay);
+    m->dm = (zt_qwen3_cuda_dims){.B = B, .S = S, .N = N, .d = d, .F = c->intermediate_size, .H = c->num_heads,
+                                 .Hkv = c->num_kv_heads, .D = c->head_dim, .eps = (float)c->rms_norm_eps,
+                                 .cudnn = o->cudnn != 0};
+    m->recompute = o->recompute != 0;
+    const int nacts = m->recompute ? (L > 0) : L;
+    m->acts = zt_xcalloc((size_t)(L > 0 ? L : 1), sizeof *m->acts);
+    for (int l = 0; l < nacts; l++) zt_qwen3_cuda_acts_alloc(&m->acts[l], &m->dm);
+    zt_qwen3_cuda_work_alloc(&m->work, &m->dm);
+    m->X = zt_xcalloc((size_t)L + 1, sizeof(zt_bf16 *));
+    for (int l = 0; l <= L; l++) m->X[l] = zt_cuda_malloc((size_t)(N * d) * 2);
+    m->hacts.xf = zt_cuda_malloc((size_t)(N * d) * 2);
+    m->hacts.dln = zt_cuda_malloc((size_t)(N * d) * 2);
+    m->dx = zt_cuda_malloc((size_t)(N * d) * 2);
+    m->hacts.rstd = zt_cuda_malloc((size_t)N * 4);
+    m->rope_cos = zt_cuda_malloc((size_t)(S * c->head_dim / 2) * 4);
+    m->rope_sin = zt_cuda_malloc((size_t)(S * c->head_dim / 2) * 4);
+    zt_rope_freqs freqs;  // plain or YaRN, as the CPU model's table (model/rope.h)
+    zt_qwen3_rope_freqs(c, &freqs);
+    zt_cuda_rope_table_freqs(stream, m->rope_cos, m->rope_sin, S, c->head_dim, &freqs);
+    return m;
+}
+
+static void destroy(void *mv) {
+    qwen3_gpu *m = mv;
+    if (!m) return;
+    for (int l = 0; l < (m->recompute ? (m->L > 0) : m->L); l++) zt_qwen3_cuda_acts_free(&m->acts[l]);
+    zt_qwen3_cuda_work_free(&m->work);
+    for (int l = 0; l <= m->L; l++) zt_cuda_free(m->X[l]);
+    void *dv[] = {m->hacts.xf, m->hacts.dln, m->dx, m->hacts.rstd, m->rope_cos, m->rope_sin};
+    for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) zt_cuda_free(dv[i]);
+    free(m->acts), free(m->X), free(m);
+}
+
+// Attention over one KV-head group and the lm_head chunk (kernels/cuda/attention.cu).
+static size_t scratch_bytes(const void *mv) {
+    const qwen3_gpu *m = mv;
+    return zt_cuda_attention_scratch_bytes(m->dm.S, m->dm.H, m->dm.Hkv, m->dm.D);
+}
+
+static int check_data(const void *mv, int isolated) {
+    if (isolated && ((const qwen3_gpu *)mv)->dm.cudnn)
+        return zt_err("--attention cudnn cannot keep packed documents apart; use --attention gemm or "
+                      "--doc-attention full");
+    return 0;
+}
+
+static void embed_fwd(void *mv, const zt_bf16 *p, const uint32_t *ids) {
+    qwen3_gpu *m = mv;
+    zt_cuda_embedding_fwd(m->cs, m->X[0], p, ids, m->dm.N, m->dm.d, m->V);
+}
+
+static void layer_fwd(void *mv, int l, const zt_bf16 *p, const int32_t *pos) {
+    qwen3_gpu *m = mv;
+    zt_qwen3_cuda_layer_fwd(m->ctx, m->cs, &m->dm, p, m->rope_cos, m->rope_sin, pos, m->X[l], m->X[l + 1],
+                            &m->acts[m->recompute ? 0 : l], NULL);
+}
+
+static void head(void *mv, const zt_bf16 *p, const zt_bf16 *emb, const int32_t *targets, float scale, double *loss,
+                 float *dhead, float *demb) {
+    qwen3_gpu *m = mv;
+    const zt_bf16 *lm_w = emb ? emb : p + m->lm_off;
+    float *dlm = dhead ? (demb ? demb : dhead + m->lm_off) : NULL;
+    zt_qwen3_cuda_head_fwd_bwd(m->ctx, m->cs, &m->dm, m->V, p + m->norm_off, lm_w, m->X[m->L], targets, scale, loss,
+                               &m->hacts, dhead ? dhead + m->norm_off : NULL, dlm, m->dx);
+}
+
+static void layer_bwd(void *mv, int l, const zt_bf16 *p, float *dp, const int32_t *pos) {
+    qwen3_gpu *m = mv;
+    if (m->recompute)  // the saved tensors again, from the kept input (X[l+1] is rewritten
+                       // with the same values: the ops are deterministic)
+        zt_qwen3_cuda_layer_fwd(m->ctx, m->cs, &m->dm, p, m->rope_cos, m->rope_sin, pos, m->X[l], m->X[l + 1],
+                                &m->acts[0], NULL);
+    zt_qwen3_cuda_layer_bwd(m->ctx, m->cs, &m->dm, p, dp, m->rope_cos, m->rope_sin, pos, m->X[l],
+                            &m->acts[m->recompute ? 0 : l], &m->work, m->dx, NULL);
+}
+
+// embedding backward: token ids only, deterministic (no float atomics)
+static void embed_bwd(void *mv, float *dp, const uint32_t *ids) {
+    qwen3_gpu *m = mv;
+    zt_cuda_embedding_bwd(m->cs, dp, m->dx, ids, m->dm.N, m->dm.d, m->V);
+}
+
+const zt_family_cuda zt_qwen3_cuda_family = {
+    .name = "qwen3",
+    .check = check,
+    .create = create,
+    .destroy = destroy,
+    .scratch_bytes = scratch_bytes,
+    .check_data = check_data,
+    .embed_fwd = embed_fwd,
+    .layer_fwd = layer_fwd,
+    .head = head,
+    .layer_bwd = layer_bwd,
+    .embed_bwd = embed_bwd,
+};
