@@ -30,7 +30,7 @@ struct zt_fsdp_opts;  // engine/fsdp_internal.h
 // (the engine struct and the backend hooks the module implements) or of the zt_comm backend
 // interface (engine/comm.h). The loader reads api_version first and nothing else of a table
 // whose version differs.
-#define ZT_CUDA_MODULE_API 3
+#define ZT_CUDA_MODULE_API 4
 #define ZT_CUDA_MODULE_FILE "libzerotrain_cuda.so"
 
 typedef struct {
