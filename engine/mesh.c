@@ -14,9 +14,10 @@ static const struct {
     zt_mesh_dim dim;
     const char *id;    // RUN/groups/<id>-<index>
     const char *name;  // "<name> group <index> (ranks ...)"
+    int at_one;        // a comm also at size 1: the engine's unit collectives run on it even then (as copies)
 } DIMS[] = {
-    {ZT_MESH_REPLICATE, "replica", "replica"},
-    {ZT_MESH_SHARD, "shard", "shard"},
+    {ZT_MESH_REPLICATE, "replica", "replica", 0},
+    {ZT_MESH_SHARD, "shard", "shard", 1},
 };
 #define NDIMS ((int)(sizeof DIMS / sizeof DIMS[0]))
 
@@ -111,7 +112,7 @@ int zt_mesh_create(zt_comm *world, const zt_mesh_dims *dims, int own_world, zt_m
         const zt_mesh_dim d = DIMS[i].dim;
         if (m->size[d] == m->world)
             m->host[d] = world;
-        else if (m->size[d] > 1 && split_dim(m, world, i, &m->host[d]) != 0) {
+        else if ((m->size[d] > 1 || DIMS[i].at_one) && split_dim(m, world, i, &m->host[d]) != 0) {
             int rc = 0;
             free_groups(m->host, NULL, world, &rc);
             free(m);
@@ -135,7 +136,7 @@ int zt_mesh_attach_device(zt_mesh *m, zt_comm *dworld, int own) {
         const zt_mesh_dim d = DIMS[i].dim;
         if (dworld == m->host[ZT_MESH_WORLD] || m->size[d] == m->world)
             m->dev[d] = dworld == m->host[ZT_MESH_WORLD] ? m->host[d] : dworld;
-        else if (m->size[d] > 1 && split_dim(m, dworld, i, &m->dev[d]) != 0) {
+        else if ((m->size[d] > 1 || DIMS[i].at_one) && split_dim(m, dworld, i, &m->dev[d]) != 0) {
             int rc = 0;
             free_groups(m->dev, m->host, dworld, &rc);
             memset(m->dev, 0, sizeof m->dev);

@@ -36,7 +36,7 @@ typedef struct {
 
 typedef struct zt_mesh zt_mesh;
 
-// Collective over `world`: the groups of every dimension of size 1 < n < W, each a
+// Collective over `world`: the groups of every dimension of size n < W (but replicate of size 1), each a
 // zt_comm_split_group of world named "<dim> group <i> (ranks ...)" (flight recorders in
 // RUN/groups/<dim>-<i>/ when world has a run directory; deadlines follow world's). own_world:
 // zt_mesh_free finalizes world too. Blocking and not deadline-guarded, like a split.
@@ -50,7 +50,9 @@ int zt_mesh_create(zt_comm *world, const zt_mesh_dims *dims, int own_world, zt_m
 int zt_mesh_attach_device(zt_mesh *m, zt_comm *dworld, int own);
 
 // The comm of this rank's group of `dim`: the world comm for ZT_MESH_WORLD and for a dimension
-// of size W; NULL for a dimension of size 1 (a group of one rank has nothing to exchange).
+// of size W; for ZT_MESH_REPLICATE of size 1, NULL (a group of one rank has nothing to
+// exchange); a shard group of one (G = 1) is a comm of its own (the engine's unit collectives
+// run on it as copies).
 zt_comm *zt_mesh_group(const zt_mesh *m, zt_mesh_dim dim);
 // The same on device buffers (NULL before zt_mesh_attach_device).
 zt_comm *zt_mesh_device_group(const zt_mesh *m, zt_mesh_dim dim);
