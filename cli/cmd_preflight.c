@@ -70,29 +70,28 @@ int zt_cmd_preflight(int argc, char **argv) {
     o.mem_need = zt_cli_plan_memory;
     if (!strcmp(o.device, "auto")) o.device = zt_fsdp_cuda_devices(0) > 0 ? "cuda" : "cpu";
     if (zt_mpi_init_once() != 0) zt_die_on_err();
+    zt_comm *comm;  // the world's process group (the checks' collectives run on it)
+    zt_comm_opts co = zt_comm_opts_default();
+    co.timeout_s = co.first_timeout_s = 120;
+    if (zt_comm_init_world(&comm, &co) != 0) zt_die_on_err();
+    zt_comm_info info;
+    zt_comm_get_info(comm, &info);
     {  // every rank checks the same job: its flags and run file agree (as `train` requires)
         static const char *const per_rank[] = {"threads", NULL};
         char *cj = zt_flags_config_json(zt_preflight_flags, &o);
         const char *cfile = NULL;
         uint32_t crc = 0;
         const int has_file = zt_flags_config_file(&o, &cfile, &crc);
-        const int arc = zt_settings_agree(MPI_COMM_WORLD, cj, has_file ? cfile : NULL, crc, per_rank);
+        const int arc = zt_settings_agree(zt_comm_mpi_base(comm), cj, has_file ? cfile : NULL, crc, per_rank);
         free(cj);
         if (arc != 0) {
-            int rank = 0;
-            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-            if (rank == 0) fprintf(stderr, "zerotrain preflight: error: %s\n", zt_errmsg());
+            if (info.rank == 0) fprintf(stderr, "zerotrain preflight: error: %s\n", zt_errmsg());
+            zt_comm_finalize(comm);
             zt_mpi_finalize_once();
             return 1;
         }
     }
-    zt_comm *comm;
-    zt_comm_opts co = zt_comm_opts_default();
-    co.timeout_s = co.first_timeout_s = 120;
-    if (zt_comm_init_mpi(&comm, MPI_COMM_WORLD, &co) != 0) zt_die_on_err();
     int rc = zt_preflight_run(comm, &o, stdout);
-    zt_comm_info info;
-    zt_comm_get_info(comm, &info);
     if (rc != 0 && info.rank == 0) fprintf(stderr, "zerotrain preflight: error: %s\n", zt_errmsg());
     zt_comm_finalize(comm);
     zt_mpi_finalize_once();

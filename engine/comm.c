@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/out_file.h"
 #include "engine/flight.h"
 
 #define ZT_COMM_DEFAULT_FLIGHT 256
@@ -61,6 +62,12 @@ typedef struct {
 struct zt_comm {
     const zt_comm_backend *be;
     const zt_comm *parent;  // zt_comm_split's child: the parent's deadlines apply (NULL: its own)
+    int world_rank;         // this process's rank in the root comm: what reports call it
+    // zt_comm_split_group's child: what the group is called and its members' world ranks
+    // (group rank order), for the deadline report; NULL / 0 otherwise.
+    char *title;
+    int *members;
+    int nmembers;
     void *self;
     zt_comm_info info;
     // Written by the main thread only; atomics because the watchdog thread reads them
@@ -127,6 +134,7 @@ int zt_comm_create(zt_comm **out, const zt_comm_backend *be, void *self, const z
     c->be = be;
     c->self = self;
     c->info = *info;
+    c->world_rank = info->rank;  // a child's is set by zt_comm_split_group
     atomic_init(&c->timeout_s, o.timeout_s);
     atomic_init(&c->first_timeout_s, o.first_timeout_s);
     c->wd_period_ms = period_ms;
@@ -167,6 +175,8 @@ int zt_comm_finalize(zt_comm *c) {
     c->be->destroy(c->self);
     zt_flight_close(c->fl, ZT_FL_FINALIZED);
     free(c->run_dir);
+    free(c->title);
+    free(c->members);
     free(c);
     return rc;
 }
@@ -174,18 +184,73 @@ int zt_comm_finalize(zt_comm *c) {
 void zt_comm_get_info(const zt_comm *c, zt_comm_info *out) { *out = c->info; }
 
 int zt_comm_split(zt_comm *c, int color, int key, const char *name, zt_comm **out) {
+    const zt_comm_group g = {NULL, name, NULL, 0};
+    return zt_comm_split_group(c, color, key, &g, out);
+}
+
+// RUN/groups/ID/group.json: who the group's rank-NNNNN.flight files are (zerotrain watch reads it).
+static int write_group_json(const char *dir, const zt_comm_group *g) {
+    char *js = NULL, path[4200];
+    size_t n = 0;
+    FILE *f = open_memstream(&js, &n);
+    if (!f) return zt_err("%s/group.json: out of memory", dir);
+    fprintf(f, "{\"format\": \"zerotrain-group\", \"version\": 1, \"id\": \"%s\", \"title\": \"%s\", \"ranks\": [", g->id,
+            g->title);
+    for (int i = 0; i < g->nranks; i++) fprintf(f, "%s%d", i ? ", " : "", g->ranks[i]);
+    fprintf(f, "]}\n");
+    fclose(f);
+    snprintf(path, sizeof path, "%s/group.json", dir);
+    const int rc = zt_write_file_atomic(path, js, n);
+    free(js);
+    return rc;
+}
+
+int zt_comm_split_group(zt_comm *c, int color, int key, const zt_comm_group *g, zt_comm **out) {
     *out = NULL;
+    const char *name = g->title ? g->title : "";
     if (!c->be->split) return zt_err("rank %d: the %s process group cannot make sub-groups", c->info.rank, c->be->name);
     zt_comm_opts o = zt_comm_opts_default();
     o.timeout_s = atomic_load_explicit(&c->timeout_s, memory_order_relaxed);
     o.first_timeout_s = atomic_load_explicit(&c->first_timeout_s, memory_order_relaxed);
-    o.run_dir = NULL;  // memory only: RUN/ranks/rank-N.flight is the parent's (a child's rank N is another rank)
+    // Without an id, memory only: RUN/ranks/rank-N.flight is the parent's (a child's rank N is
+    // another rank). With one, the group's own directory.
+    char dir[4200] = "";
+    o.run_dir = NULL;
+    if (c->run_dir && g->id && g->id[0]) {
+        for (const char *p = g->id; *p; p++)
+            if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' ||
+                  *p == '_'))
+                return zt_err("rank %d: group id \"%s\": only letters, digits, - and _", c->info.rank, g->id);
+        snprintf(dir, sizeof dir, "%s/groups/%s", c->run_dir, g->id);
+        if (zt_out_mkdirs(c->run_dir, dir) != 0)  // real directories, never a link out of RUN
+            return zt_err_prefix("rank %d: the flight recorder directory of %s", c->info.rank, name);
+        o.run_dir = dir;
+    }
     if (c->be->split(c->self, color, key, name, &o, out) != 0)
         return zt_err_prefix("rank %d: making the sub-group \"%s\" (color %d)", c->info.rank, name, color);
-    (*out)->parent = c;
+    zt_comm *k = *out;
+    k->parent = c;
+    k->world_rank = c->world_rank;
+    if (g->title) {
+        k->title = zt_xmalloc(strlen(g->title) + 1);
+        strcpy(k->title, g->title);
+    }
+    if (g->ranks && g->nranks == k->info.world) {
+        k->members = zt_xmalloc((size_t)g->nranks * sizeof *k->members);
+        memcpy(k->members, g->ranks, (size_t)g->nranks * sizeof *k->members);
+        k->nmembers = g->nranks;
+    }
+    if (dir[0] && k->info.rank == 0 && k->members && write_group_json(dir, g) != 0) {
+        // The ring is written all the same; only the names in a report of the watcher are missing.
+        fprintf(stderr, "zerotrain: rank %d: warning: %s\n", c->world_rank, zt_errmsg());
+        zt_err_clear();
+    }
     return 0;
 }
+
+const char *zt_comm_title(const zt_comm *c) { return c->title ? c->title : ""; }
 const char *zt_comm_backend_name(const zt_comm *c) { return c->be->name; }
+void *zt_comm_backend_self(const zt_comm *c) { return c->self; }
 const char *zt_comm_flight_path(const zt_comm *c) { return zt_flight_path(c->fl); }
 
 void zt_comm_set_context(zt_comm *c, int64_t step, int64_t epoch, int micro) {
@@ -647,12 +712,14 @@ static void deadline_abort(zt_comm *c, zt_req *r) {
     size_t hn = 0;
     FILE *h = open_memstream(&head, &hn);
     if (h) {
-        fprintf(h, "collective deadline exceeded after %g s: stuck in ", r->timeout);
+        fprintf(h, "collective deadline exceeded after %g s", r->timeout);
+        if (c->title) fprintf(h, " in %s, as its rank %d of %d", c->title, c->info.rank, c->info.world);
+        fprintf(h, ": stuck in ");
         describe(h, c, r, zt_flight_wall_ns());
         fclose(h);
     }
-    snprintf(reason, sizeof reason, "collective deadline exceeded after %g s in %s(\"%s\") seq %llu", r->timeout,
-             zt_op_name(r->d.op), r->label, (unsigned long long)r->seq);
+    snprintf(reason, sizeof reason, "collective deadline exceeded after %g s in %s%s%s(\"%s\") seq %llu", r->timeout,
+             c->title ? c->title : "", c->title ? ": " : "", zt_op_name(r->d.op), r->label, (unsigned long long)r->seq);
     report_and_abort(c, r, head ? head : reason, NULL, reason, r->timeout);
 }
 
@@ -678,7 +745,7 @@ static void report_and_abort(zt_comm *c, zt_req *stuck, const char *headline, co
         // instead of printing a second, interleaved report.
         for (;;) pause();
     }
-    int rank = c->info.rank;
+    int rank = c->world_rank;  // a group's rank inside it is named in the headline
     int64_t now_wall = zt_flight_wall_ns();
     char pre[48];
     snprintf(pre, sizeof pre, "zerotrain: rank %d: ", rank);
@@ -731,11 +798,23 @@ static void report_and_abort(zt_comm *c, zt_req *stuck, const char *headline, co
     // Every stuck rank reads every ring: fine at 16 ranks, a storm of reads on a shared
     // file system at thousands, where one reader per node is enough.
     if (c->run_dir && (c->info.world <= 64 || c->info.local_rank == 0)) {
-        fprintf(o, "%swhat every rank's flight recorder says:\n", pre);
-        zt_flight_summarize_dir(c->run_dir, c->info.world, o, pre);
+        if (c->title) {
+            fprintf(o, "%swhat the flight recorders of %s say (world ranks):\n", pre, c->title);
+            zt_flight_summarize_group(c->run_dir, c->info.world, c->members, o, pre);
+        } else {
+            fprintf(o, "%swhat every rank's flight recorder says:\n", pre);
+            zt_flight_summarize_dir(c->run_dir, c->info.world, o, pre);
+        }
     } else if (!c->run_dir) {
         fprintf(o, "%sno run directory: this rank's flight recorder follows\n", pre);
         zt_flight_json(o, &h, recs, n, reason);
+    }
+    // A group's hang is often explained by where its missing members are in the world's comm.
+    const zt_comm *root = c;
+    while (root->parent) root = root->parent;
+    if (root != c && root->run_dir && (root->info.world <= 64 || root->info.local_rank == 0)) {
+        fprintf(o, "%swhat every rank's flight recorder says (world):\n", pre);
+        zt_flight_summarize_dir(root->run_dir, root->info.world, o, pre);
     }
     free(recs);
     // Peers stuck in the same hang reach their deadlines moments later; a short grace

@@ -76,10 +76,29 @@ double zt_comm_set_timeout(zt_comm *c, double timeout_s);
 // zt_comm_info is the child's (rank and world inside the group; the node layout of its
 // members). Its deadlines follow the parent's (timeout_s, first_timeout_s, warm, and a
 // zt_comm_set_timeout on the parent). Its flight recorder lives in memory (no file under
-// RUN/ranks; a deadline report prints the child's own ring, `name` heading it). The child
+// RUN/ranks, where a group rank would collide with a world rank; a deadline report prints the
+// child's own ring, `name` heading it): zt_comm_split_group below puts it on disk. The child
 // must be finalized (zt_comm_finalize, collective over the child) before the parent.
 // Blocking and not deadline-guarded, like the comm's creation. 0, or -1 + zt_err.
 int zt_comm_split(zt_comm *c, int color, int key, const char *name, zt_comm **out);
+
+// What a sub-comm stands for (the process-group mesh, engine/mesh.h, names every group it makes).
+// With it, and a parent that has a run directory, the child's flight recorder is a file too:
+// RUN/groups/ID/ranks/rank-NNNNN.flight (NNNNN: the rank inside the group; for a parent whose
+// rings live elsewhere, e.g. the NCCL comm's RUN/nccl, under that: RUN/nccl/groups/ID), and the
+// group's rank 0 writes RUN/groups/ID/group.json {"id", "title", "ranks": [world ranks in group
+// rank order]} so a reader (zerotrain watch) can name the group and its members by world rank.
+// A deadline report of the child names the group by its title and prints every rank by its
+// world rank. Otherwise zt_comm_split's rules.
+typedef struct {
+    const char *id;     // directory name under RUN/groups: [A-Za-z0-9_-]+, e.g. "shard-1"
+    const char *title;  // for people: "shard group 1 (ranks 2-3)"
+    const int *ranks;   // the members' world ranks, in the order of their rank inside the group
+    int nranks;
+} zt_comm_group;
+int zt_comm_split_group(zt_comm *c, int color, int key, const zt_comm_group *g, zt_comm **out);
+// The title of a group made by zt_comm_split_group ("" for any other comm).
+const char *zt_comm_title(const zt_comm *c);
 
 // ---- watched host waits (the watchdog thread) --------------------------------
 // A rank can block outside the comm layer on something that depends on a collective:
@@ -201,6 +220,9 @@ typedef struct {
     // sub-group and wrap it with zt_comm_create(out, ..., opts) (opts as given). 0 or -1 + zt_err.
     int (*split)(void *self, int color, int key, const char *name, const zt_comm_opts *opts, zt_comm **out);
 } zt_comm_backend;
+
+// The backend's `self` of c (for the backend's own accessors).
+void *zt_comm_backend_self(const zt_comm *c);
 
 // Used by backend init functions: wraps `self` (owned from now on, destroyed by
 // zt_comm_finalize or on failure here) into a zt_comm. 0, or -1 + zt_err.

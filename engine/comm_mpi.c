@@ -12,6 +12,7 @@
 
 typedef struct {
     MPI_Comm data, ctrl;  // duplicates of base: see zt_chan in comm.h for why two
+    MPI_Comm base;        // what zt_comm_init_mpi was given (not owned); MPI_COMM_NULL for a sub-group
     int rank, world;
 } mpi_self;
 
@@ -201,6 +202,7 @@ int zt_comm_init_mpi(zt_comm **out, MPI_Comm base, const zt_comm_opts *opts) {
     if (!inited) return zt_err("zt_comm_init_mpi: MPI is not initialised (call zt_mpi_init_once first)");
     mpi_self *s = zt_xcalloc(1, sizeof *s);
     s->data = s->ctrl = MPI_COMM_NULL;
+    s->base = base;
     zt_comm_info info = {0};
     MPI_CHECK(MPI_Comm_rank(base, &s->rank), base);
     MPI_CHECK(MPI_Comm_size(base, &s->world), base);
@@ -228,7 +230,7 @@ fail:
 static int mpi_split(void *self_, int color, int key, const char *name, const zt_comm_opts *opts, zt_comm **out) {
     const mpi_self *p = self_;
     mpi_self *s = zt_xcalloc(1, sizeof *s);
-    s->data = s->ctrl = MPI_COMM_NULL;
+    s->data = s->ctrl = s->base = MPI_COMM_NULL;
     zt_comm_info info = {0};
     char cname[MPI_MAX_OBJECT_NAME];
     MPI_CHECK(MPI_Comm_split(p->data, color, key, &s->data), p->data);
@@ -249,6 +251,13 @@ static int mpi_split(void *self_, int color, int key, const char *name, const zt
 fail:
     mpi_destroy(s);
     return -1;
+}
+
+int zt_comm_init_world(zt_comm **out, const zt_comm_opts *opts) { return zt_comm_init_mpi(out, MPI_COMM_WORLD, opts); }
+
+MPI_Comm zt_comm_mpi_base(const zt_comm *c) {
+    if (!c || strcmp(zt_comm_backend_name(c), "mpi") != 0) return MPI_COMM_NULL;
+    return ((const mpi_self *)zt_comm_backend_self(c))->base;
 }
 
 static int zt_mpi_we_initialised;

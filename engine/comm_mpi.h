@@ -1,6 +1,6 @@
 // MPI entry points of the process group: the only header that shows MPI types, so
 // callers of engine/comm.h stay backend-neutral.
-// defines: zt_comm_init_mpi, zt_mpi_node_layout, zt_mpi_init_once, zt_mpi_init_threads, zt_mpi_finalize_once
+// defines: zt_comm_init_mpi, zt_comm_init_world, zt_comm_mpi_base, zt_mpi_node_layout, zt_mpi_init_once, zt_mpi_init_threads, zt_mpi_finalize_once
 #ifndef ZT_COMM_MPI_H
 #define ZT_COMM_MPI_H
 
@@ -17,6 +17,15 @@ extern "C" {
 // rank's flight recorder. Blocking and not deadline-guarded (MPI has no non-blocking
 // split). opts may be NULL (defaults). 0, or -1 + zt_err.
 int zt_comm_init_mpi(zt_comm **out, MPI_Comm base, const zt_comm_opts *opts);
+
+// The MPI communicator a comm made by zt_comm_init_mpi was built over (`base`, as given: the
+// world's MPI_COMM_WORLD), for MPI users outside the process group that need the same ranks
+// (HDF5's collective checkpoint I/O, the settings agreement); MPI_COMM_NULL for a sub-group or a
+// comm of another backend. Collectives on it must not overlap the comm's own.
+MPI_Comm zt_comm_mpi_base(const zt_comm *c);
+
+// The world's process group: zt_comm_init_mpi over MPI_COMM_WORLD.
+int zt_comm_init_world(zt_comm **out, const zt_comm_opts *opts);
 
 // Rank, world and node layout (local rank and size by shared memory; node index = the order
 // of the nodes' lowest ranks) over `base`: the one computation both process groups use.

@@ -533,6 +533,10 @@ typedef struct {
 static void group_add(fl_group *g, int rank) { zt_int_push(&g->ranks, &g->n, &g->cap, rank); }
 
 int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const char *prefix) {
+    return zt_flight_summarize_group(run_dir, world, NULL, out, prefix);
+}
+
+int zt_flight_summarize_group(const char *run_dir, int world, const int *names, FILE *out, const char *prefix) {
     if (!run_dir || world < 1) return zt_err("flight summary: no run directory or world %d", world);
     fl_group *groups = zt_xcalloc((size_t)world + 1, sizeof *groups);
     int *idle = zt_xcalloc((size_t)world, sizeof *idle), nidle = 0, ngroups = 0;
@@ -546,9 +550,9 @@ int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const cha
         int n;
         if (zt_flight_read_rank(path, rank, &h, &recs, &n) < 0) {
             if (per_rank)
-                fprintf(out, "%srank %d: %s (%s)\n", prefix, rank,
+                fprintf(out, "%srank %d: %s (%s)\n", prefix, names ? names[rank] : rank,
                         access(path, F_OK) == 0 ? "flight recorder refused" : "no flight recorder", zt_errmsg());
-            idle[nidle++] = rank;
+            idle[nidle++] = names ? names[rank] : rank;
             continue;
         }
         const zt_flight_rec *cur = zt_flight_current(recs, n);
@@ -556,7 +560,7 @@ int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const cha
             if (per_rank)
                 fprintf(out,
                         "%srank %d: in %s(\"%s\") seq %llu (%s), %s, for %.1f s; step %lld epoch %lld micro %d%s\n",
-                        prefix, rank, zt_op_name(cur->op), cur->label, (unsigned long long)cur->seq,
+                        prefix, names ? names[rank] : rank, zt_op_name(cur->op), cur->label, (unsigned long long)cur->seq,
                         zt_flight_state_name(cur->state), zt_flight_fmt_bytes(cur->bytes, b, sizeof b),
                         ns_between(now, cur->t_start_ns), (long long)h.step, (long long)h.epoch, h.micro,
                         h.status == ZT_FL_RUNNING   ? ""
@@ -572,18 +576,19 @@ int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const cha
                 memcpy(groups[g].label, cur->label, sizeof groups[g].label);
                 ngroups++;
             }
-            group_add(&groups[g], rank);
+            group_add(&groups[g], names ? names[rank] : rank);
         } else {
-            idle[nidle++] = rank;
+            idle[nidle++] = names ? names[rank] : rank;
             if (!per_rank) {
             } else if (n > 0) {
                 const zt_flight_rec *l = &recs[n - 1];
                 fprintf(out, "%srank %d: no collective in flight (%s); last %s(\"%s\") seq %llu %s %.1f s ago\n",
-                        prefix, rank, status_name(h.status), zt_op_name(l->op), l->label, (unsigned long long)l->seq,
+                        prefix, names ? names[rank] : rank, status_name(h.status), zt_op_name(l->op), l->label, (unsigned long long)l->seq,
                         zt_flight_state_name(l->state),
                         ns_between(now, l->t_end_ns ? l->t_end_ns : l->t_start_ns));
             } else {
-                fprintf(out, "%srank %d: no collectives yet (%s)\n", prefix, rank, status_name(h.status));
+                fprintf(out, "%srank %d: no collectives yet (%s)\n", prefix, names ? names[rank] : rank,
+                        status_name(h.status));
             }
         }
         free(recs);

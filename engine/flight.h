@@ -122,6 +122,10 @@ int zt_flight_json(FILE *out, const zt_flight_hdr *hdr, const zt_flight_rec *rec
 // with their rank lists: the culprit of a mismatch stands out. Lines start with
 // `prefix`. Returns the number of distinct blocked-in collectives, -1 on error.
 int zt_flight_summarize_dir(const char *run_dir, int world, FILE *out, const char *prefix);
+// The same for a group's rings (DIR/ranks/rank-NNNNN.flight, NNNNN the rank inside the group)
+// printed under other names: names[i] is what group rank i is called (its world rank); NULL:
+// the ranks as they are.
+int zt_flight_summarize_group(const char *dir, int world, const int *names, FILE *out, const char *prefix);
 
 const char *zt_flight_state_name(zt_flight_state s);
 // "12.5 MiB"-style size into buf.

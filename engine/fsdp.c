@@ -425,19 +425,24 @@ int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *
 // flags: ZT_FSDP_HOST_MODEL (the CPU backend: the CPU model's activations; without it only
 // the layout) and ZT_FSDP_NO_INIT (benchmarks: leave the master shards zero; seeded init of
 // billions of parameters on one host thread takes a minute).
-// The shard group and replica comms of hybrid sharding (G < W): groups of G consecutive
-// ranks; replica comm = the ranks at the same position of every group. Collective over comm.
-static int make_groups(zt_fsdp *f, zt_comm *comm, int G) {
+// The shard group and replica comms of hybrid sharding (G < W), the mesh's (engine/mesh.h):
+// groups of G consecutive ranks; replica group = the ranks at the same position of every group.
+static int take_groups(zt_fsdp *f, zt_comm *comm, const zt_mesh *mesh, int G) {
     f->shard_world = G;
     f->shard_rank = f->rank % G;
     f->replica = f->rank / G;
     f->replicas = f->world / G;
     f->gcomm_host = comm;
     if (G == f->world) return 0;
-    if (zt_comm_split(comm, f->replica, f->shard_rank, "shard-group", &f->group_comm) != 0) return -1;
-    f->gcomm_host = f->group_comm;
-    if (f->replicas > 1 && zt_comm_split(comm, f->shard_rank, f->replica, "replicas", &f->replica_comm) != 0)
-        return -1;
+    if (!mesh)
+        return zt_err("hybrid sharding (G = %d of %d ranks) takes its groups from a process-group mesh "
+                      "(zt_fsdp_opts.mesh, engine/mesh.h)", G, f->world);
+    if (zt_mesh_group(mesh, ZT_MESH_WORLD) != comm || zt_mesh_size(mesh, ZT_MESH_SHARD) != G)
+        return zt_err("hybrid sharding: the mesh (world comm %s the engine's, shard groups of %d) does not match "
+                      "G = %d", zt_mesh_group(mesh, ZT_MESH_WORLD) == comm ? "is" : "is not",
+                      zt_mesh_size(mesh, ZT_MESH_SHARD), G);
+    f->gcomm_host = zt_mesh_group(mesh, ZT_MESH_SHARD);
+    f->replica_comm = zt_mesh_group(mesh, ZT_MESH_REPLICATE);
     return 0;
 }
 
@@ -474,7 +479,7 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
     const zt_model_layout *lay = &f->lay;
     f->nunits = lay->nunits;
     f->units = zt_xcalloc((size_t)f->nunits, sizeof *f->units);
-    if (make_groups(f, comm, G) != 0) return -1;
+    if (take_groups(f, comm, opts ? opts->mesh : NULL, G) != 0) return -1;
     f->dcomm = f->gcomm_host;
     // Keep-gathered: every unit may be resident at once (forward holds units 0..u and u+1 in flight).
     f->keep_gathered = opts && opts->keep_gathered;
@@ -625,9 +630,6 @@ void zt_fsdp_free(zt_fsdp *f) {
     free(f->units);
     free(f->events);
     free(f->pbuf), free(f->pbuf_unit), free(f->kept);
-    // collective, like the engine's end: every rank frees its engine at the same point
-    if (f->replica_comm) zt_comm_finalize(f->replica_comm);
-    if (f->group_comm) zt_comm_finalize(f->group_comm);
     if (f->cpu_model) f->fam->cpu->destroy(f->cpu_model);
     zt_model_layout_free(&f->lay);
     memset(f, 0, sizeof *f);

@@ -19,6 +19,7 @@
 
 #include "model/family.h"
 #include "engine/comm.h"
+#include "engine/mesh.h"
 #include "engine/optim.h"
 
 #define ZT_FSDP_ALIGN 16        // elements: a shard starts on a 64-byte boundary
@@ -66,6 +67,8 @@ typedef struct {
     int attention_cudnn;           // cuda: cuDNN fused flash attention (refused when not built)
     int shard_group;               // G: shard over groups of G consecutive ranks, replicate across W/G (hybrid
                                    // sharding); 0 = W (full shard). Must divide W (zt_fsdp_check_shard_group)
+    const zt_mesh *mesh;           // the process groups (engine/mesh.h; its G = shard_group): comm is its world
+                                   // group, dcomm its device world. Needed for G < W; NULL: full shard
     int keep_gathered;             // 1: parameters stay gathered from a unit's forward to its backward (no
                                    // backward re-gather; --reshard-after-forward false)
 } zt_fsdp_config;

@@ -53,9 +53,8 @@
 
 typedef struct {
     zt_comm *dc;                     // NCCL comm: device buffers (all W ranks: the step's control all-reduce)
-    zt_comm *uc;                     // the unit collectives' NCCL comm: dc, or the shard group's (hybrid sharding)
-    zt_comm *rc;                     // hybrid sharding: the replicas' NCCL comm (NULL when one copy)
-    int own_uc;                      // uc was made here (zt_comm_split) and is finalized here
+    zt_comm *uc;                     // the unit collectives' NCCL comm: dc, or the mesh's shard group (hybrid)
+    zt_comm *rc;                     // hybrid sharding: the mesh's replica group on the GPU (NULL when one copy)
     cudaStream_t rs;                 // rc's stream of the replica all-reduce (its CTRL channel)
     cudaEvent_t ev_rep;              // recorded on rs after the replica all-reduces
     zt_req **rreq;                   // [nunits] replica all-reduces, retired after the step's host sync
@@ -545,8 +544,6 @@ static void gpu_free(zt_fsdp *f) {
     free(c->p_ready), free(c->p_free), free(c->preq);
     if (c->ev_rep) cudaEventDestroy(c->ev_rep);
     free(c->rreq);
-    if (c->rc) zt_comm_finalize(c->rc);  // collective: every rank frees its engine at the same point
-    if (c->own_uc) zt_comm_finalize(c->uc);
     free(c);
     f->bs = NULL;
 }
@@ -600,16 +597,15 @@ static int check_engine(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_mode
     return 0;
 }
 
-// Hybrid sharding: the shard group's and the replicas' NCCL comms; then the streams.
-static int make_streams(zt_fsdp *f, gpu_state *c, zt_comm *dcomm) {
+// Hybrid sharding: the mesh's shard and replica groups on the GPU; then the streams.
+static int make_streams(zt_fsdp *f, gpu_state *c, zt_comm *dcomm, const zt_fsdp_opts *o) {
     c->dc = c->uc = dcomm;
     if (f->shard_world < f->world) {
-        if (zt_comm_split(dcomm, f->replica, f->shard_rank, "shard-group", &c->uc) != 0) {
-            c->uc = dcomm;
-            return -1;
-        }
-        c->own_uc = 1;
-        if (f->replicas > 1 && zt_comm_split(dcomm, f->shard_rank, f->replica, "replicas", &c->rc) != 0) return -1;
+        if (zt_mesh_device_group(o->mesh, ZT_MESH_WORLD) != dcomm)
+            return zt_err("GPU FSDP engine: hybrid sharding needs the mesh's device groups of this NCCL comm "
+                          "(zt_mesh_attach_device)");
+        c->uc = zt_mesh_device_group(o->mesh, ZT_MESH_SHARD);
+        c->rc = zt_mesh_device_group(o->mesh, ZT_MESH_REPLICATE);
     }
     f->dcomm = c->uc;
     c->ds = (cudaStream_t)zt_comm_nccl_stream(c->uc, ZT_CHAN_DATA);
@@ -768,8 +764,8 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     const zt_family_cuda *fc = NULL;
     if (check_engine(f, comm, dcomm, cfg, seq_len, &o, &fc) != 0) return -1;
     // keep-gathered: the schedule's pool of one parameter slot per unit (o.param_slots does not apply);
-    // hybrid sharding: the host sub-comms of `comm` (gather_full), the NCCL ones made below
-    const zt_fsdp_opts host_opts = {.keep_gathered = o.keep_gathered, .shard_group = o.shard_group};
+    // hybrid sharding: the mesh's host groups of `comm` (gather_full), its device groups below
+    const zt_fsdp_opts host_opts = {.keep_gathered = o.keep_gathered, .shard_group = o.shard_group, .mesh = o.mesh};
     if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
                           bench ? ZT_FSDP_NO_INIT : 0, &host_opts) != 0)
         return -1;
@@ -783,7 +779,7 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     c->preq = zt_xcalloc((size_t)pcap, sizeof *c->preq);
     c->device = zt_comm_nccl_device(dcomm);
     ZT_CUDA_CHECK(cudaSetDevice(c->device));
-    if (make_streams(f, c, dcomm) != 0) return -1;
+    if (make_streams(f, c, dcomm, &o) != 0) return -1;
     c->ctx = zt_cuda_ctx_create();
     alloc_shards(f, c);
     c->host_pinned = 0;

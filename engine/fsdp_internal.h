@@ -16,6 +16,7 @@
 #ifndef ZT_FSDP_INTERNAL_H
 #define ZT_FSDP_INTERNAL_H
 #include "engine/fsdp.h"
+#include "engine/mesh.h"
 
 typedef struct {
     int64_t numel;    // unpadded elements of the unit
@@ -50,9 +51,11 @@ typedef struct zt_fsdp_opts {
     int grad_slots;         //        (0 = ZT_FSDP_GRAD_SLOTS; >= 1)
     float bench_uniform;    // benchmarks: > 0 draws parameters uniform in [-a, a) on the device instead
                             // of the seeded host init (a minute saved at 32B shapes)
-    // Sharding strategy (both backends' constructors read these two):
+    // Sharding strategy (both backends' constructors read these three):
     int shard_group;        // G: shard over groups of G consecutive ranks, replicate across the W/G groups
-                            // (hybrid sharding); 0 = W (full shard). Must divide W.
+                            // (hybrid sharding); 0 = W (full shard). Must divide W, and equal the mesh's.
+    const zt_mesh *mesh;    // where the groups come from (engine/mesh.h): comm must be its world group, and
+                            // for the GPU engine dcomm its device world. Needed for G < W; NULL: full shard
     int keep_gathered;      // 1: a unit's gathered parameters stay from its forward to its backward (no
                             // backward re-gather; FSDP's reshard_after_forward=False); 0: reshard after forward
 } zt_fsdp_opts;
@@ -64,11 +67,10 @@ struct zt_fsdp {
     int rank, world;          // in comm: data parallelism is over all W ranks
     // Hybrid sharding: groups of G = shard_world consecutive ranks each hold one full copy of the
     // sharded state; this rank is shard_rank of its group, and replica (= rank / G) of R = W / G
-    // copies. Full shard: G = W, R = 1, the sub-comms NULL.
+    // copies. Full shard: G = W, R = 1. The groups are the mesh's (opts.mesh), never made here.
     int shard_world, shard_rank, replica, replicas;
-    zt_comm *gcomm_host;      // host comm of the shard group (gather_full): comm at G = W, else a sub-comm
-    zt_comm *group_comm;      // the sub-comms this engine made (NULL at G = W): shard group and replicas
-    zt_comm *replica_comm;    // (the ranks holding the same shard, one per group; NULL when R = 1)
+    zt_comm *gcomm_host;      // host comm of the shard group (gather_full): the mesh's ZT_MESH_SHARD (comm at G = W)
+    zt_comm *replica_comm;    // the mesh's ZT_MESH_REPLICATE: the ranks holding the same shard (NULL when R = 1)
     int keep_gathered;        // a unit's parameters stay gathered from its forward to its backward
     double (*update_fence)(void *arg);  // zt_fsdp_set_update_fence (NULL: none)
     void *update_fence_arg;
@@ -209,8 +211,8 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, int flags,
                       const zt_fsdp_opts *opts);
 // (opts: the sharding strategy, may be NULL = full shard, reshard after forward. With G < W it
-// makes the shard group's and the replicas' sub-comms of `comm` (collective): gcomm_host, and
-// for the CPU backend dcomm. Keep-gathered sizes the parameter pool at one slot per unit.)
+// takes the shard group's and the replicas' comms from opts->mesh: gcomm_host, and for the CPU
+// backend dcomm. Keep-gathered sizes the parameter pool at one slot per unit.)
 // The CPU backend's constructor with the options (zt_fsdp_init = this with none).
 int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, const zt_ops *ops, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, const zt_fsdp_opts *opts);

@@ -622,6 +622,129 @@ static int group_cmp(const void *a, const void *b) {
     return x->ranks[0] - y->ranks[0];
 }
 
+// ---- the process-group mesh's groups (engine/mesh.h): RUN/groups/ID and RUN/nccl/groups/ID ----
+// Under hybrid sharding most collectives run on a shard or replica group, whose rings are
+// RUN/groups/ID/ranks/rank-NNNNN.flight by the rank inside the group; group.json says which
+// world ranks those are. A ring whose process is not the one of the world rank's own ring
+// (another job's, left in a reused run directory) is not read.
+typedef struct {
+    char dir[4200];
+    char where[64];   // "RUN/groups/shard-1"
+    char title[160];  // "shard group 1 (ranks 2-3)"
+    int *ranks, n;
+} watch_group;
+
+typedef struct {
+    int have;  // this world rank's position in a group: rec, in the group title
+    zt_flight_rec rec;
+    const watch_group *g;
+} group_pos;
+
+static void world_ring_owner(const char *base_dir, int rank, int *pid, char *host, size_t hn) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/ranks/rank-%05d.flight", base_dir, rank);
+    zt_flight_hdr h;
+    zt_flight_rec *recs = NULL;
+    int n = 0;
+    *pid = -1;
+    host[0] = 0;
+    if (zt_flight_read_rank(path, rank, &h, &recs, &n) == 0) {
+        *pid = h.pid;
+        snprintf(host, hn, "%s", h.host);
+    }
+    free(recs);
+    zt_err_clear();
+}
+
+// Appends the groups under BASE/groups (BASE: the run directory, or its nccl/) to *gs.
+static void load_groups(const char *run_dir, const char *sub, int world, watch_group **gs, int *ng, int *cap) {
+    char base[4200], gdir[4300];
+    snprintf(base, sizeof base, "%s%s%s", run_dir, sub[0] ? "/" : "", sub);
+    snprintf(gdir, sizeof gdir, "%s/groups", base);
+    DIR *d = opendir(gdir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[4600];
+        snprintf(path, sizeof path, "%s/%s/group.json", gdir, e->d_name);
+        char *txt = zt_read_file(path, NULL);
+        cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+        free(txt);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "title"), *rk = cJSON_GetObjectItemCaseSensitive(j, "ranks");
+        const int n = cJSON_IsArray(rk) ? cJSON_GetArraySize(rk) : 0;
+        if (!cJSON_IsString(t) || n < 1 || n > world) {
+            cJSON_Delete(j);
+            zt_err_clear();
+            continue;
+        }
+        if (*ng == *cap) {
+            const int ncap = *cap ? 2 * *cap : 8;
+            watch_group *grown = realloc(*gs, (size_t)ncap * sizeof **gs);
+            if (!grown) {
+                cJSON_Delete(j);
+                break;
+            }
+            *gs = grown;
+            *cap = ncap;
+        }
+        watch_group *g = &(*gs)[*ng];
+        memset(g, 0, sizeof *g);
+        snprintf(g->dir, sizeof g->dir, "%.3900s/%.200s", gdir, e->d_name);
+        snprintf(g->where, sizeof g->where, "RUN/%s%s%.40s", sub[0] ? "nccl/" : "", "groups/", e->d_name);
+        snprintf(g->title, sizeof g->title, "%s", t->valuestring);
+        g->ranks = zt_xmalloc((size_t)n * sizeof *g->ranks);
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            const cJSON *x = cJSON_GetArrayItem(rk, i);
+            g->ranks[i] = cJSON_IsNumber(x) ? (int)x->valuedouble : -1;
+            if (g->ranks[i] < 0 || g->ranks[i] >= world) ok = 0;
+        }
+        g->n = n;
+        cJSON_Delete(j);
+        if (ok)
+            (*ng)++;
+        else
+            free(g->ranks);
+    }
+    closedir(d);
+}
+
+// For each world rank, the collective it is blocked on in one of its groups (a WAITING or
+// TIMED_OUT record first, else the oldest in flight), read from rings of its own process.
+static void group_positions(const char *run_dir, int world, const watch_group *gs, int ng, group_pos *pos) {
+    for (int k = 0; k < ng; k++) {
+        const watch_group *g = &gs[k];
+        const int nccl = strncmp(g->where, "RUN/nccl/", 9) == 0;
+        char base[4200];
+        snprintf(base, sizeof base, "%s%s", run_dir, nccl ? "/nccl" : "");
+        for (int i = 0; i < g->n; i++) {
+            char path[4400], host[48];
+            snprintf(path, sizeof path, "%s/ranks/rank-%05d.flight", g->dir, i);
+            zt_flight_hdr h;
+            zt_flight_rec *recs = NULL;
+            int n = 0, pid;
+            if (zt_flight_read_rank(path, i, &h, &recs, &n) != 0) {
+                zt_err_clear();
+                continue;
+            }
+            world_ring_owner(base, g->ranks[i], &pid, host, sizeof host);
+            const zt_flight_rec *cur = zt_flight_current(recs, n);
+            if (cur && pid == h.pid && !strcmp(host, h.host)) {
+                group_pos *p = &pos[g->ranks[i]];
+                const int blocked = cur->state == ZT_FL_WAITING || cur->state == ZT_FL_TIMED_OUT;
+                const int had_blocked = p->have && (p->rec.state == ZT_FL_WAITING || p->rec.state == ZT_FL_TIMED_OUT);
+                if (!p->have || (blocked && !had_blocked)) {
+                    p->have = 1;
+                    p->rec = *cur;
+                    p->g = g;
+                }
+            }
+            free(recs);
+        }
+    }
+}
+
 void zt_watch_diagnose(zt_watch *w, double now) {
     int world = w->world;
     int dense, nfiles;
@@ -636,6 +759,12 @@ void zt_watch_diagnose(zt_watch *w, double now) {
         fclose(d);
         return;
     }
+    watch_group *mg = NULL;
+    int nmg = 0, mcap = 0;
+    load_groups(w->run_dir, "", world, &mg, &nmg, &mcap);
+    load_groups(w->run_dir, "nccl", world, &mg, &nmg, &mcap);
+    group_pos *gpos = zt_xcalloc((size_t)world, sizeof *gpos);
+    group_positions(w->run_dir, world, mg, nmg, gpos);
     diag_group *g = zt_xcalloc((size_t)world + 2, sizeof *g);
     int ng = 0, nrec = 0, *aborted = zt_xmalloc((size_t)world * sizeof(int)), nab = 0, nrefused = 0;
     char refused[1200] = "";  // the first refused recorder's error, for the diagnosis
@@ -655,7 +784,17 @@ void zt_watch_diagnose(zt_watch *w, double now) {
             nrec++;
             if (h.status == ZT_FL_ABORTED) aborted[nab++] = r;
             const zt_flight_rec *cur = zt_flight_current(recs, n);
-            if (cur) {
+            // A rank blocked in one of its mesh groups (a shard group's all-gather, the replicas'
+            // all-reduce) is named there, with the group, unless the world's comm holds it.
+            const group_pos *gp = &gpos[r];
+            const int world_blocked = cur && (cur->state == ZT_FL_WAITING || cur->state == ZT_FL_TIMED_OUT);
+            if (gp->have && !world_blocked &&
+                (!cur || gp->rec.state == ZT_FL_WAITING || gp->rec.state == ZT_FL_TIMED_OUT)) {
+                key.incoll = 1, key.op = gp->rec.op, key.seq = gp->rec.seq;
+                memcpy(key.label, gp->rec.label, sizeof key.label);
+                snprintf(key.text, sizeof key.text, "%.90s: %s(\"%s\") seq %llu", gp->g->title, zt_op_name(gp->rec.op),
+                         gp->rec.label, (unsigned long long)gp->rec.seq);
+            } else if (cur) {
                 key.incoll = 1, key.op = cur->op, key.seq = cur->seq;
                 memcpy(key.label, cur->label, sizeof key.label);
                 snprintf(key.text, sizeof key.text, "%s(\"%s\") seq %llu", zt_op_name(cur->op), cur->label,
@@ -772,6 +911,23 @@ void zt_watch_diagnose(zt_watch *w, double now) {
         fprintf(d, "  NCCL comm (RUN/nccl/ranks):\n");
         zt_flight_summarize_dir(ndir, world, d, "  ");
     }
+    // The mesh's groups some rank is in a collective of (at most 16; by world rank).
+    int shown = 0, more = 0;
+    for (int k = 0; k < nmg; k++) {
+        int busy = 0;
+        for (int i = 0; i < mg[k].n; i++) busy |= gpos[mg[k].ranks[i]].have && gpos[mg[k].ranks[i]].g == &mg[k];
+        if (!busy) continue;
+        if (shown++ >= 16) {
+            more++;
+            continue;
+        }
+        fprintf(d, "  %s, %s:\n", mg[k].title, mg[k].where);
+        zt_flight_summarize_group(mg[k].dir, mg[k].n, mg[k].ranks, d, "  ");
+    }
+    if (more) fprintf(d, "  ... and %d more group%s with collectives in flight\n", more, more > 1 ? "s" : "");
+    for (int k = 0; k < nmg; k++) free(mg[k].ranks);
+    free(mg);
+    free(gpos);
     fclose(d);
     (void)ncoll;
     (void)now;

@@ -21,6 +21,15 @@ foreach(case triage_samples triage_errors calibrate watch_once watch_loop train_
 endforeach()
 set_tests_properties(ops_cli_train_complete ops_cli_train_hang ops_cli_train_kill9 ops_cli_train_sigstop ops_cli_launch_2node PROPERTIES PROCESSORS 2)
 
+# A hang inside a shard group under hybrid sharding (4 ranks, --shard-group 2): the watcher's
+# diagnosis and the deadline report name the group (the mesh's flight recorders in RUN/groups)
+# and its ranks by world rank (tests/cli/mesh_hang.sh).
+add_test(NAME watch_deadline_shard_group_hang
+         COMMAND bash ${ZT_TEST_DIR}/cli/mesh_hang.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
+                 ${CMAKE_BINARY_DIR}/test-work/mesh_hang)
+set_tests_properties(watch_deadline_shard_group_hang PROPERTIES TIMEOUT 180 PROCESSORS 2
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+
 # The Slurm batch script on a real one-node Slurm (exit 77 = skipped, with the reason).
 add_test(NAME ops_slurm COMMAND bash ${ZT_TEST_DIR}/cli/slurm_test.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
                                 ${CMAKE_BINARY_DIR}/test-work/ops_slurm)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "engine/comm_mpi.h"
 #include "train/agree.h"
 #include "train/resume.h"
 
@@ -157,7 +158,7 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
     // Collective: refuses ranks that resolved different checkpoints (not a damaged one), a model
     // config that differs (naming the fields) and bad checksums.
     zt_comm_watch_begin(r->comm, "checkpoint load (HDF5 collective read)");  // first-step deadline applies
-    const int load_rc = zt_ckpt_load(MPI_COMM_WORLD, ckpt_path, zt_fsdp_layout(r->f), &meta, &r->shards);
+    const int load_rc = zt_ckpt_load(zt_comm_mpi_base(r->comm), ckpt_path, zt_fsdp_layout(r->f), &meta, &r->shards);
     zt_comm_watch_end(r->comm);
     if (load_rc != 0) {
         *load_failed = load_rc != ZT_CKPT_LOAD_DIFFERENT;

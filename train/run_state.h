@@ -11,6 +11,7 @@
 #include "checkpoint/ckpt.h"
 #include "data/dataset.h"
 #include "engine/comm.h"
+#include "engine/mesh.h"
 #include "engine/fsdp.h"
 #include "model/qwen3.h"
 #include "train/line_file.h"
@@ -27,8 +28,9 @@ typedef enum { ZT_PEAK_UNKNOWN = 0, ZT_PEAK_PRESET, ZT_PEAK_GIVEN, ZT_PEAK_CPU_P
 
 // All state of one run, so that cleanup is one function.
 typedef struct {
-    zt_comm *comm;            // MPI: host collectives (evenfix, agreement, the CPU engine)
-    zt_comm *dcomm;           // NCCL: the GPU engine's collectives on device buffers (cuda only)
+    zt_mesh *mesh;            // the process groups (engine/mesh.h), built once by the session; owns the comms
+    zt_comm *comm;            // MPI: the mesh's world group (evenfix, agreement, the CPU engine)
+    zt_comm *dcomm;           // NCCL: the mesh's device world, the GPU engine's collectives (cuda only)
     zt_comm_opts copts;
     int cuda;                 // the GPU engine runs this job
     int rank, world;

@@ -21,6 +21,7 @@
 #include "kernels/ops.h"
 #include "train/agree.h"
 #include "train/loop.h"
+#include "train/preflight.h"
 #include "train/run_log.h"
 #include "train/settings_agree.h"
 #include "train/signals.h"
@@ -104,7 +105,24 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
         co.first_timeout_s = co.timeout_s;
     co.run_dir = o->run_dir;
     r->copts = co;
-    if (zt_comm_init_mpi(&r->comm, MPI_COMM_WORLD, &co) != 0) return -1;
+    // The process groups, once for the job: the world, --shard-group resolved on it (`node` reads
+    // its node layout), then the mesh of shard and replica groups (engine/mesh.h), which owns them
+    // all. Everything after asks the mesh for the group it means.
+    zt_comm *world = NULL;
+    if (zt_comm_init_mpi(&world, MPI_COMM_WORLD, &co) != 0) return -1;
+    int G = r->world;
+    ok = zt_shard_group_resolve(world, o->shard_group, r->world, &G) == 0;
+    if (zt_train_agree(world, ok, "resolving --shard-group") == 0) {
+        ok = zt_mesh_create(world, &(zt_mesh_dims){.shard = G}, 1, &r->mesh) == 0;
+        if (zt_train_agree(world, ok, "making the process groups") != 0) zt_mesh_free(r->mesh), r->mesh = NULL;
+    }
+    if (!r->mesh) {
+        char msg[ZT_ERR_MAX];
+        snprintf(msg, sizeof msg, "%s", zt_errmsg());
+        zt_comm_finalize(world);
+        return zt_err("%s", msg);
+    }
+    r->comm = zt_mesh_group(r->mesh, ZT_MESH_WORLD);
     zt_comm_info info;
     zt_comm_get_info(r->comm, &info);
     r->alive = zt_liveness_start(o->run_dir, r->rank, o->alive_interval);
@@ -136,8 +154,10 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
         if (r->world > 1 && named != 1) zt_err("rank %d: %.3000s", r->rank, first);
         else zt_err("%s", first);
     }
-    if (r->dcomm) zt_comm_finalize(r->dcomm);  // after the engine's buffers are gone (run_cleanup)
-    zt_comm_finalize(r->comm);
+    // After the engine's buffers are gone (run_cleanup). An NCCL comm the mesh never took (its
+    // creation failed on another rank) is finalized on its own.
+    if (r->dcomm && zt_mesh_device_group(r->mesh, ZT_MESH_WORLD) != r->dcomm) zt_comm_finalize(r->dcomm);
+    zt_mesh_free(r->mesh);
     return rc;
 }
 

@@ -22,6 +22,7 @@
 
 #include "base/common.h"
 #include "checkpoint/safetensors.h"
+#include "engine/comm_mpi.h"
 #include "engine/cuda_module.h"
 #include "model/flops.h"
 #include "train/device_info.h"
@@ -461,7 +462,7 @@ static int make_snapshot(run_state *r) {
                         "cuda backend yet: run with synchronous saves, or full shard",
                         strat.shard_group, r->world) == 0;
         if (zt_train_agree_named(r, ok, "--async-save with hybrid sharding") != 0) return -1;
-        ok = zt_ckpt_async_create(MPI_COMM_WORLD, zt_fsdp_layout(r->f), &r->save_shards, 0, &r->async) == 0;
+        ok = zt_ckpt_async_create(zt_comm_mpi_base(r->comm), zt_fsdp_layout(r->f), &r->save_shards, 0, &r->async) == 0;
         return zt_train_agree_named(r, ok, "--async-save snapshot") != 0 ? -1 : 0;
     }
     const int64_t bytes = zt_ckpt_snapshot_bytes(&r->save_shards);
@@ -481,7 +482,7 @@ static int make_snapshot(run_state *r) {
                     zt_human_bytes((double)node_max, 2, b1, sizeof b1),
                     zt_human_bytes((double)node_bytes, 2, b2, sizeof b2), local, local == 1 ? "" : "s", zt_human_bytes(avail, 2, b3, sizeof b3)) == 0;
     if (zt_train_agree_named(r, ok, "--async-save memory check") != 0) return -1;
-    ok = zt_ckpt_async_create(MPI_COMM_WORLD, zt_fsdp_layout(r->f), &r->save_shards, 1, &r->async) == 0;
+    ok = zt_ckpt_async_create(zt_comm_mpi_base(r->comm), zt_fsdp_layout(r->f), &r->save_shards, 1, &r->async) == 0;
     // the writer thread copies the snapshot while the next step computes; that step's optimizer
     // update waits for the copy
     if (ok) zt_fsdp_set_update_fence(r->f, zt_ckpt_async_wait_copied, r->async);
@@ -510,9 +511,11 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
         snprintf(ndir, sizeof ndir, "%s/nccl", o->run_dir);
         zt_comm_opts dco = r->copts;
         dco.run_dir = ndir;
-        MPI_Comm world = MPI_COMM_WORLD;
+        MPI_Comm world = zt_comm_mpi_base(r->comm);
         ok = zt_cuda_comm_init(&r->dcomm, &world, -1, &dco) == 0;
         if (zt_train_agree(r->comm, ok, "creating the NCCL communicators") != 0) return -1;
+        ok = zt_mesh_attach_device(r->mesh, r->dcomm, 1) == 0;  // the mesh's groups on the GPU; owns dcomm
+        if (zt_train_agree(r->comm, ok, "making the NCCL process groups") != 0) return -1;
         zt_fsdp_cuda_describe(r->dcomm, backend, sizeof backend);
         size_t bl = strlen(backend);
         snprintf(backend + bl, sizeof backend - bl, ", %s attention%s%s", cudnn ? "cuDNN flash" : "GEMM",
@@ -525,15 +528,12 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
                         "backend ignores them\n");
 
     // ---- model and optimizer state, sharded (over all W ranks, or hybrid: groups of G) ----
-    int G = r->world;
-    if (zt_train_agree(r->comm, zt_shard_group_resolve(r->comm, o->shard_group, r->world, &G) == 0,
-                       "resolving --shard-group") != 0)
-        return -1;
+    const int G = zt_mesh_size(r->mesh, ZT_MESH_SHARD);  // the session resolved --shard-group into the mesh
     if (r->rank == 0 && (G < r->world || !o->reshard_after_forward))
         printf("sharding: %s over groups of %d rank%s x %d replica%s%s\n", G < r->world ? "hybrid" : "full shard", G,
                G == 1 ? "" : "s", r->world / G, r->world / G == 1 ? "" : "s",
                o->reshard_after_forward ? "" : ", parameters kept gathered from forward to backward");
-    const zt_fsdp_config ec = {.backend = r->cuda ? "cuda" : "cpu", .comm = r->comm, .dcomm = r->dcomm, .cfg = &cfg,
+    const zt_fsdp_config ec = {.backend = r->cuda ? "cuda" : "cpu", .comm = r->comm, .dcomm = r->dcomm, .mesh = r->mesh, .cfg = &cfg,
                                .micro_batch = o->micro_batch, .grad_accum = o->grad_accum, .seq_len = ds->seq_len,
                                .hp = hp, .seed = o->seed, .recompute = o->recompute,
                                .attention_cudnn = cudnn, .shard_group = G,
@@ -788,7 +788,7 @@ static int async_settle(const zt_train_opts *o, run_state *r, int64_t step, int 
     // rank 0 renames and moves latest; every rank agrees (today's commit, under the same watch)
     const double prev = zt_comm_set_timeout(r->comm, fmax(o->save_timeout, r->copts.timeout_s));
     zt_comm_watch_begin(r->comm, "checkpoint commit (rename, latest; limit: --save-timeout)");
-    const int rc = zt_ckpt_async_commit(r->async, MPI_COMM_WORLD, o->keep_last, r->ckpt_path, sizeof r->ckpt_path);
+    const int rc = zt_ckpt_async_commit(r->async, zt_comm_mpi_base(r->comm), o->keep_last, r->ckpt_path, sizeof r->ckpt_path);
     zt_comm_watch_end(r->comm);
     zt_comm_set_timeout(r->comm, prev);
     if (rc != 0)
@@ -881,7 +881,7 @@ static int maybe_save(const zt_train_opts *o, run_state *r, int64_t step, int la
     // gives them a deadline (--save-timeout) and the usual report instead of a silent hang.
     const double prev_timeout = zt_comm_set_timeout(r->comm, fmax(o->save_timeout, r->copts.timeout_s));
     zt_comm_watch_begin(r->comm, "checkpoint save (HDF5 collective write; limit: --save-timeout)");
-    const int save_rc = zt_ckpt_save(MPI_COMM_WORLD, o->run_dir, &meta, zt_fsdp_layout(r->f), r->settings, &r->save_shards,
+    const int save_rc = zt_ckpt_save(zt_comm_mpi_base(r->comm), o->run_dir, &meta, zt_fsdp_layout(r->f), r->settings, &r->save_shards,
                                      o->keep_last, r->ckpt_path, sizeof r->ckpt_path);
     zt_comm_watch_end(r->comm);
     zt_comm_set_timeout(r->comm, prev_timeout);

@@ -650,6 +650,16 @@ int main(int argc, char **argv) {
     if (g_rank == 0)
         printf("test_fsdp_cuda: %s, NCCL world %d%s\n", dev, g_world,
                g_opts.shard_group ? " (hybrid sharding: --group)" : "");
+    // The process groups of --group G: a mesh over the NCCL comm (run_case passes it as both
+    // comms), and one over the host comm with the NCCL comm as its device world (run_sft_case).
+    zt_mesh *mesh_d = NULL, *mesh_h = NULL;
+    if (zt_mesh_create(dc, &(zt_mesh_dims){.shard = g_opts.shard_group}, 0, &mesh_d) != 0 ||
+        zt_mesh_attach_device(mesh_d, dc, 0) != 0)
+        zt_die_on_err();
+    if (hc && (zt_mesh_create(hc, &(zt_mesh_dims){.shard = g_opts.shard_group}, 0, &mesh_h) != 0 ||
+               zt_mesh_attach_device(mesh_h, dc, 0) != 0))
+        zt_die_on_err();
+    g_opts.mesh = mesh_d;
     if (!sft_only) {
         run_case(dc, 0, 0, 0);
         run_case(dc, 1, 0, 0);
@@ -658,10 +668,14 @@ int main(int argc, char **argv) {
         // emulated 4-rank runs inside the host's memory mappings
         if (g_world == 1) run_case(dc, 0, 0, 1);
     }
-    if (hc)
+    if (hc) {
+        g_opts.mesh = mesh_h;
         run_sft_case(dc, hc);
-    else
+    } else {
         run_sft_refusals(dc);
+    }
+    g_opts.mesh = NULL;
+    check(zt_mesh_free(mesh_h) == 0 && zt_mesh_free(mesh_d) == 0, "the meshes' groups finalized");
     // Every collective handle the engines issued was waited for (retired).
     const int fin = zt_comm_finalize(dc);
     check(fin == 0, fin == 0 ? "comm finalize: every collective handle retired" : zt_errmsg());

@@ -80,7 +80,10 @@ int main(int argc, char **argv) {
                      .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-4, .weight_decay = 0.1, .clip = 1.0};
     const uint64_t seed = 99;
     zt_fsdp f;
-    const zt_fsdp_opts fo = {.shard_group = group, .keep_gathered = keep};
+    // The process groups of group=G: the mesh over this world (hybrid sharding takes its groups from it).
+    zt_mesh *mesh = NULL;
+    if (zt_mesh_create(comm, &(zt_mesh_dims){.shard = group}, 0, &mesh) != 0) zt_die_on_err();
+    const zt_fsdp_opts fo = {.shard_group = group, .mesh = mesh, .keep_gathered = keep};
     if (zt_fsdp_init_opts(&f, comm, &cfg, &zt_cpu_ops, B, G, S, &hp, seed, &fo) != 0) zt_die_on_err();
     const int GS = f.shard_world;  // the shard group (W at full shard)
     // The companion engine on the same data: full shard with resharding when this one is hybrid
@@ -88,7 +91,7 @@ int main(int argc, char **argv) {
     // (every value must be the same, bit for bit).
     const int companion = keep || GS < W;
     zt_fsdp c;
-    const zt_fsdp_opts co_opts = {.shard_group = keep ? group : 0, .keep_gathered = 0};
+    const zt_fsdp_opts co_opts = {.shard_group = keep ? group : 0, .mesh = mesh, .keep_gathered = 0};
     if (companion && zt_fsdp_init_opts(&c, comm, &cfg, &zt_cpu_ops, B, G, S, &hp, seed, &co_opts) != 0)
         zt_die_on_err();
     if (rank == 0)
@@ -340,6 +343,7 @@ int main(int argc, char **argv) {
     free(full), free(mine), free(all), free(data);
     zt_fsdp_free(&f);
     if (companion) zt_fsdp_free(&c);
+    if (zt_mesh_free(mesh) != 0) zt_die_on_err();
     if (rank == 0) zt_trainer_free(&ref);
     zt_comm_finalize(comm);
     zt_mpi_finalize_once();
