@@ -174,6 +174,40 @@ static int async_settle(const zt_train_opts *o, run_state *r, int64_t step, int 
     return 0;
 }
 
+// --async-save at a save point (not the last step's, not a stop's): the snapshot of `step`,
+// its writer started (GPU engine: once the device-to-host copy has landed), training goes on.
+// ts: when the save point began (training is blocked from there); waited: of it, for the previous write.
+static int start_background_save(const zt_train_opts *o, run_state *r, const zt_ckpt_meta *meta, int64_t step,
+                                 double ts, double waited) {
+    const double tsnap = zt_now();
+    int ok;
+    if (zt_fsdp_has_snapshot(r->f)) {  // GPU engine: the copy is queued; the writer starts once it landed
+        r->ckpt.snap_meta = *meta;
+        ok = zt_fsdp_snapshot_begin(r->f) == 0;
+        if (ok) r->ckpt.snap_step = step;
+    } else {  // hybrid sharding: the replicas agree that they hold replica 0's bytes first
+        ok = zt_fsdp_check_replicas(r->f) == 0 &&
+             zt_ckpt_async_start(r->ckpt.async, o->run_dir, meta, r->ckpt.settings, &r->ckpt.save_shards) == 0;
+    }
+    if (zt_train_agree(r->comm, ok, "starting the background checkpoint write") != 0)
+        return zt_err_prefix("step %lld", (long long)step);
+    r->ckpt.async_t0 = zt_now();
+    const double snap_s = r->ckpt.async_t0 - tsnap, blocked = r->ckpt.async_t0 - ts;
+    const int dev = zt_fsdp_has_snapshot(r->f);
+    if (!dev) r->ckpt.copy_step = step;
+    zt_runlog_ckpt(&r->sinks, r->rank, step, "snapshot", step, blocked, waited, dev ? snap_s : NAN, NAN);
+    if (r->rank == 0) {
+        zt_runlog_clear_progress();
+        printf("checkpoint: step %lld snapshot %s %.3f s (training blocked %.3f s%s), writing in the background\n",
+               (long long)step,
+               dev ? "(device-to-host on its own stream) queued in"
+                   : "copied by the writer thread while the next step computes (its update waits for it); started in",
+               snap_s, blocked, waited > 0.0005 ? ", of it waiting for the previous write" : "");
+        fflush(stdout);
+    }
+    return 0;
+}
+
 // The checkpoint policy after `step` steps: at each epoch end (behind a barrier every rank
 // reaches), every --save-every steps, at the last step, and when a stop was requested.
 // --async-save: a save point first waits for (and commits) a save still in flight, then takes
@@ -212,35 +246,7 @@ int zt_save_maybe(const zt_train_opts *o, run_state *r, int64_t step, int last, 
     meta.final = last;
     // at most one save in flight: this save point waits for the previous write (and says so)
     if (r->ckpt.async && async_settle(o, r, step, 1, &waited) != 0) return -1;
-    if (r->ckpt.async && !last && !stop) {
-        const double tsnap = zt_now();
-        int ok;
-        if (zt_fsdp_has_snapshot(r->f)) {  // GPU engine: the copy is queued; the writer starts once it landed
-            r->ckpt.snap_meta = meta;
-            ok = zt_fsdp_snapshot_begin(r->f) == 0;
-            if (ok) r->ckpt.snap_step = step;
-        } else {  // hybrid sharding: the replicas agree that they hold replica 0's bytes first
-            ok = zt_fsdp_check_replicas(r->f) == 0 &&
-                 zt_ckpt_async_start(r->ckpt.async, o->run_dir, &meta, r->ckpt.settings, &r->ckpt.save_shards) == 0;
-        }
-        if (zt_train_agree(r->comm, ok, "starting the background checkpoint write") != 0)
-            return zt_err_prefix("step %lld", (long long)step);
-        r->ckpt.async_t0 = zt_now();
-        const double snap_s = r->ckpt.async_t0 - tsnap, blocked = r->ckpt.async_t0 - ts;
-        const int dev = zt_fsdp_has_snapshot(r->f);
-        if (!dev) r->ckpt.copy_step = step;
-        zt_runlog_ckpt(&r->sinks, r->rank, step, "snapshot", step, blocked, waited, dev ? snap_s : NAN, NAN);
-        if (r->rank == 0) {
-            zt_runlog_clear_progress();
-            printf("checkpoint: step %lld snapshot %s %.3f s (training blocked %.3f s%s), writing in the background\n",
-                   (long long)step,
-                   dev ? "(device-to-host on its own stream) queued in"
-                       : "copied by the writer thread while the next step computes (its update waits for it); started in",
-                   snap_s, blocked, waited > 0.0005 ? ", of it waiting for the previous write" : "");
-            fflush(stdout);
-        }
-        return 0;
-    }
+    if (r->ckpt.async && !last && !stop) return start_background_save(o, r, &meta, step, ts, waited);
     if (zt_fsdp_to_host(r->f) != 0) return -1;  // GPU engine: device state to the host copies
     // Hybrid sharding: the replicas that do not write agree that they hold replica 0's bytes.
     if (zt_fsdp_check_replicas(r->f) != 0) return zt_err_prefix("step %lld: checkpoint refused", (long long)step);

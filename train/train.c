@@ -63,7 +63,6 @@ void zt_train_defaults(zt_train_opts *o) {
     o->save_timeout = ZT_DEF_SAVE_TIMEOUT;
 }
 
-
 void zt_train_cleanup(run_state *r) {
     zt_sinks_close(&r->sinks);
     zt_save_free(&r->ckpt);  // first: a write still in flight may be copying the engine's shards
@@ -72,7 +71,6 @@ void zt_train_cleanup(run_state *r) {
     zt_cursor_free(&r->data, r->world);
     zt_eval_free(&r->eval);
 }
-
 
 // OpenMP threads (the CPU ops and their matrix products): --threads, else OMP_NUM_THREADS, else the node's cores
 // split between the ranks on it.
@@ -186,7 +184,6 @@ static int open_data(const zt_train_opts *o, run_state *r) {
     return 0;
 }
 
-
 // --init: every rank maps the safetensors files and reads only its own slices.
 static int load_init_weights(const zt_train_opts *o, run_state *r) {
     const double t0 = zt_now();
@@ -227,7 +224,6 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
     if (r->rank == 0) printf("init: loaded Hugging Face weights from %s (%.2f s)\n", o->init, zt_now() - t0);
     return 0;
 }
-
 
 // The engine: NCCL communicators (cuda), the sharded model and optimizer state, then its
 // starting point: --init weights, or the checkpoint of --resume, copied to the device.
@@ -292,7 +288,6 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     return 0;
 }
 
-
 // A step's outcome the loop stops on: a non-finite loss or gradient norm (all-reduced).
 static int check_finite(const run_state *r, int64_t step, const zt_fsdp_stats *s) {
     if (!s->nonfinite) return 0;
@@ -326,7 +321,6 @@ static void account_step(run_progress *p, int64_t step, const zt_fsdp_stats *s) 
     p->lr_last = s->lr;
 }
 
-
 // RUN/final/: exported by rank 0 from the final checkpoint (checksums verified, one unit in
 // memory at a time, shards of at most 5 GB): no rank ever assembles the whole model.
 static int export_final(const zt_train_opts *o, run_state *r) {
@@ -343,7 +337,6 @@ static int export_final(const zt_train_opts *o, run_state *r) {
     }
     return zt_train_agree(r->comm, ok, "exporting final weights");
 }
-
 
 // The training loop. Every decision at a step boundary (stop, evaluation, checkpoint,
 // epoch end) comes from all-reduced values, so every rank takes it at the same step.
