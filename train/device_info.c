@@ -71,45 +71,45 @@ static void cuda_device_name(const char *backend, char *buf, size_t n) {
     snprintf(buf, n, "%.*s", (int)len, p);
 }
 
-void zt_run_device(const zt_train_opts *o, run_state *r) {
-    char threads[48];
-    snprintf(threads, sizeof threads, "%d thread%s", r->threads, r->threads == 1 ? "" : "s");
-    r->peak_flops = NAN;
-    r->peak_kind = ZT_PEAK_UNKNOWN;
-    if (r->cuda) {
-        cuda_device_name(r->backend, r->device_name, sizeof r->device_name);
+void zt_run_device(const zt_train_opts *o, flops_acct *fa, int cuda, int rank, int threads, const char *backend) {
+    char nthreads[48];
+    snprintf(nthreads, sizeof nthreads, "%d thread%s", threads, threads == 1 ? "" : "s");
+    fa->peak_flops = NAN;
+    fa->peak_kind = ZT_PEAK_UNKNOWN;
+    if (cuda) {
+        cuda_device_name(backend, fa->device_name, sizeof fa->device_name);
     } else {
-        cpu_model_name(r->device_name, sizeof r->device_name);
+        cpu_model_name(fa->device_name, sizeof fa->device_name);
     }
     const char *preset = NULL;
     double peak = 0;
     if (o->peak_tflops > 0) {
-        r->peak_flops = o->peak_tflops * 1e12;
-        r->peak_kind = ZT_PEAK_GIVEN;
-        snprintf(r->peak_source, sizeof r->peak_source, "--peak-tflops %g (given)", o->peak_tflops);
-    } else if (r->cuda) {
-        if (zt_device_peak(r->device_name, &preset, &peak)) {
-            r->peak_flops = peak;
-            r->peak_kind = ZT_PEAK_PRESET;
-            snprintf(r->peak_source, sizeof r->peak_source, "dense bf16 peak of the %s preset (`zerotrain plan`), matched "
+        fa->peak_flops = o->peak_tflops * 1e12;
+        fa->peak_kind = ZT_PEAK_GIVEN;
+        snprintf(fa->peak_source, sizeof fa->peak_source, "--peak-tflops %g (given)", o->peak_tflops);
+    } else if (cuda) {
+        if (zt_device_peak(fa->device_name, &preset, &peak)) {
+            fa->peak_flops = peak;
+            fa->peak_kind = ZT_PEAK_PRESET;
+            snprintf(fa->peak_source, sizeof fa->peak_source, "dense bf16 peak of the %s preset (`zerotrain plan`), matched "
                      "by the device name", preset);
         } else {
-            snprintf(r->peak_source, sizeof r->peak_source, "unknown: the device name matches no preset (B300, B200, "
+            snprintf(fa->peak_source, sizeof fa->peak_source, "unknown: the device name matches no preset (B300, B200, "
                      "H200, H100); give --peak-tflops");
         }
     } else {
         // every rank at once (they all leave the previous agreed phase together): the rate one
         // rank gets while the others compute too
         const int n = 512;
-        r->peak_flops = zt_cpu_gemm_probe(n, 0.05);
-        r->peak_kind = ZT_PEAK_CPU_PROBE;
-        snprintf(r->peak_source, sizeof r->peak_source, "measured: fp32 GEMM probe on this CPU at start (%d x %d x %d "
+        fa->peak_flops = zt_cpu_gemm_probe(n, 0.05);
+        fa->peak_kind = ZT_PEAK_CPU_PROBE;
+        snprintf(fa->peak_source, sizeof fa->peak_source, "measured: fp32 GEMM probe on this CPU at start (%d x %d x %d "
                  "through the CPU op table, its %s sgemm kernel, %s per rank, every rank at once), not a GPU peak", n, n, n,
-                 zt_cpu_gemm_kernel(), threads);
+                 zt_cpu_gemm_kernel(), nthreads);
     }
-    if (r->rank == 0 && r->peak_kind == ZT_PEAK_UNKNOWN)
-        fprintf(stderr, "zerotrain: warning: MFU: %s ('%s'); TFLOP/s are logged, MFU is null\n", r->peak_source,
-                r->device_name);
+    if (rank == 0 && fa->peak_kind == ZT_PEAK_UNKNOWN)
+        fprintf(stderr, "zerotrain: warning: MFU: %s ('%s'); TFLOP/s are logged, MFU is null\n", fa->peak_source,
+                fa->device_name);
 }
 
 // ---- library versions ----

@@ -7,13 +7,14 @@
 #define ZT_TRAIN_DEVICE_INFO_H
 #include <cjson/cJSON.h>
 
-#include "train/run_state.h"
+#include "train/flops_acct.h"
+#include "train/train.h"
 
-// Fills r->device_name, r->peak_flops (NAN: unknown) and r->peak_source, after the engine is
-// built (the cuda backend's description names its GPU). On the cpu backend every rank probes
+// Fills fa->device_name, fa->peak_flops (NAN: unknown), peak_kind and peak_source, after the
+// engine is built (backend: its description, which on cuda names the GPU). On the cpu backend every rank probes
 // at once, as the ranks will compute: each rank's MFU is against its own probe, the run's
 // against rank 0's. Never fails: an unknown peak leaves MFU null (a warning says so).
-void zt_run_device(const zt_train_opts *o, run_state *r);
+void zt_run_device(const zt_train_opts *o, flops_acct *fa, int cuda, int rank, int threads, const char *backend);
 // The best rate, FLOP/s, of an n x n x n fp32 matmul through the CPU op table
 // (zt_cpu_ops.matmul_fwd: OpenBLAS, this process's threads) over about budget_s seconds.
 double zt_cpu_gemm_probe(int n, double budget_s);

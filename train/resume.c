@@ -87,11 +87,12 @@ static char *schedule_diff(const char *saved, const char *now) {
 // that resolved different checkpoints, is not that (an older checkpoint would not fit either,
 // and nothing is known to be damaged): *load_failed = 0.
 static int resume_one(const zt_train_opts *o, run_state *r, const char *from, int *load_failed) {
-    const zt_dataset *ds = &r->ds;
+    const zt_dataset *ds = &r->data.ds;
     const double t0 = zt_now();
     *load_failed = 0;
-    int ok = zt_ckpt_resolve(strcmp(from, "latest") ? from : o->run_dir, r->ckpt_path, sizeof r->ckpt_path) == 0;
-    const char *ckpt_path = r->ckpt_path;
+    int ok = zt_ckpt_resolve(strcmp(from, "latest") ? from : o->run_dir, r->ckpt.ckpt_path,
+                             sizeof r->ckpt.ckpt_path) == 0;
+    const char *ckpt_path = r->ckpt.ckpt_path;
     zt_ckpt_meta meta;
     zt_model_config saved_cfg;
     char *saved = NULL, diff[1024];
@@ -104,7 +105,7 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
     // has none to compare.
     int has_files = 0, data_differs = 0;
     if (ok && saved && *saved) {
-        cJSON *sj = cJSON_Parse(saved), *nj = cJSON_Parse(r->settings);
+        cJSON *sj = cJSON_Parse(saved), *nj = cJSON_Parse(r->ckpt.settings);
         has_files = cJSON_GetObjectItemCaseSensitive(sj, "dataset_files") != NULL;
         for (int k = 0; k < 2 && has_files; k++) {
             const char *key = k ? "dataset_blocks" : "dataset_files";
@@ -118,8 +119,8 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
         if (!has_files || o->allow_new_data) may_differ[nd++] = "dataset_files";
         if (o->allow_new_data) may_differ[nd++] = "dataset_blocks";
         for (int i = 0; o->allow_new_schedule && schedule_keys[i]; i++) may_differ[nd++] = schedule_keys[i];
-        char *sched_before = schedule_diff(saved, r->settings);
-        ok = zt_ckpt_check_train_json(saved, r->settings, may_differ) == 0;
+        char *sched_before = schedule_diff(saved, r->ckpt.settings);
+        ok = zt_ckpt_check_train_json(saved, r->ckpt.settings, may_differ) == 0;
         if (!ok && (data_differs || sched_before)) {
             char why[ZT_ERR_MAX];
             snprintf(why, sizeof why, "%s", zt_errmsg());
@@ -133,19 +134,20 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
                          "steps already taken keep their numbers" : "");
         }
         if (!ok) zt_err_prefix("--resume %s", ckpt_path);
-        r->data_changed = ok && data_differs;
-        free(r->schedule_before);
-        r->schedule_before = ok ? sched_before : NULL;
+        r->ckpt.data_changed = ok && data_differs;
+        free(r->ckpt.schedule_before);
+        r->ckpt.schedule_before = ok ? sched_before : NULL;
         if (!ok) free(sched_before);
     }
     free(saved);
     if (ok && ds->per_rank && meta.world_size != r->world)
         ok = zt_err("--resume %s: saved by %d ranks on a per-rank dataset; it can only continue on %d ranks",
                     ckpt_path, meta.world_size, meta.world_size) == 0;
-    if (ok && (meta.epoch != meta.step / r->steps_per_epoch || meta.epoch_step != meta.step % r->steps_per_epoch))
+    const int64_t spe = r->data.steps_per_epoch;
+    if (ok && (meta.epoch != meta.step / spe || meta.epoch_step != meta.step % spe))
         ok = zt_err("--resume %s: its data cursor (epoch %lld, step %lld of the epoch) does not match %lld steps "
                     "per epoch of this run", ckpt_path, (long long)meta.epoch, (long long)meta.epoch_step,
-                    (long long)r->steps_per_epoch) == 0;
+                    (long long)r->data.steps_per_epoch) == 0;
     // Every rank learns the lowest failing rank's reason, and whether any rank could not read it.
     const int agreed = zt_train_agree_named(r, ok, "reading the checkpoint to resume");
     if (agreed < 0) return -1;
@@ -158,26 +160,26 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
     // Collective: refuses ranks that resolved different checkpoints (not a damaged one), a model
     // config that differs (naming the fields) and bad checksums.
     zt_comm_watch_begin(r->comm, "checkpoint load (HDF5 collective read)");  // first-step deadline applies
-    const int load_rc = zt_ckpt_load(zt_comm_mpi_base(r->comm), ckpt_path, zt_fsdp_layout(r->f), &meta, &r->shards);
+    const int load_rc = zt_ckpt_load(zt_comm_mpi_base(r->comm), ckpt_path, zt_fsdp_layout(r->f), &meta, &r->ckpt.shards);
     zt_comm_watch_end(r->comm);
     if (load_rc != 0) {
         *load_failed = load_rc != ZT_CKPT_LOAD_DIFFERENT;
         return zt_err_prefix("--resume");
     }
-    r->start_step = meta.step;
-    r->tokens_seen = meta.tokens_seen;
+    r->progress.start_step = meta.step;
+    r->progress.tokens_seen = meta.tokens_seen;
     snprintf(r->run_id, sizeof r->run_id, "%s", meta.run_id);  // one logical run across restarts
     zt_fsdp_set_step(r->f, meta.step);  // Adam's bias-correction step and the LR schedule continue
-    r->step = meta.step;
+    r->progress.step = meta.step;
     if (r->rank == 0)
         printf("resume: %s: step %lld (epoch %lld, %lld steps into it), saved by %d rank%s, loaded by %d (%.2f s)\n",
                ckpt_path, (long long)meta.step, (long long)meta.epoch, (long long)meta.epoch_step, meta.world_size,
                meta.world_size == 1 ? "" : "s", r->world, zt_now() - t0);
-    if (r->schedule_before && r->rank == 0) {
+    if (r->ckpt.schedule_before && r->rank == 0) {
         // Only the rate differs from what the old schedule would have given: Adam's state and
         // step count, the data order and the step numbers all continue.
         zt_hparams old = r->hp;
-        cJSON *b = cJSON_Parse(r->schedule_before);
+        cJSON *b = cJSON_Parse(r->ckpt.schedule_before);
         const cJSON *v;
         if ((v = cJSON_GetObjectItemCaseSensitive(b, "total_steps")) && cJSON_IsNumber(v)) old.total_steps = (int64_t)v->valuedouble;
         if ((v = cJSON_GetObjectItemCaseSensitive(b, "lr")) && cJSON_IsNumber(v)) old.lr = v->valuedouble;
@@ -186,17 +188,18 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
         if ((v = cJSON_GetObjectItemCaseSensitive(b, "schedule")) && cJSON_IsString(v))
             old.schedule = !strcmp(v->valuestring, "constant") ? ZT_SCHED_CONSTANT : ZT_SCHED_COSINE;
         cJSON_Delete(b);
-        const int64_t k = r->start_step;
+        const int64_t k = r->progress.start_step;
         char was[64] = "the old schedule ended there";
         if (k < old.total_steps) snprintf(was, sizeof was, "the old one would have given %.6g", zt_lr_at(&old, k));
         printf("resume: --allow-new-schedule: the checkpoint's schedule %s becomes %lld steps in all; steps 1-%lld "
                "keep their numbers and step %lld continues on the new schedule at learning rate %.6g (%s)\n",
-               r->schedule_before, (long long)r->total_steps, (long long)k, (long long)k + 1, zt_lr_at(&r->hp, k), was);
+               r->ckpt.schedule_before, (long long)r->total_steps, (long long)k, (long long)k + 1, zt_lr_at(&r->hp, k),
+               was);
     }
-    if (r->start_step >= r->total_steps && r->rank == 0)
+    if (r->progress.start_step >= r->total_steps && r->rank == 0)
         printf("resume: the checkpoint is already at step %lld of %lld; nothing to train (to train on, give a larger "
                "--steps with --allow-new-schedule)\n",
-               (long long)r->start_step, (long long)r->total_steps);
+               (long long)r->progress.start_step, (long long)r->total_steps);
     return 0;
 }
 
@@ -205,7 +208,7 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
 // load is collective and agreed, so every rank moves to its next candidate together; a rank
 // out of candidates ends the walk on every rank.
 int zt_resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
-    char **cand = r->resume_candidates;
+    char **cand = r->ckpt.resume_candidates;
     const int is_auto = cand && cand[0] && o->resume == cand[0];
     if (!is_auto) {
         int load_failed;
@@ -223,7 +226,7 @@ int zt_resume_from_checkpoint(const zt_train_opts *o, run_state *r) {
             if (skipped[0] && r->rank == 0)
                 fprintf(stderr, "zerotrain: warning: --resume auto: skipped %d checkpoint%s: %s; resumed from %s "
                                 "instead\n",
-                        nskipped, nskipped == 1 ? "" : "s", skipped, r->ckpt_path);
+                        nskipped, nskipped == 1 ? "" : "s", skipped, r->ckpt.ckpt_path);
             return 0;
         }
         // a mismatch of config or settings (an older checkpoint would not fit either), or ranks that

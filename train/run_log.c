@@ -55,17 +55,17 @@ static void add_config(cJSON *root, const zt_train_opts *o) {
 static void add_device(cJSON *root, const zt_train_opts *o, const run_state *r) {
     cJSON *d = cJSON_AddObjectToObject(root, "device");
     cJSON_AddStringToObject(d, "backend", r->cuda ? "cuda" : "cpu");
-    cJSON_AddStringToObject(d, "name", r->device_name);
+    cJSON_AddStringToObject(d, "name", r->flops.device_name);
     cJSON_AddNumberToObject(d, "count", r->world);
     cJSON_AddStringToObject(d, "kind", r->cuda ? "GPU per rank" : "CPU cores per rank");
     cJSON_AddStringToObject(d, "described", r->backend);
     static const char *const kinds[] = {"unknown", "preset", "given", "cpu_gemm_probe"};
-    if (isfinite(r->peak_flops)) cJSON_AddNumberToObject(d, "peak_tflops_per_rank", r->peak_flops / 1e12);
+    if (isfinite(r->flops.peak_flops)) cJSON_AddNumberToObject(d, "peak_tflops_per_rank", r->flops.peak_flops / 1e12);
     else cJSON_AddNullToObject(d, "peak_tflops_per_rank");
-    cJSON_AddStringToObject(d, "peak_kind", kinds[r->peak_kind]);
-    cJSON_AddStringToObject(d, "peak_source", r->peak_source);
+    cJSON_AddStringToObject(d, "peak_kind", kinds[r->flops.peak_kind]);
+    cJSON_AddStringToObject(d, "peak_source", r->flops.peak_source);
     cJSON *f = cJSON_AddObjectToObject(root, "flops");
-    const double S = r->ds.seq_len;
+    const double S = r->data.ds.seq_len;
     cJSON_AddNumberToObject(f, "per_token_one_document_per_block", zt_model_train_flops(&r->cfg, S, S * S) / S);
     cJSON_AddNumberToObject(f, "matmul_per_token", zt_model_flops_matmul_per_token(&r->cfg));
     cJSON_AddStringToObject(f, "convention",
@@ -118,9 +118,9 @@ static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_m
     cJSON_AddNumberToObject(tr, "steps_per_epoch", (double)steps_per_epoch);
     // --resume --allow-new-schedule: from which step the new length / schedule applies, and
     // the checkpoint's values of what changed
-    if (r->schedule_before) {
-        cJSON_AddNumberToObject(tr, "schedule_changed_at_step", (double)r->start_step);
-        cJSON_AddItemToObject(tr, "schedule_before", cJSON_Parse(r->schedule_before));
+    if (r->ckpt.schedule_before) {
+        cJSON_AddNumberToObject(tr, "schedule_changed_at_step", (double)r->progress.start_step);
+        cJSON_AddItemToObject(tr, "schedule_before", cJSON_Parse(r->ckpt.schedule_before));
     }
     cJSON_AddNumberToObject(tr, "micro_batch", o->micro_batch);
     cJSON_AddNumberToObject(tr, "grad_accum", o->grad_accum);
@@ -187,15 +187,16 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
            zt_human_bytes((double)mem->activations, 1, b5, sizeof b5));
     printf("train: %lld steps (%lld per epoch), %d rank%s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "
            "per step, %d thread%s per rank, %s\n",
-           (long long)r->total_steps, (long long)r->steps_per_epoch, r->world, r->world == 1 ? "" : "s",
-           o->micro_batch, o->grad_accum, r->ds.seq_len, (long long)(r->global_step_blocks * r->ds.seq_len), threads,
+           (long long)r->total_steps, (long long)r->data.steps_per_epoch, r->world, r->world == 1 ? "" : "s",
+           o->micro_batch, o->grad_accum, r->data.ds.seq_len,
+           (long long)(r->data.global_step_blocks * r->data.ds.seq_len), threads,
            threads == 1 ? "" : "s", r->backend);
-    const double S = r->ds.seq_len, per_token = zt_model_train_flops(cfg, S, S * S) / S;
+    const double S = r->data.ds.seq_len, per_token = zt_model_train_flops(cfg, S, S * S) / S;
     printf("flops: %.4g per token, %.4g per step (model/flops.h%s)\n", per_token,
-           per_token * S * (double)r->global_step_blocks,
-           r->isolated ? ", one document per block; isolated documents count their own, shorter lengths" : "");
-    if (r->async) {
-        const int64_t snap = zt_ckpt_async_bytes(r->async);
+           per_token * S * (double)r->data.global_step_blocks,
+           r->data.isolated ? ", one document per block; isolated documents count their own, shorter lengths" : "");
+    if (r->ckpt.async) {
+        const int64_t snap = zt_ckpt_async_bytes(r->ckpt.async);
         if (snap > 0)
             printf("checkpoints: asynchronous (--async-save): host snapshot %s per rank (master, Adam m and v of its "
                    "shards), a writer thread per rank; one save in flight, committed at a later step boundary\n",
@@ -205,10 +206,11 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
                    "filled by a device-to-host copy on its own stream (no extra host memory), a writer thread per "
                    "rank; one save in flight, committed at a later step boundary\n");
     }
-    if (isfinite(r->peak_flops))
-        printf("mfu: against %.4g TFLOP/s per rank on %s: %s\n", r->peak_flops / 1e12, r->device_name, r->peak_source);
+    if (isfinite(r->flops.peak_flops))
+        printf("mfu: against %.4g TFLOP/s per rank on %s: %s\n", r->flops.peak_flops / 1e12, r->flops.device_name,
+               r->flops.peak_source);
     else
-        printf("mfu: unknown peak on %s: %s\n", r->device_name, r->peak_source);
+        printf("mfu: unknown peak on %s: %s\n", r->flops.device_name, r->flops.peak_source);
 }
 
 // TensorBoard: rank 0 the run's curves in RUN/tb, every rank its own in RUN/tb/ranks/rank-N;
@@ -226,8 +228,8 @@ static int open_tensorboard(const zt_train_opts *o, run_state *r, int64_t start_
         if (o->resume && zt_tb_truncate_dir(dir, start_step) < 0) return -1;
         zt_tb *tb = zt_tb_open(dir, host[0] ? host : "host");
         if (!tb) return -1;
-        if (k == 0) r->tb = tb;
-        else r->tb_rank = tb;
+        if (k == 0) r->sinks.tb = tb;
+        else r->sinks.tb_rank = tb;
     }
     return 0;
 }
@@ -236,7 +238,7 @@ static int open_tensorboard(const zt_train_opts *o, run_state *r, int64_t start_
 // its metrics, its TensorBoard and --trace-blocks file). Agreed: all ranks or none go on.
 int zt_runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *mem) {
     const int R0 = r->rank == 0;
-    const int64_t start_step = r->start_step;
+    const int64_t start_step = r->progress.start_step;
     char path[4200];
     int ok = 1;
     if (R0 && o->overwrite && !o->resume) {
@@ -256,28 +258,37 @@ int zt_runlog_open(const zt_train_opts *o, run_state *r, const zt_fsdp_memory *m
         ok = zt_run_lock_set_run_id(r->lock, r->run_id) == 0;  // a second job's refusal names it
     }
     if (R0 && ok) {
-        ok = write_run_json(o, r, &r->cfg, &r->ds, r->isolated, r->run_id, r->world, r->settings,
-                            r->steps_per_epoch, r->threads, mem, r->data_changed ? start_step : -1) == 0;
+        ok = write_run_json(o, r, &r->cfg, &r->data.ds, r->data.isolated, r->run_id, r->world, r->ckpt.settings,
+                            r->data.steps_per_epoch, r->threads, mem, r->ckpt.data_changed ? start_step : -1) == 0;
         if (ok) {
             snprintf(path, sizeof path, "%s/metrics.jsonl", o->run_dir);
             if (o->resume) ok = zt_runlog_truncate(path, start_step) == 0;
-            r->metrics = ok ? zt_line_open(path, o->resume != NULL) : NULL;
-            if (!r->metrics) ok = 0;
+            r->sinks.metrics = ok ? zt_line_open(path, o->resume != NULL) : NULL;
+            if (!r->sinks.metrics) ok = 0;
         }
     }
     if (ok) {  // every rank: its own compute / wait split and bytes per step
         snprintf(path, sizeof path, "%s/ranks/rank-%05d.metrics.jsonl", o->run_dir, r->rank);
         if (o->resume) ok = zt_runlog_truncate(path, start_step) == 0;
-        r->rank_metrics = ok ? zt_line_open(path, o->resume != NULL) : NULL;
-        if (!r->rank_metrics) ok = 0;
+        r->sinks.rank_metrics = ok ? zt_line_open(path, o->resume != NULL) : NULL;
+        if (!r->sinks.rank_metrics) ok = 0;
     }
     if (ok && o->tensorboard) ok = open_tensorboard(o, r, start_step) == 0;
     if (ok && o->trace_blocks) {  // every rank: its own block ids per step
         snprintf(path, sizeof path, "%s/ranks/rank-%05d.blocks", o->run_dir, r->rank);
-        r->trace = zt_out_fopen(path, o->resume ? ZT_OUT_APPEND : ZT_OUT_TRUNC);
-        if (!r->trace) ok = 0;
+        r->sinks.trace = zt_out_fopen(path, o->resume ? ZT_OUT_APPEND : ZT_OUT_TRUNC);
+        if (!r->sinks.trace) ok = 0;
     }
     return zt_train_agree(r->comm, ok, "writing run.json");
+}
+
+void zt_sinks_close(log_sinks *s) {
+    zt_line_close(s->metrics);
+    zt_line_close(s->rank_metrics);
+    zt_tb_close(s->tb);
+    zt_tb_close(s->tb_rank);
+    if (s->trace) fclose(s->trace);
+    *s = (log_sinks){0};
 }
 
 int zt_runlog_check_outputs(const zt_train_opts *o, int rank) {
@@ -471,16 +482,16 @@ static void tb_points(zt_tb **tb, const metric_def *defs, int n, const double *v
 // One finished step: the record, then this rank's metrics file and TensorBoard; on rank 0 the
 // heartbeat, the run's metrics and TensorBoard, the plain log line and the progress line.
 void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt_fsdp_stats *s) {
-    const int64_t total_steps = r->total_steps, steps_per_epoch = r->steps_per_epoch;
-    const double now = zt_now(), el = now - r->t_loop, mean_step = el / (double)r->steps_run;
+    const int64_t total_steps = r->total_steps, steps_per_epoch = r->data.steps_per_epoch;
+    const double now = zt_now(), el = now - r->progress.t_loop, mean_step = el / (double)r->progress.steps_run;
     const double tok_s = (double)s->tokens / s->t_step;
     double v[M_COUNT];
-    v[M_EPOCH] = (double)r->epoch;
+    v[M_EPOCH] = (double)r->data.epoch;
     v[M_LOSS] = s->loss;
     v[M_LR] = s->lr;
     v[M_GRAD_NORM] = s->grad_norm;
     v[M_CLIP_COEF] = s->clip_coef;
-    v[M_TOKENS] = (double)r->tokens_seen;
+    v[M_TOKENS] = (double)r->progress.tokens_seen;
     v[M_TOK_S] = tok_s;
     v[M_TOK_S_RANK] = tok_s / r->world;
     v[M_STEP_TIME] = s->t_step;
@@ -492,7 +503,7 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
     // GPU-hours (rank-hours on the CPU backend): spent in this process so far, projected per
     // epoch at the mean step time, and at risk = spent since the last checkpoint.
     v[M_GPU_HOURS] = r->world * el / 3600.0;
-    v[M_GPU_HOURS_AT_RISK] = r->world * (now - r->t_durable) / 3600.0;
+    v[M_GPU_HOURS_AT_RISK] = r->world * (now - r->ckpt.t_durable) / 3600.0;
     v[M_GPU_HOURS_PER_EPOCH] = r->world * mean_step * (double)steps_per_epoch / 3600.0;
     v[M_ELAPSED] = now - r->t_start;
     v[M_TRAINED] = (double)s->targets;
@@ -501,48 +512,48 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
     const double watts = zt_power_last(r->power, &util);
     v[M_POWER_W] = watts >= 0 ? watts : NAN;
     v[M_UTIL] = watts >= 0 ? util : NAN;
-    const int hw = r->hw_extra_all > 0 || r->hw_extra_rank > 0;  // --recompute on the cuda backend
-    v[M_FLOPS] = r->flops_all;
-    v[M_RANK_FLOPS] = r->flops_rank;
-    v[M_TFLOPS] = r->flops_all / r->world / s->t_step / 1e12;
-    v[M_MFU] = r->flops_all / r->world / s->t_step / r->peak_flops;
-    v[M_HFU] = hw ? (r->flops_all + r->hw_extra_all) / r->world / s->t_step / r->peak_flops : NAN;
-    v[M_RANK_TFLOPS] = r->flops_rank / s->t_step / 1e12;
-    v[M_RANK_MFU] = r->flops_rank / s->t_step / r->peak_flops;
-    v[M_RANK_HFU] = hw ? (r->flops_rank + r->hw_extra_rank) / s->t_step / r->peak_flops : NAN;
+    const int hw = r->flops.hw_extra_all > 0 || r->flops.hw_extra_rank > 0;  // --recompute on the cuda backend
+    v[M_FLOPS] = r->flops.flops_all;
+    v[M_RANK_FLOPS] = r->flops.flops_rank;
+    v[M_TFLOPS] = r->flops.flops_all / r->world / s->t_step / 1e12;
+    v[M_MFU] = r->flops.flops_all / r->world / s->t_step / r->flops.peak_flops;
+    v[M_HFU] = hw ? (r->flops.flops_all + r->flops.hw_extra_all) / r->world / s->t_step / r->flops.peak_flops : NAN;
+    v[M_RANK_TFLOPS] = r->flops.flops_rank / s->t_step / 1e12;
+    v[M_RANK_MFU] = r->flops.flops_rank / s->t_step / r->flops.peak_flops;
+    v[M_RANK_HFU] = hw ? (r->flops.flops_rank + r->flops.hw_extra_rank) / s->t_step / r->flops.peak_flops : NAN;
 
     char who[32];
     snprintf(who, sizeof who, "of rank %d", r->rank);
-    tb_points(&r->tb_rank, k_metrics, M_COUNT, v, step + 1, 1, who);
-    jsonl_line(r->rank_metrics, k_metrics, M_COUNT, v, step + 1, 1, r->rank, NULL);
+    tb_points(&r->sinks.tb_rank, k_metrics, M_COUNT, v, step + 1, 1, who);
+    jsonl_line(r->sinks.rank_metrics, k_metrics, M_COUNT, v, step + 1, 1, r->rank, NULL);
     if (r->rank != 0) return;
     zt_heartbeat hb = {.run_id = r->run_id, .state = "running", .step = step + 1, .total_steps = total_steps,
-                       .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = v[M_ELAPSED],
+                       .epoch = r->data.epoch, .tokens = r->progress.tokens_seen, .elapsed_s = v[M_ELAPSED],
                        .step_time_s = v[M_STEP_TIME], .tok_per_s = v[M_TOK_S], .loss = v[M_LOSS],
                        .world_size = r->world, .gpu_hours = v[M_GPU_HOURS],
                        .gpu_hours_per_epoch = v[M_GPU_HOURS_PER_EPOCH], .gpu_hours_at_risk = v[M_GPU_HOURS_AT_RISK],
-                       .ckpt_writing = r->snap_step > 0                    ? r->snap_step
-                                       : zt_ckpt_async_step(r->async) > 0 ? zt_ckpt_async_step(r->async)
+                       .ckpt_writing = r->ckpt.snap_step > 0                    ? r->ckpt.snap_step
+                                       : zt_ckpt_async_step(r->ckpt.async) > 0 ? zt_ckpt_async_step(r->ckpt.async)
                                                                           : 0,
-                       .ckpt_writing_s = now - r->async_t0, .records_lost = zt_line_lost(r->metrics)};
+                       .ckpt_writing_s = now - r->ckpt.async_t0, .records_lost = zt_line_lost(r->sinks.metrics)};
     if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
-    jsonl_line(r->metrics, k_metrics, M_COUNT, v, step + 1, 0, 0, NULL);
-    tb_points(&r->tb, k_metrics, M_COUNT, v, step + 1, 0, "of the run");
+    jsonl_line(r->sinks.metrics, k_metrics, M_COUNT, v, step + 1, 0, 0, NULL);
+    tb_points(&r->sinks.tb, k_metrics, M_COUNT, v, step + 1, 0, "of the run");
 
     const int logged =
-        o->log_every > 0 && ((step + 1) % o->log_every == 0 || r->steps_run == 1 || step + 1 == total_steps);
+        o->log_every > 0 && ((step + 1) % o->log_every == 0 || r->progress.steps_run == 1 || step + 1 == total_steps);
     zt_runlog_clear_progress();  // the progress line gives way to the plain one
     if (logged) {
         char mfu[48] = "";
         if (isfinite(v[M_MFU])) snprintf(mfu, sizeof mfu, "MFU %.1f%%, ", 100.0 * v[M_MFU]);
         printf("step %5lld/%lld | epoch %lld | loss %.4f | lr %.3e | grad norm %7.4f%s | %8.0f tok/s (%.0f "
                "/rank) | %.3f s, comm wait %.0f%% | %s%.4g TFLOP/s/rank\n",
-               (long long)step + 1, (long long)total_steps, (long long)r->epoch, v[M_LOSS], v[M_LR], v[M_GRAD_NORM],
+               (long long)step + 1, (long long)total_steps, (long long)r->data.epoch, v[M_LOSS], v[M_LR], v[M_GRAD_NORM],
                v[M_CLIP_COEF] < 1 ? " (clipped)" : "", v[M_TOK_S], v[M_TOK_S_RANK], v[M_STEP_TIME],
                100.0 * v[M_WAIT_SHARE], mfu, v[M_TFLOPS]);
         fflush(stdout);
     }
-    if (r->progress_tty && step + 1 < total_steps) {
+    if (r->sinks.progress_tty && step + 1 < total_steps) {
         // on a terminal: one line rewritten in place, ETA from the mean step time so far
         int64_t next_save = steps_per_epoch - (step + 1) % steps_per_epoch;
         if (o->save_every > 0 && o->save_every - (step + 1) % o->save_every < next_save)
@@ -554,7 +565,7 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
         printf("[%lld/%lld %4.1f%%] epoch %lld | %.2fM tokens | %.0f tok/s%s | loss %.4f | ETA %s | next "
                "checkpoint in %lld step%s (%s)",
                (long long)step + 1, (long long)total_steps, 100.0 * (double)(step + 1) / (double)total_steps,
-               (long long)r->epoch, v[M_TOKENS] / 1e6, v[M_TOK_S], mfu, v[M_LOSS],
+               (long long)r->data.epoch, v[M_TOKENS] / 1e6, v[M_TOK_S], mfu, v[M_LOSS],
                human_time(mean_step * (double)(total_steps - step - 1), eta, sizeof eta), (long long)next_save,
                next_save == 1 ? "" : "s", human_time(mean_step * (double)next_save, eta_save, sizeof eta_save));
         fflush(stdout);
@@ -562,9 +573,9 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
     }
 }
 
-void zt_runlog_ckpt(run_state *r, int64_t step, const char *event, int64_t ckpt_step, double blocked_s,
+void zt_runlog_ckpt(log_sinks *sk, int rank, int64_t step, const char *event, int64_t ckpt_step, double blocked_s,
                     double wait_s, double snapshot_s, double write_s) {
-    if (r->rank != 0) return;
+    if (rank != 0) return;
     double v[K_COUNT];
     v[K_STEP] = (double)ckpt_step;
     v[K_BLOCKED] = blocked_s;
@@ -573,13 +584,14 @@ void zt_runlog_ckpt(run_state *r, int64_t step, const char *event, int64_t ckpt_
     v[K_WRITE] = write_s;
     char extra[64];
     snprintf(extra, sizeof extra, ",\"ckpt_event\":\"%s\"", event);
-    jsonl_line(r->metrics, k_ckpt, K_COUNT, v, step, 0, 0, extra);
-    tb_points(&r->tb, k_ckpt, K_COUNT, v, step, 0, "of the run");
+    jsonl_line(sk->metrics, k_ckpt, K_COUNT, v, step, 0, 0, extra);
+    tb_points(&sk->tb, k_ckpt, K_COUNT, v, step, 0, "of the run");
 }
 
 // One evaluation (rank 0): the terminal line, metrics.jsonl, TensorBoard.
-void zt_runlog_eval(run_state *r, int64_t step, int64_t blocks, int64_t targets, double loss, double seconds) {
-    if (r->rank != 0) return;
+void zt_runlog_eval(log_sinks *sk, int rank, int64_t step, int64_t blocks, int64_t targets, double loss,
+                    double seconds) {
+    if (rank != 0) return;
     zt_runlog_clear_progress();
     printf("eval  %5lld | loss %.4f | ppl %.3f | %lld blocks, %lld targets | %.2f s\n", (long long)step, loss,
            exp(loss), (long long)blocks, (long long)targets, seconds);
@@ -587,8 +599,8 @@ void zt_runlog_eval(run_state *r, int64_t step, int64_t blocks, int64_t targets,
     const double v[E_COUNT] = {[E_LOSS] = loss, [E_PPL] = exp(loss), [E_BLOCKS] = (double)blocks,
                                [E_TARGETS] = (double)targets, [E_TIME] = seconds};
     const int finite = isfinite(v[E_LOSS]) && isfinite(v[E_PPL]);
-    jsonl_line(r->metrics, k_eval, E_COUNT, v, step, 0, 0, finite ? NULL : ",\"eval_note\":\"the loss is not finite\"");
-    tb_points(&r->tb, k_eval, E_COUNT, v, step, 0, "of the run");
+    jsonl_line(sk->metrics, k_eval, E_COUNT, v, step, 0, 0, finite ? NULL : ",\"eval_note\":\"the loss is not finite\"");
+    tb_points(&sk->tb, k_eval, E_COUNT, v, step, 0, "of the run");
 }
 
 // ---- the end of a run ----
@@ -609,61 +621,63 @@ static void warn_lost(const zt_line_file *f) {
 }
 
 void zt_runlog_summary(const run_state *r, int stopped) {
-    warn_lost(r->rank_metrics);
+    warn_lost(r->sinks.rank_metrics);
     if (r->rank != 0) return;
-    warn_lost(r->metrics);
+    warn_lost(r->sinks.metrics);
     zt_runlog_clear_progress();
-    const double loop_s = zt_now() - r->t_loop;
-    const double tokens = (double)(r->steps_run * r->global_step_blocks * r->ds.seq_len);
-    if (r->steps_run > 0)
+    const run_progress *p = &r->progress;
+    const flops_acct *fa = &r->flops;
+    const double loop_s = zt_now() - p->t_loop;
+    const double tokens = (double)(p->steps_run * r->data.global_step_blocks * r->data.ds.seq_len);
+    if (p->steps_run > 0)
         printf("%s: %lld steps, %lld tokens in %.1f s (%.0f tok/s, %.0f per rank); rank 0 waited on collectives "
                "%.1f%% of the time; loss %.4f -> %.4f\n",
-               stopped ? "stopped" : "done", (long long)r->steps_run, (long long)tokens, loop_s, tokens / loop_s,
-               tokens / loop_s / r->world, 100 * r->t_wait_total / (r->t_wait_total + r->t_compute_total),
-               r->loss_first, r->loss_last);
-    if (r->steps_run > 0 && r->t_step_sum > 0) {
+               stopped ? "stopped" : "done", (long long)p->steps_run, (long long)tokens, loop_s, tokens / loop_s,
+               tokens / loop_s / r->world, 100 * p->t_wait_total / (p->t_wait_total + p->t_compute_total),
+               p->loss_first, p->loss_last);
+    if (p->steps_run > 0 && fa->t_step_sum > 0) {
         // over the steps' own time (evaluation and checkpoints aside): model FLOPs / (W x step time)
-        const double tf = r->flops_sum / r->world / r->t_step_sum;
+        const double tf = fa->flops_sum / r->world / fa->t_step_sum;
         printf("efficiency: %.4g TFLOP/s per rank (model FLOPs, model/flops.h)", tf / 1e12);
-        if (isfinite(r->peak_flops)) {
-            printf(", MFU %.2f%%", 100 * tf / r->peak_flops);
-            if (r->hw_extra_sum > 0)
+        if (isfinite(fa->peak_flops)) {
+            printf(", MFU %.2f%%", 100 * tf / fa->peak_flops);
+            if (fa->hw_extra_sum > 0)
                 printf(", HFU %.2f%% (with the recomputed forward)",
-                       100 * (r->flops_sum + r->hw_extra_sum) / r->world / r->t_step_sum / r->peak_flops);
-            printf(" of %.4g TFLOP/s per rank: %s\n", r->peak_flops / 1e12, r->peak_source);
+                       100 * (fa->flops_sum + fa->hw_extra_sum) / r->world / fa->t_step_sum / fa->peak_flops);
+            printf(" of %.4g TFLOP/s per rank: %s\n", fa->peak_flops / 1e12, fa->peak_source);
         } else {
-            printf("; MFU unknown: %s\n", r->peak_source);
+            printf("; MFU unknown: %s\n", fa->peak_source);
         }
     }
 }
 
 // GPU-hours (rank-hours on cpu) this process spent training: the same figure as the last
 // metrics line's gpu_hours.
-static double gpu_hours_spent(const run_state *r) { return r->world * (zt_now() - r->t_loop) / 3600.0; }
+static double gpu_hours_spent(const run_state *r) { return r->world * (zt_now() - r->progress.t_loop) / 3600.0; }
 
 void zt_runlog_stopped(const zt_train_opts *o, const run_state *r) {
     if (r->rank != 0) return;
-    const double el = zt_now() - r->t_loop;
-    zt_heartbeat hb = {.run_id = r->run_id, .state = "stopped", .step = r->step, .total_steps = r->total_steps,
-                       .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = zt_now() - r->t_start,
-                       .loss = r->loss_last, .world_size = r->world, .gpu_hours = gpu_hours_spent(r),
-                       .gpu_hours_per_epoch = r->steps_run ? r->world * el / (double)r->steps_run *
-                                                                 (double)r->steps_per_epoch / 3600.0 : 0,
-                       .records_lost = zt_line_lost(r->metrics)};
+    const double el = zt_now() - r->progress.t_loop;
+    zt_heartbeat hb = {.run_id = r->run_id, .state = "stopped", .step = r->progress.step, .total_steps = r->total_steps,
+                       .epoch = r->data.epoch, .tokens = r->progress.tokens_seen, .elapsed_s = zt_now() - r->t_start,
+                       .loss = r->progress.loss_last, .world_size = r->world, .gpu_hours = gpu_hours_spent(r),
+                       .gpu_hours_per_epoch = r->progress.steps_run ? r->world * el / (double)r->progress.steps_run *
+                                                                 (double)r->data.steps_per_epoch / 3600.0 : 0,
+                       .records_lost = zt_line_lost(r->sinks.metrics)};
     if (zt_heartbeat_write(o->run_dir, &hb) != 0) fprintf(stderr, "zerotrain: warning: %s\n", zt_errmsg());
 }
 
 int zt_runlog_complete(const zt_train_opts *o, const run_state *r, int64_t rank_records_lost) {
     if (r->rank != 0) return 0;
-    const double el = zt_now() - r->t_loop;
-    const int64_t steps_run = r->steps_run, total_steps = r->total_steps;
+    const double el = zt_now() - r->progress.t_loop;
+    const int64_t steps_run = r->progress.steps_run, total_steps = r->total_steps;
     zt_heartbeat hb = {.run_id = r->run_id, .state = "complete", .step = total_steps, .total_steps = total_steps,
-                       .epoch = r->epoch, .tokens = r->tokens_seen, .elapsed_s = zt_now() - r->t_start,
-                       .tok_per_s = steps_run ? steps_run * r->global_step_blocks * r->ds.seq_len / el : 0,
-                       .loss = r->loss_last, .world_size = r->world, .gpu_hours = r->world * el / 3600.0,
+                       .epoch = r->data.epoch, .tokens = r->progress.tokens_seen, .elapsed_s = zt_now() - r->t_start,
+                       .tok_per_s = steps_run ? steps_run * r->data.global_step_blocks * r->data.ds.seq_len / el : 0,
+                       .loss = r->progress.loss_last, .world_size = r->world, .gpu_hours = r->world * el / 3600.0,
                        .gpu_hours_per_epoch = steps_run ? r->world * el / (double)steps_run *
-                                                              (double)r->steps_per_epoch / 3600.0 : 0,
-                       .records_lost = zt_line_lost(r->metrics)};
+                                                              (double)r->data.steps_per_epoch / 3600.0 : 0,
+                       .records_lost = zt_line_lost(r->sinks.metrics)};
     zt_heartbeat_write(o->run_dir, &hb);
     char path[4200], final_dir[4200] = "";
     if (o->save_final) snprintf(final_dir, sizeof final_dir, "%s/final", o->run_dir);
@@ -671,10 +685,10 @@ int zt_runlog_complete(const zt_train_opts *o, const run_state *r, int64_t rank_
     cJSON_AddStringToObject(c, "run_id", r->run_id);
     cJSON_AddNumberToObject(c, "step", (double)total_steps);
     cJSON_AddNumberToObject(c, "time", (double)time(NULL));
-    cJSON_AddStringToObject(c, "checkpoint", r->ckpt_path);
+    cJSON_AddStringToObject(c, "checkpoint", r->ckpt.ckpt_path);
     cJSON_AddStringToObject(c, "final", final_dir);
     // records a full disk refused (warned as it happened): metrics.jsonl's, every rank file's
-    cJSON_AddNumberToObject(c, "metrics_records_lost", (double)zt_line_lost(r->metrics));
+    cJSON_AddNumberToObject(c, "metrics_records_lost", (double)zt_line_lost(r->sinks.metrics));
     cJSON_AddNumberToObject(c, "rank_metrics_records_lost", (double)rank_records_lost);
     char *text = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);

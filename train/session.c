@@ -129,19 +129,20 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
     // Power telemetry whenever this rank's GPU is visible to NVML (health is judged by
     // board power, not utilization); silently absent on machines without NVIDIA GPUs.
     r->power = zt_power_start(o->run_dir, r->rank, info.local_rank, 1.0);
-    r->resume_candidates = *candidates;
+    r->ckpt.resume_candidates = *candidates;
     const int rc = zt_train_body(o, r);
     // The first error is the one reported: what cleaning up and the last heartbeat run into
     // afterwards (a full disk fails both) is appended, never substituted.
     char first[ZT_ERR_MAX] = "";
     if (rc != 0) snprintf(first, sizeof first, "%s", zt_errmsg());
-    const int64_t records_lost = zt_line_lost(r->metrics);  // the files close in cleanup
+    const int64_t records_lost = zt_line_lost(r->sinks.metrics);  // the files close in cleanup
     zt_train_cleanup(r);
     zt_power_stop(r->power);
     zt_liveness_stop(r->alive, rc == 0 ? "done" : "failed");
     if (rc != 0 && r->rank == 0 && r->run_id[0]) {
-        zt_heartbeat hb = {.run_id = r->run_id, .state = "failed", .step = r->step, .total_steps = r->total_steps,
-                           .epoch = r->epoch, .tokens = r->tokens_seen, .loss = r->loss_last, .world_size = r->world,
+        zt_heartbeat hb = {.run_id = r->run_id, .state = "failed", .step = r->progress.step,
+                           .total_steps = r->total_steps, .epoch = r->data.epoch, .tokens = r->progress.tokens_seen,
+                           .loss = r->progress.loss_last, .world_size = r->world,
                            .elapsed_s = zt_now() - r->t_start, .error = first, .records_lost = records_lost};
         if (zt_heartbeat_write(o->run_dir, &hb) != 0) {
             const size_t n = strlen(first);

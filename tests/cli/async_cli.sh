@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --async-save (checkpoint/ckpt_async.c, train/train.c async_settle): the background write gives
+# --async-save (checkpoint/ckpt_async.c, train/save.c async_settle): the background write gives
 # the same ckpt.h5 datasets as the synchronous save; a resume from an async checkpoint equals
 # the uninterrupted run (bit for bit at the same W, 1e-5 after resharding); a save point that
 # arrives during a write waits and logs the wait; --keep-last counts committed checkpoints;

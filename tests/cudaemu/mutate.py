@@ -99,14 +99,14 @@ MUTATIONS = [
      T_ENGINE, "step end: the host retires the all-reduce's request (zt_wait)"),
     ("F22", FSDP, "    retire(f, &c->preq[s]);  // the slot's previous all-gather", "    // (mutated) the slot's previous all-gather",
      T_ENGINE, "gather_issue: the host retires the slot's previous all-gather request"),
-    # ---- --async-save's snapshot on the GPU engine (engine/fsdp_cuda.c, train/train.c) ----
+    # ---- --async-save's snapshot on the GPU engine (engine/fsdp_cuda.c, train/save.c) ----
     ("C1", FSDP, "        CK(cudaStreamWaitEvent(c->cs, c->ev_snap, 0));\n", "",
      ["emu_cli_async_identical"], "update: the next AdamW waits for the snapshot's device-to-host copy (ev_snap)"),
     ("C2", FSDP, "    CK(cudaStreamWaitEvent(c->ss, c->ev_optim, 0));\n", "",
      ["emu_cli_async_identical"], "snapshot_begin: the snapshot stream waits for the last optimizer update (ev_optim)"),
     ("C3", FSDP, "    CK(cudaEventRecord(c->ev_snap, c->ss));\n", "",
      ["emu_cli_async_identical"], "snapshot_begin: record ev_snap after the copy"),
-    ("C4", "train/train.c", "        ready = zt_fsdp_snapshot_ready(r->f, 0);\n", "        ready = 1;\n",
+    ("C4", "train/save.c", "        ready = zt_fsdp_snapshot_ready(r->f, 0);\n", "        ready = 1;\n",
      ["emu_cli_async_identical"], "the writer starts only once the snapshot's copy is complete (instead: at once)"),
     # ---- supervised data and evaluation (engine/fsdp_cuda.c) ----
     ("E1", FSDP, "static void eval_begin(zt_fsdp *f) { ZT_CUDA_CHECK(cudaStreamWaitEvent(st(f)->ds, st(f)->ev_optim, 0)); }",

@@ -4,7 +4,7 @@
 // products, the fused lm_head too) and the query-key pairs every attention call covers (from its
 // own arguments: query i sees keys i - pos[i] .. i), on two configs: an untied GQA model on
 // plain blocks (full attention) and a tied model on packed documents kept apart (isolated).
-// The model's count is what the trainer logs (train/train.c: zt_batch_words, then
+// The model's count is what the trainer logs (train/flops_acct.c: zt_batch_words, then
 // zt_doc_sq_sum); its attention term is the planner's convention, n^2/2 pairs per
 // document, so the executed causal pairs n(n+1)/2 exceed it by exactly the diagonal, n/2 per
 // document: 6 L H D per token. Then the peak table (engine/device_peak.h) against every
