@@ -329,38 +329,27 @@ static void print_summary(const zt_pack_opts *o, const zt_pack_stats *st, const 
     }
 }
 
-int zt_cmd_pack(int argc, char **argv) {
-    pack_flags f;
-    int first;
-    const int prc = zt_flags_parse_operands("pack", pack_flags_table, &f, argc, argv, synopsis, epilog, &first);
-    if (prc) return prc == 1 ? 0 : USAGE_ERROR;
-    zt_pack_opts o = {.input = (zt_pack_input)f.input, .seq_len = f.seq_len, .vocab_size = f.vocab_size,
-                      .eos_id = -1, .per_rank = f.per_rank, .tokenizer = f.tokenizer, .quiet = f.quiet,
-                      .field = f.field, .skip_bad = f.skip_bad};
-    const char *out_dir = f.output, *verify = f.verify, *train_on = f.train_on;
-    const long long model_vocab = f.model_vocab, threads = f.threads;
-    const int eos_given = f.eos != NULL;
-    if (f.eos && strcmp(f.eos, "none")) {
+// --eos and --train-on into the options. 0, or USAGE_ERROR with the message printed.
+static int read_eos_and_rule(const pack_flags *f, zt_pack_opts *o) {
+    if (f->eos && strcmp(f->eos, "none")) {
         int64_t v;
-        if (zt_arg_i64("--eos", f.eos, 0, (1LL << 32) - 1, &v) != 0) {
+        if (zt_arg_i64("--eos", f->eos, 0, (1LL << 32) - 1, &v) != 0) {
             fprintf(stderr, "zerotrain pack: error: %s\n", zt_errmsg());
             return USAGE_ERROR;
         }
-        o.eos_id = v;
+        o->eos_id = v;
     }
-    if (train_on) {
+    if (f->train_on) {
         zt_chat_train rule = ZT_CHAT_TRAIN_ASSISTANT;
-        zt_chat_train_parse(train_on, &rule);  // one of the table's choices: known
-        o.train_on = (int)rule;
+        zt_chat_train_parse(f->train_on, &rule);  // one of the table's choices: known
+        o->train_on = (int)rule;
     }
-    if (verify) {
-        if (first < argc || out_dir) {
-            fprintf(stderr, "zerotrain: error: --verify DIR checks an existing dataset; it takes no INPUT or -o\n");
-            return USAGE_ERROR;
-        }
-        return verify_dataset(verify, model_vocab);
-    }
-    if (model_vocab) {
+    return 0;
+}
+
+// Packing (not --verify) needs INPUT operands and -o, and takes no --model-vocab.
+static int check_pack_operands(const pack_flags *f, int argc, int first) {
+    if (f->model_vocab) {
         fprintf(stderr, "zerotrain: error: --model-vocab only applies with --verify\n");
         return USAGE_ERROR;
     }
@@ -369,32 +358,35 @@ int zt_cmd_pack(int argc, char **argv) {
         zt_flags_usage(stderr, pack_flags_table, synopsis, epilog);
         return USAGE_ERROR;
     }
-    if (!out_dir) {
+    if (!f->output) {
         fprintf(stderr, "zerotrain: error: no output directory: add -o OUT_DIR\n\n");
         zt_flags_usage(stderr, pack_flags_table, synopsis, epilog);
         return USAGE_ERROR;
     }
-    const int chat = o.input == ZT_PACK_CHAT;
-    int text = o.input == ZT_PACK_JSONL || o.input == ZT_PACK_TEXT_FILES || o.input == ZT_PACK_TEXT_LINES || chat;
-    if (f.format != ZT_CHAT_FORMAT_AUTO && !chat) {
-        fprintf(stderr, "zerotrain: error: --format %s only applies to --input chat\n",
-                zt_chat_format_name((zt_chat_format)f.format));
-        return USAGE_ERROR;
-    }
-    o.chat_format = f.format;
-    // PATH:WEIGHT operands: a mixture (every input weighted) or none
-    const int ninputs = argc - first;
+    return 0;
+}
+
+static void free_inputs(char **paths, int ninputs, double *weights) {
+    for (int i = 0; i < ninputs; i++) free(paths[i]);
+    free(paths);
+    free(weights);
+}
+
+// The INPUT operands: plain paths, or PATH:WEIGHT for a mixture (every input weighted or none).
+// 0 with *paths and *weights allocated, or USAGE_ERROR with the message printed and nothing held.
+static int read_inputs(char **args, int ninputs, const pack_flags *f, int text, char ***paths_out,
+                       double **weights_out, int *nweighted_out) {
     char **paths = zt_xcalloc((size_t)ninputs, sizeof *paths);
     double *weights = zt_xcalloc((size_t)ninputs, sizeof *weights);
     char (*why)[512] = zt_xcalloc((size_t)ninputs, sizeof *why);  // why an input has no weight
     int nweighted = 0, bad = 0;
     for (int i = 0; i < ninputs && !bad; i++) {
-        const int k = split_weight(argv[first + i], &paths[i], &weights[i], why[i], sizeof why[i]);
+        const int k = split_weight(args[i], &paths[i], &weights[i], why[i], sizeof why[i]);
         if (k < 0) {
             fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
             bad = 1;
         }
-        if (k == 0) paths[i] = strdup(argv[first + i]);
+        if (k == 0) paths[i] = strdup(args[i]);
         nweighted += k == 1;
     }
     if (!bad && nweighted && nweighted != ninputs) {
@@ -402,7 +394,7 @@ int zt_cmd_pack(int argc, char **argv) {
                         "have none:",
                 ninputs - nweighted, ninputs);
         for (int i = 0, k = 0; i < ninputs; i++)
-            if (!weights[i]) fprintf(stderr, "%s '%s' (%s)", k++ ? ";" : "", argv[first + i], why[i]);
+            if (!weights[i]) fprintf(stderr, "%s '%s' (%s)", k++ ? ";" : "", args[i], why[i]);
         fprintf(stderr, "\n");
         bad = 1;
     }
@@ -415,34 +407,37 @@ int zt_cmd_pack(int argc, char **argv) {
         if (access(paths[i], F_OK) != 0) {  // named with the operand it came from
             fprintf(stderr, "zerotrain: error: '%s': read as PATH:WEIGHT, %s with weight %g, but %s does not exist "
                             "(nor does a file named %s)\n",
-                    argv[first + i], paths[i], weights[i], paths[i], argv[first + i]);
+                    args[i], paths[i], weights[i], paths[i], args[i]);
             bad = 1;
         }
-    if (!bad && !nweighted && (f.mix_tokens || f.seed != 1234)) {
+    if (!bad && !nweighted && (f->mix_tokens || f->seed != 1234)) {
         fprintf(stderr, "zerotrain: error: --mix-tokens and --seed apply to a mixture: give every input as "
                         "PATH:WEIGHT\n");
         bad = 1;
     }
     if (bad) {
-        for (int i = 0; i < ninputs; i++) free(paths[i]);
-        free(paths);
-        free(weights);
+        free_inputs(paths, ninputs, weights);
         return USAGE_ERROR;
     }
-    if (nweighted) o.weights = weights, o.mix_tokens = f.mix_tokens, o.mix_seed = f.seed;
-    if (!text && (o.field || o.skip_bad || threads)) {
+    *paths_out = paths, *weights_out = weights, *nweighted_out = nweighted;
+    return 0;
+}
+
+// The flags that apply to some inputs only. 0, or USAGE_ERROR with the message printed.
+static int check_input_flags(const pack_flags *f, const zt_pack_opts *o, int text, int chat, int eos_given) {
+    if (!text && (o->field || o->skip_bad || f->threads)) {
         fprintf(stderr, "zerotrain: error: --field, --skip-bad and --threads apply to text input (--input jsonl, "
                         "text, lines or chat)\n");
         return USAGE_ERROR;
     }
-    if (o.field && o.input != ZT_PACK_JSONL && !chat) {
+    if (o->field && o->input != ZT_PACK_JSONL && !chat) {
         fprintf(stderr, "zerotrain: error: --field only applies to --input jsonl and chat\n");
         return USAGE_ERROR;
     }
-    if (train_on && !chat) {
+    if (f->train_on && !chat) {
         fprintf(stderr, "zerotrain: error: --train-on %s only applies to --input chat (conversations); other inputs "
                         "train every token\n",
-                train_on);
+                f->train_on);
         return USAGE_ERROR;
     }
     if (chat && eos_given) {
@@ -450,85 +445,140 @@ int zt_cmd_pack(int argc, char **argv) {
                         "ends every turn with <|im_end|> and a newline\n");
         return USAGE_ERROR;
     }
-    zt_tokenizer *tok = NULL;
+    return 0;
+}
+
+// Where the tokenizer and the chat template were found (o->chat_template points into it).
+typedef struct {
     char tokpath[4096], cfgpath[4096 + 32], tplname[64];
-    if (text) {
-        const char *arg = o.tokenizer ? o.tokenizer : ZT_DEFAULT_TOKENIZER;
-        size_t al = strlen(arg);
-        if (al > 15 && !strcmp(arg + al - 15, "/tokenizer.json")) snprintf(tokpath, sizeof tokpath, "%s", arg);
-        else if (al >= 5 && !strcmp(arg + al - 5, ".json")) snprintf(tokpath, sizeof tokpath, "%s", arg);
-        else snprintf(tokpath, sizeof tokpath, "%s/tokenizer.json", arg);  // a model directory
-        if (chat) {  // the chat template comes from tokenizer_config.json beside tokenizer.json
-            const char *slash = strrchr(tokpath, '/');
-            snprintf(cfgpath, sizeof cfgpath, "%.*stokenizer_config.json", slash ? (int)(slash - tokpath) + 1 : 0,
-                     tokpath);
-            uint32_t crc;
-            if (zt_chat_check_template(cfgpath, &crc)) {
-                fprintf(stderr, "zerotrain: error: %s\n  hint: --tokenizer DIR names a directory holding the "
-                                "Qwen3 tokenizer.json and tokenizer_config.json\n",
-                        zt_errmsg());
-                return 1;
-            }
-            snprintf(tplname, sizeof tplname, "qwen3 crc32c:%08x", crc);
-            o.chat_template = tplname;
-        }
-        tok = zt_tokenizer_load(tokpath);
-        if (!tok) {
-            fprintf(stderr, "zerotrain: error: %s\n  hint: --tokenizer PATH names the tokenizer.json (or the "
-                            "model directory holding it)\n", zt_errmsg());
+} tokenizer_paths;
+
+// Text input: the tokenizer (and for chat the template beside it) into the options, and the line
+// that names them. 0, or 1 with the message printed.
+static int setup_tokenizer(zt_pack_opts *o, tokenizer_paths *tp, int chat, int eos_given, int threads,
+                           zt_tokenizer **tok_out) {
+    const char *arg = o->tokenizer ? o->tokenizer : ZT_DEFAULT_TOKENIZER;
+    size_t al = strlen(arg);
+    if (al > 15 && !strcmp(arg + al - 15, "/tokenizer.json")) snprintf(tp->tokpath, sizeof tp->tokpath, "%s", arg);
+    else if (al >= 5 && !strcmp(arg + al - 5, ".json")) snprintf(tp->tokpath, sizeof tp->tokpath, "%s", arg);
+    else snprintf(tp->tokpath, sizeof tp->tokpath, "%s/tokenizer.json", arg);  // a model directory
+    if (chat) {  // the chat template comes from tokenizer_config.json beside tokenizer.json
+        const char *slash = strrchr(tp->tokpath, '/');
+        snprintf(tp->cfgpath, sizeof tp->cfgpath, "%.*stokenizer_config.json",
+                 slash ? (int)(slash - tp->tokpath) + 1 : 0, tp->tokpath);
+        uint32_t crc;
+        if (zt_chat_check_template(tp->cfgpath, &crc)) {
+            fprintf(stderr, "zerotrain: error: %s\n  hint: --tokenizer DIR names a directory holding the "
+                            "Qwen3 tokenizer.json and tokenizer_config.json\n",
+                    zt_errmsg());
             return 1;
         }
-        o.tok = tok;
-        o.threads = (int)threads;
-        o.tokenizer = zt_tokenizer_hash(tok);
-        if (o.vocab_size < 0) o.vocab_size = zt_tokenizer_vocab_size(tok);
-        if (!eos_given && !chat) o.eos_id = zt_tokenizer_token_id(tok, "<|endoftext|>");
-        if (!o.quiet && chat)
-            fprintf(stderr, "pack: tokenizer %s (%s, %lld ids), chat template %s, train on %s, %d worker%s\n",
-                    tokpath, o.tokenizer, (long long)zt_tokenizer_vocab_size(tok), o.chat_template,
-                    zt_chat_train_name((zt_chat_train)o.train_on), threads > 0 ? (int)threads : omp_get_num_procs(),
-                    threads == 1 ? "" : "s");
-        else if (!o.quiet)
-            fprintf(stderr, "pack: tokenizer %s (%s, %lld ids), eos %lld, %d worker%s\n", tokpath, o.tokenizer,
-                    (long long)zt_tokenizer_vocab_size(tok), (long long)o.eos_id,
-                    threads > 0 ? (int)threads : omp_get_num_procs(), threads == 1 ? "" : "s");
-    } else if (o.input == ZT_PACK_BYTES) {
-        if (o.vocab_size < 0) o.vocab_size = 257;
+        snprintf(tp->tplname, sizeof tp->tplname, "qwen3 crc32c:%08x", crc);
+        o->chat_template = tp->tplname;
+    }
+    zt_tokenizer *tok = zt_tokenizer_load(tp->tokpath);
+    if (!tok) {
+        fprintf(stderr, "zerotrain: error: %s\n  hint: --tokenizer PATH names the tokenizer.json (or the "
+                        "model directory holding it)\n", zt_errmsg());
+        return 1;
+    }
+    o->tok = tok;
+    o->threads = threads;
+    o->tokenizer = zt_tokenizer_hash(tok);
+    if (o->vocab_size < 0) o->vocab_size = zt_tokenizer_vocab_size(tok);
+    if (!eos_given && !chat) o->eos_id = zt_tokenizer_token_id(tok, "<|endoftext|>");
+    if (!o->quiet && chat)
+        fprintf(stderr, "pack: tokenizer %s (%s, %lld ids), chat template %s, train on %s, %d worker%s\n",
+                tp->tokpath, o->tokenizer, (long long)zt_tokenizer_vocab_size(tok), o->chat_template,
+                zt_chat_train_name((zt_chat_train)o->train_on), threads > 0 ? threads : omp_get_num_procs(),
+                threads == 1 ? "" : "s");
+    else if (!o->quiet)
+        fprintf(stderr, "pack: tokenizer %s (%s, %lld ids), eos %lld, %d worker%s\n", tp->tokpath, o->tokenizer,
+                (long long)zt_tokenizer_vocab_size(tok), (long long)o->eos_id,
+                threads > 0 ? threads : omp_get_num_procs(), threads == 1 ? "" : "s");
+    *tok_out = tok;
+    return 0;
+}
+
+// --input bytes, ids or u32: the vocabulary and eos they need. 0, or USAGE_ERROR with the message printed.
+static int setup_ids(zt_pack_opts *o, int eos_given) {
+    if (o->input == ZT_PACK_BYTES) {
+        if (o->vocab_size < 0) o->vocab_size = 257;
         if (!eos_given) {
-            o.eos_id = 256;
-            if (o.vocab_size <= 256) {
+            o->eos_id = 256;
+            if (o->vocab_size <= 256) {
                 fprintf(stderr, "zerotrain: error: --input bytes puts eos 256 after each document, which needs "
                                 "--vocab-size >= 257; pass --eos none for no separator\n");
                 return USAGE_ERROR;
             }
         }
-        if (!o.tokenizer) o.tokenizer = "bytes";
+        if (!o->tokenizer) o->tokenizer = "bytes";
     } else {
-        if (o.vocab_size < 0) {
+        if (o->vocab_size < 0) {
             fprintf(stderr, "zerotrain: error: --vocab-size is required with --input %s (ids must be checked "
                             "against the model's vocabulary)\n",
-                    o.input == ZT_PACK_U32 ? "u32" : "ids");
+                    o->input == ZT_PACK_U32 ? "u32" : "ids");
             return USAGE_ERROR;
         }
-        if (!o.tokenizer) o.tokenizer = "ids";
+        if (!o->tokenizer) o->tokenizer = "ids";
+    }
+    return 0;
+}
+
+int zt_cmd_pack(int argc, char **argv) {
+    pack_flags f;
+    int first;
+    const int prc = zt_flags_parse_operands("pack", pack_flags_table, &f, argc, argv, synopsis, epilog, &first);
+    if (prc) return prc == 1 ? 0 : USAGE_ERROR;
+    zt_pack_opts o = {.input = (zt_pack_input)f.input, .seq_len = f.seq_len, .vocab_size = f.vocab_size,
+                      .eos_id = -1, .per_rank = f.per_rank, .tokenizer = f.tokenizer, .quiet = f.quiet,
+                      .field = f.field, .skip_bad = f.skip_bad};
+    const char *out_dir = f.output;
+    const int eos_given = f.eos != NULL;
+    if (read_eos_and_rule(&f, &o) != 0) return USAGE_ERROR;
+    if (f.verify) {
+        if (first < argc || out_dir) {
+            fprintf(stderr, "zerotrain: error: --verify DIR checks an existing dataset; it takes no INPUT or -o\n");
+            return USAGE_ERROR;
+        }
+        return verify_dataset(f.verify, f.model_vocab);
+    }
+    if (check_pack_operands(&f, argc, first) != 0) return USAGE_ERROR;
+    const int chat = o.input == ZT_PACK_CHAT;
+    int text = o.input == ZT_PACK_JSONL || o.input == ZT_PACK_TEXT_FILES || o.input == ZT_PACK_TEXT_LINES || chat;
+    if (f.format != ZT_CHAT_FORMAT_AUTO && !chat) {
+        fprintf(stderr, "zerotrain: error: --format %s only applies to --input chat\n",
+                zt_chat_format_name((zt_chat_format)f.format));
+        return USAGE_ERROR;
+    }
+    o.chat_format = f.format;
+    const int ninputs = argc - first;
+    char **paths;
+    double *weights;
+    int nweighted;
+    if (read_inputs(argv + first, ninputs, &f, text, &paths, &weights, &nweighted) != 0) return USAGE_ERROR;
+    if (nweighted) o.weights = weights, o.mix_tokens = f.mix_tokens, o.mix_seed = f.seed;
+    zt_tokenizer *tok = NULL;
+    tokenizer_paths tp;
+    int rc = check_input_flags(&f, &o, text, chat, eos_given);
+    if (rc == 0) rc = text ? setup_tokenizer(&o, &tp, chat, eos_given, f.threads, &tok) : setup_ids(&o, eos_given);
+    if (rc != 0) {
+        free_inputs(paths, ninputs, weights);
+        return rc;
     }
 
     zt_pack_stats st;
-    int rc = zt_pack((const char *const *)paths, ninputs, out_dir, &o, &st);
+    rc = zt_pack((const char *const *)paths, ninputs, out_dir, &o, &st);
     zt_tokenizer_free(tok);
     if (rc != 0) {
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
         zt_pack_stats_free(&st);
-        for (int i = 0; i < ninputs; i++) free(paths[i]);
-        free(paths);
-        free(weights);
+        free_inputs(paths, ninputs, weights);
         return 1;
     }
     print_summary(&o, &st, out_dir, (const char *const *)paths);
     zt_pack_stats_free(&st);
-    for (int i = 0; i < ninputs; i++) free(paths[i]);
-    free(paths);
-    free(weights);
+    free_inputs(paths, ninputs, weights);
     return 0;
 }
 

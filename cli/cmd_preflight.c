@@ -67,7 +67,6 @@ int zt_cmd_preflight(int argc, char **argv) {
         zt_flags_usage(stderr, zt_preflight_flags, synopsis, epilog);
         return 2;
     }
-    o.mem_need = zt_cli_plan_memory;
     if (!strcmp(o.device, "auto")) o.device = zt_fsdp_cuda_devices(0) > 0 ? "cuda" : "cpu";
     if (zt_mpi_init_once() != 0) zt_die_on_err();
     zt_comm *comm;  // the world's process group (the checks' collectives run on it)

@@ -196,7 +196,6 @@ int zt_cmd_train(int argc, char **argv) {
     o.has_config_file = zt_flags_config_file(&o, &o.config_file, &o.config_crc32c);
     o.argc = argc;
     o.argv = (const char *const *)argv;
-    o.mem_need = zt_cli_plan_memory;
     const int rc = zt_train_run(&o);
     free(settings);
     free(config);

@@ -3,7 +3,9 @@
 // assets/qwen3-tokenizer/tokenizer_config.json (no generation prompt), the byte spans a
 // --train-on rule trains, and the token ids with a per-token trained mask taken from token
 // byte offsets. No general Jinja engine: that one template. A line is read first, in any of the
-// three input formats, into a zt_chat_conv, the template's view of it.
+// three input formats, into a zt_chat_conv, the template's view of it. Four files, one job each:
+// chat_read.c (the input formats), chat_template.c (the template and its rendering), json_dumps.c
+// (Python's json.dumps for the template's tojson; chat_internal.h), chat.c (the masked tokens).
 // defines: zt_chat_train, zt_chat_format, zt_chat_conv, zt_chat, zt_chat_read, zt_chat_detect,
 //          zt_chat_render, zt_chat_render_as, zt_chat_render_conv, zt_chat_tokens, zt_chat_tokenize,
 //          zt_chat_check_template, zt_chat_template_crc

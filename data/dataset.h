@@ -91,7 +91,7 @@ typedef enum {
     ZT_PACK_TEXT_FILES = 4,  // UTF-8 text, each file one document
     ZT_PACK_TEXT_LINES = 5,  // UTF-8 text, each non-empty line one document (without its \n or \r\n)
     ZT_PACK_CHAT = 6,        // JSON Lines of conversations (member opts.field, default "messages"), rendered
-                             // with the Qwen3 chat template (data/chat.c): version 2 words with loss masks
+                             // with the Qwen3 chat template (data/chat_template.c): version 2 words with loss masks
 } zt_pack_input;
 
 struct zt_tokenizer;  // data/tokenizer.h

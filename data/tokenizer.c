@@ -231,21 +231,9 @@ static int cmp_added_len_desc(const void *a, const void *b) {
     return x->len < y->len ? 1 : x->len > y->len ? -1 : 0;
 }
 
-static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
-    if (check_pipeline(root, path)) return -1;
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (!cJSON_IsObject(vocab)) return zt_err("%s: model.vocab missing or not an object", path);
-    if (!cJSON_IsArray(merges)) return zt_err("%s: model.merges missing or not an array", path);
-
-    uint32_t byte_to_cp[256];
-    int16_t cp_to_byte[324];
-    byte_level_alphabet(byte_to_cp, cp_to_byte);
-
-    // ids, and the largest one
-    int64_t nvocab = cJSON_GetArraySize(vocab), max_id = -1;
+// The vocabulary size: one more than the largest id of model.vocab and added_tokens.
+static int read_vocab_size(zt_tokenizer *tk, const cJSON *vocab, const cJSON *added, const char *path) {
+    int64_t max_id = -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, vocab) {
         if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= 4e9 || it->valuedouble != (double)(int64_t)it->valuedouble)
@@ -259,31 +247,42 @@ static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
         if ((int64_t)id->valuedouble > max_id) max_id = (int64_t)id->valuedouble;
     }
     tk->vocab_size = max_id + 1;
+    return 0;
+}
 
-    // vocabulary: string map for the merges, raw bytes for decoding
-    str_map sm;
-    str_map_init(&sm, (size_t)nvocab);
+// What reading the vocabulary leaves for the merges and the decode table.
+typedef struct {
+    str_map sm;              // token string -> id, for the merges
+    uint64_t *len_of;        // raw bytes of each id
+    unsigned char **bytes_of;
+    unsigned char *tmp;      // holds every vocab token's raw bytes
+} vocab_scratch;
+
+// model.vocab: the string map and each id's raw bytes; the id of each one-byte token.
+static int read_vocab(zt_tokenizer *tk, const cJSON *vocab, vocab_scratch *v, const char *path) {
+    uint32_t byte_to_cp[256];
+    int16_t cp_to_byte[324];
+    byte_level_alphabet(byte_to_cp, cp_to_byte);
+    str_map_init(&v->sm, (size_t)cJSON_GetArraySize(vocab));
     size_t total = 0;
+    const cJSON *it;
     cJSON_ArrayForEach(it, vocab) total += strlen(it->string);
     tk->dec_off = zt_xcalloc((size_t)tk->vocab_size + 1, sizeof *tk->dec_off);
     tk->dec_def = zt_xcalloc((size_t)tk->vocab_size, 1);
-    uint64_t *len_of = zt_xcalloc((size_t)tk->vocab_size, sizeof *len_of);
-    unsigned char **bytes_of = zt_xcalloc((size_t)tk->vocab_size, sizeof *bytes_of);
-    unsigned char *tmp = zt_xmalloc(total + 1);
+    v->len_of = zt_xcalloc((size_t)tk->vocab_size, sizeof *v->len_of);
+    v->bytes_of = zt_xcalloc((size_t)tk->vocab_size, sizeof *v->bytes_of);
+    v->tmp = zt_xmalloc(total + 1);
     size_t tmp_used = 0;
-    int rc = 0;
     cJSON_ArrayForEach(it, vocab) {
         uint32_t id = (uint32_t)it->valuedouble;
         size_t blen;
-        if (tk->dec_def[id]) { rc = zt_err("%s: id %u appears twice in model.vocab", path, id); goto done; }
-        if (unbyte(it->string, cp_to_byte, tmp + tmp_used, &blen)) {
-            rc = zt_err("%s: model.vocab token \"%s\" is not in the byte-level alphabet", path, it->string);
-            goto done;
-        }
-        if (str_map_put(&sm, it->string, id)) { rc = zt_err("%s: token \"%s\" twice in model.vocab", path, it->string); goto done; }
+        if (tk->dec_def[id]) return zt_err("%s: id %u appears twice in model.vocab", path, id);
+        if (unbyte(it->string, cp_to_byte, v->tmp + tmp_used, &blen))
+            return zt_err("%s: model.vocab token \"%s\" is not in the byte-level alphabet", path, it->string);
+        if (str_map_put(&v->sm, it->string, id)) return zt_err("%s: token \"%s\" twice in model.vocab", path, it->string);
         tk->dec_def[id] = 1;
-        bytes_of[id] = tmp + tmp_used;
-        len_of[id] = blen;
+        v->bytes_of[id] = v->tmp + tmp_used;
+        v->len_of[id] = blen;
         tmp_used += blen;
     }
     for (int b = 0; b < 256; b++) {
@@ -291,12 +290,15 @@ static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
         uint32_t cp = byte_to_cp[b];
         if (cp < 0x80) s[0] = (char)cp;
         else { s[0] = (char)(0xC0 | (cp >> 6)); s[1] = (char)(0x80 | (cp & 0x3F)); }
-        int64_t id = str_map_get(&sm, s, strlen(s));
-        if (id < 0) { rc = zt_err("%s: model.vocab lacks the one-byte token for byte 0x%02x", path, b); goto done; }
+        int64_t id = str_map_get(&v->sm, s, strlen(s));
+        if (id < 0) return zt_err("%s: model.vocab lacks the one-byte token for byte 0x%02x", path, b);
         tk->byte_id[b] = (uint32_t)id;
     }
+    return 0;
+}
 
-    // merges: (left, right) -> rank, merged id
+// model.merges: (left, right) -> rank, merged id, in an open-addressing table.
+static int read_merges(zt_tokenizer *tk, const cJSON *merges, const str_map *sm, const char *path) {
     int64_t nmerges = cJSON_GetArraySize(merges);
     uint64_t cap = 1024;
     while (cap < 2 * (uint64_t)nmerges) cap *= 2;
@@ -306,6 +308,8 @@ static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
     char *joined = NULL;
     size_t joined_cap = 0;
     int64_t rank = 0;
+    int rc = 0;
+    const cJSON *it;
     cJSON_ArrayForEach(it, merges) {
         const char *a, *b;
         size_t alen, blen;
@@ -326,7 +330,7 @@ static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
         }
         memcpy(joined, a, alen);
         memcpy(joined + alen, b, blen);
-        int64_t ia = str_map_get(&sm, a, alen), ib = str_map_get(&sm, b, blen), ij = str_map_get(&sm, joined, alen + blen);
+        int64_t ia = str_map_get(sm, a, alen), ib = str_map_get(sm, b, blen), ij = str_map_get(sm, joined, alen + blen);
         if (ia < 0 || ib < 0 || ij < 0) {
             rc = zt_err("%s: model.merges[%lld] (%.*s %.*s) names a token missing from model.vocab", path, (long long)rank,
                         (int)alen, a, (int)blen, b);
@@ -346,29 +350,31 @@ static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
         rank++;
     }
     free(joined);
-    if (rc) goto done;
+    return rc;
+}
 
-    // added tokens: matched on the raw text, never normalised
+// added_tokens: matched on the raw text, never normalised; longest first, with the index of
+// their first bytes the encoder's scan uses.
+static int read_added(zt_tokenizer *tk, const cJSON *added, const char *path) {
     tk->nadded = cJSON_GetArraySize(added);
     tk->added = zt_xcalloc((size_t)tk->nadded + 1, sizeof *tk->added);
     int k = 0;
-    size_t added_total = 0;
+    const cJSON *it;
     cJSON_ArrayForEach(it, added) {
         const char *content = json_str(it, "content");
         uint32_t id = (uint32_t)cJSON_GetObjectItemCaseSensitive(it, "id")->valuedouble;
-        if (!content || !content[0]) { rc = zt_err("%s: added_tokens[%d] has no content", path, k); goto done; }
-        if (zt_utf8_valid_prefix(content, strlen(content)) != strlen(content)) { rc = zt_err("%s: added_tokens[%d] is not UTF-8", path, k); goto done; }
+        if (!content || !content[0]) return zt_err("%s: added_tokens[%d] has no content", path, k);
+        if (zt_utf8_valid_prefix(content, strlen(content)) != strlen(content))
+            return zt_err("%s: added_tokens[%d] is not UTF-8", path, k);
         const char *flags[] = {"normalized", "lstrip", "rstrip", "single_word"};
         for (int f = 0; f < 4; f++)
-            if (!json_off(it, flags[f])) {
-                rc = zt_err("%s: added token \"%s\" has %s set; only plain added tokens are supported", path, content, flags[f]);
-                goto done;
-            }
+            if (!json_off(it, flags[f]))
+                return zt_err("%s: added token \"%s\" has %s set; only plain added tokens are supported", path,
+                              content, flags[f]);
         tk->added[k].len = strlen(content);
         tk->added[k].text = zt_xmalloc(tk->added[k].len + 1);
         memcpy(tk->added[k].text, content, tk->added[k].len + 1);
         tk->added[k].id = id;
-        added_total += tk->added[k].len;
         k++;
     }
     qsort(tk->added, (size_t)tk->nadded, sizeof *tk->added, cmp_added_len_desc);
@@ -380,30 +386,45 @@ static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
         tk->added_one_first = (i == 0 || tk->added_one_first == f) ? f : -2;
     }
     if (tk->added_one_first < 0) tk->added_one_first = -1;
+    return 0;
+}
 
-    // decode table: vocab bytes, overridden by added tokens
-    {
-        for (int i = 0; i < tk->nadded; i++) len_of[tk->added[i].id] = tk->added[i].len;
-        uint64_t off = 0;
-        for (int64_t i = 0; i < tk->vocab_size; i++) {
-            tk->dec_off[i] = off;
-            off += len_of[i];
-        }
-        tk->dec_off[tk->vocab_size] = off;
-        tk->dec_bytes = zt_xmalloc(off + 1);
-        for (int64_t i = 0; i < tk->vocab_size; i++)
-            if (tk->dec_def[i]) memcpy(tk->dec_bytes + tk->dec_off[i], bytes_of[i], len_of[i]);
-        for (int i = 0; i < tk->nadded; i++) {
-            memcpy(tk->dec_bytes + tk->dec_off[tk->added[i].id], tk->added[i].text, tk->added[i].len);
-            tk->dec_def[tk->added[i].id] = 1;
-        }
+// The decode table: vocab bytes, overridden by added tokens.
+static void build_decode_table(zt_tokenizer *tk, const vocab_scratch *v) {
+    for (int i = 0; i < tk->nadded; i++) v->len_of[tk->added[i].id] = tk->added[i].len;
+    uint64_t off = 0;
+    for (int64_t i = 0; i < tk->vocab_size; i++) {
+        tk->dec_off[i] = off;
+        off += v->len_of[i];
     }
-    (void)added_total;
-done:
-    free(tmp);
-    free(len_of);
-    free(bytes_of);
-    str_map_free(&sm);
+    tk->dec_off[tk->vocab_size] = off;
+    tk->dec_bytes = zt_xmalloc(off + 1);
+    for (int64_t i = 0; i < tk->vocab_size; i++)
+        if (tk->dec_def[i]) memcpy(tk->dec_bytes + tk->dec_off[i], v->bytes_of[i], v->len_of[i]);
+    for (int i = 0; i < tk->nadded; i++) {
+        memcpy(tk->dec_bytes + tk->dec_off[tk->added[i].id], tk->added[i].text, tk->added[i].len);
+        tk->dec_def[tk->added[i].id] = 1;
+    }
+}
+
+static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
+    if (check_pipeline(root, path)) return -1;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    if (!cJSON_IsObject(vocab)) return zt_err("%s: model.vocab missing or not an object", path);
+    if (!cJSON_IsArray(merges)) return zt_err("%s: model.merges missing or not an array", path);
+    if (read_vocab_size(tk, vocab, added, path)) return -1;
+    vocab_scratch v = {0};
+    int rc = read_vocab(tk, vocab, &v, path);
+    if (rc == 0) rc = read_merges(tk, merges, &v.sm, path);
+    if (rc == 0) rc = read_added(tk, added, path);
+    if (rc == 0) build_decode_table(tk, &v);
+    free(v.tmp);
+    free(v.len_of);
+    free(v.bytes_of);
+    str_map_free(&v.sm);
     return rc;
 }
 

@@ -20,6 +20,7 @@
 #include "model/qwen3.h"
 #include "base/common.h"
 #include "engine/fsdp.h"
+#include "engine/rank_memory.h"
 
 const char *const zt_shard_names[ZT_SHARD_NCHOICES] = {"full", "nosync", "hsdp"};
 const char *const zt_coll_names[ZT_COLL_NKINDS] = {"all-gather (forward)", "all-gather (backward)",
@@ -358,45 +359,26 @@ static void attribute_stalls(sim *s) {
 
 static double pad_to(double n, double m) { return ceil(n / m) * m; }
 
-static void plan_memory(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
-                        const zt_plan_job *job, const zt_model_layout *lay, int gs, zt_plan_memory *mem) {
-    double shard = 0, max_unit = 0;
-    for (int u = 0; u < lay->nunits; u++) {
-        double padded = pad_to((double)lay->units[u].numel, (double)gs * ZT_FSDP_ALIGN);
-        shard += padded / gs;
-        if (padded > max_unit) max_unit = padded;
-    }
-    const double n = (double)lay->total_numel;
-    const double pb = job->param_bytes > 0 ? job->param_bytes : 2;
-    mem->params = (pb == 2 ? 6.0 : 4.0) * shard;  // fp32 master (+ a bf16 all-gather source when bf16)
-    const double accum = job->accum_bytes > 0 ? job->accum_bytes : 4;
-    mem->grads = 4.0 * shard + (job->choice == ZT_SHARD_NOSYNC ? accum * n : 0.0);
-    mem->optimizer = 8.0 * shard;
-    // ZT_FSDP_PARAM_SLOTS gathered units (keep-gathered: one per unit, as the engine allocates them);
-    // ZT_FSDP_GRAD_SLOTS full-unit gradients in the reduce dtype (NOSYNC accumulates straight into its
-    // unsharded fp32 buffer and needs none).
-    const int pslots = job->keep_gathered && lay->nunits > ZT_FSDP_PARAM_SLOTS ? lay->nunits : ZT_FSDP_PARAM_SLOTS;
-    mem->buffers = pslots * max_unit * pb +
-                   (job->choice == ZT_SHARD_NOSYNC ? 0.0 : ZT_FSDP_GRAD_SLOTS * max_unit * job->reduce_bytes);
-
-    // Saved activations of one micro-batch, bf16 with flash attention (no S x S matrix):
-    // per token and layer x, ln1, x_mid, ln2 (4d); q before and after norm+RoPE and the
-    // attention output (3 H D); k before and after, v (3 Hkv D); gate, up, silu*up (3F);
-    // fp32 rstd of both norms and of q/k norms per head, and the softmax log-sum-exp.
-    const double T = (double)job->micro_batch * (double)job->seq_len;
-    const double d = (double)c->hidden_size, F = (double)c->intermediate_size, D = c->head_dim;
-    const double H = c->num_heads, Hkv = c->num_kv_heads, V = (double)c->vocab_size, L = c->num_layers;
-    const double layer = T * (2.0 * (4 * d + 3 * H * D + 3 * Hkv * D + 3 * F) + 4.0 * (2 + 2 * H + Hkv));
-    // head: final-norm output (bf16) + fp32 logits of the micro-batch (gradient in place);
-    // backward workspace: gradients of one layer's activations (dx, dh, dq, dk, dv, datt, dgate, dup, dact).
-    const double head = T * (2.0 * d + 4.0 * V);
-    const double work = T * 2.0 * (2 * d + 2 * H * D + 2 * Hkv * D + 3 * F);
-    mem->act_no_recompute = L * layer + head + work;
-    mem->act_recompute = L * T * d * 2.0 + layer + head + work;  // checkpointed layer inputs + one live layer
-    mem->activations = job->recompute ? mem->act_recompute : mem->act_no_recompute;
-    mem->total = mem->params + mem->grads + mem->optimizer + mem->buffers + mem->activations;
+// The engine's formula (engine/rank_memory.h) for this job, and whether it fits the GPU.
+static int plan_memory(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                       const zt_plan_job *job, int gs, zt_plan_memory *mem) {
+    const zt_rank_memory_job mj = {.shard_group = gs, .micro_batch = job->micro_batch, .seq_len = job->seq_len,
+                                   .param_bytes = job->param_bytes, .reduce_bytes = job->reduce_bytes,
+                                   .accum_bytes = job->accum_bytes, .nosync = job->choice == ZT_SHARD_NOSYNC,
+                                   .recompute = job->recompute, .keep_gathered = job->keep_gathered};
+    zt_rank_memory m;
+    if (zt_rank_memory_predict(c, &mj, &m) != 0) return -1;
+    mem->params = m.params;
+    mem->grads = m.grads;
+    mem->optimizer = m.optimizer;
+    mem->buffers = m.buffers;
+    mem->activations = m.activations;
+    mem->act_no_recompute = m.act_no_recompute;
+    mem->act_recompute = m.act_recompute;
+    mem->total = m.total;
     mem->usable = g->hbm_bytes * a->mem_usable;
     mem->fits = mem->total <= mem->usable;
+    return 0;
 }
 
 // ---- prediction ----------------------------------------------------------------------
@@ -433,6 +415,7 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     r->shard_group = gs;
     r->replicas = W / gs;
 
+    if (plan_memory(c, g, a, job, gs, &r->mem) != 0) return -1;
     zt_model_layout lay;
     if (zt_model_layout_init(&lay, c) != 0) return -1;
     const int L = c->num_layers, nu = lay.nunits, head = L + 1;
@@ -503,7 +486,6 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     double compute = 0;
     for (int u = 0; u < nu; u++) compute += m.fwd[u] + m.bwd[u];
     r->t_compute = compute * job->grad_accum;
-    plan_memory(c, g, a, job, &lay, gs, &r->mem);
     // AdamW over the shard: read master, grad, m, v; write master, m, v, bf16 shard; zero the grad.
     r->t_optimizer = r->mem.optimizer / 8.0 * 34.0 / (g->hbm_bw * a->hbm_eff);
     r->t_step = s.tc + r->t_optimizer;

@@ -74,6 +74,133 @@ int zt_power_svg_height(const zt_samples *set, int width) {
 static const zt_gpu_state state_order[] = {ZT_GS_COMPUTE,  ZT_GS_COMM, ZT_GS_STARVATION, ZT_GS_CHECKPOINT,
                                            ZT_GS_DEADLOCK, ZT_GS_IDLE, ZT_GS_UNKNOWN};
 
+// The bands: what a snapshot's power means (the classifier also looks at utilization).
+static void draw_bands(FILE *f, const zt_svg_frame *fr, const zt_bands *b, double ytop) {
+    const struct { double lo, hi; zt_gpu_state st; const char *label; } bands[] = {
+        {0, b->idle_max_w, ZT_GS_IDLE, "idle"},
+        {b->idle_max_w, b->hang_max_w, ZT_GS_DEADLOCK, "deadlock / checkpoint (busy GPUs at low power)"},
+        {b->hang_max_w, b->compute_min_w, ZT_GS_COMM, "communication / starvation (even / uneven util)"},
+        {b->compute_min_w, ytop, ZT_GS_COMPUTE, "compute"},
+    };
+    fprintf(f, "<g class=\"bands\" data-idle-max=\"%g\" data-hang-max=\"%g\" data-compute-min=\"%g\">\n", b->idle_max_w,
+            b->hang_max_w, b->compute_min_w);
+    for (size_t i = 0; i < sizeof bands / sizeof bands[0]; i++) {
+        double y0 = zt_svg_py(fr, fmin(bands[i].hi, ytop)), y1 = zt_svg_py(fr, bands[i].lo);
+        fprintf(f, "<rect class=\"band\" data-state=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                   "fill=\"%s\" fill-opacity=\"0.10\"/>\n",
+                zt_gpu_state_name(bands[i].st), fr->ax, y0, fr->aw, y1 - y0, zt_state_colour(bands[i].st));
+        if (i > 0)
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-opacity=\"0.5\" "
+                       "stroke-dasharray=\"4 3\"/>\n",
+                    fr->ax, y1, fr->ax + fr->aw, y1, zt_state_colour(bands[i].st));
+        char lab[160];
+        if (i == 0)
+            snprintf(lab, sizeof lab, "%s \xe2\x89\xa4 %g W", bands[i].label, bands[i].hi);
+        else if (i == 3)
+            snprintf(lab, sizeof lab, "%s \xe2\x89\xa5 %g W", bands[i].label, bands[i].lo);
+        else
+            snprintf(lab, sizeof lab, "%s %g\xe2\x80\x93%g W", bands[i].label, bands[i].lo, bands[i].hi);
+        if (y1 - y0 >= 11) {
+            fprintf(f, "<text class=\"band-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", fr->ax + fr->aw - 6,
+                    y0 + 11);
+            zt_html_escape(f, lab);
+            fputs("</text>\n", f);
+        }
+    }
+    fputs("</g>\n", f);
+}
+
+// The checkpoint saves: a dashed line each, where the time axis shows them.
+static void draw_marks(FILE *f, const zt_svg_frame *fr, const zt_power_view *v, double div) {
+    if (v->nmarks) {
+        fprintf(f, "<g class=\"ckpt-marks\" data-marks=\"%zu\">\n", v->nmarks);
+        for (size_t i = 0; i < v->nmarks; i++) {
+            double x = (v->marks[i] - v->t0) / div;
+            if (x < fr->xmin || x > fr->xmax) continue;
+            fprintf(f, "<line class=\"ckpt-mark\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#9467bd\" "
+                       "stroke-width=\"1.5\" stroke-dasharray=\"2 3\"/><text class=\"band-label\" x=\"%.1f\" "
+                       "y=\"%.1f\">save</text>\n",
+                    zt_svg_px(fr, x), fr->ay, zt_svg_px(fr, x), fr->ay + fr->ah, zt_svg_px(fr, x) + 3, fr->ay + 22);
+        }
+        fputs("</g>\n", f);
+    }
+}
+
+// The strip below the plot: one rect per stretch; each state's seconds into secs, their sum into *total.
+static void draw_strip(FILE *f, const zt_svg_frame *fr, const zt_power_view *v, const zt_samples *set,
+                       const zt_power_class *c, double div, double *secs, double *total) {
+    double tot = 0;
+    double sy = fr->ay + fr->ah + STRIP_GAP;
+    fprintf(f, "<g class=\"strip\" data-stretches=\"%zu\" data-area=\"%.0f %.0f %.0f %d\">\n", c->nst, fr->ax, sy, fr->aw,
+            STRIP_H);
+    fprintf(f, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">state</text>\n", fr->ax - 5, sy + 14);
+    for (size_t i = 0; i < c->nst; i++) {
+        const zt_stretch *st = &c->st[i];
+        double x0 = zt_svg_px(fr, (st->t0 - v->t0) / div), x1 = zt_svg_px(fr, (st->t0 + st->seconds - v->t0) / div);
+        x0 = fmax(fr->ax, x0), x1 = fmin(fr->ax + fr->aw, x1);
+        if (x1 - x0 < 1) x1 = x0 + 1;
+        secs[st->state] += st->seconds, tot += st->seconds;
+        size_t nsnap = st->last - st->first + 1;
+        char t1[40], d1[32];
+        fprintf(f, "<rect class=\"state\" data-state=\"%s\" data-snapshots=\"%zu\" data-seconds=\"%.1f\" data-zero=\"",
+                zt_gpu_state_name(st->state), nsnap, st->seconds);
+        zt_html_escape(f, st->zero);
+        fprintf(f, "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>%s, %s from %s (%zu "
+                   "snapshot%s)",
+                x0, sy, x1 - x0, STRIP_H, zt_state_colour(st->state), zt_gpu_state_name(st->state),
+                zt_fmt_dur(st->seconds, d1, sizeof d1), zt_triage_fmt_time(set->kind, st->t0, t1, sizeof t1),
+                nsnap, nsnap == 1 ? "" : "s");
+        if ((st->state == ZT_GS_DEADLOCK || st->state == ZT_GS_CHECKPOINT) && st->zero[0]) {
+            fputs(", at 0%: GPU ", f);
+            zt_html_escape(f, st->zero);
+        }
+        fputs("</title></rect>\n", f);
+    }
+    fputs("</g>\n", f);
+    *total = tot;
+}
+
+// Deadlock stretches long enough to trust get a label above the strip.
+static void draw_deadlock_labels(FILE *f, const zt_svg_frame *fr, const zt_power_view *v, const zt_power_class *c,
+                                 double div) {
+    for (size_t i = 0; i < c->nst; i++) {
+        const zt_stretch *st = &c->st[i];
+        size_t min = (size_t)(v->min_deadlock > 0 ? v->min_deadlock : 2);
+        if (st->state != ZT_GS_DEADLOCK || st->last - st->first + 1 < min) continue;
+        char d1[32];
+        double xm = zt_svg_px(fr, (st->t0 + 0.5 * st->seconds - v->t0) / div);
+        xm = fmin(fmax(xm, fr->ax + 90), fr->ax + fr->aw - 90);
+        fprintf(f, "<text class=\"deadlock-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
+                   "font-weight=\"bold\" fill=\"#b71c1c\">deadlock %s",
+                xm, fr->ay + fr->ah - 6, zt_fmt_dur(st->seconds, d1, sizeof d1));
+        if (st->zero[0]) {
+            fputs(", GPU ", f);
+            zt_html_escape(f, st->zero);
+            fputs(" at 0%", f);
+        }
+        fputs("</text>\n", f);
+    }
+}
+
+// State legend on the title line, right-aligned: colour, name, share of the time.
+static void draw_state_legend(FILE *f, int width, const double *secs, double tot) {
+    fputs("<g class=\"state-legend\">\n", f);
+    double x = width - 10;
+    for (size_t k = sizeof state_order / sizeof state_order[0]; k-- > 0;) {
+        zt_gpu_state s = state_order[k];
+        if (secs[s] <= 0 && s == ZT_GS_UNKNOWN) continue;
+        char lab[64];
+        snprintf(lab, sizeof lab, "%s %.0f%%", zt_gpu_state_name(s), tot > 0 ? 100 * secs[s] / tot : 0.0);
+        double w = 6.2 * (double)strlen(lab);
+        x -= w;
+        fprintf(f, "<text x=\"%.1f\" y=\"18\" font-size=\"10.5\" fill=\"#323f4b\">%s</text>", x, lab);
+        x -= 15;
+        fprintf(f, "<rect x=\"%.1f\" y=\"9\" width=\"11\" height=\"11\" fill=\"%s\"/>\n", x, zt_state_colour(s));
+        x -= 10;
+    }
+    fputs("</g>\n", f);
+}
+
 void zt_power_svg(FILE *f, const zt_power_view *v, const zt_samples *set, const zt_bands *b, const zt_power_class *c) {
     // Per GPU arrays (by slot in the ascending ids, not by id) in time order (the set is sorted).
     int *ids;
@@ -127,117 +254,13 @@ void zt_power_svg(FILE *f, const zt_power_view *v, const zt_samples *set, const 
     zt_svg_frame fr;
     zt_svg_begin(f, &p, ser, nser, total, &fr);
 
-    // The bands: what a snapshot's power means (the classifier also looks at utilization).
-    const struct { double lo, hi; zt_gpu_state st; const char *label; } bands[] = {
-        {0, b->idle_max_w, ZT_GS_IDLE, "idle"},
-        {b->idle_max_w, b->hang_max_w, ZT_GS_DEADLOCK, "deadlock / checkpoint (busy GPUs at low power)"},
-        {b->hang_max_w, b->compute_min_w, ZT_GS_COMM, "communication / starvation (even / uneven util)"},
-        {b->compute_min_w, ytop, ZT_GS_COMPUTE, "compute"},
-    };
-    fprintf(f, "<g class=\"bands\" data-idle-max=\"%g\" data-hang-max=\"%g\" data-compute-min=\"%g\">\n", b->idle_max_w,
-            b->hang_max_w, b->compute_min_w);
-    for (size_t i = 0; i < sizeof bands / sizeof bands[0]; i++) {
-        double y0 = zt_svg_py(&fr, fmin(bands[i].hi, ytop)), y1 = zt_svg_py(&fr, bands[i].lo);
-        fprintf(f, "<rect class=\"band\" data-state=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                   "fill=\"%s\" fill-opacity=\"0.10\"/>\n",
-                zt_gpu_state_name(bands[i].st), fr.ax, y0, fr.aw, y1 - y0, zt_state_colour(bands[i].st));
-        if (i > 0)
-            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-opacity=\"0.5\" "
-                       "stroke-dasharray=\"4 3\"/>\n",
-                    fr.ax, y1, fr.ax + fr.aw, y1, zt_state_colour(bands[i].st));
-        char lab[160];
-        if (i == 0)
-            snprintf(lab, sizeof lab, "%s \xe2\x89\xa4 %g W", bands[i].label, bands[i].hi);
-        else if (i == 3)
-            snprintf(lab, sizeof lab, "%s \xe2\x89\xa5 %g W", bands[i].label, bands[i].lo);
-        else
-            snprintf(lab, sizeof lab, "%s %g\xe2\x80\x93%g W", bands[i].label, bands[i].lo, bands[i].hi);
-        if (y1 - y0 >= 11) {
-            fprintf(f, "<text class=\"band-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", fr.ax + fr.aw - 6,
-                    y0 + 11);
-            zt_html_escape(f, lab);
-            fputs("</text>\n", f);
-        }
-    }
-    fputs("</g>\n", f);
-    // checkpoint saves
-    if (v->nmarks) {
-        fprintf(f, "<g class=\"ckpt-marks\" data-marks=\"%zu\">\n", v->nmarks);
-        for (size_t i = 0; i < v->nmarks; i++) {
-            double x = (v->marks[i] - v->t0) / div;
-            if (x < fr.xmin || x > fr.xmax) continue;
-            fprintf(f, "<line class=\"ckpt-mark\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#9467bd\" "
-                       "stroke-width=\"1.5\" stroke-dasharray=\"2 3\"/><text class=\"band-label\" x=\"%.1f\" "
-                       "y=\"%.1f\">save</text>\n",
-                    zt_svg_px(&fr, x), fr.ay, zt_svg_px(&fr, x), fr.ay + fr.ah, zt_svg_px(&fr, x) + 3, fr.ay + 22);
-        }
-        fputs("</g>\n", f);
-    }
+    draw_bands(f, &fr, b, ytop);
+    draw_marks(f, &fr, v, div);
     for (size_t i = 0; i < nser; i++) zt_svg_draw_series(f, &fr, &ser[i]);
-
-    // The strip: one rect per stretch.
-    double sy = fr.ay + fr.ah + STRIP_GAP;
     double secs[ZT_GS_COUNT_] = {0}, tot = 0;
-    fprintf(f, "<g class=\"strip\" data-stretches=\"%zu\" data-area=\"%.0f %.0f %.0f %d\">\n", c->nst, fr.ax, sy, fr.aw,
-            STRIP_H);
-    fprintf(f, "<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">state</text>\n", fr.ax - 5, sy + 14);
-    for (size_t i = 0; i < c->nst; i++) {
-        const zt_stretch *st = &c->st[i];
-        double x0 = zt_svg_px(&fr, (st->t0 - v->t0) / div), x1 = zt_svg_px(&fr, (st->t0 + st->seconds - v->t0) / div);
-        x0 = fmax(fr.ax, x0), x1 = fmin(fr.ax + fr.aw, x1);
-        if (x1 - x0 < 1) x1 = x0 + 1;
-        secs[st->state] += st->seconds, tot += st->seconds;
-        size_t nsnap = st->last - st->first + 1;
-        char t1[40], d1[32];
-        fprintf(f, "<rect class=\"state\" data-state=\"%s\" data-snapshots=\"%zu\" data-seconds=\"%.1f\" data-zero=\"",
-                zt_gpu_state_name(st->state), nsnap, st->seconds);
-        zt_html_escape(f, st->zero);
-        fprintf(f, "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>%s, %s from %s (%zu "
-                   "snapshot%s)",
-                x0, sy, x1 - x0, STRIP_H, zt_state_colour(st->state), zt_gpu_state_name(st->state),
-                zt_fmt_dur(st->seconds, d1, sizeof d1), zt_triage_fmt_time(set->kind, st->t0, t1, sizeof t1),
-                nsnap, nsnap == 1 ? "" : "s");
-        if ((st->state == ZT_GS_DEADLOCK || st->state == ZT_GS_CHECKPOINT) && st->zero[0]) {
-            fputs(", at 0%: GPU ", f);
-            zt_html_escape(f, st->zero);
-        }
-        fputs("</title></rect>\n", f);
-    }
-    fputs("</g>\n", f);
-    // Deadlock stretches long enough to trust get a label above the strip.
-    for (size_t i = 0; i < c->nst; i++) {
-        const zt_stretch *st = &c->st[i];
-        size_t min = (size_t)(v->min_deadlock > 0 ? v->min_deadlock : 2);
-        if (st->state != ZT_GS_DEADLOCK || st->last - st->first + 1 < min) continue;
-        char d1[32];
-        double xm = zt_svg_px(&fr, (st->t0 + 0.5 * st->seconds - v->t0) / div);
-        xm = fmin(fmax(xm, fr.ax + 90), fr.ax + fr.aw - 90);
-        fprintf(f, "<text class=\"deadlock-label\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
-                   "font-weight=\"bold\" fill=\"#b71c1c\">deadlock %s",
-                xm, fr.ay + fr.ah - 6, zt_fmt_dur(st->seconds, d1, sizeof d1));
-        if (st->zero[0]) {
-            fputs(", GPU ", f);
-            zt_html_escape(f, st->zero);
-            fputs(" at 0%", f);
-        }
-        fputs("</text>\n", f);
-    }
-    // State legend on the title line, right-aligned: colour, name, share of the time.
-    fputs("<g class=\"state-legend\">\n", f);
-    double x = p.width - 10;
-    for (size_t k = sizeof state_order / sizeof state_order[0]; k-- > 0;) {
-        zt_gpu_state s = state_order[k];
-        if (secs[s] <= 0 && s == ZT_GS_UNKNOWN) continue;
-        char lab[64];
-        snprintf(lab, sizeof lab, "%s %.0f%%", zt_gpu_state_name(s), tot > 0 ? 100 * secs[s] / tot : 0.0);
-        double w = 6.2 * (double)strlen(lab);
-        x -= w;
-        fprintf(f, "<text x=\"%.1f\" y=\"18\" font-size=\"10.5\" fill=\"#323f4b\">%s</text>", x, lab);
-        x -= 15;
-        fprintf(f, "<rect x=\"%.1f\" y=\"9\" width=\"11\" height=\"11\" fill=\"%s\"/>\n", x, zt_state_colour(s));
-        x -= 10;
-    }
-    fputs("</g>\n", f);
+    draw_strip(f, &fr, v, set, c, div, secs, &tot);
+    draw_deadlock_labels(f, &fr, v, c, div);
+    draw_state_legend(f, p.width, secs, tot);
     zt_svg_end(f);
     for (int d = 0; d < ngpu; d++) free(xs[d]), free(ys[d]);
     free(xs);

@@ -827,6 +827,183 @@ static void details(FILE *f, const run_data *r, int top, int height, const char 
     fprintf(f, "; page written %s.</p>\n</div>\n", tb);
 }
 
+// The power picture across the page, on the run's clock when its start is known, with the
+// checkpoint saves marked.
+static void power_plot(FILE *f, const run_data *r, const zt_report_opts *o, int top, int height) {
+    double t0 = isfinite(r->t_start) ? r->t_start : r->power.n ? r->power.s[0].t : 0;
+    double *marks = zt_xmalloc((r->nckpt + 1) * sizeof *marks);
+    size_t nmarks = 0;
+    for (size_t i = 0; i < r->nckpt; i++)
+        if (isfinite(r->ckpts[i].save_elapsed)) marks[nmarks++] = r->t_start + r->ckpts[i].save_elapsed;
+    if (r->power.n) {
+        zt_power_class pc;
+        zt_power_classify(&r->power, &o->bands, o->window > 0 ? o->window : 1.0, 0, &pc);
+        zt_power_view v = {.id = "power", .left = 10, .top = top, .width = PAGE_W - 20, .t0 = t0,
+                           .t0_what = isfinite(r->t_start) ? "the run start" : "the first sample", .marks = marks,
+                           .nmarks = nmarks, .min_deadlock = 2};
+        zt_power_svg(f, &v, &r->power, &o->bands, &pc);
+        zt_power_class_free(&pc);
+    } else {
+        zt_svg_plot p = {.id = "power", .title = "Board power per GPU over the triage bands", .xlabel = "time",
+                         .ylabel = "W", .left = 10, .top = top, .width = PAGE_W - 20, .height = height,
+                         .xmin = NAN, .xmax = NAN, .ymin = NAN, .ymax = NAN};
+        zt_svg_empty(f, &p, "no power samples: ranks/rank-N.power.csv is written only where NVML sees a GPU");
+    }
+    free(marks);
+}
+
+// Two rows: loss against step and against tokens; learning rate and gradient norm.
+static void loss_rows(FILE *f, const run_data *r, int top) {
+    zt_svg_series s[2];
+    zt_svg_plot p = plot_at("loss", "Loss", "step", "loss", 0, top);
+    s[0] = line("train loss", C_TRAIN, &r->m[M_STEP], &r->m[M_LOSS]);
+    s[1] = line("eval loss", C_EVAL, &r->ev_step, &r->ev_loss);
+    s[1].style = ZT_SVG_LINE | ZT_SVG_MARKERS;
+    plot_or_empty(f, &p, s, 2, "no step lines in metrics.jsonl yet");
+    p = plot_at("loss-tokens", "Loss against tokens seen", "tokens", "loss", 1, top);
+    s[0] = line("train loss", C_TRAIN, &r->m[M_TOKENS], &r->m[M_LOSS]);
+    s[1] = line("eval loss", C_EVAL, &r->ev_tokens, &r->ev_loss);
+    s[1].style = ZT_SVG_LINE | ZT_SVG_MARKERS;
+    plot_or_empty(f, &p, s, 2, "no step lines in metrics.jsonl yet");
+    top += ROW_H + 10;
+    p = plot_at("lr", "Learning rate", "step", "lr", 0, top);
+    p.y_zero = 1;
+    s[0] = line("", C_TRAIN, &r->m[M_STEP], &r->m[M_LR]);
+    plot_or_empty(f, &p, s, 1, "no step lines in metrics.jsonl yet");
+    char gt[96];
+    double clip = jnum(r->run ? cJSON_GetObjectItemCaseSensitive(r->run, "train") : NULL, "clip");
+    if (isfinite(clip) && clip > 0)
+        snprintf(gt, sizeof gt, "Gradient norm (before clipping to %g)", clip);
+    else
+        snprintf(gt, sizeof gt, "Gradient norm");
+    p = plot_at("grad-norm", gt, "step", "global grad norm", 1, top);
+    p.y_zero = 1;
+    s[0] = line("", C_PURPLE, &r->m[M_STEP], &r->m[M_GNORM]);
+    plot_or_empty(f, &p, s, 1, "no step lines in metrics.jsonl yet");
+}
+
+// tok/s per rank (the first 16); compute vs comm-wait share.
+static void throughput_row(FILE *f, const run_data *r, int top) {
+    zt_svg_series s[16];
+    zt_svg_plot p = plot_at("tok-per-rank", "Throughput per rank (ranks/rank-N.metrics.jsonl)", "step", "tok/s", 0,
+                            top);
+    p.y_zero = 1;
+    int nr = r->nranks < 16 ? r->nranks : 16;
+    char rnames[16][24];
+    for (int i = 0; i < nr; i++) {
+        snprintf(rnames[i], sizeof rnames[i], "rank %d", r->ranks[i].rank);
+        s[i] = line(rnames[i], rank_palette[i % 16], &r->ranks[i].step, &r->ranks[i].toks);
+    }
+    plot_or_empty(f, &p, s, (size_t)nr, "no ranks/rank-N.metrics.jsonl");
+    p = plot_at("comm-share", "Compute vs communication wait, share of each step (rank 0)", "step",
+                "% of step time", 1, top);
+    p.ymin = 0, p.ymax = 100;
+    s[0] = line("compute", C_GREEN, &r->m[M_STEP], &r->m[M_COMPUTE_PCT]);
+    s[1] = line("comm wait", C_RED, &r->m[M_STEP], &r->m[M_COMM_PCT]);
+    plot_or_empty(f, &p, s, 2, "no step lines in metrics.jsonl yet");
+}
+
+// Progress and checkpoint saves on the elapsed-time axis.
+static void progress_plot(FILE *f, const run_data *r, int top) {
+    zt_svg_series s[2];
+    dvec ck_t = {0}, ck_s = {0};
+    for (size_t i = 0; i < r->nckpt; i++)
+        if (isfinite(r->ckpts[i].save_elapsed))
+            dpush(&ck_t, r->ckpts[i].save_elapsed), dpush(&ck_s, (double)r->ckpts[i].step);
+    const char *unit;
+    double span = fmax(last(&r->m[M_ELAPSED]), ck_t.n ? ck_t.v[ck_t.n - 1] : 0);
+    double div = zt_svg_time_unit(isfinite(span) ? span : 0, &unit);
+    dvec el = {0}, ckx = {0};
+    for (size_t i = 0; i < r->m[M_ELAPSED].n; i++) dpush(&el, r->m[M_ELAPSED].v[i] / div);
+    for (size_t i = 0; i < ck_t.n; i++) dpush(&ckx, ck_t.v[i] / div);
+    char xl[64];
+    snprintf(xl, sizeof xl, "elapsed since the run start (%s)", unit);
+    zt_svg_plot p = plot_at("checkpoints", "Progress and checkpoint saves", xl, "step", 0, top);
+    p.y_zero = 1;
+    s[0] = line("step reached", C_TRAIN, &el, &r->m[M_STEP]);
+    s[1] = line("checkpoint committed (meta.json)", C_PURPLE, &ckx, &ck_s);
+    s[1].style = ZT_SVG_MARKERS;
+    plot_or_empty(f, &p, s, 2, "no step lines and no checkpoints yet");
+    free(ck_t.v), free(ck_s.v), free(el.v), free(ckx.v);
+}
+
+// GPU-hours spent, at risk, and projected to the last step.
+static void gpu_hours_plot(FILE *f, const run_data *r, int top) {
+    zt_svg_series s[3];
+    dvec px = {0}, py = {0};
+    int live = !strcmp(r->state, "running");
+    size_t n = r->m[M_STEP].n;
+    double total = jnum(r->hb, "total_steps");
+    if (!isfinite(total))
+        total = jnum(r->run ? cJSON_GetObjectItemCaseSensitive(r->run, "train") : NULL, "total_steps");
+    if (live && n >= 2 && isfinite(total) && total > r->m[M_STEP].v[n - 1]) {
+        size_t a = n > 50 ? n - 50 : 0;
+        double ds = r->m[M_STEP].v[n - 1] - r->m[M_STEP].v[a], dg = r->m[M_GPUH].v[n - 1] - r->m[M_GPUH].v[a];
+        double proj = r->m[M_GPUH].v[n - 1] + dg / ds * (total - r->m[M_STEP].v[n - 1]);
+        if (ds > 0 && isfinite(proj)) {
+            dpush(&px, r->m[M_STEP].v[n - 1]), dpush(&py, r->m[M_GPUH].v[n - 1]);
+            dpush(&px, total), dpush(&py, proj);
+        }
+    }
+    char gh_title[128];
+    if (px.n)
+        snprintf(gh_title, sizeof gh_title, "GPU-hours: spent, at risk, projected to step %.0f: %.4g", total, py.v[1]);
+    else
+        snprintf(gh_title, sizeof gh_title, "GPU-hours: spent and at risk%s",
+                 live ? "" : " (no projection: not running)");
+    zt_svg_plot p = plot_at("gpu-hours", gh_title, "step", "GPU-hours (rank-hours on cpu)", 1, top);
+    p.y_zero = 1;
+    if (px.n) p.xmax = total;
+    s[0] = line("spent", C_TRAIN, &r->m[M_STEP], &r->m[M_GPUH]);
+    s[1] = line("at risk (since the last checkpoint)", C_RED, &r->m[M_STEP], &r->m[M_GPUH_RISK]);
+    s[1].dashed = 1;  // equal to "spent" until the first checkpoint: the solid line shows through
+    s[2] = line("projected", C_GREY, &px, &py);
+    s[2].dashed = 1;
+    plot_or_empty(f, &p, s, px.n ? 3 : 2, "no step lines in metrics.jsonl yet");
+    free(px.v), free(py.v);
+}
+
+// MFU (and HFU with --recompute) against the peak run.json names, across the page.
+static void mfu_plot(FILE *f, const run_data *r, int top) {
+    zt_svg_series s[2];
+    const cJSON *dev = r->run ? cJSON_GetObjectItemCaseSensitive(r->run, "device") : NULL;
+    const double peak = jnum(dev, "peak_tflops_per_rank");
+    const char *kind = jstr(dev, "peak_kind");
+    char mt[256];
+    if (isfinite(peak))
+        snprintf(mt, sizeof mt, "MFU: model FLOPs per second per rank / %.4g TFLOP/s (%s), %.4g TFLOP/s per rank last",
+                 peak,
+                 kind && !strcmp(kind, "cpu_gemm_probe") ? "a CPU fp32 GEMM probe measured at start, not a GPU peak"
+                 : kind && !strcmp(kind, "given")        ? "--peak-tflops"
+                                                         : "the GPU preset's dense bf16 peak",
+                 last_finite(&r->m[M_TFLOPS]));
+    else
+        snprintf(mt, sizeof mt, "MFU: model FLOPs per second per rank / the device's peak%s",
+                 dev ? " (unknown for this run: --peak-tflops)" : "");
+    zt_svg_plot p = plot_at("mfu", mt, "step", "% of peak", 0, top);
+    p.width = PAGE_W - 20;
+    p.y_zero = 1;
+    dvec mfu_pct = {0}, hfu_pct = {0};
+    for (size_t i = 0; i < r->m[M_MFU].n; i++) dpush(&mfu_pct, 100 * r->m[M_MFU].v[i]);
+    for (size_t i = 0; i < r->m[M_HFU].n; i++) dpush(&hfu_pct, 100 * r->m[M_HFU].v[i]);
+    s[0] = line("MFU (model FLOPs)", C_GREEN, &r->m[M_STEP], &mfu_pct);
+    s[1] = line("HFU (with the recomputed forward)", C_PURPLE, &r->m[M_STEP], &hfu_pct);
+    s[1].dashed = 1;
+    plot_or_empty(f, &p, s, 2, "no mfu in metrics.jsonl (a run of a zerotrain before it, or no known peak)");
+    free(mfu_pct.v), free(hfu_pct.v);
+}
+
+// The one-line summary for the terminal; the diagnosis quotes the flight recorders' labels, so
+// control bytes become '?'.
+static void write_summary(const run_data *r, int nplots, const char *diag, char *summary, size_t sn) {
+    snprintf(summary, sn, "state %s; %d plots; %zu steps, %zu evaluations, %d ranks, %zu checkpoints, %zu power "
+             "samples%s%s",
+             r->state, nplots, r->m[M_STEP].n, r->ev_step.n, r->nranks, r->nckpt, r->power.n,
+             diag ? "; diagnosis: " : "", diag ? diag : "");
+    for (char *c = summary; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+}
+
 int zt_report_write(const char *run_dir, const char *out_path, const zt_report_opts *o, char *summary, size_t sn) {
     run_data r;
     memset(&r, 0, sizeof r);
@@ -855,171 +1032,27 @@ int zt_report_write(const char *run_dir, const char *out_path, const zt_report_o
     zt_html_page_begin(f, title, PAGE_W, details_top + details_h + 10);
     header(f, &r);
 
-    // The power picture, on the run's clock when its start is known.
-    int nplots = 0;
-    double t0 = isfinite(r.t_start) ? r.t_start : r.power.n ? r.power.s[0].t : 0;
-    double *marks = zt_xmalloc((r.nckpt + 1) * sizeof *marks);
-    size_t nmarks = 0;
-    for (size_t i = 0; i < r.nckpt; i++)
-        if (isfinite(r.ckpts[i].save_elapsed)) marks[nmarks++] = r.t_start + r.ckpts[i].save_elapsed;
-    if (r.power.n) {
-        zt_power_class pc;
-        zt_power_classify(&r.power, &o->bands, o->window > 0 ? o->window : 1.0, 0, &pc);
-        zt_power_view v = {.id = "power", .left = 10, .top = power_top, .width = PAGE_W - 20, .t0 = t0,
-                           .t0_what = isfinite(r.t_start) ? "the run start" : "the first sample", .marks = marks,
-                           .nmarks = nmarks, .min_deadlock = 2};
-        zt_power_svg(f, &v, &r.power, &o->bands, &pc);
-        zt_power_class_free(&pc);
-    } else {
-        zt_svg_plot p = {.id = "power", .title = "Board power per GPU over the triage bands", .xlabel = "time",
-                         .ylabel = "W", .left = 10, .top = power_top, .width = PAGE_W - 20, .height = power_h,
-                         .xmin = NAN, .xmax = NAN, .ymin = NAN, .ymax = NAN};
-        zt_svg_empty(f, &p, "no power samples: ranks/rank-N.power.csv is written only where NVML sees a GPU");
-    }
-    nplots++;
-
-    // Loss against step, and against tokens.
+    // The power picture, then a grid of five rows: 1 + 9 plots.
+    power_plot(f, &r, o, power_top, power_h);
     int top = grid_top;
-    zt_svg_series s[20];
-    zt_svg_plot p = plot_at("loss", "Loss", "step", "loss", 0, top);
-    s[0] = line("train loss", C_TRAIN, &r.m[M_STEP], &r.m[M_LOSS]);
-    s[1] = line("eval loss", C_EVAL, &r.ev_step, &r.ev_loss);
-    s[1].style = ZT_SVG_LINE | ZT_SVG_MARKERS;
-    plot_or_empty(f, &p, s, 2, "no step lines in metrics.jsonl yet");
-    p = plot_at("loss-tokens", "Loss against tokens seen", "tokens", "loss", 1, top);
-    s[0] = line("train loss", C_TRAIN, &r.m[M_TOKENS], &r.m[M_LOSS]);
-    s[1] = line("eval loss", C_EVAL, &r.ev_tokens, &r.ev_loss);
-    s[1].style = ZT_SVG_LINE | ZT_SVG_MARKERS;
-    plot_or_empty(f, &p, s, 2, "no step lines in metrics.jsonl yet");
+    loss_rows(f, &r, top);  // rows 1 and 2
+    top += 2 * (ROW_H + 10);
+    throughput_row(f, &r, top);
     top += ROW_H + 10;
-    // Learning rate and gradient norm.
-    p = plot_at("lr", "Learning rate", "step", "lr", 0, top);
-    p.y_zero = 1;
-    s[0] = line("", C_TRAIN, &r.m[M_STEP], &r.m[M_LR]);
-    plot_or_empty(f, &p, s, 1, "no step lines in metrics.jsonl yet");
-    char gt[96];
-    double clip = jnum(r.run ? cJSON_GetObjectItemCaseSensitive(r.run, "train") : NULL, "clip");
-    if (isfinite(clip) && clip > 0)
-        snprintf(gt, sizeof gt, "Gradient norm (before clipping to %g)", clip);
-    else
-        snprintf(gt, sizeof gt, "Gradient norm");
-    p = plot_at("grad-norm", gt, "step", "global grad norm", 1, top);
-    p.y_zero = 1;
-    s[0] = line("", C_PURPLE, &r.m[M_STEP], &r.m[M_GNORM]);
-    plot_or_empty(f, &p, s, 1, "no step lines in metrics.jsonl yet");
+    progress_plot(f, &r, top);
+    gpu_hours_plot(f, &r, top);
     top += ROW_H + 10;
-    // tok/s per rank; compute vs comm-wait share.
-    p = plot_at("tok-per-rank", "Throughput per rank (ranks/rank-N.metrics.jsonl)", "step", "tok/s", 0, top);
-    p.y_zero = 1;
-    int nr = r.nranks < 16 ? r.nranks : 16;
-    char rnames[16][24];
-    for (int i = 0; i < nr; i++) {
-        snprintf(rnames[i], sizeof rnames[i], "rank %d", r.ranks[i].rank);
-        s[i] = line(rnames[i], rank_palette[i % 16], &r.ranks[i].step, &r.ranks[i].toks);
-    }
-    plot_or_empty(f, &p, s, (size_t)nr, "no ranks/rank-N.metrics.jsonl");
-    p = plot_at("comm-share", "Compute vs communication wait, share of each step (rank 0)", "step",
-                "% of step time", 1, top);
-    p.ymin = 0, p.ymax = 100;
-    s[0] = line("compute", C_GREEN, &r.m[M_STEP], &r.m[M_COMPUTE_PCT]);
-    s[1] = line("comm wait", C_RED, &r.m[M_STEP], &r.m[M_COMM_PCT]);
-    plot_or_empty(f, &p, s, 2, "no step lines in metrics.jsonl yet");
-    top += ROW_H + 10;
-    // Progress and checkpoint saves on the elapsed-time axis.
-    dvec ck_t = {0}, ck_s = {0};
-    for (size_t i = 0; i < r.nckpt; i++)
-        if (isfinite(r.ckpts[i].save_elapsed))
-            dpush(&ck_t, r.ckpts[i].save_elapsed), dpush(&ck_s, (double)r.ckpts[i].step);
-    const char *unit;
-    double span = fmax(last(&r.m[M_ELAPSED]), ck_t.n ? ck_t.v[ck_t.n - 1] : 0);
-    double div = zt_svg_time_unit(isfinite(span) ? span : 0, &unit);
-    dvec el = {0}, ckx = {0};
-    for (size_t i = 0; i < r.m[M_ELAPSED].n; i++) dpush(&el, r.m[M_ELAPSED].v[i] / div);
-    for (size_t i = 0; i < ck_t.n; i++) dpush(&ckx, ck_t.v[i] / div);
-    char xl[64];
-    snprintf(xl, sizeof xl, "elapsed since the run start (%s)", unit);
-    p = plot_at("checkpoints", "Progress and checkpoint saves", xl, "step", 0, top);
-    p.y_zero = 1;
-    s[0] = line("step reached", C_TRAIN, &el, &r.m[M_STEP]);
-    s[1] = line("checkpoint committed (meta.json)", C_PURPLE, &ckx, &ck_s);
-    s[1].style = ZT_SVG_MARKERS;
-    plot_or_empty(f, &p, s, 2, "no step lines and no checkpoints yet");
-    // GPU-hours spent, at risk, and projected to the last step.
-    dvec px = {0}, py = {0};
-    int live = !strcmp(r.state, "running");
-    size_t n = r.m[M_STEP].n;
-    double total = jnum(r.hb, "total_steps");
-    if (!isfinite(total)) total = jnum(r.run ? cJSON_GetObjectItemCaseSensitive(r.run, "train") : NULL, "total_steps");
-    if (live && n >= 2 && isfinite(total) && total > r.m[M_STEP].v[n - 1]) {
-        size_t a = n > 50 ? n - 50 : 0;
-        double ds = r.m[M_STEP].v[n - 1] - r.m[M_STEP].v[a], dg = r.m[M_GPUH].v[n - 1] - r.m[M_GPUH].v[a];
-        double proj = r.m[M_GPUH].v[n - 1] + dg / ds * (total - r.m[M_STEP].v[n - 1]);
-        if (ds > 0 && isfinite(proj)) {
-            dpush(&px, r.m[M_STEP].v[n - 1]), dpush(&py, r.m[M_GPUH].v[n - 1]);
-            dpush(&px, total), dpush(&py, proj);
-        }
-    }
-    char gh_title[128];
-    if (px.n)
-        snprintf(gh_title, sizeof gh_title, "GPU-hours: spent, at risk, projected to step %.0f: %.4g", total, py.v[1]);
-    else
-        snprintf(gh_title, sizeof gh_title, "GPU-hours: spent and at risk%s",
-                 live ? "" : " (no projection: not running)");
-    p = plot_at("gpu-hours", gh_title, "step", "GPU-hours (rank-hours on cpu)", 1, top);
-    p.y_zero = 1;
-    if (px.n) p.xmax = total;
-    s[0] = line("spent", C_TRAIN, &r.m[M_STEP], &r.m[M_GPUH]);
-    s[1] = line("at risk (since the last checkpoint)", C_RED, &r.m[M_STEP], &r.m[M_GPUH_RISK]);
-    s[1].dashed = 1;  // equal to "spent" until the first checkpoint: the solid line shows through
-    s[2] = line("projected", C_GREY, &px, &py);
-    s[2].dashed = 1;
-    plot_or_empty(f, &p, s, px.n ? 3 : 2, "no step lines in metrics.jsonl yet");
-    top += ROW_H + 10;
-    // MFU (and HFU with --recompute) against the peak run.json names, across the page.
-    const cJSON *dev = r.run ? cJSON_GetObjectItemCaseSensitive(r.run, "device") : NULL;
-    const double peak = jnum(dev, "peak_tflops_per_rank");
-    const char *kind = jstr(dev, "peak_kind");
-    char mt[256];
-    if (isfinite(peak))
-        snprintf(mt, sizeof mt, "MFU: model FLOPs per second per rank / %.4g TFLOP/s (%s), %.4g TFLOP/s per rank last",
-                 peak,
-                 kind && !strcmp(kind, "cpu_gemm_probe") ? "a CPU fp32 GEMM probe measured at start, not a GPU peak"
-                 : kind && !strcmp(kind, "given")        ? "--peak-tflops"
-                                                         : "the GPU preset's dense bf16 peak",
-                 last_finite(&r.m[M_TFLOPS]));
-    else
-        snprintf(mt, sizeof mt, "MFU: model FLOPs per second per rank / the device's peak%s",
-                 dev ? " (unknown for this run: --peak-tflops)" : "");
-    p = plot_at("mfu", mt, "step", "% of peak", 0, top);
-    p.width = PAGE_W - 20;
-    p.y_zero = 1;
-    dvec mfu_pct = {0}, hfu_pct = {0};
-    for (size_t i = 0; i < r.m[M_MFU].n; i++) dpush(&mfu_pct, 100 * r.m[M_MFU].v[i]);
-    for (size_t i = 0; i < r.m[M_HFU].n; i++) dpush(&hfu_pct, 100 * r.m[M_HFU].v[i]);
-    s[0] = line("MFU (model FLOPs)", C_GREEN, &r.m[M_STEP], &mfu_pct);
-    s[1] = line("HFU (with the recomputed forward)", C_PURPLE, &r.m[M_STEP], &hfu_pct);
-    s[1].dashed = 1;
-    plot_or_empty(f, &p, s, 2, "no mfu in metrics.jsonl (a run of a zerotrain before it, or no known peak)");
-    free(mfu_pct.v), free(hfu_pct.v);
-    nplots += 9;
+    mfu_plot(f, &r, top);
+    const int nplots = 1 + 9;
 
     details(f, &r, details_top, details_h, diag, fdet);
     zt_html_page_end(f);
     fclose(f);
     int rc = zt_write_file_atomic(out_path, buf, len);
-    if (rc == 0 && summary)
-        snprintf(summary, sn, "state %s; %d plots; %zu steps, %zu evaluations, %d ranks, %zu checkpoints, %zu power "
-                 "samples%s%s",
-                 r.state, nplots, r.m[M_STEP].n, r.ev_step.n, r.nranks, r.nckpt, r.power.n, diag ? "; diagnosis: " : "",
-                 diag ? diag : "");
-    if (rc == 0 && summary)  // the diagnosis quotes the flight recorders' labels: no control bytes on a terminal
-        for (char *c = summary; *c; c++)
-            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+    if (rc == 0 && summary) write_summary(&r, nplots, diag, summary, sn);
     free(buf);
     free(diag);
     free(fdet);
-    free(marks);
-    free(ck_t.v), free(ck_s.v), free(el.v), free(ckx.v), free(px.v), free(py.v);
     run_free(&r);
     return rc;
 }

@@ -745,29 +745,19 @@ static void group_positions(const char *run_dir, int world, const watch_group *g
     }
 }
 
-void zt_watch_diagnose(zt_watch *w, double now) {
-    int world = w->world;
-    int dense, nfiles;
-    if (world <= 0) world = scan_ranks(w->run_dir, &dense, &nfiles) + 1;
-    w->diagnosis[0] = 0;
-    free(w->details);
-    w->details = NULL;
-    size_t dlen = 0;
-    FILE *d = open_memstream(&w->details, &dlen);
-    if (world <= 0) {
-        snprintf(w->diagnosis, sizeof w->diagnosis, "no ranks found in %s/ranks", w->run_dir);
-        fclose(d);
-        return;
-    }
-    watch_group *mg = NULL;
-    int nmg = 0, mcap = 0;
-    load_groups(w->run_dir, "", world, &mg, &nmg, &mcap);
-    load_groups(w->run_dir, "nccl", world, &mg, &nmg, &mcap);
-    group_pos *gpos = zt_xcalloc((size_t)world, sizeof *gpos);
-    group_positions(w->run_dir, world, mg, nmg, gpos);
-    diag_group *g = zt_xcalloc((size_t)world + 2, sizeof *g);
-    int ng = 0, nrec = 0, *aborted = zt_xmalloc((size_t)world * sizeof(int)), nab = 0, nrefused = 0;
-    char refused[1200] = "";  // the first refused recorder's error, for the diagnosis
+
+// Where each rank's flight recorder says it is, grouped by position.
+typedef struct {
+    diag_group *g;
+    int ng, nrec;               // groups; recorders read
+    int *aborted, nab;          // ranks whose recorder says aborted at the deadline
+    int nrefused;               // recorders present but refused
+    char refused[1200];         // the first refused recorder's error, for the diagnosis
+} positions;
+
+static void read_positions(const zt_watch *w, int world, const group_pos *gpos, positions *ps) {
+    ps->g = zt_xcalloc((size_t)world + 2, sizeof *ps->g);
+    ps->aborted = zt_xmalloc((size_t)world * sizeof(int));
     for (int r = 0; r < world; r++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/ranks/rank-%05d.flight", w->run_dir, r);
@@ -779,10 +769,10 @@ void zt_watch_diagnose(zt_watch *w, double now) {
             // absent: the rank never started its process group; present: a file no writer leaves
             const int present = access(path, F_OK) == 0;
             snprintf(key.text, sizeof key.text, present ? "flight recorder refused" : "no flight recorder");
-            if (present && !nrefused++) snprintf(refused, sizeof refused, "%s", zt_errmsg());
+            if (present && !ps->nrefused++) snprintf(ps->refused, sizeof ps->refused, "%s", zt_errmsg());
         } else {
-            nrec++;
-            if (h.status == ZT_FL_ABORTED) aborted[nab++] = r;
+            ps->nrec++;
+            if (h.status == ZT_FL_ABORTED) ps->aborted[ps->nab++] = r;
             const zt_flight_rec *cur = zt_flight_current(recs, n);
             // A rank blocked in one of its mesh groups (a shard group's all-gather, the replicas'
             // all-reduce) is named there, with the group, unless the world's comm holds it.
@@ -805,33 +795,40 @@ void zt_watch_diagnose(zt_watch *w, double now) {
         }
         free(recs);
         int i = 0;
-        while (i < ng && strcmp(g[i].text, key.text) != 0) i++;
-        if (i == ng) g[ng++] = key;
-        diag_add(&g[i], r);
+        while (i < ps->ng && strcmp(ps->g[i].text, key.text) != 0) i++;
+        if (i == ps->ng) ps->g[ps->ng++] = key;
+        diag_add(&ps->g[i], r);
     }
-    qsort(g, (size_t)ng, sizeof *g, group_cmp);
+    qsort(ps->g, (size_t)ps->ng, sizeof *ps->g, group_cmp);
+}
+
+// The groups into the diagnosis ("ranks 0-2: all_reduce(...) seq 7; rank 3: ..."); counts the ranks
+// in no collective and the distinct collectives (op and call site) the others are in.
+static size_t list_groups(zt_watch *w, const positions *ps, int *nidle, int *ndistinct_op) {
     size_t at = 0;
-    int ncoll = 0, nidle = 0, ndistinct_op = 0;
-    for (int i = 0; i < ng; i++) {
+    for (int i = 0; i < ps->ng; i++) {
+        const diag_group *g = ps->g;
         char rl[512];
         zt_rank_list(g[i].ranks, g[i].n, rl, sizeof rl);
         if (at < sizeof w->diagnosis)
             at += (size_t)snprintf(w->diagnosis + at, sizeof w->diagnosis - at, "%s%s %s: %s", i ? "; " : "",
                                    g[i].n > 1 ? "ranks" : "rank", rl, g[i].text);
         if (g[i].incoll) {
-            ncoll += g[i].n;
             int same = 0;
             for (int j = 0; j < i; j++)
                 if (g[j].incoll && g[j].op == g[i].op && !strcmp(g[j].label, g[i].label)) same = 1;
-            ndistinct_op += !same;
+            *ndistinct_op += !same;
         } else {
-            nidle += g[i].n;
+            *nidle += g[i].n;
         }
     }
-    int ngroups_coll = 0;
-    for (int i = 0; i < ng; i++) ngroups_coll += g[i].incoll;
-    // Ranks whose liveness tick stopped: the first of them to stop explains the others'
-    // waits, whatever collective each was in (a kill -9, a crash, a SIGSTOP).
+    return at;
+}
+
+// Ranks whose liveness tick stopped: the first of them to stop explains the others'
+// waits, whatever collective each was in (a kill -9, a crash, a SIGSTOP). The lead rank
+// (-1: none) and its verdict in buf.
+static int stale_verdict(const zt_watch *w, int world, char *buf, size_t n) {
     double lim = zt_watch_stale_after(&w->o);
     int lead = -1, nstale = 0, *stale = zt_xmalloc((size_t)world * sizeof(int));
     for (int r = 0; r < world && r < w->ranks_cap; r++)
@@ -839,60 +836,30 @@ void zt_watch_diagnose(zt_watch *w, double now) {
             stale[nstale++] = r;
             if (lead < 0 || w->ranks[r].value < w->ranks[lead].value) lead = r;
         }
-    char stale_verdict[1024] = "";
+    buf[0] = 0;
     if (lead >= 0) {
         char why[512], rl[256];
         probe_rank(&w->ranks[lead], why, sizeof why);
-        size_t sv = (size_t)snprintf(stale_verdict, sizeof stale_verdict, " \xe2\x80\x94 rank %d %s; its liveness tick "
+        size_t sv = (size_t)snprintf(buf, n, " \xe2\x80\x94 rank %d %s; its liveness tick "
                                      "is %.0f s old", lead, why, w->ranks[lead].age);
-        if (nstale > 1 && sv < sizeof stale_verdict) {
+        if (nstale > 1 && sv < n) {
             zt_rank_list(stale, nstale, rl, sizeof rl);
             double later = 0;
             for (int i = 0; i < nstale; i++) later = fmax(later, w->ranks[stale[i]].value - w->ranks[lead].value);
-            sv += (size_t)snprintf(stale_verdict + sv, sizeof stale_verdict - sv,
+            sv += (size_t)snprintf(buf + sv, n - sv,
                                    " (ranks %s stopped ticking, the others up to %.1f s after it)", rl, later);
         }
-        if (sv < sizeof stale_verdict)
-            snprintf(stale_verdict + sv, sizeof stale_verdict - sv,
+        if (sv < n)
+            snprintf(buf + sv, n - sv,
                      ": the positions are where each rank was when the ticks stopped, not a program-order bug");
     }
     free(stale);
-    char stopped_verdict[256];
-    snprintf(stopped_verdict, sizeof stopped_verdict,
-             " \xe2\x80\x94 the run stopped cleanly on a signal at step %lld after committing a checkpoint: nothing is "
-             "stuck", w->hb.step);
-    const char *verdict;
-    if (w->state == ZT_WS_STOPPED)
-        verdict = stopped_verdict;
-    else if (w->state == ZT_WS_FAILED)
-        verdict = " \xe2\x80\x94 the trainer reported the failure itself (its error output says why); these are the "
-                  "positions it left";
-    else if (lead >= 0)
-        verdict = stale_verdict;
-    else if (nrec == 0)
-        verdict = " \xe2\x80\x94 no flight recorders: the job died before its process group started, or RUN/ranks is not shared";
-    else if (ngroups_coll > 1)
-        verdict = ndistinct_op > 1 ? " \xe2\x80\x94 collective mismatch"
-                                   : " \xe2\x80\x94 collective mismatch (same call site at different sequence numbers)";
-    else if (ngroups_coll == 1 && nidle)
-        verdict = " \xe2\x80\x94 the ranks in no collective are stuck outside collectives (compute, I/O, data) "
-                  "while the others wait for them";
-    else if (ngroups_coll == 1)
-        verdict = " \xe2\x80\x94 every rank is in the same collective: the transport is stuck (network, NCCL), not "
-                  "the program order";
-    else
-        verdict = " \xe2\x80\x94 no rank is in a collective: stuck in compute, I/O or data loading, or exited";
-    if (at < sizeof w->diagnosis) at += (size_t)snprintf(w->diagnosis + at, sizeof w->diagnosis - at, "%s", verdict);
-    if (nab && at < sizeof w->diagnosis) {
-        char rl[256];
-        zt_rank_list(aborted, nab, rl, sizeof rl);
-        at += (size_t)snprintf(w->diagnosis + at, sizeof w->diagnosis - at,
-                               " (rank%s %s aborted at the collective deadline)", nab > 1 ? "s" : "", rl);
-    }
-    if (nrefused && at < sizeof w->diagnosis)
-        snprintf(w->diagnosis + at, sizeof w->diagnosis - at, "; %d flight recorder%s refused: %s%s", nrefused,
-                 nrefused > 1 ? "s" : "", refused, nrefused > 1 ? " (the others: details)" : "");
-    // Details: each rank's tick, then the flight recorder summary.
+    return lead;
+}
+
+// Details: each rank's tick, then the flight recorder summary (and the NCCL comm's).
+static void write_details(const zt_watch *w, int world, int nrec, const watch_group *mg, int nmg,
+                          const group_pos *gpos, FILE *d) {
     for (int r = 0; r < world && r < w->ranks_cap; r++) {
         const zt_watch_rank *k = &w->ranks[r];
         if (k->seen)
@@ -925,15 +892,80 @@ void zt_watch_diagnose(zt_watch *w, double now) {
         zt_flight_summarize_group(mg[k].dir, mg[k].n, mg[k].ranks, d, "  ");
     }
     if (more) fprintf(d, "  ... and %d more group%s with collectives in flight\n", more, more > 1 ? "s" : "");
+}
+
+void zt_watch_diagnose(zt_watch *w, double now) {
+    int world = w->world;
+    int dense, nfiles;
+    if (world <= 0) world = scan_ranks(w->run_dir, &dense, &nfiles) + 1;
+    w->diagnosis[0] = 0;
+    free(w->details);
+    w->details = NULL;
+    size_t dlen = 0;
+    FILE *d = open_memstream(&w->details, &dlen);
+    if (world <= 0) {
+        snprintf(w->diagnosis, sizeof w->diagnosis, "no ranks found in %s/ranks", w->run_dir);
+        fclose(d);
+        return;
+    }
+    watch_group *mg = NULL;
+    int nmg = 0, mcap = 0;
+    load_groups(w->run_dir, "", world, &mg, &nmg, &mcap);
+    load_groups(w->run_dir, "nccl", world, &mg, &nmg, &mcap);
+    group_pos *gpos = zt_xcalloc((size_t)world, sizeof *gpos);
+    group_positions(w->run_dir, world, mg, nmg, gpos);
+    positions ps = {0};
+    read_positions(w, world, gpos, &ps);
+    int nidle = 0, ndistinct_op = 0;
+    size_t at = list_groups(w, &ps, &nidle, &ndistinct_op);
+    int ngroups_coll = 0;
+    for (int i = 0; i < ps.ng; i++) ngroups_coll += ps.g[i].incoll;
+    char stale_why[1024];
+    const int lead = stale_verdict(w, world, stale_why, sizeof stale_why);
+    char stopped_verdict[256];
+    snprintf(stopped_verdict, sizeof stopped_verdict,
+             " \xe2\x80\x94 the run stopped cleanly on a signal at step %lld after committing a checkpoint: nothing is "
+             "stuck", w->hb.step);
+    const char *verdict;
+    if (w->state == ZT_WS_STOPPED)
+        verdict = stopped_verdict;
+    else if (w->state == ZT_WS_FAILED)
+        verdict = " \xe2\x80\x94 the trainer reported the failure itself (its error output says why); these are the "
+                  "positions it left";
+    else if (lead >= 0)
+        verdict = stale_why;
+    else if (ps.nrec == 0)
+        verdict = " \xe2\x80\x94 no flight recorders: the job died before its process group started, or RUN/ranks is not shared";
+    else if (ngroups_coll > 1)
+        verdict = ndistinct_op > 1 ? " \xe2\x80\x94 collective mismatch"
+                                   : " \xe2\x80\x94 collective mismatch (same call site at different sequence numbers)";
+    else if (ngroups_coll == 1 && nidle)
+        verdict = " \xe2\x80\x94 the ranks in no collective are stuck outside collectives (compute, I/O, data) "
+                  "while the others wait for them";
+    else if (ngroups_coll == 1)
+        verdict = " \xe2\x80\x94 every rank is in the same collective: the transport is stuck (network, NCCL), not "
+                  "the program order";
+    else
+        verdict = " \xe2\x80\x94 no rank is in a collective: stuck in compute, I/O or data loading, or exited";
+    if (at < sizeof w->diagnosis) at += (size_t)snprintf(w->diagnosis + at, sizeof w->diagnosis - at, "%s", verdict);
+    if (ps.nab && at < sizeof w->diagnosis) {
+        char rl[256];
+        zt_rank_list(ps.aborted, ps.nab, rl, sizeof rl);
+        at += (size_t)snprintf(w->diagnosis + at, sizeof w->diagnosis - at,
+                               " (rank%s %s aborted at the collective deadline)", ps.nab > 1 ? "s" : "", rl);
+    }
+    if (ps.nrefused && at < sizeof w->diagnosis)
+        snprintf(w->diagnosis + at, sizeof w->diagnosis - at, "; %d flight recorder%s refused: %s%s", ps.nrefused,
+                 ps.nrefused > 1 ? "s" : "", ps.refused, ps.nrefused > 1 ? " (the others: details)" : "");
+    write_details(w, world, ps.nrec, mg, nmg, gpos, d);
+    fclose(d);
     for (int k = 0; k < nmg; k++) free(mg[k].ranks);
     free(mg);
     free(gpos);
-    fclose(d);
-    (void)ncoll;
     (void)now;
-    for (int i = 0; i < ng; i++) free(g[i].ranks);
-    free(g);
-    free(aborted);
+    for (int i = 0; i < ps.ng; i++) free(ps.g[i].ranks);
+    free(ps.g);
+    free(ps.aborted);
 }
 
 // ---- output -----------------------------------------------------------------------

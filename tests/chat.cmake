@@ -1,4 +1,4 @@
-# pack --input chat: the Qwen3 chat template in C (data/chat.c) against Hugging Face
+# pack --input chat: the Qwen3 chat template in C (data/chat_template.c) against Hugging Face
 # transformers on the golden conversations of tests/golden/chat and, with tools in the
 # messages, OpenAI and ShareGPT forms, tests/golden/chat_tools (text, ids, and the assistant /
 # last / all loss masks token by token), mixtures, then the CLI (tests/cli/chat_cli.sh).

@@ -6,7 +6,7 @@
 # CUDA, `plan --from-run` on a real CPU run.
 add_executable(test_flags_config ${ZT_TEST_DIR}/unit/test_flags_config.c ${CMAKE_SOURCE_DIR}/cli/flags.c
                ${CMAKE_SOURCE_DIR}/cli/args.c ${CMAKE_SOURCE_DIR}/cli/cmd_train.c
-               ${CMAKE_SOURCE_DIR}/cli/cmd_preflight.c ${CMAKE_SOURCE_DIR}/cli/plan_memory.c)
+               ${CMAKE_SOURCE_DIR}/cli/cmd_preflight.c)
 target_link_libraries(test_flags_config PRIVATE zt_ops zt_train PkgConfig::YAML)
 add_test(NAME config_flags COMMAND test_flags_config)
 

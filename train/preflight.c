@@ -19,6 +19,7 @@
 
 #include "data/dataset.h"
 #include "engine/fsdp.h"
+#include "engine/rank_memory.h"
 #include "model/config.h"
 #include "base/common.h"
 #include "train/nvml.h"
@@ -399,8 +400,27 @@ static void check_bandwidth(gate *g, const zt_preflight_opts *o) {
 
 // ---- keep-gathered memory ----
 // Keep-gathered holds every unit's gathered parameters from its forward to its backward. The
-// planner's formula (o->mem_need) per rank against the device: on cuda the GPU's memory (NVML),
-// on cpu the host's MemAvailable shared by this node's ranks. 0, or -1 + zt_err on every rank.
+// planner's formula (engine/rank_memory.h) per rank against the device: on cuda the GPU's memory
+// (NVML), on cpu the host's MemAvailable shared by this node's ranks. 0, or -1 + zt_err on every rank.
+
+// Bytes one rank needs to keep every unit gathered, its parts in `what`: fp32 gathers on the cpu
+// backend, bf16 on cuda. 0 with "no estimate: why" when the formula has none.
+static double keep_gathered_need(const zt_model_config *cfg, int shard_group, int micro_batch, int64_t seq_len,
+                                 int cuda, char *what, size_t n) {
+    const zt_rank_memory_job j = {.shard_group = shard_group, .micro_batch = micro_batch, .seq_len = seq_len,
+                                  .reduce_bytes = 4, .param_bytes = cuda ? 2 : 4, .keep_gathered = 1};
+    zt_rank_memory m;
+    if (zt_rank_memory_predict(cfg, &j, &m) != 0) {
+        snprintf(what, n, "no estimate: %s", zt_errmsg());
+        zt_err_clear();
+        return 0;
+    }
+    snprintf(what, n, "parameters %.3g MB, gradients %.3g MB, optimizer %.3g MB, gathered buffers %.3g MB "
+             "(every unit kept), activations %.3g MB", m.params / 1e6, m.grads / 1e6, m.optimizer / 1e6,
+             m.buffers / 1e6, m.activations / 1e6);
+    return m.total;
+}
+
 static int read_mem_available(double *bytes) {
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return zt_err("cannot open /proc/meminfo: %s", strerror(errno));
@@ -431,14 +451,14 @@ static int64_t read_seq_len(const char *dir) {
     return s;
 }
 
-static int check_keep_memory(gate *g, const zt_preflight_opts *o, const zt_model_config *cfg, int W, int G,
+static int check_keep_memory(gate *g, const zt_preflight_opts *o, const zt_model_config *cfg, int G,
                              int64_t seq_len) {
     char what[384] = "", msg[1024], h1[32], h2[32];
     const int cuda = o->device && !strcmp(o->device, "cuda");
     zt_comm_info ci;
     zt_comm_get_info(g->comm, &ci);
     const int sharers = cuda ? 1 : (ci.local_world > 0 ? ci.local_world : 1);  // ranks sharing the device
-    const double need = o->mem_need(cfg, W, G, 1, o->micro_batch, seq_len, cuda, what, sizeof what);
+    const double need = keep_gathered_need(cfg, G, o->micro_batch, seq_len, cuda, what, sizeof what);
     double have = 0;
     int ok = 1;
     const char *src = o->assume_device_bytes > 0 ? " (assumed)" : "";
@@ -507,9 +527,9 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
             fprintf(out, "[PASS] sharding: %s, groups of %d rank%s x %d replica%s\n",
                     G < W ? "hybrid shard" : "full shard", G, G == 1 ? "" : "s", W / G, W / G == 1 ? "" : "s");
     }
-    if (!o->reshard_after_forward && o->mem_need && o->model) {
+    if (!o->reshard_after_forward && o->model) {
         const int64_t seq_len = read_seq_len(o->data);
-        if (seq_len > 0 && check_keep_memory(&g, o, &cfg, W, G, seq_len) != 0) return zt_err_prefix("preflight gate");
+        if (seq_len > 0 && check_keep_memory(&g, o, &cfg, G, seq_len) != 0) return zt_err_prefix("preflight gate");
     }
     int64_t total_tokens = 0;
     check_data(&g, o, &total_tokens, vocab, max_pos, yarn);

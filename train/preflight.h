@@ -11,11 +11,6 @@
 #include "engine/comm.h"
 #include "model/config.h"
 
-// Bytes one rank needs for a job (the planner's formula, ops/plan.c, handed in by the command
-// line layer above): fills `what` with its parts. cuda: 1 for the GPU engine (bf16 gathers).
-typedef double (*zt_preflight_mem_fn)(const zt_model_config *cfg, int world, int shard_group, int keep_gathered,
-                                      int micro_batch, int64_t seq_len, int cuda, char *what, size_t n);
-
 typedef struct {
     const char *data;          // dataset directory (required)
     const char *model;         // config.json / HF dir (for vocab and checkpoint size; optional)
@@ -23,9 +18,9 @@ typedef struct {
     int world;                 // ranks the job will run with (0: the comm's world)
     int micro_batch, grad_accum;
     const char *shard_group;   // NULL: full shard; "node" or G: checked against the world and the node layout
-    int reshard_after_forward; // 0 (keep-gathered): the memory the planner's formula gives (mem_need) must
-                               // fit the device's, else the gate refuses before its six checks
-    zt_preflight_mem_fn mem_need;  // NULL: no memory check
+    int reshard_after_forward; // 0 (keep-gathered): the memory the planner's formula gives
+                               // (engine/rank_memory.h) must fit the device's, else the gate refuses
+                               // before its six checks (only with a model)
     int64_t assume_device_bytes;   // > 0: the device's memory (cpu: the host's available memory) for tests
     int evenfix;               // 0: per-rank spread > 0 fails the gate
     int64_t expect_tokens;     // 0: skip check 2

@@ -136,7 +136,6 @@ static int run_gate(const zt_train_opts *o, run_state *r, const char *cfg_src) {
     po.allow_long_seq = o->allow_long_seq;
     po.shard_group = o->shard_group;
     po.reshard_after_forward = o->reshard_after_forward;
-    po.mem_need = o->mem_need;
     po.device = r->cuda ? "cuda" : "cpu";  // check 3 inspects each rank's GPU on the cuda backend
     if (zt_preflight_run(r->comm, &po, stdout) != 0)
         return zt_err_prefix("stopping before training (pass --no-preflight to override)");

@@ -48,7 +48,6 @@ typedef struct {
     double save_timeout;     // seconds a checkpoint save or load may take (HDF5's own barriers inside
                              // are watched by the comm watchdog); default 1800
     int preflight;           // run the six-check gate first (default 1)
-    zt_preflight_mem_fn mem_need;  // the gate's keep-gathered memory formula (set by the command line; NULL: none)
     int keep_last;           // complete checkpoints to keep (0: all); preflight sizes the disk check with it
     int async_save;          // --async-save: snapshot at the save point, write in the background, commit at a
                              // later step boundary (checkpoint/ckpt_async.c); the final and stop saves stay

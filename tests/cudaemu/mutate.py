@@ -83,7 +83,7 @@ MUTATIONS = [
     ("F15", FSDP, "static void step_end(zt_fsdp *f) { ZT_CUDA_CHECK(cudaEventRecord(st(f)->ev_optim, st(f)->cs)); }",
      "static void step_end(zt_fsdp *f) { (void)f; }",
      T_ENGINE, "step end: record ev_optim after AdamW"),
-    ("F16", FSDP, "        CK(cudaEventRecord(c->ev_optim, c->cs));  // the first step's gathers wait for the drawn shards\n",
+    ("F16", FSDP, "    CK(cudaEventRecord(c->ev_optim, c->cs));  // the first step's gathers wait for the drawn shards\n",
      "", ["emu_bench_fsdp_smoke"], "benchmark init: record ev_optim after drawing the parameters"),
     # ---- host synchronisation ----
     ("F17", FSDP, "    CK(cudaStreamSynchronize(c->ks));        // the 8-byte-per-entry copy queued behind it\n", "",
@@ -209,7 +209,8 @@ MUTATIONS = [
      "    if (hs != CUBLAS_STATUS_SUCCESS || nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {",
      "    ZT_CUBLAS_CHECK(hs);\n    if (nres < 1) {",
      ["emu_fatal_unaligned"], "defect 2: the heuristic query inside the fatal check again"),
-    ("R2", FSDP, "    c->host_pinned = 0;\n    if (!bench) {\n", OLD_REGISTER.replace("    if (0) {\n", "    if (0) {\n"),
+    ("R2", FSDP, "    c->host_pinned = 0;\n    if (!bench) pin_host_copies(f, c);\n",
+     OLD_REGISTER.replace("    if (0) {\n", "").replace("i < U &&", "i < f->nunits &&"),
      ["emu_fsdp_cuda"], "defect 4: the host shards registered piecemeal again"),
     ("R3", "kernels/cuda/cuda_device.cu", "    exit(ZT_EXIT_CUDA);", "    exit(1);",
      ["emu_fatal_oom", "gpu_run_rerun_rule"], "defect 1: fatal CUDA errors exit 1 again"),

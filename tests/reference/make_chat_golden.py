@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Expected Qwen3 chat renderings, ids and loss masks from Hugging Face transformers,
-for tests/unit/test_chat.c (data/chat.c renders the template natively in C).
+for tests/unit/test_chat.c (data/chat_template.c renders the template natively in C).
 
 Builds conversations with a fixed seed -- every role, multi-turn, system prompts (first
 and later), reasoning_content (and its aliases thinking / reasoning, and null),

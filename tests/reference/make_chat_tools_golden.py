@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Expected Qwen3 renderings of conversations with tools, from Hugging Face transformers,
-for tests/unit/test_chat.c (data/chat.c reads the three input formats and renders the
-template natively in C).
+for tests/unit/test_chat.c (data/chat_read.c reads the three input formats and
+data/chat_template.c renders the template natively in C).
 
 Builds conversations with a fixed seed, each with its tool definitions: several schemas per
 conversation from a pool of generated ones (OpenAI style {"type": "function", "function":
@@ -330,7 +330,7 @@ HANDWRITTEN_SHAREGPT = [
 
 # ---- the formats, both ways --------------------------------------------------------------
 def openai_to_messages(o):
-    """The openai reader's mapping (data/chat.c): null or absent content beside tool_calls is "";
+    """The openai reader's mapping (data/chat_read.c): null or absent content beside tool_calls is "";
     the rest is passed as it is (the template ignores id, type, tool_call_id, weight)."""
     msgs = []
     for m in o["messages"]:
@@ -342,7 +342,7 @@ def openai_to_messages(o):
 
 
 def sharegpt_to_messages(s):
-    """The sharegpt reader's mapping (data/chat.c), as LLaMA-Factory reads the turns."""
+    """The sharegpt reader's mapping (data/chat_read.c), as LLaMA-Factory reads the turns."""
     turns = s["conversations"]
     msgs = []
     if turns and turns[0]["from"] == "system":

@@ -1,4 +1,4 @@
-// The Qwen3 chat template in C (data/chat.c) against Hugging Face transformers
+// The Qwen3 chat template in C (data/chat_template.c, data/chat.c) against Hugging Face transformers
 // (tests/reference/make_chat_golden.py -> tests/golden/chat/): every golden conversation
 // rendered and tokenized here, text, ids and the assistant / last / all masks compared
 // token by token; then mutated mask rules that must be caught, zt_pack --input chat
