@@ -21,6 +21,7 @@
 #include <omp.h>
 
 #include "base/common.h"
+#include "base/env.h"
 #include "checkpoint/safetensors.h"
 #include "engine/cuda_module.h"
 #include "model/flops.h"
@@ -434,8 +435,8 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
 
 // The node's MemAvailable in bytes (-1: unknown). Testing: ZT_DEBUG_MEM_AVAILABLE=BYTES.
 static double host_mem_available(void) {
-    const char *e = getenv("ZT_DEBUG_MEM_AVAILABLE");
-    if (e && *e) return atof(e);
+    double bytes;
+    if (zt_env_f64(ZT_ENV_DEBUG_MEM_AVAILABLE, &bytes)) return bytes;
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return -1;
     char line[256];

@@ -7,7 +7,7 @@ if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
 endif()
 set(ZT_SAN -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
 set(ZT_FUZZ_SRC
-    base/common.c base/out_file.c data/chat.c base/crc32c.c data/dataset.c data/pack.c data/pack_text.c
+    base/common.c base/out_file.c base/env.c data/chat.c base/crc32c.c data/dataset.c data/pack.c data/pack_text.c
     data/tokenizer.c data/unicode.c data/unicode_tables.c model/config.c model/layout.c model/hf_config.c
     checkpoint/safetensors.c checkpoint/ckpt_h5.c engine/flight.c ops/watch.c ops/report.c ops/triage.c
     ops/power_view.c ops/svg.c ops/fmt.c)
