@@ -16,9 +16,10 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "base/env.h"
 #include "checkpoint/ckpt_internal.h"
 
-#define ZT_SNAP_ALIGN 4096  // --save-io direct's block (checkpoint/ckpt.c ZT_IO_ALIGN)
+#define ZT_SNAP_ALIGN 4096  // --save-io direct's block (checkpoint/ckpt_io.c ZT_IO_ALIGN)
 
 struct zt_ckpt_async {
     MPI_Comm wcomm;             // the writer's own duplicate: never the training comm's collectives
@@ -123,8 +124,8 @@ double zt_ckpt_async_write_seconds(const zt_ckpt_async *a) { return a->t_end - a
 // the next update back until it is done: tests/cli/async_cli.sh, case identical).
 static void copy_snapshot(zt_ckpt_async *a) {
     const double t = zt_now();
-    const char *delay = getenv("ZT_CKPT_DEBUG_COPY_DELAY_S");
-    if (delay && *delay) usleep((useconds_t)(atof(delay) * 1e6));
+    double delay;
+    if (zt_env_f64(ZT_ENV_CKPT_DEBUG_COPY_DELAY_S, &delay)) usleep((useconds_t)(delay * 1e6));
     for (int u = 0; u < a->snap.nunits; u++) {
         const zt_ckpt_slice *s = &a->src[u], *d = &a->slices[u];
         if (s->valid <= 0) continue;

@@ -1,4 +1,4 @@
-// The HDF5 plumbing behind checkpoint/ckpt.c: error capture, typed attributes, and
+// The HDF5 plumbing behind checkpoint/ckpt*.c: error capture, typed attributes, and
 // the readers of ckpt.h5's self-describing parts (header, unit tensor tables, crc32c
 // attributes); also the config/JSON comparisons and CRC-32C combination.
 // defines: zt_h5_*, zt_ckpt_read_header, zt_ckpt_read_unit, zt_ckpt_read_crc,

@@ -1,7 +1,9 @@
 // Private to checkpoint/ckpt*.c: HDF5 error capture, attribute helpers, and the
 // readers of the self-describing parts of ckpt.h5 (header attributes, unit tensor
-// tables, crc32c attributes) shared by load, inspect and export.
-// defines: zt_h5_*, zt_ckpt_unit_info, zt_ckpt_read_*, zt_ckpt_*_name helpers
+// tables, crc32c attributes) shared by load, inspect and export; the save's two phases; and
+// what the files of the save and load share (the save's context and hooks, agreement, room).
+// defines: zt_h5_*, zt_ckpt_unit_info, zt_ckpt_read_*, zt_ckpt_*_name helpers, zt_ckpt_save_ctx,
+//          zt_ckpt_save_hooks, zt_ckpt_agreement
 #ifndef ZT_CKPT_INTERNAL_H
 #define ZT_CKPT_INTERNAL_H
 #include <hdf5.h>
@@ -91,4 +93,96 @@ int zt_ckpt_write_partial(MPI_Comm comm, const char *run_dir, const zt_ckpt_meta
 int zt_ckpt_commit_partial(MPI_Comm comm, zt_ckpt_pending *p, int keep_last, char *out_path, size_t out_len);
 int64_t zt_ckpt_pending_step(const zt_ckpt_pending *p);
 void zt_ckpt_pending_free(zt_ckpt_pending *p);
+
+// ---- the save and load of checkpoint/ckpt.c, split by job -----------------------------------
+
+// ckpt.c: the shards' checks; the MPI-IO file access of a save (writing) or a load.
+int zt_ckpt_check_shards(const zt_model_layout *lay, const zt_ckpt_shards *sh);
+hid_t zt_ckpt_mpio_fapl(MPI_Comm comm, int writing);
+// Dataset k (0 master, 1 adam_m, 2 adam_v) of a slice.
+static inline const float *zt_ckpt_slice_ptr(const zt_ckpt_slice *s, int k) {
+    return k == 0 ? s->master : k == 1 ? s->m : s->v;
+}
+
+// The test and fault hooks of one save (base/env.h, docs/design.md), read once at its start.
+typedef struct {
+    int64_t fail_after_bytes;  // ZT_CKPT_FAIL_AFTER_BYTES for this step: injected ENOSPC, -1 off
+    int no_space_check;        // ZT_CKPT_NO_SPACE_CHECK
+    int no_reserve;            // ZT_CKPT_NO_RESERVE
+    int no_odirect;            // ZT_CKPT_DEBUG_NO_ODIRECT: every O_DIRECT write fails with EINVAL
+    int64_t crc_chunk;         // ZT_CKPT_CRC_CHUNK (rank 0's is used), 0 unset
+    int stall;                 // ZT_CKPT_DEBUG_STALL_RANK is this rank, for this step
+    unsigned stall_s;          // ZT_CKPT_DEBUG_STALL_S (3600)
+    const char *pause_s;       // ZT_CKPT_DEBUG_PAUSE_S for this step, NULL off
+    int debug_io;              // ZT_CKPT_DEBUG_IO
+    int debug_h5;              // ZT_CKPT_DEBUG_H5
+} zt_ckpt_save_hooks;
+
+// One save's state, from zt_ckpt_write_partial to zt_ckpt_commit_partial.
+typedef struct {
+    MPI_Comm comm;
+    int rank, world;
+    const zt_model_layout *lay;
+    const zt_ckpt_shards *sh;
+    int64_t step, chunk;
+    char ckdir[4096], name[64], final_dir[4200], partial[4300], file[4400];
+    char prev[256];      // what latest named before this save ("" if none)
+    uint32_t **crc;      // [nunits * 3]
+    hid_t fid, dxpl;
+    hid_t *ds;           // [nunits * 3]
+    zt_ckpt_save_hooks hooks;
+    int64_t bytes_written;
+    // --save-io direct|posix: the datasets' bytes go straight to the file at their offsets
+    int io;              // ZT_SAVE_IO_*
+    int fd, dfd;         // the file, buffered / O_DIRECT (-1: none)
+    int64_t *off;        // [nunits * 3] file offset of each dataset's first byte
+    char *bounce;        // ZT_IO_ALIGN-aligned staging for O_DIRECT writes
+    int64_t direct_bytes, buffered_bytes;
+} zt_ckpt_save_ctx;
+
+// ckpt_resolve.c: directories and `latest`.
+int zt_ckpt_is_dir(const char *p);
+// fsync of a file, or of a directory (dir = 1; a file system that cannot is let be).
+int zt_ckpt_fsync_path(const char *p, int dir);
+// "step-N" (digits only): 1 and *step (may be NULL) = N.
+int zt_ckpt_is_step_name(const char *name, int64_t *step);
+// Contents of CKDIR/latest, trimmed; "" when absent (with *exists = 0).
+int zt_ckpt_read_latest(const char *ckdir, char *out, size_t n, int *exists);
+// CKDIR/latest = name, atomically (latest.tmp, fsync, rename, fsync of CKDIR).
+int zt_ckpt_write_latest(const char *ckdir, const char *name);
+// Complete checkpoints beyond keep_last (never `keep`) and stale directories removed; warns only.
+void zt_ckpt_prune(const char *ckdir, const char *keep, int keep_last);
+
+// ckpt_agree.c. Collective: 0 when every rank is ok; otherwise every rank gets the message of
+// the lowest failing rank ("rank R: ...", plus how many others failed) and -1.
+int zt_ckpt_agree(MPI_Comm comm, int ok);
+// A sequence of agreements: once one has failed (every rank holds the same message),
+// later ones are skipped so the message is not wrapped twice. 0 while all is well.
+typedef struct {
+    MPI_Comm comm;
+    int failed;
+} zt_ckpt_agreement;
+int zt_ckpt_agree_step(zt_ckpt_agreement *a, int *ok);
+// MPI_Wait that sleeps instead of spinning a core.
+void zt_ckpt_wait_quietly(MPI_Request *rq);
+// Collective: 0 when every rank's file is the same one, else ZT_CKPT_LOAD_DIFFERENT + zt_err.
+int zt_ckpt_agree_same_file(MPI_Comm comm, const char *dir, const char *file);
+
+// ckpt_space.c
+int64_t zt_ckpt_estimate_bytes(const zt_model_layout *lay);
+int zt_ckpt_space_check(const char *dir, int64_t need);
+int zt_ckpt_reserve_space(const char *file, int64_t bytes);
+void zt_ckpt_release_space(const char *file);
+
+// ckpt_meta.c: collective metadata (every rank passes identical values); rank 0's meta.json.
+int zt_ckpt_write_metadata(zt_ckpt_save_ctx *c, const zt_ckpt_meta *m, const char *train_json);
+int zt_ckpt_write_meta_json(const zt_ckpt_save_ctx *c, const zt_ckpt_meta *m, double seconds);
+
+// ckpt_io.c: --save-io direct|posix opens the file for its raw writes (every rank, after the
+// datasets exist); each slice written (a collective with --save-io mpiio); when the units are
+// written, the descriptors closed and this rank's byte counts kept (zt_ckpt_last_save_io).
+int zt_ckpt_open_raw(zt_ckpt_save_ctx *c);
+void zt_ckpt_close_raw(zt_ckpt_save_ctx *c);
+int zt_ckpt_write_slice(zt_ckpt_save_ctx *c, int u, int k);
+void zt_ckpt_raw_done(zt_ckpt_save_ctx *c);
 #endif

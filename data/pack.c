@@ -22,6 +22,7 @@
 #include "data/pack_text.h"
 #include "data/tokenizer.h"
 #include "base/common.h"
+#include "base/env.h"
 #include "base/out_file.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -116,7 +117,7 @@ static void progress(packer *pk, const char *input) {
     // one line a second; ZT_PROGRESS_INTERVAL (seconds) changes that (tests use 0)
     static double interval = -1;
     if (interval < 0) {
-        const char *e = getenv("ZT_PROGRESS_INTERVAL");
+        const char *e = zt_env_str(ZT_ENV_PROGRESS_INTERVAL);
         interval = e ? atof(e) : 1.0;
         if (!(interval >= 0)) interval = 1.0;
     }

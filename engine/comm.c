@@ -19,6 +19,7 @@
 
 #include "base/common.h"
 #include "base/out_file.h"
+#include "base/env.h"
 #include "engine/flight.h"
 
 #define ZT_COMM_DEFAULT_FLIGHT 256
@@ -118,7 +119,7 @@ int zt_comm_create(zt_comm **out, const zt_comm_backend *be, void *self, const z
     if (!(o.first_timeout_s > 0)) o.first_timeout_s = fmax(ZT_COMM_DEFAULT_FIRST_TIMEOUT, o.timeout_s);
     if (o.flight_capacity <= 0) o.flight_capacity = ZT_COMM_DEFAULT_FLIGHT;
     long period_ms = ZT_WATCHDOG_DEFAULT_PERIOD_MS;
-    const char *env = getenv("ZT_WATCHDOG_PERIOD_MS");
+    const char *env = zt_env_str(ZT_ENV_WATCHDOG_PERIOD_MS);
     if (env && *env) {
         char *end = NULL;
         errno = 0;

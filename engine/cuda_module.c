@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/env.h"
 
 static const zt_cuda_module *g_linked;  // registered by CUDA code linked into this program
 static const zt_cuda_module *g_mod;
@@ -168,7 +169,7 @@ static void resolve(char *out, size_t n, const char *path) {
 // executable, then ../lib/zerotrain/ beside it. Never the build directory: an installed
 // zerotrain must not run code (a module's constructors) from the tree it was built in.
 static int candidates(candidate c[2]) {
-    const char *env = getenv("ZT_CUDA_MODULE");
+    const char *env = zt_env_str(ZT_ENV_CUDA_MODULE);
     if (env && *env) {
         resolve(c[0].path, sizeof c[0].path, env);
         if (env[0] != '/')  // relative: say which file it named

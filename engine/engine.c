@@ -8,6 +8,7 @@
 
 #include "base/common.h"
 #include "base/crc32c.h"
+#include "base/env.h"
 #include "engine/fsdp.h"
 #include "engine/fsdp_internal.h"
 #include "kernels/ops.h"
@@ -62,7 +63,7 @@ void zt_fsdp_get_strategy(const zt_fsdp *f, zt_fsdp_strategy *out) {
 
 int zt_fsdp_check_replicas(zt_fsdp *f) {
     if (f->replicas <= 1) return 0;
-    const char *corrupt = getenv("ZT_TEST_CORRUPT_REPLICA");  // tests: one rank's copy made to differ
+    const char *corrupt = zt_env_str(ZT_ENV_TEST_CORRUPT_REPLICA);  // tests: one rank's copy made to differ
     if (corrupt && *corrupt && atoi(corrupt) == f->rank && f->units[0].shard > 0) {
         uint32_t bits;
         memcpy(&bits, &f->units[0].master[0], sizeof bits);

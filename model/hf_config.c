@@ -113,6 +113,21 @@ static int parse_rope_scaling(zt_model_config *c, const cJSON *rs, const char *w
     return 0;
 }
 
+// What Qwen3 dense does not have and zerotrain does not implement: 0, or -1 + zt_err.
+static int refuse_unsupported(const cJSON *root, const char *origin) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
+    if (it && cJSON_IsTrue(it))
+        return zt_err("%s: attention_bias is true; Qwen3 dense has no attention biases and zerotrain does not "
+                      "implement them", origin);
+    it = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (it && cJSON_IsString(it) && strcmp(it->valuestring, "silu") != 0)
+        return zt_err("%s: hidden_act \"%s\" is not supported (only \"silu\")", origin, it->valuestring);
+    it = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
+    if (it && cJSON_IsTrue(it))
+        return zt_err("%s: use_sliding_window is true; sliding-window attention is not implemented", origin);
+    return 0;
+}
+
 int zt_model_config_parse(zt_model_config *c, const char *json, const char *origin) {
     memset(c, 0, sizeof *c);
     cJSON *root = cJSON_Parse(json);
@@ -242,22 +257,7 @@ int zt_model_config_parse(zt_model_config *c, const char *json, const char *orig
         goto out;
     }
 
-    it = cJSON_GetObjectItemCaseSensitive(root, "attention_bias");
-    if (it && cJSON_IsTrue(it)) {
-        zt_err("%s: attention_bias is true; Qwen3 dense has no attention biases and zerotrain does not implement them",
-               origin);
-        goto out;
-    }
-    it = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
-    if (it && cJSON_IsString(it) && strcmp(it->valuestring, "silu") != 0) {
-        zt_err("%s: hidden_act \"%s\" is not supported (only \"silu\")", origin, it->valuestring);
-        goto out;
-    }
-    it = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
-    if (it && cJSON_IsTrue(it)) {
-        zt_err("%s: use_sliding_window is true; sliding-window attention is not implemented", origin);
-        goto out;
-    }
+    if (refuse_unsupported(root, origin) != 0) goto out;
     rc = 0;
 out:
     cJSON_Delete(root);

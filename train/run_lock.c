@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/env.h"
 #include "base/out_file.h"
 
 struct zt_run_lock {
@@ -103,8 +104,7 @@ int zt_run_lock_acquire(const char *run_dir, zt_run_lock **out) {
     // nothing, and a second job is refused while this one runs. A file system that cannot lock a
     // directory (NFS: flock needs a file open for writing) is left to the file's lock, and the
     // holder checks at every commit that RUN/lock is still its file (zt_run_lock_verify).
-    const char *file_only = getenv("ZT_DEBUG_RUN_LOCK_FILE_ONLY");  // tests: that fallback
-    if (!(file_only && *file_only && strcmp(file_only, "0"))) {
+    if (!zt_env_on(ZT_ENV_DEBUG_RUN_LOCK_FILE_ONLY)) {  // tests: that fallback
         l->dir_fd = open(run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (l->dir_fd >= 0 && flock(l->dir_fd, LOCK_EX | LOCK_NB) != 0) {
             const int e = errno;

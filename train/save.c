@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "base/env.h"
 #include "engine/comm_mpi.h"
 #include "train/agree.h"
 #include "train/run_log.h"
@@ -38,8 +39,8 @@ void zt_save_shards(ckpt_state *ck, zt_fsdp *f) {
 
 // The node's MemAvailable in bytes (-1: unknown). Testing: ZT_DEBUG_MEM_AVAILABLE=BYTES.
 static double host_mem_available(void) {
-    const char *e = getenv("ZT_DEBUG_MEM_AVAILABLE");
-    if (e && *e) return atof(e);
+    double bytes;
+    if (zt_env_f64(ZT_ENV_DEBUG_MEM_AVAILABLE, &bytes)) return bytes;
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return -1;
     char line[256];

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "base/env.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/ops.h"
 
@@ -355,7 +356,7 @@ static void isa_init(void) {
 #ifdef ZT_GEMM_X86
     __builtin_cpu_init();
 #endif
-    const char *env = getenv("ZT_CPU_GEMM");
+    const char *env = zt_env_str(ZT_ENV_CPU_GEMM);
     if (env && *env) {
         g_isa = isa_by_name(env);
         return;
@@ -370,7 +371,7 @@ static void isa_init(void) {
 }
 
 static const char *bad_env(void) {
-    zt_err("ZT_CPU_GEMM=%s: not one of generic, avx2, avx512 that this CPU runs", getenv("ZT_CPU_GEMM"));
+    zt_err("ZT_CPU_GEMM=%s: not one of generic, avx2, avx512 that this CPU runs", zt_env_str(ZT_ENV_CPU_GEMM));
     return NULL;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "base/env.h"
 
 extern "C" int zt_cuda_device_count(void) {
     int n = 0;
@@ -57,10 +58,7 @@ extern "C" void zt_cublas_check_at(int status, const char *call, const char *fil
 
 static int g_sync_every_op = -1;
 extern "C" int zt_cuda_sync_every_op(void) {
-    if (g_sync_every_op < 0) {
-        const char *e = getenv("ZT_CUDA_SYNC");
-        g_sync_every_op = e && *e && strcmp(e, "0") != 0;
-    }
+    if (g_sync_every_op < 0) g_sync_every_op = zt_env_on(ZT_ENV_CUDA_SYNC);
     return g_sync_every_op;
 }
 

@@ -7,7 +7,7 @@ if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
 endif()
 set(ZT_SAN -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
 set(ZT_FUZZ_SRC
-    base/common.c base/out_file.c data/chat.c data/chat_read.c data/chat_template.c data/json_dumps.c base/crc32c.c
+    base/common.c base/out_file.c base/env.c data/chat.c data/chat_read.c data/chat_template.c data/json_dumps.c base/crc32c.c
     data/dataset.c data/pack.c data/pack_text.c
     data/tokenizer.c data/unicode.c data/unicode_tables.c model/config.c model/layout.c model/hf_config.c
     model/family.c model/qwen3.c model/flops.c data/batch.c kernels/cpu/rope.c

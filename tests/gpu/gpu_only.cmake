@@ -38,8 +38,9 @@ find_package(OpenMP COMPONENTS C)  # optional: the naive CPU reference is just s
 
 include_directories(${CMAKE_SOURCE_DIR})
 
-add_library(zt_base STATIC ${CMAKE_SOURCE_DIR}/base/common.c ${CMAKE_SOURCE_DIR}/base/out_file.c)
-target_link_libraries(zt_base PUBLIC m)
+add_library(zt_base STATIC ${CMAKE_SOURCE_DIR}/base/common.c ${CMAKE_SOURCE_DIR}/base/out_file.c
+            ${CMAKE_SOURCE_DIR}/base/env.c)
+target_link_libraries(zt_base PUBLIC m Threads::Threads)
 
 # The CPU reference ops (the GPU tests' oracle).
 file(GLOB ZT_KERNEL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/*.c)
