@@ -128,7 +128,7 @@ MUTATIONS = [
     # ---- engine/fsdp.c: the one schedule both backends run (its order, not its values) ----
     ("S1", "engine/fsdp.c",
      """        int s_next = gather_issue(f, u + 1);
-        if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
+        if (u + 1 == head && tied) *s_emb = keep ? f->kept[0] : gather_issue(f, 0);  // lm_head is the embedding
         ev(f, ZT_EV_FWD_START, u);
         if (u == 0)
             f->be->embed_fwd(f, p);
@@ -143,10 +143,11 @@ MUTATIONS = [
             f->be->layer_fwd(f, u - 1, p);
         ev(f, ZT_EV_FWD_END, u);
         int s_next = gather_issue(f, u + 1);
-        if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
+        if (u + 1 == head && tied) *s_emb = keep ? f->kept[0] : gather_issue(f, 0);  // lm_head is the embedding
 """, T_ENGINE, "forward: unit u+1's all-gather issued after unit u computes (no prefetch)"),
     ("S2", "engine/fsdp.c",
-     """        int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
+     """            s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
+        }
         int g = grad_acquire(f, u);
         ev(f, ZT_EV_BWD_START, u);
         f->be->layer_bwd(f, u - 1, p, f->gbuf[g]);
@@ -154,13 +155,14 @@ MUTATIONS = [
         param_release(f, s_cur);
         rs_issue(f, g);
 """,
-     """        int g = grad_acquire(f, u);
+     """        }
+        int g = grad_acquire(f, u);
         ev(f, ZT_EV_BWD_START, u);
         f->be->layer_bwd(f, u - 1, p, f->gbuf[g]);
         ev(f, ZT_EV_BWD_END, u);
         param_release(f, s_cur);
         rs_issue(f, g);
-        int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;
+        if (!keep) s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;
 """, T_ENGINE, "backward: unit u-1's all-gather issued after unit u's reduce-scatter (no prefetch)"),
     # ---- engine/fsdp_cuda.c: hybrid sharding's replica all-reduce ----
     ("H1", FSDP, "    CK(cudaStreamWaitEvent(c->rs, c->ev_grads, 0));\n", "",
