@@ -649,9 +649,11 @@ static int check_opts(const zt_pack_opts *o, int ninputs) {
             return zt_err("pack: vocab_size %lld is smaller than the tokenizer's vocabulary (%lld ids)",
                           (long long)o->vocab_size, (long long)zt_tokenizer_vocab_size(o->tok));
     }
-    if (o->seq_len < 2 || o->seq_len > (1 << 30))
-        return zt_err("pack: seq_len %d must be in [2, 2^30] (a block needs at least one input and one target)",
-                      o->seq_len);
+    if (o->seq_len < 2) return zt_err("pack: seq_len %d must be at least 2 (a block needs one input and one target)", o->seq_len);
+    if (o->seq_len > ZT_SEQ_LEN_MAX)
+        return zt_err("pack: seq_len %d is above the maximum of %d tokens per block (Qwen3's YaRN range, 4 x 32,768; "
+                      "the longest block pack, --verify and the trainer's loader are tested at)",
+                      o->seq_len, ZT_SEQ_LEN_MAX);
     if (o->vocab_size < 1 || o->vocab_size > ((int64_t)1 << 32))
         return zt_err("pack: vocab_size %lld must be in [1, 2^32] (ids are stored as uint32)",
                       (long long)o->vocab_size);
