@@ -105,6 +105,12 @@ refuse)
     grep -q "seq_len $((S + 1)) is above the maximum of $S tokens per block" "$W/out.txt" || { cat "$W/out.txt"; fail "message"; }
     [ ! -e "$W/out" ] || fail "a refused pack left $W/out"
     "$ZT" pack --help | grep -q "at most 131072" || fail "--help does not state the maximum"
+    # one block buffer per rank file: 8,193 files of 131,072 words would take 4 GiB + 512 KiB
+    "$ZT" pack --seq-len $S --per-rank 8193 --vocab-size 10 "$W/ids.txt" -o "$W/out" >"$W/out2.txt" 2>&1 &&
+        fail "8193 files of $S packed"
+    grep -q "per-rank 8193 files of --seq-len $S blocks need 4096.5 MiB of block buffers .* more than the 4096 MiB" \
+        "$W/out2.txt" || { cat "$W/out2.txt"; fail "buffer message"; }
+    [ ! -e "$W/out" ] || fail "a refused pack left $W/out"
     echo "ok [$CASE]: $(cat "$W/out.txt")"
     ;;
 yarn_gate)
