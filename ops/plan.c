@@ -413,6 +413,30 @@ static int plan_memory(const zt_model_config *c, const zt_gpu_spec *g, const zt_
     return 0;
 }
 
+// Context parallelism's per-layer collectives over C consecutive ranks: over NVLink when they sit in
+// one node, else as the shard group's rings across nodes (docs/plan.md).
+static void context_model(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                          const zt_plan_job *job, int C, sim_model *m, zt_plan_result *r) {
+    const int gpn = g->gpus_per_node;
+    const double kv = (double)job->micro_batch * (double)job->seq_len * 2.0 * c->num_kv_heads * c->head_dim;
+    r->cp_kv_layer = kv * 2.0;
+    const int cp_multi = C > gpn;
+    const double bw = cp_multi ? fmin(g->nvlink_bw * a->nvlink_eff, gpn * g->net_bw * a->net_eff)
+                               : g->nvlink_bw * a->nvlink_eff;
+    const double al = cp_multi ? a->alpha_net : a->alpha_nvlink;
+    m->cp_ag = ring_ag_rs(C, kv * 2.0, bw, al);
+    m->cp_rs = ring_ag_rs(C, kv * job->reduce_bytes, bw, al);
+    m->cp_ag_sent = kv * 2.0 * (C - 1) / C;
+    m->cp_rs_sent = kv * job->reduce_bytes * (C - 1) / C;
+    for (int grp = 0; grp < job->world / C; grp++) {
+        const link_comm cc = {.n = C, .base = grp * C, .stride = 1, .gpn = gpn, .colls = job->colls};
+        m->cp_ag_link += link_allgather(&cc, kv * 2.0);
+        m->cp_rs_link += link_reduce_scatter(&cc, kv * job->reduce_bytes);
+    }
+    r->coll[ZT_COLL_CP_AG].busbw = r->coll[ZT_COLL_CP_RS].busbw = bw;
+    r->coll[ZT_COLL_CP_AG].over_network = r->coll[ZT_COLL_CP_RS].over_network = cp_multi;
+}
+
 // ---- prediction ----------------------------------------------------------------------
 
 int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
@@ -515,25 +539,7 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     m.a_rep = rep_net ? a->alpha_net : a->alpha_nvlink;
     m.cp = C;
     m.recompute = job->recompute;
-    if (C > 1) {  // C consecutive ranks: over NVLink when they sit in one node, else as the shard group's rings
-        const double kv = (double)job->micro_batch * (double)job->seq_len * 2.0 * c->num_kv_heads * c->head_dim;
-        r->cp_kv_layer = kv * 2.0;
-        const int cp_multi = C > gpn;
-        const double bw = cp_multi ? fmin(g->nvlink_bw * a->nvlink_eff, gpn * g->net_bw * a->net_eff)
-                                   : g->nvlink_bw * a->nvlink_eff;
-        const double al = cp_multi ? a->alpha_net : a->alpha_nvlink;
-        m.cp_ag = ring_ag_rs(C, kv * 2.0, bw, al);
-        m.cp_rs = ring_ag_rs(C, kv * job->reduce_bytes, bw, al);
-        m.cp_ag_sent = kv * 2.0 * (C - 1) / C;
-        m.cp_rs_sent = kv * job->reduce_bytes * (C - 1) / C;
-        for (int grp = 0; grp < W / C; grp++) {
-            const link_comm cc = {.n = C, .base = grp * C, .stride = 1, .gpn = gpn, .colls = job->colls};
-            m.cp_ag_link += link_allgather(&cc, kv * 2.0);
-            m.cp_rs_link += link_reduce_scatter(&cc, kv * job->reduce_bytes);
-        }
-        r->coll[ZT_COLL_CP_AG].busbw = r->coll[ZT_COLL_CP_RS].busbw = bw;
-        r->coll[ZT_COLL_CP_AG].over_network = r->coll[ZT_COLL_CP_RS].over_network = cp_multi;
-    }
+    if (C > 1) context_model(c, g, a, job, C, &m, r);
 
     sim s = {.r = r};
     for (int mb = 0; mb < job->grad_accum; mb++) {
