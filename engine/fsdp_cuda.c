@@ -34,9 +34,11 @@
 // (zt_fsdp_count_targets), so `comm` must then be a host comm, not the NCCL one.
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/cuda/zt_cuda.h"
 #include "kernels/cuda/zt_cuda_check.h"
@@ -44,6 +46,7 @@
 #include "model/family_cuda.h"
 #include "engine/comm_nccl.h"
 #include "base/common.h"
+#include "base/env.h"
 #include "engine/cuda_module.h"
 #include "engine/fsdp_internal.h"
 #include "data/batch.h"
@@ -451,11 +454,18 @@ static int to_host(zt_fsdp *f) {
 // --async-save: the host copies become the checkpoint's snapshot without stopping the loop.
 // The copy waits (on the device) for the last optimizer update and runs on its own stream,
 // beside the next step's forward and backward; only the next AdamW waits for it.
+// Testing (ZT_CKPT_DEBUG_COPY_DELAY_S): the snapshot stream sleeps before its copy, so a writer
+// that did not wait for the copy reads the host copies while it is still to come.
+static void CUDART_CB snapshot_delay(void *us) { usleep((useconds_t)(uintptr_t)us); }
+
 static int snapshot_begin(zt_fsdp *f) {
     gpu_state *c = st(f);
     if (!c->host_pinned && c->host_mode == 0)
         return zt_err("the GPU engine's host copies are not page-locked: an asynchronous snapshot needs them");
     ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ss, c->ev_optim, 0));
+    double delay;
+    if (zt_env_f64(ZT_ENV_CKPT_DEBUG_COPY_DELAY_S, &delay) && delay > 0)
+        ZT_CUDA_CHECK(cudaLaunchHostFunc(c->ss, snapshot_delay, (void *)(uintptr_t)(delay * 1e6)));
     queue_state_to_host(f, c->ss);
     ZT_CUDA_CHECK(cudaEventRecord(c->ev_snap, c->ss));
     c->snap_pending = 1;
