@@ -126,7 +126,8 @@ static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_token
         *total_tokens = -1;
         return;
     }
-    const int W = o->world > 0 ? o->world : g->world;
+    // the data-parallel ranks: a context group's C ranks share their blocks (--context-parallel)
+    const int W = (o->world > 0 ? o->world : g->world) / (o->context_parallel > 1 ? o->context_parallel : 1);
     const int64_t per_rank_step = (int64_t)o->micro_batch * o->grad_accum, gstep = per_rank_step * W;
     *total_tokens = ds.total_blocks * ds.seq_len;
     int verdict = PASS;

@@ -156,7 +156,12 @@ static int open_data(const zt_train_opts *o, run_state *r) {
                              .model_vocab = cfg->vocab_size, .part = r->rank, .nparts = r->world};
     int ok = zt_dataset_open(&c->ds, o->data, &dopts) == 0;
     c->ds_open = ok;
-    if (ok && ds->per_rank && ds->nfiles != r->data_world)
+    if (ok && ds->per_rank && ds->nfiles != r->data_world && r->context == 1)
+        ok = zt_err("%s: a per-rank dataset with %d file%s needs exactly %d rank%s, but the job has %d (pack it "
+                    "again with --per-rank %d, or launch %d ranks)",
+                    o->data, ds->nfiles, ds->nfiles == 1 ? "" : "s", ds->nfiles, ds->nfiles == 1 ? "" : "s",
+                    r->world, r->world, ds->nfiles) == 0;
+    else if (ok && ds->per_rank && ds->nfiles != r->data_world)  // a context group's ranks read one file
         ok = zt_err("%s: a per-rank dataset with %d file%s needs exactly %d data-parallel rank%s, but the job has %d "
                     "(W = %d / --context-parallel %d; pack it again with --per-rank %d, or launch %d ranks)",
                     o->data, ds->nfiles, ds->nfiles == 1 ? "" : "s", ds->nfiles, ds->nfiles == 1 ? "" : "s",
