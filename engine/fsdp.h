@@ -42,6 +42,8 @@ typedef struct {
     double t_step, t_compute, t_comm_wait;  // this rank's seconds
     double t_update_fence;  // of t_step: waiting in the update fence before the optimizer (zt_fsdp_set_update_fence)
     int64_t bytes_gathered, bytes_scattered; // this rank's received (all-gather) / sent (reduce-scatter) bytes
+    int64_t bytes_context;     // context parallelism: this rank's K/V all-gather bytes received + dK/dV
+                               // reduce-scatter bytes sent over its context group (0 at C = 1)
     int64_t bytes_replicated;  // hybrid sharding: this rank's bytes sent by the replica all-reduce (ring: 2 (R-1)/R
                                // of its gradient shard's bytes; 0 at full shard)
 } zt_fsdp_stats;
@@ -71,6 +73,8 @@ typedef struct {
                                    // group, dcomm its device world. Needed for G < W; NULL: full shard
     int keep_gathered;             // 1: parameters stay gathered from a unit's forward to its backward (no
                                    // backward re-gather; --reshard-after-forward false)
+    int context;                   // C: context parallelism over the mesh's context groups (C consecutive
+                                   // ranks share each block; C divides G); 0 or 1: none. cpu only
 } zt_fsdp_config;
 
 // 0, or -1 + zt_err when G (0 = the world) does not divide the world.
@@ -79,6 +83,7 @@ int zt_fsdp_check_shard_group(int shard_group, int world);
 // index (0..R-1; replica 0 of each group writes checkpoints) and keep-gathered.
 typedef struct {
     int shard_group, replicas, replica, shard_rank, keep_gathered;
+    int context;  // C (1: none): ranks sharing each block
 } zt_fsdp_strategy;
 void zt_fsdp_get_strategy(const zt_fsdp *f, zt_fsdp_strategy *out);
 // Collective over all ranks: every replica of a shard holds the same bytes (CRC-32C of this

@@ -57,6 +57,7 @@ void zt_train_defaults(zt_train_opts *o) {
     o->preflight = ZT_DEF_PREFLIGHT;
     o->keep_last = ZT_DEF_KEEP_LAST;
     o->reshard_after_forward = 1;
+    o->context_parallel = 1;
     o->async_save = ZT_DEF_ASYNC_SAVE;
     o->save_io = ZT_DEF_SAVE_IO;
     o->collective_timeout = ZT_DEF_COLLECTIVE_TIMEOUT;
@@ -69,7 +70,7 @@ void zt_train_cleanup(run_state *r) {
     zt_save_free(&r->ckpt);  // first: a write still in flight may be copying the engine's shards
     zt_flops_free(&r->flops);
     zt_fsdp_destroy(r->f);
-    zt_cursor_free(&r->data, r->world);
+    zt_cursor_free(&r->data, r->data_world);
     zt_eval_free(&r->eval);
 }
 
@@ -98,8 +99,9 @@ static void set_threads(const zt_train_opts *o, run_state *r) {
 static int choose_device(const zt_train_opts *o, run_state *r) {
     // cuda loads the CUDA module (its error names what was looked for and why it failed);
     // auto loads it only on a host with an NVIDIA driver; cpu never does.
+    // (--context-parallel runs on the cpu backend only: auto takes it; cuda was refused at the start)
     const int want = o->device == ZT_DEVICE_CUDA;
-    int mine = o->device != ZT_DEVICE_CPU && zt_fsdp_cuda_devices(want) > 0, all = mine;
+    int mine = o->device != ZT_DEVICE_CPU && o->context_parallel <= 1 && zt_fsdp_cuda_devices(want) > 0, all = mine;
     if (zt_allreduce(r->comm, &mine, &all, 1, ZT_DT_I32, ZT_RED_MIN, "device choice") != 0) return -1;
     char mod[4400];
     if (r->rank == 0 && zt_cuda_module_describe(mod, sizeof mod)) printf("cuda module: %s\n", mod);
@@ -136,6 +138,7 @@ static int run_gate(const zt_train_opts *o, run_state *r, const char *cfg_src) {
     po.allow_long_seq = o->allow_long_seq;
     po.shard_group = o->shard_group;
     po.reshard_after_forward = o->reshard_after_forward;
+    po.context_parallel = o->context_parallel;
     po.device = r->cuda ? "cuda" : "cpu";  // check 3 inspects each rank's GPU on the cuda backend
     if (zt_preflight_run(r->comm, &po, stdout) != 0)
         return zt_err_prefix("stopping before training (pass --no-preflight to override)");
@@ -153,11 +156,16 @@ static int open_data(const zt_train_opts *o, run_state *r) {
                              .model_vocab = cfg->vocab_size, .part = r->rank, .nparts = r->world};
     int ok = zt_dataset_open(&c->ds, o->data, &dopts) == 0;
     c->ds_open = ok;
-    if (ok && ds->per_rank && ds->nfiles != r->world)
+    if (ok && ds->per_rank && ds->nfiles != r->data_world && r->context == 1)
         ok = zt_err("%s: a per-rank dataset with %d file%s needs exactly %d rank%s, but the job has %d (pack it "
                     "again with --per-rank %d, or launch %d ranks)",
                     o->data, ds->nfiles, ds->nfiles == 1 ? "" : "s", ds->nfiles, ds->nfiles == 1 ? "" : "s",
                     r->world, r->world, ds->nfiles) == 0;
+    else if (ok && ds->per_rank && ds->nfiles != r->data_world)  // a context group's ranks read one file
+        ok = zt_err("%s: a per-rank dataset with %d file%s needs exactly %d data-parallel rank%s, but the job has %d "
+                    "(W = %d / --context-parallel %d; pack it again with --per-rank %d, or launch %d ranks)",
+                    o->data, ds->nfiles, ds->nfiles == 1 ? "" : "s", ds->nfiles, ds->nfiles == 1 ? "" : "s",
+                    r->data_world, r->world, r->context, r->data_world, ds->nfiles * r->context) == 0;
     if (zt_train_agree(r->comm, ok, "opening the dataset") != 0) return -1;
     if (R0)
         printf("data: %s: %s layout, %d file%s, %lld blocks of %d tokens (%.2f M tokens) (%.2f s)\n", o->data,
@@ -176,7 +184,8 @@ static int open_data(const zt_train_opts *o, run_state *r) {
                c->isolated ? "isolated (attention and RoPE positions per document)"
                            : "see each other (full attention)");
     }
-    if (o->eval_data && zt_eval_open(&r->eval, o, &r->data, cfg->vocab_size, r->comm, r->rank, r->world) != 0)
+    if (o->eval_data && zt_eval_open(&r->eval, o, &r->data, cfg->vocab_size, r->comm, r->rank, r->world,
+                                     r->data_world) != 0)
         return -1;
     if (R0 && ds->seq_len > zt_model_max_positions(cfg))
         fprintf(stderr, "zerotrain: warning: dataset seq_len %d exceeds the model's %s %lld\n", ds->seq_len,
@@ -269,12 +278,16 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
         printf("sharding: %s over groups of %d rank%s x %d replica%s%s\n", G < r->world ? "hybrid" : "full shard", G,
                G == 1 ? "" : "s", r->world / G, r->world / G == 1 ? "" : "s",
                o->reshard_after_forward ? "" : ", parameters kept gathered from forward to backward");
+    if (r->rank == 0 && r->context > 1)
+        printf("context parallelism: groups of %d consecutive ranks share each block (each holds an early and a late "
+               "chunk, about %d of its %d tokens), %d data-parallel group%s\n", r->context, ds->seq_len / r->context,
+               ds->seq_len, r->data_world, r->data_world == 1 ? "" : "s");
     const zt_fsdp_config ec = {.backend = r->cuda ? "cuda" : "cpu", .comm = r->comm, .dcomm = r->dcomm, .mesh = r->mesh,
                                .cfg = &cfg,
                                .micro_batch = o->micro_batch, .grad_accum = o->grad_accum, .seq_len = ds->seq_len,
                                .hp = hp, .seed = o->seed, .recompute = o->recompute,
                                .attention_cudnn = cudnn, .shard_group = G,
-                               .keep_gathered = !o->reshard_after_forward};
+                               .keep_gathered = !o->reshard_after_forward, .context = r->context};
     ok = zt_fsdp_create(&ec, &r->f) == 0;
     if (ok) ok = zt_fsdp_set_data(r->f, ds->token_flags, r->data.isolated) == 0;
     if (zt_train_agree(r->comm, ok, "building the model") != 0) return -1;
@@ -342,9 +355,10 @@ static int export_final(const zt_train_opts *o, run_state *r) {
 // epoch end) comes from all-reduced values, so every rank takes it at the same step.
 static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
     for (int64_t step = r->progress.start_step; step < r->total_steps; step++) {
-        const int data_ok = zt_cursor_next_batch(&r->data, r->f, o->seed, r->rank, r->sinks.trace, step) == 0;
+        const int data_ok = zt_cursor_next_batch(&r->data, r->f, o->seed, r->data_rank, r->sinks.trace, step) == 0;
         if (data_ok)
-            zt_flops_step(&r->flops, &r->data, &r->cfg, o->seed, r->cuda && o->recompute, r->rank, r->world, step);
+            zt_flops_step(&r->flops, &r->data, &r->cfg, o->seed, r->cuda && o->recompute, r->rank, r->data_world, r->context,
+                          step);
         if (o->debug_signal_at_step > 0 && step + 1 == o->debug_signal_at_step && r->rank == 0) raise(SIGUSR1);
         zt_fsdp_stats s;
         const int flags = (zt_signals_stop() ? ZT_FSDP_STOP : 0) | (data_ok ? 0 : ZT_FSDP_INPUT_BAD);
@@ -422,13 +436,16 @@ static int train_loop(const zt_train_opts *o, run_state *r) {
 // A run: its phases in order, each agreed by every rank before the next.
 int zt_train_body(const zt_train_opts *o, run_state *r) {
     r->t_start = zt_now();
+    r->context = zt_mesh_size(r->mesh, ZT_MESH_CONTEXT);  // the session made the mesh with --context-parallel
+    r->data_rank = r->rank / r->context;
+    r->data_world = r->world / r->context;
     set_threads(o, r);
     const char *cfg_src = o->model ? o->model : o->init;  // every rank reads it; they must agree
     if (zt_train_agree(r->comm, zt_model_config_load(&r->cfg, cfg_src) == 0, "reading the model config") != 0) return -1;
     if (choose_device(o, r) != 0) return -1;
     if (run_gate(o, r, cfg_src) != 0) return -1;
     if (open_data(o, r) != 0) return -1;
-    if (zt_cursor_deal(&r->data, o, r->comm, r->rank, r->world) != 0) return -1;
+    if (zt_cursor_deal(&r->data, o, r->comm, r->rank, r->world, r->context) != 0) return -1;
     r->total_steps = o->steps > 0 ? o->steps : o->epochs * r->data.steps_per_epoch;  // the run's length
     r->hp = o->hp;
     r->hp.total_steps = r->total_steps;

@@ -31,6 +31,7 @@ typedef struct {
     int micro_batch, grad_accum;
     const char *shard_group;    // NULL: full shard over W; "node": the ranks per node; else G (hybrid sharding)
     int reshard_after_forward;  // 0: keep-gathered (no backward re-gather); default 1
+    int context_parallel;       // C: ranks sharing each block (context parallelism); default 1: none
     zt_hparams hp;
     uint64_t seed;
     int threads;             // 0: OMP_NUM_THREADS, else the node's cores split between its ranks
