@@ -122,6 +122,8 @@ void zt_cuda_embedding_bwd(void *stream, float *dw, const zt_bf16 *dx, const uin
                            int64_t V);
 
 // ---- attention (causal GQA, no copies of KV heads) ----------------------------------------
+// Which attention a GPU layer runs (zt_qwen3_cuda_dims.attention); zero = the tiled kernels.
+typedef enum { ZT_CUDA_ATTN_TILED = 0, ZT_CUDA_ATTN_CUDNN = 1, ZT_CUDA_ATTN_GEMM = 2 } zt_cuda_attn_kind;
 // q[B*S, H*D], k/v[B*S, Hkv*D], o[B*S, H*D] (bf16); lse[B, H, S] (fp32) saved for
 // backward instead of the probabilities. cuBLASLt strided-batched products per
 // (batch, KV head): the group's H/Hkv query heads read the same K/V (stride 0);

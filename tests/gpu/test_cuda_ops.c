@@ -643,14 +643,43 @@ static void test_reductions(zt_cuda_ctx *c, int64_t n) {
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
 }
 
+// The tiled attention (the GPU layer's default): the GEMM path's shapes, a length that is not
+// a multiple of the 64-row tile, many documents with one-token documents at tile edges, and
+// S = 4096 with few heads (the CPU execution of the CUDA model is slow).
+static void test_attention_tiled_all(zt_cuda_ctx *c, int quick) {
+    test_attention_scratch();
+    test_attention_tiled(c, 2, 128, 8, 2, 128, 0);
+    test_attention_tiled(c, 2, 128, 8, 2, 128, 1);
+    test_attention_tiled(c, 1, 16, 4, 2, 16, 0);
+    test_attention_tiled(c, 2, 33, 4, 1, 8, 0);
+    test_attention_tiled(c, 2, 40, 4, 2, 16, 1);
+    test_attention_tiled(c, 3, 33, 4, 1, 8, 1);
+    test_attention_tiled(c, 2, 1000, 4, 2, 64, 0);
+    test_attention_tiled(c, 2, 1000, 4, 2, 64, 2);
+    if (!quick) {
+        test_attention_tiled(c, 1, 256, 16, 2, 64, 0);  // GQA ratio 8 as Qwen3-32B
+        test_attention_tiled(c, 1, 4096, 2, 1, 64, 0);
+        test_attention_tiled(c, 2, 4096, 2, 1, 64, 2);
+    }
+}
+
 int main(int argc, char **argv) {
     zt_skip_without_device();
     char dev[256];
     zt_cuda_device_describe(dev, sizeof dev);
     printf("test_cuda_ops on %s\n", dev);
-    const int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    int quick = 0, tiled_only = 0;  // --tiled: only the tiled attention's quick shapes (mutation checks)
+    for (int i = 1; i < argc; i++) {
+        quick |= !strcmp(argv[i], "--quick");
+        tiled_only |= !strcmp(argv[i], "--tiled");
+    }
     zt_cuda_ctx *c = zt_cuda_ctx_create();
     double t0 = zt_now();
+    const char *cudnn_skip = "not run (--tiled)";
+    if (tiled_only) {
+        test_attention_tiled_all(c, 1);
+        goto done;
+    }
 
     // Shapes with aligned leading dimensions first (the layouts the model uses) ...
     test_matmul(c, 257, 384, 320);
@@ -680,26 +709,10 @@ int main(int argc, char **argv) {
     test_rope(3, 40, 4, 64, 1e6, 1);
     test_attention(c, 2, 40, 4, 2, 16, 1);
     test_attention(c, 3, 33, 4, 1, 8, 1);
-    // The tiled attention (the GPU layer's default): the GEMM path's shapes, a length that is
-    // not a multiple of the 64-row tile, many documents with one-token documents at tile edges,
-    // and S = 4096 with few heads (the CPU execution of the CUDA model is slow).
-    test_attention_scratch();
-    test_attention_tiled(c, 2, 128, 8, 2, 128, 0);
-    test_attention_tiled(c, 2, 128, 8, 2, 128, 1);
-    test_attention_tiled(c, 1, 16, 4, 2, 16, 0);
-    test_attention_tiled(c, 2, 33, 4, 1, 8, 0);
-    test_attention_tiled(c, 2, 40, 4, 2, 16, 1);
-    test_attention_tiled(c, 3, 33, 4, 1, 8, 1);
-    test_attention_tiled(c, 2, 1000, 4, 2, 64, 0);
-    test_attention_tiled(c, 2, 1000, 4, 2, 64, 2);
-    if (!quick) {
-        test_attention_tiled(c, 1, 256, 16, 2, 64, 0);  // GQA ratio 8 as Qwen3-32B
-        test_attention_tiled(c, 1, 4096, 2, 1, 64, 0);
-        test_attention_tiled(c, 2, 4096, 2, 1, 64, 2);
-    }
+    test_attention_tiled_all(c, quick);
     test_xent(c, 37, 48, 1003, 8);
     // The optional cuDNN SDPA path (not the default attention; see docs/cuda.md).
-    const char *cudnn_skip = cudnn_skip_reason();
+    cudnn_skip = cudnn_skip_reason();
     if (cudnn_skip) {
         printf("RESULT op=cudnn_attention shape=- SKIPPED (%s)\n", cudnn_skip);
         g_nskip++;
@@ -712,6 +725,7 @@ int main(int argc, char **argv) {
             test_cudnn_attention(c, 2, 33, 4, 1, 16);    // odd S, one KV head
         }
     }
+done:
     zt_cuda_sync(NULL, "test_cuda_ops");
     int64_t plans, hits, misses;
     zt_cuda_ctx_plan_stats(c, &plans, &hits, &misses);
