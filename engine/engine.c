@@ -27,7 +27,7 @@ int zt_fsdp_create(const zt_fsdp_config *c, zt_fsdp **out) {
                     "attention across the split is not built); run it with --device cpu, or without "
                     "--context-parallel", c->context);
     } else if (!strcmp(c->backend, "cuda")) {
-        const zt_fsdp_opts o = {.recompute = c->recompute, .attention_cudnn = c->attention_cudnn,
+        const zt_fsdp_opts o = {.recompute = c->recompute, .attention = c->attention,
                                 .shard_group = c->shard_group, .mesh = c->mesh, .keep_gathered = c->keep_gathered};
         rc = zt_fsdp_init_cuda(f, c->comm, c->dcomm, c->cfg, c->micro_batch, c->grad_accum, c->seq_len, &c->hp,
                                c->seed, &o);

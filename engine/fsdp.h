@@ -26,6 +26,10 @@
 #define ZT_FSDP_PARAM_SLOTS 3   // full-parameter buffers (current, prefetched, tied embedding)
 #define ZT_FSDP_GRAD_SLOTS 4    // full-gradient buffers (computing, reduce-scatters in flight, tied)
 
+// The GPU engine's attention (zt_fsdp_config.attention, zt_fsdp_opts.attention): the tiled
+// kernels (default, no S x S scratch), cuDNN's fused kernel, or the cuBLASLt GEMM path.
+enum { ZT_ATTN_TILED = 0, ZT_ATTN_CUDNN = 1, ZT_ATTN_GEMM = 2 };
+
 typedef struct {
     double loss;            // mean over all trained targets of the global step (0 when it has none)
     int64_t targets;        // global trained targets in the step (every position but each block's last for
@@ -66,7 +70,7 @@ typedef struct {
     zt_hparams hp;
     uint64_t seed;                 // parameters initialised from it exactly as the reference trainer does
     int recompute;                 // cuda: keep only each layer's input, re-run its forward before its backward
-    int attention_cudnn;           // cuda: cuDNN fused flash attention (refused when not built)
+    int attention;                 // cuda: ZT_ATTN_TILED (0), ZT_ATTN_CUDNN (refused when not built), ZT_ATTN_GEMM
     int shard_group;               // G: shard over groups of G consecutive ranks, replicate across W/G (hybrid
                                    // sharding); 0 = W (full shard). Must divide W (zt_fsdp_check_shard_group)
     const zt_mesh *mesh;           // the process groups (engine/mesh.h; its G = shard_group): comm is its world

@@ -583,9 +583,9 @@ static int check_engine(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_mode
         o->grad_slots > G)
         return zt_err("GPU FSDP pools: %d parameter slot(s) (2..%d, 0 = %d) and %d gradient slot(s) (1..%d, 0 = %d)",
                       o->param_slots, P, P, o->grad_slots, G, G);
-    if (o->attention_cudnn == 1 && !zt_cudnn_sdpa_built())
+    if (o->attention == ZT_ATTN_CUDNN && !zt_cudnn_sdpa_built())
         return zt_err("--attention cudnn: this build has no cuDNN attention (cuDNN was not found at configure "
-                      "time; see docs/cuda.md); use --attention gemm");
+                      "time; see docs/cuda.md); use --attention tiled");
     if (zt_comm_nccl_device(dcomm) < 0)
         return zt_err("GPU FSDP engine: the data comm is a %s comm; it needs an NCCL one (engine/comm_nccl.h)",
                       zt_comm_backend_name(dcomm));
@@ -730,7 +730,10 @@ static int make_activations(zt_fsdp *f, gpu_state *c, const zt_model_config *cfg
     c->N = N;
     size_t free0 = 0, total = 0;
     ZT_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
-    const zt_family_cuda_opts fo = {.recompute = o->recompute != 0, .cudnn = o->attention_cudnn != 0};
+    const zt_cuda_attn_kind att = o->attention == ZT_ATTN_CUDNN || o->attention == ZT_FSDP_CUDNN_FORCE ? ZT_CUDA_ATTN_CUDNN
+                                  : o->attention == ZT_ATTN_GEMM                                        ? ZT_CUDA_ATTN_GEMM
+                                                                                                        : ZT_CUDA_ATTN_TILED;
+    const zt_family_cuda_opts fo = {.recompute = o->recompute != 0, .attention = att};
     if (!(c->fm = c->fc->create(cfg, c->ctx, c->cs, f->micro_batch, f->seq_len, &fo))) return -1;
     c->tok_d = zt_cuda_malloc((size_t)N * 4);
     c->tgt_d = zt_cuda_malloc((size_t)N * 4);

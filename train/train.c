@@ -38,7 +38,7 @@
 void zt_train_defaults(zt_train_opts *o) {
     memset(o, 0, sizeof *o);
     o->epochs = ZT_DEF_EPOCHS;
-    o->attention_cudnn = ZT_ATTN_AUTO;
+    o->attention = ZT_ATTN_AUTO;
     o->steps = ZT_DEF_STEPS;
     o->micro_batch = ZT_DEF_MICRO_BATCH;
     o->grad_accum = ZT_DEF_GRAD_ACCUM;
@@ -246,9 +246,12 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     // --attention auto: cuDNN's fused attention where the module has it and it can serve the
     // data (it cannot keep packed documents apart): a Qwen3-32B layer on an H200 ran 1.18x /
     // 1.65x faster with it than with the GEMM path at 2,048 / 8,192 tokens, and it needs no
-    // S x S scratch (docs/gpu-runs/2026-12-04-h200/full).
-    const int cudnn = o->attention_cudnn == ZT_ATTN_AUTO ? r->cuda && !r->data.isolated && zt_fsdp_cuda_cudnn_built()
-                                                         : o->attention_cudnn;
+    // S x S scratch (docs/gpu-runs/2026-12-04-h200/full). Else the tiled kernels: no S x S
+    // scratch either (the GEMM path's is ~103 GB for a 32B layer at 32,768 tokens), and they
+    // keep packed documents apart.
+    const int attention = o->attention != ZT_ATTN_AUTO                                  ? o->attention
+                          : r->cuda && !r->data.isolated && zt_fsdp_cuda_cudnn_built() ? ZT_ATTN_CUDNN
+                                                                                        : ZT_ATTN_TILED;
     if (r->cuda) {
         // Its own flight recorders (RUN/nccl/ranks/rank-N.flight): a deadline report on the
         // NCCL comm summarises the peers' NCCL recorders, not the MPI comm's.
@@ -263,13 +266,14 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
         if (zt_train_agree(r->comm, ok, "making the NCCL process groups") != 0) return -1;
         zt_fsdp_cuda_describe(r->dcomm, backend, sizeof backend);
         size_t bl = strlen(backend);
-        snprintf(backend + bl, sizeof backend - bl, ", %s attention%s%s", cudnn ? "cuDNN flash" : "GEMM",
-                 o->attention_cudnn == ZT_ATTN_AUTO ? " (auto)" : "", o->recompute ? ", activation recomputation" : "");
+        snprintf(backend + bl, sizeof backend - bl, ", %s attention%s%s",
+                 attention == ZT_ATTN_CUDNN ? "cuDNN flash" : attention == ZT_ATTN_GEMM ? "GEMM" : "tiled",
+                 o->attention == ZT_ATTN_AUTO ? " (auto)" : "", o->recompute ? ", activation recomputation" : "");
     }
 
     snprintf(r->backend, sizeof r->backend, "%s", backend);
-    if (!r->cuda && (o->attention_cudnn == 1 || o->recompute) && r->rank == 0)
-        fprintf(stderr, "zerotrain: warning: --attention cudnn and --recompute apply to the cuda backend; the cpu "
+    if (!r->cuda && (o->attention != ZT_ATTN_AUTO || o->recompute) && r->rank == 0)
+        fprintf(stderr, "zerotrain: warning: --attention and --recompute apply to the cuda backend; the cpu "
                         "backend ignores them\n");
 
     // ---- model and optimizer state, sharded (over all W ranks, or hybrid: groups of G) ----
@@ -286,7 +290,7 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
                                .cfg = &cfg,
                                .micro_batch = o->micro_batch, .grad_accum = o->grad_accum, .seq_len = ds->seq_len,
                                .hp = hp, .seed = o->seed, .recompute = o->recompute,
-                               .attention_cudnn = cudnn, .shard_group = G,
+                               .attention = attention, .shard_group = G,
                                .keep_gathered = !o->reshard_after_forward, .context = r->context};
     ok = zt_fsdp_create(&ec, &r->f) == 0;
     if (ok) ok = zt_fsdp_set_data(r->f, ds->token_flags, r->data.isolated) == 0;
