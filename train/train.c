@@ -246,11 +246,16 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     // --attention auto: cuDNN's fused attention where the module has it and it can serve the
     // data (it cannot keep packed documents apart): a Qwen3-32B layer on an H200 ran 1.18x /
     // 1.65x faster with it than with the GEMM path at 2,048 / 8,192 tokens, and it needs no
-    // S x S scratch (docs/gpu-runs/2026-12-04-h200/full). Else the tiled kernels: no S x S
-    // scratch either (the GEMM path's is ~103 GB for a 32B layer at 32,768 tokens), and they
-    // keep packed documents apart.
+    // S x S scratch (docs/gpu-runs/2026-12-04-h200/full). Else the GEMM path while its S x S
+    // scratch (12 g S^2 bytes per KV-head group, g = H / Hkv) stays under ZT_AUTO_GEMM_SCRATCH:
+    // on the same H200 it was 2.8x / 4.6x faster than the tiled kernels, which have no tensor-core
+    // products yet (docs/gpu-runs/2026-12-04-h200/tiled). Past that, the tiled kernels: O(S x D)
+    // scratch (the GEMM path's is ~103 GB for a 32B layer at 32,768 tokens).
+    const double g = (double)cfg.num_heads / (double)cfg.num_kv_heads, S = (double)ds->seq_len;
+    const double gemm_scratch = 12 * g * S * S + 8 * g * S * cfg.head_dim + 4 * g * S;
     const int attention = o->attention != ZT_ATTN_AUTO                                  ? o->attention
                           : r->cuda && !r->data.isolated && zt_fsdp_cuda_cudnn_built() ? ZT_ATTN_CUDNN
+                          : gemm_scratch <= ZT_AUTO_GEMM_SCRATCH                       ? ZT_ATTN_GEMM
                                                                                         : ZT_ATTN_TILED;
     if (r->cuda) {
         // Its own flight recorders (RUN/nccl/ranks/rank-N.flight): a deadline report on the

@@ -12,7 +12,9 @@
 #include "train/train_defaults.h"
 
 typedef enum { ZT_DEVICE_AUTO = 0, ZT_DEVICE_CPU = 1, ZT_DEVICE_CUDA = 2 } zt_device;
-#define ZT_ATTN_AUTO (-1)  // --attention auto: cuDNN when built and documents are not isolated, else tiled
+#define ZT_ATTN_AUTO (-1)  // --attention auto: cuDNN when built and documents are not isolated, else GEMM
+                           // while its S x S scratch fits ZT_AUTO_GEMM_SCRATCH, else tiled (train/train.c)
+#define ZT_AUTO_GEMM_SCRATCH (8.0 * 1024 * 1024 * 1024)  // bytes: S <= ~9,400 tokens at g = 8
 typedef enum { ZT_DOC_ATTN_DATASET = 0, ZT_DOC_ATTN_FULL = 1, ZT_DOC_ATTN_ISOLATED = 2 } zt_doc_attention;
 
 typedef struct {
