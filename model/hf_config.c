@@ -264,6 +264,19 @@ out:
     return rc;
 }
 
+// A double as the shortest text that reads back to the same bits (15, 16 or 17 digits): cJSON's
+// own printing accepts a 15-digit text within a relative epsilon, so 8.888888888888889e+51 came
+// back one unit in the last place off, and a written config did not equal the one it came from
+// (fuzz_config).
+static void add_exact(cJSON *o, const char *key, double v) {
+    char buf[40];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    cJSON_AddItemToObject(o, key, cJSON_CreateRaw(buf));
+}
+
 char *zt_model_config_json(const zt_model_config *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
@@ -276,24 +289,24 @@ char *zt_model_config_json(const zt_model_config *c) {
     cJSON_AddNumberToObject(o, "num_attention_heads", c->num_heads);
     cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_kv_heads);
     cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_norm_eps);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    add_exact(o, "rms_norm_eps", c->rms_norm_eps);
+    add_exact(o, "rope_theta", c->rope_theta);
     if (c->rope_yarn) {  // the spelling every transformers reads (5 converts it to rope_parameters)
         cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
         cJSON_AddStringToObject(rs, "rope_type", "yarn");
-        cJSON_AddNumberToObject(rs, "factor", c->rope_factor);
+        add_exact(rs, "factor", c->rope_factor);
         cJSON_AddNumberToObject(rs, "original_max_position_embeddings", (double)c->rope_original_max_positions);
-        if (c->rope_attention_factor > 0) cJSON_AddNumberToObject(rs, "attention_factor", c->rope_attention_factor);
-        if (c->rope_beta_fast > 0) cJSON_AddNumberToObject(rs, "beta_fast", c->rope_beta_fast);
-        if (c->rope_beta_slow > 0) cJSON_AddNumberToObject(rs, "beta_slow", c->rope_beta_slow);
-        if (c->rope_mscale > 0) cJSON_AddNumberToObject(rs, "mscale", c->rope_mscale);
-        if (c->rope_mscale_all_dim > 0) cJSON_AddNumberToObject(rs, "mscale_all_dim", c->rope_mscale_all_dim);
+        if (c->rope_attention_factor > 0) add_exact(rs, "attention_factor", c->rope_attention_factor);
+        if (c->rope_beta_fast > 0) add_exact(rs, "beta_fast", c->rope_beta_fast);
+        if (c->rope_beta_slow > 0) add_exact(rs, "beta_slow", c->rope_beta_slow);
+        if (c->rope_mscale > 0) add_exact(rs, "mscale", c->rope_mscale);
+        if (c->rope_mscale_all_dim > 0) add_exact(rs, "mscale_all_dim", c->rope_mscale_all_dim);
         if (c->rope_no_truncate) cJSON_AddFalseToObject(rs, "truncate");
     } else {
         cJSON_AddNullToObject(o, "rope_scaling");
     }
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
-    cJSON_AddNumberToObject(o, "initializer_range", c->initializer_range);
+    add_exact(o, "initializer_range", c->initializer_range);
     cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->max_position_embeddings);
     if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", (double)c->bos_token_id);
     if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", (double)c->eos_token_id);
