@@ -11,7 +11,7 @@
 
 #include "model/config.h"
 
-#define ZT_UNIT_MAX_TENSORS 11
+#define ZT_UNIT_MAX_TENSORS 16  // Qwen3.5's linear-attention layer: 14
 
 typedef enum { ZT_UNIT_EMBED = 0, ZT_UNIT_LAYER = 1, ZT_UNIT_HEAD = 2 } zt_unit_kind;
 
@@ -32,8 +32,8 @@ static inline void zt_qwen3_layer_shapes(int64_t d, int64_t F, int64_t H, int64_
 
 typedef struct {
     char name[96];      // Hugging Face tensor name
-    int ndim;           // 1 or 2
-    int64_t shape[2];   // [out, in] for matrices
+    int ndim;           // 1, 2 or 3 (Qwen3.5's conv1d.weight [C, 1, K])
+    int64_t shape[3];   // [out, in] for matrices; unused trailing entries 0
     int64_t offset;     // element offset inside the unit's flat vector
     int64_t numel;
     int decay;          // weight decay applies (matrices and embeddings, not norm weights)
