@@ -82,6 +82,10 @@ struct zt_family {
     double (*flops_mixing)(const zt_model_config *c, double sum_sq);
     double (*recompute_flops)(const zt_model_config *c, double tokens, double sum_sq);
     const zt_family_cpu *cpu;
+    // Tensors of a Hugging Face checkpoint this family keeps but does not train (Qwen3.5: "mtp.",
+    // "model.visual."): names starting with one of these prefixes (NULL-terminated; NULL: none)
+    // are carried bit-identically from --init to export and RUN/final.
+    const char *const *carry_prefixes;
 };
 
 // Every family this build knows (NULL-terminated), and one by model_type (NULL: none).
