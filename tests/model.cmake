@@ -7,3 +7,5 @@ zt_add_test(test_model_golden ${ZT_TEST_DIR}/unit/test_model_golden.c zt_train z
 zt_add_test(test_hf_io ${ZT_TEST_DIR}/unit/test_hf_io.c zt_checkpoint)
 # Config ranges: values that would wrap or truncate are refused by name (tests/unit/test_config.c).
 zt_add_test(test_config ${ZT_TEST_DIR}/unit/test_config.c zt_model)
+# Qwen3.5's text model against transformers' Qwen3_5ForCausalLM (tests/reference/make_qwen3_5_golden.py)
+zt_add_test(test_qwen3_5_golden ${ZT_TEST_DIR}/unit/test_qwen3_5_golden.c zt_train zt_test_support)
