@@ -1,5 +1,8 @@
 # Model and op tests: finite differences per op, Hugging Face golden files.
 zt_add_test(test_ops ${ZT_TEST_DIR}/unit/test_ops.c zt_kernels)
+# Gated DeltaNet's ops (conv1d+SiLU, l2norm, gated RMSNorm, the gated delta rule): naive double
+# forwards, finite differences, packed documents, transformers' torch code (tests/golden/delta_ops).
+zt_add_test(test_delta_ops ${ZT_TEST_DIR}/unit/test_delta_ops.c zt_kernels zt_checkpoint)
 # cpu_sgemm bit for bit against its defining loop, every kernel this CPU runs
 zt_add_test(test_gemm ${ZT_TEST_DIR}/unit/test_gemm.c zt_kernels)
 target_compile_options(test_gemm PRIVATE -ffp-contract=off)
