@@ -89,6 +89,8 @@ struct zt_family {
     // "model.visual."): names starting with one of these prefixes (NULL-terminated; NULL: none)
     // are carried bit-identically from --init to export and RUN/final.
     const char *const *carry_prefixes;
+    // 1: its `create` takes a zt_family_context (--context-parallel); 0: refused at start.
+    int context_parallel;
 };
 
 // Every family this build knows (NULL-terminated), and one by model_type (NULL: none).

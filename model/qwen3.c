@@ -377,6 +377,7 @@ const zt_family zt_qwen3_family = {
     .flops_mixing = zt_qwen3_flops_attention,
     .recompute_flops = zt_qwen3_recompute_flops,
     .cpu = &qwen3_cpu,
+    .context_parallel = 1,
 };
 
 void zt_qwen3_32b_config(zt_model_config *c) {

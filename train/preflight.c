@@ -537,6 +537,10 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
             bad = zt_err("--context-parallel %d: blocks of %lld tokens cannot be split into 2 x %d chunks (each rank "
                          "holds an early and a late chunk); C must be at most seq_len / 2 = %lld", C,
                          (long long)seq_len, C, (long long)(seq_len / 2));
+        if (!bad && o->model && !cfg.family->context_parallel)
+            bad = zt_err("--context-parallel %d: context parallelism is not implemented for %s (%s): its Gated "
+                         "DeltaNet layers would need each document's recurrent state passed across the context group; "
+                         "train it without --context-parallel", C, cfg.family->name, o->model);
         if (!bad && o->device && !strcmp(o->device, "cuda"))
             bad = zt_err("--context-parallel %d: context parallelism is built on the cpu backend only (the GPU "
                          "engine's attention across the split is not built)", C);
