@@ -3,7 +3,8 @@
 // runs over Dv contiguously. Forward keeps the state before each chunk of ZT_DELTA_CHUNK
 // tokens (the checkpoints, `saved`: B * Hv * ceil(S / 64) * Dk * Dv floats); backward walks
 // the chunks from last to first, recomputes a chunk's states from its checkpoint into a
-// thread-local buffer (64 * Dk * Dv floats) and runs the reverse recurrence over them.
+// thread-local buffer (64 * Dk * min(Dv, 64) floats: one column block, below) and runs the
+// reverse recurrence over them.
 // Not the chunked (UT-transform) form: the recurrence is O(S Dk Dv) like it, exact token
 // by token, and needs no triangular solve; documents restart inside a chunk by zeroing.
 // The columns of St evolve independently (only dq, dk, dg, dbeta sum over them), so both
@@ -29,7 +30,7 @@
 // The loops over Dv are compiled for AVX-512, AVX2+FMA and plain x86-64; the loader picks
 // one per CPU (ifunc). The results differ by rounding between them, never within a run.
 // CMakeLists.txt compiles this file with -fassociative-math so that the `omp simd`
-// reductions end in a shuffle tree, not 16 scalar adds (0.70 s -> 0.55 s in the case below).
+// reductions end in a shuffle tree, not 16 scalar adds (0.70 s -> 0.55 s in the case above).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ZT_DELTA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
