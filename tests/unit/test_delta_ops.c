@@ -452,7 +452,7 @@ int main(void) {
     test_rmsnorm_gated();
     test_delta(2, 150, 2, 6, 8, 6, NULL, "pos NULL");
     test_delta(2, 150, 2, 6, 8, 6, pos, "packed documents");
-    test_delta(1, 130, 1, 3, 16, 20, NULL, "Dk, Dv past one vector");
+    test_delta(2, 150, 1, 3, 4, 72, pos, "Dv over two column blocks of 64, packed");
     test_delta(2, 150, 3, 3, 5, 7, pos, "Hv = Hk, packed");
     test_golden();
     TEST_END();
