@@ -64,6 +64,9 @@ typedef struct zt_family_cpu {
     // dx: d(loss)/d(layer output) in, d(loss)/d(layer input) out (in place).
     void (*layer_bwd)(void *m, int layer, const float *p, float *dp, float *dx);
     void (*embed_bwd)(void *m, const float *dx, float *demb);
+    // Optional (tests; NULL: not offered): after the layers' forward, the logits [B*S, V] of the
+    // final norm and lm_head (emb: the embedding unit's parameters when tied, else NULL).
+    void (*logits)(void *m, const float *p, const float *emb, float *out);
 } zt_family_cpu;
 
 struct zt_family {
