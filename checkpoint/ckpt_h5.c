@@ -421,8 +421,8 @@ int zt_ckpt_read_unit(hid_t fid, const char *path, int u, zt_ckpt_unit_info *ui)
             const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
             const cJSON *of = cJSON_GetObjectItemCaseSensitive(it, "offset");
             int n = cJSON_IsArray(sh) ? cJSON_GetArraySize(sh) : 0;
-            if (!cJSON_IsString(nm) || !cJSON_IsNumber(of) || n < 1 || n > 2) {
-                rc = zt_err("%s: tensors[%d] needs a string name, a shape of 1 or 2 numbers and a number offset",
+            if (!cJSON_IsString(nm) || !cJSON_IsNumber(of) || n < 1 || n > 3) {
+                rc = zt_err("%s: tensors[%d] needs a string name, a shape of 1 to 3 numbers and a number offset",
                             where, ui->ntensors);
                 break;
             }

@@ -63,6 +63,7 @@ typedef struct {
     char backend[192];
     int64_t total_steps;
     zt_hparams hp;
+    char carry[64];           // RUN/carry's record in the training settings ("" when nothing is carried)
 
     data_cursor data;
     eval_state eval;

@@ -11,12 +11,14 @@
 // signals, the lock) is session.c.
 // defines: zt_train_defaults, zt_train_body, zt_train_cleanup
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <omp.h>
 
@@ -220,10 +222,13 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
             int t = 0;
             while (t + 1 < ul->ntensors && e >= ul->t[t + 1].offset) t++;
             const zt_tensor_desc *td = &ul->t[t];
-            const int64_t k = e - td->offset, cols = td->ndim == 2 ? td->shape[1] : 0;
-            char where[64];
-            if (cols > 0) snprintf(where, sizeof where, "[%lld, %lld]", (long long)(k / cols), (long long)(k % cols));
-            else snprintf(where, sizeof where, "[%lld]", (long long)k);
+            int64_t k = e - td->offset, idx[3] = {0, 0, 0};
+            for (int j = td->ndim - 1; j >= 0; j--) idx[j] = j ? k % td->shape[j] : k, k = j ? k / td->shape[j] : k;
+            char where[80];
+            size_t wo = (size_t)snprintf(where, sizeof where, "[");
+            for (int j = 0; j < td->ndim; j++)
+                wo += (size_t)snprintf(where + wo, sizeof where - wo, "%s%lld", j ? ", " : "", (long long)idx[j]);
+            snprintf(where + wo, sizeof where - wo, "]");
             ok = zt_err("--init %s: tensor %s holds a non-finite value (%g) at %s; a model that starts from it can "
                         "only produce non-finite losses (weights saved after a diverged run, or damaged)",
                         o->init, td->name, (double)dst[u][i], where) == 0;
@@ -232,6 +237,61 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
     if (zt_train_agree_named(r, ok, "loading --init weights") != 0) return -1;
     if (r->rank == 0) printf("init: loaded Hugging Face weights from %s (%.2f s)\n", o->init, zt_now() - t0);
     return 0;
+}
+
+// The tensors of --init its family carries but does not train (RUN/carry, checkpoint/hf.h): rank 0
+// copies them at a fresh start (a resumed run keeps the copy it has and only verifies it), and the
+// training settings record which copy it is, so its checkpoints, export and RUN/final find it.
+static int setup_carry(const zt_train_opts *o, run_state *r) {
+    const zt_model_layout *lay = zt_fsdp_layout(r->f);
+    const char *const *pre = lay->cfg.family ? lay->cfg.family->carry_prefixes : NULL;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/carry", o->run_dir);
+    int64_t word = 0;  // rank 0's answer: 1 << 32 | the manifest's crc32c, or 0 when nothing is carried
+    int ok = 1;
+    if (r->rank == 0) {
+        struct stat st;
+        const int have = lstat(dir, &st) == 0;
+        zt_hf_carry c;
+        int n = 0;
+        if (o->resume && have) {
+            ok = zt_hf_carry_open(&c, dir) == 0;
+            if (!ok) zt_err_prefix("--resume");
+            n = ok;
+        } else if (o->init && pre && *pre) {
+            const double t0 = zt_now();
+            const char *src = o->model ? o->model : o->init;
+            char cfg_path[4200];
+            snprintf(cfg_path, sizeof cfg_path, stat(src, &st) == 0 && S_ISDIR(st.st_mode) ? "%s/config.json" : "%s", src);
+            ok = zt_hf_carry_write(lay, o->init, cfg_path, o->run_dir, &n) == 0 && (n == 0 || zt_hf_carry_open(&c, dir) == 0);
+            if (!ok) zt_err_prefix("--init %s", o->init);
+            if (ok && n > 0)
+                printf("init: carried %d tensor%s the model does not train (%s) into %s (%.2f s)\n", n,
+                       n == 1 ? "" : "s", pre[1] ? "by their prefixes" : pre[0], dir, zt_now() - t0);
+        } else if (!o->resume && have) {
+            ok = zt_remove_tree(dir) == 0;  // an earlier run's in a reused directory
+        }
+        if (ok && n > 0) {
+            word = (int64_t)1 << 32 | c.manifest_crc;
+            zt_hf_carry_close(&c);
+        }
+    }
+    if (zt_train_agree(r->comm, ok, "carrying the tensors the model does not train") != 0) return -1;
+    if (zt_allreduce(r->comm, &word, &word, 1, ZT_DT_I64, ZT_RED_MAX, "carry record") != 0) return -1;
+    r->carry[0] = 0;
+    if (word) snprintf(r->carry, sizeof r->carry, "manifest.json crc32c %08x", (unsigned)(word & 0xffffffffu));
+    return 0;
+}
+
+// The training settings with the carry's record (none: as they were).
+static char *settings_with_carry(char *settings, const char *carry) {
+    if (!carry[0]) return settings;
+    cJSON *t = cJSON_Parse(settings);
+    cJSON_AddStringToObject(t, ZT_HF_CARRY_KEY, carry);
+    char *text = cJSON_PrintUnformatted(t);
+    cJSON_Delete(t);
+    free(settings);
+    return text;
 }
 
 // The engine: NCCL communicators (cuda), the sharded model and optimizer state, then its
@@ -301,10 +361,12 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     if (ok) ok = zt_fsdp_set_data(r->f, ds->token_flags, r->data.isolated) == 0;
     if (zt_train_agree(r->comm, ok, "building the model") != 0) return -1;
     if (o->init && load_init_weights(o, r) != 0) return -1;
+    if (setup_carry(o, r) != 0) return -1;
     zt_save_shards(&r->ckpt, r->f);
     zt_ckpt_set_save_io(o->save_io);  // before any save, and before the async writer exists
     if (o->async_save && zt_save_make_snapshot(r) != 0) return -1;
-    r->ckpt.settings = zt_resume_settings_json(o, ds, r->data.isolated, r->data.global_step_blocks, r->total_steps);
+    r->ckpt.settings = settings_with_carry(
+        zt_resume_settings_json(o, ds, r->data.isolated, r->data.global_step_blocks, r->total_steps), r->carry);
     if (o->resume && zt_resume_from_checkpoint(o, r) != 0) return -1;
     if ((o->init || o->resume) && zt_fsdp_to_device(r->f) != 0) return -1;  // the loaded host shards to the GPU
     return 0;
