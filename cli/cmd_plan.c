@@ -596,6 +596,12 @@ int zt_cmd_plan(int argc, char **argv) {
     } else {
         if (zt_model_preset("qwen3-32b", &cfg) != 0) zt_die_on_err();
     }
+    if (cfg.family && strcmp(cfg.family->name, "qwen3") != 0) {  // the formula's activations are Qwen3's layers
+        fprintf(stderr, "zerotrain: error: %s: plan models Qwen3's layers (its memory and step-time formula, "
+                        "docs/plan.md); the %s family's Gated DeltaNet layers are not in it yet\n", model,
+                cfg.family->name);
+        return 2;
+    }
     zt_gpu_spec g;
     if ((gpu_file ? zt_gpu_spec_load(gpu_file, &g) : zt_gpu_preset(gpu_name, &g)) != 0) {
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());

@@ -14,6 +14,7 @@
 #include "checkpoint/hf.h"
 #include "checkpoint/safetensors.h"
 #include "model/config.h"
+#include "model/family.h"
 #include "model/qwen3_5.h"
 #include "tests/support/test_util.h"
 #include "tests/support/trainer.h"
@@ -188,7 +189,71 @@ static void run_sft_case(const char *name, int expect_tensors) {
     zt_st_close(&g);
 }
 
+// The shipped 27B config (examples/qwen3.5-27b/config.json, the published shape) read by the codec:
+// its parameter count against transformers' Qwen3_5ForCausalLM built from the same file on the meta
+// device (26,895,998,464: the text model, MTP not included), its layer mix, and the built-in preset.
+static void check_27b(void) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/../../examples/qwen3.5-27b", ZT_GOLDEN_DIR);
+    zt_model_config c, p;
+    if (zt_model_config_load(&c, dir) != 0) zt_die_on_err();
+    CHECK(zt_model_param_count(&c) == 26895998464LL, "27B parameters %lld, transformers counts 26895998464",
+          (long long)zt_model_param_count(&c));
+    int lin = 0;
+    for (int l = 0; l < c.num_layers; l++) lin += c.layer_linear[l];
+    CHECK(lin == 48 && c.rotary_dim == 64 && c.lin_value_heads == 48 && c.mtp_layers == 1,
+          "27B: %d linear layers, %d rotary dims, %d value heads, %d MTP layers", lin, c.rotary_dim, c.lin_value_heads,
+          c.mtp_layers);
+    if (zt_model_preset("qwen3.5-27b", &p) != 0) zt_die_on_err();
+    CHECK(zt_model_param_count(&p) == zt_model_param_count(&c), "the qwen3.5-27b preset counts %lld",
+          (long long)zt_model_param_count(&p));
+    // written back and read again: the same config
+    char *j = zt_model_config_json(&c);
+    zt_model_config b;
+    if (zt_model_config_parse(&b, j, "written 27B config") != 0) zt_die_on_err();
+    free(j);
+    CHECK(b.family == c.family && zt_model_param_count(&b) == zt_model_param_count(&c) &&
+              !memcmp(b.layer_linear, c.layer_linear, sizeof b.layer_linear) && b.rotary_dim == c.rotary_dim &&
+              b.partial_rotary_factor == c.partial_rotary_factor && b.mrope_section[2] == c.mrope_section[2],
+          "the written 27B config reads back equal");
+}
+
+// Bad Qwen3.5 configs: refused by the codec naming the field and the rule.
+static void refuse(const char *extra, const char *want) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"model_type\": \"qwen3_5_text\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48, "
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8%s}",
+             extra);
+    zt_model_config c;
+    const int rc = zt_model_config_parse(&c, json, "bad.json");
+    CHECK(rc != 0 && strstr(zt_errmsg(), want), "config with %s: want an error naming \"%s\", got rc %d: %s", extra,
+          want, rc, rc ? zt_errmsg() : "(accepted)");
+}
+
+static void check_refusals(void) {
+    refuse(", \"layer_types\": [\"linear_attention\", \"sliding_attention\"]", "layer_types[1] is \"sliding_attention\"");
+    refuse(", \"layer_types\": [\"linear_attention\"]", "layer_types must be an array of num_hidden_layers = 2");
+    refuse(", \"linear_num_key_heads\": 4, \"linear_num_value_heads\": 6", "linear_num_value_heads 6 is not a multiple");
+    refuse(", \"partial_rotary_factor\": 0.1", "RoPE needs an even number");
+    refuse(", \"attn_output_gate\": false", "attn_output_gate is false");
+    refuse(", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"rope_theta\": 1e7}", "not implemented for Qwen3.5");
+    zt_model_config c;
+    CHECK(zt_model_config_parse(&c, "{\"model_type\": \"qwen3_5\", \"vision_config\": {}}", "vlm.json") != 0 &&
+              strstr(zt_errmsg(), "needs a \"text_config\""),
+          "a Qwen3_5ForConditionalGeneration config without text_config is refused: %s", zt_errmsg());
+    // the defaults: every fourth layer full attention, transformers' linear-attention shape
+    CHECK(zt_model_config_parse(&c, "{\"model_type\": \"qwen3_5_text\", \"vocab_size\": 64, \"hidden_size\": 32, "
+                                    "\"intermediate_size\": 48, \"num_hidden_layers\": 8, \"num_attention_heads\": 4}",
+                                "defaults.json") == 0 &&
+              c.layer_linear[2] && !c.layer_linear[3] && !c.layer_linear[7] && c.head_dim == 256 && c.rotary_dim == 64 &&
+              c.lin_value_heads == 32 && c.lin_conv_kernel == 4,
+          "Qwen3_5TextConfig's defaults");
+}
+
 int main(void) {
+    check_refusals();
+    check_27b();
     // q35_mix: embedding, 3 linear layers of 14 tensors, 1 full of 11, final norm, lm_head
     run_case("q35_mix", 1 + 3 * 14 + 11 + 2);
     // q35_tied: embedding, 1 full layer, 2 linear, final norm (tied: no lm_head)
