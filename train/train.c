@@ -265,9 +265,12 @@ static int setup_carry(const zt_train_opts *o, run_state *r) {
             snprintf(cfg_path, sizeof cfg_path, stat(src, &st) == 0 && S_ISDIR(st.st_mode) ? "%s/config.json" : "%s", src);
             ok = zt_hf_carry_write(lay, o->init, cfg_path, o->run_dir, &n) == 0 && (n == 0 || zt_hf_carry_open(&c, dir) == 0);
             if (!ok) zt_err_prefix("--init %s", o->init);
+            char names[256] = "";
+            for (size_t i = 0, o = 0; pre[i] && o < sizeof names; i++)
+                o += (size_t)snprintf(names + o, sizeof names - o, "%s%s*", i ? ", " : "", pre[i]);
             if (ok && n > 0)
-                printf("init: carried %d tensor%s the model does not train (%s) into %s (%.2f s)\n", n,
-                       n == 1 ? "" : "s", pre[1] ? "by their prefixes" : pre[0], dir, zt_now() - t0);
+                printf("init: carried %d tensor%s the model does not train (%s) into %s, kept as they are for "
+                       "export and RUN/final (%.2f s)\n", n, n == 1 ? "" : "s", names, dir, zt_now() - t0);
         } else if (!o->resume && have) {
             ok = zt_remove_tree(dir) == 0;  // an earlier run's in a reused directory
         }
