@@ -31,6 +31,13 @@ if(ZT_PYTHON3)
            COMMAND ${ZT_PYTHON3} ${CMAKE_SOURCE_DIR}/benchmarks/delta_rule_vs_torch.py --bench $<TARGET_FILE:zt_delta_bench>
                    --S 150 --Hk 2 --Hv 6 --Dk 16 --Dv 72 --reps 1)
   set_tests_properties(bench_delta_rule_vs_torch PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # One Qwen3.5 Gated DeltaNet decoder layer against transformers' Qwen3_5DecoderLayer, CI-sized:
+  # every parameter gradient and d(input) must agree (the ratio is printed, not judged).
+  add_test(NAME bench_deltanet_layer_vs_torch
+           COMMAND ${ZT_PYTHON3} ${CMAKE_SOURCE_DIR}/benchmarks/deltanet_layer_vs_torch.py
+                   --bench $<TARGET_FILE:zt_deltanet_layer_bench> --S 150 --hidden 64 --ffn 96 --Hk 2 --Hv 6
+                   --Dk 16 --Dv 24 --reps 1)
+  set_tests_properties(bench_deltanet_layer_vs_torch PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 
 # The GEMM benchmark runs and prints its table (one repetition; the numbers are not judged here;
