@@ -17,6 +17,7 @@
 #include "checkpoint/safetensors.h"
 #include "base/common.h"
 #include "base/out_file.h"
+#include "model/family.h"
 
 #define ZT_EXPORT_DEFAULT_SHARD 5000000000LL  // 5 GB, as transformers' save_pretrained
 
@@ -150,10 +151,10 @@ int zt_ckpt_inspect(const char *ckpt_dir, FILE *out) {
     fprintf(out, "last lr: %.6g\n", m->lr_last);
     fprintf(out, "final: %s\n", m->final ? "yes (the run finished)" : "no");
     fprintf(out,
-            "model: Qwen3, vocab_size %lld, hidden_size %lld, intermediate_size %lld, num_hidden_layers %d, "
+            "model: %s, vocab_size %lld, hidden_size %lld, intermediate_size %lld, num_hidden_layers %d, "
             "num_attention_heads %d, num_key_value_heads %d, head_dim %d, rms_norm_eps %g, rope_theta %g, "
             "tie_word_embeddings %s, max_position_embeddings %lld, bos_token_id %lld, eos_token_id %lld\n",
-            (long long)c->vocab_size, (long long)c->hidden_size, (long long)c->intermediate_size, c->num_layers,
+            zt_model_title(c), (long long)c->vocab_size, (long long)c->hidden_size, (long long)c->intermediate_size, c->num_layers,
             c->num_heads, c->num_kv_heads, c->head_dim, c->rms_norm_eps, c->rope_theta,
             c->tie_word_embeddings ? "true" : "false", (long long)c->max_position_embeddings,
             (long long)c->bos_token_id, (long long)c->eos_token_id);

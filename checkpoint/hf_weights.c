@@ -83,8 +83,8 @@ static int load_file(const zt_model_layout *lay, const char *path, const slice_s
                 rc = zt_err("%s: tensor %s belongs to layer %d but the config has num_hidden_layers = %d", path,
                             t->name, layer, lay->cfg.num_layers);
             else
-                rc = zt_err("%s: tensor %s is not part of a Qwen3 model with this config (tie_word_embeddings = %s)",
-                            path, t->name, lay->cfg.tie_word_embeddings ? "true" : "false");
+                rc = zt_err("%s: tensor %s is not part of a %s model with this config (tie_word_embeddings = %s)",
+                            path, t->name, zt_model_title(&lay->cfg), lay->cfg.tie_word_embeddings ? "true" : "false");
             break;
         }
         const zt_tensor_desc *d = &lay->units[u].t[k];

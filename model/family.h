@@ -6,7 +6,8 @@
 // The config codec (config.json <-> zt_model_config) is the one part not in this table: it
 // needs cJSON, which the GPU-only build lacks, so a family registers its codec in
 // model/hf_config.c (by model_type) instead. docs/design.md "The model seam" is the how-to.
-// defines: zt_family, zt_family_cpu, zt_family_context, zt_family_find, zt_family_list, zt_model_preset (model/family.c also defines the
+// defines: zt_family, zt_family_cpu, zt_family_context, zt_family_find, zt_family_list, zt_model_preset,
+//          zt_model_title (model/family.c also defines the
 //          zt_model_* functions that dispatch through a config's table: zt_model_layout_init and
 //          zt_model_init_unit (declared in model/layout.h), zt_model_param_count and
 //          zt_model_max_positions (model/hf_config.h), the FLOP counts (model/flops.h))
@@ -71,6 +72,7 @@ typedef struct zt_family_cpu {
 
 struct zt_family {
     const char *name;        // "qwen3": messages, and the GPU passes' name in the CUDA module
+    const char *title;       // how a person's messages name it: "Qwen3", "Qwen3.5"
     const char *model_type;  // Hugging Face config.json model_type
     // units: the layout (which tensors, in which unit, at which offset) and the initial values
     int (*layout_init)(zt_model_layout *lay, const zt_model_config *c);
@@ -96,6 +98,10 @@ struct zt_family {
 // Every family this build knows (NULL-terminated), and one by model_type (NULL: none).
 const zt_family *const *zt_family_list(void);
 const zt_family *zt_family_find(const char *model_type);
+// The title of a config's family ("Qwen3" for a config built by hand without a table).
+static inline const char *zt_model_title(const zt_model_config *c) {
+    return c->family && c->family->title ? c->family->title : "Qwen3";
+}
 // A built-in config by name ("qwen3-32b": what `plan` shows without --model): 0, or -1 + zt_err.
 int zt_model_preset(const char *name, zt_model_config *c);
 

@@ -368,6 +368,7 @@ static const zt_family_cpu qwen3_cpu = {
 
 const zt_family zt_qwen3_family = {
     .name = "qwen3",
+    .title = "Qwen3",
     .model_type = "qwen3",
     .layout_init = zt_qwen3_layout_init,
     .init_unit = zt_qwen3_init_unit,

@@ -632,6 +632,7 @@ static const char *const carried[] = {"mtp.", "model.visual.", NULL};
 
 const zt_family zt_qwen3_5_family = {
     .name = "qwen3_5",
+    .title = "Qwen3.5",
     .model_type = "qwen3_5_text",
     .layout_init = layout_init,
     .init_unit = init_unit,

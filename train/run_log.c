@@ -15,6 +15,7 @@
 
 #include "base/common.h"
 #include "base/out_file.h"
+#include "model/family.h"
 #include "model/flops.h"
 #include "train/agree.h"
 #include "train/device_info.h"
@@ -175,8 +176,13 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     zt_fsdp_strategy strat;  // the state is sharded over the shard group (G), replicated W/G times
     zt_fsdp_get_strategy(r->f, &strat);
-    printf("model: Qwen3 %d layers, d=%lld, ffn=%lld, heads %d/%d, head_dim %d, vocab %lld, %s, %.2f M params\n",
-           cfg->num_layers, (long long)cfg->hidden_size, (long long)cfg->intermediate_size, cfg->num_heads,
+    // the layer mix of a family with two kinds of layers (Qwen3.5: "48 linear + 16 full"); Qwen3's line as it was
+    int linear = 0;
+    for (int l = 0; l < cfg->num_layers; l++) linear += cfg->layer_linear[l] != 0;
+    char mix[64] = "";
+    if (linear) snprintf(mix, sizeof mix, " (%d linear + %d full)", linear, cfg->num_layers - linear);
+    printf("model: %s %d layers%s, d=%lld, ffn=%lld, heads %d/%d, head_dim %d, vocab %lld, %s, %.2f M params\n",
+           zt_model_title(cfg), cfg->num_layers, mix, (long long)cfg->hidden_size, (long long)cfg->intermediate_size, cfg->num_heads,
            cfg->num_kv_heads, cfg->head_dim, (long long)cfg->vocab_size, cfg->tie_word_embeddings ? "tied" : "untied",
            zt_model_param_count(cfg) / 1e6);
     printf("memory per rank: params %s, grads %s, optimizer %s (sharded 1/%d), gather/scatter buffers %s, "

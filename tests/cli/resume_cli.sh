@@ -37,6 +37,20 @@ same_world)  # W=2 x G=2 (global batch 4), 20 steps (2 epochs of 12 would be 24;
     diff <(cut -d, -f1-3 "$W/full/metrics.jsonl") <(cut -d, -f1-3 "$W/part/metrics.jsonl") || fail "loss per step differs"
     echo "ok [$CASE]: stopped at 7, resumed, 20 steps bit-identical, same blocks per step"
     ;;
+qwen3_5)  # Qwen3.5 (tests/golden/q35_mix: Gated DeltaNet + full attention), W=2 x G=2, 12 steps: stopped at 6 and resumed
+    COMMON=(--init "$GOLD/q35_mix" "${COMMON[@]:2}")
+    run 2 "$W/full" --steps 12 --grad-accum 2
+    grep -q "model: Qwen3.5 4 layers (3 linear + 1 full)" "$W/full.out" || { cat "$W/full.out"; fail "no Qwen3.5 model line"; }
+    run 2 "$W/part" --steps 12 --grad-accum 2 --debug-signal-at-step 6
+    grep -q "stopped: a stop signal" "$W/part.out" || { cat "$W/part.out"; fail "no graceful stop"; }
+    run 2 "$W/part" --steps 12 --grad-accum 2 --resume
+    grep -q "resume: .*step 6" "$W/part.out" || { cat "$W/part.out"; fail "did not resume from step 6"; }
+    "$CMP" "$W/full/final/model.safetensors" "$W/part/final/model.safetensors" 0 || fail "not bit-identical"
+    diff <(steps_blocks "$W/full") <(steps_blocks "$W/part") || fail "block ids per step differ"
+    diff <(cut -d, -f1-3 "$W/full/metrics.jsonl") <(cut -d, -f1-3 "$W/part/metrics.jsonl") || fail "loss per step differs"
+    [ "$(grep -c '"loss":' "$W/part/metrics.jsonl")" -eq 12 ] || fail "metrics.jsonl should have 12 step lines"
+    echo "ok [$CASE]: Qwen3.5 stopped at 6, resumed, 12 steps bit-identical, same blocks per step"
+    ;;
 reshard_4_to_2)  # global batch 4: W=4 x G=1, then W=2 x G=2
     run 4 "$W/full" --steps 16
     run 4 "$W/part" --steps 16 --debug-signal-at-step 5

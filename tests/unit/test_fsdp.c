@@ -12,6 +12,8 @@
 // early and a late chunk of it; K/V all-gathered over the group): the same equivalence with the
 // reference at the same global batch (W / C data-parallel ranks), on plain blocks and (sft) on
 // packed documents crossing the chunks, and per-rank state still ~ 1/G (C adds none).
+// The model is the golden case's config.json (its weights are not read: both sides start from the
+// seed): Qwen3 (tiny_*), or Qwen3.5 (q35_*), whose reference runs through the family's CPU passes.
 // usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft|plain] [group=G] [keep] [context=C]
 #include <math.h>
 #include <mpi.h>
@@ -47,6 +49,19 @@ static int probe_stop(void *ctx) {
     return p->rank == p->world - 1 && m == p->stop_at;
 }
 static void check_overlap(const zt_fsdp *f) { zt_check_fsdp_schedule(f, report); }
+
+// The reference's forward (+ backward at scale 0: nothing accumulates) on one block: the summed
+// loss; *ntargets its trained targets. Qwen3 through its own passes, any other family (Qwen3.5)
+// through its table's.
+static double ref_block_loss(zt_trainer *ref, const uint32_t *block, int64_t S, int64_t *ntargets) {
+    if (!ref->fm) {
+        const double loss = zt_qwen3_fwd_bwd(&ref->model, ref->params, ref->grads, block, 0.0f);
+        *ntargets = ref->model.ntargets;
+        return loss;
+    }
+    return zt_family_fwd_bwd(ref->fam, ref->fm, &ref->flay, ref->params, ref->grads, block, 1, S, ref->isolated, 0.0f,
+                             ntargets, NULL);
+}
 
 int main(int argc, char **argv) {
     if (argc < 2) zt_fatal("usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft|plain] [group=G] [keep] [context=C]");
@@ -127,7 +142,7 @@ int main(int argc, char **argv) {
 
     zt_trainer ref;
     if (rank == 0 && zt_trainer_init(&ref, &cfg, &zt_cpu_ops, B, D * G, S, &hp, seed) != 0) zt_die_on_err();
-    if (rank == 0) ref.model.isolated = sft;
+    if (rank == 0) ref.model.isolated = ref.isolated = sft;
 
     // Evaluation (sft): blocks 0..4 dealt round-robin, fillers where a rank runs out; equal to the
     // reference forward on the same (untrained, W-independent) parameters up to summation order.
@@ -143,8 +158,9 @@ int main(int argc, char **argv) {
             double rsum = 0;
             int64_t rtg = 0;
             for (int64_t i = 0; i < neval; i++) {
-                rsum += zt_qwen3_fwd_bwd(&ref.model, ref.params, ref.grads, data + i * S, 0.0f);
-                rtg += ref.model.ntargets;
+                int64_t nt;
+                rsum += ref_block_loss(&ref, data + i * S, S, &nt);
+                rtg += nt;
             }
             printf("W=%d eval before training: loss %.15f over %lld targets (reference %.15f over %lld)\n", W,
                    esum / (double)etg, (long long)etg, rsum / (double)rtg, (long long)rtg);
@@ -330,8 +346,10 @@ int main(int argc, char **argv) {
         if (zt_fsdp_eval(&f, eval_blocks, (int)nmicro_eval, &esum, &etg) != 0) zt_die_on_err();
         if (rank == 0) {
             double rsum = 0;
-            for (int64_t i = 0; i < neval; i++)
-                rsum += zt_qwen3_fwd_bwd(&ref.model, ref.params, ref.grads, data + i * S, 0.0f);
+            for (int64_t i = 0; i < neval; i++) {
+                int64_t nt;
+                rsum += ref_block_loss(&ref, data + i * S, S, &nt);
+            }
             float a = (float)esum, b = (float)rsum;
             printf("W=%d eval after training: loss sum %.9f (reference %.9f)\n", W, esum, rsum);
             CHECK_CLOSE("eval after training", &a, &b, 1, 1e-5);

@@ -442,6 +442,20 @@ int main(int argc, char **argv) {
     snprintf(sub, sizeof sub, "%s/extra.safetensors", dir);
     write_variant(&lay, p, sub, NULL, "model.layers.0.self_attn.q_proj.bias");
     expect_error(&lay, sub, "is not part of a Qwen3 model");
+    {  // the refusal names the config's family: Qwen3.5 (tests/golden/q35_mix) with a bias it lacks
+        zt_model_config c35;
+        char q35[512];
+        snprintf(q35, sizeof q35, "%s/q35_mix", ZT_GOLDEN_DIR);
+        if (zt_model_config_load(&c35, q35) != 0) zt_die_on_err();
+        zt_model_layout l35;
+        if (zt_model_layout_init(&l35, &c35) != 0) zt_die_on_err();
+        float **p35 = alloc_units(&l35);
+        snprintf(sub, sizeof sub, "%s/extra35.safetensors", dir);
+        write_variant(&l35, p35, sub, NULL, "model.layers.2.self_attn.q_proj.bias");
+        expect_error(&l35, sub, "tensor model.layers.2.self_attn.q_proj.bias is not part of a Qwen3.5 model");
+        free_units(&l35, p35);
+        zt_model_layout_free(&l35);
+    }
     snprintf(sub, sizeof sub, "%s/layer.safetensors", dir);
     write_variant(&lay, p, sub, NULL, "model.layers.7.input_layernorm.weight");
     expect_error(&lay, sub, "belongs to layer 7 but the config has num_hidden_layers = 2");
