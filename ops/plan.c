@@ -430,7 +430,9 @@ static int plan_memory(const zt_model_config *c, const zt_gpu_spec *g, const zt_
 }
 
 // Context parallelism's per-layer collectives over C consecutive ranks: over NVLink when they sit in
-// one node, else as the shard group's rings across nodes (docs/plan.md).
+// one node, else as the shard group's rings across nodes (docs/plan.md). Every decoder layer exchanges
+// K and V: a family that trains this way has softmax attention in each (Qwen3); zt_plan_predict refuses
+// C > 1 for a family without context parallelism (Qwen3.5's linear layers).
 static void context_model(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
                           const zt_plan_job *job, int C, sim_model *m, zt_plan_result *r) {
     const int gpn = g->gpus_per_node;
