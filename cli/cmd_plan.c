@@ -50,7 +50,7 @@ static const zt_flag_choice attention_choices[] = {{"gemm", ZT_ATTN_SCRATCH_GEMM
 static const zt_flag flags[] = {
     {.type = ZT_FLAG_SECTION, .help = "model and job:"},
     {"model", ZT_FLAG_STR, ZT_AT_STR(T, model), "PATH",
-     .help = "Qwen3 config.json or HF directory (--field: built-in Qwen3-32B)"},
+     .help = "config.json or HF directory of a Qwen3 or Qwen3.5 model (--field: built-in Qwen3-32B)"},
     {"field", ZT_FLAG_SET, ZT_AT_INT(T, field),
      .help = "reproduce the field report's table (Qwen3-32B, 4/8/16 B300s) and\nextrapolate to 1,024 GPUs"},
     {"from-run", ZT_FLAG_STR, ZT_AT_STR(T, from_run), "RUN",
@@ -137,13 +137,34 @@ static const zt_flag flags[] = {
 static void print_header(const char *model_src, const zt_model_config *c, const zt_gpu_spec *g,
                          const zt_plan_assumptions *a, int64_t S) {
     const int64_t n = zt_model_param_count(c);
-    printf("model: Qwen3 (%s): %d layers, hidden %lld, ffn %lld, heads %d/%d x %d, vocab %lld, %s embeddings\n",
-           model_src, c->num_layers, (long long)c->hidden_size, (long long)c->intermediate_size, c->num_heads,
-           c->num_kv_heads, c->head_dim, (long long)c->vocab_size, c->tie_word_embeddings ? "tied" : "untied");
-    printf("  parameters %lld (%.2f GB in bf16)\n", (long long)n, 2.0 * n / 1e9);
-    printf("  FLOPs per token at seq %lld: %.1f G = 6 N + 12 L S hidden (the field convention, used for MFU); "
-           "the GPU executes %.1f G (6 N_matmul + 6 L S H D, causal)\n",
-           (long long)S, zt_plan_flops_per_token(c, S) / 1e9, zt_plan_flops_per_token_exact(c, S) / 1e9);
+    int nk[ZT_LAYER_KINDS];
+    if (zt_model_layer_kinds(c, nk) == 1) {  // one kind of layer (Qwen3): softmax attention in each
+        printf("model: %s (%s): %d layers, hidden %lld, ffn %lld, heads %d/%d x %d, vocab %lld, %s embeddings\n",
+               c->family->title, model_src, c->num_layers, (long long)c->hidden_size, (long long)c->intermediate_size,
+               c->num_heads, c->num_kv_heads, c->head_dim, (long long)c->vocab_size,
+               c->tie_word_embeddings ? "tied" : "untied");
+        printf("  parameters %lld (%.2f GB in bf16)\n", (long long)n, 2.0 * n / 1e9);
+        printf("  FLOPs per token at seq %lld: %.1f G = 6 N + 12 L S hidden (the field convention, used for MFU); "
+               "the GPU executes %.1f G (6 N_matmul + 6 L S H D, causal)\n",
+               (long long)S, zt_plan_flops_per_token(c, S) / 1e9, zt_plan_flops_per_token_exact(c, S) / 1e9);
+    } else {  // layers of several kinds: each named with its count
+        printf("model: %s (%s): %d layers (", c->family->title, model_src, c->num_layers);
+        for (int k = 0, first = 1; k < ZT_LAYER_KINDS; k++) {
+            if (!nk[k]) continue;
+            zt_layer_plan p;
+            zt_model_layer_plan(c, k, S, &p);
+            printf("%s%d %s", first ? "" : " + ", nk[k], p.name);
+            first = 0;
+        }
+        printf("), hidden %lld, ffn %lld, vocab %lld, %s embeddings\n", (long long)c->hidden_size,
+               (long long)c->intermediate_size, (long long)c->vocab_size, c->tie_word_embeddings ? "tied" : "untied");
+        printf("  parameters %lld (%.2f GB in bf16)\n", (long long)n, 2.0 * n / 1e9);
+        const int la = zt_plan_attention_layers(c);
+        printf("  FLOPs per token at seq %lld: %.1f G = 6 N + 12 L_attn S hidden, L_attn = the %d layers with softmax "
+               "attention (the field convention, used for MFU); the GPU executes %.1f G (the family's count: its "
+               "matmuls, the %d attention layers' causal 6 S H D, the other layers' sequence mixing)\n",
+               (long long)S, zt_plan_flops_per_token(c, S) / 1e9, la, zt_plan_flops_per_token_exact(c, S) / 1e9, la);
+    }
     printf("gpu: %s: %.0f TFLOP/s bf16 dense, %.0f GB HBM at %.2f TB/s, NVLink %.0f GB/s and network %.0f GB/s "
            "per GPU per direction, %d GPUs per node\n",
            g->name, g->peak_flops / 1e12, g->hbm_bytes / 1e9, g->hbm_bw / 1e12, g->nvlink_bw / 1e9, g->net_bw / 1e9,
@@ -595,12 +616,6 @@ int zt_cmd_plan(int argc, char **argv) {
         if (zt_model_config_load(&cfg, model) != 0) zt_die_on_err();
     } else {
         if (zt_model_preset("qwen3-32b", &cfg) != 0) zt_die_on_err();
-    }
-    if (cfg.family && strcmp(cfg.family->name, "qwen3") != 0) {  // the formula's activations are Qwen3's layers
-        fprintf(stderr, "zerotrain: error: %s: plan models Qwen3's layers (its memory and step-time formula, "
-                        "docs/plan.md); the %s family's Gated DeltaNet layers are not in it yet\n", model,
-                cfg.family->name);
-        return 2;
     }
     zt_gpu_spec g;
     if ((gpu_file ? zt_gpu_spec_load(gpu_file, &g) : zt_gpu_preset(gpu_name, &g)) != 0) {

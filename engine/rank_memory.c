@@ -1,6 +1,7 @@
 // The memory formula of one rank (engine/rank_memory.h): the layout's padded shards, the engine's
 // buffer slots and a micro-batch's saved activations, in bytes. It lives beside the engine because
-// the buffers it counts are the engine's (ZT_FSDP_ALIGN, ZT_FSDP_PARAM_SLOTS, ZT_FSDP_GRAD_SLOTS).
+// the buffers it counts are the engine's (ZT_FSDP_ALIGN, ZT_FSDP_PARAM_SLOTS, ZT_FSDP_GRAD_SLOTS); what a
+// decoder layer keeps is the family's (zt_layer_plan, model/family.h).
 // defines: zt_rank_memory_predict
 #include "engine/rank_memory.h"
 
@@ -9,6 +10,7 @@
 
 #include "base/common.h"
 #include "engine/fsdp.h"
+#include "model/family.h"
 #include "model/layout.h"
 
 static double pad_to(double n, double m) { return ceil(n / m) * m; }
@@ -58,28 +60,38 @@ static void state_and_buffers(const zt_rank_memory_job *job, const zt_model_layo
     mem->buffers = pslots * max_unit * pb + (job->nosync ? 0.0 : ZT_FSDP_GRAD_SLOTS * max_unit * job->reduce_bytes);
 }
 
-// Saved activations of one micro-batch, bf16 with flash attention (no S x S matrix):
-// per token and layer x, ln1, x_mid, ln2 (4d); q before and after norm+RoPE and the
-// attention output (3 H D); k before and after, v (3 Hkv D); gate, up, silu*up (3F);
-// fp32 rstd of both norms and of q/k norms per head, and the softmax log-sum-exp.
-// With context parallelism each rank holds S/C tokens of the block.
-static void activations(const zt_model_config *c, const zt_rank_memory_job *job, zt_rank_memory *mem) {
+// Saved activations of one micro-batch in the GPU plan's dtypes: the family's counts of each kind of
+// decoder layer (zt_layer_plan: bf16 values, fp32 statistics and per-row state), summed over the layers;
+// the head; one layer's backward workspace (the largest kind's). With context parallelism each rank
+// holds S/C tokens of the block. Returns whether any layer attends over the S keys (softmax attention).
+static int activations(const zt_model_config *c, const zt_rank_memory_job *job, zt_rank_memory *mem) {
     const double C = job->context_parallel > 1 ? job->context_parallel : 1;
-    const double T = (double)job->micro_batch * (double)job->seq_len / C;
-    const double d = (double)c->hidden_size, F = (double)c->intermediate_size, D = c->head_dim;
-    const double H = c->num_heads, Hkv = c->num_kv_heads, V = (double)c->vocab_size, L = c->num_layers;
-    const double layer = T * (2.0 * (4 * d + 3 * H * D + 3 * Hkv * D + 3 * F) + 4.0 * (2 + 2 * H + Hkv));
-    // head: final-norm output (bf16) + fp32 logits of the micro-batch (gradient in place);
-    // backward workspace: gradients of one layer's activations (dx, dh, dq, dk, dv, datt, dgate, dup, dact).
+    const double T = (double)job->micro_batch * (double)job->seq_len / C, B = job->micro_batch;
+    const double d = (double)c->hidden_size, V = (double)c->vocab_size, L = c->num_layers;
+    int n[ZT_LAYER_KINDS], attention = 0;
+    zt_model_layer_kinds(c, n);
+    double layers = 0, live = 0, work = 0;
+    for (int k = 0; k < ZT_LAYER_KINDS; k++) {
+        if (!n[k]) continue;
+        zt_layer_plan p;
+        zt_model_layer_plan(c, k, (int64_t)ceil((double)job->seq_len / C), &p);
+        const double layer = T * (2.0 * p.values + 4.0 * p.stats) + B * 4.0 * p.row_stats;
+        layers += n[k] * layer;
+        live = fmax(live, layer);
+        work = fmax(work, T * 2.0 * p.work);
+        attention |= p.attention;
+    }
+    // head: final-norm output (bf16) + fp32 logits of the micro-batch (gradient in place)
     const double head = T * (2.0 * d + 4.0 * V);
-    const double work = T * 2.0 * (2 * d + 2 * H * D + 2 * Hkv * D + 3 * F);
-    mem->act_no_recompute = L * layer + head + work;
-    mem->act_recompute = L * T * d * 2.0 + layer + head + work;  // checkpointed layer inputs + one live layer
+    mem->act_no_recompute = layers + head + work;
+    mem->act_recompute = L * T * d * 2.0 + live + head + work;  // checkpointed layer inputs + one live layer
     mem->activations = job->recompute ? mem->act_recompute : mem->act_no_recompute;
+    return attention;
 }
 
-// Context parallelism's K/V buffers and the attention's own scratch (docs/plan.md). The attention
-// ops run one (batch row, KV-head group) at a time, so the scratch does not grow with the micro-batch.
+// Context parallelism's K/V buffers and the attention's own scratch (docs/plan.md), of the layers with
+// softmax attention (none: 0). The attention ops run one (batch row, KV-head group) at a time and one
+// layer at a time, so the scratch grows neither with the micro-batch nor with the layers.
 static void attention_terms(const zt_model_config *c, const zt_rank_memory_job *job, zt_rank_memory *mem) {
     if (job->context_parallel < 1) return;
     const double C = job->context_parallel, S = (double)job->seq_len, Sq = S / C, B = job->micro_batch;
@@ -98,8 +110,7 @@ int zt_rank_memory_predict(const zt_model_config *c, const zt_rank_memory_job *j
     zt_model_layout lay;
     if (zt_model_layout_init(&lay, c) != 0) return -1;
     state_and_buffers(job, &lay, out);
-    activations(c, job, out);
-    attention_terms(c, job, out);
+    if (activations(c, job, out)) attention_terms(c, job, out);
     out->total = out->params + out->grads + out->optimizer + out->buffers + out->activations;
     if (job->context_parallel > 0) out->total += out->cp_kv + out->attention;
     zt_model_layout_free(&lay);

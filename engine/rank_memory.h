@@ -38,9 +38,10 @@ typedef struct {
     double grads;         // fp32 gradient shard (+ the unsharded accumulator for nosync)
     double optimizer;     // fp32 Adam m and v shards
     double buffers;       // gathered-unit parameter buffers + full-unit gradient buffers
-    double activations;   // saved activations of one micro-batch, with or without recompute (per job)
+    double activations;   // saved activations of one micro-batch, with or without recompute (per job): the
+                          // family's layer kinds (model/family.h zt_layer_plan) summed over the layers
     double act_no_recompute, act_recompute;  // both variants
-    // with job.context_parallel >= 1 (0 otherwise):
+    // with job.context_parallel >= 1 and a layer with softmax attention (zt_layer_plan.attention; 0 otherwise):
     double cp_kv;         // C > 1: one layer's K and V gathered over the context group (bf16) and the
                           // block's dK, dV before their reduce-scatter (fp32): 12 B S Hkv D
     double attn_gemm;     // GEMM attention scratch of one KV-head group, Sq = S/C queries against S keys:

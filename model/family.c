@@ -4,7 +4,7 @@
 // model/family_cuda.c.
 // defines: zt_family_list, zt_family_find, zt_model_preset, zt_model_layout_init, zt_model_init_unit,
 //          zt_model_param_count, zt_model_max_positions, zt_model_flops_matmul_per_token,
-//          zt_model_train_flops, zt_model_recompute_flops
+//          zt_model_train_flops, zt_model_recompute_flops, zt_model_layer_kinds, zt_model_layer_plan
 #include "model/family.h"
 
 #include <string.h>
@@ -56,4 +56,22 @@ double zt_model_train_flops(const zt_model_config *c, double tokens, double sum_
 }
 double zt_model_recompute_flops(const zt_model_config *c, double tokens, double sum_sq) {
     return fam(c)->recompute_flops(c, tokens, sum_sq);
+}
+
+int zt_model_layer_kinds(const zt_model_config *c, int n[ZT_LAYER_KINDS]) {
+    for (int k = 0; k < ZT_LAYER_KINDS; k++) n[k] = 0;
+    for (int l = 0; l < c->num_layers; l++) {
+        const int k = fam(c)->layer_kind(c, l);
+        if (k < 0 || k >= ZT_LAYER_KINDS) zt_fatal("%s: layer %d has kind %d, outside 0..%d", fam(c)->name, l, k,
+                                                   ZT_LAYER_KINDS - 1);
+        n[k]++;
+    }
+    int present = 0;
+    for (int k = 0; k < ZT_LAYER_KINDS; k++) present += n[k] > 0;
+    return present;
+}
+
+void zt_model_layer_plan(const zt_model_config *c, int kind, int64_t S, zt_layer_plan *out) {
+    memset(out, 0, sizeof *out);
+    fam(c)->layer_plan(c, kind, S, out);
 }

@@ -6,8 +6,8 @@
 // The config codec (config.json <-> zt_model_config) is the one part not in this table: it
 // needs cJSON, which the GPU-only build lacks, so a family registers its codec in
 // model/hf_config.c (by model_type) instead. docs/design.md "The model seam" is the how-to.
-// defines: zt_family, zt_family_cpu, zt_family_context, zt_family_find, zt_family_list, zt_model_preset,
-//          zt_model_title (model/family.c also defines the
+// defines: zt_family, zt_family_cpu, zt_family_context, zt_layer_plan, zt_family_find, zt_family_list, zt_model_preset,
+//          zt_model_title, zt_model_layer_kinds, zt_model_layer_plan (model/family.c also defines the
 //          zt_model_* functions that dispatch through a config's table: zt_model_layout_init and
 //          zt_model_init_unit (declared in model/layout.h), zt_model_param_count and
 //          zt_model_max_positions (model/hf_config.h), the FLOP counts (model/flops.h))
@@ -70,9 +70,28 @@ typedef struct zt_family_cpu {
     void (*logits)(void *m, const float *p, const float *emb, float *out);
 } zt_family_cpu;
 
+// The planner's view of one kind of decoder layer (engine/rank_memory.c's memory, ops/plan.c's
+// step time; docs/plan.md "Memory per GPU"). The counts are of what the family's passes keep from a
+// layer's forward to its backward, split by the dtype the GPU plan gives them: `values` in the
+// activation dtype (bf16 in the plan: the matmul, norm and mixing outputs, the layer's input),
+// `stats` in fp32 (norm statistics, gates, a flash softmax's log-sum-exp). A layer of this kind on B
+// rows of S tokens keeps B S (2 values + 4 stats) + 4 B row_stats bytes in the plan.
+typedef struct {
+    char name[80];     // "attention", "linear attention (Gated DeltaNet, ...)": plan's header
+    double values;     // elements per token in the activation dtype (the layer's input included)
+    double stats;      // fp32 elements per token
+    double row_stats;  // fp32 elements per row of S tokens (Qwen3.5: the delta rule's chunk states)
+    double work;       // elements per token of one layer's activation gradients while its backward runs
+    double flops;      // training FLOPs (model/flops.h's convention) of one such layer on one row of S tokens
+    int attention;     // 1: softmax attention over the S keys (the attention scratch, the context K/V)
+} zt_layer_plan;
+
+// Kinds a family's decoder layers may have (zt_family.layer_kind's range).
+#define ZT_LAYER_KINDS 4
+
 struct zt_family {
     const char *name;        // "qwen3": messages, and the GPU passes' name in the CUDA module
-    const char *title;       // how a person's messages name it: "Qwen3", "Qwen3.5"
+    const char *title;       // how a person's messages name it: "Qwen3", "Qwen3.5" (plan's header too)
     const char *model_type;  // Hugging Face config.json model_type
     // units: the layout (which tensors, in which unit, at which offset) and the initial values
     int (*layout_init)(zt_model_layout *lay, const zt_model_config *c);
@@ -86,6 +105,10 @@ struct zt_family {
     double (*flops_matmul_per_token)(const zt_model_config *c);
     double (*flops_mixing)(const zt_model_config *c, double sum_sq);
     double (*recompute_flops)(const zt_model_config *c, double tokens, double sum_sq);
+    // the planner: which kind decoder layer `layer` is (0 .. ZT_LAYER_KINDS - 1), and that kind's
+    // counts for rows of S tokens (zt_layer_plan)
+    int (*layer_kind)(const zt_model_config *c, int layer);
+    void (*layer_plan)(const zt_model_config *c, int kind, int64_t S, zt_layer_plan *out);
     const zt_family_cpu *cpu;
     // Tensors of a Hugging Face checkpoint this family keeps but does not train (Qwen3.5: "mtp.",
     // "model.visual."): names starting with one of these prefixes (NULL-terminated; NULL: none)
@@ -94,6 +117,11 @@ struct zt_family {
     // 1: its `create` takes a zt_family_context (--context-parallel); 0: refused at start.
     int context_parallel;
 };
+
+// Decoder layers of a config by kind (through its table): n[k] layers of kind k; returns the number
+// of kinds present (a kind with n[k] = 0 is absent).
+int zt_model_layer_kinds(const zt_model_config *c, int n[ZT_LAYER_KINDS]);
+void zt_model_layer_plan(const zt_model_config *c, int kind, int64_t S, zt_layer_plan *out);
 
 // Every family this build knows (NULL-terminated), and one by model_type (NULL: none).
 const zt_family *const *zt_family_list(void);

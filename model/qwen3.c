@@ -377,6 +377,8 @@ const zt_family zt_qwen3_family = {
     .flops_matmul_per_token = zt_qwen3_flops_matmul_per_token,
     .flops_mixing = zt_qwen3_flops_attention,
     .recompute_flops = zt_qwen3_recompute_flops,
+    .layer_kind = zt_qwen3_layer_kind,
+    .layer_plan = zt_qwen3_layer_plan,
     .cpu = &qwen3_cpu,
     .context_parallel = 1,
 };

@@ -94,6 +94,10 @@ const float *zt_qwen3_lm_head(const zt_model_layout *lay, float *const *params);
 
 // The Qwen3 family's table (model/family.h): the layout, init, counts and the CPU passes above.
 extern const zt_family zt_qwen3_family;
+// The planner's counts of a Qwen3 decoder layer (model/flops.c; model/family.h zt_layer_plan): one
+// kind, "attention".
+int zt_qwen3_layer_kind(const zt_model_config *c, int layer);
+void zt_qwen3_layer_plan(const zt_model_config *c, int kind, int64_t S, zt_layer_plan *out);
 // Qwen3-32B's config.json fields (QWEN3.md), built in so that `plan` needs no file (zt_model_preset).
 void zt_qwen3_32b_config(zt_model_config *c);
 #endif

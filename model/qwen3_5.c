@@ -149,17 +149,24 @@ static int n_linear(const zt_model_config *c) {
     return n;
 }
 
-// Forward FLOPs of one token: 2 x every matrix's parameters, the conv (2 K per channel) and the
-// delta rule (per value head: the read S^T k, the rank-1 update and the output S^T q, 2 Dk Dv each).
+// Forward FLOPs of one token in one layer of each kind, without the S x S attention: 2 x every
+// matrix's parameters, and in a linear layer the conv (2 K per channel) and the delta rule (per value
+// head: the read S^T k, the rank-1 update and the output S^T q, 2 Dk Dv each).
+static double lin_fwd_token(const dims *z) {
+    const double mlp = 3.0 * z->F * z->d;
+    const double mat = (double)z->C * z->d + (double)z->Vd * z->d + 2.0 * z->Hv * z->d + (double)z->d * z->Vd + mlp;
+    return 2.0 * mat + 2.0 * z->K * z->C + 6.0 * z->Hv * z->Dk * z->Dv;
+}
+
+static double full_fwd_token(const dims *z) {
+    const double mlp = 3.0 * z->F * z->d;
+    return 2.0 * (2.0 * z->H * z->D * z->d + 2.0 * z->Hkv * z->D * z->d + (double)z->d * z->H * z->D + mlp);
+}
+
 static double fwd_per_token(const zt_model_config *c) {
     const dims z = dims_of(c);
-    const double mlp = 3.0 * z.F * z.d;
-    const double lin = (double)z.C * z.d + (double)z.Vd * z.d + 2.0 * z.Hv * z.d + (double)z.d * z.Vd + mlp;
-    const double full = 2.0 * z.H * z.D * z.d + 2.0 * z.Hkv * z.D * z.d + (double)z.d * z.H * z.D + mlp;
     const int nl = n_linear(c), nf = c->num_layers - nl;
-    const double matmul = 2.0 * (nl * lin + nf * full + (double)z.V * z.d);
-    const double mixing_linear = nl * (2.0 * z.K * z.C + 6.0 * z.Hv * z.Dk * z.Dv);
-    return matmul + mixing_linear;
+    return nl * lin_fwd_token(&z) + nf * full_fwd_token(&z) + 2.0 * (double)z.V * z.d;
 }
 
 static double flops_per_token(const zt_model_config *c) { return 3.0 * fwd_per_token(c); }
@@ -172,6 +179,51 @@ static double flops_mixing(const zt_model_config *c, double sum_sq) {
 static double recompute_flops(const zt_model_config *c, double tokens, double sum_sq) {
     const double lm = 2.0 * (double)c->vocab_size * c->hidden_size;  // the head is not recomputed
     return (fwd_per_token(c) - lm) * tokens + flops_mixing(c, sum_sq) / 3.0;
+}
+
+// ---- the planner's counts (model/family.h zt_layer_plan) ----------------------------------------
+
+enum { KIND_LINEAR, KIND_FULL };
+
+static int layer_kind(const zt_model_config *c, int l) { return c->layer_linear[l] ? KIND_LINEAR : KIND_FULL; }
+
+// What create() below keeps of a layer of each kind, per token: every layer its input x, ln1, x_mid, ln2
+// and the MLP's gate, up and silu*up (values), both norms' rstd (fp32). A linear layer: qkv, the conv's
+// pre-activation and output (3 C), q, k, v split and q, k l2-normalised (4 Kd + Vd), z, the delta rule's
+// output and the gated norm's output (3 Vd), the b and a projections (2 Hv) as values; the l2 norms' 1/norm
+// (2 Hk), beta, the decay g and the gated norm's rstd (3 Hv) in fp32, and per row the delta rule's state at
+// each chunk start (zt_delta_saved_floats, fp32). A full layer: the q|gate projection, q and the gate split
+// from it, q normed+roped, the attention output and the gated output (7 H D), k before and after, v
+// (3 Hkv D); fp32 q/k norms' rstd per head and the softmax's log-sum-exp per head (a flash kernel's; the
+// CPU's attention keeps two floats, its max and 1/sum). The backward workspace: the CPU's of the kind
+// (the MLP's 3 F + 3 d and the kind's own: below), one layer's at a time on the GPU.
+static void layer_plan(const zt_model_config *c, int kind, int64_t S, zt_layer_plan *out) {
+    const dims z = dims_of(c);
+    const double d = (double)z.d, F = (double)z.F;
+    const double common = 4 * d + 3 * F, mlp_work = 3 * F + 3 * d;
+    if (kind == KIND_LINEAR) {
+        snprintf(out->name, sizeof out->name, "linear attention (Gated DeltaNet, heads %lld/%lld x %lld/%lld)",
+                 (long long)z.Hk, (long long)z.Hv, (long long)z.Dk, (long long)z.Dv);
+        out->values = common + 3.0 * z.C + 4.0 * z.Kd + 4.0 * z.Vd + 2.0 * z.Hv;
+        out->stats = 2 + 2.0 * z.Hk + 3.0 * z.Hv;
+        out->row_stats = (double)zt_delta_saved_floats(1, S, z.Hv, z.Dk, z.Dv);
+        // dnormed, dcore, dz, dv; dq, dk before and after their l2 norm; dg, dbeta, da, db; dconv, dqkv
+        out->work = mlp_work + 4.0 * z.Vd + 4.0 * z.Kd + 4.0 * z.Hv + 2.0 * z.C;
+        out->flops = 3.0 * lin_fwd_token(&z) * (double)S;
+        out->attention = 0;
+    } else {
+        snprintf(out->name, sizeof out->name, "full attention (gated, heads %lld/%lld x %lld)", (long long)z.H,
+                 (long long)z.Hkv, (long long)z.D);
+        const double HD = (double)z.H * z.D, KD = (double)z.Hkv * z.D;
+        out->values = common + 7 * HD + 3 * KD;
+        out->stats = 2 + 2.0 * z.H + z.Hkv;
+        out->row_stats = 0;
+        // dgated, datt, dgate, dq, dq before its norm, d(q|gate) (7 H D); dk, dv, dk before its norm; the
+        // rotated slice RoPE works in (max(H, Hkv) rd)
+        out->work = mlp_work + 7 * HD + 3 * KD + (double)(z.H > z.Hkv ? z.H : z.Hkv) * z.rd;
+        out->flops = 3.0 * full_fwd_token(&z) * (double)S + 6.0 * HD * (double)S * (double)S;
+        out->attention = 1;
+    }
 }
 
 // ---- the bound model --------------------------------------------------------------------------
@@ -641,6 +693,8 @@ const zt_family zt_qwen3_5_family = {
     .flops_matmul_per_token = flops_per_token,
     .flops_mixing = flops_mixing,
     .recompute_flops = recompute_flops,
+    .layer_kind = layer_kind,
+    .layer_plan = layer_plan,
     .cpu = &qwen3_5_cpu,
     .carry_prefixes = carried,
 };

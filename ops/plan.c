@@ -16,8 +16,8 @@
 
 #include "base/json_util.h"
 #include "engine/device_peak.h"
+#include "model/family.h"
 #include "model/flops.h"
-#include "model/qwen3.h"
 #include "base/common.h"
 #include "engine/fsdp.h"
 #include "engine/rank_memory.h"
@@ -133,8 +133,24 @@ void zt_plan_assumptions_default(zt_plan_assumptions *a) {
     a->mem_usable = 0.92;    // CUDA context, NCCL buffers, allocator fragmentation
 }
 
+// Decoder layers with softmax attention over the S keys (Qwen3: all; Qwen3.5: its full-attention ones).
+int zt_plan_attention_layers(const zt_model_config *c) {
+    int n[ZT_LAYER_KINDS], a = 0;
+    zt_model_layer_kinds(c, n);
+    for (int k = 0; k < ZT_LAYER_KINDS; k++) {
+        if (!n[k]) continue;
+        zt_layer_plan p;
+        zt_model_layer_plan(c, k, 1, &p);
+        if (p.attention) a += n[k];
+    }
+    return a;
+}
+
+// The PaLM formula's L counts the layers that attend over S: a linear-attention layer's sequence mixing
+// is linear in S, and the formula has no term for it (its parameters are in N).
 double zt_plan_flops_per_token(const zt_model_config *c, int64_t S) {
-    return 6.0 * (double)zt_model_param_count(c) + 12.0 * c->num_layers * (double)S * (double)c->hidden_size;
+    return 6.0 * (double)zt_model_param_count(c) +
+           12.0 * zt_plan_attention_layers(c) * (double)S * (double)c->hidden_size;
 }
 
 // The model's own count (model/flops.c, what a run's MFU uses) for one block of S tokens.
@@ -414,7 +430,9 @@ static int plan_memory(const zt_model_config *c, const zt_gpu_spec *g, const zt_
 }
 
 // Context parallelism's per-layer collectives over C consecutive ranks: over NVLink when they sit in
-// one node, else as the shard group's rings across nodes (docs/plan.md).
+// one node, else as the shard group's rings across nodes (docs/plan.md). Every decoder layer exchanges
+// K and V: a family that trains this way has softmax attention in each (Qwen3); zt_plan_predict refuses
+// C > 1 for a family without context parallelism (Qwen3.5's linear layers).
 static void context_model(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
                           const zt_plan_job *job, int C, sim_model *m, zt_plan_result *r) {
     const int gpn = g->gpus_per_node;
@@ -477,6 +495,10 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     if (gs % C)  // rank_memory checks it too; said here with the choice's words
         return zt_err("--context-parallel %d does not divide the %s shard group of %d ranks (C consecutive ranks of a "
                       "shard group share each block)", C, zt_shard_names[job->choice], gs);
+    if (C > 1 && !c->family->context_parallel)
+        return zt_err("--context-parallel %d: the %s family does not train with context parallelism (its layers' "
+                      "sequence mixing across the split is not implemented); plan it without, or with "
+                      "--context-parallel 1 for the attention scratch alone", C, c->family->name);
     r->context = C;
     r->data_parallel = W / C;
 
@@ -491,12 +513,23 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     r->tokens_per_gpu = T * job->grad_accum;
 
     // Compute: the step's FLOPs (field convention) at mfu * peak; split across units by
-    // what each really executes (the embedding lookup does no matmul work).
+    // what each really executes (the embedding lookup does no matmul work), the layers' part
+    // among their kinds by the family's count of each (zt_layer_plan.flops).
     const double t_micro = T * r->flops_per_token / (g->peak_flops * a->mfu);
     const double d = (double)c->hidden_size, V = (double)c->vocab_size;
     const double layer_real =
         zt_plan_flops_per_token_exact(c, job->seq_len) - 6.0 * V * d;  // all layers
     const double head_real = 6.0 * V * d, real = layer_real + head_real;
+    int nk[ZT_LAYER_KINDS];
+    double kind_flops[ZT_LAYER_KINDS] = {0}, all_kinds = 0;
+    zt_model_layer_kinds(c, nk);
+    for (int k = 0; k < ZT_LAYER_KINDS; k++) {
+        if (!nk[k]) continue;
+        zt_layer_plan p;
+        zt_model_layer_plan(c, k, job->seq_len, &p);
+        kind_flops[k] = nk[k] * p.flops;
+        all_kinds += kind_flops[k];
+    }
     double *buf = zt_xcalloc((size_t)nu * 8, sizeof(double));
     // NOSYNC reduce-scatters straight from its unsharded accumulator: no gradient buffers to wait for
     sim_model m = {.L = L, .nunits = nu, .tied = c->tie_word_embeddings,
@@ -525,7 +558,9 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     m.fwd[0] = emb;
     m.bwd[0] = emb;
     for (int u = 1; u <= L; u++) {
-        double t = t_micro * layer_real / real / L;
+        const int k = c->family->layer_kind(c, u - 1);
+        const double kind_real = layer_real * (kind_flops[k] / all_kinds);  // one kind: layer_real
+        double t = t_micro * kind_real / real / nk[k];
         m.fwd[u] = t / 3.0;
         m.bwd[u] = 2.0 * t / 3.0 + (job->recompute ? t / 3.0 : 0.0);
     }

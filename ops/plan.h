@@ -1,5 +1,5 @@
 // `zerotrain plan`: an analytic model of one FSDP training step on GPUs. Given a
-// Qwen3 config, a GPU description and a world size it predicts per-GPU memory and
+// model config (any family: its layer kinds, model/family.h), a GPU description and a world size it predicts per-GPU memory and
 // the step time (compute, each collective over NVLink or the network, and how much
 // of it hides behind compute) for three sharding choices. The step is simulated
 // unit by unit on two queues (compute, communication) in the order the zerotrain
@@ -141,12 +141,17 @@ void zt_gpu_preset_names(char *buf, size_t n);
 int zt_gpu_spec_load(const char *path, zt_gpu_spec *out);
 void zt_plan_assumptions_default(zt_plan_assumptions *a);
 
-// FLOPs per trained token, the field convention: 6 * N_params + 12 * L * S * hidden_size
+// Decoder layers with softmax attention over the S keys (the family's layer kinds: Qwen3 all L,
+// Qwen3.5 its full-attention layers).
+int zt_plan_attention_layers(const zt_model_config *c);
+// FLOPs per trained token, the field convention: 6 * N_params + 12 * L_attn * S * hidden_size
 // (all parameters including the embedding, attention scores + values without causal halving,
-// hidden_size rather than heads * head_dim). For Qwen3-32B at S = 2048: 204.6 GFLOP.
+// hidden_size rather than heads * head_dim; L_attn = zt_plan_attention_layers, L for Qwen3).
+// For Qwen3-32B at S = 2048: 204.6 GFLOP.
 double zt_plan_flops_per_token(const zt_model_config *c, int64_t seq_len);
-// What the GPU really executes: 6 * (matmul parameters, no embedding lookup, no norms)
-// + 6 * L * S * heads * head_dim (causal: each query sees S/2 keys on average).
+// What the GPU really executes, the family's count (zt_model_train_flops over one block of S tokens):
+// Qwen3 6 * (matmul parameters, no embedding lookup, no norms) + 6 * L * S * heads * head_dim
+// (causal: each query sees S/2 keys on average); Qwen3.5 adds its linear layers' conv and delta rule.
 double zt_plan_flops_per_token_exact(const zt_model_config *c, int64_t seq_len);
 // Bytes of sharded state per parameter for a choice (18/W or 18/G, + 4 for NOSYNC's
 // unsharded fp32 gradient accumulator); ignores the alignment padding.

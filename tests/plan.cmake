@@ -50,3 +50,19 @@ add_test(NAME plan_cli_context_parallel_seq COMMAND ${ZT_EXE} plan --model ${CMA
          --world 16 --shard full --seq-len 4 --context-parallel 8)
 set_tests_properties(plan_cli_context_parallel_seq PROPERTIES PASS_REGULAR_EXPRESSION
   "error: --context-parallel 8 is more ranks than the 4 tokens of a block")
+
+# Qwen3.5 (docs/plan.md "Qwen3.5"): each layer kind's saved activations against the CPU model's own
+# allocations, the 27B's memory terms and FLOPs against a hand count and the family's, the compute
+# split, context parallelism refused; the 27B's plan on 2 x 8 B300s at 8k with recompute.
+add_executable(test_plan_qwen3_5 ${ZT_TEST_DIR}/unit/test_plan_qwen3_5.c ${CMAKE_SOURCE_DIR}/ops/plan.c)
+target_link_libraries(test_plan_qwen3_5 PRIVATE zt_train)
+target_compile_definitions(test_plan_qwen3_5 PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}" ZT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+add_test(NAME plan_qwen3_5 COMMAND test_plan_qwen3_5)
+add_test(NAME plan_cli_qwen3_5 COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b --gpu B300
+         --world 16 --seq-len 8192 --recompute --shard full)
+set_tests_properties(plan_cli_qwen3_5 PROPERTIES PASS_REGULAR_EXPRESSION
+  "model: Qwen3\\.5 \\([^)]*\\): 64 layers \\(48 linear attention \\(Gated DeltaNet, heads 16/48 x 128/128\\) \\+ 16 full attention \\(gated, heads 24/4 x 256\\)\\).*parameters 26895998464 .*FLOPs per token at seq 8192: 169\\.4 G = 6 N \\+ 12 L_attn S hidden, L_attn = the 16 layers.*activations \\(recompute\\) +18\\.2 +\\(without recompute 168\\.2, with 18\\.2\\)\n  total +76\\.4 .*fits.*step +21\\.790 ")
+add_test(NAME plan_cli_qwen3_5_context_parallel COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b
+         --world 16 --context-parallel 2)
+set_tests_properties(plan_cli_qwen3_5_context_parallel PROPERTIES PASS_REGULAR_EXPRESSION
+  "error: --context-parallel 2: the qwen3_5 family does not train with context parallelism")

@@ -47,6 +47,19 @@ keep_memory)  # keep-gathered whose memory (plan's formula) exceeds the device's
         --reshard-after-forward false >"$W/out.txt" 2>&1; rc=$?
     expect 0 "\[PASS\] memory: keep-gathered needs $need MiB per rank .* x 2 ranks on this node; the host has .* available"
     ;;
+keep_memory_qwen3_5)  # the same gate on a Qwen3.5 model (tests/golden/q35_mix): its layer kinds' counts
+    data 0
+    Q35="$SRC/tests/golden/q35_mix"
+    # 3 Gated DeltaNet layers of 16 tokens at 29,568 bytes, 1 full-attention layer at 28,928, the head 7,680
+    # and one layer's backward workspace 27,136 (docs/plan.md "Qwen3.5"): 152,448 bytes of activations
+    "$ZT" preflight --data "$W/data" --model "$Q35" --device cuda --reshard-after-forward false \
+        --assume-device-memory 1000000 >"$W/out.txt" 2>&1; rc=$?
+    [ "$rc" -eq 1 ] && grep -q "\[FAIL\] memory: keep-gathered needs 1.99 MiB per rank by the planner's formula (.*activations 0.152 MB); the GPU holds 976.56 KiB (assumed)" "$W/out.txt" \
+        || fail "exit $rc: a Qwen3.5 model's keep-gathered over the GPU's memory must be refused"
+    "$ZT" preflight --data "$W/data" --model "$Q35" --reshard-after-forward false \
+        --assume-device-memory 1000000000 >"$W/out.txt" 2>&1; rc=$?
+    expect 0 "\[PASS\] memory: keep-gathered needs 2.06 MiB per rank by the planner's formula (.*activations 0.152 MB)"
+    ;;
 shard_group)  # --shard-group: a group that does not divide W, `node` on the wrong layout, a bad word; the good ones
     data 0
     "${MPIRUN[@]}" -n 4 "$ZT" preflight --data "$W/data" --shard-group 3 >"$W/out.txt" 2>&1; rc=$?
