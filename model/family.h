@@ -77,7 +77,7 @@ typedef struct zt_family_cpu {
 // `stats` in fp32 (norm statistics, gates, a flash softmax's log-sum-exp). A layer of this kind on B
 // rows of S tokens keeps B S (2 values + 4 stats) + 4 B row_stats bytes in the plan.
 typedef struct {
-    char name[80];     // "attention", "linear attention (Gated DeltaNet, ...)": plan's header
+    char name[128];    // "attention", "linear attention (Gated DeltaNet, ...)": plan's header
     double values;     // elements per token in the activation dtype (the layer's input included)
     double stats;      // fp32 elements per token
     double row_stats;  // fp32 elements per row of S tokens (Qwen3.5: the delta rule's chunk states)
