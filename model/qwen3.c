@@ -200,7 +200,7 @@ void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dpar
     op->matmul_bwd(m->w_datt, DW(ZT_L_O), m->w_dmid, a->att, W(ZT_L_O), N, H * D, d, 0);
     TICK(m);
     const int32_t *pos = m->isolated ? m->pos : NULL;
-    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att_stats, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
+    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att, a->att_stats, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
     TICK(m);
     op->rope_bwd(m->w_dq, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
     TICK(m);
