@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """zerotrain against PyTorch on the same Qwen3 config, weights, data, batch, optimizer and precision.
 
-PyTorch side: transformers' Qwen3ForCausalLM, torch.optim.AdamW, clip_grad_norm_; with more than
+--family qwen3_5 runs Qwen3.5's text model instead (transformers' Qwen3_5ForCausalLM, its Gated
+DeltaNet layers on transformers' pure-PyTorch fallback: the chunked delta rule and conv1d; every
+--full-every-th layer full attention).
+
+PyTorch side: transformers' Qwen3ForCausalLM (or Qwen3_5ForCausalLM), torch.optim.AdamW, clip_grad_norm_; with more than
 one rank, FSDP2 (fully_shard per decoder layer and on the root) over gloo on the CPU (NCCL on GPUs),
 one process per rank (torch.multiprocessing). zerotrain side: `zerotrain train` under mpirun.
 
@@ -97,7 +101,7 @@ def torch_worker(rank, a, world, port, result_path):
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
-    from transformers import Qwen3ForCausalLM
+    from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(a.threads)
     rss_base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -108,7 +112,7 @@ def torch_worker(rank, a, world, port, result_path):
     if world > 1:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
-    model = Qwen3ForCausalLM.from_pretrained(a.init_dir, dtype=torch.float32, attn_implementation="sdpa").to(dev)
+    model = AutoModelForCausalLM.from_pretrained(a.init_dir, dtype=torch.float32, attn_implementation="sdpa").to(dev)
     model.train()
     if world > 1:
         from torch.distributed.device_mesh import init_device_mesh
@@ -223,24 +227,41 @@ def run_zerotrain(a, world):
 def prepare(a):
     import numpy as np
     import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
     os.makedirs(a.work, exist_ok=True)
     a.init_dir = os.path.join(a.work, "init")
     a.data_dir = os.path.join(a.work, "data")
-    cfg = Qwen3Config(vocab_size=257, hidden_size=a.hidden, intermediate_size=a.ffn, num_hidden_layers=a.layers,
-                      num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, head_dim=a.head_dim,
-                      max_position_embeddings=max(2048, a.seq_len), rms_norm_eps=1e-6, rope_theta=10000.0,
-                      tie_word_embeddings=False, initializer_range=0.02, attention_bias=False, hidden_act="silu",
-                      use_sliding_window=False, eos_token_id=256)
-    torch.manual_seed(a.seed)
-    model = Qwen3ForCausalLM(cfg).float()
-    shutil.rmtree(a.init_dir, ignore_errors=True)
-    model.save_pretrained(a.init_dir, safe_serialization=True)
-    path = os.path.join(a.init_dir, "config.json")
-    c = json.load(open(path))
-    c["rope_theta"] = 10000.0  # transformers 5 nests it under rope_parameters; releases have it at top level
-    json.dump(c, open(path, "w"), indent=2)
+    if a.family == "qwen3_5":
+        cfg = Qwen3_5TextConfig(vocab_size=257, hidden_size=a.hidden, intermediate_size=a.ffn,
+                                num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
+                                head_dim=a.head_dim, max_position_embeddings=max(2048, a.seq_len), rms_norm_eps=1e-6,
+                                layer_types=["full_attention" if (i + 1) % a.full_every == 0 else "linear_attention"
+                                             for i in range(a.layers)],
+                                linear_num_key_heads=a.linear_key_heads, linear_num_value_heads=a.linear_value_heads,
+                                linear_key_head_dim=a.linear_head_dim, linear_value_head_dim=a.linear_head_dim,
+                                linear_conv_kernel_dim=4, tie_word_embeddings=False, initializer_range=0.02,
+                                attention_bias=False, hidden_act="silu", eos_token_id=256,
+                                rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                 "partial_rotary_factor": 0.25})
+        torch.manual_seed(a.seed)
+        model = Qwen3_5ForCausalLM(cfg).float()
+        shutil.rmtree(a.init_dir, ignore_errors=True)
+        model.save_pretrained(a.init_dir, safe_serialization=True)
+    else:
+        cfg = Qwen3Config(vocab_size=257, hidden_size=a.hidden, intermediate_size=a.ffn, num_hidden_layers=a.layers,
+                          num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, head_dim=a.head_dim,
+                          max_position_embeddings=max(2048, a.seq_len), rms_norm_eps=1e-6, rope_theta=10000.0,
+                          tie_word_embeddings=False, initializer_range=0.02, attention_bias=False, hidden_act="silu",
+                          use_sliding_window=False, eos_token_id=256)
+        torch.manual_seed(a.seed)
+        model = Qwen3ForCausalLM(cfg).float()
+        shutil.rmtree(a.init_dir, ignore_errors=True)
+        model.save_pretrained(a.init_dir, safe_serialization=True)
+        path = os.path.join(a.init_dir, "config.json")
+        c = json.load(open(path))
+        c["rope_theta"] = 10000.0  # transformers 5 nests it under rope_parameters; releases have it at top level
+        json.dump(c, open(path, "w"), indent=2)
     a.params = sum(p.numel() for p in model.parameters())
 
     # Data: byte tokens of the shipped text, one block of seq_len per line, in file order.
@@ -286,6 +307,11 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--head-dim", type=int, default=96, help="96: heads x head_dim != hidden, as in Qwen3-32B")
+    ap.add_argument("--family", default="qwen3", choices=["qwen3", "qwen3_5"])
+    ap.add_argument("--full-every", type=int, default=4, help="qwen3_5: every N-th layer full attention (4)")
+    ap.add_argument("--linear-key-heads", type=int, default=2, help="qwen3_5: Gated DeltaNet key heads (2)")
+    ap.add_argument("--linear-value-heads", type=int, default=4, help="qwen3_5: Gated DeltaNet value heads (4)")
+    ap.add_argument("--linear-head-dim", type=int, default=64, help="qwen3_5: key and value head dim (64)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--adam-eps", type=float, default=1e-8)
     ap.add_argument("--weight-decay", type=float, default=0.1)
@@ -334,7 +360,7 @@ def main():
     G = prepare(a)
     tol = a.tol or (3e-2 if a.device == "cuda" else 2e-3)
     tokens_per_step = G * a.seq_len
-    print(f"head-to-head: Qwen3 {a.layers} layers, hidden {a.hidden}, ffn {a.ffn}, heads {a.heads}/{a.kv_heads} x "
+    print(f"head-to-head: {'Qwen3.5' if a.family == 'qwen3_5' else 'Qwen3'} {a.layers} layers, hidden {a.hidden}, ffn {a.ffn}, heads {a.heads}/{a.kv_heads} x "
           f"{a.head_dim}, vocab 257 (bytes), {a.params:,} parameters; seq {a.seq_len}, {G} blocks = "
           f"{tokens_per_step} tokens per step, {a.steps} steps ({a.warmup} untimed); AdamW lr {a.lr} "
           f"eps {a.adam_eps} wd {a.weight_decay} clip {a.clip}; {'bf16' if a.device == 'cuda' else 'fp32'} "

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "checkpoint/ckpt_internal.h"
+#include "model/family.h"
 #include "base/crc32c.h"
 #include "base/common.h"
 
@@ -295,6 +296,25 @@ int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_mode
         rc |= zt_h5_get_i64(g, where, "bos_token_id", &c.bos_token_id);
         rc |= zt_h5_get_i64(g, where, "eos_token_id", &c.eos_token_id);
         char *rope_scaling = NULL;  // written only for scaled RoPE (checkpoints before it: plain)
+        // Families other than Qwen3 store their whole config.json text (model_type included):
+        // it goes through the same parser, and the fields above must agree with it.
+        if (!rc && H5Aexists(g, "config_json") > 0) {
+            char *text = zt_h5_get_str(g, where, "config_json");
+            H5Gclose(g);
+            if (!text) return -1;
+            zt_model_config f;
+            rc = zt_model_config_parse(&f, text, where);
+            free(text);
+            if (rc) return -1;
+            if (f.vocab_size != c.vocab_size || f.hidden_size != c.hidden_size || f.num_layers != i[0] ||
+                f.num_heads != i[1] || f.num_kv_heads != i[2] || f.head_dim != i[3])
+                return zt_err("%s: attribute config_json disagrees with the group's size attributes", where);
+            if (nu != f.num_layers + 2)
+                return zt_err("%s: nunits = %lld but num_hidden_layers = %d needs %d units", path, (long long)nu,
+                              f.num_layers, f.num_layers + 2);
+            *cfg = f;
+            goto cfg_done;
+        }
         if (!rc && H5Aexists(g, "rope_scaling") > 0) {
             rope_scaling = zt_h5_get_str(g, where, "rope_scaling");
             if (!rope_scaling) rc = -1;
@@ -343,6 +363,7 @@ int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_mode
                           c.num_layers, c.num_layers + 2);
         *cfg = c;
     }
+cfg_done:
     if (train_json && !(*train_json = zt_h5_get_str(fid, path, "train_json"))) return -1;
     if (cfg_json && !(*cfg_json = zt_h5_get_str(fid, path, "model_config_json"))) {
         if (train_json) {  // the caller owns *train_json on success only: leave it NULL, not dangling
@@ -400,8 +421,8 @@ int zt_ckpt_read_unit(hid_t fid, const char *path, int u, zt_ckpt_unit_info *ui)
             const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
             const cJSON *of = cJSON_GetObjectItemCaseSensitive(it, "offset");
             int n = cJSON_IsArray(sh) ? cJSON_GetArraySize(sh) : 0;
-            if (!cJSON_IsString(nm) || !cJSON_IsNumber(of) || n < 1 || n > 2) {
-                rc = zt_err("%s: tensors[%d] needs a string name, a shape of 1 or 2 numbers and a number offset",
+            if (!cJSON_IsString(nm) || !cJSON_IsNumber(of) || n < 1 || n > 3) {
+                rc = zt_err("%s: tensors[%d] needs a string name, a shape of 1 to 3 numbers and a number offset",
                             where, ui->ntensors);
                 break;
             }
@@ -551,6 +572,24 @@ int zt_ckpt_config_diff(const zt_model_config *a, const zt_model_config *b, char
     }
     DI(bos_token_id, "bos_token_id")
     DI(eos_token_id, "eos_token_id")
+    const char *fa = a->family ? a->family->name : "qwen3", *fb = b->family ? b->family->name : "qwen3";
+    if (strcmp(fa, fb) != 0)
+        appendf(out, n, "%scheckpoint has model family %s, the run has %s", k++ ? "; " : "", fa, fb);
+    else if (strcmp(fa, "qwen3_5") == 0) {
+        DI(rotary_dim, "rotary dims (head_dim x partial_rotary_factor)")
+        DI(lin_conv_kernel, "linear_conv_kernel_dim")
+        DI(lin_key_heads, "linear_num_key_heads")
+        DI(lin_value_heads, "linear_num_value_heads")
+        DI(lin_key_dim, "linear_key_head_dim")
+        DI(lin_value_dim, "linear_value_head_dim")
+        for (int l = 0; l < a->num_layers && l < b->num_layers; l++)
+            if (a->layer_linear[l] != b->layer_linear[l]) {
+                appendf(out, n, "%scheckpoint has layer %d as %s, the run as %s", k++ ? "; " : "", l,
+                        a->layer_linear[l] ? "linear_attention" : "full_attention",
+                        b->layer_linear[l] ? "linear_attention" : "full_attention");
+                break;
+            }
+    }
 #undef DI
 #undef DF
     return k;

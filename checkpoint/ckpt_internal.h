@@ -45,10 +45,18 @@ char *zt_h5_get_str(hid_t loc, const char *where, const char *name);
 // One unit's tensor table as stored in /units/NNN attribute "tensors".
 typedef struct {
     char name[96];
-    int ndim;
-    int64_t shape[2];
+    int ndim;           // 1..3
+    int64_t shape[3];   // unused trailing entries 0
     int64_t offset, numel;
 } zt_ckpt_tensor;
+
+// "[4096]", "[1024, 4096]", "[64, 1, 4]": a tensor's shape as the messages and inspect print it.
+static inline const char *zt_ckpt_shape_text(int ndim, const int64_t *shape, char *buf, size_t n) {
+    size_t o = (size_t)snprintf(buf, n, "[");
+    for (int j = 0; j < ndim && o < n; j++) o += (size_t)snprintf(buf + o, n - o, "%s%lld", j ? ", " : "", (long long)shape[j]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+    return buf;
+}
 
 typedef struct {
     int64_t numel;

@@ -21,8 +21,7 @@ static void tensors_of(const zt_unit_layout *ul, zt_ckpt_unit_info *ui) {
         zt_ckpt_tensor *t = &ui->t[i];
         snprintf(t->name, sizeof t->name, "%s", ul->t[i].name);
         t->ndim = ul->t[i].ndim;
-        t->shape[0] = ul->t[i].shape[0];
-        t->shape[1] = ul->t[i].ndim == 2 ? ul->t[i].shape[1] : 0;
+        for (int j = 0; j < 3; j++) t->shape[j] = j < ul->t[i].ndim ? ul->t[i].shape[j] : 0;
         t->offset = ul->t[i].offset;
         t->numel = ul->t[i].numel;
     }
@@ -60,8 +59,9 @@ static int compare_tables(const char *file, int u, const zt_ckpt_unit_info *got,
                       u, got->ntensors, (long long)got->numel, w.ntensors, (long long)w.numel);
     for (int i = 0; i < w.ntensors; i++) {
         const zt_ckpt_tensor *a = &got->t[i], *b = &w.t[i];
-        if (strcmp(a->name, b->name) || a->offset != b->offset || a->ndim != b->ndim || a->shape[0] != b->shape[0] ||
-            (a->ndim == 2 && a->shape[1] != b->shape[1]))
+        int same_shape = a->ndim == b->ndim;
+        for (int j = 0; j < b->ndim && same_shape; j++) same_shape = a->shape[j] == b->shape[j];
+        if (strcmp(a->name, b->name) || a->offset != b->offset || !same_shape)
             return zt_err("%s: unit %d tensor %d is %s at offset %lld in the checkpoint, but %s at offset %lld in the "
                           "run's model layout",
                           file, u, i, a->name, (long long)a->offset, b->name, (long long)b->offset);

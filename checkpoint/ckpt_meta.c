@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "checkpoint/ckpt_internal.h"
+#include "model/family.h"
 #include "base/common.h"
 
 #ifndef ZT_VERSION
@@ -76,6 +77,11 @@ int zt_ckpt_write_metadata(zt_ckpt_save_ctx *c, const zt_ckpt_meta *m, const cha
     rc |= zt_h5_put_i64(g, "max_position_embeddings", cfg->max_position_embeddings);
     rc |= zt_h5_put_i64(g, "bos_token_id", cfg->bos_token_id);
     rc |= zt_h5_put_i64(g, "eos_token_id", cfg->eos_token_id);
+    if (cfg->family && strcmp(cfg->family->name, "qwen3") != 0) {  // another family: its whole config.json
+        char *cj = zt_model_config_json(cfg);
+        rc |= zt_h5_put_str(g, "config_json", cj);
+        free(cj);
+    }
     if (cfg->rope_yarn) {  // RoPE scaling: config.json's rope_scaling object, as text (absent: plain RoPE)
         char *cj = zt_model_config_json(cfg);
         cJSON *root = cJSON_Parse(cj);

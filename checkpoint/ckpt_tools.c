@@ -1,6 +1,7 @@
 // Serial readers of a checkpoint: `zerotrain inspect` (summary + a full crc32c pass)
 // and `zerotrain export` (Hugging Face safetensors, split into shards with an index).
-// Both use only what ckpt.h5 itself describes (config, unit tensor tables).
+// Both use only what ckpt.h5 itself describes (config, unit tensor tables), and export the
+// tensors its run carried (RUN/carry, checkpoint/hf_carry.c) when its settings record them.
 // defines: zt_ckpt_inspect, zt_ckpt_export_hf
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "checkpoint/ckpt_internal.h"
+#include "checkpoint/hf.h"
 #include "checkpoint/safetensors.h"
 #include "base/common.h"
 #include "base/out_file.h"
@@ -174,11 +176,8 @@ int zt_ckpt_inspect(const char *ckpt_dir, FILE *out) {
                 (long long)ui->numel);
         for (int i = 0; i < ui->ntensors; i++) {
             const zt_ckpt_tensor *t = &ui->t[i];
-            char shape[64];
-            if (t->ndim == 2)
-                snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)t->shape[0], (long long)t->shape[1]);
-            else
-                snprintf(shape, sizeof shape, "[%lld]", (long long)t->shape[0]);
+            char shape[80];
+            zt_ckpt_shape_text(t->ndim, t->shape, shape, sizeof shape);
             fprintf(out, "  %-52s %-14s offset %lld\n", t->name, shape, (long long)t->offset);
         }
         for (int k = 0; k < ZT_CKPT_NDS; k++) {
@@ -217,7 +216,7 @@ int zt_ckpt_inspect(const char *ckpt_dir, FILE *out) {
 // ---- export ---------------------------------------------------------------------
 
 typedef struct {
-    int unit, idx;  // tensor idx of unit
+    int unit, idx;  // tensor idx of unit; unit -1: carried tensor idx of carried.safetensors
     int file;       // shard index
     int64_t bytes;
 } export_item;
@@ -306,11 +305,19 @@ int zt_ckpt_export_hf(const char *ckpt_dir, const char *out_dir, int dtype, int6
                       out_dir, held);
     ckpt_reader r;
     if (reader_open(&r, ckpt_dir) != 0) return -1;
+    // What the run carried (RUN/carry), verified; the text weights then take the input's names.
+    zt_hf_carry carry;
+    int carried = 0;
+    if (zt_hf_carry_of_checkpoint(r.dir, r.train_json, &carry, &carried) != 0) {
+        reader_close(&r);
+        return zt_ckpt_err_prefix("export of %s to %s", ckpt_dir, out_dir), -1;
+    }
+    const char *text_prefix = carried ? carry.text_prefix : r.cfg.vlm ? ZT_HF_VLM_TEXT_PREFIX : NULL;
 
-    // Plan: tensors in canonical order, a new shard whenever the next tensor would
-    // overflow the current one (a tensor larger than the limit gets a shard of its own).
+    // Plan: tensors in canonical order, then the carried ones, a new shard whenever the next
+    // tensor would overflow the current one (a tensor larger than the limit gets a shard of its own).
     const size_t esz = zt_st_dtype_size((zt_st_dtype)dtype);
-    int nitems = 0;
+    int nitems = carried ? carry.st.ntensors : 0;
     for (int u = 0; u < r.nunits; u++) nitems += r.units[u].ntensors;
     export_item *it = zt_xcalloc((size_t)nitems, sizeof *it);
     int nfiles = 0, i = 0;
@@ -323,8 +330,16 @@ int zt_ckpt_export_hf(const char *ckpt_dir, const char *out_dir, int dtype, int6
             cur += b;
             total += b;
         }
+    for (int k = 0; carried && k < carry.st.ntensors; k++, i++) {
+        const int64_t b = (int64_t)(carry.st.tensors[k].end - carry.st.tensors[k].begin);
+        if (nfiles == 0 || (cur > 0 && cur + b > max_shard_bytes)) nfiles++, cur = 0;
+        it[i] = (export_item){-1, k, nfiles - 1, b};
+        cur += b;
+        total += b;
+    }
     int *last_file = zt_xmalloc((size_t)r.nunits * sizeof(int));  // free a unit after its last shard
-    for (i = 0; i < nitems; i++) last_file[it[i].unit] = it[i].file;
+    for (i = 0; i < nitems; i++)
+        if (it[i].unit >= 0) last_file[it[i].unit] = it[i].file;
 
     int rc = zt_mkdirs(out_dir);
     float **full = zt_xcalloc((size_t)r.nunits, sizeof(float *));
@@ -343,13 +358,22 @@ int zt_ckpt_export_hf(const char *ckpt_dir, const char *out_dir, int dtype, int6
         for (i = 0; i < nitems && rc == 0; i++) {
             if (it[i].file != f) continue;
             const int u = it[i].unit;
+            if (u < 0) {  // carried: name, dtype, shape and bytes as the input had them
+                const zt_st_tensor *t = &carry.st.tensors[it[i].idx];
+                rc = zt_st_writer_add_raw(w, t->name, t->dtype_name, t->ndim, t->shape, carry.st.map + t->begin,
+                                          t->end - t->begin);
+                cJSON_AddStringToObject(wm, t->name, fname);
+                continue;
+            }
             if (!full[u] && !(full[u] = load_master(&r, u))) {
                 rc = -1;
                 break;
             }
             const zt_ckpt_tensor *t = &r.units[u].t[it[i].idx];
-            rc = zt_st_writer_add_f32(w, t->name, full[u] + t->offset, t->ndim, t->shape, (zt_st_dtype)dtype);
-            cJSON_AddStringToObject(wm, t->name, fname);
+            char name[300];
+            zt_hf_export_name(text_prefix, t->name, name, sizeof name);
+            rc = zt_st_writer_add_f32(w, name, full[u] + t->offset, t->ndim, t->shape, (zt_st_dtype)dtype);
+            cJSON_AddStringToObject(wm, name, fname);
         }
         snprintf(path, sizeof path, "%s/%s", out_dir, fname);
         if (rc == 0) rc = zt_st_write(w, path);
@@ -363,7 +387,10 @@ int zt_ckpt_export_hf(const char *ckpt_dir, const char *out_dir, int dtype, int6
         rc = zt_write_file_atomic(path, text, strlen(text));
         free(text);
     }
-    if (rc == 0) {  // config.json last: a directory with it is a complete export
+    if (rc == 0 && carried) {  // config.json last: the input's, byte for byte (the class it came from)
+        snprintf(path, sizeof path, "%s/config.json", out_dir);
+        rc = zt_write_file_atomic(path, carry.config_json, carry.config_len);
+    } else if (rc == 0) {  // config.json last: a directory with it is a complete export
         cJSON *cj = cJSON_Parse(r.cfg_json);
         if (!cJSON_IsObject(cj)) {
             rc = zt_err("%s: attribute model_config_json is not a JSON object", r.file);
@@ -382,6 +409,7 @@ int zt_ckpt_export_hf(const char *ckpt_dir, const char *out_dir, int dtype, int6
     free(full);
     free(last_file);
     free(it);
+    if (carried) zt_hf_carry_close(&carry);
     reader_close(&r);
     if (rc != 0) return zt_ckpt_err_prefix("export of %s to %s", ckpt_dir, out_dir), -1;
     return 0;

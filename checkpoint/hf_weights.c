@@ -1,7 +1,9 @@
-// Loads Hugging Face Qwen3 weights (one safetensors file, or a sharded set with
+// Loads Hugging Face weights (one safetensors file, or a sharded set with
 // model.safetensors.index.json) into the per-unit flat fp32 vectors. Every tensor
-// of the layout must be present exactly once with the config's shape.
-// defines: zt_hf_load
+// of the layout must be present exactly once with the config's shape; a tensor the family
+// carries (checkpoint/hf_carry.c) is passed over; a VLM wrapper's text tensors are read
+// under model.language_model.
+// defines: zt_hf_load, zt_hf_load_slices, zt_hf_save, zt_hf_list_files, zt_hf_is_carried, zt_hf_export_name
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "base/json_util.h"
+#include "model/family.h"
 #include "model/qwen3.h"
 #include "base/common.h"
 #include "checkpoint/hf.h"
@@ -28,6 +31,33 @@ static int ignorable(const zt_model_layout *lay, const char *name) {
     return lay->cfg.tie_word_embeddings && !strcmp(name, "lm_head.weight");
 }
 
+int zt_hf_is_carried(const zt_model_config *cfg, const char *name) {
+    const char *const *p = cfg->family ? cfg->family->carry_prefixes : NULL;
+    for (; p && *p; p++)
+        if (!strncmp(name, *p, strlen(*p))) return 1;
+    return 0;
+}
+
+const char *zt_hf_export_name(const char *text_prefix, const char *name, char *out, size_t n) {
+    if (text_prefix && *text_prefix && !strncmp(name, "model.", 6))
+        snprintf(out, n, "%s%s", text_prefix, name + 6);
+    else
+        snprintf(out, n, "%s", name);
+    return out;
+}
+
+// The layout name a checkpoint tensor stands for: in a VLM wrapper "model.language_model.X" is
+// "model.X" and an unprefixed "model.X" is nothing of the text model (""); else the name itself.
+static const char *layout_name(const zt_model_config *cfg, const char *name, char *buf, size_t n) {
+    static const char vp[] = ZT_HF_VLM_TEXT_PREFIX;
+    if (!cfg->vlm) return name;
+    if (!strncmp(name, vp, sizeof vp - 1)) {
+        snprintf(buf, n, "model.%s", name + sizeof vp - 1);
+        return buf;
+    }
+    return strncmp(name, "model.", 6) ? name : "";
+}
+
 // Where the loaded values go: per unit, elements [lo, lo + valid) of the canonical
 // vector, written to dst[u] (which points at element lo). A full load is lo = 0,
 // valid = numel; an FSDP rank passes its shard and reads nothing else.
@@ -42,11 +72,14 @@ static int load_file(const zt_model_layout *lay, const char *path, const slice_s
     int rc = 0;
     for (int i = 0; i < f.ntensors && rc == 0; i++) {
         const zt_st_tensor *t = &f.tensors[i];
+        if (zt_hf_is_carried(&lay->cfg, t->name)) continue;  // RUN/carry's, not the model's
+        char mapped[300];
+        const char *lname = layout_name(&lay->cfg, t->name, mapped, sizeof mapped);
         int u, k;
-        if (zt_model_layout_find(lay, t->name, &u, &k) != 0) {
-            if (ignorable(lay, t->name)) continue;
+        if (zt_model_layout_find(lay, lname, &u, &k) != 0) {
+            if (ignorable(lay, lname)) continue;
             int layer;
-            if (sscanf(t->name, "model.layers.%d.", &layer) == 1 && layer >= lay->cfg.num_layers)
+            if (sscanf(lname, "model.layers.%d.", &layer) == 1 && layer >= lay->cfg.num_layers)
                 rc = zt_err("%s: tensor %s belongs to layer %d but the config has num_hidden_layers = %d", path,
                             t->name, layer, lay->cfg.num_layers);
             else
@@ -55,17 +88,15 @@ static int load_file(const zt_model_layout *lay, const char *path, const slice_s
             break;
         }
         const zt_tensor_desc *d = &lay->units[u].t[k];
-        int ok = t->ndim == d->ndim && t->shape[0] == d->shape[0] && (d->ndim == 1 || t->shape[1] == d->shape[1]);
+        int ok = t->ndim == d->ndim;
+        for (int j = 0; j < d->ndim && ok; j++) ok = t->shape[j] == d->shape[j];
         if (!ok) {
-            char got[128] = "", *g = got;
+            char got[128] = "", *g = got, need[96] = "", *w = need;
             for (int j = 0; j < t->ndim; j++)
                 g += snprintf(g, sizeof got - (size_t)(g - got), "%s%lld", j ? ", " : "", (long long)t->shape[j]);
-            if (d->ndim == 2)
-                rc = zt_err("%s: tensor %s has shape [%s]; the config needs [%lld, %lld]", path, t->name, got,
-                            (long long)d->shape[0], (long long)d->shape[1]);
-            else
-                rc = zt_err("%s: tensor %s has shape [%s]; the config needs [%lld]", path, t->name, got,
-                            (long long)d->shape[0]);
+            for (int j = 0; j < d->ndim; j++)
+                w += snprintf(w, sizeof need - (size_t)(w - need), "%s%lld", j ? ", " : "", (long long)d->shape[j]);
+            rc = zt_err("%s: tensor %s has shape [%s]; the config needs [%s]", path, t->name, got, need);
             break;
         }
         if (seen[u * ZT_UNIT_MAX_TENSORS + k]) {
@@ -132,7 +163,7 @@ static int index_files(const char *dir, const char *index_path, char ***files_ou
     return 0;
 }
 
-static int load_hf(const zt_model_layout *lay, const char *path, const slice_sink *sink) {
+int zt_hf_list_files(const char *path, char ***files_out, int *n_out) {
     char **files = NULL;
     int nfiles = 0;
     char buf[4200];
@@ -155,14 +186,49 @@ static int load_hf(const zt_model_layout *lay, const char *path, const slice_sin
         files[0] = strdup(path);
         nfiles = 1;
     }
+    *files_out = files;
+    *n_out = nfiles;
+    return 0;
+}
+
+// A VLM wrapper's text weights are all under model.language_model.: a checkpoint with none is
+// refused before any tensor is read (its "model.*" names would each be refused on their own).
+static int check_vlm_text(const char *path, char *const *files, int nfiles) {
+    int found = 0;
+    for (int i = 0; i < nfiles && !found; i++) {
+        zt_st_file f;
+        if (zt_st_open(&f, files[i]) != 0) return -1;
+        for (int k = 0; k < f.ntensors && !found; k++)
+            found = !strncmp(f.tensors[k].name, ZT_HF_VLM_TEXT_PREFIX, strlen(ZT_HF_VLM_TEXT_PREFIX));
+        zt_st_close(&f);
+    }
+    if (found) return 0;
+    return zt_err("%s: the config is a vision-language wrapper's (Qwen3_5ForConditionalGeneration: text_config), whose "
+                  "text weights are named %s*, but no tensor has that prefix (%d file%s searched); give the "
+                  "checkpoint the config was saved with, or a text-only config for text-only weights",
+                  nfiles == 1 ? files[0] : path, ZT_HF_VLM_TEXT_PREFIX, nfiles, nfiles == 1 ? "" : "s");
+}
+
+static int load_hf(const zt_model_layout *lay, const char *path, const slice_sink *sink) {
+    char **files = NULL;
+    int nfiles = 0;
+    if (zt_hf_list_files(path, &files, &nfiles) != 0) return -1;
+    if (lay->cfg.vlm && check_vlm_text(path, files, nfiles) != 0) {
+        for (int i = 0; i < nfiles; i++) free(files[i]);
+        free(files);
+        return -1;
+    }
     char *seen = zt_xcalloc((size_t)lay->nunits * ZT_UNIT_MAX_TENSORS, 1);
     int rc = 0;
     for (int i = 0; i < nfiles && rc == 0; i++) rc = load_file(lay, files[i], sink, seen);
     for (int u = 0; u < lay->nunits && rc == 0; u++)
         for (int k = 0; k < lay->units[u].ntensors && rc == 0; k++)
-            if (!seen[u * ZT_UNIT_MAX_TENSORS + k])
-                rc = zt_err("%s: tensor %s is missing from the checkpoint (%d file%s searched)", path,
-                            lay->units[u].t[k].name, nfiles, nfiles == 1 ? "" : "s");
+            if (!seen[u * ZT_UNIT_MAX_TENSORS + k]) {
+                char name[300];
+                zt_hf_export_name(lay->cfg.vlm ? ZT_HF_VLM_TEXT_PREFIX : NULL, lay->units[u].t[k].name, name, sizeof name);
+                rc = zt_err("%s: tensor %s is missing from the checkpoint (%d file%s searched)", path, name, nfiles,
+                            nfiles == 1 ? "" : "s");
+            }
     for (int i = 0; i < nfiles; i++) free(files[i]);
     free(files);
     free(seen);
@@ -200,7 +266,9 @@ int zt_hf_save(const zt_model_layout *lay, float *const *params, const char *dir
     for (int u = 0; u < lay->nunits && rc == 0; u++)
         for (int k = 0; k < lay->units[u].ntensors && rc == 0; k++) {
             const zt_tensor_desc *d = &lay->units[u].t[k];
-            rc = zt_st_writer_add_f32(w, d->name, params[u] + d->offset, d->ndim, d->shape, (zt_st_dtype)dtype);
+            char name[300];
+            zt_hf_export_name(lay->cfg.vlm ? ZT_HF_VLM_TEXT_PREFIX : NULL, d->name, name, sizeof name);
+            rc = zt_st_writer_add_f32(w, name, params[u] + d->offset, d->ndim, d->shape, (zt_st_dtype)dtype);
         }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (rc == 0) rc = zt_st_write(w, path);

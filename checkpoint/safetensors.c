@@ -142,6 +142,7 @@ static int parse_tensor(const char *path, const cJSON *e, zt_st_tensor *t) {
     const dtype_info *di = dtype_lookup(dt->valuestring);
     if (!di) return zt_err("%s: tensor %s: unknown dtype \"%s\"", path, name, dt->valuestring);
     t->dtype = di->dtype;
+    snprintf(t->dtype_name, sizeof t->dtype_name, "%s", di->name);
 
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
     if (!cJSON_IsArray(shape)) return zt_err("%s: tensor %s: \"shape\" is missing or not an array", path, name);
@@ -436,7 +437,14 @@ typedef struct {
     int ndim;
     int64_t shape[ZT_ST_MAX_NDIM];
     uint64_t numel;
+    const void *raw;    // zt_st_writer_add_raw: these bytes as they are (data NULL)
+    char raw_dtype[12];
+    uint64_t raw_bytes;
 } writer_tensor;
+
+static uint64_t tensor_bytes(const writer_tensor *t) {
+    return t->raw ? t->raw_bytes : t->numel * zt_st_dtype_size(t->dtype);
+}
 
 struct zt_st_writer {
     writer_tensor *t;
@@ -455,6 +463,55 @@ void zt_st_writer_free(zt_st_writer *w) {
     free(w);
 }
 
+// The checks and the slot every add shares: NULL + zt_err when refused.
+static writer_tensor *add_slot(zt_st_writer *w, const char *name, int ndim, const int64_t *shape, uint64_t *numel_out) {
+    size_t len = strlen(name);
+    if (len == 0 || len > 255) {
+        zt_err("safetensors writer: tensor name must be 1..255 chars, got %zu", len);
+        return NULL;
+    }
+    if (strcmp(name, "__metadata__") == 0) {
+        zt_err("safetensors writer: \"__metadata__\" is reserved");
+        return NULL;
+    }
+    if (ndim < 0 || ndim > ZT_ST_MAX_NDIM) {
+        zt_err("safetensors writer: tensor %s: ndim %d outside 0..%d", name, ndim, ZT_ST_MAX_NDIM);
+        return NULL;
+    }
+    uint64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            zt_err("safetensors writer: tensor %s: shape[%d] = %" PRId64 " < 0", name, i, shape[i]);
+            return NULL;
+        }
+        if (shape[i] != 0 && numel > (UINT64_C(1) << 50) / (uint64_t)shape[i]) {
+            zt_err("safetensors writer: tensor %s: shape product too large", name);
+            return NULL;
+        }
+        numel *= (uint64_t)shape[i];
+    }
+    for (int i = 0; i < w->n; i++)
+        if (strcmp(w->t[i].name, name) == 0) {
+            zt_err("safetensors writer: tensor %s added twice", name);
+            return NULL;
+        }
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 16;
+        writer_tensor *nt = zt_xmalloc(sizeof(writer_tensor) * (size_t)w->cap);
+        if (w->n) memcpy(nt, w->t, sizeof(writer_tensor) * (size_t)w->n);
+        free(w->t);
+        w->t = nt;
+    }
+    writer_tensor *t = &w->t[w->n];
+    memset(t, 0, sizeof *t);
+    memcpy(t->name, name, len + 1);
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->numel = numel;
+    *numel_out = numel;
+    return t;
+}
+
 int zt_st_writer_add_f32(zt_st_writer *w, const char *name, const float *data, int ndim, const int64_t *shape,
                          zt_st_dtype dtype) {
     size_t len = strlen(name);
@@ -463,34 +520,33 @@ int zt_st_writer_add_f32(zt_st_writer *w, const char *name, const float *data, i
     if (dtype != ZT_ST_F32 && dtype != ZT_ST_BF16)
         return zt_err("safetensors writer: tensor %s: dtype %s not supported (F32 or BF16 only)", name,
                       zt_st_dtype_name(dtype));
-    if (ndim < 0 || ndim > ZT_ST_MAX_NDIM)
-        return zt_err("safetensors writer: tensor %s: ndim %d outside 0..%d", name, ndim, ZT_ST_MAX_NDIM);
-    uint64_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return zt_err("safetensors writer: tensor %s: shape[%d] = %" PRId64 " < 0", name, i, shape[i]);
-        if (shape[i] != 0 && numel > (UINT64_C(1) << 50) / (uint64_t)shape[i])
-            return zt_err("safetensors writer: tensor %s: shape product too large", name);
-        numel *= (uint64_t)shape[i];
-    }
+    uint64_t numel;
+    writer_tensor *t = add_slot(w, name, ndim, shape, &numel);
+    if (!t) return -1;
     if (numel && !data) return zt_err("safetensors writer: tensor %s: data is NULL", name);
-    for (int i = 0; i < w->n; i++)
-        if (strcmp(w->t[i].name, name) == 0) return zt_err("safetensors writer: tensor %s added twice", name);
-    if (w->n == w->cap) {
-        w->cap = w->cap ? 2 * w->cap : 16;
-        writer_tensor *nt = zt_xmalloc(sizeof(writer_tensor) * (size_t)w->cap);
-        if (w->n) memcpy(nt, w->t, sizeof(writer_tensor) * (size_t)w->n);
-        free(w->t);
-        w->t = nt;
-    }
-    writer_tensor *t = &w->t[w->n++];
-    memset(t, 0, sizeof *t);
-    memcpy(t->name, name, len + 1);
     t->data = data;
     t->dtype = dtype;
-    t->ndim = ndim;
-    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    t->numel = numel;
+    w->n++;
+    return 0;
+}
+
+int zt_st_writer_add_raw(zt_st_writer *w, const char *name, const char *dtype_name, int ndim, const int64_t *shape,
+                         const void *data, uint64_t nbytes) {
+    const dtype_info *di = dtype_name ? dtype_lookup(dtype_name) : NULL;
+    if (!di) return zt_err("safetensors writer: tensor %s: unknown dtype \"%s\"", name, dtype_name ? dtype_name : "");
+    uint64_t numel;
+    writer_tensor *t = add_slot(w, name, ndim, shape, &numel);
+    if (!t) return -1;
+    if (numel * di->size != nbytes)
+        return zt_err("safetensors writer: tensor %s: %" PRIu64 " bytes, but shape x dtype %s needs %" PRIu64, name,
+                      nbytes, di->name, numel * di->size);
+    if (nbytes && !data) return zt_err("safetensors writer: tensor %s: data is NULL", name);
+    static const char empty = 0;
+    t->raw = nbytes ? data : &empty;
+    snprintf(t->raw_dtype, sizeof t->raw_dtype, "%s", di->name);
+    t->raw_bytes = nbytes;
+    t->dtype = di->dtype;
+    w->n++;
     return 0;
 }
 
@@ -539,11 +595,11 @@ static char *build_header(const zt_st_writer *w, size_t *len_out) {
     for (int i = 0; i < w->n; i++) {
         const writer_tensor *t = &w->t[i];
         cJSON *e = cJSON_AddObjectToObject(root, t->name);
-        cJSON_AddStringToObject(e, "dtype", zt_st_dtype_name(t->dtype));
+        cJSON_AddStringToObject(e, "dtype", t->raw ? t->raw_dtype : zt_st_dtype_name(t->dtype));
         cJSON *shape = cJSON_AddArrayToObject(e, "shape");
         for (int k = 0; k < t->ndim; k++) cJSON_AddItemToArray(shape, json_raw_u64((uint64_t)t->shape[k]));
         cJSON *offs = cJSON_AddArrayToObject(e, "data_offsets");
-        uint64_t bytes = t->numel * zt_st_dtype_size(t->dtype);
+        uint64_t bytes = tensor_bytes(t);
         cJSON_AddItemToArray(offs, json_raw_u64(off));
         cJSON_AddItemToArray(offs, json_raw_u64(off + bytes));
         off += bytes;
@@ -594,6 +650,10 @@ static int write_body(out_file *o, const zt_st_writer *w, const char *header, si
     int rc = 0;
     for (int i = 0; i < w->n && rc == 0; i++) {
         const writer_tensor *t = &w->t[i];
+        if (t->raw) {
+            rc = write_all(o, t->raw, t->raw_bytes);
+            continue;
+        }
         if (t->dtype == ZT_ST_F32) {
             rc = write_all(o, t->data, t->numel * 4);
             continue;
@@ -617,7 +677,7 @@ int zt_st_write(zt_st_writer *w, const char *path) {
     char *header = build_header(w, &hlen);
     if (!header) return -1;
     out_file o = {.fd = -1, .written = 0, .total = 8 + hlen};
-    for (int i = 0; i < w->n; i++) o.total += w->t[i].numel * zt_st_dtype_size(w->t[i].dtype);
+    for (int i = 0; i < w->n; i++) o.total += tensor_bytes(&w->t[i]);
 
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());

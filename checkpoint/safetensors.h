@@ -1,7 +1,7 @@
 // safetensors reader and writer (Hugging Face's format): u64 little-endian header
 // length N, N bytes of JSON {name: {dtype, shape, data_offsets}}, then the data.
 // Reader validates everything in ../docs/formats.md before handing out a tensor.
-// defines: zt_st_file, zt_st_open, zt_st_find, zt_st_read_f32, zt_st_writer_*
+// defines: zt_st_file, zt_st_open, zt_st_find, zt_st_read_f32, zt_st_writer_* (zt_st_writer_add_raw: bytes as they are)
 #ifndef ZT_SAFETENSORS_H
 #define ZT_SAFETENSORS_H
 #include <stddef.h>
@@ -14,6 +14,7 @@ typedef enum { ZT_ST_F32, ZT_ST_BF16, ZT_ST_F16, ZT_ST_F64, ZT_ST_I64, ZT_ST_I32
 typedef struct {
     char name[256];
     zt_st_dtype dtype;
+    char dtype_name[12];     // as the header spells it ("BF16", "F8_E4M3", ...)
     int ndim;
     int64_t shape[8];
     int64_t numel;
@@ -53,6 +54,10 @@ zt_st_writer *zt_st_writer_new(void);
 // data holds numel fp32 values; stored as `dtype` (F32 or BF16, round-to-nearest-even).
 int zt_st_writer_add_f32(zt_st_writer *w, const char *name, const float *data, int ndim, const int64_t *shape,
                          zt_st_dtype dtype);
+// A tensor of any whole-byte dtype (dtype_name as the format spells it: "BF16", "I8", "F8_E4M3",
+// ...) whose nbytes bytes are written as they are (a tensor carried through bit-identically).
+int zt_st_writer_add_raw(zt_st_writer *w, const char *name, const char *dtype_name, int ndim, const int64_t *shape,
+                         const void *data, uint64_t nbytes);
 int zt_st_writer_metadata(zt_st_writer *w, const char *key, const char *value);
 int zt_st_write(zt_st_writer *w, const char *path);
 void zt_st_writer_free(zt_st_writer *w);

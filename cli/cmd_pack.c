@@ -127,7 +127,7 @@ static const zt_flag pack_flags_table[] = {
     {"threads", ZT_FLAG_INT, ZT_AT_INT(T, threads), "N", 1, 4096, .letter = 'j',
      .help = "text: tokenizer workers (default: one per core)"},
     {"seq-len", ZT_FLAG_INT, ZT_AT_INT(T, seq_len), "N", 2, 1 << 30, .def = 2048, .letter = 's',
-     .help = "tokens per block (default {default}; at least 2)"},
+     .help = "tokens per block (default {default}; at least 2, at most 131072:\nQwen3's YaRN range)"},
     {"vocab-size", ZT_FLAG_I64, ZT_AT_I64(T, vocab_size), "V", 1, 1LL << 32, .def = -1, .letter = 'V',
      .help = "every id must be < V; required for ids and u32\n"
              "(bytes: default 257, ids 0..255 plus eos 256; text: the\n"

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "engine/device_peak.h"
+#include "engine/rank_memory.h"
 #include "model/family.h"
 #include "ops/plan.h"
 #include "base/common.h"
@@ -32,7 +33,7 @@ static const char synopsis[] =
 typedef struct {
     const char *model, *worlds, *shard, *gpu, *gpu_file, *from_run;
     int field, world, micro_batch, grad_accum, shard_group, reduce_bytes, accum_bytes, recompute, gpus_per_node;
-    int param_bytes, reshard_after_forward, colls;
+    int param_bytes, reshard_after_forward, colls, context_parallel, attention;
     int64_t seq_len, global_batch;
     double epoch_tokens, peak_tflops, hbm_gb, hbm_tbps, nvlink_gbps, net_gbps, ckpt_gbps;
     double mfu, nvlink_eff, net_eff, alpha_nvlink_us, alpha_net_us, hbm_eff, mem_usable;
@@ -42,6 +43,7 @@ static char gpu_help[192];  // names the presets (zt_gpu_preset_names), filled b
 static const zt_flag_choice dtype_choices[] = {{"fp32", 4}, {"bf16", 2}, {0}};
 static const zt_flag_choice param_dtype_choices[] = {{"bf16", 2}, {"fp32", 4}, {0}};
 static const zt_flag_choice colls_choices[] = {{"nccl", ZT_COLLS_NCCL}, {"mpi", ZT_COLLS_MPI}, {0}};
+static const zt_flag_choice attention_choices[] = {{"gemm", ZT_ATTN_SCRATCH_GEMM}, {"tiled", ZT_ATTN_SCRATCH_TILED}, {0}};
 
 #define T plan_flags
 #define UNSET .def = -1
@@ -84,6 +86,13 @@ static const zt_flag flags[] = {
      .help = "algorithms for the node-link bytes: {default} (rings, default) or mpi\n(Open MPI 4.1's libnbc, the CPU engine's)"},
     {"recompute", ZT_FLAG_SET, ZT_AT_INT(T, recompute),
      .help = "recompute every decoder layer's activations in backward"},
+    {"context-parallel", ZT_FLAG_INT, ZT_AT_INT(T, context_parallel), "C", 1, 1 << 20,
+     .help = "C consecutive ranks of a shard group share each block (S/C tokens\n"
+             "each; W/C data-parallel ranks); adds the per-layer K/V all-gathers\n"
+             "and the attention's scratch to the model (1: no split, the scratch)"},
+    {"attention", ZT_FLAG_ENUM, ZT_AT_INT(T, attention), "gemm|tiled", .choices = attention_choices,
+     .help = "with --context-parallel: whose scratch the total counts: gemm\n"
+             "(default, kernels/cuda/attention.cu, O(S^2)) or tiled (O(S D))"},
     {"epoch-tokens", ZT_FLAG_F64, ZT_AT_F64(T, epoch_tokens), "N", .fmin = 1, .fmax = 1e18,
      .def = ZT_FIELD_EPOCH_TOKENS, .help = "tokens per epoch for GPU-hours ({default})"},
 
@@ -184,10 +193,36 @@ static void print_checkpoint(const zt_plan_result *r, const zt_model_config *c, 
                      "snapshot copy)");
 }
 
+// With --context-parallel: the block's gathered K/V and both GPU attention paths' scratch; the
+// total counts the one --attention names.
+static void print_attention_memory(const zt_plan_result *r) {
+    const zt_plan_memory *m = &r->mem;
+    const int counted = r->job.attention == ZT_ATTN_SCRATCH_TILED ? ZT_ATTN_SCRATCH_TILED : ZT_ATTN_SCRATCH_GEMM;
+    char tail[160];
+    if (r->context > 1)
+        row_gb("context K/V (gathered K, V + block dK, dV)", m->cp_kv, "   (one layer at a time: 12 B S Hkv D)");
+    snprintf(tail, sizeof tail, "   (12 g Sq S + 8 g S D + 4 g Sq; %s)",
+             counted == ZT_ATTN_SCRATCH_GEMM ? "counted" : "not counted: --attention tiled");
+    row_gb("attention scratch, GEMM path (today's)", m->attn_gemm, tail);
+    snprintf(tail, sizeof tail, "   (g Sq (6 D + 8) + 8 S D; %s)",
+             counted == ZT_ATTN_SCRATCH_TILED ? "counted" : "not counted: --attention gemm");
+    row_gb("attention scratch, tiled path", m->attn_tiled, tail);
+}
+
 static void print_detail(const zt_plan_result *r) {
     char tail[160];
     const zt_plan_memory *m = &r->mem;
     const zt_plan_job *j = &r->job;
+    char share[24] = "all";
+    if (r->context > 1) snprintf(share, sizeof share, "its 1/%d", r->context);
+    if (j->context_parallel > 0)
+        printf("\n== %s%s (%s): %d GPUs, shard group %d x %d replica%s, context parallel %d: %d data-parallel ranks x "
+               "micro-batch %d x grad-accum %d x seq %lld = %.0f tokens per step, %.0f per GPU (%s of each block)\n",
+               zt_shard_names[j->choice], j->keep_gathered ? " + keep-gathered" : "", choice_text(j->choice), j->world,
+               r->shard_group, r->replicas, r->replicas == 1 ? "" : "s", r->context, r->data_parallel, j->micro_batch,
+               j->grad_accum, (long long)j->seq_len, r->tokens_per_gpu * j->world, r->tokens_per_gpu,
+               share);
+    else
     printf("\n== %s%s (%s): %d GPUs, shard group %d x %d replica%s, micro-batch %d x grad-accum %d x seq %lld = %.0f "
            "tokens per GPU per step, %.0f per step\n",
            zt_shard_names[j->choice], j->keep_gathered ? " + keep-gathered" : "", choice_text(j->choice), j->world, r->shard_group, r->replicas,
@@ -208,6 +243,7 @@ static void print_detail(const zt_plan_result *r) {
     snprintf(tail, sizeof tail, "   (without recompute %.1f, with %.1f)", m->act_no_recompute / 1e9,
              m->act_recompute / 1e9);
     row_gb(j->recompute ? "activations (recompute)" : "activations (no recompute)", m->activations, tail);
+    if (j->context_parallel > 0) print_attention_memory(r);
     snprintf(tail, sizeof tail, "   of %.1f usable: %s", m->usable / 1e9, m->fits ? "fits" : "DOES NOT FIT");
     row_gb("total", m->total, tail);
     printf("step time (s):\n");
@@ -221,6 +257,15 @@ static void print_detail(const zt_plan_result *r) {
            j->colls == ZT_COLLS_MPI ? "Open MPI libnbc, the nodes' mean" : "ring model",
            r->node_link_bytes > 0 ? "the collectives marked network below" : "one node: nothing crosses");
     printf("node link bytes per step, all nodes' sends summed: %.0f\n", r->node_link_total);
+    if (r->context > 1) {
+        const zt_plan_coll *ag = &r->coll[ZT_COLL_CP_AG], *rs = &r->coll[ZT_COLL_CP_RS];
+        printf("context parallel: per layer and micro-batch the %d ranks all-gather the block's K and V (%.1f MB "
+               "gathered, bf16; %.1f MB sent per GPU) in forward and again in backward, and reduce-scatter dK, dV "
+               "(%.1f MB sent per GPU); per step %.2f GB sent per GPU, %.3f s of it exposed (compute waits for "
+               "it)\n",
+               r->context, r->cp_kv_layer / 1e6, r->cp_kv_layer * (r->context - 1) / r->context / 1e6,
+               rs->count ? rs->bytes / rs->count / 1e6 : 0.0, (ag->bytes + rs->bytes) / 1e9, ag->exposed + rs->exposed);
+    }
     printf("  %-28s %-8s %6s %6s %12s %10s %8s %8s %9s\n", "collective (per step)", "link", "ranks", "count",
            "GB sent/GPU", "busbw GB/s", "time s", "hidden s", "exposed s");
     for (int k = 0; k < ZT_COLL_NKINDS; k++) {
@@ -239,10 +284,15 @@ typedef struct {
     int64_t global_batch;
 } job_tmpl;
 
+// Data-parallel ranks of world W: W / C with context parallelism (C ranks share a block).
+static int data_ranks(const job_tmpl *t, int W) {
+    return t->job.context_parallel > 1 ? W / t->job.context_parallel : W;
+}
+
 // grad-accum for world W under a fixed global batch; 0 when W cannot hold it.
 static int accum_for(const job_tmpl *t, int W) {
     if (t->global_batch <= 0) return t->job.grad_accum;
-    int64_t per = (int64_t)W * t->job.micro_batch * t->job.seq_len;
+    int64_t per = (int64_t)data_ranks(t, W) * t->job.micro_batch * t->job.seq_len;
     if (t->global_batch % per) return 0;
     return (int)(t->global_batch / per);
 }
@@ -253,6 +303,11 @@ static int predict_at(const zt_model_config *c, const zt_gpu_spec *g, const zt_p
     j.world = W;
     j.choice = ch;
     j.grad_accum = accum_for(t, W);
+    if (j.grad_accum < 1 && j.context_parallel > 1)
+        return zt_err("--global-batch %lld is not a multiple of %d data-parallel ranks (%d GPUs / context %d) x "
+                      "micro-batch %d x seq %lld",
+                      (long long)t->global_batch, data_ranks(t, W), W, j.context_parallel, j.micro_batch,
+                      (long long)j.seq_len);
     if (j.grad_accum < 1)
         return zt_err("--global-batch %lld is not a multiple of %d GPUs x micro-batch %d x seq %lld",
                       (long long)t->global_batch, W, j.micro_batch, (long long)j.seq_len);
@@ -271,12 +326,17 @@ static void print_scaling(const zt_model_config *c, const zt_gpu_spec *g, const 
     printf("\n");
     double base[ZT_SHARD_NCHOICES] = {0};
     for (int i = 0; i < nw; i++) {
+        if (t->job.context_parallel > 1 && worlds[i] % t->job.context_parallel) {
+            printf("%6d %10s   (context parallel %d does not divide %d GPUs)\n", worlds[i], "-",
+                   t->job.context_parallel, worlds[i]);
+            continue;
+        }
         int ga = accum_for(t, worlds[i]);
         if (ga < 1) {
             printf("%6d %10s   (the global batch does not divide into %d GPUs)\n", worlds[i], "-", worlds[i]);
             continue;
         }
-        printf("%6d %10.0f", worlds[i], (double)worlds[i] * t->job.micro_batch * ga * t->job.seq_len);
+        printf("%6d %10.0f", worlds[i], (double)data_ranks(t, worlds[i]) * t->job.micro_batch * ga * t->job.seq_len);
         for (int k = 0; k < nch; k++) {
             zt_plan_result r;
             if (predict_at(c, g, a, t, (zt_shard_choice)choices[k], worlds[i], &r) != 0) {
@@ -479,7 +539,8 @@ int zt_cmd_plan(int argc, char **argv) {
     job_tmpl t = {.job = {.micro_batch = f.micro_batch, .grad_accum = f.grad_accum, .seq_len = f.seq_len,
                           .shard_group = f.shard_group, .reduce_bytes = f.reduce_bytes, .accum_bytes = f.accum_bytes,
                           .recompute = f.recompute, .param_bytes = f.param_bytes,
-                          .keep_gathered = !f.reshard_after_forward, .colls = (zt_plan_colls)f.colls},
+                          .keep_gathered = !f.reshard_after_forward, .colls = (zt_plan_colls)f.colls,
+                          .context_parallel = f.context_parallel, .attention = f.attention},
                   .global_batch = f.global_batch};
     zt_plan_assumptions a;
     zt_plan_assumptions_default(&a);
@@ -534,6 +595,12 @@ int zt_cmd_plan(int argc, char **argv) {
         if (zt_model_config_load(&cfg, model) != 0) zt_die_on_err();
     } else {
         if (zt_model_preset("qwen3-32b", &cfg) != 0) zt_die_on_err();
+    }
+    if (cfg.family && strcmp(cfg.family->name, "qwen3") != 0) {  // the formula's activations are Qwen3's layers
+        fprintf(stderr, "zerotrain: error: %s: plan models Qwen3's layers (its memory and step-time formula, "
+                        "docs/plan.md); the %s family's Gated DeltaNet layers are not in it yet\n", model,
+                cfg.family->name);
+        return 2;
     }
     zt_gpu_spec g;
     if ((gpu_file ? zt_gpu_spec_load(gpu_file, &g) : zt_gpu_preset(gpu_name, &g)) != 0) {

@@ -15,7 +15,8 @@
 
 #define T zt_train_opts
 static const zt_flag_choice device_choices[] = {{"auto", ZT_DEVICE_AUTO}, {"cuda", ZT_DEVICE_CUDA}, {"cpu", ZT_DEVICE_CPU}, {0}};
-static const zt_flag_choice attention_choices[] = {{"auto", ZT_ATTN_AUTO}, {"gemm", 0}, {"cudnn", 1}, {0}};
+static const zt_flag_choice attention_choices[] = {
+    {"auto", ZT_ATTN_AUTO}, {"tiled", ZT_ATTN_TILED}, {"gemm", ZT_ATTN_GEMM}, {"cudnn", ZT_ATTN_CUDNN}, {0}};
 static const zt_flag_choice doc_attention_choices[] = {{"isolated", ZT_DOC_ATTN_ISOLATED}, {"full", ZT_DOC_ATTN_FULL}, {0}};
 static const zt_flag_choice schedule_choices[] = {{"cosine", ZT_SCHED_COSINE}, {"constant", ZT_SCHED_CONSTANT}, {0}};
 static const zt_flag_choice save_io_choices[] = {{"direct", ZT_SAVE_IO_DIRECT}, {"posix", ZT_SAVE_IO_POSIX}, {"mpiio", ZT_SAVE_IO_MPIIO}, {0}};
@@ -143,11 +144,12 @@ const zt_flag zt_train_flags[] = {
      .help = "auto (default: cuda when this build has the GPU engine and every rank\n"
              "sees a GPU, else cpu), cuda (one GPU per rank: the node-local rank, bf16\n"
              "compute, NCCL collectives) or cpu (fp32 reference)"},
-    {"attention", ZT_FLAG_ENUM, ZT_AT_INT(T, attention_cudnn), "A", .def = ZT_ATTN_AUTO, .choices = attention_choices,
+    {"attention", ZT_FLAG_ENUM, ZT_AT_INT(T, attention), "A", .def = ZT_ATTN_AUTO, .choices = attention_choices,
      .help = "cuda attention: auto (default: cudnn when the CUDA module has it and the\n"
-             "documents of a block are not kept apart, else gemm), gemm (cuBLASLt products\n"
-             "+ fused causal softmax, S x S scratch; keeps packed documents apart) or cudnn\n"
-             "(cuDNN fused flash attention; see docs/cuda.md)"},
+             "documents of a block are not kept apart, else tiled), tiled (64x64 tiles,\n"
+             "online softmax, no S x S scratch; keeps packed documents apart), gemm (cuBLASLt\n"
+             "products + fused causal softmax, S x S scratch) or cudnn (cuDNN fused flash\n"
+             "attention; see docs/cuda.md)"},
     {"recompute", ZT_FLAG_SET, ZT_AT_INT(T, recompute),
      .help = "cuda: keep only each layer's input and recompute its activations in\n"
              "backward (one more forward pass; fits 32B at W=16 on 80 GB GPUs)"},

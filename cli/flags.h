@@ -149,6 +149,11 @@ static const zt_flag_choice zt_bool_choices[] = {{"true", 1}, {"false", 0}, {0}}
              "stay inside a group, one all-reduce per step crosses the replicas. `node`: the\n"                      \
              "ranks of one node (every node must hold the same count). G must divide W\n"                           \
              "(default: W, full shard; 0 also means full shard)"},                                                                           \
+    {"context-parallel", ZT_FLAG_INT, ZT_AT_INT(T, context_parallel), "C", 1, 1 << 16, .def = 1,                    \
+     .help = "context parallelism: C consecutive ranks share each block, each holding an early\n"                 \
+             "and a late chunk of it (K/V all-gathered over the C ranks in every layer); data\n"                    \
+             "parallelism is over W/C groups. C must divide the shard group (and W); blocks need\n"              \
+             "at least 2C tokens. cpu backend only (default {default}: none)"},                                    \
     {"reshard-after-forward", ZT_FLAG_ENUM, ZT_AT_INT(T, reshard_after_forward), "true|false", .def = 1,           \
      .choices = zt_bool_choices,                                                                                      \
      .help = "false: keep each unit's gathered parameters from its forward to its backward\n"                       \

@@ -233,6 +233,12 @@ static int parse_json(zt_dataset *ds, const char *jpath, const char *text, size_
     ds->doc_isolated = !strcmp(attn, "isolated");
     // A block needs at least 2 tokens to give one (input, target) pair.
     if (json_int(jpath, root, "", "seq_len", 1, 2, (int64_t)1 << 30, &seq_len)) goto out;
+    if (seq_len > ZT_SEQ_LEN_MAX) {
+        zt_err("%s: seq_len: %lld is above the maximum of %d tokens per block (Qwen3's YaRN range, 4 x 32,768; the "
+               "longest block pack writes and this loader is tested at): repack with --seq-len %d or less",
+               jpath, (long long)seq_len, ZT_SEQ_LEN_MAX, ZT_SEQ_LEN_MAX);
+        goto out;
+    }
     ds->seq_len = (int)seq_len;
     // Token ids are uint32, so a vocabulary above 2^32 could not be addressed.
     if (json_int(jpath, root, "", "vocab_size", 1, 1, (int64_t)1 << 32, &ds->vocab_size)) goto out;

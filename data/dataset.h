@@ -19,6 +19,13 @@
 #define ZT_TOK_DOC_START (1u << 30)
 #define ZT_TOK_NO_LOSS (1u << 31)
 
+// The longest block (seq_len, tokens) pack writes and the loader opens: 131,072, Qwen3's YaRN
+// range (4 x 32,768 original positions), the length packing, `pack --verify` and loading are
+// tested at (tests/data.cmake, pack_long_*). A block is then 512 KiB of words; a document
+// position (0 .. seq_len - 1, derived from the DOC_START bits by data/batch.c) fits the int32
+// the trainer keeps it in, so the words need no position field.
+#define ZT_SEQ_LEN_MAX 131072
+
 typedef struct {
     char name[256];          // file name relative to the dataset directory
     char path[4096];         // full path

@@ -32,6 +32,8 @@
 // Token buffer budget shared by all output streams (tokens): big writes without
 // letting --per-rank 1024 allocate gigabytes.
 #define ZT_PACK_BUF_TOKENS ((int64_t)1 << 22)
+// ... and the most they may take when every stream needs a whole block (--per-rank W x seq_len): 4 GiB
+#define ZT_PACK_BUF_MAX_TOKENS ((int64_t)1 << 30)
 #define ZT_PACK_READ_BYTES ((size_t)1 << 20)
 
 // One output block file and the tokens not yet written to it.
@@ -649,9 +651,11 @@ static int check_opts(const zt_pack_opts *o, int ninputs) {
             return zt_err("pack: vocab_size %lld is smaller than the tokenizer's vocabulary (%lld ids)",
                           (long long)o->vocab_size, (long long)zt_tokenizer_vocab_size(o->tok));
     }
-    if (o->seq_len < 2 || o->seq_len > (1 << 30))
-        return zt_err("pack: seq_len %d must be in [2, 2^30] (a block needs at least one input and one target)",
-                      o->seq_len);
+    if (o->seq_len < 2) return zt_err("pack: seq_len %d must be at least 2 (a block needs one input and one target)", o->seq_len);
+    if (o->seq_len > ZT_SEQ_LEN_MAX)
+        return zt_err("pack: seq_len %d is above the maximum of %d tokens per block (Qwen3's YaRN range, 4 x 32,768; "
+                      "the longest block pack, --verify and the trainer's loader are tested at)",
+                      o->seq_len, ZT_SEQ_LEN_MAX);
     if (o->vocab_size < 1 || o->vocab_size > ((int64_t)1 << 32))
         return zt_err("pack: vocab_size %lld must be in [1, 2^32] (ids are stored as uint32)",
                       (long long)o->vocab_size);
@@ -730,6 +734,13 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
     int nw = opts->per_rank > 0 ? opts->per_rank : 1;
     int64_t cap_blocks = ZT_PACK_BUF_TOKENS / nw / opts->seq_len;
     if (cap_blocks < 1) cap_blocks = 1;
+    // Every output stream holds at least one block (its partial block waits there until it is whole
+    // or dropped): at long blocks many streams would need more host memory than a pack should take.
+    if ((int64_t)nw * cap_blocks * opts->seq_len > ZT_PACK_BUF_MAX_TOKENS)
+        return zt_err("pack: --per-rank %d files of --seq-len %d blocks need %.1f MiB of block buffers (one block per "
+                      "file), more than the %lld MiB a pack takes: pack fewer files or shorter blocks",
+                      nw, opts->seq_len, (double)nw * opts->seq_len * 4 / (1 << 20),
+                      (long long)(ZT_PACK_BUF_MAX_TOKENS * 4 >> 20));
     pack_writer *w = zt_xcalloc((size_t)nw, sizeof *w);
     packer pk = {.o = opts, .w = w, .nw = nw, .st = stats, .t0 = zt_now()};
     if (opts->input == ZT_PACK_CHAT) pk.pad_id = (uint32_t)zt_tokenizer_token_id(opts->tok, "<|endoftext|>");

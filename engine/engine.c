@@ -18,11 +18,16 @@ int zt_fsdp_create(const zt_fsdp_config *c, zt_fsdp **out) {
     zt_fsdp *f = zt_xcalloc(1, sizeof *f);
     int rc;
     if (!strcmp(c->backend, "cpu")) {
-        const zt_fsdp_opts o = {.shard_group = c->shard_group, .mesh = c->mesh, .keep_gathered = c->keep_gathered};
+        const zt_fsdp_opts o = {.shard_group = c->shard_group, .mesh = c->mesh, .keep_gathered = c->keep_gathered,
+                                .context = c->context};
         rc = zt_fsdp_init_opts(f, c->comm, c->cfg, &zt_cpu_ops, c->micro_batch, c->grad_accum, c->seq_len, &c->hp,
                                c->seed, &o);
+    } else if (!strcmp(c->backend, "cuda") && c->context > 1) {
+        rc = zt_err("--context-parallel %d: context parallelism is built on the cpu backend only (the GPU engine's "
+                    "attention across the split is not built); run it with --device cpu, or without "
+                    "--context-parallel", c->context);
     } else if (!strcmp(c->backend, "cuda")) {
-        const zt_fsdp_opts o = {.recompute = c->recompute, .attention_cudnn = c->attention_cudnn,
+        const zt_fsdp_opts o = {.recompute = c->recompute, .attention = c->attention,
                                 .shard_group = c->shard_group, .mesh = c->mesh, .keep_gathered = c->keep_gathered};
         rc = zt_fsdp_init_cuda(f, c->comm, c->dcomm, c->cfg, c->micro_batch, c->grad_accum, c->seq_len, &c->hp,
                                c->seed, &o);
@@ -58,7 +63,8 @@ void zt_fsdp_get_shard(const zt_fsdp *f, int u, zt_fsdp_shard *out) {
 
 void zt_fsdp_get_strategy(const zt_fsdp *f, zt_fsdp_strategy *out) {
     *out = (zt_fsdp_strategy){.shard_group = f->shard_world, .replicas = f->replicas, .replica = f->replica,
-                              .shard_rank = f->shard_rank, .keep_gathered = f->keep_gathered};
+                              .shard_rank = f->shard_rank, .keep_gathered = f->keep_gathered,
+                              .context = f->ctx_world};
 }
 
 int zt_fsdp_check_replicas(zt_fsdp *f) {

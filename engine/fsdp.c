@@ -226,19 +226,82 @@ int64_t zt_fsdp_stage_rows(zt_fsdp *f, const uint32_t *const *blocks, uint32_t *
     return n;
 }
 
+int64_t zt_fsdp_stage_rows_context(zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
+                                   int32_t *pos) {
+    const int64_t S = f->seq_len, Sl = f->seq_local;
+    const int32_t *mine = f->ctx_index + (int64_t)f->ctx_rank * Sl;
+    (void)zt_fsdp_stage_rows(f, blocks, f->ctx_ids, f->ctx_tgt, f->ctx_pos);  // whole rows: targets cross chunks
+    int64_t n = 0;
+    for (int64_t b = 0; b < f->micro_batch; b++)
+        for (int64_t t = 0; t < Sl; t++) {
+            const int64_t g = mine[t], i = b * Sl + t;
+            ids[i] = g >= 0 ? f->ctx_ids[b * S + g] : 0;
+            targets[i] = g >= 0 ? f->ctx_tgt[b * S + g] : -1;
+            pos[i] = g >= 0 ? f->ctx_pos[b * S + g] : 0;
+            n += targets[i] >= 0;
+        }
+    return n;
+}
+
+int64_t zt_context_split(int64_t S, int C, int32_t **index) {
+    *index = NULL;
+    if (C < 2) return S;
+    if (2 * (int64_t)C > S)
+        return zt_err("--context-parallel %d: blocks of %lld tokens cannot be split into 2 x %d chunks (each rank holds "
+                      "an early and a late chunk); C must be at most seq_len / 2 = %lld",
+                      C, (long long)S, C, (long long)(S / 2)), -1;
+    const int64_t K = 2 * (int64_t)C;
+#define CHUNK_AT(k) ((k) * S / K)
+    int64_t Sl = 0;
+    for (int r = 0; r < C; r++) {
+        const int64_t n = CHUNK_AT(r + 1) - CHUNK_AT(r) + CHUNK_AT(K - r) - CHUNK_AT(K - 1 - r);
+        Sl = n > Sl ? n : Sl;
+    }
+    int32_t *ix = zt_xmalloc((size_t)(C * Sl) * sizeof(int32_t));
+    for (int r = 0; r < C; r++) {
+        int64_t t = 0;
+        const int64_t chunks[2] = {r, K - 1 - r};
+        for (int c = 0; c < 2; c++)
+            for (int64_t g = CHUNK_AT(chunks[c]); g < CHUNK_AT(chunks[c] + 1); g++) ix[r * Sl + t++] = (int32_t)g;
+        while (t < Sl) ix[r * Sl + t++] = -1;
+    }
+#undef CHUNK_AT
+    *index = ix;
+    return Sl;
+}
+
+// The exchange a family's attention calls under context parallelism (zt_family_context): over
+// the mesh's context group, deadline-guarded and named in its flight recorder like every
+// collective; a failure ends the process with the report (as the unit collectives do).
+static void context_gather(void *ctx, const float *mine, float *all, int64_t n, const char *what) {
+    zt_fsdp *f = ctx;
+    const double t0 = zt_now();
+    if (zt_allgather(f->ctx_comm, mine, all, (size_t)n, ZT_DT_F32, what) != 0) zt_die_on_err();
+    f->t_wait += zt_now() - t0;
+    f->bytes_ctx += (int64_t)(f->ctx_world - 1) * n * (int64_t)sizeof(float);
+}
+
+static void context_scatter(void *ctx, const float *all, float *mine, int64_t n, const char *what) {
+    zt_fsdp *f = ctx;
+    const double t0 = zt_now();
+    if (zt_reduce_scatter(f->ctx_comm, all, mine, (size_t)n, ZT_DT_F32, ZT_RED_SUM, what) != 0) zt_die_on_err();
+    f->t_wait += zt_now() - t0;
+    f->bytes_ctx += (int64_t)(f->ctx_world - 1) * n * (int64_t)sizeof(float);
+}
+
 // ---- the step ------------------------------------------------------------------------------
 
 int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks, const char *what, int64_t *global) {
     const int64_t S = f->seq_len;
     if (!f->token_flags) {
-        *global = (int64_t)f->world * nblocks * (S - 1);
+        *global = (int64_t)f->data_world * nblocks * (S - 1);  // a context group's ranks share its blocks
         return 0;
     }
     if (!strcmp(zt_comm_backend_name(f->comm), "nccl"))
         return zt_err("FSDP engine: version-2 data (loss masks, documents) needs a host comm beside the NCCL one to "
                       "count each step's targets (zt_fsdp_init_cuda's comm; it is the NCCL comm here)");
-    double n = 0;
-    for (int i = 0; i < nblocks; i++) n += (double)zt_batch_count_targets(blocks[i], S, f->doc_isolated);
+    double n = 0;  // a context group's blocks counted once, by its first rank
+    for (int i = 0; i < nblocks && f->ctx_rank == 0; i++) n += (double)zt_batch_count_targets(blocks[i], S, f->doc_isolated);
     double tw = zt_now();
     int rc = zt_allreduce(f->comm, &n, &n, 1, ZT_DT_F64, ZT_RED_SUM, what);  // exact: counts < 2^53
     f->t_wait += zt_now() - tw;
@@ -254,7 +317,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
     const double t0 = zt_now();
     const int64_t S = f->seq_len, B = f->micro_batch;
     f->t_wait = 0;
-    f->bytes_ag = f->bytes_rs = f->bytes_rep = 0;
+    f->bytes_ag = f->bytes_rs = f->bytes_rep = f->bytes_ctx = 0;
     f->nevents = 0;
     zt_comm_set_context(f->comm, f->step + 1, f->epoch, 0);  // 1-based step in progress
     int64_t targets;
@@ -271,6 +334,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
     for (int mb = 0; mb < f->grad_accum; mb++) {
         f->micro = mb;
         zt_comm_set_context(f->dcomm, f->step + 1, f->epoch, mb);
+        if (f->ctx_comm) zt_comm_set_context(f->ctx_comm, f->step + 1, f->epoch, mb);
         train_micro(f, mb, scale);
     }
     // Hybrid sharding: the group-reduced gradient shards summed over the replicas, once per step.
@@ -300,7 +364,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
     out->grad_norm = norm;
     out->clip_coef = coef;
     out->lr = lr;
-    out->tokens = (int64_t)f->world * f->grad_accum * B * S;
+    out->tokens = (int64_t)f->data_world * f->grad_accum * B * S;
     out->nonfinite = nonfinite;
     out->nonfinite_ranks = r.nonfinite_ranks;
     out->stop_requested = r.stop;
@@ -312,6 +376,7 @@ int zt_fsdp_step(zt_fsdp *f, const uint32_t *const *blocks, int flags, zt_fsdp_s
     out->bytes_gathered = f->bytes_ag;
     out->bytes_scattered = f->bytes_rs;
     out->bytes_replicated = f->bytes_rep;
+    out->bytes_context = f->bytes_ctx;
     return 0;
 }
 
@@ -427,12 +492,24 @@ int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *
 // billions of parameters on one host thread takes a minute).
 // The shard group and replica comms of hybrid sharding (G < W), the mesh's (engine/mesh.h):
 // groups of G consecutive ranks; replica group = the ranks at the same position of every group.
-static int take_groups(zt_fsdp *f, zt_comm *comm, const zt_mesh *mesh, int G) {
+static int take_groups(zt_fsdp *f, zt_comm *comm, const zt_mesh *mesh, int G, int C) {
     f->shard_world = G;
     f->shard_rank = f->rank % G;
     f->replica = f->rank / G;
     f->replicas = f->world / G;
     f->gcomm_host = comm;
+    // Context parallelism: C consecutive ranks of a shard group share each block (engine/mesh.h).
+    f->ctx_world = C;
+    f->ctx_rank = f->rank % C;
+    f->data_rank = f->rank / C;
+    f->data_world = f->world / C;
+    if (C > 1) {
+        if (zt_mesh_check_context(C, G, f->world) != 0) return -1;
+        if (!mesh || zt_mesh_group(mesh, ZT_MESH_WORLD) != comm || zt_mesh_size(mesh, ZT_MESH_CONTEXT) != C)
+            return zt_err("context parallelism (C = %d) takes its context groups from the process-group mesh "
+                          "(zt_fsdp_opts.mesh, engine/mesh.h) of the engine's world with context groups of %d", C, C);
+        f->ctx_comm = zt_mesh_group(mesh, ZT_MESH_CONTEXT);
+    }
     if (G == f->world) return 0;
     if (!mesh)
         return zt_err("hybrid sharding (G = %d of %d ranks) takes its groups from a process-group mesh "
@@ -467,7 +544,9 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
     if (!cfg->family) return zt_err("FSDP engine: the model config names no model family");
     f->fam = cfg->family;
     if (zt_model_layout_init(&f->lay, cfg) != 0) return -1;
-    if (host_model && !(f->cpu_model = f->fam->cpu->create(cfg, ops, micro_batch, seq_len))) return -1;
+    const int C = opts && opts->context > 1 ? opts->context : 1;
+    f->seq_local = zt_context_split(seq_len, C, &f->ctx_index);
+    if (f->seq_local < 0) return -1;
     f->comm = f->dcomm = comm;
     f->rank = info.rank;
     f->world = info.world;
@@ -479,8 +558,20 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
     const zt_model_layout *lay = &f->lay;
     f->nunits = lay->nunits;
     f->units = zt_xcalloc((size_t)f->nunits, sizeof *f->units);
-    if (take_groups(f, comm, opts ? opts->mesh : NULL, G) != 0) return -1;
+    if (take_groups(f, comm, opts ? opts->mesh : NULL, G, C) != 0) return -1;
     f->dcomm = f->gcomm_host;
+    if (host_model && C > 1) {  // the family's model holds this rank's tokens; attention exchanges over the group
+        const zt_family_context cx = {.C = C, .rank = f->ctx_rank, .S = seq_len, .S_local = f->seq_local,
+                                      .index = f->ctx_index, .gather = context_gather, .scatter = context_scatter,
+                                      .ctx = f};
+        const size_t n = (size_t)(micro_batch * seq_len);
+        f->ctx_ids = zt_xcalloc(n, sizeof(uint32_t));
+        f->ctx_tgt = zt_xcalloc(n, sizeof(int32_t));
+        f->ctx_pos = zt_xcalloc(n, sizeof(int32_t));
+        if (!(f->cpu_model = f->fam->cpu->create(cfg, ops, micro_batch, seq_len, &cx))) return -1;
+    } else if (host_model && !(f->cpu_model = f->fam->cpu->create(cfg, ops, micro_batch, seq_len, NULL))) {
+        return -1;
+    }
     // Keep-gathered: every unit may be resident at once (forward holds units 0..u and u+1 in flight).
     f->keep_gathered = opts && opts->keep_gathered;
     f->np = f->keep_gathered ? (f->nunits > ZT_FSDP_PARAM_SLOTS ? f->nunits : ZT_FSDP_PARAM_SLOTS)
@@ -566,6 +657,9 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_
     if (!m->family(cfg->family->name))
         return zt_err("the CUDA module has no GPU passes for the model family \"%s\" (model/family_cuda.c)",
                       cfg->family->name);
+    if (opts && opts->context > 1)
+        return zt_err("--context-parallel %d: context parallelism is built on the cpu backend only (the GPU engine's "
+                      "attention across the split is not built); run it with --device cpu", opts->context);
     zt_fsdp_opts o = {0};
     if (opts) o = *opts;
     return m->engine_init(f, comm, dcomm, cfg, micro_batch, grad_accum, seq_len, hp, seed, &o);
@@ -615,6 +709,7 @@ int zt_fsdp_set_data(zt_fsdp *f, int token_flags, int isolated) {
 
 void zt_fsdp_free(zt_fsdp *f) {
     if (!f->units) {  // a constructor that failed before the units: the layout and model it made
+        free(f->ctx_index);
         if (f->cpu_model) f->fam->cpu->destroy(f->cpu_model);
         zt_model_layout_free(&f->lay);
         memset(f, 0, sizeof *f);
@@ -630,6 +725,7 @@ void zt_fsdp_free(zt_fsdp *f) {
     free(f->units);
     free(f->events);
     free(f->pbuf), free(f->pbuf_unit), free(f->kept);
+    free(f->ctx_index), free(f->ctx_ids), free(f->ctx_tgt), free(f->ctx_pos);
     if (f->cpu_model) f->fam->cpu->destroy(f->cpu_model);
     zt_model_layout_free(&f->lay);
     memset(f, 0, sizeof *f);

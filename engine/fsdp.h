@@ -26,6 +26,10 @@
 #define ZT_FSDP_PARAM_SLOTS 3   // full-parameter buffers (current, prefetched, tied embedding)
 #define ZT_FSDP_GRAD_SLOTS 4    // full-gradient buffers (computing, reduce-scatters in flight, tied)
 
+// The GPU engine's attention (zt_fsdp_config.attention, zt_fsdp_opts.attention): the tiled
+// kernels (default, no S x S scratch), cuDNN's fused kernel, or the cuBLASLt GEMM path.
+enum { ZT_ATTN_TILED = 0, ZT_ATTN_CUDNN = 1, ZT_ATTN_GEMM = 2 };
+
 typedef struct {
     double loss;            // mean over all trained targets of the global step (0 when it has none)
     int64_t targets;        // global trained targets in the step (every position but each block's last for
@@ -42,6 +46,8 @@ typedef struct {
     double t_step, t_compute, t_comm_wait;  // this rank's seconds
     double t_update_fence;  // of t_step: waiting in the update fence before the optimizer (zt_fsdp_set_update_fence)
     int64_t bytes_gathered, bytes_scattered; // this rank's received (all-gather) / sent (reduce-scatter) bytes
+    int64_t bytes_context;     // context parallelism: this rank's K/V all-gather bytes received + dK/dV
+                               // reduce-scatter bytes sent over its context group (0 at C = 1)
     int64_t bytes_replicated;  // hybrid sharding: this rank's bytes sent by the replica all-reduce (ring: 2 (R-1)/R
                                // of its gradient shard's bytes; 0 at full shard)
 } zt_fsdp_stats;
@@ -64,13 +70,15 @@ typedef struct {
     zt_hparams hp;
     uint64_t seed;                 // parameters initialised from it exactly as the reference trainer does
     int recompute;                 // cuda: keep only each layer's input, re-run its forward before its backward
-    int attention_cudnn;           // cuda: cuDNN fused flash attention (refused when not built)
+    int attention;                 // cuda: ZT_ATTN_TILED (0), ZT_ATTN_CUDNN (refused when not built), ZT_ATTN_GEMM
     int shard_group;               // G: shard over groups of G consecutive ranks, replicate across W/G (hybrid
                                    // sharding); 0 = W (full shard). Must divide W (zt_fsdp_check_shard_group)
     const zt_mesh *mesh;           // the process groups (engine/mesh.h; its G = shard_group): comm is its world
                                    // group, dcomm its device world. Needed for G < W; NULL: full shard
     int keep_gathered;             // 1: parameters stay gathered from a unit's forward to its backward (no
                                    // backward re-gather; --reshard-after-forward false)
+    int context;                   // C: context parallelism over the mesh's context groups (C consecutive
+                                   // ranks share each block; C divides G); 0 or 1: none. cpu only
 } zt_fsdp_config;
 
 // 0, or -1 + zt_err when G (0 = the world) does not divide the world.
@@ -79,6 +87,7 @@ int zt_fsdp_check_shard_group(int shard_group, int world);
 // index (0..R-1; replica 0 of each group writes checkpoints) and keep-gathered.
 typedef struct {
     int shard_group, replicas, replica, shard_rank, keep_gathered;
+    int context;  // C (1: none): ranks sharing each block
 } zt_fsdp_strategy;
 void zt_fsdp_get_strategy(const zt_fsdp *f, zt_fsdp_strategy *out);
 // Collective over all ranks: every replica of a shard holds the same bytes (CRC-32C of this

@@ -119,17 +119,20 @@ static void progress_between_ops(void *f) { zt_comm_progress(((zt_fsdp *)f)->dco
 
 // ---- data ---------------------------------------------------------------------------------
 
+// A slot holds this rank's tokens of each block: all of them, or under context parallelism its
+// seq_local tokens (then with their positions, always).
 static int64_t stage(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
     cpu_state *c = st(f);
-    const size_t at = (size_t)slot * (size_t)(f->micro_batch * f->seq_len);
+    const size_t at = (size_t)slot * (size_t)(f->micro_batch * f->seq_local);
+    if (f->ctx_world > 1) return zt_fsdp_stage_rows_context(f, blocks, c->ids + at, c->tgt + at, c->pos + at);
     return zt_fsdp_stage_rows(f, blocks, c->ids + at, c->tgt + at, c->pos + at);
 }
 
 static void use_batch(zt_fsdp *f, int slot) {
     cpu_state *c = st(f);
-    const size_t N = (size_t)(f->micro_batch * f->seq_len);
+    const size_t N = (size_t)(f->micro_batch * f->seq_local);
     f->fam->cpu->set_batch(f->cpu_model, c->ids + slot * N, c->tgt + slot * N,
-                           f->doc_isolated ? c->pos + slot * N : NULL);  // positions: only when isolated
+                           f->doc_isolated || f->ctx_world > 1 ? c->pos + slot * N : NULL);  // positions: when needed
 }
 
 // ---- unit passes ----------------------------------------------------------------------------
@@ -223,7 +226,7 @@ static void memory(const zt_fsdp *f, zt_fsdp_memory *m) {
                               : (int64_t)sizeof(float) * (f->np * f->max_padded +
                                                           G * (f->max_padded + f->max_padded / f->shard_world));
     m->activations = f->fam->cpu->act_bytes(f->cpu_model) +
-                     (int64_t)sizeof(float) * f->micro_batch * f->seq_len * f->lay.cfg.hidden_size;
+                     (int64_t)sizeof(float) * f->micro_batch * f->seq_local * f->lay.cfg.hidden_size;
 }
 
 static void cpu_free(zt_fsdp *f) {
@@ -267,7 +270,7 @@ int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
         f->gbuf[s] = zt_xcalloc((size_t)f->max_padded, sizeof(float));
         if (!c->local) c->grecv[s] = zt_xcalloc((size_t)f->max_padded / f->shard_world, sizeof(float));
     }
-    const size_t N = (size_t)(micro_batch * seq_len), slots = (size_t)grad_accum;
+    const size_t N = (size_t)(micro_batch * f->seq_local), slots = (size_t)grad_accum;
     c->dx = zt_xcalloc(N * (size_t)cfg->hidden_size, sizeof(float));
     c->ids = zt_xcalloc(slots * N, sizeof(uint32_t));
     c->tgt = zt_xcalloc(slots * N, sizeof(int32_t));

@@ -34,9 +34,11 @@
 // (zt_fsdp_count_targets), so `comm` must then be a host comm, not the NCCL one.
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/cuda/zt_cuda.h"
 #include "kernels/cuda/zt_cuda_check.h"
@@ -44,6 +46,7 @@
 #include "model/family_cuda.h"
 #include "engine/comm_nccl.h"
 #include "base/common.h"
+#include "base/env.h"
 #include "engine/cuda_module.h"
 #include "engine/fsdp_internal.h"
 #include "data/batch.h"
@@ -451,11 +454,18 @@ static int to_host(zt_fsdp *f) {
 // --async-save: the host copies become the checkpoint's snapshot without stopping the loop.
 // The copy waits (on the device) for the last optimizer update and runs on its own stream,
 // beside the next step's forward and backward; only the next AdamW waits for it.
+// Testing (ZT_CKPT_DEBUG_COPY_DELAY_S): the snapshot stream sleeps before its copy, so a writer
+// that did not wait for the copy reads the host copies while it is still to come.
+static void CUDART_CB snapshot_delay(void *us) { usleep((useconds_t)(uintptr_t)us); }
+
 static int snapshot_begin(zt_fsdp *f) {
     gpu_state *c = st(f);
     if (!c->host_pinned && c->host_mode == 0)
         return zt_err("the GPU engine's host copies are not page-locked: an asynchronous snapshot needs them");
     ZT_CUDA_CHECK(cudaStreamWaitEvent(c->ss, c->ev_optim, 0));
+    double delay;
+    if (zt_env_f64(ZT_ENV_CKPT_DEBUG_COPY_DELAY_S, &delay) && delay > 0)
+        ZT_CUDA_CHECK(cudaLaunchHostFunc(c->ss, snapshot_delay, (void *)(uintptr_t)(delay * 1e6)));
     queue_state_to_host(f, c->ss);
     ZT_CUDA_CHECK(cudaEventRecord(c->ev_snap, c->ss));
     c->snap_pending = 1;
@@ -573,9 +583,9 @@ static int check_engine(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_mode
         o->grad_slots > G)
         return zt_err("GPU FSDP pools: %d parameter slot(s) (2..%d, 0 = %d) and %d gradient slot(s) (1..%d, 0 = %d)",
                       o->param_slots, P, P, o->grad_slots, G, G);
-    if (o->attention_cudnn == 1 && !zt_cudnn_sdpa_built())
+    if (o->attention == ZT_ATTN_CUDNN && !zt_cudnn_sdpa_built())
         return zt_err("--attention cudnn: this build has no cuDNN attention (cuDNN was not found at configure "
-                      "time; see docs/cuda.md); use --attention gemm");
+                      "time; see docs/cuda.md); use --attention tiled");
     if (zt_comm_nccl_device(dcomm) < 0)
         return zt_err("GPU FSDP engine: the data comm is a %s comm; it needs an NCCL one (engine/comm_nccl.h)",
                       zt_comm_backend_name(dcomm));
@@ -720,7 +730,10 @@ static int make_activations(zt_fsdp *f, gpu_state *c, const zt_model_config *cfg
     c->N = N;
     size_t free0 = 0, total = 0;
     ZT_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
-    const zt_family_cuda_opts fo = {.recompute = o->recompute != 0, .cudnn = o->attention_cudnn != 0};
+    const zt_cuda_attn_kind att = o->attention == ZT_ATTN_CUDNN || o->attention == ZT_FSDP_CUDNN_FORCE ? ZT_CUDA_ATTN_CUDNN
+                                  : o->attention == ZT_ATTN_GEMM                                        ? ZT_CUDA_ATTN_GEMM
+                                                                                                        : ZT_CUDA_ATTN_TILED;
+    const zt_family_cuda_opts fo = {.recompute = o->recompute != 0, .attention = att};
     if (!(c->fm = c->fc->create(cfg, c->ctx, c->cs, f->micro_batch, f->seq_len, &fo))) return -1;
     c->tok_d = zt_cuda_malloc((size_t)N * 4);
     c->tgt_d = zt_cuda_malloc((size_t)N * 4);

@@ -12,7 +12,8 @@
 // includes only engine/fsdp.h.
 // defines: zt_fsdp (the struct), zt_fsdp_unit, zt_fsdp_event, zt_fsdp_opts, zt_fsdp_init, zt_fsdp_init_cuda,
 //          zt_fsdp_free, zt_fsdp_log, zt_fsdp_backend, zt_fsdp_reduced, zt_fsdp_init_host,
-//          zt_fsdp_count_targets, zt_fsdp_stage_rows, zt_fsdp_cpu_backend
+//          zt_fsdp_count_targets, zt_fsdp_stage_rows, zt_fsdp_stage_rows_context, zt_context_split,
+//          zt_fsdp_cpu_backend
 #ifndef ZT_FSDP_INTERNAL_H
 #define ZT_FSDP_INTERNAL_H
 #include "engine/fsdp.h"
@@ -40,12 +41,12 @@ typedef struct { zt_fsdp_ev_kind kind; int unit; int micro; double t; } zt_fsdp_
 struct zt_fsdp_backend;  // engine/fsdp_internal.h
 
 // Engine options (the GPU backend's; the CPU backend has none of these). Zero = default.
-#define ZT_FSDP_CUDNN_FORCE 2
+#define ZT_FSDP_CUDNN_FORCE 3
 typedef struct zt_fsdp_opts {
     int recompute;          // keep only each layer's input; re-run its forward before its backward
                             // (one more forward per step; identical results: the ops are deterministic)
-    int attention_cudnn;    // 1: cuDNN fused flash attention (refused when not built); 0: cuBLASLt products +
-                            // fused softmax; ZT_FSDP_CUDNN_FORCE: tests only, cuDNN selected even in a build
+    int attention;          // ZT_ATTN_TILED (0), ZT_ATTN_CUDNN (refused when not built), ZT_ATTN_GEMM;
+                            // ZT_FSDP_CUDNN_FORCE: tests only, cuDNN selected even in a build
                             // without it, to reach the engine's refusals before any attention runs
     int param_slots;        // tests: smaller pools (0 = ZT_FSDP_PARAM_SLOTS; >= 2, or 3 when tied)
     int grad_slots;         //        (0 = ZT_FSDP_GRAD_SLOTS; >= 1)
@@ -58,6 +59,8 @@ typedef struct zt_fsdp_opts {
                             // for the GPU engine dcomm its device world. Needed for G < W; NULL: full shard
     int keep_gathered;      // 1: a unit's gathered parameters stay from its forward to its backward (no
                             // backward re-gather; FSDP's reshard_after_forward=False); 0: reshard after forward
+    int context;            // C: context parallelism, C consecutive ranks share each block (the mesh's
+                            // context groups; C must divide G and equal the mesh's); 0 or 1: none. CPU only
 } zt_fsdp_opts;
 
 struct zt_fsdp {
@@ -72,6 +75,15 @@ struct zt_fsdp {
     zt_comm *gcomm_host;      // host comm of the shard group (gather_full): the mesh's ZT_MESH_SHARD (comm at G = W)
     zt_comm *replica_comm;    // the mesh's ZT_MESH_REPLICATE: the ranks holding the same shard (NULL when R = 1)
     int keep_gathered;        // a unit's parameters stay gathered from its forward to its backward
+    // Context parallelism: C = ctx_world consecutive ranks share each block (the mesh's context
+    // group, ctx_comm; NULL when C = 1), this one holding seq_local tokens of each (two chunks:
+    // ctx_index, as zt_family_context.index). Data parallelism is over data_world = W / C groups.
+    int ctx_world, ctx_rank, data_rank, data_world;
+    zt_comm *ctx_comm;
+    int64_t seq_local;        // tokens of a block this rank holds (seq_len at C = 1)
+    int32_t *ctx_index;       // [C * seq_local]
+    uint32_t *ctx_ids;        // [micro_batch * seq_len] whole rows staged before this rank's tokens are picked
+    int32_t *ctx_tgt, *ctx_pos;
     double (*update_fence)(void *arg);  // zt_fsdp_set_update_fence (NULL: none)
     void *update_fence_arg;
     int *kept;                // [nunits] the slot holding unit u between its forward and backward, -1 none
@@ -99,6 +111,7 @@ struct zt_fsdp {
     int64_t step;             // optimizer steps done
     // per-step counters
     double t_wait;
+    int64_t bytes_ctx;        // received by the context all-gathers + sent by the context reduce-scatters
     int64_t bytes_ag, bytes_rs, bytes_rep;  // received by all-gathers, sent by reduce-scatters, moved by the
                                             // replica all-reduce (2 (R-1)/R of the shard bytes, ring)
     // event log (cleared at the start of each step)
@@ -230,6 +243,17 @@ int zt_fsdp_count_targets(zt_fsdp *f, const uint32_t *const *blocks, int nblocks
 // f->micro, its row, the position, the id). Callers make such a step update nothing.
 int64_t zt_fsdp_stage_rows(zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
                            int32_t *pos);
+// The same under context parallelism (C > 1): the rows of this rank's held tokens, seq_local per
+// block (ids, targets, pos [micro_batch * seq_local]; pos always written: each token's RoPE position,
+// its block position or, isolated, its document position; padding: id 0, no target, position 0).
+// Returns the held tokens' targets.
+int64_t zt_fsdp_stage_rows_context(zt_fsdp *f, const uint32_t *const *blocks, uint32_t *ids, int32_t *targets,
+                                   int32_t *pos);
+// The zig-zag split of a block of S tokens over C ranks: 2C chunks (chunk k = [k S / 2C,
+// (k + 1) S / 2C)); rank r holds chunks r and 2C - 1 - r, an early and a late one, so every rank
+// has about the same causal attention work. index[r * S_local + t] as zt_family_context.index;
+// returns S_local (the longest rank's count), or -1 + zt_err when a chunk would be empty (2C > S).
+int64_t zt_context_split(int64_t S, int C, int32_t **index);
 
 // The GPU backend's constructor (fsdp_cuda.c, inside the CUDA module; reached through
 // engine/cuda_module.h).

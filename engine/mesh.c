@@ -9,7 +9,7 @@
 #include "base/common.h"
 
 // The dimensions, outermost first: a new one is a row here, an enumerator in mesh.h and its
-// size in dims_sizes.
+// size and stride in dims_sizes. A group of a dimension is `size` ranks `stride` apart.
 static const struct {
     zt_mesh_dim dim;
     const char *id;    // RUN/groups/<id>-<index>
@@ -18,6 +18,7 @@ static const struct {
 } DIMS[] = {
     {ZT_MESH_REPLICATE, "replica", "replica", 0},
     {ZT_MESH_SHARD, "shard", "shard", 1},
+    {ZT_MESH_CONTEXT, "context", "context", 0},
 };
 #define NDIMS ((int)(sizeof DIMS / sizeof DIMS[0]))
 
@@ -29,15 +30,29 @@ struct zt_mesh {
     char title[ZT_MESH_NDIMS_][128];
 };
 
-static int dims_sizes(const zt_mesh_dims *d, int world, int size[ZT_MESH_NDIMS_]) {
+int zt_mesh_check_context(int C, int G, int world) {
+    if (C < 0 || C > world || (C > 1 && (world % C != 0 || G % C != 0)))
+        return zt_err("--context-parallel %d does not divide the shard group of %d ranks (--shard-group; W = %d): "
+                      "a context group is C consecutive ranks inside a shard group, so C must divide G (and W)",
+                      C, G, world);
+    return 0;
+}
+
+// Sizes and strides: replicate W / G ranks G apart, shard G consecutive, context C consecutive.
+static int dims_sizes(const zt_mesh_dims *d, int world, int size[ZT_MESH_NDIMS_], int stride[ZT_MESH_NDIMS_]) {
     const int G = d && d->shard > 0 ? d->shard : world;
+    const int C = d && d->context > 1 ? d->context : 1;
     if (G > world || world % G != 0)
         return zt_err("--shard-group %d does not divide the world of %d ranks: the shards are held by groups of G "
                       "consecutive ranks and replicated W/G times, so G must be a divisor of %d (or 0 / the world: "
                       "full shard)", G, world, world);
+    if (zt_mesh_check_context(C, G, world) != 0) return -1;
     size[ZT_MESH_WORLD] = world;
     size[ZT_MESH_SHARD] = G;
     size[ZT_MESH_REPLICATE] = world / G;
+    size[ZT_MESH_CONTEXT] = C;
+    stride[ZT_MESH_WORLD] = stride[ZT_MESH_SHARD] = stride[ZT_MESH_CONTEXT] = 1;
+    stride[ZT_MESH_REPLICATE] = G;
     return 0;
 }
 
@@ -83,25 +98,20 @@ int zt_mesh_create(zt_comm *world, const zt_mesh_dims *dims, int own_world, zt_m
     zt_mesh *m = zt_xcalloc(1, sizeof *m);
     m->rank = info.rank;
     m->world = info.world;
-    if (dims_sizes(dims, info.world, m->size) != 0) {
+    if (dims_sizes(dims, info.world, m->size, m->stride) != 0) {
         free(m);
         return -1;
     }
-    // Row-major over the table: the last dimension has stride 1.
-    int stride = 1;
-    for (int i = NDIMS - 1; i >= 0; i--) {
-        const zt_mesh_dim d = DIMS[i].dim;
-        m->stride[d] = stride;
-        m->coord[d] = m->rank / stride % m->size[d];
-        stride *= m->size[d];
-    }
-    // A group's index: this rank's coordinates in the other dimensions, row-major.
+    // A group is `size` ranks `stride` apart; its index counts the groups in the order of their
+    // first ranks' (blocks of stride * size ranks, each holding `stride` interleaved groups).
     for (int i = 0; i < NDIMS; i++) {
         const zt_mesh_dim d = DIMS[i].dim;
-        for (int j = 0; j < NDIMS; j++)
-            if (j != i) m->index[d] = m->index[d] * m->size[DIMS[j].dim] + m->coord[DIMS[j].dim];
+        const int n = m->size[d], st = m->stride[d];
+        m->coord[d] = m->rank / st % n;
+        const int first = m->rank - m->coord[d] * st;
+        m->index[d] = first / (st * n) * st + first % st;
         char rl[96];
-        rank_list(rl, sizeof rl, m->rank - m->coord[d] * m->stride[d], m->size[d], m->stride[d]);
+        rank_list(rl, sizeof rl, first, n, st);
         snprintf(m->title[d], sizeof m->title[d], "%s group %d (%s)", DIMS[i].name, m->index[d], rl);
     }
     m->stride[ZT_MESH_WORLD] = 1;

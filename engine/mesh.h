@@ -1,9 +1,10 @@
-// The process-group mesh: the world's ranks laid out on named dimensions (replicate x shard),
+// The process-group mesh: the world's ranks laid out on named dimensions (replicate x shard, and
+// inside a shard group the context groups of context parallelism),
 // one communicator per group of each dimension, made once and asked for by name, so no caller
 // carries communicators of its own making. Backend-neutral (engine/comm.h); it owns every
 // comm it makes, and the world comms handed to it when told to.
 // defines: zt_mesh, zt_mesh_dim, zt_mesh_dims, zt_mesh_create, zt_mesh_attach_device, zt_mesh_group,
-//          zt_mesh_device_group, zt_mesh_size, zt_mesh_rank, zt_mesh_index, zt_mesh_title, zt_mesh_free
+//          zt_mesh_check_context, zt_mesh_device_group, zt_mesh_size, zt_mesh_rank, zt_mesh_index, zt_mesh_title, zt_mesh_free
 #ifndef ZT_MESH_H
 #define ZT_MESH_H
 
@@ -14,27 +15,37 @@ extern "C" {
 #endif
 
 // The names a caller asks for. The dimensions, outermost first, are the enumerators after
-// ZT_MESH_WORLD in this order; rank order is row-major over them, consecutive ranks innermost:
+// ZT_MESH_WORLD in this order; rank order is row-major, consecutive ranks innermost:
 //
-//     rank = replica * G + shard_rank               (R x G = W)
+//     rank = replica * G + shard_rank,   shard_rank = data * C + context      (R x G = W, C | G)
 //
-// so a shard group is G consecutive ranks (rank r is position r mod G of group r / G) and a
-// replica group is the R ranks at the same position of every shard group. A dimension added
-// later goes where it belongs in this list and in engine/mesh.c's table (one row), with its
-// size in zt_mesh_dims: e.g. context parallelism between replicate and shard,
-// rank = (replica * C + context) * G + shard_rank.
+// so a shard group is G consecutive ranks (rank r is position r mod G of group r / G), a
+// replica group is the R ranks at the same position of every shard group, and a context group
+// is C consecutive ranks inside a shard group (rank r is position r mod C of group r / C). The
+// shard group is the FSDP group of torchtitan's dp_shard x cp: parameters, gradients and AdamW
+// state are sharded over all G ranks, context ranks included, so C adds no per-rank state. The
+// context group is innermost because its ranks exchange K/V in every layer (the nearest ranks:
+// one node). Data parallelism is over the W / C context groups (data rank = rank / C).
+// A dimension added later goes where it belongs in this list and in engine/mesh.c's table (one
+// row), with its size in zt_mesh_dims.
 typedef enum {
-    ZT_MESH_WORLD = 0,  // all W ranks: data parallelism, agreement, the step's control all-reduce
+    ZT_MESH_WORLD = 0,  // all W ranks: agreement, the step's control all-reduce
     ZT_MESH_REPLICATE,  // the R = W / G ranks holding the same shard (hybrid sharding's gradient all-reduce)
     ZT_MESH_SHARD,      // the G consecutive ranks that shard the parameters and optimizer state
+    ZT_MESH_CONTEXT,    // the C consecutive ranks that share each block (context parallelism's K/V exchange)
     ZT_MESH_NDIMS_
 } zt_mesh_dim;
 
 typedef struct {
-    int shard;  // G; 0 = W (full shard). Must divide W. replicate is what W leaves: W / G
+    int shard;    // G; 0 = W (full shard). Must divide W. replicate is what W leaves: W / G
+    int context;  // C; 0 or 1 = none. Must divide G
 } zt_mesh_dims;
 
 typedef struct zt_mesh zt_mesh;
+
+// 0, or -1 + zt_err naming both numbers when C (0 or 1: none) does not divide the shard group G
+// (or the world). Pure: callers check it on every rank before anything is written.
+int zt_mesh_check_context(int C, int G, int world);
 
 // Collective over `world`: the groups of every dimension of size n < W (but replicate of size 1), each a
 // zt_comm_split_group of world named "<dim> group <i> (ranks ...)" (flight recorders in
@@ -50,7 +61,7 @@ int zt_mesh_create(zt_comm *world, const zt_mesh_dims *dims, int own_world, zt_m
 int zt_mesh_attach_device(zt_mesh *m, zt_comm *dworld, int own);
 
 // The comm of this rank's group of `dim`: the world comm for ZT_MESH_WORLD and for a dimension
-// of size W; for ZT_MESH_REPLICATE of size 1, NULL (a group of one rank has nothing to
+// of size W; for ZT_MESH_REPLICATE and ZT_MESH_CONTEXT of size 1, NULL (a group of one rank has nothing to
 // exchange); a shard group of one (G = 1) is a comm of its own (the engine's unit collectives
 // run on it as copies).
 zt_comm *zt_mesh_group(const zt_mesh *m, zt_mesh_dim dim);

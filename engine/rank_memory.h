@@ -20,7 +20,17 @@ typedef struct {
     int nosync;          // gradients accumulate unsharded, one reduce-scatter per step (no gradient buffers)
     int recompute;       // full activation recomputation (checkpoint every decoder layer)
     int keep_gathered;   // every unit's gathered parameters resident at once (max(units, slots) buffers)
+    // Context parallelism and the attention's own scratch (0, 0: neither, the formula as it was before
+    // them). context_parallel C >= 1: C consecutive ranks of a shard group share each block, each
+    // holding S/C of its tokens (activations of S/C tokens, the block's gathered K/V when C > 1);
+    // the sharded state is unchanged (sharded over shard group x context ranks as before).
+    int context_parallel;
+    int attention;       // ZT_ATTN_SCRATCH_*: whose scratch counts in the total (0: none counted)
 } zt_rank_memory_job;
+
+// The two GPU attention paths (docs/plan.md): the GEMM one (kernels/cuda/attention.cu) holds the
+// scores of one KV-head group, O(S^2); a tiled (flash) one holds O(S D).
+enum { ZT_ATTN_SCRATCH_NONE = 0, ZT_ATTN_SCRATCH_GEMM = 1, ZT_ATTN_SCRATCH_TILED = 2 };
 
 // Bytes held by one rank.
 typedef struct {
@@ -30,7 +40,15 @@ typedef struct {
     double buffers;       // gathered-unit parameter buffers + full-unit gradient buffers
     double activations;   // saved activations of one micro-batch, with or without recompute (per job)
     double act_no_recompute, act_recompute;  // both variants
-    double total;         // params + grads + optimizer + buffers + activations
+    // with job.context_parallel >= 1 (0 otherwise):
+    double cp_kv;         // C > 1: one layer's K and V gathered over the context group (bf16) and the
+                          // block's dK, dV before their reduce-scatter (fp32): 12 B S Hkv D
+    double attn_gemm;     // GEMM attention scratch of one KV-head group, Sq = S/C queries against S keys:
+                          // 12 g Sq S + 8 g S D + 4 g Sq (g = H / Hkv; C = 1: zt_cuda_attention_scratch_bytes)
+    double attn_tiled;    // a tiled attention's scratch of one KV-head group: o (bf16), lse, row dot and
+                          // dq (fp32) of its g Sq query rows, fp32 dk and dv of the S keys: g Sq (6 D + 8) + 8 S D
+    double attention;     // the counted one (job.attention), 0 when none
+    double total;         // params + grads + optimizer + buffers + activations + cp_kv + attention
 } zt_rank_memory;
 
 // 0, or -1 + zt_err (a job field out of range, a config without a layout).

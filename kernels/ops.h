@@ -6,7 +6,7 @@
 // are [out, in] as in Hugging Face (y = x W^T).
 // Gradient rule (as in llm.c): parameter gradients accumulate (+=), activation
 // gradients assign (=) unless the argument says otherwise.
-// defines: zt_ops, zt_cpu_ops, zt_rope_table_freqs, zt_rope_table, zt_cpu_gemm_kernel
+// defines: zt_ops, zt_cpu_ops, zt_rope_table_freqs, zt_rope_table, zt_cpu_gemm_kernel, zt_delta_saved_floats
 #ifndef ZT_OPS_H
 #define ZT_OPS_H
 #include <stdint.h>
@@ -67,6 +67,41 @@ typedef struct zt_ops {
     double (*lmhead_xent)(float *dx, float *dw, const float *x, const float *w, const int32_t *targets, int64_t N,
                           int64_t d, int64_t V, float scale);
 
+    // ---- Gated DeltaNet (Qwen3.5's linear attention; kernels/cpu/delta.c) ----
+    // Documents: pos[B*S] as for attention (token t of a row belongs to the document that starts
+    // at t - pos[t]); NULL: one document per row. Nothing crosses a document start: each packed
+    // document computes exactly what it would alone.
+    // Causal depthwise conv1d + SiLU, token-major x[B*S, C], w[C, K] (HF's conv1d.weight [C, 1, K]):
+    //   pre[t, c] = sum_{j<K} w[c, j] * x[t - (K - 1) + j, c]  (taps before t's document start read 0),
+    //   y = silu(pre). pre[B*S, C] is saved for backward.
+    void (*conv1d_silu_fwd)(float *y, float *pre, const float *x, const float *w, const int32_t *pos, int64_t B,
+                            int64_t S, int64_t C, int64_t K);
+    // dx assigned, dw +=.
+    void (*conv1d_silu_bwd)(float *dx, float *dw, const float *dy, const float *pre, const float *x, const float *w,
+                            const int32_t *pos, int64_t B, int64_t S, int64_t C, int64_t K);
+    // Rows of d: y = x * rsqrt(sum(x^2) + eps) (transformers' l2norm, eps 1e-6); rinv[rows] saved.
+    void (*l2norm_fwd)(float *y, float *rinv, const float *x, int64_t rows, int64_t d, float eps);
+    void (*l2norm_bwd)(float *dx, const float *dy, const float *x, const float *rinv, int64_t rows, int64_t d);
+    // Gated RMSNorm (Qwen3_5RMSNormGated): y = w * (x * rsqrt(mean(x^2) + eps)) * silu(z), rows of d;
+    // rstd[rows] saved. dx, dz assigned; dw +=.
+    void (*rmsnorm_gated_fwd)(float *y, float *rstd, const float *x, const float *z, const float *w, int64_t rows,
+                              int64_t d, float eps);
+    void (*rmsnorm_gated_bwd)(float *dx, float *dz, float *dw, const float *dy, const float *x, const float *z,
+                              const float *w, const float *rstd, int64_t rows, int64_t d);
+    // The gated delta rule (transformers' torch_chunk_gated_delta_rule with use_qk_l2norm_in_kernel
+    // done by the caller): q, k [B*S, Hk, Dk] (already l2-normalised; q NOT yet scaled), v [B*S, Hv, Dv],
+    // g, beta [B*S, Hv]; value head h reads key head h / (Hv / Hk). Per row, value head, from a zero
+    // state St [Dk, Dv] at each document start, token by token:
+    //   St = exp(g_t) St;  St += k_t (beta_t (v_t - St^T k_t))^T;  o_t = St^T (q_t / sqrt(Dk)).
+    // o [B*S, Hv, Dv]. saved: zt_delta_saved_floats(B, S, Hv, Dk, Dv) floats the backward reads.
+    void (*delta_fwd)(float *o, float *saved, const float *q, const float *k, const float *v, const float *g,
+                      const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk,
+                      int64_t Dv);
+    // All assigned: dq, dk [B*S, Hk, Dk] (summed over the value heads sharing a key head), dv, dg, dbeta.
+    void (*delta_bwd)(float *dq, float *dk, float *dv, float *dg, float *dbeta, const float *dout, const float *saved,
+                      const float *q, const float *k, const float *v, const float *g, const float *beta,
+                      const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
+
     // Decoupled-weight-decay Adam (torch.optim.AdamW semantics), step t >= 1.
     void (*adamw)(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
                   float eps, float weight_decay, int64_t t);
@@ -79,6 +114,8 @@ typedef struct zt_ops {
 } zt_ops;
 
 extern const zt_ops zt_cpu_ops;
+// Floats the CPU delta_fwd saves for delta_bwd (kernels/cpu/delta.c).
+int64_t zt_delta_saved_floats(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
 
 // RoPE cos/sin table [S, D/2] with torch's fp32 arithmetic: inv_freq_i from
 // kernels/rope_freqs.h (plain: 1 / theta^(2i/D); or YaRN), angle = pos * inv_freq_i (fp32),

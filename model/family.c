@@ -12,8 +12,9 @@
 #include "base/common.h"
 #include "model/flops.h"
 #include "model/qwen3.h"
+#include "model/qwen3_5.h"
 
-static const zt_family *const families[] = {&zt_qwen3_family, NULL};
+static const zt_family *const families[] = {&zt_qwen3_family, &zt_qwen3_5_family, NULL};
 
 const zt_family *const *zt_family_list(void) { return families; }
 
@@ -26,7 +27,7 @@ const zt_family *zt_family_find(const char *model_type) {
 static const struct {
     const char *name;
     void (*fill)(zt_model_config *c);
-} presets[] = {{"qwen3-32b", zt_qwen3_32b_config}};
+} presets[] = {{"qwen3-32b", zt_qwen3_32b_config}, {"qwen3.5-27b", zt_qwen3_5_27b_config}};
 
 int zt_model_preset(const char *name, zt_model_config *c) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)

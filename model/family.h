@@ -6,7 +6,7 @@
 // The config codec (config.json <-> zt_model_config) is the one part not in this table: it
 // needs cJSON, which the GPU-only build lacks, so a family registers its codec in
 // model/hf_config.c (by model_type) instead. docs/design.md "The model seam" is the how-to.
-// defines: zt_family, zt_family_cpu, zt_family_find, zt_family_list, zt_model_preset (model/family.c also defines the
+// defines: zt_family, zt_family_cpu, zt_family_context, zt_family_find, zt_family_list, zt_model_preset (model/family.c also defines the
 //          zt_model_* functions that dispatch through a config's table: zt_model_layout_init and
 //          zt_model_init_unit (declared in model/layout.h), zt_model_param_count and
 //          zt_model_max_positions (model/hf_config.h), the FLOP counts (model/flops.h))
@@ -17,19 +17,41 @@
 #include "kernels/ops.h"
 #include "model/layout.h"
 
+// Context parallelism (docs/design.md "Context parallelism"): C ranks share each block, each
+// holding some of its tokens in every row of its micro-batch. What a bound model is told of the
+// split, and the exchange over its context group that the engine supplies and the family's
+// sequence mixing (attention) calls, in the same order on every rank of the group. The engine
+// never names what is exchanged; the family never names a communicator.
+typedef struct zt_family_context {
+    int C, rank;           // ranks sharing each block; this rank's place among them (0..C-1)
+    int64_t S;             // tokens of a whole block (RoPE's table, the keys attention ranges over)
+    int64_t S_local;       // tokens of a block each rank holds: a row of the bound model (padded to it)
+    const int32_t *index;  // [C * S_local]: the block position of rank r's token t of a row is
+                           // index[r * S_local + t]; -1: padding (no token; nothing trains on it)
+    // All-gather over the context group: all[r * n, (r + 1) * n) = rank r's mine[0, n).
+    void (*gather)(void *ctx, const float *mine, float *all, int64_t n, const char *what);
+    // Reduce-scatter: mine[0, n) = the sum over the group's ranks of their all[rank * n, (rank + 1) * n)
+    // (rank: this rank's place). `what` names the collective in the flight recorder.
+    void (*scatter)(void *ctx, const float *all, float *mine, int64_t n, const char *what);
+    void *ctx;
+} zt_family_context;
+
 // The CPU passes of a family on a model bound to one micro-batch shape (B rows of S tokens):
 // its activations and workspaces, opaque to the engine. Units: 0 = embedding, 1..L = decoder
 // layers (layer l = unit l + 1), L + 1 = the head (final norm, + lm_head when untied; tied, the
 // head reads the embedding unit's matrix). p: a unit's full flat parameter vector (fp32);
 // dp: its gradient, accumulated (+=). Activation gradients are assigned.
 typedef struct zt_family_cpu {
-    // NULL + zt_err when the shape is refused.
-    void *(*create)(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S);
+    // NULL + zt_err when the shape is refused. cx NULL: whole rows of S tokens; else the model
+    // holds B rows of cx->S_local tokens of blocks of S = cx->S (copied: cx need not outlive it).
+    void *(*create)(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S, const zt_family_context *cx);
     void (*destroy)(void *m);
     int64_t (*act_bytes)(const void *m);  // activations and workspaces held for one micro-batch
     // The micro-batch the passes read next (copied): bare ids and targets [B*S]; pos: the
     // positions inside packed documents (attention stays inside each, RoPE restarts), or NULL
-    // for plain causal rows.
+    // for plain causal rows. Context parallelism: [B*S_local] of the held tokens, and pos is
+    // always given: each token's RoPE position (its block position, or its document position);
+    // a token at block position g with position p sees keys g - p .. g.
     void (*set_batch)(void *m, const uint32_t *ids, const int32_t *targets, const int32_t *pos);
     // Called between the ops of a pass (an engine moves its pending collectives there).
     void (*set_progress)(void *m, void (*fn)(void *ctx), void *ctx);
@@ -42,6 +64,9 @@ typedef struct zt_family_cpu {
     // dx: d(loss)/d(layer output) in, d(loss)/d(layer input) out (in place).
     void (*layer_bwd)(void *m, int layer, const float *p, float *dp, float *dx);
     void (*embed_bwd)(void *m, const float *dx, float *demb);
+    // Optional (tests; NULL: not offered): after the layers' forward, the logits [B*S, V] of the
+    // final norm and lm_head (emb: the embedding unit's parameters when tied, else NULL).
+    void (*logits)(void *m, const float *p, const float *emb, float *out);
 } zt_family_cpu;
 
 struct zt_family {
@@ -60,6 +85,12 @@ struct zt_family {
     double (*flops_mixing)(const zt_model_config *c, double sum_sq);
     double (*recompute_flops)(const zt_model_config *c, double tokens, double sum_sq);
     const zt_family_cpu *cpu;
+    // Tensors of a Hugging Face checkpoint this family keeps but does not train (Qwen3.5: "mtp.",
+    // "model.visual."): names starting with one of these prefixes (NULL-terminated; NULL: none)
+    // are carried bit-identically from --init to export and RUN/final.
+    const char *const *carry_prefixes;
+    // 1: its `create` takes a zt_family_context (--context-parallel); 0: refused at start.
+    int context_parallel;
 };
 
 // Every family this build knows (NULL-terminated), and one by model_type (NULL: none).

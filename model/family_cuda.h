@@ -15,7 +15,7 @@
 
 typedef struct {
     int recompute;  // keep only each layer's input; re-run its forward before its backward
-    int cudnn;      // the family's attention on cuDNN's fused kernel (refused where it is not built)
+    zt_cuda_attn_kind attention;  // TILED (default), GEMM, or CUDNN (refused where it is not built)
 } zt_family_cuda_opts;
 
 typedef struct zt_family_cuda {

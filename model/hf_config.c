@@ -3,7 +3,8 @@
 // sliding window, default RoPE), and written back. Every field is taken from the file.
 // Here, below the model (model/config.c loads it from a path), because the training
 // checkpoint stores and validates the config too (checkpoint/ckpt.c, ckpt_h5.c).
-// defines: zt_model_config_parse, zt_model_config_json (Qwen3's codec; the family by model_type)
+// defines: zt_model_config_parse, zt_model_config_json (the codecs of Qwen3 and Qwen3.5's text model,
+//          also read from a Qwen3_5ForConditionalGeneration config; the family by model_type)
 #include "base/json_util.h"
 #include "model/hf_config.h"
 #include "model/family.h"
@@ -128,33 +129,107 @@ static int refuse_unsupported(const cJSON *root, const char *origin) {
     return 0;
 }
 
-int zt_model_config_parse(zt_model_config *c, const char *json, const char *origin) {
-    memset(c, 0, sizeof *c);
-    cJSON *root = cJSON_Parse(json);
-    if (!root) {
-        char deep[160];
-        const size_t n = strlen(json);
-        if (zt_json_depth_error(json, n, zt_json_error_col(json, n), deep, sizeof deep))
-            return zt_err("%s: %s", origin, deep);
-        return zt_err("%s: not valid JSON (near: %.40s)", origin, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");
+// An optional positive integer field with a default.
+static int get_dim(const cJSON *root, const char *key, int *out, int dflt, int64_t hi, const char *origin) {
+    int64_t v = dflt;
+    if (get_int(root, key, &v, 0, 1, hi, origin) < 0) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+// Qwen3.5's text fields (transformers' Qwen3_5TextConfig, its defaults where a field is absent).
+static int parse_qwen3_5(zt_model_config *c, const cJSON *root, const cJSON *rp, const char *origin) {
+    if (c->rope_yarn)
+        return zt_err("%s: RoPE scaling (\"yarn\") is not implemented for Qwen3.5 (its rope_type must be \"default\")",
+                      origin);
+    // partial rotary: rope_parameters' (transformers 5), else the top level, else 0.25
+    double prf = 0.25;
+    if (get_num(root, "partial_rotary_factor", &prf, 0, origin) < 0) return -1;
+    if (rp && cJSON_IsObject(rp) && get_num(rp, "partial_rotary_factor", &prf, 0, origin) < 0) return -1;
+    if (!(prf > 0 && prf <= 1))
+        return zt_err("%s: partial_rotary_factor must be in (0, 1] (got %g)", origin, prf);
+    c->partial_rotary_factor = prf;
+    c->rotary_dim = (int)(c->head_dim * prf);  // Python's int(): truncation
+    if (c->rotary_dim < 2 || c->rotary_dim % 2)
+        return zt_err("%s: head_dim %d x partial_rotary_factor %g = %d rotated dims; RoPE needs an even number >= 2",
+                      origin, c->head_dim, prf, c->rotary_dim);
+    c->mrope_section[0] = 11, c->mrope_section[1] = 11, c->mrope_section[2] = 10;
+    if (rp && cJSON_IsObject(rp)) {
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(rp, "mrope_section");
+        if (ms && !cJSON_IsNull(ms)) {
+            if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) != 3)
+                return zt_err("%s: rope_parameters.mrope_section must be an array of 3 integers", origin);
+            for (int i = 0; i < 3; i++) {
+                const cJSON *e = cJSON_GetArrayItem(ms, i);
+                if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+                    e->valuedouble > LIM_HEAD_DIM)
+                    return zt_err("%s: rope_parameters.mrope_section[%d] must be an integer in [0, %d]", origin, i,
+                                  LIM_HEAD_DIM);
+                c->mrope_section[i] = (int)e->valuedouble;
+            }
+        }
+        const cJSON *mi = cJSON_GetObjectItemCaseSensitive(rp, "mrope_interleaved");
+        if (mi && !cJSON_IsNull(mi) && !cJSON_IsBool(mi))
+            return zt_err("%s: rope_parameters.mrope_interleaved must be true or false", origin);
+        c->mrope_interleaved = mi && cJSON_IsTrue(mi);
     }
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return zt_err("%s: top level must be a JSON object", origin);
+    const cJSON *gate = cJSON_GetObjectItemCaseSensitive(root, "attn_output_gate");
+    if (gate && !cJSON_IsNull(gate) && !cJSON_IsBool(gate))
+        return zt_err("%s: attn_output_gate must be true or false", origin);
+    if (gate && cJSON_IsFalse(gate))
+        return zt_err("%s: attn_output_gate is false; Qwen3.5's full attention always has its sigmoid output gate "
+                      "(transformers' Qwen3_5Attention)", origin);
+    c->attn_output_gate = 1;
+    if (get_dim(root, "linear_conv_kernel_dim", &c->lin_conv_kernel, 4, 64, origin) ||
+        get_dim(root, "linear_key_head_dim", &c->lin_key_dim, 128, LIM_HEAD_DIM, origin) ||
+        get_dim(root, "linear_value_head_dim", &c->lin_value_dim, 128, LIM_HEAD_DIM, origin) ||
+        get_dim(root, "linear_num_key_heads", &c->lin_key_heads, 16, LIM_HEADS, origin) ||
+        get_dim(root, "linear_num_value_heads", &c->lin_value_heads, 32, LIM_HEADS, origin))
+        return -1;
+    if (c->lin_value_heads % c->lin_key_heads)
+        return zt_err("%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d (each key head "
+                      "serves a whole number of value heads)", origin, c->lin_value_heads, c->lin_key_heads);
+    int64_t v = 0;
+    if (get_int(root, "mtp_num_hidden_layers", &v, 0, 0, 64, origin) < 0) return -1;
+    c->mtp_layers = (int)v;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->num_layers)
+            return zt_err("%s: layer_types must be an array of num_hidden_layers = %d strings", origin, c->num_layers);
+        int l = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, lt) {
+            if (cJSON_IsString(e) && !strcmp(e->valuestring, "linear_attention"))
+                c->layer_linear[l] = 1;
+            else if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention") != 0)
+                return zt_err("%s: layer_types[%d] is %s%s%s; Qwen3.5 has \"linear_attention\" and \"full_attention\"",
+                              origin, l, cJSON_IsString(e) ? "\"" : "", cJSON_IsString(e) ? e->valuestring : "not a string",
+                              cJSON_IsString(e) ? "\"" : "");
+            l++;
+        }
+    } else {  // transformers: every full_attention_interval-th layer is full attention
+        int64_t every = 4;
+        if (get_int(root, "full_attention_interval", &every, 0, 1, LIM_LAYERS, origin) < 0) return -1;
+        for (int l = 0; l < c->num_layers; l++) c->layer_linear[l] = (l + 1) % every != 0;
     }
+    return 0;
+}
+
+// The fields every family shares (Qwen3's whole config; the start of Qwen3.5's text config).
+static int parse_object(zt_model_config *c, const cJSON *root, const char *origin) {
     int rc = -1;
     int64_t v;
     const cJSON *it;
 
     // The family by model_type (absent: "qwen3", as every zerotrain config before families had it).
-    // Each family's fields are read by its codec; Qwen3's is the rest of this function.
     it = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     c->family = zt_family_find(it && cJSON_IsString(it) ? it->valuestring : "qwen3");
     if (!c->family) {
-        zt_err("%s: model_type is \"%s\"; zerotrain implements the dense \"qwen3\" architecture", origin,
-               it->valuestring);
+        zt_err("%s: model_type is \"%s\"; zerotrain implements \"qwen3\" (dense Qwen3) and \"qwen3_5_text\" / "
+               "\"qwen3_5\" (Qwen3.5's text model)", origin, cJSON_IsString(it) ? it->valuestring : "?");
         goto out;
     }
+    const int q35 = !strcmp(c->family->name, "qwen3_5");
     if (get_int(root, "vocab_size", &c->vocab_size, 1, 1, LIM_VOCAB, origin) ||
         get_int(root, "hidden_size", &c->hidden_size, 1, 1, LIM_HIDDEN, origin) ||
         get_int(root, "intermediate_size", &c->intermediate_size, 1, 1, LIM_FFN, origin))
@@ -173,7 +248,9 @@ int zt_model_config_parse(zt_model_config *c, const char *json, const char *orig
     }
     int hd_rc = get_int(root, "head_dim", &v, 0, 1, LIM_HEAD_DIM, origin);
     if (hd_rc < 0) goto out;
-    if (hd_rc == 1) {
+    if (hd_rc == 1 && q35) {
+        v = 256;  // Qwen3_5TextConfig's default
+    } else if (hd_rc == 1) {
         if (c->hidden_size % c->num_heads) {
             zt_err("%s: head_dim is absent and hidden_size %lld is not divisible by num_attention_heads %d", origin,
                    (long long)c->hidden_size, c->num_heads);
@@ -224,7 +301,7 @@ int zt_model_config_parse(zt_model_config *c, const char *json, const char *orig
         zt_err("%s: initializer_range must be a finite number >= 0 (got %g)", origin, c->initializer_range);
         goto out;
     }
-    c->max_position_embeddings = 40960;
+    c->max_position_embeddings = q35 ? 32768 : 40960;
     if (get_int(root, "max_position_embeddings", &c->max_position_embeddings, 0, 1, LIM_POSITIONS, origin) < 0) goto out;
     // The scaling (after max_position_embeddings, YaRN's default original range): rope_parameters'
     // rope_type when it is not "default", else rope_scaling's.
@@ -252,6 +329,8 @@ int zt_model_config_parse(zt_model_config *c, const char *json, const char *orig
     } else if (get_int(root, "eos_token_id", &c->eos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) {
         goto out;
     }
+    if (q35 && parse_qwen3_5(c, root, rp, origin) != 0) goto out;
+    if (!q35) c->rotary_dim = c->head_dim;
     if (zt_model_param_count(c) < 0) {
         zt_err("%s: the parameter count of this config overflows a 64-bit integer", origin);
         goto out;
@@ -260,11 +339,117 @@ int zt_model_config_parse(zt_model_config *c, const char *json, const char *orig
     if (refuse_unsupported(root, origin) != 0) goto out;
     rc = 0;
 out:
+    return rc;
+}
+
+int zt_model_config_parse(zt_model_config *c, const char *json, const char *origin) {
+    memset(c, 0, sizeof *c);
+    cJSON *root = cJSON_Parse(json);
+    if (!root) {
+        char deep[160];
+        const size_t n = strlen(json);
+        if (zt_json_depth_error(json, n, zt_json_error_col(json, n), deep, sizeof deep))
+            return zt_err("%s: %s", origin, deep);
+        return zt_err("%s: not valid JSON (near: %.40s)", origin, cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return zt_err("%s: top level must be a JSON object", origin);
+    }
+    // Qwen3_5ForConditionalGeneration (model_type "qwen3_5"): the text model's config is
+    // "text_config"; the vision tower's is carried, not read.
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    int rc;
+    if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "qwen3_5")) {
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+        if (!cJSON_IsObject(tc)) {
+            cJSON_Delete(root);
+            return zt_err("%s: model_type \"qwen3_5\" (Qwen3_5ForConditionalGeneration) needs a \"text_config\" "
+                          "object: zerotrain trains the text model", origin);
+        }
+        cJSON *text = cJSON_Duplicate(tc, 1);
+        const cJSON *tmt = cJSON_GetObjectItemCaseSensitive(text, "model_type");
+        if (!tmt) cJSON_AddStringToObject(text, "model_type", "qwen3_5_text");
+        else if (!cJSON_IsString(tmt) || strcmp(tmt->valuestring, "qwen3_5_text") != 0) {
+            cJSON_Delete(text);
+            cJSON_Delete(root);
+            return zt_err("%s: text_config.model_type must be \"qwen3_5_text\"", origin);
+        }
+        // the wrapper's tie_word_embeddings is transformers' when the text config has none
+        const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+        if (tie && !cJSON_GetObjectItemCaseSensitive(text, "tie_word_embeddings"))
+            cJSON_AddItemToObject(text, "tie_word_embeddings", cJSON_Duplicate(tie, 1));
+        char where[600];
+        snprintf(where, sizeof where, "%s (text_config)", origin);
+        rc = parse_object(c, text, where);
+        c->vlm = 1;
+        cJSON_Delete(text);
+    } else {
+        rc = parse_object(c, root, origin);
+    }
     cJSON_Delete(root);
     return rc;
 }
 
+// A double as the shortest text that reads back to the same bits (15, 16 or 17 digits): cJSON's
+// own printing accepts a 15-digit text within a relative epsilon, so 8.888888888888889e+51 came
+// back one unit in the last place off, and a written config did not equal the one it came from
+// (fuzz_config).
+static void add_exact(cJSON *o, const char *key, double v) {
+    char buf[40];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    cJSON_AddItemToObject(o, key, cJSON_CreateRaw(buf));
+}
+
+// Qwen3.5's text config (Qwen3_5ForCausalLM): the fields both families share, then its own.
+static char *qwen3_5_json(const zt_model_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3_5ForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", "qwen3_5_text");
+    cJSON_AddNumberToObject(o, "vocab_size", (double)c->vocab_size);
+    cJSON_AddNumberToObject(o, "hidden_size", (double)c->hidden_size);
+    cJSON_AddNumberToObject(o, "intermediate_size", (double)c->intermediate_size);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->num_layers);
+    cJSON_AddNumberToObject(o, "num_attention_heads", c->num_heads);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_kv_heads);
+    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddBoolToObject(o, "attention_bias", 0);
+    cJSON_AddBoolToObject(o, "attn_output_gate", 1);
+    cJSON_AddNumberToObject(o, "linear_conv_kernel_dim", c->lin_conv_kernel);
+    cJSON_AddNumberToObject(o, "linear_key_head_dim", c->lin_key_dim);
+    cJSON_AddNumberToObject(o, "linear_value_head_dim", c->lin_value_dim);
+    cJSON_AddNumberToObject(o, "linear_num_key_heads", c->lin_key_heads);
+    cJSON_AddNumberToObject(o, "linear_num_value_heads", c->lin_value_heads);
+    cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
+    for (int l = 0; l < c->num_layers; l++)
+        cJSON_AddItemToArray(lt, cJSON_CreateString(c->layer_linear[l] ? "linear_attention" : "full_attention"));
+    cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->max_position_embeddings);
+    add_exact(o, "rms_norm_eps", c->rms_norm_eps);
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
+    cJSON *rp = cJSON_AddObjectToObject(o, "rope_parameters");
+    cJSON_AddStringToObject(rp, "rope_type", "default");
+    add_exact(rp, "rope_theta", c->rope_theta);
+    add_exact(rp, "partial_rotary_factor", c->partial_rotary_factor);
+    cJSON_AddBoolToObject(rp, "mrope_interleaved", c->mrope_interleaved);
+    cJSON *ms = cJSON_AddArrayToObject(rp, "mrope_section");
+    for (int i = 0; i < 3; i++) cJSON_AddItemToArray(ms, cJSON_CreateNumber(c->mrope_section[i]));
+    if (c->mtp_layers) cJSON_AddNumberToObject(o, "mtp_num_hidden_layers", c->mtp_layers);
+    if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", (double)c->bos_token_id);
+    if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", (double)c->eos_token_id);
+    add_exact(o, "initializer_range", c->initializer_range);
+    cJSON_AddStringToObject(o, "torch_dtype", "bfloat16");
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
 char *zt_model_config_json(const zt_model_config *c) {
+    if (c->family && !strcmp(c->family->name, "qwen3_5")) return qwen3_5_json(c);
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3ForCausalLM"));
@@ -276,24 +461,24 @@ char *zt_model_config_json(const zt_model_config *c) {
     cJSON_AddNumberToObject(o, "num_attention_heads", c->num_heads);
     cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_kv_heads);
     cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", c->rms_norm_eps);
-    cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta);
+    add_exact(o, "rms_norm_eps", c->rms_norm_eps);
+    add_exact(o, "rope_theta", c->rope_theta);
     if (c->rope_yarn) {  // the spelling every transformers reads (5 converts it to rope_parameters)
         cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
         cJSON_AddStringToObject(rs, "rope_type", "yarn");
-        cJSON_AddNumberToObject(rs, "factor", c->rope_factor);
+        add_exact(rs, "factor", c->rope_factor);
         cJSON_AddNumberToObject(rs, "original_max_position_embeddings", (double)c->rope_original_max_positions);
-        if (c->rope_attention_factor > 0) cJSON_AddNumberToObject(rs, "attention_factor", c->rope_attention_factor);
-        if (c->rope_beta_fast > 0) cJSON_AddNumberToObject(rs, "beta_fast", c->rope_beta_fast);
-        if (c->rope_beta_slow > 0) cJSON_AddNumberToObject(rs, "beta_slow", c->rope_beta_slow);
-        if (c->rope_mscale > 0) cJSON_AddNumberToObject(rs, "mscale", c->rope_mscale);
-        if (c->rope_mscale_all_dim > 0) cJSON_AddNumberToObject(rs, "mscale_all_dim", c->rope_mscale_all_dim);
+        if (c->rope_attention_factor > 0) add_exact(rs, "attention_factor", c->rope_attention_factor);
+        if (c->rope_beta_fast > 0) add_exact(rs, "beta_fast", c->rope_beta_fast);
+        if (c->rope_beta_slow > 0) add_exact(rs, "beta_slow", c->rope_beta_slow);
+        if (c->rope_mscale > 0) add_exact(rs, "mscale", c->rope_mscale);
+        if (c->rope_mscale_all_dim > 0) add_exact(rs, "mscale_all_dim", c->rope_mscale_all_dim);
         if (c->rope_no_truncate) cJSON_AddFalseToObject(rs, "truncate");
     } else {
         cJSON_AddNullToObject(o, "rope_scaling");
     }
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
-    cJSON_AddNumberToObject(o, "initializer_range", c->initializer_range);
+    add_exact(o, "initializer_range", c->initializer_range);
     cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->max_position_embeddings);
     if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", (double)c->bos_token_id);
     if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", (double)c->eos_token_id);

@@ -37,6 +37,21 @@ typedef struct {
     double rope_beta_fast, rope_beta_slow;  // yarn, optional (32 and 1)
     double rope_mscale, rope_mscale_all_dim;  // yarn, optional
     int rope_no_truncate;               // yarn: "truncate": false
+    // Qwen3.5 (model_type "qwen3_5_text", or "qwen3_5" with these under "text_config"; all zero
+    // for Qwen3). Layer l is Gated DeltaNet ("linear_attention") when layer_linear[l], else full
+    // attention with a sigmoid output gate when attn_output_gate (q_proj 2 H D rows: per head
+    // D query rows then D gate rows) and RoPE on the first rotary_dim of each head.
+    int rotary_dim;                     // rotated dims of a head: head_dim x partial_rotary_factor (Qwen3: head_dim)
+    double partial_rotary_factor;       // as written (0: absent, i.e. 1)
+    int attn_output_gate;
+    int lin_conv_kernel;                // linear_conv_kernel_dim
+    int lin_key_heads, lin_value_heads; // linear_num_key_heads, linear_num_value_heads
+    int lin_key_dim, lin_value_dim;     // linear_key_head_dim, linear_value_head_dim
+    int mtp_layers;                     // mtp_num_hidden_layers: the MTP head's weights are carried, not trained
+    int mrope_section[3], mrope_interleaved;  // rope_parameters' (text positions make them inert): written back
+    int vlm;                            // read from a Qwen3_5ForConditionalGeneration config (text under
+                                        // "text_config", weights under "model.language_model.")
+    unsigned char layer_linear[4096];   // per layer (LIM_LAYERS in hf_config.c)
 } zt_model_config;
 
 // Parse from JSON text; `origin` names the source in error messages.

@@ -2,7 +2,7 @@
 // what offset of the unit's flat vector. This order is the canonical one that
 // shards, checkpoints and all-gathers all agree on. The lookups are any family's; the
 // layout, the initial values and the counts here are Qwen3's (its family table: model/qwen3.c).
-// defines: zt_model_layout_free, zt_model_layout_find, zt_qwen3_layout_init, zt_qwen3_init_unit,
+// defines: zt_layout_add_tensor, zt_model_layout_free, zt_model_layout_find, zt_qwen3_layout_init, zt_qwen3_init_unit,
 //          zt_qwen3_param_count, zt_qwen3_max_positions
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,16 +11,26 @@
 #include "model/layout.h"
 #include "base/common.h"
 
-static void add_tensor(zt_unit_layout *u, const char *name, int64_t rows, int64_t cols) {
+int zt_layout_add_tensor(zt_unit_layout *u, const char *name, int ndim, const int64_t *shape) {
+    if (u->ntensors >= ZT_UNIT_MAX_TENSORS || ndim < 1 || ndim > 3)
+        return zt_err("layout: tensor %s: a unit holds at most %d tensors of 1 to 3 dimensions", name,
+                      ZT_UNIT_MAX_TENSORS);
     zt_tensor_desc *t = &u->t[u->ntensors++];
+    memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
-    t->ndim = cols ? 2 : 1;
-    t->shape[0] = rows;
-    t->shape[1] = cols;
-    t->numel = cols ? rows * cols : rows;
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int j = 0; j < ndim; j++) t->shape[j] = shape[j], t->numel *= shape[j];
     t->offset = u->numel;
-    t->decay = t->ndim == 2;
+    t->decay = ndim >= 2;  // matrices (and a conv kernel) decay; norm weights and biases do not
     u->numel += t->numel;
+    return 0;
+}
+
+// Qwen3's tensors: [rows, cols], or a vector when cols is 0.
+static void add_tensor(zt_unit_layout *u, const char *name, int64_t rows, int64_t cols) {
+    const int64_t shape[2] = {rows, cols};
+    zt_layout_add_tensor(u, name, cols ? 2 : 1, shape);
 }
 
 int zt_qwen3_layout_init(zt_model_layout *lay, const zt_model_config *cfg) {

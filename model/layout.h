@@ -3,7 +3,7 @@
 // decoder layers; unit L+1 = the head. The family builds it (model/family.h); the passes,
 // the engines and the checkpoints all read it. Qwen3's layout: model/layout.c.
 // defines: zt_model_layout, zt_unit_layout, zt_tensor_desc, ZT_L_*, zt_qwen3_layer_shapes,
-//          zt_model_layout_init/free/find, zt_model_init_unit, zt_qwen3_layout_init, zt_qwen3_init_unit,
+//          zt_layout_add_tensor, zt_model_layout_init/free/find, zt_model_init_unit, zt_qwen3_layout_init, zt_qwen3_init_unit,
 //          zt_qwen3_param_count, zt_qwen3_max_positions
 #ifndef ZT_LAYOUT_H
 #define ZT_LAYOUT_H
@@ -11,7 +11,7 @@
 
 #include "model/config.h"
 
-#define ZT_UNIT_MAX_TENSORS 11
+#define ZT_UNIT_MAX_TENSORS 16  // Qwen3.5's linear-attention layer: 14
 
 typedef enum { ZT_UNIT_EMBED = 0, ZT_UNIT_LAYER = 1, ZT_UNIT_HEAD = 2 } zt_unit_kind;
 
@@ -32,8 +32,8 @@ static inline void zt_qwen3_layer_shapes(int64_t d, int64_t F, int64_t H, int64_
 
 typedef struct {
     char name[96];      // Hugging Face tensor name
-    int ndim;           // 1 or 2
-    int64_t shape[2];   // [out, in] for matrices
+    int ndim;           // 1, 2 or 3 (Qwen3.5's conv1d.weight [C, 1, K])
+    int64_t shape[3];   // [out, in] for matrices; unused trailing entries 0
     int64_t offset;     // element offset inside the unit's flat vector
     int64_t numel;
     int decay;          // weight decay applies (matrices and embeddings, not norm weights)
@@ -58,6 +58,9 @@ typedef struct {
 // zt_model_layout_free.
 int zt_model_layout_init(zt_model_layout *lay, const zt_model_config *cfg);
 void zt_model_layout_free(zt_model_layout *lay);
+// Appends a tensor of ndim (1..3) dimensions to unit u at the end of its flat vector; weight
+// decay applies when ndim >= 2. -1 + zt_err past ZT_UNIT_MAX_TENSORS or a bad ndim.
+int zt_layout_add_tensor(zt_unit_layout *u, const char *name, int ndim, const int64_t *shape);
 // Find a tensor by HF name; returns 0 and sets *unit/*idx, or -1.
 int zt_model_layout_find(const zt_model_layout *lay, const char *name, int *unit, int *idx);
 // A unit's initial values, by its family (model/family.c). Each tensor draws from its own

@@ -15,29 +15,46 @@
 #include "model/rope.h"
 #include "base/common.h"
 
-static float *falloc(zt_qwen3 *m, int64_t n) {
+static float *falloc(zt_qwen3 *m, int64_t n) {  // counted in act_bytes
     m->act_bytes += n * (int64_t)sizeof(float);
     return zt_xcalloc((size_t)n, sizeof(float));
 }
 #define FALLOC(n) falloc(m, (n))
 
 int zt_qwen3_create(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, int64_t B, int64_t S) {
+    return zt_qwen3_create_cx(m, cfg, ops, B, S, NULL);
+}
+
+int zt_qwen3_create_cx(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, int64_t B, int64_t S_block,
+                       const zt_family_context *cx) {
     memset(m, 0, sizeof *m);
-    if (B <= 0 || S < 2) return zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens",
-                                       (long long)B, (long long)S);
+    if (B <= 0 || S_block < 2) return zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens",
+                                             (long long)B, (long long)S_block);
+    if (cx && (cx->C < 2 || cx->S != S_block || cx->S_local < 1 || cx->rank < 0 || cx->rank >= cx->C || !cx->index ||
+               !cx->gather || !cx->scatter))
+        return zt_err("context parallelism: a split of %d ranks (rank %d) holding %lld of %lld tokens per block does "
+                      "not fit blocks of %lld tokens", cx->C, cx->rank, (long long)cx->S_local, (long long)cx->S,
+                      (long long)S_block);
+    const int64_t S = cx ? cx->S_local : S_block;  // the tokens of a block this model holds
     zt_qwen3_layout_init(&m->lay, cfg);
     m->lay.cfg.family = &zt_qwen3_family;  // a config built by hand may name none: this model is Qwen3
     m->ops = ops;
     m->B = B;
     m->S = S;
+    m->S_block = S_block;
     m->N = B * S;
     const int64_t N = m->N, d = cfg->hidden_size, F = cfg->intermediate_size, D = cfg->head_dim;
     const int64_t H = cfg->num_heads, Hkv = cfg->num_kv_heads, L = cfg->num_layers;
-    m->rope_cos = FALLOC(S * D / 2);
-    m->rope_sin = FALLOC(S * D / 2);
+    m->rope_cos = FALLOC(S_block * D / 2);  // positions reach the whole block's
+    m->rope_sin = FALLOC(S_block * D / 2);
     zt_rope_freqs freqs;
     zt_qwen3_rope_freqs(cfg, &freqs);
-    zt_rope_table_freqs(m->rope_cos, m->rope_sin, S, D, &freqs);
+    zt_rope_table_freqs(m->rope_cos, m->rope_sin, S_block, D, &freqs);
+    if (cx) {
+        m->cp = 1;
+        m->cx = *cx;
+        zt_qwen3_cx_alloc(m, falloc);
+    }
     m->x = zt_xcalloc((size_t)L + 1, sizeof(float *));
     for (int64_t l = 0; l <= L; l++) m->x[l] = FALLOC(N * d);
     m->acts = zt_xcalloc((size_t)L, sizeof(zt_layer_acts));
@@ -98,6 +115,7 @@ void zt_qwen3_destroy(zt_qwen3 *m) {
     free(m->targets);
     free(m->ids);
     free(m->pos);
+    zt_qwen3_cx_free(m);
     zt_model_layout_free(&m->lay);
     memset(m, 0, sizeof *m);
 }
@@ -148,12 +166,15 @@ void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params) {
     TICK(m);
     op->rmsnorm_fwd(a->k, a->kn_rstd, a->k_pre, W(ZT_L_KNORM), N * Hkv, D, eps);
     TICK(m);
-    const int32_t *pos = m->isolated ? m->pos : NULL;
+    const int32_t *pos = m->isolated || m->cp ? m->pos : NULL;
     op->rope_fwd(a->q, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
     TICK(m);
     op->rope_fwd(a->k, m->rope_cos, m->rope_sin, pos, m->B, m->S, Hkv, D);
     TICK(m);
-    op->attention_fwd(a->att, a->att_stats, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
+    if (m->cp)  // the keys of the whole block: gathered over the context group
+        zt_qwen3_cx_attention_fwd(m, layer, a);
+    else
+        op->attention_fwd(a->att, a->att_stats, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
     TICK(m);
     op->matmul_fwd(a->x_mid, a->att, W(ZT_L_O), N, H * D, d);
     TICK(m);
@@ -199,8 +220,12 @@ void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dpar
     // attention: x_mid = x + o_proj(attn(rope(qnorm(q(ln1))), rope(knorm(k(ln1))), v(ln1)))
     op->matmul_bwd(m->w_datt, DW(ZT_L_O), m->w_dmid, a->att, W(ZT_L_O), N, H * D, d, 0);
     TICK(m);
-    const int32_t *pos = m->isolated ? m->pos : NULL;
-    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att, a->att_stats, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
+    const int32_t *pos = m->isolated || m->cp ? m->pos : NULL;
+    if (m->cp)  // dK/dV of the keys held elsewhere go back to their ranks
+        zt_qwen3_cx_attention_bwd(m, layer, a);
+    else
+        op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att, a->att_stats, a->q, a->k, a->v, pos, m->B,
+                          m->S, H, Hkv, D);
     TICK(m);
     op->rope_bwd(m->w_dq, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
     TICK(m);
@@ -270,9 +295,10 @@ void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, 
 
 // ---- the family table (model/family.h): the CPU passes on a bound model ---------------------
 
-static void *cpu_create(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S) {
+static void *cpu_create(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S,
+                        const zt_family_context *cx) {
     zt_qwen3 *m = zt_xcalloc(1, sizeof *m);
-    if (zt_qwen3_create(m, c, ops, B, S) != 0) {
+    if (zt_qwen3_create_cx(m, c, ops, B, S, cx) != 0) {
         free(m);
         return NULL;
     }
@@ -294,6 +320,7 @@ static void cpu_set_batch(void *mv, const uint32_t *ids, const int32_t *targets,
     memcpy(m->targets, targets, N * sizeof(int32_t));
     m->isolated = pos != NULL;
     if (pos) memcpy(m->pos, pos, N * sizeof(int32_t));
+    if (m->cp) zt_qwen3_cx_set_batch(m);
 }
 
 static void cpu_set_progress(void *mv, void (*fn)(void *), void *ctx) {
@@ -350,6 +377,7 @@ const zt_family zt_qwen3_family = {
     .flops_mixing = zt_qwen3_flops_attention,
     .recompute_flops = zt_qwen3_recompute_flops,
     .cpu = &qwen3_cpu,
+    .context_parallel = 1,
 };
 
 void zt_qwen3_32b_config(zt_model_config *c) {

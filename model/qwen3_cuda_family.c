@@ -53,7 +53,7 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
     zt_model_layout_free(&lay);
     m->dm = (zt_qwen3_cuda_dims){.B = B, .S = S, .N = N, .d = d, .F = c->intermediate_size, .H = c->num_heads,
                                  .Hkv = c->num_kv_heads, .D = c->head_dim, .eps = (float)c->rms_norm_eps,
-                                 .cudnn = o->cudnn != 0};
+                                 .attention = o->attention};
     m->recompute = o->recompute != 0;
     const int nacts = m->recompute ? (L > 0) : L;
     m->acts = zt_xcalloc((size_t)(L > 0 ? L : 1), sizeof *m->acts);
@@ -84,15 +84,18 @@ static void destroy(void *mv) {
     free(m->acts), free(m->X), free(m);
 }
 
-// Attention over one KV-head group and the lm_head chunk (kernels/cuda/attention.cu).
+// The attention's scratch: O(H*S) for the tiled kernels (attention_tiled.cu), one KV-head
+// group's S x S scores for the GEMM path (attention.cu); cuDNN grows its own workspace.
 static size_t scratch_bytes(const void *mv) {
     const qwen3_gpu *m = mv;
-    return zt_cuda_attention_scratch_bytes(m->dm.S, m->dm.H, m->dm.Hkv, m->dm.D);
+    if (m->dm.attention == ZT_CUDA_ATTN_GEMM)
+        return zt_cuda_attention_scratch_bytes(m->dm.S, m->dm.H, m->dm.Hkv, m->dm.D);
+    return zt_cuda_attention_tiled_scratch_bytes(m->dm.S, m->dm.H, m->dm.Hkv, m->dm.D);
 }
 
 static int check_data(const void *mv, int isolated) {
-    if (isolated && ((const qwen3_gpu *)mv)->dm.cudnn)
-        return zt_err("--attention cudnn cannot keep packed documents apart; use --attention gemm or "
+    if (isolated && ((const qwen3_gpu *)mv)->dm.attention == ZT_CUDA_ATTN_CUDNN)
+        return zt_err("--attention cudnn cannot keep packed documents apart; use --attention tiled (or gemm) or "
                       "--doc-attention full");
     return 0;
 }

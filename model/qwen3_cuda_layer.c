@@ -117,18 +117,21 @@ void zt_gprof_report(const zt_gprof *p, const char *title) {
 static void require_no_documents(const int32_t *pos) {
     if (pos)
         zt_cuda_die("precondition pos == NULL", "the cuDNN attention cannot keep packed documents apart; use the "
-                    "GEMM attention (--attention gemm) or --doc-attention full", __FILE__, __LINE__);
+                    "tiled attention (--attention tiled) or --doc-attention full", __FILE__, __LINE__);
 }
 
 static void attention_fwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims *dm, const int32_t *pos,
                           zt_qwen3_cuda_acts *a) {
-    if (dm->cudnn) {
+    if (dm->attention == ZT_CUDA_ATTN_CUDNN) {
         require_no_documents(pos);
         if (zt_cudnn_sdpa_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S, dm->H, dm->Hkv, dm->D))
             zt_fatal("%s", zt_errmsg());
-        return;
+    } else if (dm->attention == ZT_CUDA_ATTN_GEMM) {
+        zt_cuda_attention_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv, dm->D);
+    } else {
+        zt_cuda_attention_tiled_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv,
+                                    dm->D);
     }
-    zt_cuda_attention_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv, dm->D);
 }
 
 #define W(i) (params + off[(i)])
@@ -192,14 +195,17 @@ void zt_qwen3_cuda_layer_bwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims 
     // attention
     zt_cuda_matmul_bwd(c, st, w->datt, DW(ZT_L_O), ZT_F32, w->dmid, a->att, W(ZT_L_O), N, H * D, d, 0);
     mark(prof, st, "gemm o bwd");
-    if (dm->cudnn) {
+    if (dm->attention == ZT_CUDA_ATTN_CUDNN) {
         require_no_documents(pos);
         if (zt_cudnn_sdpa_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S,
                               H, Hkv, D))
             zt_fatal("%s", zt_errmsg());
-    } else {
+    } else if (dm->attention == ZT_CUDA_ATTN_GEMM) {
         zt_cuda_attention_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos, dm->B,
                               dm->S, H, Hkv, D);
+    } else {
+        zt_cuda_attention_tiled_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos,
+                                    dm->B, dm->S, H, Hkv, D);
     }
     mark(prof, st, "attention bwd");
     zt_cuda_rope_bwd(st, w->dq, rc, rs, pos, dm->B, dm->S, H, D);

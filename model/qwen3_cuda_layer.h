@@ -15,7 +15,7 @@ typedef struct {
     int64_t B, S, N;              // micro-batch, sequence, N = B*S tokens
     int64_t d, F, H, Hkv, D;      // hidden, intermediate, heads, KV heads, head_dim
     float eps;
-    int cudnn;                    // attention: 0 = cuBLASLt GEMM path, 1 = cuDNN SDPA (needs a cuDNN build)
+    zt_cuda_attn_kind attention;  // TILED (0, default: no S x S scratch), GEMM (cuBLASLt + softmax), CUDNN
 } zt_qwen3_cuda_dims;
 
 // Offsets (elements) of the layer's tensors (ZT_L_* order, model/qwen3.h); off[ZT_L_NTENSORS] = numel.
@@ -52,7 +52,7 @@ void zt_gprof_report(const zt_gprof *p, const char *title);
 // x -> y (y != x). rope tables [S, D/2]. pos: NULL (positions t % S, plain causal
 // attention), or device int32 [B*S] positions inside packed documents (zt_batch_words):
 // RoPE restarts per document and attention stays inside it. The cuDNN attention
-// cannot mask documents: with dm->cudnn, a non-NULL pos is fatal.
+// cannot mask documents: with ZT_CUDA_ATTN_CUDNN, a non-NULL pos is fatal.
 void zt_qwen3_cuda_layer_fwd(zt_cuda_ctx *c, void *stream, const zt_qwen3_cuda_dims *dm, const zt_bf16 *params,
                    const float *rope_cos, const float *rope_sin, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y,
                    zt_qwen3_cuda_acts *a, zt_gprof *prof);

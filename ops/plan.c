@@ -25,7 +25,8 @@
 const char *const zt_shard_names[ZT_SHARD_NCHOICES] = {"full", "nosync", "hsdp"};
 const char *const zt_coll_names[ZT_COLL_NKINDS] = {"all-gather (forward)", "all-gather (backward)",
                                                     "reduce-scatter", "all-reduce across replicas",
-                                                    "control all-reduce"};
+                                                    "control all-reduce", "context K/V all-gather",
+                                                    "context dK/dV reduce-scatter"};
 
 const zt_field_row zt_field_table[ZT_FIELD_ROWS] = {
     {4, 3350, 83.7, 1.00}, {8, 3338, 84.1, 1.00}, {16, 3313, 84.7, 0.99}};
@@ -220,7 +221,8 @@ static double link_allreduce(const link_comm *c, double full) {
 typedef struct { double start, end; int kind, queue; } sim_iv;
 typedef struct {
     double tc;          // compute queue: time it is free
-    double tq[2];       // communication queues: 0 = the sharding group's communicator, 1 = replicas (HSDP)
+    double tq[3];       // communication queues: 0 = the sharding group's communicator, 1 = replicas (HSDP),
+                        // 2 = the context group's (context parallelism)
     sim_iv *iv;
     int niv, cap;
     double *stall;      // [a, b) pairs when compute waited on communication
@@ -288,6 +290,10 @@ typedef struct {
     double *fwd, *bwd;          // per unit compute seconds per micro-batch (head: fwd+bwd in fwd[])
     double bw_group, a_group;   // the sharding group's ring bus bandwidth and step latency
     double bw_rep, a_rep;       // replica all-reduce
+    int cp;                     // context parallelism: ranks sharing a block (1: none)
+    int recompute;
+    double cp_ag, cp_rs;        // one layer's K/V all-gather and dK/dV reduce-scatter: seconds
+    double cp_ag_sent, cp_rs_sent, cp_ag_link, cp_rs_link;  // bytes each rank sends; node-link bytes, all groups
 } sim_model;
 
 static double t_ag(const sim_model *m, int u) { return ring_ag_rs(m->gs, m->ag_bytes[u], m->bw_group, m->a_group); }
@@ -310,7 +316,18 @@ static void issue_rs(sim *s, const sim_model *m, int u, int replica_ar) {
     }
 }
 
-// The engine's micro-batch (engine/fsdp.c micro_step) on the two queues.
+// Context parallelism, one layer (queue 2): K and V exist only once the layer's projections have
+// run and its attention needs all of them, so the all-gather is waited for where it is issued; in
+// backward the gather can be issued a layer ahead (the local K, V are saved) unless they are
+// recomputed; dK, dV feed the layer's own projection backward, so their reduce-scatter is waited for.
+static double issue_cp_ag(sim *s, const sim_model *m) {
+    return sim_issue(s, 2, ZT_COLL_CP_AG, s->tc, m->cp_ag, m->cp_ag_sent, m->cp_ag_link);
+}
+static void cp_rs(sim *s, const sim_model *m) {
+    sim_wait(s, sim_issue(s, 2, ZT_COLL_CP_RS, s->tc, m->cp_rs, m->cp_rs_sent, m->cp_rs_link));
+}
+
+// The engine's micro-batch (engine/fsdp.c micro_step) on the two queues (three with context parallelism).
 static void sim_micro(sim *s, const sim_model *m, int do_rs, int replica_ar) {
     const int L = m->L, head = L + 1;
     if (m->gs == 1) do_rs = 0;
@@ -320,6 +337,7 @@ static void sim_micro(sim *s, const sim_model *m, int do_rs, int replica_ar) {
         double next = issue_ag(s, m, ZT_COLL_AG_FWD, u + 1);
         // (keep-gathered: the head uses the tied embedding kept from unit 0's forward)
         if (u + 1 == head && m->tied && !m->keep) next_emb = issue_ag(s, m, ZT_COLL_AG_FWD, 0);
+        if (m->cp > 1 && u >= 1) sim_wait(s, issue_cp_ag(s, m));
         s->tc += m->fwd[u];
         sim_wait(s, next);
         if (u + 1 == head && m->tied) sim_wait(s, next_emb);
@@ -328,11 +346,18 @@ static void sim_micro(sim *s, const sim_model *m, int do_rs, int replica_ar) {
     if (do_rs && m->grad_slots) sim_grad_acquire(s);
     s->tc += m->fwd[head];  // fused final norm + lm_head + loss, forward and backward
     if (do_rs) issue_rs(s, m, head, replica_ar);
+    double kv_ready = 0;
     for (int u = L; u >= 1; u--) {
         sim_wait(s, layer_ready);
         if (u - 1 >= 1 && !m->keep) layer_ready = issue_ag(s, m, ZT_COLL_AG_BWD, u - 1);
         if (do_rs && m->grad_slots) sim_grad_acquire(s);
+        if (m->cp > 1) {
+            if (m->recompute || u == L) kv_ready = issue_cp_ag(s, m);
+            sim_wait(s, kv_ready);
+            if (!m->recompute && u - 1 >= 1) kv_ready = issue_cp_ag(s, m);  // the next layer's, ahead
+        }
         s->tc += m->bwd[u];
+        if (m->cp > 1) cp_rs(s, m);
         if (do_rs) issue_rs(s, m, u, replica_ar);
     }
     if (do_rs && m->grad_slots) sim_grad_acquire(s);
@@ -365,7 +390,10 @@ static int plan_memory(const zt_model_config *c, const zt_gpu_spec *g, const zt_
     const zt_rank_memory_job mj = {.shard_group = gs, .micro_batch = job->micro_batch, .seq_len = job->seq_len,
                                    .param_bytes = job->param_bytes, .reduce_bytes = job->reduce_bytes,
                                    .accum_bytes = job->accum_bytes, .nosync = job->choice == ZT_SHARD_NOSYNC,
-                                   .recompute = job->recompute, .keep_gathered = job->keep_gathered};
+                                   .recompute = job->recompute, .keep_gathered = job->keep_gathered,
+                                   .context_parallel = job->context_parallel,
+                                   .attention = job->context_parallel > 0 && !job->attention ? ZT_ATTN_SCRATCH_GEMM
+                                                                                           : job->attention};
     zt_rank_memory m;
     if (zt_rank_memory_predict(c, &mj, &m) != 0) return -1;
     mem->params = m.params;
@@ -375,10 +403,38 @@ static int plan_memory(const zt_model_config *c, const zt_gpu_spec *g, const zt_
     mem->activations = m.activations;
     mem->act_no_recompute = m.act_no_recompute;
     mem->act_recompute = m.act_recompute;
+    mem->cp_kv = m.cp_kv;
+    mem->attn_gemm = m.attn_gemm;
+    mem->attn_tiled = m.attn_tiled;
+    mem->attention = m.attention;
     mem->total = m.total;
     mem->usable = g->hbm_bytes * a->mem_usable;
     mem->fits = mem->total <= mem->usable;
     return 0;
+}
+
+// Context parallelism's per-layer collectives over C consecutive ranks: over NVLink when they sit in
+// one node, else as the shard group's rings across nodes (docs/plan.md).
+static void context_model(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                          const zt_plan_job *job, int C, sim_model *m, zt_plan_result *r) {
+    const int gpn = g->gpus_per_node;
+    const double kv = (double)job->micro_batch * (double)job->seq_len * 2.0 * c->num_kv_heads * c->head_dim;
+    r->cp_kv_layer = kv * 2.0;
+    const int cp_multi = C > gpn;
+    const double bw = cp_multi ? fmin(g->nvlink_bw * a->nvlink_eff, gpn * g->net_bw * a->net_eff)
+                               : g->nvlink_bw * a->nvlink_eff;
+    const double al = cp_multi ? a->alpha_net : a->alpha_nvlink;
+    m->cp_ag = ring_ag_rs(C, kv * 2.0, bw, al);
+    m->cp_rs = ring_ag_rs(C, kv * job->reduce_bytes, bw, al);
+    m->cp_ag_sent = kv * 2.0 * (C - 1) / C;
+    m->cp_rs_sent = kv * job->reduce_bytes * (C - 1) / C;
+    for (int grp = 0; grp < job->world / C; grp++) {
+        const link_comm cc = {.n = C, .base = grp * C, .stride = 1, .gpn = gpn, .colls = job->colls};
+        m->cp_ag_link += link_allgather(&cc, kv * 2.0);
+        m->cp_rs_link += link_reduce_scatter(&cc, kv * job->reduce_bytes);
+    }
+    r->coll[ZT_COLL_CP_AG].busbw = r->coll[ZT_COLL_CP_RS].busbw = bw;
+    r->coll[ZT_COLL_CP_AG].over_network = r->coll[ZT_COLL_CP_RS].over_network = cp_multi;
 }
 
 // ---- prediction ----------------------------------------------------------------------
@@ -414,12 +470,23 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     }
     r->shard_group = gs;
     r->replicas = W / gs;
+    const int C = job->context_parallel > 1 ? job->context_parallel : 1;
+    if (job->context_parallel < 0) return zt_err("--context-parallel %d must be >= 1", job->context_parallel);
+    if (job->attention && job->context_parallel < 1)
+        return zt_err("the attention scratch is modelled with context parallelism: give --context-parallel C (1: none)");
+    if (gs % C)  // rank_memory checks it too; said here with the choice's words
+        return zt_err("--context-parallel %d does not divide the %s shard group of %d ranks (C consecutive ranks of a "
+                      "shard group share each block)", C, zt_shard_names[job->choice], gs);
+    r->context = C;
+    r->data_parallel = W / C;
 
     if (plan_memory(c, g, a, job, gs, &r->mem) != 0) return -1;
     zt_model_layout lay;
     if (zt_model_layout_init(&lay, c) != 0) return -1;
     const int L = c->num_layers, nu = lay.nunits, head = L + 1;
-    const double T = (double)job->micro_batch * (double)job->seq_len;
+    // each rank computes its S/C tokens of every block: 1/C of the block's matmuls and, balanced
+    // across the context group, 1/C of its attention (its queries against all the keys)
+    const double T = (double)job->micro_batch * (double)job->seq_len / C;
     r->flops_per_token = zt_plan_flops_per_token(c, job->seq_len);
     r->tokens_per_gpu = T * job->grad_accum;
 
@@ -470,13 +537,16 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     const int rep_net = W > gpn;
     m.bw_rep = rep_net ? g->net_bw * a->net_eff : g->nvlink_bw * a->nvlink_eff;
     m.a_rep = rep_net ? a->alpha_net : a->alpha_nvlink;
+    m.cp = C;
+    m.recompute = job->recompute;
+    if (C > 1) context_model(c, g, a, job, C, &m, r);
 
     sim s = {.r = r};
     for (int mb = 0; mb < job->grad_accum; mb++) {
         const int last = mb == job->grad_accum - 1;
         sim_micro(&s, &m, job->choice != ZT_SHARD_NOSYNC || last, last);
     }
-    sim_wait(&s, fmax(s.tq[0], s.tq[1]));  // the step's reduce-scatters and all-reduces drain
+    sim_wait(&s, fmax(fmax(s.tq[0], s.tq[1]), s.tq[2]));  // the step's reduce-scatters and all-reduces drain
     // one small all-reduce (loss, non-finite flag, squared gradient norm) over every rank
     const double ctrl = allreduce(W, 24, W > gpn ? g->net_bw : g->nvlink_bw, W > gpn ? a->alpha_net : a->alpha_nvlink);
     const link_comm wc = {.n = W, .base = 0, .stride = 1, .gpn = gpn, .colls = job->colls};
@@ -491,15 +561,17 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     r->t_step = s.tc + r->t_optimizer;
     r->tok_per_s_per_gpu = r->tokens_per_gpu / r->t_step;
     r->mfu = r->tok_per_s_per_gpu * r->flops_per_token / g->peak_flops;
-    for (int k = 0; k < ZT_COLL_NKINDS; k++) {
+    for (int k = 0; k < ZT_COLL_CP_AG; k++) {
         r->coll[k].group = k == ZT_COLL_AR_REPLICA ? r->replicas : k == ZT_COLL_AR_CTRL ? W : gs;
         r->coll[k].over_network = k == ZT_COLL_AR_REPLICA ? rep_net : k == ZT_COLL_AR_CTRL ? W > gpn : multi;
         r->coll[k].busbw = k == ZT_COLL_AR_REPLICA ? m.bw_rep : m.bw_group;
     }
+    r->coll[ZT_COLL_CP_AG].group = r->coll[ZT_COLL_CP_RS].group = C;
     r->node_link_bytes = 0;
     if (W > gpn) {
         if (multi)
             r->node_link_bytes += r->coll[ZT_COLL_AG_FWD].bytes + r->coll[ZT_COLL_AG_BWD].bytes + r->coll[ZT_COLL_RS].bytes;
+        if (C > gpn) r->node_link_bytes += r->coll[ZT_COLL_CP_AG].bytes + r->coll[ZT_COLL_CP_RS].bytes;
         if (rep_net && r->replicas > 1) r->node_link_bytes += (gs < gpn ? gs : gpn) * r->coll[ZT_COLL_AR_REPLICA].bytes;
         r->node_link_bytes += r->coll[ZT_COLL_AR_CTRL].bytes;
     }

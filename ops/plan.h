@@ -63,6 +63,13 @@ typedef struct {
     int keep_gathered;    // --reshard-after-forward false: no backward re-gather; every unit's gathered
                           // parameters may be resident at once (the engine's max(units, slots) buffers)
     zt_plan_colls colls;  // which algorithms carry the collectives (only the node-link bytes depend on it)
+    // Context parallelism (0: not modelled, every output as before it). C >= 1: C consecutive ranks
+    // of a shard group share each block, each holding S/C of its tokens; parameters, gradients and
+    // Adam state stay sharded over the shard group (no per-rank state added); W/C data-parallel
+    // ranks; every layer all-gathers the block's K and V over the C ranks (forward and backward)
+    // and reduce-scatters dK, dV. The memory then counts the attention's scratch (`attention`).
+    int context_parallel;
+    int attention;        // ZT_ATTN_SCRATCH_GEMM (default with context_parallel) or _TILED (engine/rank_memory.h)
 } zt_plan_job;
 
 // Bytes held by one GPU.
@@ -73,13 +80,17 @@ typedef struct {
     double buffers;       // gathered-unit parameter buffers + full-unit gradient buffers
     double activations;   // saved activations of one micro-batch, with or without recompute (per job)
     double act_no_recompute, act_recompute;  // both variants, for the report
+    double cp_kv, attn_gemm, attn_tiled, attention;  // job.context_parallel >= 1 (engine/rank_memory.h)
     double total;
     double usable;        // hbm_bytes * mem_usable
     int fits;
 } zt_plan_memory;
 
+// ZT_COLL_CP_*: context parallelism's per-layer K/V all-gathers (forward and backward) and dK/dV
+// reduce-scatters over the C ranks that share a block (count 0 without it).
 typedef enum {
-    ZT_COLL_AG_FWD, ZT_COLL_AG_BWD, ZT_COLL_RS, ZT_COLL_AR_REPLICA, ZT_COLL_AR_CTRL, ZT_COLL_NKINDS
+    ZT_COLL_AG_FWD, ZT_COLL_AG_BWD, ZT_COLL_RS, ZT_COLL_AR_REPLICA, ZT_COLL_AR_CTRL, ZT_COLL_CP_AG, ZT_COLL_CP_RS,
+    ZT_COLL_NKINDS
 } zt_coll_kind;
 
 typedef struct {
@@ -96,8 +107,11 @@ typedef struct {
 typedef struct {
     zt_plan_job job;
     int shard_group, replicas;   // effective sharding group and replica count
+    int context, data_parallel;  // ranks sharing a block (1 without context parallelism) and world / context
+    double cp_kv_layer;          // context parallelism: bytes of one layer's gathered K and V (bf16, the whole
+                                 // micro-batch's blocks); each rank sends (C-1)/C of it per all-gather
     double flops_per_token;      // field convention (zt_plan_flops_per_token)
-    double tokens_per_gpu;       // per optimizer step
+    double tokens_per_gpu;       // per optimizer step (with context parallelism: its S/C share of each block)
     double t_compute;            // seconds of compute per step (all micro-batches)
     double t_optimizer;          // AdamW over this GPU's shard (HBM bound), exposed
     double t_exposed_comm;       // seconds compute waited on communication

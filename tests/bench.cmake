@@ -25,6 +25,19 @@ if(ZT_PYTHON3)
                    --work ${CMAKE_BINARY_DIR}/test-work/bench_pytorch_head_to_head)
   set_tests_properties(bench_pytorch_head_to_head PROPERTIES SKIP_RETURN_CODE 77 PROCESSORS 2 TIMEOUT 900
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+  # The delta rule alone against transformers' torch_chunk_gated_delta_rule, CI-sized: the outputs
+  # and gradients must agree (the speed ratio is printed, not judged; exit 77 without torch).
+  add_test(NAME bench_delta_rule_vs_torch
+           COMMAND ${ZT_PYTHON3} ${CMAKE_SOURCE_DIR}/benchmarks/delta_rule_vs_torch.py --bench $<TARGET_FILE:zt_delta_bench>
+                   --S 150 --Hk 2 --Hv 6 --Dk 16 --Dv 72 --reps 1)
+  set_tests_properties(bench_delta_rule_vs_torch PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # One Qwen3.5 Gated DeltaNet decoder layer against transformers' Qwen3_5DecoderLayer, CI-sized:
+  # every parameter gradient and d(input) must agree (the ratio is printed, not judged).
+  add_test(NAME bench_deltanet_layer_vs_torch
+           COMMAND ${ZT_PYTHON3} ${CMAKE_SOURCE_DIR}/benchmarks/deltanet_layer_vs_torch.py
+                   --bench $<TARGET_FILE:zt_deltanet_layer_bench> --S 150 --hidden 64 --ffn 96 --Hk 2 --Hv 6
+                   --Dk 16 --Dv 24 --reps 1)
+  set_tests_properties(bench_deltanet_layer_vs_torch PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 
 # The GEMM benchmark runs and prints its table (one repetition; the numbers are not judged here;

@@ -73,15 +73,18 @@ set(ZT_GPU_DIR ${ZT_TEST_DIR}/gpu)
 zt_emu_exe(emu_test_cuda_ops SOURCES ${ZT_GPU_DIR}/test_cuda_ops.c ${ZT_GPU_DIR}/gpu_test_util.c LIBS zt_kernels)
 add_test(NAME emu_cuda_ops COMMAND emu_test_cuda_ops --emu)
 set_tests_properties(emu_cuda_ops PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
+# The tiled attention's quick shapes alone: what tests/cudaemu/mutate.py's A rows run.
+add_test(NAME emu_attention_tiled COMMAND emu_test_cuda_ops --emu --tiled)
+set_tests_properties(emu_attention_tiled PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
 zt_emu_exe(emu_train_tiny SOURCES ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_M}/layout.c
-           ${ZT_M}/qwen3.c ${ZT_M}/family.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c
+           ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c
     ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_train_tiny COMMAND emu_train_tiny)
 set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
 set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
-    ${ZT_R}/mesh.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/family.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c
+    ${ZT_R}/mesh.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c
     ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/family_cuda.c)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
            LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
@@ -175,6 +178,7 @@ add_test(NAME gpu_run_rerun_rule COMMAND bash ${ZT_TEST_DIR}/gpu/test_rerun.sh)
 zt_emu_exe(emu_test_fatal SOURCES ${ZT_EMU}/test_fatal.c ${ZT_M}/qwen3_cuda_layer.c)
 foreach(m oom:out.of.memory unaligned:no.cuBLASLt.algorithm.*status.15.*m=16.n=16.k=16.*align=256/1/256
           oob:illegal.address.*past.the.end doc-pos:document.position.6.of.query.4.is.outside
+          doc-pos-tiled:document.position.6.of.query.4.is.outside
           cudnn-docs:precondition.pos.==.NULL.*cannot.keep.packed.documents.apart)
   string(REPLACE ":" ";" mp ${m})
   list(GET mp 0 mode)

@@ -18,8 +18,8 @@ if(ZT_CUDA)
 
   # Tiny Qwen3 (tests/golden/tiny_untied_gqa shapes): 20 steps on GPU and CPU.
   add_executable(train_tiny ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c
-                 ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c
-                   ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
+                 ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c
+                   ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
   target_link_libraries(train_tiny PRIVATE zt_cuda_layer zt_kernels)
   add_test(NAME gpu_train_tiny COMMAND train_tiny)
   set_tests_properties(gpu_train_tiny PROPERTIES SKIP_RETURN_CODE 77)
@@ -38,8 +38,8 @@ if(ZT_CUDA)
     set(ZT_R ${CMAKE_SOURCE_DIR}/engine)
     add_executable(test_fsdp_cuda ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
                    ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${CMAKE_SOURCE_DIR}/tests/support/trainer.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/flight.c
-                   ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c
-                   ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
+                   ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c
+                   ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
     target_compile_definitions(test_fsdp_cuda PRIVATE ZT_NCCL_NO_MPI=1)
     target_include_directories(test_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})
     target_link_libraries(test_fsdp_cuda PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} Threads::Threads m)
@@ -52,8 +52,8 @@ if(ZT_CUDA)
       function(zt_gpu_engine_mpi_test name)
         add_executable(${name} ${ARGN} ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c
                        ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
-                       ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c
-                   ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
+                       ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c
+                   ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
         target_include_directories(${name} PRIVATE ${ZT_NCCL_INCLUDE})
         target_link_libraries(${name} PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C Threads::Threads m)
       endfunction()
@@ -83,8 +83,8 @@ exec "$@" "$n" "$bin"]]
     add_executable(bench_fsdp_cuda ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
                    ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
                    ${ZT_R}/device_peak.c
-                   ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c
-                   ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
+                   ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c
+                   ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
     target_compile_definitions(bench_fsdp_cuda PRIVATE ZT_NCCL_NO_MPI=1)
     target_include_directories(bench_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})
     target_link_libraries(bench_fsdp_cuda PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} Threads::Threads m)

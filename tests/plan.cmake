@@ -29,3 +29,24 @@ add_test(NAME plan_cli_checkpoint COMMAND ${ZT_EXE} plan --field --model ${CMAKE
          --world 16 --shard full --ckpt-gbps 4)
 set_tests_properties(plan_cli_checkpoint PROPERTIES PASS_REGULAR_EXPRESSION
   "size \\(whole job\\) +393\\.1\n  --async-save host snapshot per GPU +24\\.6   \\(196\\.6 GB of host memory for the 8 GPUs of a node\\)\n  write time \\(s\\) +49\\.14[0-9] +at 4 GB/s per node x 2 nodes")
+
+# --context-parallel C (docs/plan.md "Context parallelism"): Qwen3-32B on 2 x 8 B300 at 32k with
+# recompute, C = 8: 2 data-parallel ranks, 4096 tokens of each block per GPU, the per-layer K/V
+# all-gathers over NVLink, both attention paths' scratch (GEMM 12 g Sq S + ...: 13.2 GB); the global
+# batch divides among W / C ranks; C must divide the shard group and be at most seq_len.
+add_test(NAME plan_cli_context_parallel COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b --gpu B300
+         --world 16 --seq-len 32768 --recompute --context-parallel 8 --shard full)
+set_tests_properties(plan_cli_context_parallel PROPERTIES PASS_REGULAR_EXPRESSION
+  "context parallel 8: 2 data-parallel ranks x micro-batch 1 x grad-accum 8 x seq 32768 = 524288 tokens per step, 32768 per GPU \\(its 1/8 of each block\\).*activations \\(recompute\\) +7\\.1 .*context K/V \\(gathered K, V \\+ block dK, dV\\) +0\\.4 .*attention scratch, GEMM path \\(today's\\) +13\\.2 .*counted.*attention scratch, tiled path +0\\.1 .*context K/V all-gather +NVLink +8 +1024 .*context dK/dV reduce-scatter +NVLink +8 +512 .*\n +4 +- +\\(context parallel 8 does not divide 4 GPUs\\)")
+add_test(NAME plan_cli_context_parallel_batch COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
+         --world 16 --seq-len 32768 --context-parallel 8 --shard full --global-batch 1048576 --attention tiled)
+set_tests_properties(plan_cli_context_parallel_batch PROPERTIES PASS_REGULAR_EXPRESSION
+  "2 data-parallel ranks x micro-batch 1 x grad-accum 16 x seq 32768 = 1048576 tokens per step.*attention scratch, GEMM path \\(today's\\) +13\\.2 +\\(12 g Sq S \\+ 8 g S D \\+ 4 g Sq; not counted: --attention tiled\\)")
+add_test(NAME plan_cli_context_parallel_divide COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
+         --world 16 --shard hsdp --context-parallel 16)
+set_tests_properties(plan_cli_context_parallel_divide PROPERTIES PASS_REGULAR_EXPRESSION
+  "error: --context-parallel 16 does not divide the hsdp shard group of 8 ranks")
+add_test(NAME plan_cli_context_parallel_seq COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
+         --world 16 --shard full --seq-len 4 --context-parallel 8)
+set_tests_properties(plan_cli_context_parallel_seq PROPERTIES PASS_REGULAR_EXPRESSION
+  "error: --context-parallel 8 is more ranks than the 4 tokens of a block")

@@ -24,8 +24,11 @@ static void shuffle_blocks(block_ref *b, int64_t n, uint64_t seed, int64_t epoch
 
 // Dealing and evenfix: every rank's block count (zt_deal_blocks, all-gathered), the steps
 // per epoch every rank agrees on (zt_evenfix).
-int zt_cursor_deal(data_cursor *c, const zt_train_opts *o, zt_comm *comm, int rank, int world) {
+int zt_cursor_deal(data_cursor *c, const zt_train_opts *o, zt_comm *comm, int rank, int world, int C) {
     const zt_dataset *ds = &c->ds;
+    const int wrank = rank;  // in the world; below, rank and world are the data-parallel ones
+    rank /= C;
+    world /= C;
     c->per_rank_step = (int64_t)o->micro_batch * o->grad_accum;
     c->global_step_blocks = c->per_rank_step * world;
     int64_t *file_blocks = zt_xcalloc((size_t)(ds->nfiles > 0 ? ds->nfiles : 1), sizeof(int64_t));
@@ -34,14 +37,15 @@ int zt_cursor_deal(data_cursor *c, const zt_train_opts *o, zt_comm *comm, int ra
                        .world = world, .per_rank_step = c->per_rank_step};
     int64_t my_blocks = zt_deal_blocks(&d, rank);  // blocks this rank would train on in one epoch
     free(file_blocks);
-    int64_t *counts = zt_xcalloc((size_t)world, sizeof(int64_t));
+    int64_t *counts = zt_xcalloc((size_t)world * C, sizeof(int64_t));
     if (zt_allgather(comm, &my_blocks, counts, 1, ZT_DT_I64, "evenfix block counts") != 0) {
         free(counts);
         return -1;
     }
+    for (int k = 0; k < world; k++) counts[k] = counts[k * C];  // one count per context group (its ranks' agree)
     zt_evenfix_plan p;
     zt_evenfix(counts, world, rank, c->per_rank_step, o->evenfix, &p);
-    if (rank == 0) {
+    if (wrank == 0) {
         printf("evenfix: blocks per rank min %lld, max %lld, spread %lld", (long long)p.min_blocks,
                (long long)p.max_blocks, (long long)(p.max_blocks - p.min_blocks));
         if (o->evenfix) {

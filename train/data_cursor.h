@@ -33,7 +33,8 @@ typedef struct {
 
 // Dealing and evenfix over the open dataset: every rank's block count (all-gathered), the
 // steps per epoch every rank agrees on. Agreed; -1 on every rank when any failed.
-int zt_cursor_deal(data_cursor *c, const zt_train_opts *o, zt_comm *comm, int rank, int world);
+// C: ranks sharing each block (--context-parallel): dealt over the W / C data-parallel ranks.
+int zt_cursor_deal(data_cursor *c, const zt_train_opts *o, zt_comm *comm, int rank, int world, int C);
 // Before the first step: the order and the step's buffers.
 void zt_cursor_start(data_cursor *c);
 // This rank's blocks of `step` in c->blocks (a new epoch reshuffles and tells the engine);

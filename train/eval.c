@@ -23,7 +23,7 @@ static int64_t eval_blocks(const zt_train_opts *o, int64_t total, int world) {
 }
 
 int zt_eval_open(eval_state *ev, const zt_train_opts *o, const data_cursor *train, int64_t vocab, zt_comm *comm,
-                 int rank, int world) {
+                 int rank, int world, int data_world) {
     const zt_dataset *ds = &train->ds;
     const double t0 = zt_now();
     zt_dataset_opts eo = {.verify_crc = o->verify_crc, .check_tokens = 1, .model_vocab = vocab,
@@ -47,7 +47,7 @@ int zt_eval_open(eval_state *ev, const zt_train_opts *o, const data_cursor *trai
                     "held-out data, or leave --eval-data out)",
                     o->eval_data) == 0;
     if (ok) {
-        const int64_t n = eval_blocks(o, ev->eds.total_blocks, world);
+        const int64_t n = eval_blocks(o, ev->eds.total_blocks, data_world);
         int64_t targets = 0, k = 0;
         for (int fi = 0; fi < ev->eds.nfiles && k < n; fi++)
             for (int64_t b = 0; b < ev->eds.files[fi].blocks && k < n; b++, k++)
@@ -109,11 +109,11 @@ static int eval_stop(void *ctx) {
 // micro-batch that reads it (EVAL_DATA_BAD, the reason in zt_err), on every rank alike.
 static int run_eval(const zt_train_opts *o, run_state *r, int64_t step) {
     const zt_dataset *e = &r->eval.eds;
-    const int64_t B = o->micro_batch, per_micro = B * r->world;
-    const int64_t n = eval_blocks(o, e->total_blocks, r->world);
+    const int64_t B = o->micro_batch, per_micro = B * r->data_world;  // a context group shares its blocks
+    const int64_t n = eval_blocks(o, e->total_blocks, r->data_world);
     const int64_t nmicro = (n + per_micro - 1) / per_micro;
     if (nmicro == 0) return EVAL_DONE;
-    eval_ctx c = {e, B, r->rank, r->world, n, zt_xmalloc((size_t)(B * e->seq_len) * sizeof(uint32_t)), 0, 0};
+    eval_ctx c = {e, B, r->data_rank, r->data_world, n, zt_xmalloc((size_t)(B * e->seq_len) * sizeof(uint32_t)), 0, 0};
     // --debug-signal-in-eval: the last rank, in the first evaluation only
     if (o->debug_signal_in_eval > 0 && r->rank == r->world - 1 && !r->eval.signalled) {
         c.signal_at = (int)o->debug_signal_in_eval;

@@ -9,8 +9,9 @@
 // --eval-data: every rank maps it and checks it against the training data (train: opened
 // already) and the model's vocabulary; refused when an evaluation would read nothing or no
 // trained target. Agreed on comm.
+// data_world: the ranks evaluation blocks are dealt to (W / --context-parallel).
 int zt_eval_open(eval_state *ev, const zt_train_opts *o, const data_cursor *train, int64_t vocab, zt_comm *comm,
-                 int rank, int world);
+                 int rank, int world, int data_world);
 // Evaluation after `step` steps: every --eval-every steps and after the last one (last).
 // EVAL_DONE, EVAL_STOPPED (a stop request ended it), EVAL_DATA_BAD (a file changed, the
 // reason in zt_err), or -1. Reads r->f, r->comm and the rank; writes r->eval and the run log.

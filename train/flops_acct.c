@@ -24,7 +24,7 @@ static double block_sq(flops_acct *fa, const data_cursor *c, const uint32_t *wor
 // and on rank 0 every rank's (under isolation read from the dataset: documents differ by rank),
 // plus what --recompute adds on the cuda backend (hardware FLOPs). Outside the timed step.
 void zt_flops_step(flops_acct *fa, data_cursor *c, const zt_model_config *cfg, uint64_t seed, int recompute,
-                   int rank, int world, int64_t step) {
+                   int rank, int world, int C, int64_t step) {
     const int64_t S = c->ds.seq_len, n = c->per_rank_step;
     const double tokens = (double)(n * S);
     if (c->isolated && !fa->fl_words) {
@@ -35,8 +35,8 @@ void zt_flops_step(flops_acct *fa, data_cursor *c, const zt_model_config *cfg, u
     }
     double sq = 0;
     for (int64_t i = 0; i < n; i++) sq += block_sq(fa, c, c->blocks[i]);
-    fa->flops_rank = zt_model_train_flops(cfg, tokens, sq);
-    fa->hw_extra_rank = recompute ? zt_model_recompute_flops(cfg, tokens, sq) : 0;
+    fa->flops_rank = zt_model_train_flops(cfg, tokens, sq) / C;  // a context group's ranks share the work
+    fa->hw_extra_rank = recompute ? zt_model_recompute_flops(cfg, tokens, sq) / C : 0;
     if (rank != 0) return;
     double sq_all = sq;
     if (!c->isolated) {

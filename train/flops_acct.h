@@ -27,8 +27,9 @@ typedef struct {
 
 // The model FLOPs of `step`'s blocks (c->blocks: this rank's, read already; rank 0 also reads
 // every other rank's), plus what recompute adds. Outside the timed step.
+// world: the data-parallel ranks (W / C); C: ranks sharing each block (this rank's FLOPs are 1 / C of its blocks').
 void zt_flops_step(flops_acct *fa, data_cursor *c, const zt_model_config *cfg, uint64_t seed, int recompute,
-                   int rank, int world, int64_t step);
+                   int rank, int world, int C, int64_t step);
 // The job's sums after a step that took t_step seconds (rank 0: the run's FLOPs).
 void zt_flops_account(flops_acct *fa, int rank, double t_step);
 void zt_flops_free(flops_acct *fa);

@@ -35,6 +35,7 @@ void zt_preflight_defaults(zt_preflight_opts *o) {
     o->verify_crc = ZT_DEF_VERIFY_CRC;
     o->allow_long_seq = ZT_DEF_ALLOW_LONG_SEQ;
     o->reshard_after_forward = 1;
+    o->context_parallel = 1;
 }
 
 int zt_shard_group_resolve(zt_comm *comm, const char *spec, int world, int *G) {
@@ -125,7 +126,8 @@ static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_token
         *total_tokens = -1;
         return;
     }
-    const int W = o->world > 0 ? o->world : g->world;
+    // the data-parallel ranks: a context group's C ranks share their blocks (--context-parallel)
+    const int W = (o->world > 0 ? o->world : g->world) / (o->context_parallel > 1 ? o->context_parallel : 1);
     const int64_t per_rank_step = (int64_t)o->micro_batch * o->grad_accum, gstep = per_rank_step * W;
     *total_tokens = ds.total_blocks * ds.seq_len;
     int verdict = PASS;
@@ -526,6 +528,29 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
         if (g.rank == 0)
             fprintf(out, "[PASS] sharding: %s, groups of %d rank%s x %d replica%s\n",
                     G < W ? "hybrid shard" : "full shard", G, G == 1 ? "" : "s", W / G, W / G == 1 ? "" : "s");
+    }
+    if (o->context_parallel > 1) {  // before the six checks too: a split that cannot run
+        const int C = o->context_parallel;
+        const int64_t seq_len = read_seq_len(o->data);
+        int bad = zt_mesh_check_context(C, G, W);
+        if (!bad && seq_len > 0 && 2 * (int64_t)C > seq_len)
+            bad = zt_err("--context-parallel %d: blocks of %lld tokens cannot be split into 2 x %d chunks (each rank "
+                         "holds an early and a late chunk); C must be at most seq_len / 2 = %lld", C,
+                         (long long)seq_len, C, (long long)(seq_len / 2));
+        if (!bad && o->model && !cfg.family->context_parallel)
+            bad = zt_err("--context-parallel %d: context parallelism is not implemented for %s (%s): its Gated "
+                         "DeltaNet layers would need each document's recurrent state passed across the context group; "
+                         "train it without --context-parallel", C, cfg.family->name, o->model);
+        if (!bad && o->device && !strcmp(o->device, "cuda"))
+            bad = zt_err("--context-parallel %d: context parallelism is built on the cpu backend only (the GPU "
+                         "engine's attention across the split is not built)", C);
+        if (bad) {
+            if (g.rank == 0) fprintf(out, "[FAIL] context parallelism: %s\n", zt_errmsg());
+            return zt_err_prefix("preflight gate");
+        }
+        if (g.rank == 0)
+            fprintf(out, "[PASS] context parallelism: groups of %d consecutive ranks share each block, %d data-parallel "
+                    "group%s\n", C, W / C, W / C == 1 ? "" : "s");
     }
     if (!o->reshard_after_forward && o->model) {
         const int64_t seq_len = read_seq_len(o->data);

@@ -19,6 +19,7 @@ typedef struct {
     int micro_batch, grad_accum;
     const char *shard_group;   // NULL: full shard; "node" or G: checked against the world and the node layout
     int reshard_after_forward; // 0 (keep-gathered): the memory the planner's formula gives
+    int context_parallel;      // C: checked against the shard group, the world, the blocks and the device
                                // (engine/rank_memory.h) must fit the device's, else the gate refuses
                                // before its six checks (only with a model)
     int64_t assume_device_bytes;   // > 0: the device's memory (cpu: the host's available memory) for tests

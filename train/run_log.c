@@ -297,7 +297,7 @@ int zt_runlog_check_outputs(const zt_train_opts *o, int rank) {
         {"ranks", 1, 0},          {"run.json", 0, 0},      {"metrics.jsonl", 0, 0},
         {"heartbeat.json", 0, 1}, {"complete.json", 0, 1}, {"checkpoints", 1, 1},
         {"checkpoints/latest", 0, 1}, {"tb", 1, 1},        {"tb/ranks", 1, 1},
-        {"final", 1, 1}};
+        {"final", 1, 1},          {"carry", 1, 1},         {"carry.partial", 1, 1}};
     static const char *const rank_files[] = {"metrics.jsonl", "blocks", "alive", "power.csv", "flight", "flight.json"};
     const int cleared = o->overwrite && !o->resume;
     char p[4400];

@@ -46,6 +46,10 @@ typedef struct {
     zt_comm_opts copts;
     int cuda;                 // the GPU engine runs this job
     int rank, world;
+    // Data parallelism is over the context groups (--context-parallel C: C consecutive ranks share
+    // each block): this rank's group and their count, W / C (rank and W at C = 1). Dealing,
+    // evenfix, evaluation and the FLOP count are over them.
+    int data_rank, data_world, context;
     zt_fsdp *f;               // the engine (opaque: engine/fsdp.h)
     zt_run_lock *lock;        // rank 0: RUN/lock, held for the job's life
     zt_liveness *alive;
@@ -59,6 +63,7 @@ typedef struct {
     char backend[192];
     int64_t total_steps;
     zt_hparams hp;
+    char carry[64];           // RUN/carry's record in the training settings ("" when nothing is carried)
 
     data_cursor data;
     eval_state eval;

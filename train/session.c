@@ -81,6 +81,17 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
     // Every name this rank writes in RUN: a link or special file there is refused first, before
     // anything is written or removed (the prune below would follow a linked checkpoints/).
     int ok = zt_runlog_check_outputs(o, r->rank) == 0;
+    // --context-parallel against the shard group (a number here; `node` once its layout is read,
+    // when the mesh is made) and the world, every rank alike.
+    if (ok && o->context_parallel > 1) {
+        const char *sg = o->shard_group;
+        const int G = sg && *sg && strcmp(sg, "node") && atoi(sg) > 0 ? atoi(sg) : r->world;  // node: W for now
+        ok = zt_mesh_check_context(o->context_parallel, G, r->world) == 0;
+        if (ok && o->device == ZT_DEVICE_CUDA)
+            ok = zt_err("--context-parallel %d with --device cuda: context parallelism is built on the cpu backend "
+                        "only (the GPU engine's attention across the split is not built); use --device cpu, or "
+                        "leave out --context-parallel", o->context_parallel) == 0;
+    }
     if (ok && !o->overwrite && !o->resume && stat(path, &st) == 0)
         ok = zt_err("%s already exists: this run directory holds a run; continue it with --resume, pick a new "
                     "--run-dir, or pass --overwrite",
@@ -106,14 +117,14 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
     co.run_dir = o->run_dir;
     r->copts = co;
     // The process groups, once for the job: the world, --shard-group resolved on it (`node` reads
-    // its node layout), then the mesh of shard and replica groups (engine/mesh.h), which owns them
+    // its node layout), then the mesh of shard, replica and context groups (engine/mesh.h), which owns them
     // all. Everything after asks the mesh for the group it means.
     zt_comm *world = NULL;
     if (zt_comm_init_mpi(&world, MPI_COMM_WORLD, &co) != 0) return -1;
     int G = r->world;
     ok = zt_shard_group_resolve(world, o->shard_group, r->world, &G) == 0;
     if (zt_train_agree(world, ok, "resolving --shard-group") == 0) {
-        ok = zt_mesh_create(world, &(zt_mesh_dims){.shard = G}, 1, &r->mesh) == 0;
+        ok = zt_mesh_create(world, &(zt_mesh_dims){.shard = G, .context = o->context_parallel}, 1, &r->mesh) == 0;
         if (zt_train_agree(world, ok, "making the process groups") != 0) zt_mesh_free(r->mesh), r->mesh = NULL;
     }
     if (!r->mesh) {

@@ -11,12 +11,14 @@
 // signals, the lock) is session.c.
 // defines: zt_train_defaults, zt_train_body, zt_train_cleanup
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <omp.h>
 
@@ -38,7 +40,7 @@
 void zt_train_defaults(zt_train_opts *o) {
     memset(o, 0, sizeof *o);
     o->epochs = ZT_DEF_EPOCHS;
-    o->attention_cudnn = ZT_ATTN_AUTO;
+    o->attention = ZT_ATTN_AUTO;
     o->steps = ZT_DEF_STEPS;
     o->micro_batch = ZT_DEF_MICRO_BATCH;
     o->grad_accum = ZT_DEF_GRAD_ACCUM;
@@ -57,6 +59,7 @@ void zt_train_defaults(zt_train_opts *o) {
     o->preflight = ZT_DEF_PREFLIGHT;
     o->keep_last = ZT_DEF_KEEP_LAST;
     o->reshard_after_forward = 1;
+    o->context_parallel = 1;
     o->async_save = ZT_DEF_ASYNC_SAVE;
     o->save_io = ZT_DEF_SAVE_IO;
     o->collective_timeout = ZT_DEF_COLLECTIVE_TIMEOUT;
@@ -69,7 +72,7 @@ void zt_train_cleanup(run_state *r) {
     zt_save_free(&r->ckpt);  // first: a write still in flight may be copying the engine's shards
     zt_flops_free(&r->flops);
     zt_fsdp_destroy(r->f);
-    zt_cursor_free(&r->data, r->world);
+    zt_cursor_free(&r->data, r->data_world);
     zt_eval_free(&r->eval);
 }
 
@@ -98,8 +101,9 @@ static void set_threads(const zt_train_opts *o, run_state *r) {
 static int choose_device(const zt_train_opts *o, run_state *r) {
     // cuda loads the CUDA module (its error names what was looked for and why it failed);
     // auto loads it only on a host with an NVIDIA driver; cpu never does.
+    // (--context-parallel runs on the cpu backend only: auto takes it; cuda was refused at the start)
     const int want = o->device == ZT_DEVICE_CUDA;
-    int mine = o->device != ZT_DEVICE_CPU && zt_fsdp_cuda_devices(want) > 0, all = mine;
+    int mine = o->device != ZT_DEVICE_CPU && o->context_parallel <= 1 && zt_fsdp_cuda_devices(want) > 0, all = mine;
     if (zt_allreduce(r->comm, &mine, &all, 1, ZT_DT_I32, ZT_RED_MIN, "device choice") != 0) return -1;
     char mod[4400];
     if (r->rank == 0 && zt_cuda_module_describe(mod, sizeof mod)) printf("cuda module: %s\n", mod);
@@ -136,6 +140,7 @@ static int run_gate(const zt_train_opts *o, run_state *r, const char *cfg_src) {
     po.allow_long_seq = o->allow_long_seq;
     po.shard_group = o->shard_group;
     po.reshard_after_forward = o->reshard_after_forward;
+    po.context_parallel = o->context_parallel;
     po.device = r->cuda ? "cuda" : "cpu";  // check 3 inspects each rank's GPU on the cuda backend
     if (zt_preflight_run(r->comm, &po, stdout) != 0)
         return zt_err_prefix("stopping before training (pass --no-preflight to override)");
@@ -153,11 +158,16 @@ static int open_data(const zt_train_opts *o, run_state *r) {
                              .model_vocab = cfg->vocab_size, .part = r->rank, .nparts = r->world};
     int ok = zt_dataset_open(&c->ds, o->data, &dopts) == 0;
     c->ds_open = ok;
-    if (ok && ds->per_rank && ds->nfiles != r->world)
+    if (ok && ds->per_rank && ds->nfiles != r->data_world && r->context == 1)
         ok = zt_err("%s: a per-rank dataset with %d file%s needs exactly %d rank%s, but the job has %d (pack it "
                     "again with --per-rank %d, or launch %d ranks)",
                     o->data, ds->nfiles, ds->nfiles == 1 ? "" : "s", ds->nfiles, ds->nfiles == 1 ? "" : "s",
                     r->world, r->world, ds->nfiles) == 0;
+    else if (ok && ds->per_rank && ds->nfiles != r->data_world)  // a context group's ranks read one file
+        ok = zt_err("%s: a per-rank dataset with %d file%s needs exactly %d data-parallel rank%s, but the job has %d "
+                    "(W = %d / --context-parallel %d; pack it again with --per-rank %d, or launch %d ranks)",
+                    o->data, ds->nfiles, ds->nfiles == 1 ? "" : "s", ds->nfiles, ds->nfiles == 1 ? "" : "s",
+                    r->data_world, r->world, r->context, r->data_world, ds->nfiles * r->context) == 0;
     if (zt_train_agree(r->comm, ok, "opening the dataset") != 0) return -1;
     if (R0)
         printf("data: %s: %s layout, %d file%s, %lld blocks of %d tokens (%.2f M tokens) (%.2f s)\n", o->data,
@@ -176,7 +186,8 @@ static int open_data(const zt_train_opts *o, run_state *r) {
                c->isolated ? "isolated (attention and RoPE positions per document)"
                            : "see each other (full attention)");
     }
-    if (o->eval_data && zt_eval_open(&r->eval, o, &r->data, cfg->vocab_size, r->comm, r->rank, r->world) != 0)
+    if (o->eval_data && zt_eval_open(&r->eval, o, &r->data, cfg->vocab_size, r->comm, r->rank, r->world,
+                                     r->data_world) != 0)
         return -1;
     if (R0 && ds->seq_len > zt_model_max_positions(cfg))
         fprintf(stderr, "zerotrain: warning: dataset seq_len %d exceeds the model's %s %lld\n", ds->seq_len,
@@ -211,10 +222,13 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
             int t = 0;
             while (t + 1 < ul->ntensors && e >= ul->t[t + 1].offset) t++;
             const zt_tensor_desc *td = &ul->t[t];
-            const int64_t k = e - td->offset, cols = td->ndim == 2 ? td->shape[1] : 0;
-            char where[64];
-            if (cols > 0) snprintf(where, sizeof where, "[%lld, %lld]", (long long)(k / cols), (long long)(k % cols));
-            else snprintf(where, sizeof where, "[%lld]", (long long)k);
+            int64_t k = e - td->offset, idx[3] = {0, 0, 0};
+            for (int j = td->ndim - 1; j >= 0; j--) idx[j] = j ? k % td->shape[j] : k, k = j ? k / td->shape[j] : k;
+            char where[80];
+            size_t wo = (size_t)snprintf(where, sizeof where, "[");
+            for (int j = 0; j < td->ndim; j++)
+                wo += (size_t)snprintf(where + wo, sizeof where - wo, "%s%lld", j ? ", " : "", (long long)idx[j]);
+            snprintf(where + wo, sizeof where - wo, "]");
             ok = zt_err("--init %s: tensor %s holds a non-finite value (%g) at %s; a model that starts from it can "
                         "only produce non-finite losses (weights saved after a diverged run, or damaged)",
                         o->init, td->name, (double)dst[u][i], where) == 0;
@@ -223,6 +237,64 @@ static int load_init_weights(const zt_train_opts *o, run_state *r) {
     if (zt_train_agree_named(r, ok, "loading --init weights") != 0) return -1;
     if (r->rank == 0) printf("init: loaded Hugging Face weights from %s (%.2f s)\n", o->init, zt_now() - t0);
     return 0;
+}
+
+// The tensors of --init its family carries but does not train (RUN/carry, checkpoint/hf.h): rank 0
+// copies them at a fresh start (a resumed run keeps the copy it has and only verifies it), and the
+// training settings record which copy it is, so its checkpoints, export and RUN/final find it.
+static int setup_carry(const zt_train_opts *o, run_state *r) {
+    const zt_model_layout *lay = zt_fsdp_layout(r->f);
+    const char *const *pre = lay->cfg.family ? lay->cfg.family->carry_prefixes : NULL;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/carry", o->run_dir);
+    int64_t word = 0;  // rank 0's answer: 1 << 32 | the manifest's crc32c, or 0 when nothing is carried
+    int ok = 1;
+    if (r->rank == 0) {
+        struct stat st;
+        const int have = lstat(dir, &st) == 0;
+        zt_hf_carry c;
+        int n = 0;
+        if (o->resume && have) {
+            ok = zt_hf_carry_open(&c, dir) == 0;
+            if (!ok) zt_err_prefix("--resume");
+            n = ok;
+        } else if (o->init && pre && *pre) {
+            const double t0 = zt_now();
+            const char *src = o->model ? o->model : o->init;
+            char cfg_path[4200];
+            snprintf(cfg_path, sizeof cfg_path, stat(src, &st) == 0 && S_ISDIR(st.st_mode) ? "%s/config.json" : "%s", src);
+            ok = zt_hf_carry_write(lay, o->init, cfg_path, o->run_dir, &n) == 0 && (n == 0 || zt_hf_carry_open(&c, dir) == 0);
+            if (!ok) zt_err_prefix("--init %s", o->init);
+            char names[256] = "";
+            for (size_t i = 0, o = 0; pre[i] && o < sizeof names; i++)
+                o += (size_t)snprintf(names + o, sizeof names - o, "%s%s*", i ? ", " : "", pre[i]);
+            if (ok && n > 0)
+                printf("init: carried %d tensor%s the model does not train (%s) into %s, kept as they are for "
+                       "export and RUN/final (%.2f s)\n", n, n == 1 ? "" : "s", names, dir, zt_now() - t0);
+        } else if (!o->resume && have) {
+            ok = zt_remove_tree(dir) == 0;  // an earlier run's in a reused directory
+        }
+        if (ok && n > 0) {
+            word = (int64_t)1 << 32 | c.manifest_crc;
+            zt_hf_carry_close(&c);
+        }
+    }
+    if (zt_train_agree(r->comm, ok, "carrying the tensors the model does not train") != 0) return -1;
+    if (zt_allreduce(r->comm, &word, &word, 1, ZT_DT_I64, ZT_RED_MAX, "carry record") != 0) return -1;
+    r->carry[0] = 0;
+    if (word) snprintf(r->carry, sizeof r->carry, "manifest.json crc32c %08x", (unsigned)(word & 0xffffffffu));
+    return 0;
+}
+
+// The training settings with the carry's record (none: as they were).
+static char *settings_with_carry(char *settings, const char *carry) {
+    if (!carry[0]) return settings;
+    cJSON *t = cJSON_Parse(settings);
+    cJSON_AddStringToObject(t, ZT_HF_CARRY_KEY, carry);
+    char *text = cJSON_PrintUnformatted(t);
+    cJSON_Delete(t);
+    free(settings);
+    return text;
 }
 
 // The engine: NCCL communicators (cuda), the sharded model and optimizer state, then its
@@ -237,9 +309,17 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     // --attention auto: cuDNN's fused attention where the module has it and it can serve the
     // data (it cannot keep packed documents apart): a Qwen3-32B layer on an H200 ran 1.18x /
     // 1.65x faster with it than with the GEMM path at 2,048 / 8,192 tokens, and it needs no
-    // S x S scratch (docs/gpu-runs/2026-12-04-h200/full).
-    const int cudnn = o->attention_cudnn == ZT_ATTN_AUTO ? r->cuda && !r->data.isolated && zt_fsdp_cuda_cudnn_built()
-                                                         : o->attention_cudnn;
+    // S x S scratch (docs/gpu-runs/2026-12-04-h200/full). Else the GEMM path while its S x S
+    // scratch (12 g S^2 bytes per KV-head group, g = H / Hkv) stays under ZT_AUTO_GEMM_SCRATCH:
+    // on the same H200 it was 2.8x / 4.6x faster than the tiled kernels, which have no tensor-core
+    // products yet (docs/gpu-runs/2026-12-04-h200/tiled). Past that, the tiled kernels: O(S x D)
+    // scratch (the GEMM path's is ~103 GB for a 32B layer at 32,768 tokens).
+    const double g = (double)cfg.num_heads / (double)cfg.num_kv_heads, S = (double)ds->seq_len;
+    const double gemm_scratch = 12 * g * S * S + 8 * g * S * cfg.head_dim + 4 * g * S;
+    const int attention = o->attention != ZT_ATTN_AUTO                                  ? o->attention
+                          : r->cuda && !r->data.isolated && zt_fsdp_cuda_cudnn_built() ? ZT_ATTN_CUDNN
+                          : gemm_scratch <= ZT_AUTO_GEMM_SCRATCH                       ? ZT_ATTN_GEMM
+                                                                                        : ZT_ATTN_TILED;
     if (r->cuda) {
         // Its own flight recorders (RUN/nccl/ranks/rank-N.flight): a deadline report on the
         // NCCL comm summarises the peers' NCCL recorders, not the MPI comm's.
@@ -254,13 +334,14 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
         if (zt_train_agree(r->comm, ok, "making the NCCL process groups") != 0) return -1;
         zt_fsdp_cuda_describe(r->dcomm, backend, sizeof backend);
         size_t bl = strlen(backend);
-        snprintf(backend + bl, sizeof backend - bl, ", %s attention%s%s", cudnn ? "cuDNN flash" : "GEMM",
-                 o->attention_cudnn == ZT_ATTN_AUTO ? " (auto)" : "", o->recompute ? ", activation recomputation" : "");
+        snprintf(backend + bl, sizeof backend - bl, ", %s attention%s%s",
+                 attention == ZT_ATTN_CUDNN ? "cuDNN flash" : attention == ZT_ATTN_GEMM ? "GEMM" : "tiled",
+                 o->attention == ZT_ATTN_AUTO ? " (auto)" : "", o->recompute ? ", activation recomputation" : "");
     }
 
     snprintf(r->backend, sizeof r->backend, "%s", backend);
-    if (!r->cuda && (o->attention_cudnn == 1 || o->recompute) && r->rank == 0)
-        fprintf(stderr, "zerotrain: warning: --attention cudnn and --recompute apply to the cuda backend; the cpu "
+    if (!r->cuda && (o->attention != ZT_ATTN_AUTO || o->recompute) && r->rank == 0)
+        fprintf(stderr, "zerotrain: warning: --attention and --recompute apply to the cuda backend; the cpu "
                         "backend ignores them\n");
 
     // ---- model and optimizer state, sharded (over all W ranks, or hybrid: groups of G) ----
@@ -269,20 +350,26 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
         printf("sharding: %s over groups of %d rank%s x %d replica%s%s\n", G < r->world ? "hybrid" : "full shard", G,
                G == 1 ? "" : "s", r->world / G, r->world / G == 1 ? "" : "s",
                o->reshard_after_forward ? "" : ", parameters kept gathered from forward to backward");
+    if (r->rank == 0 && r->context > 1)
+        printf("context parallelism: groups of %d consecutive ranks share each block (each holds an early and a late "
+               "chunk, about %d of its %d tokens), %d data-parallel group%s\n", r->context, ds->seq_len / r->context,
+               ds->seq_len, r->data_world, r->data_world == 1 ? "" : "s");
     const zt_fsdp_config ec = {.backend = r->cuda ? "cuda" : "cpu", .comm = r->comm, .dcomm = r->dcomm, .mesh = r->mesh,
                                .cfg = &cfg,
                                .micro_batch = o->micro_batch, .grad_accum = o->grad_accum, .seq_len = ds->seq_len,
                                .hp = hp, .seed = o->seed, .recompute = o->recompute,
-                               .attention_cudnn = cudnn, .shard_group = G,
-                               .keep_gathered = !o->reshard_after_forward};
+                               .attention = attention, .shard_group = G,
+                               .keep_gathered = !o->reshard_after_forward, .context = r->context};
     ok = zt_fsdp_create(&ec, &r->f) == 0;
     if (ok) ok = zt_fsdp_set_data(r->f, ds->token_flags, r->data.isolated) == 0;
     if (zt_train_agree(r->comm, ok, "building the model") != 0) return -1;
     if (o->init && load_init_weights(o, r) != 0) return -1;
+    if (setup_carry(o, r) != 0) return -1;
     zt_save_shards(&r->ckpt, r->f);
     zt_ckpt_set_save_io(o->save_io);  // before any save, and before the async writer exists
     if (o->async_save && zt_save_make_snapshot(r) != 0) return -1;
-    r->ckpt.settings = zt_resume_settings_json(o, ds, r->data.isolated, r->data.global_step_blocks, r->total_steps);
+    r->ckpt.settings = settings_with_carry(
+        zt_resume_settings_json(o, ds, r->data.isolated, r->data.global_step_blocks, r->total_steps), r->carry);
     if (o->resume && zt_resume_from_checkpoint(o, r) != 0) return -1;
     if ((o->init || o->resume) && zt_fsdp_to_device(r->f) != 0) return -1;  // the loaded host shards to the GPU
     return 0;
@@ -342,9 +429,10 @@ static int export_final(const zt_train_opts *o, run_state *r) {
 // epoch end) comes from all-reduced values, so every rank takes it at the same step.
 static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
     for (int64_t step = r->progress.start_step; step < r->total_steps; step++) {
-        const int data_ok = zt_cursor_next_batch(&r->data, r->f, o->seed, r->rank, r->sinks.trace, step) == 0;
+        const int data_ok = zt_cursor_next_batch(&r->data, r->f, o->seed, r->data_rank, r->sinks.trace, step) == 0;
         if (data_ok)
-            zt_flops_step(&r->flops, &r->data, &r->cfg, o->seed, r->cuda && o->recompute, r->rank, r->world, step);
+            zt_flops_step(&r->flops, &r->data, &r->cfg, o->seed, r->cuda && o->recompute, r->rank, r->data_world, r->context,
+                          step);
         if (o->debug_signal_at_step > 0 && step + 1 == o->debug_signal_at_step && r->rank == 0) raise(SIGUSR1);
         zt_fsdp_stats s;
         const int flags = (zt_signals_stop() ? ZT_FSDP_STOP : 0) | (data_ok ? 0 : ZT_FSDP_INPUT_BAD);
@@ -422,13 +510,16 @@ static int train_loop(const zt_train_opts *o, run_state *r) {
 // A run: its phases in order, each agreed by every rank before the next.
 int zt_train_body(const zt_train_opts *o, run_state *r) {
     r->t_start = zt_now();
+    r->context = zt_mesh_size(r->mesh, ZT_MESH_CONTEXT);  // the session made the mesh with --context-parallel
+    r->data_rank = r->rank / r->context;
+    r->data_world = r->world / r->context;
     set_threads(o, r);
     const char *cfg_src = o->model ? o->model : o->init;  // every rank reads it; they must agree
     if (zt_train_agree(r->comm, zt_model_config_load(&r->cfg, cfg_src) == 0, "reading the model config") != 0) return -1;
     if (choose_device(o, r) != 0) return -1;
     if (run_gate(o, r, cfg_src) != 0) return -1;
     if (open_data(o, r) != 0) return -1;
-    if (zt_cursor_deal(&r->data, o, r->comm, r->rank, r->world) != 0) return -1;
+    if (zt_cursor_deal(&r->data, o, r->comm, r->rank, r->world, r->context) != 0) return -1;
     r->total_steps = o->steps > 0 ? o->steps : o->epochs * r->data.steps_per_epoch;  // the run's length
     r->hp = o->hp;
     r->hp.total_steps = r->total_steps;

@@ -6,17 +6,20 @@
 #define ZT_TRAIN_H
 #include <stdint.h>
 
+#include "engine/fsdp.h"  // ZT_ATTN_*
 #include "engine/optim.h"
 #include "train/preflight.h"
 #include "train/train_defaults.h"
 
 typedef enum { ZT_DEVICE_AUTO = 0, ZT_DEVICE_CPU = 1, ZT_DEVICE_CUDA = 2 } zt_device;
-#define ZT_ATTN_AUTO 2  // --attention auto: cuDNN when built and documents are not isolated, else GEMM
+#define ZT_ATTN_AUTO (-1)  // --attention auto: cuDNN when built and documents are not isolated, else GEMM
+                           // while its S x S scratch fits ZT_AUTO_GEMM_SCRATCH, else tiled (train/train.c)
+#define ZT_AUTO_GEMM_SCRATCH (8.0 * 1024 * 1024 * 1024)  // bytes: S <= ~9,400 tokens at g = 8
 typedef enum { ZT_DOC_ATTN_DATASET = 0, ZT_DOC_ATTN_FULL = 1, ZT_DOC_ATTN_ISOLATED = 2 } zt_doc_attention;
 
 typedef struct {
     zt_device device;        // AUTO: cuda when built with the GPU engine and every rank sees a GPU
-    int attention_cudnn;     // cuda: 1 cuDNN fused attention, 0 the GEMM path, ZT_ATTN_AUTO cuDNN where it can
+    int attention;           // cuda: ZT_ATTN_TILED / _CUDNN / _GEMM (engine/fsdp.h), or ZT_ATTN_AUTO
     int recompute;           // cuda: activation recomputation (keep layer inputs only)
     const char *model;       // config.json or HF directory (may be NULL when init is given)
     const char *init;        // HF weights directory or .safetensors (NULL: random init from seed)
@@ -31,6 +34,7 @@ typedef struct {
     int micro_batch, grad_accum;
     const char *shard_group;    // NULL: full shard over W; "node": the ranks per node; else G (hybrid sharding)
     int reshard_after_forward;  // 0: keep-gathered (no backward re-gather); default 1
+    int context_parallel;       // C: ranks sharing each block (context parallelism); default 1: none
     zt_hparams hp;
     uint64_t seed;
     int threads;             // 0: OMP_NUM_THREADS, else the node's cores split between its ranks

@@ -59,6 +59,22 @@ void cpu_swiglu_fwd(float *h, const float *g, const float *u, int64_t n);
 void cpu_swiglu_bwd(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n);
 double cpu_lmhead_xent(float *dx, float *dw, const float *x, const float *w, const int32_t *targets, int64_t N,
                        int64_t d, int64_t V, float scale);
+void cpu_conv1d_silu_fwd(float *y, float *pre, const float *x, const float *w, const int32_t *pos, int64_t B,
+                         int64_t S, int64_t C, int64_t K);
+void cpu_conv1d_silu_bwd(float *dx, float *dw, const float *dy, const float *pre, const float *x, const float *w,
+                         const int32_t *pos, int64_t B, int64_t S, int64_t C, int64_t K);
+void cpu_l2norm_fwd(float *y, float *rinv, const float *x, int64_t rows, int64_t d, float eps);
+void cpu_l2norm_bwd(float *dx, const float *dy, const float *x, const float *rinv, int64_t rows, int64_t d);
+void cpu_rmsnorm_gated_fwd(float *y, float *rstd, const float *x, const float *z, const float *w, int64_t rows,
+                           int64_t d, float eps);
+void cpu_rmsnorm_gated_bwd(float *dx, float *dz, float *dw, const float *dy, const float *x, const float *z,
+                           const float *w, const float *rstd, int64_t rows, int64_t d);
+void cpu_delta_fwd(float *o, float *saved, const float *q, const float *k, const float *v, const float *g,
+                   const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk,
+                   int64_t Dv);
+void cpu_delta_bwd(float *dq, float *dk, float *dv, float *dg, float *dbeta, const float *dout, const float *saved,
+                   const float *q, const float *k, const float *v, const float *g, const float *beta,
+                   const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
 void cpu_adamw(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1, float beta2, float eps,
                float weight_decay, int64_t t);
 double cpu_sumsq(const float *x, int64_t n);

@@ -122,6 +122,8 @@ void zt_cuda_embedding_bwd(void *stream, float *dw, const zt_bf16 *dx, const uin
                            int64_t V);
 
 // ---- attention (causal GQA, no copies of KV heads) ----------------------------------------
+// Which attention a GPU layer runs (zt_qwen3_cuda_dims.attention); zero = the tiled kernels.
+typedef enum { ZT_CUDA_ATTN_TILED = 0, ZT_CUDA_ATTN_CUDNN = 1, ZT_CUDA_ATTN_GEMM = 2 } zt_cuda_attn_kind;
 // q[B*S, H*D], k/v[B*S, Hkv*D], o[B*S, H*D] (bf16); lse[B, H, S] (fp32) saved for
 // backward instead of the probabilities. cuBLASLt strided-batched products per
 // (batch, KV head): the group's H/Hkv query heads read the same K/V (stride 0);
@@ -136,6 +138,20 @@ void zt_cuda_attention_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse,
 void zt_cuda_attention_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, const zt_bf16 *dout,
                            const zt_bf16 *o, const float *lse, const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
                            const int32_t *pos, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+// The same two ops in 64 x 64 tiles (kernels/cuda/attention_tiled.cu; flash-attention
+// style): the same layouts, pos, lse and results to the GPU tolerances, without any S x S
+// buffer: the online softmax keeps o and lse, backward recomputes P per tile. Tiles above
+// the diagonal and (with pos) before a query tile's first document are skipped. Needs
+// D % 8 == 0, D <= 128 and 16-byte aligned q, k, v, o, dout, dq, dk, dv. Deterministic.
+void zt_cuda_attention_tiled_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
+                                 const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
+                                 int64_t H, int64_t Hkv, int64_t D);
+void zt_cuda_attention_tiled_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                 const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
+                                 const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
+                                 int64_t H, int64_t Hkv, int64_t D);
+// Its scratch: H*S fp32 row dots and the query tiles' first keys, O(H*S), independent of B.
+size_t zt_cuda_attention_tiled_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
 
 // ---- fused lm_head + cross-entropy ---------------------------------------------------
 // Per chunk of rows: logits = x W^T into fp32 scratch (never N x V at once), a

@@ -42,9 +42,13 @@ case "$CASE" in
 async_identical)
     # --async-save on the GPU engine (its state to the host copies, then the snapshot): the
     # same datasets as the synchronous save of the same W=2 run, the same losses
+    # The async run's device-to-host snapshot copy starts 1 s late (ZT_CKPT_DEBUG_COPY_DELAY_S): a
+    # writer that did not wait for it reads the host copies before the copy, which the CPU execution
+    # of CUDA reports (mutation C4); without the delay the next step's collectives taught the host
+    # that the copy was done before the writer read, and C4 survived.
     for mode in sync async; do
-        extra=(); [ $mode = async ] && extra=(--async-save)
-        timeout 600 "${MPIRUN[@]}" -n 2 "$ZH" train "${common[@]}" --steps 4 --save-every 2 --keep-last 0 --device cuda \
+        extra=() delay=(); [ $mode = async ] && extra=(--async-save) delay=(-x ZT_CKPT_DEBUG_COPY_DELAY_S=1)
+        timeout 600 "${MPIRUN[@]}" -n 2 "${delay[@]}" "$ZH" train "${common[@]}" --steps 4 --save-every 2 --keep-last 0 --device cuda \
             --run-dir "$W/$mode" "${extra[@]}" >"$W/$mode.txt" 2>&1 || { cat "$W/$mode.txt"; fail "$mode run failed"; }
     done
     grep -q "checkpoint: step 2 snapshot" "$W/async.txt" || { cat "$W/async.txt"; fail "step 2 was not saved in the background"; }

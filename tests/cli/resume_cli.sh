@@ -204,6 +204,48 @@ new_data)
     grep -q '"data_changed_at_step":[[:space:]]*2' "$W/r/run.json" || fail "run.json must record data_changed_at_step 2"
     echo "ok [$CASE]: $(grep -m1 -o 'checkpoint has dataset_files.\{0,60\}' "$W/out.txt")"
     ;;
+context_parallel)  # global batch 2: C = 3 (W = 3) stopped at 4 -> C = 1 (W = 1) stopped at 8 -> C = 2 (W = 2) to 12
+    run 3 "$W/full" --steps 12 --grad-accum 2 --context-parallel 3
+    grep -q "context parallelism: groups of 3 consecutive ranks" "$W/full.out" || { cat "$W/full.out"; fail "no context line"; }
+    run 1 "$W/plain" --steps 12 --grad-accum 2
+    run 3 "$W/part" --steps 12 --grad-accum 2 --context-parallel 3 --debug-signal-at-step 4
+    grep -q "stopped: a stop signal" "$W/part.out" || { cat "$W/part.out"; fail "no graceful stop (C=3)"; }
+    run 1 "$W/part" --steps 12 --grad-accum 2 --resume --debug-signal-at-step 8
+    grep -q "saved by 3 ranks, loaded by 1" "$W/part.out" || { cat "$W/part.out"; fail "no reshard message (C=3 -> 1)"; }
+    run 2 "$W/part" --steps 12 --grad-accum 2 --context-parallel 2 --resume
+    grep -q "saved by 1 rank, loaded by 2" "$W/part.out" || { cat "$W/part.out"; fail "no reshard message (C=1 -> 2)"; }
+    "$CMP" "$W/full/final/model.safetensors" "$W/part/final/model.safetensors" 1e-5 || fail "final weights differ (resumed)"
+    "$CMP" "$W/plain/final/model.safetensors" "$W/full/final/model.safetensors" 1e-5 || fail "C = 3 differs from no split"
+    # a context group's ranks train the same blocks: one copy of each per step
+    diff <(steps_blocks "$W/plain") <(steps_blocks "$W/full" | awk '{l=$1; delete s; for(i=2;i<=NF;i++) if(!s[$i]++) l=l " " $i; print l}') \
+        || fail "block ids per step differ (C = 3 vs none)"
+    # the uninterrupted losses and grad norms, step by step (metrics.jsonl prints 6 decimals)
+    for run_dir in "$W/part" "$W/plain"; do
+        paste -d' ' <(grep -o '"loss":[0-9.e+-]*,"lr":[0-9.e+-]*,"grad_norm":[0-9.e+-]*' "$W/full/metrics.jsonl") \
+                    <(grep -o '"loss":[0-9.e+-]*,"lr":[0-9.e+-]*,"grad_norm":[0-9.e+-]*' "$run_dir/metrics.jsonl") \
+            | tr ',:"' '   ' | awk '{n++; for(i=2;i<=6;i+=2){a=$i; b=$(i+6); d=a-b; if(d<0)d=-d; if(d>2e-6+1e-5*(a<0?-a:a)) bad=1}}
+                                      END{exit bad || n != 12}' \
+            || { paste "$W/full/metrics.jsonl" "$run_dir/metrics.jsonl" | cut -c1-240; fail "losses differ from C = 3 ($run_dir)"; }
+    done
+    echo "ok [$CASE]: C = 3 -> C = 1 -> C = 2 equals C = 3 throughout and no split, to 1e-5, 12 steps"
+    ;;
+context_refusals)  # what context parallelism cannot run is refused at the start on every rank, naming the numbers
+    expect_refused() {  # expect_refused NPROCS RUN_DIR PATTERN ARGS...
+        local n=$1 dir=$2 pat=$3; shift 3
+        timeout 120 "${MPIRUN[@]}" -n "$n" "$ZT" train "${COMMON[@]}" --run-dir "$dir" --steps 2 "$@" >"$dir.out" 2>&1 \
+            && { cat "$dir.out"; fail "$* must be refused"; }
+        grep -q -- "$pat" "$dir.out" || { cat "$dir.out"; fail "the refusal of $* must say: $pat"; }
+        [ ! -e "$dir/run.json" ] || fail "$*: run.json written before the refusal"
+    }
+    expect_refused 2 "$W/c3w2" "--context-parallel 3 does not divide the shard group of 2 ranks" --context-parallel 3
+    expect_refused 4 "$W/c4g2" "--context-parallel 4 does not divide the shard group of 2 ranks" --context-parallel 4 --shard-group 2
+    expect_refused 2 "$W/cuda" "context parallelism is built on the cpu backend only" --context-parallel 2 --device cuda
+    awk 'BEGIN{srand(5); for(d=0; d<12; d++){ line=""; for(i=0;i<4;i++) line=line int(rand()*90) " "; print line }}' >"$W/short.txt"
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 4 -o "$W/short" "$W/short.txt" >/dev/null || fail "pack"
+    expect_refused 3 "$W/seq" "blocks of 4 tokens cannot be split into 2 x 3 chunks" --context-parallel 3 --data "$W/short"
+    expect_refused 3 "$W/seqnp" "blocks of 4 tokens cannot be split into 2 x 3 chunks" --context-parallel 3 --data "$W/short" --no-preflight
+    echo "ok [$CASE]: C not dividing W or G, --device cuda, 2C > seq_len refused"
+    ;;
 config_mismatch)
     run 1 "$W/a" --steps 2
     mkdir -p "$W/m" && sed 's/"intermediate_size": *80/"intermediate_size": 64/' "$GOLD/tiny_untied_gqa/config.json" >"$W/m/config.json"

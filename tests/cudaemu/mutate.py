@@ -26,11 +26,13 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FSDP = "engine/fsdp_cuda.c"
 NCCL = "engine/comm_nccl.c"
+TILED = "kernels/cuda/attention_tiled.cu"
 # Tests, fastest-catching first (ctest stops at the first failure).
 T_ENGINE = ["emu_fsdp_cuda", "emu_fsdp_cuda_mpi_w2", "emu_cli_resume_exact", "emu_bench_fsdp_smoke"]
 T_COMM = ["emu_comm_nccl_w1", "emu_comm_nccl_mpi_w2", "emu_fsdp_cuda", "emu_comm_nccl_deadline",
           "emu_comm_nccl_finalize_busy"]
 T_OPS = ["emu_cuda_ops", "emu_train_tiny"]
+T_TILED = ["emu_attention_tiled"]  # the tiled attention's quick shapes (emu_cuda_ops runs them too)
 T_SFT = ["emu_fsdp_cuda_sft_w1"]
 T_HSDP = ["emu_fsdp_cuda_hsdp_w4"]
 
@@ -128,7 +130,7 @@ MUTATIONS = [
     # ---- engine/fsdp.c: the one schedule both backends run (its order, not its values) ----
     ("S1", "engine/fsdp.c",
      """        int s_next = gather_issue(f, u + 1);
-        if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
+        if (u + 1 == head && tied) *s_emb = keep ? f->kept[0] : gather_issue(f, 0);  // lm_head is the embedding
         ev(f, ZT_EV_FWD_START, u);
         if (u == 0)
             f->be->embed_fwd(f, p);
@@ -143,10 +145,11 @@ MUTATIONS = [
             f->be->layer_fwd(f, u - 1, p);
         ev(f, ZT_EV_FWD_END, u);
         int s_next = gather_issue(f, u + 1);
-        if (u + 1 == head && tied) *s_emb = gather_issue(f, 0);  // lm_head is the embedding
+        if (u + 1 == head && tied) *s_emb = keep ? f->kept[0] : gather_issue(f, 0);  // lm_head is the embedding
 """, T_ENGINE, "forward: unit u+1's all-gather issued after unit u computes (no prefetch)"),
     ("S2", "engine/fsdp.c",
-     """        int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
+     """            s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;  // before this unit's reduce-scatter
+        }
         int g = grad_acquire(f, u);
         ev(f, ZT_EV_BWD_START, u);
         f->be->layer_bwd(f, u - 1, p, f->gbuf[g]);
@@ -154,13 +157,14 @@ MUTATIONS = [
         param_release(f, s_cur);
         rs_issue(f, g);
 """,
-     """        int g = grad_acquire(f, u);
+     """        }
+        int g = grad_acquire(f, u);
         ev(f, ZT_EV_BWD_START, u);
         f->be->layer_bwd(f, u - 1, p, f->gbuf[g]);
         ev(f, ZT_EV_BWD_END, u);
         param_release(f, s_cur);
         rs_issue(f, g);
-        int s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;
+        if (!keep) s_prev = u - 1 >= 1 ? gather_issue(f, u - 1) : -1;
 """, T_ENGINE, "backward: unit u-1's all-gather issued after unit u's reduce-scatter (no prefetch)"),
     # ---- engine/fsdp_cuda.c: hybrid sharding's replica all-reduce ----
     ("H1", FSDP, "    CK(cudaStreamWaitEvent(c->rs, c->ev_grads, 0));\n", "",
@@ -204,6 +208,33 @@ MUTATIONS = [
     ("D5", "kernels/cuda/rope.cu", "    const int64_t pos = posv ? (int64_t)posv[t] : t % S;\n",
      "    const int64_t pos = t % S;  // (mutated: document positions ignored)\n", T_OPS + T_SFT,
      "RoPE by document position (instead: by block position, pos ignored)"),
+    # ---- the tiled attention (kernels/cuda/attention_tiled.cu): each barrier that orders shared memory ----
+    ("A1", TILED, "        __syncthreads();  // every warp is done with the previous K/V tile and its rows of P\n", "",
+     T_TILED, "forward: the barrier before the next K/V tile overwrites the one (and P) other warps still read"),
+    ("A2", TILED, "        __syncthreads();  // K/V (and, the first time, Q and rlo) are in place\n", "",
+     T_TILED, "forward: the barrier after the K/V tile's load, before the scores read it"),
+    ("A3", TILED, "        __syncwarp();  // the row's 8 lanes (one warp) wrote P\n", "",
+     T_TILED, "forward: the warp barrier between writing a row of P and reading it for P V"),
+    ("A4", TILED, "        __syncthreads();  // every warp is done with the previous K/V tile and its rows of dS\n", "",
+     T_TILED, "dQ: the barrier before the next K/V tile overwrites the one (and dS) other warps still read"),
+    ("A5", TILED, "        __syncthreads();  // K/V (and, the first time, Q, dO and rlo) are in place\n", "",
+     T_TILED, "dQ: the barrier after the K/V tile's load, before the scores read it"),
+    ("A6", TILED, "        __syncwarp();  // the row's 8 lanes (one warp) wrote dS\n", "",
+     T_TILED, "dQ: the warp barrier between writing a row of dS and reading it for dS K"),
+    ("A7", TILED, "            __syncthreads();  // every warp is done with the previous Q/dO tile and its rows of P, dS\n",
+     "", T_TILED, "dK/dV: the barrier before the next Q/dO tile overwrites the one (and P, dS) other warps still read"),
+    ("A8", TILED, "            __syncthreads();  // Q, dO, lse, rowdot (and, the first time, K/V) are in place\n", "",
+     T_TILED, "dK/dV: the barrier after the Q/dO tile's load, before the scores read it"),
+    ("A9", TILED, "            __syncwarp();  // the key row's 8 lanes (one warp) wrote P and dS\n", "",
+     T_TILED, "dK/dV: the warp barrier between writing a key row of P, dS and reading it for P^T dO, dS^T Q"),
+    ("A10", TILED, "kt++) {\n        const int k0 = kt * TK;\n        __syncthreads();  // every warp is done with the "
+     "previous K/V tile and its rows of P\n",
+     "kt++) {\n        const int k0 = kt * TK;\n        if (tile_lo && kt == tile_lo[qt] / TK) continue;  // (mutated)\n"
+     "        __syncthreads();  // every warp is done with the previous K/V tile and its rows of P\n",
+     T_TILED, "forward: the first key tile of a query tile's documents (skipped as if wholly before them)"),
+    ("A11", TILED, "            if (tile_lo && tile_lo[qt] > k_last) continue;",
+     "            if (tile_lo && tile_lo[qt] > k0) continue;  // (mutated)", T_TILED,
+     "dK/dV: the query tiles whose earliest document starts inside the key tile (skipped)"),
     # ---- regressions of the four defects fixed with the emulation ----
     ("R1", "kernels/cuda/matmul.cu",
      "    if (hs != CUBLAS_STATUS_SUCCESS || nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {",

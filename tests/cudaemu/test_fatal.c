@@ -8,6 +8,7 @@
 //   --oob         a kernel reading past an allocation (a row of embeddings past the table)
 //   --doc-pos     attention given a document position that is not one (pos[i] > i): the
 //                 softmax kernel traps instead of unmasking keys of another block
+//   --doc-pos-tiled the same through the tiled attention (its first-key kernel traps)
 //   --cudnn-docs  a decoder layer on the cuDNN attention given document positions: cuDNN's
 //                 causal graph would attend across packed documents, so it is refused
 #include <stdio.h>
@@ -43,7 +44,7 @@ int main(int argc, char **argv) {
         zt_cuda_memcpy_h2d(tok, h, sizeof h);
         zt_cuda_embedding_fwd(NULL, x, w, tok, 8, 64, 12);
         zt_cuda_sync(NULL, "embedding past the table");
-    } else if (!strcmp(mode, "--doc-pos")) {
+    } else if (!strcmp(mode, "--doc-pos") || !strcmp(mode, "--doc-pos-tiled")) {
         enum { S = 8, H = 2, D = 8 };
         zt_cuda_ctx *c = zt_cuda_ctx_create();
         zt_bf16 *q = zt_cuda_malloc(S * H * D * 2), *o = zt_cuda_malloc(S * H * D * 2);
@@ -52,11 +53,14 @@ int main(int argc, char **argv) {
         const int32_t h[S] = {0, 1, 2, 0, 6, 2, 0, 1};  // query 4 claims 6 earlier tokens of its block: 4
         zt_cuda_memcpy_h2d(pos, h, sizeof h);
         zt_cuda_fill_uniform(q, ZT_BF16, S * H * D, -1.0f, 1.0f, 1, NULL);
-        zt_cuda_attention_fwd(c, NULL, o, lse, q, q, q, pos, 1, S, H, H, D);
+        if (!strcmp(mode, "--doc-pos"))
+            zt_cuda_attention_fwd(c, NULL, o, lse, q, q, q, pos, 1, S, H, H, D);
+        else  // the tiled kernels' first-key kernel traps the same way
+            zt_cuda_attention_tiled_fwd(c, NULL, o, lse, q, q, q, pos, 1, S, H, H, D);
         zt_cuda_sync(NULL, "attention with document positions");
     } else if (!strcmp(mode, "--cudnn-docs")) {
         const zt_qwen3_cuda_dims dm = {.B = 1, .S = 8, .N = 8, .d = 16, .F = 32, .H = 2, .Hkv = 1, .D = 8, .eps = 1e-6f,
-                                   .cudnn = 1};  // as --attention cudnn in a build with cuDNN
+                                   .attention = ZT_CUDA_ATTN_CUDNN};  // as --attention cudnn in a build with cuDNN
         int64_t off[ZT_L_NTENSORS + 1];
         zt_qwen3_cuda_layer_offsets(&dm, off);
         zt_cuda_ctx *c = zt_cuda_ctx_create();
@@ -74,7 +78,7 @@ int main(int argc, char **argv) {
         zt_qwen3_cuda_layer_fwd(c, NULL, &dm, params, rc, rs, pos, x, y, &a, NULL);
         zt_cuda_sync(NULL, "layer");
     } else {
-        fprintf(stderr, "usage: test_fatal --oom | --unaligned | --oob | --doc-pos | --cudnn-docs\n");
+        fprintf(stderr, "usage: test_fatal --oom | --unaligned | --oob | --doc-pos | --doc-pos-tiled | --cudnn-docs\n");
         return 2;
     }
     printf("no fatal error\n");

@@ -11,7 +11,7 @@
 // The ratio engine / compute-only is what the engine costs on top of that work (at
 // world 1 the collectives are device copies); the optimizer and embedding parts are
 // also printed on their own lines.
-//   bench_fsdp_cuda [--layers L] [--seq S] [--steps N] [--warmup N] [--attn gemm|cudnn] [--tiny]
+//   bench_fsdp_cuda [--layers L] [--seq S] [--steps N] [--warmup N] [--attn gemm|tiled|cudnn] [--tiny]
 // --tiny: a tiny model (vocab 96, d 48): a smoke run of the program (the CPU execution
 // of the CUDA model runs it in CI), not a benchmark.
 // Step times are host wall times (each step ends with the engine's host read);
@@ -36,7 +36,7 @@
 #include "tests/gpu/gpu_test_util.h"
 
 int main(int argc, char **argv) {
-    int L = 2, steps = 6, warmup = 2, cudnn = 0, tiny = 0;
+    int L = 2, steps = 6, warmup = 2, attn = ZT_ATTN_GEMM, tiny = 0;  // GEMM: as the earlier GPU runs
     int64_t S = 2048;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -44,7 +44,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--seq") && v) S = atoll(argv[++i]);
         else if (!strcmp(a, "--steps") && v) steps = atoi(argv[++i]);
         else if (!strcmp(a, "--warmup") && v) warmup = atoi(argv[++i]);
-        else if (!strcmp(a, "--attn") && v) cudnn = !strcmp(argv[++i], "cudnn");
+        else if (!strcmp(a, "--attn") && v) {
+            const char *k = argv[++i];
+            attn = !strcmp(k, "cudnn") ? ZT_ATTN_CUDNN : !strcmp(k, "tiled") ? ZT_ATTN_TILED : ZT_ATTN_GEMM;
+        }
         else if (!strcmp(a, "--tiny")) tiny = 1;
         else zt_fatal("bench_fsdp_cuda: unknown argument '%s' (see the top of tests/gpu/bench_fsdp_cuda.c)", a);
     }
@@ -70,10 +73,11 @@ int main(int argc, char **argv) {
     char dev[128];
     zt_cuda_device_describe(dev, sizeof dev);
     printf("bench_fsdp_cuda: %s; %s shapes with %d layers, micro-batch 1 x seq %lld, %s attention\n", dev,
-           tiny ? "tiny (smoke run, not a benchmark)" : "Qwen3-32B", L, (long long)S, cudnn ? "cuDNN" : "GEMM");
+           tiny ? "tiny (smoke run, not a benchmark)" : "Qwen3-32B", L, (long long)S,
+           attn == ZT_ATTN_CUDNN ? "cuDNN" : attn == ZT_ATTN_TILED ? "tiled" : "GEMM");
     double t0 = zt_now();
     zt_fsdp f;
-    const zt_fsdp_opts eo = {.attention_cudnn = cudnn, .bench_uniform = 0.02f};  // device-drawn parameters
+    const zt_fsdp_opts eo = {.attention = attn, .bench_uniform = 0.02f};  // device-drawn parameters
     if (zt_fsdp_init_cuda(&f, dc, dc, &cfg, 1, 1, S, &hp, 7, &eo) != 0) zt_die_on_err();
     zt_fsdp_memory mem;
     zt_fsdp_memory_usage(&f, &mem);
@@ -101,9 +105,12 @@ int main(int argc, char **argv) {
     }
     const double t_engine = zt_median(st, steps);
 
-    // compute only: the same ops on their own buffers (one set of layer parameters reused)
+    // compute only: the same ops on their own buffers (one set of layer parameters reused), with the
+    // engine's attention (the layer's default is tiled: an H200 run compared a GEMM engine with tiled
+    // compute and printed an overhead of x0.75)
     zt_qwen3_cuda_dims dm = {.B = 1, .S = S, .N = S, .d = cfg.hidden_size, .F = cfg.intermediate_size, .H = cfg.num_heads,
-                         .Hkv = cfg.num_kv_heads, .D = cfg.head_dim, .eps = (float)cfg.rms_norm_eps};
+                         .Hkv = cfg.num_kv_heads, .D = cfg.head_dim, .eps = (float)cfg.rms_norm_eps,
+                         .attention = (zt_cuda_attn_kind)attn};
     int64_t off[ZT_L_NTENSORS + 1];
     zt_qwen3_cuda_layer_offsets(&dm, off);
     const int64_t N = S, d = dm.d, V = cfg.vocab_size, P = off[ZT_L_NTENSORS];

@@ -6,7 +6,10 @@
 // FLOPs (forward + backward = 3 x forward, causal attention at half the square):
 //   6 N (d*H*D + 2 d*Hkv*D + H*D*d + 3 d*F) + 3 * 4 B S^2 H D / 2
 // Prints "RESULT key=value" lines for tests/gpu/run.sh.
-//   bench_layer [--seq S] [--batch B] [--iters N] [--warmup N] [--peak-n N] [--attn gemm|cudnn] [--smoke]
+//   bench_layer [--seq S] [--batch B] [--iters N] [--warmup N] [--peak-n N] [--attn gemm|tiled|cudnn] [--smoke]
+// --attn: the attention (default gemm, the path the earlier GPU runs measured); tiled does only
+// the tiles at or below the diagonal (the FLOP count's half square plus the diagonal tiles) and
+// its backward 7 tile products where the count credits 4 (dQ has its own pass: no atomics).
 // --smoke: a small layer and two iterations (the ctest registration). Exit 77 without a device.
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -53,7 +56,8 @@ static double measure_peak(zt_cuda_ctx *c, cudaStream_t st, int64_t n, int warmu
 }
 
 int main(int argc, char **argv) {
-    zt_qwen3_cuda_dims dm = {.B = 1, .S = 2048, .d = 5120, .F = 25600, .H = 64, .Hkv = 8, .D = 128, .eps = 1e-6f};
+    zt_qwen3_cuda_dims dm = {.B = 1, .S = 2048, .d = 5120, .F = 25600, .H = 64, .Hkv = 8, .D = 128, .eps = 1e-6f,
+                             .attention = ZT_CUDA_ATTN_GEMM};
     int iters = 10, warmup = 3, smoke = 0;
     int64_t peak_n = 8192;
     for (int i = 1; i < argc; i++) {
@@ -64,31 +68,38 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--iters") && v) iters = atoi(argv[++i]);
         else if (!strcmp(a, "--warmup") && v) warmup = atoi(argv[++i]);
         else if (!strcmp(a, "--peak-n") && v) peak_n = atoll(argv[++i]);
-        else if (!strcmp(a, "--attn") && v) dm.cudnn = !strcmp(argv[++i], "cudnn");
+        else if (!strcmp(a, "--attn") && v) {
+            const char *k = argv[++i];
+            if (!strcmp(k, "gemm")) dm.attention = ZT_CUDA_ATTN_GEMM;
+            else if (!strcmp(k, "tiled")) dm.attention = ZT_CUDA_ATTN_TILED;
+            else if (!strcmp(k, "cudnn")) dm.attention = ZT_CUDA_ATTN_CUDNN;
+            else zt_fatal("bench_layer: --attn %s: gemm, tiled or cudnn", k);
+        }
         else zt_fatal("bench_layer: unknown argument '%s' (see the comment at the top of tests/gpu/bench_layer.c)", a);
     }
     zt_skip_without_device();
     if (smoke) {  // small and quick: proves the layer runs end to end
         dm = (zt_qwen3_cuda_dims){.B = 2, .S = 128, .d = 256, .F = 512, .H = 8, .Hkv = 2, .D = 32, .eps = 1e-6f,
-                              .cudnn = dm.cudnn};
+                              .attention = dm.attention};
         iters = 2;
         warmup = 1;
         peak_n = 1024;
     }
     if (iters < 1) iters = 1;
     dm.N = dm.B * dm.S;
-    if (dm.cudnn && !zt_cudnn_sdpa_built()) {
+    if (dm.attention == ZT_CUDA_ATTN_CUDNN && !zt_cudnn_sdpa_built()) {
         printf("cuDNN SDPA attention: not built (cuDNN was not found when this build was configured); using the "
                "GEMM path\n");
-        dm.cudnn = 0;
+        dm.attention = ZT_CUDA_ATTN_GEMM;
     }
+    const char *attn_name = dm.attention == ZT_CUDA_ATTN_CUDNN ? "cudnn" : dm.attention == ZT_CUDA_ATTN_TILED ? "tiled" : "gemm";
     char dev[256];
     zt_cuda_device_describe(dev, sizeof dev);
     printf("RESULT seq=%lld\n", (long long)dm.S);  // run.sh reads each length's section after this line
     printf("bench_layer on %s\n", dev);
     printf("layer: B=%lld S=%lld d=%lld F=%lld H=%lld Hkv=%lld D=%lld, bf16, attention=%s\n", (long long)dm.B,
            (long long)dm.S, (long long)dm.d, (long long)dm.F, (long long)dm.H, (long long)dm.Hkv, (long long)dm.D,
-           dm.cudnn ? "cudnn" : "gemm");
+           attn_name);
 
     cudaStream_t st;
     ZT_CUDA_CHECK(cudaStreamCreate(&st));
@@ -183,7 +194,7 @@ int main(int argc, char **argv) {
            fmed, bmed, flops / 1e12);
     printf("RESULT layer_tflops=%.2f\nRESULT peak_tflops=%.2f\nRESULT pct_peak=%.1f\n", tflops, peak,
            100.0 * tflops / peak);
-    printf("RESULT attn=%s\n", dm.cudnn ? "cudnn" : "gemm");
+    printf("RESULT attn=%s\n", attn_name);
 
     zt_qwen3_cuda_acts_free(&acts);
     zt_qwen3_cuda_work_free(&work);

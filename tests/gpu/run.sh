@@ -10,7 +10,9 @@
 #   3. tests/gpu/bench_layer     Qwen3-32B layer fwd+bwd at seq 2048 and 8192, TFLOP/s, % of
 #       the measured matmul peak
 #   4. tests/gpu/bench_layer_torch.py   transformers' Qwen3DecoderLayer, same shapes, both lengths
-#   5. bench_layer --attn cudnn the same layer with cuDNN's fused flash attention, both lengths
+#   5. bench_layer --attn tiled the same layer with the tiled attention (kernels/cuda/
+#       attention_tiled.cu, the trainer's default where cuDNN cannot serve), both lengths
+#   5b. bench_layer --attn cudnn the same layer with cuDNN's fused flash attention, both lengths
 #       (only when configure found cuDNN and time permits)
 #   6. tests/gpu/bench_fsdp_cuda the GPU engine end to end at 32B shapes (2 layers), vs the
 #       same ops without the engine, and its MFU by the trainer's formula (when NCCL was found
@@ -25,7 +27,7 @@
 #   bash tests/gpu/run.sh            (from the repository root or anywhere)
 # Environment: ZT_BUILD_DIR (default build-gpu), ZT_SKIP_SANITIZER=1, ZT_ARCH (default 90),
 # ZT_STEPS (a comma list of the steps to run: ops, train_tiny, fsdp, comm_nccl, bench, torch,
-# bench_cudnn, bench_fsdp, memcheck; default all),
+# bench_tiled, bench_cudnn, bench_fsdp, memcheck; default all),
 # ZT_SUMMARY_ONLY=1 (only re-print the summary from the logs in $OUT or build-gpu/logs).
 set -u
 T0=$(date +%s)
@@ -66,7 +68,7 @@ run() {
 }
 
 OPS_RC=? TRAIN_RC=? BENCH_RC=? TORCH_RC=? NCCL_RC="not run" MEMCHECK="not run" FSDP_RC="not built"
-CUDNN_RC="not run" BENCH8_RC="not run" BFSDP_RC="not run"
+CUDNN_RC="not run" BENCH8_RC="not run" BFSDP_RC="not run" TILED_RC="not run"
 if [ "${ZT_SUMMARY_ONLY:-0}" = 1 ]; then  # re-print the summary from logs already in $LOGS
     SKIP_RUN=1
 fi
@@ -146,6 +148,22 @@ BENCH8_RC=$RC
 # the issue, so it goes before the optional extras below.
 run torch 200 env PYTHONUNBUFFERED=1 python3 "$ROOT/tests/gpu/bench_layer_torch.py" --seq 2048,8192
 TORCH_RC=$RC
+# The same layer with the tiled attention (no S x S scratch; fp32 on CUDA cores, no tensor
+# cores yet). Its log goes to $BLOGS (the returned-files budget is taken); RESULT lines echoed.
+rm -f "$BLOGS/bench_tiled.log"
+if [ "$(elapsed)" -lt 360 ]; then
+    LOGDIR=$BLOGS
+    run bench_tiled 120 "$BIN/bench_layer" --attn tiled --seq 2048
+    TILED_RC="exit $RC"
+    if [ "$RC" = 0 ]; then
+        APPEND=1 run bench_tiled 150 "$BIN/bench_layer" --attn tiled --seq 8192
+        TILED_RC="$TILED_RC; seq 8192 exit $RC"
+    fi
+    LOGDIR=$LOGS
+    grep -h '^RESULT' "$BLOGS/bench_tiled.log" 2>/dev/null | sed 's/^/bench_tiled: /'
+else
+    TILED_RC="not run (time: $(elapsed) s elapsed)"
+fi
 # The same layer with cuDNN's fused flash attention (not the default path). Its logs go
 # to $BLOGS (the returned-files budget is taken); its RESULT lines are echoed below.
 rm -f "$BLOGS/bench_cudnn.log" "$BLOGS/bench_cudnn_sync.log"  # no stale numbers in the summary
@@ -213,9 +231,10 @@ echo "train_tiny (exit $TRAIN_RC): step-1 loss rel diff $(val train_tiny_step1_r
 echo "GPU FSDP engine, NCCL world 1, vs CPU reference trainer ($FSDP_RC):" \
     "$(grep -h '^RESULT fsdp_cuda_' "$LOGS/fsdp.log" 2>/dev/null | sed 's/RESULT fsdp_cuda_//' | tr '\n' ' ')"
 grep -h '^FAIL' "$LOGS/fsdp.log" 2>/dev/null | sed 's/^/  /'
-B=$LOGS/bench.log C=$BLOGS/bench_cudnn.log T=$LOGS/torch.log
+B=$LOGS/bench.log C=$BLOGS/bench_cudnn.log T=$LOGS/torch.log X=$BLOGS/bench_tiled.log
 for S in 2048 8192; do
     LMS=$(valseq layer_ms "$B" $S) CMS=$(valseq layer_ms "$C" $S) TMS=$(valseq torch_layer_ms "$T" $S)
+    XMS=$(valseq layer_ms "$X" $S)
     [ $S = 2048 ] && RCS=$BENCH_RC || RCS=$BENCH8_RC
     echo "layer (Qwen3-32B shapes, S=$S, B=1, bf16) fwd+bwd, exit $RCS; $(valseq layer_tflop "$B" $S) TFLOP per pass:"
     echo "  zerotrain GEMM attn: ${LMS:-?} ms (fwd $(valseq layer_fwd_ms "$B" $S), bwd $(valseq layer_bwd_ms "$B" $S))," \
@@ -223,9 +242,11 @@ for S in 2048 8192; do
         "$(valseq peak_tflops "$B" $S) TFLOP/s"
     echo "  zerotrain cuDNN attn: ${CMS:-?} ms (fwd $(valseq layer_fwd_ms "$C" $S), bwd $(valseq layer_bwd_ms "$C" $S))," \
         "$(valseq layer_tflops "$C" $S) TFLOP/s = $(valseq pct_peak "$C" $S)% of peak ($CUDNN_RC)"
+    echo "  zerotrain tiled attn: ${XMS:-?} ms (fwd $(valseq layer_fwd_ms "$X" $S), bwd $(valseq layer_bwd_ms "$X" $S))," \
+        "$(valseq layer_tflops "$X" $S) TFLOP/s = $(valseq pct_peak "$X" $S)% of peak ($TILED_RC)"
     echo "  PyTorch:    ${TMS:-?} ms (fwd $(valseq torch_layer_fwd_ms "$T" $S), bwd $(valseq torch_layer_bwd_ms "$T" $S))," \
         "$(valseq torch_impl "$T" $S), exit $TORCH_RC"
-    for Z in "GEMM:$LMS" "cuDNN:$CMS"; do
+    for Z in "GEMM:$LMS" "cuDNN:$CMS" "tiled:$XMS"; do
         if [ -n "${Z#*:}" ] && [ -n "$TMS" ]; then
             awk -v n="${Z%%:*}" -v a="${Z#*:}" -v b="$TMS" \
                 'BEGIN { printf "  ratio zerotrain (%s attn) / PyTorch time: %.2f  (< 1: zerotrain faster)\n", n, a / b }'

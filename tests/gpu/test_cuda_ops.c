@@ -336,16 +336,50 @@ static void test_embedding(int64_t N, int64_t d, int64_t V) {
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
 }
 
+// Many documents for the tiled attention (block b % 2 == 0; odd blocks get doc_positions'
+// pattern): one-token documents at the last row of a 64-row tile and at the first of the
+// next (starts at t % 64 == 63 and t % 64 == 0) in the first quarter, documents of hashed
+// lengths up to S/2, then one document from S/2 to S - 2 across several tiles (its query
+// tiles skip every key tile before S/2) and a one-token document at S - 1.
+static int32_t *doc_positions_many(int64_t B, int64_t S) {
+    int32_t *pos = doc_positions(B, S);
+    for (int64_t b = 0; b < B; b += 2) {
+        int32_t p = 0;
+        for (int64_t t = 0; t < S; t++) {
+            const uint32_t hsh = (uint32_t)(t * 2654435761u) >> 20;
+            const int start = t == 0 || (t < S / 4 && (t % 64 == 63 || t % 64 == 0)) ||
+                              (t < S / 2 && hsh % 37 == 0) || t == S / 2 || t == S - 1;
+            p = start ? 0 : p + 1;
+            pos[b * S + t] = p;
+        }
+    }
+    return pos;
+}
+
 // ---- attention ---------------------------------------------------------------------------------------------
-// docs: packed documents (doc_positions): every output and gradient against the CPU
-// reference given the same positions, lse over each query's document only, and the
-// output must differ from plain causal attention's.
-static void test_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D, int docs) {
-    char sh[64];
+// The GEMM path (zt_cuda_attention_fwd/bwd) and the tiled one (zt_cuda_attention_tiled_*),
+// same contract, same checks; the tiled one's op names start with "tiled_".
+typedef void attn_fwd_fn(zt_cuda_ctx *, void *, zt_bf16 *, float *, const zt_bf16 *, const zt_bf16 *,
+                         const zt_bf16 *, const int32_t *, int64_t, int64_t, int64_t, int64_t, int64_t);
+typedef void attn_bwd_fn(zt_cuda_ctx *, void *, zt_bf16 *, zt_bf16 *, zt_bf16 *, const zt_bf16 *, const zt_bf16 *,
+                         const float *, const zt_bf16 *, const zt_bf16 *, const zt_bf16 *, const int32_t *, int64_t,
+                         int64_t, int64_t, int64_t, int64_t);
+static void op_name(char *buf, size_t n, int tiled, const char *op) { snprintf(buf, n, "%s%s", tiled ? "tiled_" : "", op); }
+
+// docs: packed documents (doc_positions; 2: doc_positions_many): every output and gradient
+// against the CPU reference given the same positions, lse over each query's document
+// only, and the output must differ from plain causal attention's.
+static void attention_check(zt_cuda_ctx *c, int tiled, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D,
+                            int docs) {
+    attn_fwd_fn *fwd = tiled ? zt_cuda_attention_tiled_fwd : zt_cuda_attention_fwd;
+    attn_bwd_fn *bwd = tiled ? zt_cuda_attention_tiled_bwd : zt_cuda_attention_bwd;
+    char sh[64], op[64];
     snprintf(sh, sizeof sh, "B%lld_S%lld_H%lld_Hkv%lld_D%lld%s", (long long)B, (long long)S, (long long)H,
-             (long long)Hkv, (long long)D, docs ? "_docs" : "");
+             (long long)Hkv, (long long)D, docs == 2 ? "_manydocs" : docs ? "_docs" : "");
+#define OP(name) (op_name(op, sizeof op, tiled, name), op)
     const int64_t nq = B * S * H * D, nk = B * S * Hkv * D;
-    int32_t *pos = docs ? doc_positions(B, S) : NULL, *gpos = docs ? dev_i32(pos, B * S) : NULL;
+    int32_t *pos = docs == 2 ? doc_positions_many(B, S) : docs ? doc_positions(B, S) : NULL;
+    int32_t *gpos = docs ? dev_i32(pos, B * S) : NULL;
     float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
     float *o = hbuf(nq), *stats = hbuf(B * H * S * 2), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
@@ -375,27 +409,54 @@ static void test_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int6
             }
     zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nk), *gv = zt_dev_bf16(v, nk), *gdo = zt_dev_bf16(dout, nq);
     zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
-    zt_bf16 *gdq2 = dbf_poison(nq);
-    float *glse = df_poison(B * H * S);
-    zt_cuda_attention_fwd(c, NULL, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
-    report("attention_fwd_o", sh, err_bf16(go, o, nq), TOL_BF16);
-    report("attention_fwd_lse", sh, err_f32(glse, lse, B * H * S), 1e-5);
-    zt_cuda_attention_bwd(c, NULL, gdq, gdk, gdv, gdo, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
-    report("attention_bwd_dq", sh, err_bf16(gdq, dq, nq), TOL_BF16_ATT);
-    report("attention_bwd_dk", sh, err_bf16(gdk, dk, nk), TOL_BF16_ATT);
-    report("attention_bwd_dv", sh, err_bf16(gdv, dv, nk), TOL_BF16_ATT);
-    zt_cuda_attention_bwd(c, NULL, gdq2, gdk, gdv, gdo, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
-    report("attention_bwd_deterministic", sh, bytes_differ(gdq, gdq2, (size_t)nq * 2), TOL_EXACT);
+    zt_bf16 *gdq2 = dbf_poison(nq), *gdk2 = dbf_poison(nk), *gdv2 = dbf_poison(nk), *go2 = dbf_poison(nq);
+    float *glse = df_poison(B * H * S), *glse2 = df_poison(B * H * S);
+    fwd(c, NULL, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
+    report(OP("attention_fwd_o"), sh, err_bf16(go, o, nq), TOL_BF16);
+    report(OP("attention_fwd_lse"), sh, err_f32(glse, lse, B * H * S), 1e-5);
+    bwd(c, NULL, gdq, gdk, gdv, gdo, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
+    report(OP("attention_bwd_dq"), sh, err_bf16(gdq, dq, nq), TOL_BF16_ATT);
+    report(OP("attention_bwd_dk"), sh, err_bf16(gdk, dk, nk), TOL_BF16_ATT);
+    report(OP("attention_bwd_dv"), sh, err_bf16(gdv, dv, nk), TOL_BF16_ATT);
+    bwd(c, NULL, gdq2, gdk2, gdv2, gdo, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
+    report(OP("attention_bwd_deterministic"), sh, bytes_differ(gdq, gdq2, (size_t)nq * 2), TOL_EXACT);
+    if (tiled) {  // every output of a rerun bit-identical (dk/dv: the group's heads summed in one order)
+        fwd(c, NULL, go2, glse2, gq, gk, gv, gpos, B, S, H, Hkv, D);
+        const double d = bytes_differ(go, go2, (size_t)nq * 2) + bytes_differ(glse, glse2, (size_t)(B * H * S) * 4) +
+                         bytes_differ(gdk, gdk2, (size_t)nk * 2) + bytes_differ(gdv, gdv2, (size_t)nk * 2);
+        report(OP("attention_fwd_bwd_deterministic"), sh, d, TOL_EXACT);
+    }
     if (docs) {  // keys of other documents really are masked: plain causal attention differs
         float *o_causal = hbuf(nq);
         zt_cpu_ops.attention_fwd(o_causal, stats, q, k, v, NULL, B, S, H, Hkv, D);
-        report_differs("attention_fwd_docs_vs_causal", sh, err_bf16(go, o_causal, nq), 0.1);
+        report_differs(OP("attention_fwd_docs_vs_causal"), sh, err_bf16(go, o_causal, nq), 0.1);
         free(o_causal);
     }
+#undef OP
     void *fr[] = {q, k, v, dout, o, stats, dq, dk, dv, lse, pos};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
-    void *gf[] = {gq, gk, gv, gdo, go, gdq, gdk, gdv, gdq2, glse, gpos};
+    void *gf[] = {gq, gk, gv, gdo, go, gdq, gdk, gdv, gdq2, gdk2, gdv2, go2, glse, glse2, gpos};
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
+}
+static void test_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D, int docs) {
+    attention_check(c, 0, B, S, H, Hkv, D, docs);
+}
+static void test_attention_tiled(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D, int docs) {
+    attention_check(c, 1, B, S, H, Hkv, D, docs);
+}
+
+// The tiled path's scratch at Qwen3-32B's attention shapes (H 64, Hkv 8, D 128) and S =
+// 32,768: O(S*D) per head group, no S x S term (the GEMM path's would be ~103 GB).
+static void test_attention_scratch(void) {
+    const int64_t S = 32768, H = 64, Hkv = 8, D = 128;
+    const size_t tiled = zt_cuda_attention_tiled_scratch_bytes(S, H, Hkv, D);
+    const size_t gemm = zt_cuda_attention_scratch_bytes(S, H, Hkv, D);
+    printf("attention scratch at H=64 Hkv=8 D=128 S=32768: tiled %zu bytes (%.1f MB), GEMM path %zu bytes (%.1f GB)\n",
+           tiled, tiled / 1e6, gemm, gemm / 1e9);
+    // O(S*D): at most a few fp32 values per (head, token), i.e. linear in S; and < 1 GB.
+    const int linear = zt_cuda_attention_tiled_scratch_bytes(2 * S, H, Hkv, D) <= 2 * tiled + 4096;
+    report("tiled_attention_scratch_32B_S32768", "H64_Hkv8_D128_S32768",
+           tiled < (size_t)1e9 && tiled <= (size_t)(H * S * 8) && linear ? 0.0 : 1.0, TOL_EXACT);
 }
 
 // ---- cuDNN fused attention (optional) ------------------------------------------------------------------
@@ -582,14 +643,43 @@ static void test_reductions(zt_cuda_ctx *c, int64_t n) {
     for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
 }
 
+// The tiled attention (the GPU layer's default): the GEMM path's shapes, a length that is not
+// a multiple of the 64-row tile, many documents with one-token documents at tile edges, and
+// S = 4096 with few heads (the CPU execution of the CUDA model is slow).
+static void test_attention_tiled_all(zt_cuda_ctx *c, int quick) {
+    test_attention_scratch();
+    test_attention_tiled(c, 2, 128, 8, 2, 128, 0);
+    test_attention_tiled(c, 2, 128, 8, 2, 128, 1);
+    test_attention_tiled(c, 1, 16, 4, 2, 16, 0);
+    test_attention_tiled(c, 2, 33, 4, 1, 8, 0);
+    test_attention_tiled(c, 2, 40, 4, 2, 16, 1);
+    test_attention_tiled(c, 3, 33, 4, 1, 8, 1);
+    test_attention_tiled(c, 2, 1000, 4, 2, 64, 0);
+    test_attention_tiled(c, 2, 1000, 4, 2, 64, 2);
+    if (!quick) {
+        test_attention_tiled(c, 1, 256, 16, 2, 64, 0);  // GQA ratio 8 as Qwen3-32B
+        test_attention_tiled(c, 1, 4096, 2, 1, 64, 0);
+        test_attention_tiled(c, 2, 4096, 2, 1, 64, 2);
+    }
+}
+
 int main(int argc, char **argv) {
     zt_skip_without_device();
     char dev[256];
     zt_cuda_device_describe(dev, sizeof dev);
     printf("test_cuda_ops on %s\n", dev);
-    const int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    int quick = 0, tiled_only = 0;  // --tiled: only the tiled attention's quick shapes (mutation checks)
+    for (int i = 1; i < argc; i++) {
+        quick |= !strcmp(argv[i], "--quick");
+        tiled_only |= !strcmp(argv[i], "--tiled");
+    }
     zt_cuda_ctx *c = zt_cuda_ctx_create();
     double t0 = zt_now();
+    const char *cudnn_skip = "not run (--tiled)";
+    if (tiled_only) {
+        test_attention_tiled_all(c, 1);
+        goto done;
+    }
 
     // Shapes with aligned leading dimensions first (the layouts the model uses) ...
     test_matmul(c, 257, 384, 320);
@@ -619,9 +709,10 @@ int main(int argc, char **argv) {
     test_rope(3, 40, 4, 64, 1e6, 1);
     test_attention(c, 2, 40, 4, 2, 16, 1);
     test_attention(c, 3, 33, 4, 1, 8, 1);
+    test_attention_tiled_all(c, quick);
     test_xent(c, 37, 48, 1003, 8);
     // The optional cuDNN SDPA path (not the default attention; see docs/cuda.md).
-    const char *cudnn_skip = cudnn_skip_reason();
+    cudnn_skip = cudnn_skip_reason();
     if (cudnn_skip) {
         printf("RESULT op=cudnn_attention shape=- SKIPPED (%s)\n", cudnn_skip);
         g_nskip++;
@@ -634,6 +725,7 @@ int main(int argc, char **argv) {
             test_cudnn_attention(c, 2, 33, 4, 1, 16);    // odd S, one KV head
         }
     }
+done:
     zt_cuda_sync(NULL, "test_cuda_ops");
     int64_t plans, hits, misses;
     zt_cuda_ctx_plan_stats(c, &plans, &hits, &misses);

@@ -590,7 +590,7 @@ static void run_sft_refusals(zt_comm *dc) {
     const zt_hparams hp = hparams();
     zt_fsdp f;
     zt_fsdp fc;  // cuDNN attention selected (forced: this build may lack cuDNN; no attention runs here)
-    const zt_fsdp_opts copts = {.attention_cudnn = ZT_FSDP_CUDNN_FORCE};
+    const zt_fsdp_opts copts = {.attention = ZT_FSDP_CUDNN_FORCE};
     if (zt_fsdp_init_cuda(&fc, dc, dc, &cfg, MB, GA, SEQ, &hp, 5, &copts) != 0) zt_die_on_err();
     int rc = zt_fsdp_set_data(&fc, 1, 1);
     snprintf(what, sizeof what, "isolated documents with cuDNN attention refused: %s",
@@ -599,7 +599,7 @@ static void run_sft_refusals(zt_comm *dc) {
     check(fc.doc_isolated == 0 && fc.token_flags == 0, "a refused zt_fsdp_set_data changes nothing");
     zt_fsdp_free(&fc);
     if (zt_fsdp_init_cuda(&f, dc, dc, &cfg, MB, GA, SEQ, &hp, 5, &g_opts) != 0) zt_die_on_err();
-    if (zt_fsdp_set_data(&f, 1, 1) != 0) zt_die_on_err();  // GEMM attention: accepted
+    if (zt_fsdp_set_data(&f, 1, 1) != 0) zt_die_on_err();  // tiled attention (the default): accepted
     uint32_t *buf = zt_xmalloc((size_t)MB * GA * SEQ * sizeof(uint32_t));
     const uint32_t **blocks = zt_xcalloc((size_t)MB * GA, sizeof *blocks);
     make_sft_blocks(buf, blocks, MB * GA, 2000, cfg.vocab_size, 0);

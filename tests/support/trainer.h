@@ -9,7 +9,13 @@
 #include "engine/optim.h"
 
 typedef struct {
-    zt_qwen3 model;            // bound to the micro-batch shape
+    zt_qwen3 model;            // bound to the micro-batch shape (Qwen3 configs)
+    // Any other family: its CPU passes on a bound model (fm), its layout, and whether packed
+    // documents are isolated (what model.isolated says for Qwen3)
+    const zt_family *fam;
+    void *fm;
+    zt_model_layout flay;
+    int isolated;
     const zt_ops *ops;
     zt_hparams hp;
     int micro_batch, grad_accum;
@@ -34,4 +40,13 @@ int zt_trainer_init(zt_trainer *t, const zt_model_config *cfg, const zt_ops *ops
 // One optimizer step over micro_batch * grad_accum blocks of seq_len tokens.
 void zt_trainer_step(zt_trainer *t, const uint32_t *const *blocks, zt_step_stats *out);
 void zt_trainer_free(zt_trainer *t);
+// The trainer's layout (either model's).
+const zt_model_layout *zt_trainer_layout(const zt_trainer *t);
+// Forward + backward of one micro-batch of B blocks of S raw words through a family's CPU passes
+// on a bound model m (params and grads: full unit vectors; grads accumulate). Returns the summed
+// loss; *ntargets the trained targets. logits: when non-NULL, the forward's logits [B*S, V] too
+// (the family must offer them).
+double zt_family_fwd_bwd(const zt_family *f, void *m, const zt_model_layout *lay, float *const *params,
+                         float *const *grads, const uint32_t *words, int64_t B, int64_t S, int isolated, float scale,
+                         int64_t *ntargets, float *logits);
 #endif

@@ -491,11 +491,16 @@ static void test_open_errors(void) {
     replace_in_file(P("m2/dataset.json"), "\"tokens\":\t12", "\"tokens\":\t13");
     CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "files[0].tokens: 13 is not blocks * seq_len");
 
-    d = fresh("m3");  // 2^53 blocks of 2^30 tokens: the product must not wrap before the check
-    replace_in_file(P("m3/dataset.json"), "\"seq_len\":\t4", "\"seq_len\":\t1073741824");
+    d = fresh("m3");  // 2^53 blocks of 2^17 tokens: the product must not wrap before the check
+    replace_in_file(P("m3/dataset.json"), "\"seq_len\":\t4", "\"seq_len\":\t131072");
     replace_in_file(P("m3/dataset.json"), "\"blocks\":\t3", "\"blocks\":\t9007199254740992");
-    CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "files[0].blocks: 9007199254740992 blocks of seq_len 1073741824",
+    CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "files[0].blocks: 9007199254740992 blocks of seq_len 131072",
               "more tokens than can exist");
+
+    d = fresh("m4");  // a block longer than the maximum (an older pack allowed up to 2^30): refused, named
+    replace_in_file(P("m4/dataset.json"), "\"seq_len\":\t4", "\"seq_len\":\t131073");
+    CHECK_ERR(zt_dataset_open(&ds, d, &all_checks), "seq_len: 131073 is above the maximum of 131072 tokens per block",
+              "--seq-len 131072 or less");
 
     d = fresh("c1");
     uint32_t seven = 77;  // block 1 position 2 was 7

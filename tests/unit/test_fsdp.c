@@ -8,7 +8,11 @@
 // reference, the grad norm equal to a full-shard engine's on the same data to fp32 rounding (not
 // sqrt(W/G) times it: each shard counted once), keep-gathered bit-identical to resharding with
 // fewer gathered bytes, and per-rank state ~ 1/G.
-// usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft|plain] [group=G] [keep]
+// (5) with context=C (context parallelism: C consecutive ranks share each block, each holding an
+// early and a late chunk of it; K/V all-gathered over the group): the same equivalence with the
+// reference at the same global batch (W / C data-parallel ranks), on plain blocks and (sft) on
+// packed documents crossing the chunks, and per-rank state still ~ 1/G (C adds none).
+// usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft|plain] [group=G] [keep] [context=C]
 #include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -45,11 +49,11 @@ static int probe_stop(void *ctx) {
 static void check_overlap(const zt_fsdp *f) { zt_check_fsdp_schedule(f, report); }
 
 int main(int argc, char **argv) {
-    if (argc < 2) zt_fatal("usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft|plain] [group=G] [keep]");
+    if (argc < 2) zt_fatal("usage: test_fsdp GOLDEN_CASE_DIR [steps] [sft|plain] [group=G] [keep] [context=C]");
     const int steps = argc > 2 ? atoi(argv[2]) : 5;
     // sft: version-2 words (loss masks, several documents per block, isolated), one block
     // with no trained target at all, and the evaluation pass
-    int sft = 0, group = 0, keep = 0;
+    int sft = 0, group = 0, keep = 0, context = 1;
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "sft"))
             sft = 1;
@@ -57,6 +61,8 @@ int main(int argc, char **argv) {
             group = atoi(argv[i] + 6);
         else if (!strcmp(argv[i], "keep"))
             keep = 1;
+        else if (!strncmp(argv[i], "context=", 8))
+            context = atoi(argv[i] + 8);
         else if (strcmp(argv[i], "plain"))
             zt_fatal("test_fsdp: unknown argument \"%s\"", argv[i]);
     }
@@ -68,6 +74,8 @@ int main(int argc, char **argv) {
     zt_comm_info info;
     zt_comm_get_info(comm, &info);
     const int W = info.world, rank = info.rank;
+    // data parallelism is over the W / C context groups; a group's ranks get the same blocks
+    const int D = W / context, drank = rank / context;
 
     zt_model_config cfg;
     if (zt_model_config_load(&cfg, argv[1]) != 0) zt_die_on_err();
@@ -82,8 +90,8 @@ int main(int argc, char **argv) {
     zt_fsdp f;
     // The process groups of group=G: the mesh over this world (hybrid sharding takes its groups from it).
     zt_mesh *mesh = NULL;
-    if (zt_mesh_create(comm, &(zt_mesh_dims){.shard = group}, 0, &mesh) != 0) zt_die_on_err();
-    const zt_fsdp_opts fo = {.shard_group = group, .mesh = mesh, .keep_gathered = keep};
+    if (zt_mesh_create(comm, &(zt_mesh_dims){.shard = group, .context = context}, 0, &mesh) != 0) zt_die_on_err();
+    const zt_fsdp_opts fo = {.shard_group = group, .mesh = mesh, .keep_gathered = keep, .context = context};
     if (zt_fsdp_init_opts(&f, comm, &cfg, &zt_cpu_ops, B, G, S, &hp, seed, &fo) != 0) zt_die_on_err();
     const int GS = f.shard_world;  // the shard group (W at full shard)
     // The companion engine on the same data: full shard with resharding when this one is hybrid
@@ -91,15 +99,18 @@ int main(int argc, char **argv) {
     // (every value must be the same, bit for bit).
     const int companion = keep || GS < W;
     zt_fsdp c;
-    const zt_fsdp_opts co_opts = {.shard_group = keep ? group : 0, .mesh = mesh, .keep_gathered = 0};
+    const zt_fsdp_opts co_opts = {.shard_group = keep ? group : 0, .mesh = mesh, .keep_gathered = 0,
+                                  .context = context};
     if (companion && zt_fsdp_init_opts(&c, comm, &cfg, &zt_cpu_ops, B, G, S, &hp, seed, &co_opts) != 0)
         zt_die_on_err();
     if (rank == 0)
-        printf("W=%d: shard groups of %d x %d replicas%s%s\n", W, GS, f.replicas, keep ? ", keep-gathered" : "",
+        printf("W=%d: shard groups of %d x %d replicas, context groups of %d (%lld of %lld tokens per block "
+               "each)%s%s\n", W, GS, f.replicas, context, (long long)f.seq_local, (long long)S,
+               keep ? ", keep-gathered" : "",
                companion ? (keep ? "; companion: the same group, resharding" : "; companion: full shard") : "");
 
-    // Global block order: step k consumes blocks [k*GB, (k+1)*GB); rank r the slice [r*B*G, (r+1)*B*G).
-    const int64_t GB = (int64_t)W * B * G, nblocks = steps * GB;
+    // Global block order: step k consumes blocks [k*GB, (k+1)*GB); data rank d the slice [d*B*G, (d+1)*B*G).
+    const int64_t GB = (int64_t)D * B * G, nblocks = steps * GB;
     uint32_t *data = zt_xmalloc((size_t)(nblocks * S) * sizeof(uint32_t));
     zt_rng rng;
     zt_rng_seed(&rng, 7);
@@ -115,15 +126,15 @@ int main(int argc, char **argv) {
     }
 
     zt_trainer ref;
-    if (rank == 0 && zt_trainer_init(&ref, &cfg, &zt_cpu_ops, B, W * G, S, &hp, seed) != 0) zt_die_on_err();
+    if (rank == 0 && zt_trainer_init(&ref, &cfg, &zt_cpu_ops, B, D * G, S, &hp, seed) != 0) zt_die_on_err();
     if (rank == 0) ref.model.isolated = sft;
 
     // Evaluation (sft): blocks 0..4 dealt round-robin, fillers where a rank runs out; equal to the
     // reference forward on the same (untrained, W-independent) parameters up to summation order.
-    const int64_t neval = 5, nmicro_eval = (neval + W - 1) / W;
+    const int64_t neval = 5, nmicro_eval = (neval + D - 1) / D;
     const uint32_t **eval_blocks = zt_xcalloc((size_t)nmicro_eval, sizeof *eval_blocks);
     for (int64_t m = 0; m < nmicro_eval; m++)
-        if (m * W + rank < neval) eval_blocks[m] = data + (m * W + rank) * S;
+        if (m * D + drank < neval) eval_blocks[m] = data + (m * D + drank) * S;
     if (sft) {
         double esum;
         int64_t etg;
@@ -155,7 +166,7 @@ int main(int argc, char **argv) {
             after[u] = zt_xmalloc((size_t)f.units[u].numel * sizeof(float));
         }
         if (zt_fsdp_gather_full(&f, before) != 0) zt_die_on_err();
-        for (int i = 0; i < B * G; i++) mine[i] = data + (rank * B * G + i) * S;
+        for (int i = 0; i < B * G; i++) mine[i] = data + (drank * B * G + i) * S;
         zt_fsdp_stats st;
         const int64_t step0 = f.step;
         if (zt_fsdp_step(&f, mine, rank == W - 1 ? ZT_FSDP_INPUT_BAD : 0, &st) != 0) zt_die_on_err();
@@ -225,7 +236,7 @@ int main(int argc, char **argv) {
         free(wild_e);
     }
     for (int k = 0; k < steps; k++) {
-        for (int i = 0; i < B * G; i++) mine[i] = data + (k * GB + rank * B * G + i) * S;
+        for (int i = 0; i < B * G; i++) mine[i] = data + (k * GB + drank * B * G + i) * S;
         zt_fsdp_stats st, sc;
         if (zt_fsdp_step(&f, mine, 0, &st) != 0) zt_die_on_err();
         if (companion) {
@@ -256,10 +267,15 @@ int main(int argc, char **argv) {
             zt_step_stats rs;
             zt_trainer_step(&ref, all, &rs);
             float a[2] = {(float)st.loss, (float)st.grad_norm}, b[2] = {(float)rs.loss, (float)rs.grad_norm};
-            printf("W=%d step %d: loss %.7f (ref %.7f) grad norm %.6f (ref %.6f) clip %.3f | wait %.3f s, "
-                   "gathered %lld B, scattered %lld B\n",
-                   W, k + 1, st.loss, rs.loss, st.grad_norm, rs.grad_norm, st.clip_coef, st.t_comm_wait,
-                   (long long)st.bytes_gathered, (long long)st.bytes_scattered);
+            printf("W=%d step %d: loss %.7f (ref %.7f, rel %.2e) grad norm %.6f (ref %.6f, rel %.2e) clip %.3f | "
+                   "wait %.3f s, gathered %lld B, scattered %lld B, context %lld B\n",
+                   W, k + 1, st.loss, rs.loss, fabs(st.loss - rs.loss) / fabs(rs.loss), st.grad_norm, rs.grad_norm,
+                   fabs(st.grad_norm - rs.grad_norm) / rs.grad_norm, st.clip_coef, st.t_comm_wait,
+                   (long long)st.bytes_gathered, (long long)st.bytes_scattered, (long long)st.bytes_context);
+            CHECK(context == 1 ? st.bytes_context == 0 : st.bytes_context > 0, "step %d: context bytes %lld at C = %d",
+                  k + 1, (long long)st.bytes_context, context);
+            CHECK(st.tokens == rs.tokens, "step %d: tokens %lld, reference %lld", k + 1, (long long)st.tokens,
+                  (long long)rs.tokens);
             CHECK_CLOSE("step loss", &a[0], &b[0], 1, 1e-5);
             CHECK_CLOSE("step grad norm", &a[1], &b[1], 1, 1e-5);
             CHECK(st.clip_coef < 1.0, "clipping must be active (coef %.3f)", st.clip_coef);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops/plan.h"
+#include "engine/rank_memory.h"
 #include "model/qwen3.h"
 #include "base/common.h"
 #include "tests/support/test_util.h"
@@ -382,6 +383,91 @@ static void test_errors(const zt_model_config *c) {
           "a config.json is not a GPU file: %s", zt_errmsg());
 }
 
+// rc must be an error whose message holds `what`
+#define CHECK_ERR(rc, what) CHECK((rc) != 0 && strstr(zt_errmsg(), what), "want an error with \"%s\": %s", what, zt_errmsg())
+
+// --context-parallel C (docs/plan.md "Context parallelism"), against a hand computation: Qwen3-32B on
+// 16 B300 at S = 32768, recompute, full shard, C = 8: each rank holds 4096 tokens of each block.
+static void test_context_parallel(const zt_model_config *c) {
+    zt_gpu_spec g;
+    zt_gpu_preset("B300", &g);
+    zt_plan_assumptions a;
+    zt_plan_assumptions_default(&a);
+    zt_plan_job j = {.world = 16, .micro_batch = 1, .grad_accum = 8, .seq_len = 32768, .choice = ZT_SHARD_FULL,
+                     .reduce_bytes = 4, .recompute = 1};
+    zt_plan_result base, r, one;
+    CHECK(zt_plan_predict(c, &g, &a, &j, &base) == 0, "%s", zt_errmsg());
+    j.context_parallel = 8;
+    CHECK(zt_plan_predict(c, &g, &a, &j, &r) == 0, "%s", zt_errmsg());
+    // the sharded state and the engine's buffers do not change: sharded over shard x context ranks as before
+    CHECK(r.mem.params == base.mem.params && r.mem.grads == base.mem.grads && r.mem.optimizer == base.mem.optimizer &&
+              r.mem.buffers == base.mem.buffers,
+          "context parallelism changed the sharded state");
+    // 16 / 8 = 2 data-parallel ranks; per GPU 8 micro-batches x 32768 / 8 tokens; per step 2 x 8 x 32768
+    CHECK(r.context == 8 && r.data_parallel == 2, "context %d, data-parallel %d", r.context, r.data_parallel);
+    CHECK(r.tokens_per_gpu == 32768.0 && r.tokens_per_gpu * 16 == 524288.0, "tokens per GPU %.0f", r.tokens_per_gpu);
+    // activations of T = 4096 tokens, recompute: L T 2d + one layer + head + backward workspace
+    const double T = 4096, d = 5120, H = 64, Hkv = 8, D = 128, F = 25600, V = 151936, L = 64;
+    const double act = L * T * 2 * d + T * (2 * (4 * d + 3 * H * D + 3 * Hkv * D + 3 * F) + 4 * (2 + 2 * H + Hkv)) +
+                       T * (2 * d + 4 * V) + T * 2 * (2 * d + 2 * H * D + 2 * Hkv * D + 3 * F);
+    CHECK(fabs(r.mem.activations / act - 1) < 1e-12, "activations %.0f, hand %.0f", r.mem.activations, act);
+    CHECK(fabs(r.mem.activations * 8 / base.mem.activations - 1) < 1e-12, "activations are not 1/C");
+    // gathered K, V (bf16) + the block's dK, dV (fp32): 12 x 32768 x 8 x 128
+    CHECK(r.mem.cp_kv == 402653184.0, "context K/V %.0f", r.mem.cp_kv);
+    // GEMM scratch, g = 8 query heads per KV head, 4096 queries x 32768 keys: 12 g Sq S + 8 g S D + 4 g Sq
+    CHECK(r.mem.attn_gemm == 12884901888.0 + 268435456.0 + 131072.0, "GEMM scratch %.0f", r.mem.attn_gemm);
+    // tiled: g Sq (6 D + 8) + 8 S D = 8 x 4096 x 776 + 8 x 32768 x 128
+    CHECK(r.mem.attn_tiled == 25427968.0 + 33554432.0, "tiled scratch %.0f", r.mem.attn_tiled);
+    CHECK(r.mem.attention == r.mem.attn_gemm, "the GEMM scratch is counted by default");
+    CHECK(r.mem.total == r.mem.params + r.mem.grads + r.mem.optimizer + r.mem.buffers + r.mem.activations +
+                             r.mem.cp_kv + r.mem.attn_gemm,
+          "total %.0f", r.mem.total);
+    // C = 1: the whole block; the GEMM term is kernels/cuda/attention.cu's scratch_layout at S = 32768
+    // (every piece a multiple of 256 bytes there, so its rounding adds nothing): 12 g S^2 + 8 g S D + 4 g S
+    j.context_parallel = 1;
+    CHECK(zt_plan_predict(c, &g, &a, &j, &one) == 0, "%s", zt_errmsg());
+    CHECK(one.mem.attn_gemm == 12.0 * 8 * 32768 * 32768 + 8.0 * 8 * 32768 * 128 + 4.0 * 8 * 32768 &&
+              one.mem.cp_kv == 0 && one.mem.activations == base.mem.activations && one.data_parallel == 16 &&
+              one.coll[ZT_COLL_CP_AG].count == 0,
+          "C = 1: scratch %.0f, K/V %.0f", one.mem.attn_gemm, one.mem.cp_kv);
+    CHECK(one.mem.total == base.mem.total + one.mem.attn_gemm, "C = 1 adds only the scratch");
+    j.attention = ZT_ATTN_SCRATCH_TILED;
+    CHECK(zt_plan_predict(c, &g, &a, &j, &one) == 0 && one.mem.total == base.mem.total + one.mem.attn_tiled,
+          "--attention tiled counts the tiled scratch");
+    j.attention = 0;
+    // compute: 1/C of the block's work per rank (its tokens' matmuls and its queries' attention)
+    CHECK(fabs(r.t_compute * 8 / base.t_compute - 1) < 1e-12, "compute %.6f vs %.6f / 8", r.t_compute,
+          base.t_compute);
+    // per micro-batch and layer: the K/V all-gather in forward and again in backward (recompute), one
+    // dK/dV reduce-scatter; a layer's K and V: 32768 x 2 x 8 x 128 x 2 bytes, each GPU sends 7/8
+    const double kv = 32768.0 * 2 * 8 * 128;
+    CHECK(r.cp_kv_layer == kv * 2, "K/V per layer %.0f", r.cp_kv_layer);
+    CHECK(r.coll[ZT_COLL_CP_AG].count == 8 * 64 * 2 && r.coll[ZT_COLL_CP_RS].count == 8 * 64, "counts %d %d",
+          r.coll[ZT_COLL_CP_AG].count, r.coll[ZT_COLL_CP_RS].count);
+    CHECK(fabs(r.coll[ZT_COLL_CP_AG].bytes / (1024 * kv * 2 * 7 / 8) - 1) < 1e-12 &&
+              fabs(r.coll[ZT_COLL_CP_RS].bytes / (512 * kv * 4 * 7 / 8) - 1) < 1e-12,
+          "bytes %.0f %.0f", r.coll[ZT_COLL_CP_AG].bytes, r.coll[ZT_COLL_CP_RS].bytes);
+    const double bw = g.nvlink_bw * a.nvlink_eff;  // 8 consecutive ranks: one node
+    CHECK(fabs(r.coll[ZT_COLL_CP_AG].time / (1024 * (7 * a.alpha_nvlink + kv * 2 * 7 / 8 / bw)) - 1) < 1e-9 &&
+              !r.coll[ZT_COLL_CP_AG].over_network && r.coll[ZT_COLL_CP_AG].group == 8,
+          "all-gather time %.6f", r.coll[ZT_COLL_CP_AG].time);
+    // the K/V gathers and dK/dV reduce-scatters sit on the critical path (with recompute every one)
+    double exposed = 0;
+    for (int k = 0; k < ZT_COLL_NKINDS; k++) exposed += r.coll[k].exposed;
+    CHECK(fabs(exposed - r.t_exposed_comm) < 1e-6 && r.t_exposed_comm >= r.coll[ZT_COLL_CP_RS].time - 1e-9,
+          "exposed %.6f, reduce-scatters %.6f", r.t_exposed_comm, r.coll[ZT_COLL_CP_RS].time);
+    CHECK(fabs(r.t_step - (r.t_compute + r.t_exposed_comm + r.t_optimizer)) < 1e-9, "step = compute + exposed + opt");
+    // refusals, naming both numbers
+    j.context_parallel = 3;
+    CHECK_ERR(zt_plan_predict(c, &g, &a, &j, &r), "--context-parallel 3 does not divide the full shard group of 16");
+    j.context_parallel = 8, j.choice = ZT_SHARD_HSDP, j.shard_group = 4;
+    CHECK_ERR(zt_plan_predict(c, &g, &a, &j, &r), "--context-parallel 8 does not divide the hsdp shard group of 4");
+    j.choice = ZT_SHARD_FULL, j.shard_group = 0, j.seq_len = 4;
+    CHECK_ERR(zt_plan_predict(c, &g, &a, &j, &r), "--context-parallel 8 is more ranks than the 4 tokens of a block");
+    j.seq_len = 32768, j.context_parallel = 0, j.attention = ZT_ATTN_SCRATCH_TILED;
+    CHECK_ERR(zt_plan_predict(c, &g, &a, &j, &r), "give --context-parallel");
+}
+
 int main(void) {
     zt_model_config c;
     test_configs(&c);
@@ -392,5 +478,6 @@ int main(void) {
     test_node_link_mpi();
     test_field(&c);
     test_errors(&c);
+    test_context_parallel(&c);
     TEST_END();
 }

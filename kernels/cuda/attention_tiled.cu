@@ -1,0 +1,461 @@
+// Causal GQA attention in tiles (flash-attention style) without any S x S buffer: the
+// forward runs an online softmax over 64-key tiles of K/V held in shared memory and keeps
+// o (bf16) and lse [B,H,S] (fp32); the backward recomputes P per tile from q, k and lse.
+// Tiles wholly above the diagonal are never visited, nor (with document positions) tiles
+// wholly before a query tile's earliest document start. Scratch: the row dot do.o and the
+// query tiles' first keys, O(H*S) (kernels/cuda/zt_cuda.h). fp32 math on CUDA cores (no
+// tensor cores yet: the CPU execution of the CUDA model runs plain CUDA C++ only).
+// Deterministic: no atomics; dK/dV of a key tile are summed over the group's query heads
+// and query tiles by one block in a fixed order, dQ by a second kernel over key tiles.
+// defines: zt_cuda_attention_tiled_fwd, zt_cuda_attention_tiled_bwd,
+//          zt_cuda_attention_tiled_scratch_bytes
+#include <math.h>
+
+#include "kernels/cuda/cuda_internal.h"
+
+// 64 queries x 64 keys per tile. Forward and dQ: 128 threads, thread t owns query rows
+// 4*(t/8) .. +3 and, of each 64-wide row of scores, the columns t%8 + 8c (c < 8); of an
+// output row the columns t%8 + 8c (c < D/8). dK/dV: 256 threads, 2 key rows each. A row's
+// 8 column lanes sit in one warp, so row reductions are 3 shuffles and a row of P or dS
+// that a thread writes to shared memory is read back only by its own warp (__syncwarp).
+#define TQ 64
+#define TK 64
+#define FWD_THREADS 128
+#define DKV_THREADS 256
+
+static size_t round256(size_t x) { return (x + 255) & ~(size_t)255; }
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+
+// rowdot[H, S] (one batch row at a time) and tile_lo[ceil(S/64)].
+extern "C" size_t zt_cuda_attention_tiled_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    (void)Hkv, (void)D;
+    return round256((size_t)(H * S) * sizeof(float)) + round256((size_t)((S + TQ - 1) / TQ) * sizeof(int));
+}
+
+// tile_lo[t] = the first key any query of tile t may see (its earliest document start). A
+// position outside 0..i traps: it would unmask keys that do not exist.
+__global__ void attn_tile_lo_kernel(int *__restrict__ tile_lo, const int32_t *__restrict__ pos, int S, int ntiles) {
+    const int tile = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (tile >= ntiles) return;
+    int lo = S;
+    for (int i = tile * TQ + lane; i < S && i < (tile + 1) * TQ; i += 32) {
+        const int p = pos[i];
+        if (p < 0 || p > i) {
+            printf("zt_cuda_attention: document position %d of query %d is outside [0, %d]\n", p, i, i);
+            __trap();
+        }
+        lo = imin(lo, i - p);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) lo = imin(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+    if (lane == 0) tile_lo[tile] = lo;
+}
+
+// rowdot[h, i] = sum_e dO[i, h, e] * O[i, h, e]  (= sum_j P_ij dP_ij), one warp per row.
+__global__ void attn_tiled_rowdot_kernel(float *__restrict__ rowdot, const bf16 *__restrict__ dout,
+                                         const bf16 *__restrict__ o, int S, int H, int D) {
+    const int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32;  // h * S + i
+    const int lane = threadIdx.x & 31;
+    if (row >= (int64_t)H * S) return;
+    const int h = (int)(row / S), i = (int)(row % S);
+    const bf16 *a = dout + ((int64_t)i * H + h) * D, *b = o + ((int64_t)i * H + h) * D;
+    float s = 0.0f;
+    for (int e = lane; e < D; e += 32) s += bf2f(a[e]) * bf2f(b[e]);
+    s = warp_sum(s);
+    if (lane == 0) rowdot[row] = s;
+}
+
+// 64 rows of a [S, ld] bf16 matrix (columns 0..D-1) into shared fp32 [64][LD]; rows past S are zero.
+__device__ __forceinline__ void load_tile(float *dst, int LD, const bf16 *src, int64_t ld, int row0, int S, int D,
+                                          int t, int nthreads) {
+    const int per = D / 8;
+    for (int idx = t; idx < TQ * per; idx += nthreads) {
+        const int r = idx / per, c = (idx % per) * 8;
+        float f[8];
+        if (row0 + r < S)
+            load8(f, src + (int64_t)(row0 + r) * ld + c);
+        else
+#pragma unroll
+            for (int e = 0; e < 8; e++) f[e] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) dst[r * LD + c + e] = f[e];
+    }
+}
+
+// acc[i][c] += sum_e A[r0 + i][e] * B[tx + 8c][e]: rows of A against rows of B (scores).
+template <int R>
+__device__ __forceinline__ void dot_rows(float (&acc)[R][8], const float *A, const float *Bm, int LD, int r0, int tx,
+                                         int D) {
+    for (int e = 0; e < D; e++) {
+        float a[R], b[8];
+#pragma unroll
+        for (int i = 0; i < R; i++) a[i] = A[(r0 + i) * LD + e];
+#pragma unroll
+        for (int c = 0; c < 8; c++) b[c] = Bm[(tx + 8 * c) * LD + e];
+#pragma unroll
+        for (int i = 0; i < R; i++)
+#pragma unroll
+            for (int c = 0; c < 8; c++) acc[i][c] += a[i] * b[c];
+    }
+}
+
+// acc[i][c] += sum_j P[r0 + i][j] * Bm[j][tx + 8c] over j < 64, c < nc (P [64][LDP], Bm [64][LD]).
+template <int R, int NC>
+__device__ __forceinline__ void mul_tile(float (&acc)[R][NC], const float *P, int LDP, const float *Bm, int LD,
+                                         int r0, int tx, int nc) {
+    for (int j = 0; j < TK; j++) {
+        float p[R];
+#pragma unroll
+        for (int i = 0; i < R; i++) p[i] = P[(r0 + i) * LDP + j];
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (c < nc) {
+                const float b = Bm[j * LD + tx + 8 * c];
+#pragma unroll
+                for (int i = 0; i < R; i++) acc[i][c] += p[i] * b;
+            }
+    }
+}
+
+__device__ __forceinline__ float max8(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+}
+__device__ __forceinline__ float sum8(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    return v + __shfl_xor_sync(0xffffffffu, v, 4);
+}
+
+// Shared memory of the forward and dQ kernels: Q and dO (dQ) or Q (forward), K, V as fp32
+// rows padded to DM + 1 (a row per lane reads without bank conflicts), P or dS [64][65].
+template <int DM>
+static size_t fwd_smem_bytes(int with_do) {
+    return (size_t)((3 + with_do) * TQ * (DM + 1) + TQ * (TK + 1)) * sizeof(float) + TQ * sizeof(int);
+}
+
+// One block per (query tile, head) of one batch row. o, q: [S, H*D]; k, v: [S, Hkv*D];
+// lse: [H, S]. tile_lo: NULL (plain causal) or the query tiles' first visible keys.
+template <int DM>
+__global__ void __launch_bounds__(FWD_THREADS)
+    attn_tiled_fwd_kernel(bf16 *__restrict__ o, float *__restrict__ lse, const bf16 *__restrict__ q,
+                          const bf16 *__restrict__ k, const bf16 *__restrict__ v, const int32_t *__restrict__ pos,
+                          const int *__restrict__ tile_lo, int S, int H, int Hkv, int D, float scale) {
+    constexpr int LD = DM + 1, LDP = TK + 1, NC = DM / 8;
+    ZT_DYNAMIC_SHARED(float, smem);
+    float *Qs = smem, *Ks = Qs + TQ * LD, *Vs = Ks + TQ * LD, *Ps = Vs + TQ * LD;
+    int *rlo = (int *)(Ps + TQ * LDP);
+    const int t = threadIdx.x, ty = t >> 3, tx = t & 7, r0 = ty * 4, nc = D / 8;
+    const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (H / Hkv);  // longest rows first
+    const int q0 = qt * TQ;
+    const int64_t qs = (int64_t)H * D, kvs = (int64_t)Hkv * D;
+    load_tile(Qs, LD, q + h * D, qs, q0, S, D, t, FWD_THREADS);
+    if (t < TQ) rlo[t] = q0 + t < S && pos ? q0 + t - pos[q0 + t] : 0;
+    float m[4], l[4], acc[4][NC];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        m[i] = -INFINITY, l[i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < NC; c++) acc[i][c] = 0.0f;
+    }
+    const int kt_end = imin(q0 + TQ - 1, S - 1) / TK;
+    for (int kt = tile_lo ? tile_lo[qt] / TK : 0; kt <= kt_end; kt++) {
+        const int k0 = kt * TK;
+        __syncthreads();  // every warp is done with the previous K/V tile and its rows of P
+        load_tile(Ks, LD, k + kh * D, kvs, k0, S, D, t, FWD_THREADS);
+        load_tile(Vs, LD, v + kh * D, kvs, k0, S, D, t, FWD_THREADS);
+        __syncthreads();  // K/V (and, the first time, Q and rlo) are in place
+        float s[4][8] = {};
+        dot_rows<4>(s, Qs, Ks, LD, r0, tx, D);
+        float p[4][8];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int qi = q0 + r0 + i, lo = rlo[r0 + i];
+            float mt = -INFINITY;
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                const int j = k0 + tx + 8 * c;
+                s[i][c] = qi < S && j >= lo && j <= qi ? s[i][c] * scale : -INFINITY;
+                mt = fmaxf(mt, s[i][c]);
+            }
+            const float mn = fmaxf(m[i], max8(mt));
+            const float alpha = mn == -INFINITY ? 1.0f : expf(m[i] - mn);
+            float ps = 0.0f;
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                p[i][c] = s[i][c] == -INFINITY ? 0.0f : expf(s[i][c] - mn);
+                ps += p[i][c];
+            }
+            l[i] = l[i] * alpha + sum8(ps);
+            m[i] = mn;
+#pragma unroll
+            for (int c = 0; c < NC; c++) acc[i][c] *= alpha;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int c = 0; c < 8; c++) Ps[(r0 + i) * LDP + tx + 8 * c] = p[i][c];
+        __syncwarp();  // the row's 8 lanes (one warp) wrote P
+        mul_tile<4, NC>(acc, Ps, LDP, Vs, LD, r0, tx, nc);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int qi = q0 + r0 + i;
+        if (qi >= S) continue;
+        const float inv = 1.0f / l[i];
+        bf16 *orow = o + qi * qs + h * D;
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (c < nc) orow[tx + 8 * c] = f2bf(acc[i][c] * inv);
+        if (tx == 0) lse[(int64_t)h * S + qi] = m[i] + logf(l[i]);
+    }
+}
+
+// P and dS of one score tile, in place: s holds q.k (unscaled), dp holds dO.v.
+__device__ __forceinline__ void tile_p_ds(float &s, float &dp, bool vis, float lse, float rowdot, float scale) {
+    const float p = vis ? expf(s * scale - lse) : 0.0f;
+    dp = p * (dp - rowdot) * scale;
+    s = p;
+}
+
+// dQ: one block per (query tile, head), over the key tiles its rows see.
+template <int DM>
+__global__ void __launch_bounds__(FWD_THREADS)
+    attn_tiled_dq_kernel(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const float *__restrict__ lse,
+                         const float *__restrict__ rowdot, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
+                         const bf16 *__restrict__ v, const int32_t *__restrict__ pos, const int *__restrict__ tile_lo,
+                         int S, int H, int Hkv, int D, float scale) {
+    constexpr int LD = DM + 1, LDP = TK + 1, NC = DM / 8;
+    ZT_DYNAMIC_SHARED(float, smem);
+    float *Qs = smem, *dOs = Qs + TQ * LD, *Ks = dOs + TQ * LD, *Vs = Ks + TQ * LD, *dSs = Vs + TQ * LD;
+    int *rlo = (int *)(dSs + TQ * LDP);
+    const int t = threadIdx.x, ty = t >> 3, tx = t & 7, r0 = ty * 4, nc = D / 8;
+    const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (H / Hkv);
+    const int q0 = qt * TQ;
+    const int64_t qs = (int64_t)H * D, kvs = (int64_t)Hkv * D;
+    load_tile(Qs, LD, q + h * D, qs, q0, S, D, t, FWD_THREADS);
+    load_tile(dOs, LD, dout + h * D, qs, q0, S, D, t, FWD_THREADS);
+    if (t < TQ) rlo[t] = q0 + t < S && pos ? q0 + t - pos[q0 + t] : 0;
+    float ls[4], rd[4], acc[4][NC];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int qi = q0 + r0 + i;
+        ls[i] = qi < S ? lse[(int64_t)h * S + qi] : 0.0f;
+        rd[i] = qi < S ? rowdot[(int64_t)h * S + qi] : 0.0f;
+#pragma unroll
+        for (int c = 0; c < NC; c++) acc[i][c] = 0.0f;
+    }
+    const int kt_end = imin(q0 + TQ - 1, S - 1) / TK;
+    for (int kt = tile_lo ? tile_lo[qt] / TK : 0; kt <= kt_end; kt++) {
+        const int k0 = kt * TK;
+        __syncthreads();  // every warp is done with the previous K/V tile and its rows of dS
+        load_tile(Ks, LD, k + kh * D, kvs, k0, S, D, t, FWD_THREADS);
+        load_tile(Vs, LD, v + kh * D, kvs, k0, S, D, t, FWD_THREADS);
+        __syncthreads();  // K/V (and, the first time, Q, dO and rlo) are in place
+        float s[4][8] = {}, dp[4][8] = {};
+        dot_rows<4>(s, Qs, Ks, LD, r0, tx, D);
+        dot_rows<4>(dp, dOs, Vs, LD, r0, tx, D);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int qi = q0 + r0 + i, lo = rlo[r0 + i];
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                const int j = k0 + tx + 8 * c;
+                tile_p_ds(s[i][c], dp[i][c], qi < S && j >= lo && j <= qi, ls[i], rd[i], scale);
+                dSs[(r0 + i) * LDP + tx + 8 * c] = dp[i][c];
+            }
+        }
+        __syncwarp();  // the row's 8 lanes (one warp) wrote dS
+        mul_tile<4, NC>(acc, dSs, LDP, Ks, LD, r0, tx, nc);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int qi = q0 + r0 + i;
+        if (qi >= S) continue;
+        bf16 *row = dq + qi * qs + h * D;
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (c < nc) row[tx + 8 * c] = f2bf(acc[i][c]);
+    }
+}
+
+template <int DM>
+static size_t dkv_smem_bytes() {
+    return (size_t)(4 * TQ * (DM + 1) + 2 * TK * (TQ + 1) + 2 * TQ) * sizeof(float) + TQ * sizeof(int);
+}
+
+// dK, dV: one block per (key tile, KV head), over the group's query heads and the query
+// tiles that see the key tile, in that fixed order. 256 threads: thread t owns key rows
+// 2*(t/8) .. +1; of a 64-query tile the columns t%8 + 8c; of dK/dV the columns t%8 + 8c.
+template <int DM>
+__global__ void __launch_bounds__(DKV_THREADS)
+    attn_tiled_dkv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *__restrict__ dout,
+                          const float *__restrict__ lse, const float *__restrict__ rowdot, const bf16 *__restrict__ q,
+                          const bf16 *__restrict__ k, const bf16 *__restrict__ v, const int32_t *__restrict__ pos,
+                          const int *__restrict__ tile_lo, int S, int H, int Hkv, int D, float scale) {
+    constexpr int LD = DM + 1, LDP = TQ + 1, NC = DM / 8;
+    ZT_DYNAMIC_SHARED(float, smem);
+    float *Ks = smem, *Vs = Ks + TK * LD, *Qs = Vs + TK * LD, *dOs = Qs + TQ * LD, *Ps = dOs + TQ * LD;
+    float *dSs = Ps + TK * LDP, *lses = dSs + TK * LDP, *rds = lses + TQ;
+    int *rlo = (int *)(rds + TQ);
+    const int t = threadIdx.x, ty = t >> 3, tx = t & 7, r0 = ty * 2, nc = D / 8;
+    const int kt = blockIdx.x, kh = blockIdx.y, g = H / Hkv, k0 = kt * TK;
+    const int64_t qs = (int64_t)H * D, kvs = (int64_t)Hkv * D;
+    const int ntiles = (S + TQ - 1) / TQ, k_last = imin(k0 + TK - 1, S - 1);
+    load_tile(Ks, LD, k + kh * D, kvs, k0, S, D, t, DKV_THREADS);
+    load_tile(Vs, LD, v + kh * D, kvs, k0, S, D, t, DKV_THREADS);
+    float adk[2][NC], adv[2][NC];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int c = 0; c < NC; c++) adk[i][c] = adv[i][c] = 0.0f;
+    for (int hg = 0; hg < g; hg++) {
+        const int h = kh * g + hg;
+        for (int qt = kt; qt < ntiles; qt++) {
+            if (tile_lo && tile_lo[qt] > k_last) continue;  // every row's document starts after this key tile
+            const int q0 = qt * TQ;
+            __syncthreads();  // every warp is done with the previous Q/dO tile and its rows of P, dS
+            load_tile(Qs, LD, q + h * D, qs, q0, S, D, t, DKV_THREADS);
+            load_tile(dOs, LD, dout + h * D, qs, q0, S, D, t, DKV_THREADS);
+            if (t < TQ) {
+                const int qi = q0 + t;
+                rlo[t] = qi < S && pos ? qi - pos[qi] : 0;
+                lses[t] = qi < S ? lse[(int64_t)h * S + qi] : 0.0f;
+                rds[t] = qi < S ? rowdot[(int64_t)h * S + qi] : 0.0f;
+            }
+            __syncthreads();  // Q, dO, lse, rowdot (and, the first time, K/V) are in place
+            float s[2][8] = {}, dp[2][8] = {};
+            dot_rows<2>(s, Ks, Qs, LD, r0, tx, D);   // s[i][c] = k_{r0+i} . q_{tx+8c}
+            dot_rows<2>(dp, Vs, dOs, LD, r0, tx, D);  // dp[i][c] = v_{r0+i} . dO_{tx+8c}
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int j = k0 + r0 + i;
+#pragma unroll
+                for (int c = 0; c < 8; c++) {
+                    const int qc = tx + 8 * c, qi = q0 + qc;
+                    tile_p_ds(s[i][c], dp[i][c], qi < S && j >= rlo[qc] && j <= qi, lses[qc], rds[qc], scale);
+                    Ps[(r0 + i) * LDP + qc] = s[i][c];
+                    dSs[(r0 + i) * LDP + qc] = dp[i][c];
+                }
+            }
+            __syncwarp();  // the key row's 8 lanes (one warp) wrote P and dS
+            mul_tile<2, NC>(adv, Ps, LDP, dOs, LD, r0, tx, nc);   // dV += P^T dO
+            mul_tile<2, NC>(adk, dSs, LDP, Qs, LD, r0, tx, nc);  // dK += dS^T Q
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int j = k0 + r0 + i;
+        if (j >= S) continue;
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (c < nc) {
+                dk[(int64_t)j * kvs + kh * D + tx + 8 * c] = f2bf(adk[i][c]);
+                dv[(int64_t)j * kvs + kh * D + tx + 8 * c] = f2bf(adv[i][c]);
+            }
+    }
+}
+
+static void check_shape(const void *const *ptrs, int n, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    ZT_REQUIRE(B > 0 && S > 0 && H > 0 && Hkv > 0 && D > 0 && H % Hkv == 0 && S < (1 << 30),
+               "attention B=%lld S=%lld H=%lld Hkv=%lld D=%lld (H must be a multiple of Hkv)", (long long)B,
+               (long long)S, (long long)H, (long long)Hkv, (long long)D);
+    ZT_REQUIRE(D % 8 == 0 && D <= 128 && H * S < (1ll << 31) / 128,
+               "tiled attention: head_dim %lld must be a multiple of 8 and at most 128 (H*S = %lld)", (long long)D,
+               (long long)(H * S));
+    for (int i = 0; i < n; i++)
+        ZT_REQUIRE(zt_aligned16(ptrs[i]), "tiled attention: operand %d is not 16-byte aligned (%p)", i, ptrs[i]);
+}
+
+// The kernel for head_dim D (64 or 128 accumulator columns), with its shared memory allowed.
+template <typename F>
+static void allow_smem(F *kernel, size_t bytes) {
+    ZT_CUDA_CHECK(cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+static int *tile_los(cudaStream_t st, char *scratch, const int32_t *pos, int64_t S, int64_t H) {
+    if (!pos) return NULL;
+    int *tl = (int *)(scratch + round256((size_t)(H * S) * sizeof(float)));
+    const int ntiles = (int)((S + TQ - 1) / TQ);
+    ZT_LAUNCH(attn_tile_lo_kernel, zt_blocks(ntiles, 4), 128, 0, st)(tl, pos, (int)S, ntiles);
+    ZT_LAUNCHED("attn_tile_lo_kernel", st);
+    return tl;
+}
+
+template <int DM>
+static void fwd_launch(cudaStream_t st, bf16 *o, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                       const int32_t *pos, const int *tl, int S, int H, int Hkv, int D, float scale) {
+    const size_t smem = fwd_smem_bytes<DM>(0);
+    allow_smem(attn_tiled_fwd_kernel<DM>, smem);
+    const dim3 grid((unsigned)((S + TQ - 1) / TQ), (unsigned)H);
+    ZT_LAUNCH(attn_tiled_fwd_kernel<DM>, grid, FWD_THREADS, smem, st)(o, lse, q, k, v, pos, tl, S, H, Hkv, D, scale);
+    ZT_LAUNCHED("attn_tiled_fwd_kernel", st);
+}
+
+template <int DM>
+static void bwd_launch(cudaStream_t st, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const float *lse,
+                       const float *rowdot, const bf16 *q, const bf16 *k, const bf16 *v, const int32_t *pos,
+                       const int *tl, int S, int H, int Hkv, int D, float scale) {
+    const unsigned ntiles = (unsigned)((S + TQ - 1) / TQ);
+    const size_t smem_dq = fwd_smem_bytes<DM>(1), smem_dkv = dkv_smem_bytes<DM>();
+    allow_smem(attn_tiled_dq_kernel<DM>, smem_dq);
+    allow_smem(attn_tiled_dkv_kernel<DM>, smem_dkv);
+    ZT_LAUNCH(attn_tiled_dq_kernel<DM>, dim3(ntiles, (unsigned)H), FWD_THREADS, smem_dq, st)(
+        dq, dout, lse, rowdot, q, k, v, pos, tl, S, H, Hkv, D, scale);
+    ZT_LAUNCHED("attn_tiled_dq_kernel", st);
+    ZT_LAUNCH(attn_tiled_dkv_kernel<DM>, dim3(ntiles, (unsigned)Hkv), DKV_THREADS, smem_dkv, st)(
+        dk, dv, dout, lse, rowdot, q, k, v, pos, tl, S, H, Hkv, D, scale);
+    ZT_LAUNCHED("attn_tiled_dkv_kernel", st);
+}
+
+extern "C" void zt_cuda_attention_tiled_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
+                                            const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B,
+                                            int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    const void *ptrs[] = {o, q, k, v};
+    check_shape(ptrs, 4, B, S, H, Hkv, D);
+    cudaStream_t st = zt_st(stream);
+    const float scale = 1.0f / sqrtf((float)D);
+    char *scratch = pos ? (char *)zt_ctx_scratch(c, zt_cuda_attention_tiled_scratch_bytes(S, H, Hkv, D), st) : NULL;
+    const int64_t qs = H * D, kvs = Hkv * D;
+    for (int64_t b = 0; b < B; b++) {  // one batch row at a time: the scratch does not grow with B
+        const int32_t *pb = pos ? pos + b * S : NULL;
+        const int *tl = tile_los(st, scratch, pb, S, H);
+        bf16 *ob = (bf16 *)o + b * S * qs;
+        const bf16 *qb = (const bf16 *)q + b * S * qs, *kb = (const bf16 *)k + b * S * kvs,
+                   *vb = (const bf16 *)v + b * S * kvs;
+        if (D <= 64)
+            fwd_launch<64>(st, ob, lse + b * H * S, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
+        else
+            fwd_launch<128>(st, ob, lse + b * H * S, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
+    }
+}
+
+extern "C" void zt_cuda_attention_tiled_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                            const zt_bf16 *dout, const zt_bf16 *o, const float *lse,
+                                            const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos,
+                                            int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    const void *ptrs[] = {dq, dk, dv, dout, q, k, v};
+    check_shape(ptrs, 7, B, S, H, Hkv, D);
+    cudaStream_t st = zt_st(stream);
+    const float scale = 1.0f / sqrtf((float)D);
+    char *scratch = (char *)zt_ctx_scratch(c, zt_cuda_attention_tiled_scratch_bytes(S, H, Hkv, D), st);
+    float *rowdot = (float *)scratch;
+    const int64_t qs = H * D, kvs = Hkv * D;
+    for (int64_t b = 0; b < B; b++) {
+        const int32_t *pb = pos ? pos + b * S : NULL;
+        const int *tl = tile_los(st, scratch, pb, S, H);
+        const int64_t qo = b * S * qs, ko = b * S * kvs;
+        ZT_LAUNCH(attn_tiled_rowdot_kernel, zt_blocks(H * S, 8), 256, 0, st)(
+            rowdot, (const bf16 *)dout + qo, (const bf16 *)o + qo, (int)S, (int)H, (int)D);
+        ZT_LAUNCHED("attn_tiled_rowdot_kernel", st);
+        if (D <= 64)
+            bwd_launch<64>(st, (bf16 *)dq + qo, (bf16 *)dk + ko, (bf16 *)dv + ko, (const bf16 *)dout + qo,
+                           lse + b * H * S, rowdot, (const bf16 *)q + qo, (const bf16 *)k + ko, (const bf16 *)v + ko,
+                           pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
+        else
+            bwd_launch<128>(st, (bf16 *)dq + qo, (bf16 *)dk + ko, (bf16 *)dv + ko, (const bf16 *)dout + qo,
+                            lse + b * H * S, rowdot, (const bf16 *)q + qo, (const bf16 *)k + ko, (const bf16 *)v + ko,
+                            pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
+    }
+}

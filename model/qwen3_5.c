@@ -1,0 +1,673 @@
+// Qwen3.5's text model on the CPU (model/qwen3_5.h): its layout, initial values, counts, FLOPs
+// and the passes of each unit on top of the op table (kernels/ops.h; the Gated DeltaNet ops are
+// kernels/cpu/delta.c, conv1d.c). Every activation the backward reads is kept (as Qwen3's);
+// the delta rule keeps its state at chunk starts only (zt_delta_saved_floats).
+// defines: zt_qwen3_5_family, zt_qwen3_5_27b_config
+#include "model/qwen3_5.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "kernels/ops.h"
+
+// ---- layout -----------------------------------------------------------------------------------
+
+// Tensor order inside a layer unit, per kind.
+enum { LIN_IN_NORM, LIN_QKV, LIN_Z, LIN_B, LIN_A, LIN_CONV, LIN_DT, LIN_ALOG, LIN_NORM, LIN_OUT, LIN_POST_NORM,
+       LIN_GATE, LIN_UP, LIN_DOWN, LIN_N };
+enum { FA_IN_NORM, FA_Q, FA_K, FA_V, FA_O, FA_QNORM, FA_KNORM, FA_POST_NORM, FA_GATE, FA_UP, FA_DOWN, FA_N };
+
+static void add(zt_unit_layout *u, const char *name, int ndim, int64_t s0, int64_t s1, int64_t s2) {
+    zt_tensor_desc *t = &u->t[u->ntensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = s0, t->shape[1] = ndim > 1 ? s1 : 0, t->shape[2] = ndim > 2 ? s2 : 0;
+    t->numel = s0 * (ndim > 1 ? s1 : 1) * (ndim > 2 ? s2 : 1);
+    t->offset = u->numel;
+    t->decay = ndim >= 2;  // matrices, the embedding and the conv kernel; not norms, A_log or dt_bias
+    u->numel += t->numel;
+}
+
+typedef struct {
+    int64_t d, F, H, Hkv, D, rd, Hk, Hv, Dk, Dv, Kd, Vd, C, K, V;
+} dims;
+
+static dims dims_of(const zt_model_config *c) {
+    dims x = {.d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads, .Hkv = c->num_kv_heads,
+              .D = c->head_dim, .rd = c->rotary_dim, .Hk = c->lin_key_heads, .Hv = c->lin_value_heads,
+              .Dk = c->lin_key_dim, .Dv = c->lin_value_dim, .K = c->lin_conv_kernel, .V = c->vocab_size};
+    x.Kd = x.Hk * x.Dk;
+    x.Vd = x.Hv * x.Dv;
+    x.C = 2 * x.Kd + x.Vd;
+    return x;
+}
+
+static int layout_init(zt_model_layout *lay, const zt_model_config *cfg) {
+    memset(lay, 0, sizeof *lay);
+    lay->cfg = *cfg;
+    const dims z = dims_of(cfg);
+    const int L = cfg->num_layers;
+    lay->nunits = L + 2;
+    lay->units = zt_xcalloc((size_t)lay->nunits, sizeof *lay->units);
+    char n[96];
+    zt_unit_layout *u = &lay->units[0];
+    u->kind = ZT_UNIT_EMBED;
+    u->layer = -1;
+    add(u, "model.embed_tokens.weight", 2, z.V, z.d, 0);
+    for (int l = 0; l < L; l++) {
+        u = &lay->units[1 + l];
+        u->kind = ZT_UNIT_LAYER;
+        u->layer = l;
+#define T(suffix, nd, a, b, c)                                      \
+    do {                                                            \
+        snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix);     \
+        add(u, n, nd, a, b, c);                                     \
+    } while (0)
+        T("input_layernorm.weight", 1, z.d, 0, 0);
+        if (cfg->layer_linear[l]) {
+            T("linear_attn.in_proj_qkv.weight", 2, z.C, z.d, 0);
+            T("linear_attn.in_proj_z.weight", 2, z.Vd, z.d, 0);
+            T("linear_attn.in_proj_b.weight", 2, z.Hv, z.d, 0);
+            T("linear_attn.in_proj_a.weight", 2, z.Hv, z.d, 0);
+            T("linear_attn.conv1d.weight", 3, z.C, 1, z.K);
+            T("linear_attn.dt_bias", 1, z.Hv, 0, 0);
+            T("linear_attn.A_log", 1, z.Hv, 0, 0);
+            T("linear_attn.norm.weight", 1, z.Dv, 0, 0);
+            T("linear_attn.out_proj.weight", 2, z.d, z.Vd, 0);
+        } else {
+            T("self_attn.q_proj.weight", 2, 2 * z.H * z.D, z.d, 0);
+            T("self_attn.k_proj.weight", 2, z.Hkv * z.D, z.d, 0);
+            T("self_attn.v_proj.weight", 2, z.Hkv * z.D, z.d, 0);
+            T("self_attn.o_proj.weight", 2, z.d, z.H * z.D, 0);
+            T("self_attn.q_norm.weight", 1, z.D, 0, 0);
+            T("self_attn.k_norm.weight", 1, z.D, 0, 0);
+        }
+        T("post_attention_layernorm.weight", 1, z.d, 0, 0);
+        T("mlp.gate_proj.weight", 2, z.F, z.d, 0);
+        T("mlp.up_proj.weight", 2, z.F, z.d, 0);
+        T("mlp.down_proj.weight", 2, z.d, z.F, 0);
+#undef T
+    }
+    u = &lay->units[L + 1];
+    u->kind = ZT_UNIT_HEAD;
+    u->layer = -1;
+    add(u, "model.norm.weight", 1, z.d, 0, 0);
+    if (!cfg->tie_word_embeddings) add(u, "lm_head.weight", 2, z.V, z.d, 0);
+    for (int i = 0; i < lay->nunits; i++) lay->total_numel += lay->units[i].numel;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    const size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// transformers' _init_weights: matrices and the conv kernel N(0, initializer_range); the
+// (1 + w) norms 0; the gated norm's weight and dt_bias 1; A_log = log(U(0.01, 16)).
+static void init_unit(const zt_model_layout *lay, int unit, float *params, uint64_t seed) {
+    const zt_unit_layout *u = &lay->units[unit];
+    const double std = lay->cfg.initializer_range;
+    for (int i = 0; i < u->ntensors; i++) {
+        const zt_tensor_desc *t = &u->t[i];
+        float *p = params + t->offset;
+        zt_rng r;
+        zt_rng_seed(&r, seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(unit * 64 + i + 1)));
+        if (ends_with(t->name, "linear_attn.A_log")) {
+            for (int64_t j = 0; j < t->numel; j++) p[j] = (float)log(0.01 + (16 - 0.01) * zt_rng_uniform(&r));
+        } else if (ends_with(t->name, "linear_attn.norm.weight") || ends_with(t->name, "linear_attn.dt_bias")) {
+            for (int64_t j = 0; j < t->numel; j++) p[j] = 1.0f;
+        } else if (t->ndim == 1) {
+            for (int64_t j = 0; j < t->numel; j++) p[j] = 0.0f;
+        } else {
+            for (int64_t j = 0; j < t->numel; j++) p[j] = (float)(std * zt_rng_normal(&r));
+        }
+    }
+}
+
+static int64_t param_count(const zt_model_config *c) {
+    const dims z = dims_of(c);
+    const __int128 d = z.d, F = z.F;
+    const __int128 mlp = 3 * F * d + 2 * d;
+    const __int128 lin = (__int128)z.C * d + (__int128)z.Vd * d + 2 * (__int128)z.Hv * d + (__int128)z.C * z.K +
+                         2 * (__int128)z.Hv + z.Dv + d * z.Vd + mlp;
+    const __int128 full = 2 * (__int128)z.H * z.D * d + 2 * (__int128)z.Hkv * z.D * d + d * z.H * z.D + 2 * z.D + mlp;
+    __int128 n = (__int128)z.V * d * (c->tie_word_embeddings ? 1 : 2) + d;
+    for (int l = 0; l < c->num_layers; l++) n += c->layer_linear[l] ? lin : full;
+    return n < 0 || n > (__int128)INT64_MAX ? -1 : (int64_t)n;
+}
+
+static int64_t max_positions(const zt_model_config *c) { return c->max_position_embeddings; }
+
+// ---- FLOPs (model/flops.h's convention: forward + backward = 3 x forward) ----------------------
+
+static int n_linear(const zt_model_config *c) {
+    int n = 0;
+    for (int l = 0; l < c->num_layers; l++) n += c->layer_linear[l] != 0;
+    return n;
+}
+
+// Forward FLOPs of one token: 2 x every matrix's parameters, the conv (2 K per channel) and the
+// delta rule (per value head: the read S^T k, the rank-1 update and the output S^T q, 2 Dk Dv each).
+static double fwd_per_token(const zt_model_config *c) {
+    const dims z = dims_of(c);
+    const double mlp = 3.0 * z.F * z.d;
+    const double lin = (double)z.C * z.d + (double)z.Vd * z.d + 2.0 * z.Hv * z.d + (double)z.d * z.Vd + mlp;
+    const double full = 2.0 * z.H * z.D * z.d + 2.0 * z.Hkv * z.D * z.d + (double)z.d * z.H * z.D + mlp;
+    const int nl = n_linear(c), nf = c->num_layers - nl;
+    const double matmul = 2.0 * (nl * lin + nf * full + (double)z.V * z.d);
+    const double mixing_linear = nl * (2.0 * z.K * z.C + 6.0 * z.Hv * z.Dk * z.Dv);
+    return matmul + mixing_linear;
+}
+
+static double flops_per_token(const zt_model_config *c) { return 3.0 * fwd_per_token(c); }
+
+// Causal attention of the full-attention layers only: as Qwen3's, 6 H D per squared token.
+static double flops_mixing(const zt_model_config *c, double sum_sq) {
+    return 6.0 * (c->num_layers - n_linear(c)) * (double)c->num_heads * c->head_dim * sum_sq;
+}
+
+static double recompute_flops(const zt_model_config *c, double tokens, double sum_sq) {
+    const double lm = 2.0 * (double)c->vocab_size * c->hidden_size;  // the head is not recomputed
+    return (fwd_per_token(c) - lm) * tokens + flops_mixing(c, sum_sq) / 3.0;
+}
+
+// ---- the bound model --------------------------------------------------------------------------
+
+typedef struct {
+    float *ln1, *rstd1;            // input norm
+    // full attention
+    float *qg, *q_pre, *gate, *k_pre, *q, *k, *v, *qn_rstd, *kn_rstd, *att_stats, *att, *gated;
+    // Gated DeltaNet
+    float *qkv, *conv_pre, *conv, *lq, *lk, *lv, *lq_n, *lk_n, *lq_r, *lk_r, *z, *b, *a, *beta, *g, *core,
+        *saved, *gn_rstd, *normed;
+    float *x_mid, *ln2, *rstd2, *mgate, *up, *h;
+} acts;
+
+typedef struct {
+    zt_model_layout lay;
+    const zt_ops *ops;
+    dims z;
+    int64_t B, S, N;
+    float *rope_cos, *rope_sin;  // [S, rd/2]
+    float **x;                   // L+1 residual-stream buffers [N, d]
+    acts *a;
+    float *head_xf, *head_rstd;
+    float *w1;                   // 1 + w of the norm in use
+    float *rot;                  // [N, max(H, Hkv), rd]: the rotated slice of q or k
+    // backward workspaces
+    float *w_dh, *w_dg, *w_du, *w_dln, *w_dmid, *w_dx1;
+    float *w_dgated, *w_datt, *w_dgate, *w_dq, *w_dk, *w_dv, *w_dqp, *w_dkp, *w_dqg;
+    float *w_dnormed, *w_dcore, *w_dz, *w_dlq, *w_dlk, *w_dlqn, *w_dlkn, *w_dlv, *w_dgd, *w_dbeta, *w_da, *w_db,
+        *w_dconv, *w_dqkv;
+    int32_t *targets, *pos;
+    uint32_t *ids;
+    int isolated;
+    int64_t act_bytes;
+    void (*progress)(void *ctx);
+    void *progress_ctx;
+} q35;
+
+static float *falloc(q35 *m, int64_t n) {
+    m->act_bytes += n * (int64_t)sizeof(float);
+    return zt_xcalloc((size_t)(n > 0 ? n : 1), sizeof(float));
+}
+#define FA(n) falloc(m, (n))
+
+static void destroy(void *mv);
+
+static void *create(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S, const zt_family_context *cx) {
+    if (cx) {
+        zt_err("context parallelism is not implemented for Qwen3.5: its Gated DeltaNet layers would need each "
+               "document's recurrent state passed across the context group; train it without --context-parallel");
+        return NULL;
+    }
+    if (B <= 0 || S < 2) {
+        zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens", (long long)B, (long long)S);
+        return NULL;
+    }
+    q35 *m = zt_xcalloc(1, sizeof *m);
+    layout_init(&m->lay, c);
+    m->lay.cfg.family = &zt_qwen3_5_family;
+    m->ops = ops;
+    m->z = dims_of(c);
+    const dims z = m->z;
+    m->B = B, m->S = S, m->N = B * S;
+    const int64_t N = m->N, L = c->num_layers;
+    m->rope_cos = FA(S * z.rd / 2);
+    m->rope_sin = FA(S * z.rd / 2);
+    zt_rope_table(m->rope_cos, m->rope_sin, S, z.rd, c->rope_theta);
+    m->x = zt_xcalloc((size_t)L + 1, sizeof(float *));
+    for (int64_t l = 0; l <= L; l++) m->x[l] = FA(N * z.d);
+    m->a = zt_xcalloc((size_t)L, sizeof(acts));
+    int any_lin = 0, any_full = 0;
+    for (int64_t l = 0; l < L; l++) {
+        acts *a = &m->a[l];
+        a->ln1 = FA(N * z.d), a->rstd1 = FA(N);
+        if (c->layer_linear[l]) {
+            any_lin = 1;
+            a->qkv = FA(N * z.C), a->conv_pre = FA(N * z.C), a->conv = FA(N * z.C);
+            a->lq = FA(N * z.Kd), a->lk = FA(N * z.Kd), a->lv = FA(N * z.Vd);
+            a->lq_n = FA(N * z.Kd), a->lk_n = FA(N * z.Kd), a->lq_r = FA(N * z.Hk), a->lk_r = FA(N * z.Hk);
+            a->z = FA(N * z.Vd), a->b = FA(N * z.Hv), a->a = FA(N * z.Hv), a->beta = FA(N * z.Hv), a->g = FA(N * z.Hv);
+            a->core = FA(N * z.Vd), a->saved = FA(zt_delta_saved_floats(B, S, z.Hv, z.Dk, z.Dv));
+            a->gn_rstd = FA(N * z.Hv), a->normed = FA(N * z.Vd);
+        } else {
+            any_full = 1;
+            a->qg = FA(N * 2 * z.H * z.D), a->q_pre = FA(N * z.H * z.D), a->gate = FA(N * z.H * z.D);
+            a->k_pre = FA(N * z.Hkv * z.D), a->q = FA(N * z.H * z.D), a->k = FA(N * z.Hkv * z.D);
+            a->v = FA(N * z.Hkv * z.D), a->qn_rstd = FA(N * z.H), a->kn_rstd = FA(N * z.Hkv);
+            a->att_stats = FA(B * z.H * S * 2), a->att = FA(N * z.H * z.D), a->gated = FA(N * z.H * z.D);
+        }
+        a->x_mid = FA(N * z.d), a->ln2 = FA(N * z.d), a->rstd2 = FA(N);
+        a->mgate = FA(N * z.F), a->up = FA(N * z.F), a->h = FA(N * z.F);
+    }
+    m->head_xf = FA(N * z.d), m->head_rstd = FA(N);
+    int64_t wmax = z.d > z.D ? z.d : z.D;
+    m->w1 = FA(wmax);
+    m->w_dh = FA(N * z.F), m->w_dg = FA(N * z.F), m->w_du = FA(N * z.F);
+    m->w_dln = FA(N * z.d), m->w_dmid = FA(N * z.d), m->w_dx1 = FA(N * z.d);
+    if (any_full) {
+        const int64_t hd = N * z.H * z.D, kd = N * z.Hkv * z.D;
+        m->rot = FA(N * (z.H > z.Hkv ? z.H : z.Hkv) * z.rd);
+        m->w_dgated = FA(hd), m->w_datt = FA(hd), m->w_dgate = FA(hd), m->w_dq = FA(hd), m->w_dqp = FA(hd);
+        m->w_dk = FA(kd), m->w_dv = FA(kd), m->w_dkp = FA(kd), m->w_dqg = FA(2 * hd);
+    }
+    if (any_lin) {
+        m->w_dnormed = FA(N * z.Vd), m->w_dcore = FA(N * z.Vd), m->w_dz = FA(N * z.Vd), m->w_dlv = FA(N * z.Vd);
+        m->w_dlq = FA(N * z.Kd), m->w_dlk = FA(N * z.Kd), m->w_dlqn = FA(N * z.Kd), m->w_dlkn = FA(N * z.Kd);
+        m->w_dgd = FA(N * z.Hv), m->w_dbeta = FA(N * z.Hv), m->w_da = FA(N * z.Hv), m->w_db = FA(N * z.Hv);
+        m->w_dconv = FA(N * z.C), m->w_dqkv = FA(N * z.C);
+    }
+    m->targets = zt_xcalloc((size_t)N, sizeof(int32_t));
+    m->pos = zt_xcalloc((size_t)N, sizeof(int32_t));
+    m->ids = zt_xcalloc((size_t)N, sizeof(uint32_t));
+    return m;
+}
+
+static void destroy(void *mv) {
+    q35 *m = mv;
+    if (!m) return;
+    const int L = m->lay.cfg.num_layers;
+    for (int l = 0; l <= L; l++) free(m->x[l]);
+    free(m->x);
+    for (int l = 0; l < L; l++) {
+        acts *a = &m->a[l];
+        float *bufs[] = {a->ln1, a->rstd1, a->qg, a->q_pre, a->gate, a->k_pre, a->q, a->k, a->v, a->qn_rstd,
+                         a->kn_rstd, a->att_stats, a->att, a->gated, a->qkv, a->conv_pre, a->conv, a->lq, a->lk,
+                         a->lv, a->lq_n, a->lk_n, a->lq_r, a->lk_r, a->z, a->b, a->a, a->beta, a->g, a->core,
+                         a->saved, a->gn_rstd, a->normed, a->x_mid, a->ln2, a->rstd2, a->mgate, a->up, a->h};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    }
+    free(m->a);
+    float *ws[] = {m->rope_cos, m->rope_sin, m->head_xf, m->head_rstd, m->w1, m->rot, m->w_dh, m->w_dg, m->w_du,
+                   m->w_dln, m->w_dmid, m->w_dx1, m->w_dgated, m->w_datt, m->w_dgate, m->w_dq, m->w_dk, m->w_dv,
+                   m->w_dqp, m->w_dkp, m->w_dqg, m->w_dnormed, m->w_dcore, m->w_dz, m->w_dlq, m->w_dlk, m->w_dlqn,
+                   m->w_dlkn, m->w_dlv, m->w_dgd, m->w_dbeta, m->w_da, m->w_db, m->w_dconv, m->w_dqkv};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) free(ws[i]);
+    free(m->targets), free(m->pos), free(m->ids);
+    zt_model_layout_free(&m->lay);
+    free(m);
+}
+
+static int64_t act_bytes(const void *m) { return ((const q35 *)m)->act_bytes; }
+
+static void set_batch(void *mv, const uint32_t *ids, const int32_t *targets, const int32_t *pos) {
+    q35 *m = mv;
+    const size_t N = (size_t)m->N;
+    memcpy(m->ids, ids, N * sizeof(uint32_t));
+    memcpy(m->targets, targets, N * sizeof(int32_t));
+    m->isolated = pos != NULL;
+    if (pos) memcpy(m->pos, pos, N * sizeof(int32_t));
+}
+
+static void set_progress(void *mv, void (*fn)(void *), void *ctx) {
+    q35 *m = mv;
+    m->progress = fn;
+    m->progress_ctx = ctx;
+}
+
+#define TICK()                                                  \
+    do {                                                        \
+        if (m->progress) m->progress(m->progress_ctx);          \
+    } while (0)
+#define W(i) (p + u->t[(i)].offset)
+#define DW(i) (dp + u->t[(i)].offset)
+
+// Qwen3_5RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w).
+static const float *one_plus(q35 *m, const float *w, int64_t n) {
+    for (int64_t i = 0; i < n; i++) m->w1[i] = 1.0f + w[i];
+    return m->w1;
+}
+
+static void norm1p_fwd(q35 *m, float *y, float *rstd, const float *x, const float *w, int64_t rows, int64_t d) {
+    m->ops->rmsnorm_fwd(y, rstd, x, one_plus(m, w, d), rows, d, (float)m->lay.cfg.rms_norm_eps);
+}
+
+// d(1 + w) = dw: the gradient lands on w as it would on the (1 + w) the forward multiplied by.
+static void norm1p_bwd(q35 *m, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                       const float *rstd, int64_t rows, int64_t d) {
+    m->ops->rmsnorm_bwd(dx, dw, dy, x, one_plus(m, w, d), rstd, rows, d);
+}
+
+// RoPE on the first rd dims of each of nh heads of D in x[N, nh, D] (through m->rot).
+static void rope_partial(q35 *m, float *x, int64_t nh, int bwd) {
+    const int64_t N = m->N, D = m->z.D, rd = m->z.rd;
+    const int32_t *pos = m->isolated ? m->pos : NULL;
+    for (int64_t i = 0; i < N * nh; i++) memcpy(m->rot + i * rd, x + i * D, (size_t)rd * sizeof(float));
+    if (bwd)
+        m->ops->rope_bwd(m->rot, m->rope_cos, m->rope_sin, pos, m->B, m->S, nh, rd);
+    else
+        m->ops->rope_fwd(m->rot, m->rope_cos, m->rope_sin, pos, m->B, m->S, nh, rd);
+    for (int64_t i = 0; i < N * nh; i++) memcpy(x + i * D, m->rot + i * rd, (size_t)rd * sizeof(float));
+}
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+// torch's softplus (beta 1, threshold 20) and its derivative
+static float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+static float dsoftplusf(float x) {
+    if (x > 20.0f) return 1.0f;
+    const float e = expf(x);
+    return e / (e + 1.0f);
+}
+
+// MLP: y = x_mid + down(silu(gate(ln2)) * up(ln2)), ln2 = norm1p(x_mid)
+static void mlp_fwd(q35 *m, acts *a, const float *pw_norm, const float *wg, const float *wu, const float *wd,
+                    float *y) {
+    const zt_ops *op = m->ops;
+    const int64_t N = m->N, d = m->z.d, F = m->z.F;
+    norm1p_fwd(m, a->ln2, a->rstd2, a->x_mid, pw_norm, N, d);
+    TICK();
+    op->matmul_fwd(a->mgate, a->ln2, wg, N, d, F);
+    TICK();
+    op->matmul_fwd(a->up, a->ln2, wu, N, d, F);
+    TICK();
+    op->swiglu_fwd(a->h, a->mgate, a->up, N * F);
+    op->matmul_fwd(y, a->h, wd, N, F, d);
+    TICK();
+    op->add(y, y, a->x_mid, N * d);
+}
+
+// dx in: d(loss)/dy. m->w_dmid out: d(loss)/d(x_mid) (the residual included).
+static void mlp_bwd(q35 *m, acts *a, const float *pw_norm, float *dw_norm, const float *wg, float *dwg,
+                    const float *wu, float *dwu, const float *wd, float *dwd, const float *dx) {
+    const zt_ops *op = m->ops;
+    const int64_t N = m->N, d = m->z.d, F = m->z.F;
+    op->matmul_bwd(m->w_dh, dwd, dx, a->h, wd, N, F, d, 0);
+    TICK();
+    op->swiglu_bwd(m->w_dg, m->w_du, m->w_dh, a->mgate, a->up, N * F);
+    op->matmul_bwd(m->w_dln, dwg, m->w_dg, a->ln2, wg, N, d, F, 0);
+    TICK();
+    op->matmul_bwd(m->w_dln, dwu, m->w_du, a->ln2, wu, N, d, F, 1);
+    TICK();
+    norm1p_bwd(m, m->w_dmid, dw_norm, m->w_dln, a->x_mid, pw_norm, a->rstd2, N, d);
+    op->add(m->w_dmid, m->w_dmid, dx, N * d);
+}
+
+static void full_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, const float *x, float *y) {
+    const zt_ops *op = m->ops;
+    const dims z = m->z;
+    const int64_t N = m->N, H = z.H, D = z.D, Hkv = z.Hkv, HD = H * D;
+    const float eps = (float)m->lay.cfg.rms_norm_eps;
+    norm1p_fwd(m, a->ln1, a->rstd1, x, W(FA_IN_NORM), N, z.d);
+    TICK();
+    op->matmul_fwd(a->qg, a->ln1, W(FA_Q), N, z.d, 2 * HD);
+    TICK();
+    for (int64_t i = 0; i < N * H; i++) {  // per head: D query rows, then D gate rows
+        memcpy(a->q_pre + i * D, a->qg + i * 2 * D, (size_t)D * sizeof(float));
+        memcpy(a->gate + i * D, a->qg + i * 2 * D + D, (size_t)D * sizeof(float));
+    }
+    op->matmul_fwd(a->k_pre, a->ln1, W(FA_K), N, z.d, Hkv * D);
+    TICK();
+    op->matmul_fwd(a->v, a->ln1, W(FA_V), N, z.d, Hkv * D);
+    TICK();
+    op->rmsnorm_fwd(a->q, a->qn_rstd, a->q_pre, one_plus(m, W(FA_QNORM), D), N * H, D, eps);
+    op->rmsnorm_fwd(a->k, a->kn_rstd, a->k_pre, one_plus(m, W(FA_KNORM), D), N * Hkv, D, eps);
+    rope_partial(m, a->q, H, 0);
+    rope_partial(m, a->k, Hkv, 0);
+    TICK();
+    op->attention_fwd(a->att, a->att_stats, a->q, a->k, a->v, m->isolated ? m->pos : NULL, m->B, m->S, H, Hkv, D);
+    TICK();
+    for (int64_t i = 0; i < N * HD; i++) a->gated[i] = a->att[i] * sigmoidf(a->gate[i]);
+    op->matmul_fwd(a->x_mid, a->gated, W(FA_O), N, HD, z.d);
+    TICK();
+    op->add(a->x_mid, a->x_mid, x, N * z.d);
+    mlp_fwd(m, a, W(FA_POST_NORM), W(FA_GATE), W(FA_UP), W(FA_DOWN), y);
+}
+
+static void full_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, float *dp, const float *x, float *dx) {
+    const zt_ops *op = m->ops;
+    const dims z = m->z;
+    const int64_t N = m->N, H = z.H, D = z.D, Hkv = z.Hkv, HD = H * D;
+    mlp_bwd(m, a, W(FA_POST_NORM), DW(FA_POST_NORM), W(FA_GATE), DW(FA_GATE), W(FA_UP), DW(FA_UP), W(FA_DOWN),
+            DW(FA_DOWN), dx);
+    op->matmul_bwd(m->w_dgated, DW(FA_O), m->w_dmid, a->gated, W(FA_O), N, HD, z.d, 0);
+    TICK();
+    for (int64_t i = 0; i < N * HD; i++) {
+        const float s = sigmoidf(a->gate[i]);
+        m->w_datt[i] = m->w_dgated[i] * s;
+        m->w_dgate[i] = m->w_dgated[i] * a->att[i] * s * (1.0f - s);
+    }
+    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att, a->att_stats, a->q, a->k, a->v,
+                      m->isolated ? m->pos : NULL, m->B, m->S, H, Hkv, D);
+    TICK();
+    rope_partial(m, m->w_dq, H, 1);
+    rope_partial(m, m->w_dk, Hkv, 1);
+    op->rmsnorm_bwd(m->w_dqp, DW(FA_QNORM), m->w_dq, a->q_pre, one_plus(m, W(FA_QNORM), D), a->qn_rstd, N * H, D);
+    op->rmsnorm_bwd(m->w_dkp, DW(FA_KNORM), m->w_dk, a->k_pre, one_plus(m, W(FA_KNORM), D), a->kn_rstd, N * Hkv, D);
+    for (int64_t i = 0; i < N * H; i++) {
+        memcpy(m->w_dqg + i * 2 * D, m->w_dqp + i * D, (size_t)D * sizeof(float));
+        memcpy(m->w_dqg + i * 2 * D + D, m->w_dgate + i * D, (size_t)D * sizeof(float));
+    }
+    TICK();
+    op->matmul_bwd(m->w_dln, DW(FA_Q), m->w_dqg, a->ln1, W(FA_Q), N, z.d, 2 * HD, 0);
+    TICK();
+    op->matmul_bwd(m->w_dln, DW(FA_K), m->w_dkp, a->ln1, W(FA_K), N, z.d, Hkv * D, 1);
+    TICK();
+    op->matmul_bwd(m->w_dln, DW(FA_V), m->w_dv, a->ln1, W(FA_V), N, z.d, Hkv * D, 1);
+    TICK();
+    norm1p_bwd(m, dx, DW(FA_IN_NORM), m->w_dln, x, W(FA_IN_NORM), a->rstd1, N, z.d);
+    op->add(dx, dx, m->w_dmid, N * z.d);
+}
+
+static void lin_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, const float *x, float *y) {
+    const zt_ops *op = m->ops;
+    const dims z = m->z;
+    const int64_t N = m->N;
+    const int32_t *pos = m->isolated ? m->pos : NULL;
+    norm1p_fwd(m, a->ln1, a->rstd1, x, W(LIN_IN_NORM), N, z.d);
+    TICK();
+    op->matmul_fwd(a->qkv, a->ln1, W(LIN_QKV), N, z.d, z.C);
+    TICK();
+    op->matmul_fwd(a->z, a->ln1, W(LIN_Z), N, z.d, z.Vd);
+    TICK();
+    op->matmul_fwd(a->b, a->ln1, W(LIN_B), N, z.d, z.Hv);
+    op->matmul_fwd(a->a, a->ln1, W(LIN_A), N, z.d, z.Hv);
+    TICK();
+    op->conv1d_silu_fwd(a->conv, a->conv_pre, a->qkv, W(LIN_CONV), pos, m->B, m->S, z.C, z.K);
+    for (int64_t t = 0; t < N; t++) {  // split the channels: q | k | v
+        memcpy(a->lq + t * z.Kd, a->conv + t * z.C, (size_t)z.Kd * sizeof(float));
+        memcpy(a->lk + t * z.Kd, a->conv + t * z.C + z.Kd, (size_t)z.Kd * sizeof(float));
+        memcpy(a->lv + t * z.Vd, a->conv + t * z.C + 2 * z.Kd, (size_t)z.Vd * sizeof(float));
+    }
+    op->l2norm_fwd(a->lq_n, a->lq_r, a->lq, N * z.Hk, z.Dk, 1e-6f);
+    op->l2norm_fwd(a->lk_n, a->lk_r, a->lk, N * z.Hk, z.Dk, 1e-6f);
+    const float *A_log = W(LIN_ALOG), *dt = W(LIN_DT);
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t h = 0; h < z.Hv; h++) {
+            const int64_t i = t * z.Hv + h;
+            a->beta[i] = sigmoidf(a->b[i]);
+            a->g[i] = -expf(A_log[h]) * softplusf(a->a[i] + dt[h]);
+        }
+    TICK();
+    op->delta_fwd(a->core, a->saved, a->lq_n, a->lk_n, a->lv, a->g, a->beta, pos, m->B, m->S, z.Hk, z.Hv, z.Dk, z.Dv);
+    TICK();
+    op->rmsnorm_gated_fwd(a->normed, a->gn_rstd, a->core, a->z, W(LIN_NORM), N * z.Hv, z.Dv,
+                          (float)m->lay.cfg.rms_norm_eps);
+    op->matmul_fwd(a->x_mid, a->normed, W(LIN_OUT), N, z.Vd, z.d);
+    TICK();
+    op->add(a->x_mid, a->x_mid, x, N * z.d);
+    mlp_fwd(m, a, W(LIN_POST_NORM), W(LIN_GATE), W(LIN_UP), W(LIN_DOWN), y);
+}
+
+static void lin_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, float *dp, const float *x, float *dx) {
+    const zt_ops *op = m->ops;
+    const dims z = m->z;
+    const int64_t N = m->N;
+    const int32_t *pos = m->isolated ? m->pos : NULL;
+    mlp_bwd(m, a, W(LIN_POST_NORM), DW(LIN_POST_NORM), W(LIN_GATE), DW(LIN_GATE), W(LIN_UP), DW(LIN_UP),
+            W(LIN_DOWN), DW(LIN_DOWN), dx);
+    op->matmul_bwd(m->w_dnormed, DW(LIN_OUT), m->w_dmid, a->normed, W(LIN_OUT), N, z.Vd, z.d, 0);
+    TICK();
+    op->rmsnorm_gated_bwd(m->w_dcore, m->w_dz, DW(LIN_NORM), m->w_dnormed, a->core, a->z, W(LIN_NORM), a->gn_rstd,
+                          N * z.Hv, z.Dv);
+    op->delta_bwd(m->w_dlqn, m->w_dlkn, m->w_dlv, m->w_dgd, m->w_dbeta, m->w_dcore, a->saved, a->lq_n, a->lk_n, a->lv,
+                  a->g, a->beta, pos, m->B, m->S, z.Hk, z.Hv, z.Dk, z.Dv);
+    TICK();
+    // the decay and beta back to in_proj_a / in_proj_b, A_log and dt_bias
+    const float *A_log = W(LIN_ALOG), *dt = W(LIN_DT);
+    float *dA = DW(LIN_ALOG), *ddt = DW(LIN_DT);
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t h = 0; h < z.Hv; h++) {
+            const int64_t i = t * z.Hv + h;
+            const float dg = m->w_dgd[i];
+            dA[h] += dg * a->g[i];  // g = -exp(A_log) sp: dg/dA_log = g
+            const float da = dg * -expf(A_log[h]) * dsoftplusf(a->a[i] + dt[h]);
+            m->w_da[i] = da;
+            ddt[h] += da;
+            m->w_db[i] = m->w_dbeta[i] * a->beta[i] * (1.0f - a->beta[i]);
+        }
+    op->l2norm_bwd(m->w_dlq, m->w_dlqn, a->lq, a->lq_r, N * z.Hk, z.Dk);
+    op->l2norm_bwd(m->w_dlk, m->w_dlkn, a->lk, a->lk_r, N * z.Hk, z.Dk);
+    for (int64_t t = 0; t < N; t++) {
+        memcpy(m->w_dconv + t * z.C, m->w_dlq + t * z.Kd, (size_t)z.Kd * sizeof(float));
+        memcpy(m->w_dconv + t * z.C + z.Kd, m->w_dlk + t * z.Kd, (size_t)z.Kd * sizeof(float));
+        memcpy(m->w_dconv + t * z.C + 2 * z.Kd, m->w_dlv + t * z.Vd, (size_t)z.Vd * sizeof(float));
+    }
+    op->conv1d_silu_bwd(m->w_dqkv, DW(LIN_CONV), m->w_dconv, a->conv_pre, a->qkv, W(LIN_CONV), pos, m->B, m->S, z.C,
+                        z.K);
+    TICK();
+    op->matmul_bwd(m->w_dln, DW(LIN_QKV), m->w_dqkv, a->ln1, W(LIN_QKV), N, z.d, z.C, 0);
+    TICK();
+    op->matmul_bwd(m->w_dln, DW(LIN_Z), m->w_dz, a->ln1, W(LIN_Z), N, z.d, z.Vd, 1);
+    TICK();
+    op->matmul_bwd(m->w_dln, DW(LIN_B), m->w_db, a->ln1, W(LIN_B), N, z.d, z.Hv, 1);
+    op->matmul_bwd(m->w_dln, DW(LIN_A), m->w_da, a->ln1, W(LIN_A), N, z.d, z.Hv, 1);
+    TICK();
+    norm1p_bwd(m, dx, DW(LIN_IN_NORM), m->w_dln, x, W(LIN_IN_NORM), a->rstd1, N, z.d);
+    op->add(dx, dx, m->w_dmid, N * z.d);
+}
+
+static void layer_fwd(void *mv, int l, const float *p) {
+    q35 *m = mv;
+    const zt_unit_layout *u = &m->lay.units[1 + l];
+    if (m->lay.cfg.layer_linear[l])
+        lin_fwd(m, u, &m->a[l], p, m->x[l], m->x[l + 1]);
+    else
+        full_fwd(m, u, &m->a[l], p, m->x[l], m->x[l + 1]);
+}
+
+static void layer_bwd(void *mv, int l, const float *p, float *dp, float *dx) {
+    q35 *m = mv;
+    const zt_unit_layout *u = &m->lay.units[1 + l];
+    if (m->lay.cfg.layer_linear[l])
+        lin_bwd(m, u, &m->a[l], p, dp, m->x[l], dx);
+    else
+        full_bwd(m, u, &m->a[l], p, dp, m->x[l], dx);
+}
+#undef W
+#undef DW
+#undef TICK
+
+static void embed_fwd(void *mv, const float *p) {
+    q35 *m = mv;
+    m->ops->embedding_fwd(m->x[0], p, m->ids, m->N, m->z.d);
+}
+
+static void embed_bwd(void *mv, const float *dx, float *demb) {
+    q35 *m = mv;
+    m->ops->embedding_bwd(demb, dx, m->ids, m->N, m->z.d);
+}
+
+// Final (1 + w) norm + lm_head + cross-entropy; tied: the embedding's matrix.
+static double head(void *mv, const float *p, const float *emb, float scale, float *dx, float *dhead, float *demb) {
+    q35 *m = mv;
+    const int64_t N = m->N, d = m->z.d;
+    const int L = m->lay.cfg.num_layers;
+    const int64_t lm_off = m->lay.units[m->lay.nunits - 1].t[m->lay.cfg.tie_word_embeddings ? 0 : 1].offset;
+    const float *lm_w = emb ? emb : p + lm_off;
+    float *dlm = dhead ? (demb ? demb : dhead + lm_off) : NULL;
+    norm1p_fwd(m, m->head_xf, m->head_rstd, m->x[L], p, N, d);
+    const double loss = m->ops->lmhead_xent(dhead ? m->w_dln : NULL, dlm, m->head_xf, lm_w, m->targets, N, d,
+                                            m->z.V, scale);
+    if (dhead) norm1p_bwd(m, dx, dhead, m->w_dln, m->x[L], p, m->head_rstd, N, d);
+    return loss;
+}
+
+static void logits(void *mv, const float *p, const float *emb, float *out) {
+    q35 *m = mv;
+    const int L = m->lay.cfg.num_layers;
+    const float *lm_w = emb ? emb : p + m->lay.units[m->lay.nunits - 1].t[1].offset;
+    norm1p_fwd(m, m->head_xf, m->head_rstd, m->x[L], p, m->N, m->z.d);
+    m->ops->matmul_fwd(out, m->head_xf, lm_w, m->N, m->z.d, m->z.V);
+}
+
+static const zt_family_cpu qwen3_5_cpu = {
+    .logits = logits,
+    .create = create,
+    .destroy = destroy,
+    .act_bytes = act_bytes,
+    .set_batch = set_batch,
+    .set_progress = set_progress,
+    .embed_fwd = embed_fwd,
+    .layer_fwd = layer_fwd,
+    .head = head,
+    .layer_bwd = layer_bwd,
+    .embed_bwd = embed_bwd,
+};
+
+static const char *const carried[] = {"mtp.", "model.visual.", NULL};
+
+const zt_family zt_qwen3_5_family = {
+    .name = "qwen3_5",
+    .model_type = "qwen3_5_text",
+    .layout_init = layout_init,
+    .init_unit = init_unit,
+    .param_count = param_count,
+    .max_positions = max_positions,
+    .flops_matmul_per_token = flops_per_token,
+    .flops_mixing = flops_mixing,
+    .recompute_flops = recompute_flops,
+    .cpu = &qwen3_5_cpu,
+    .carry_prefixes = carried,
+};
+
+void zt_qwen3_5_27b_config(zt_model_config *c) {
+    memset(c, 0, sizeof *c);
+    c->family = &zt_qwen3_5_family;
+    c->vocab_size = 248320;
+    c->hidden_size = 5120;
+    c->intermediate_size = 17408;
+    c->num_layers = 64;
+    c->num_heads = 24;
+    c->num_kv_heads = 4;
+    c->head_dim = 256;
+    c->rms_norm_eps = 1e-6;
+    c->rope_theta = 10000000;
+    c->partial_rotary_factor = 0.25;
+    c->rotary_dim = 64;
+    c->mrope_section[0] = 11, c->mrope_section[1] = 11, c->mrope_section[2] = 10;
+    c->mrope_interleaved = 1;
+    c->attn_output_gate = 1;
+    c->lin_conv_kernel = 4;
+    c->lin_key_heads = 16, c->lin_value_heads = 48;
+    c->lin_key_dim = 128, c->lin_value_dim = 128;
+    c->mtp_layers = 1;
+    c->tie_word_embeddings = 0;
+    c->initializer_range = 0.02;
+    c->max_position_embeddings = 262144;
+    c->bos_token_id = c->eos_token_id = 248044;
+    for (int l = 0; l < 64; l++) c->layer_linear[l] = (l + 1) % 4 != 0;
+}
