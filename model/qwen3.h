@@ -46,7 +46,7 @@ typedef struct {
     float *cp_k, *cp_v;          // [B * S_block, kvs] the whole blocks' K and V (dK, dV), block order
     float *cp_dq;                // [B * S_block, qs] the backward's dQ at block rows
     float *cp_q, *cp_o, *cp_do;  // [B * S_block, qs] held queries at their block rows, zeros elsewhere; output
-                                 // (backward: dQ); dO at the held rows, zeros elsewhere
+                                 // (backward: the forward's at the held rows); dO at the held rows, zeros elsewhere
     float *cp_stats;             // [B, H, S_block, 2]
     // Called between the ops of a layer pass when set (an FSDP engine drives its pending
     // collectives there: MPI moves a transfer only inside its calls). Never changes a value.
