@@ -49,10 +49,10 @@ typedef struct zt_ops {
     // CPU reference recomputes the probabilities from them; nothing of size S x S is kept).
     void (*attention_fwd)(float *o, float *stats, const float *q, const float *k, const float *v, const int32_t *pos,
                           int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
-    // dq, dk, dv assigned.
-    void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *stats, const float *q,
-                          const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S, int64_t H,
-                          int64_t Hkv, int64_t D);
+    // dq, dk, dv assigned; o is the forward's output.
+    void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *o, const float *stats,
+                          const float *q, const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S,
+                          int64_t H, int64_t Hkv, int64_t D);
 
     // h = silu(g) * u
     void (*swiglu_fwd)(float *h, const float *g, const float *u, int64_t n);

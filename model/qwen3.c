@@ -224,8 +224,8 @@ void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dpar
     if (m->cp)  // dK/dV of the keys held elsewhere go back to their ranks
         zt_qwen3_cx_attention_bwd(m, layer, a);
     else
-        op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att_stats, a->q, a->k, a->v, pos, m->B, m->S, H,
-                          Hkv, D);
+        op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att, a->att_stats, a->q, a->k, a->v, pos, m->B,
+                          m->S, H, Hkv, D);
     TICK(m);
     op->rope_bwd(m->w_dq, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
     TICK(m);

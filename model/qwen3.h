@@ -44,8 +44,9 @@ typedef struct {
     int32_t *cp_pos;             // [B * S_block]: the held tokens' positions at their block rows, 0 elsewhere
     float *cp_kv_mine, *cp_kv_all;  // [2 N kvs] this rank's K|V (dK|dV) rows; [C][2 N kvs] the group's
     float *cp_k, *cp_v;          // [B * S_block, kvs] the whole blocks' K and V (dK, dV), block order
+    float *cp_dq;                // [B * S_block, qs] the backward's dQ at block rows
     float *cp_q, *cp_o, *cp_do;  // [B * S_block, qs] held queries at their block rows, zeros elsewhere; output
-                                 // (backward: dQ); dO at the held rows, zeros elsewhere
+                                 // (backward: the forward's at the held rows); dO at the held rows, zeros elsewhere
     float *cp_stats;             // [B, H, S_block, 2]
     // Called between the ops of a layer pass when set (an FSDP engine drives its pending
     // collectives there: MPI moves a transfer only inside its calls). Never changes a value.

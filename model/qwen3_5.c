@@ -502,7 +502,7 @@ static void full_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, f
         m->w_datt[i] = m->w_dgated[i] * s;
         m->w_dgate[i] = m->w_dgated[i] * a->att[i] * s * (1.0f - s);
     }
-    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att_stats, a->q, a->k, a->v,
+    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att, a->att_stats, a->q, a->k, a->v,
                       m->isolated ? m->pos : NULL, m->B, m->S, H, Hkv, D);
     TICK();
     rope_partial(m, m->w_dq, H, 1);

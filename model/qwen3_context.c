@@ -33,12 +33,13 @@ void zt_qwen3_cx_alloc(zt_qwen3 *m, float *(*alloc)(zt_qwen3 *m, int64_t n)) {
     m->cp_q = alloc(m, B * Sb * qs);
     m->cp_o = alloc(m, B * Sb * qs);
     m->cp_do = alloc(m, B * Sb * qs);
+    m->cp_dq = alloc(m, B * Sb * qs);
     m->cp_stats = alloc(m, B * c->num_heads * Sb * 2);
 }
 
 void zt_qwen3_cx_free(zt_qwen3 *m) {
     if (!m->cp) return;
-    float *bufs[] = {m->cp_kv_mine, m->cp_kv_all, m->cp_k, m->cp_v, m->cp_q, m->cp_o, m->cp_do, m->cp_stats};
+    float *bufs[] = {m->cp_kv_mine, m->cp_kv_all, m->cp_k, m->cp_v, m->cp_q, m->cp_o, m->cp_do, m->cp_dq, m->cp_stats};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(m->cp_index);
     free(m->cp_pos);
@@ -121,13 +122,16 @@ void zt_qwen3_cx_attention_bwd(zt_qwen3 *m, int layer, zt_layer_acts *a) {
             const int64_t g = my_row(m, t);
             if (g >= 0) memcpy(m->cp_stats + (bh * Sb + g) * 2, a->att_stats + (bh * S + t) * 2, 2 * sizeof(float));
         }
-    // dQ into cp_o; what this rank's queries give every key of the block, dK and dV, into the front
+    // dQ into cp_dq; what this rank's queries give every key of the block, dK and dV, into the front
     // of cp_kv_all (free until the scatter; C * 2 N kvs >= 2 B Sb kvs as C * S >= Sb), then copied
     // into cp_k, cp_v (K and V are no longer needed) so that cp_kv_all takes them rank-major
     float *dk = m->cp_kv_all, *dv = m->cp_kv_all + B * Sb * kvs;
-    m->ops->attention_bwd(m->cp_o, dk, dv, m->cp_do, m->cp_stats, m->cp_q, m->cp_k, m->cp_v, m->cp_pos, B, Sb, H,
-                          Hkv, D);
-    from_block(m, m->cx.rank, m->cp_o, m->w_dq, H * D);
+    // the forward's output at the held rows (cp_o: the other rows' values are never read where dO is 0,
+    // as every row's dO . O is); dQ into cp_dq
+    to_block(m, m->cx.rank, a->att, m->cp_o, H * D);
+    m->ops->attention_bwd(m->cp_dq, dk, dv, m->cp_do, m->cp_o, m->cp_stats, m->cp_q, m->cp_k, m->cp_v, m->cp_pos, B,
+                          Sb, H, Hkv, D);
+    from_block(m, m->cx.rank, m->cp_dq, m->w_dq, H * D);
     // each rank's rows of dK|dV, rank-major, then summed over the group into this rank's own
     memcpy(m->cp_k, dk, (size_t)(B * Sb * kvs) * sizeof(float));
     memcpy(m->cp_v, dv, (size_t)(B * Sb * kvs) * sizeof(float));

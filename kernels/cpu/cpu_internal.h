@@ -10,6 +10,34 @@ void cpu_sgemm(int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha, con
 // switches it (tests), -1 if this CPU cannot run it.
 const char *cpu_sgemm_isa(void);
 int cpu_sgemm_set_isa(const char *name);
+// Products on operands packed once and used many times, on the calling thread: pack_a packs
+// op(A)'s M rows (K long), pack_b op(B)'s N columns, into cpu_sgemm_packed_floats('A' or 'B',
+// M or N, K) floats; cpu_sgemm_packed(M, N, K, ...) then gives cpu_sgemm's bits. Columns j0.. of
+// a packed B start at pb + j0 * K when j0 is a multiple of cpu_sgemm_nr() (8, 16 or 32).
+int64_t cpu_sgemm_packed_floats(int which, int64_t rows, int64_t K);
+int cpu_sgemm_nr(void);
+void cpu_sgemm_pack_a(float *pa, int tA, const float *A, int64_t lda, int64_t M, int64_t K);
+void cpu_sgemm_pack_b(float *pb, int tB, const float *B, int64_t ldb, int64_t K, int64_t N);
+void cpu_sgemm_packed(int64_t M, int64_t N, int64_t K, float alpha, const float *pa, const float *pb, float beta, float *C,
+                      int64_t ldc);
+// The same with op(A) = A^T read in place (tA = 1: op(A)[i][k] = A[k * lda + i]), no packing; reads up
+// to MR - 1 floats past column M of each row, so A needs that much room after its last row.
+void cpu_sgemm_packed_at(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *pb,
+                         float beta, float *C, int64_t ldc);
+enum { CPU_ISA_GENERIC, CPU_ISA_AVX2, CPU_ISA_AVX512 };
+int cpu_sgemm_isa_id(void);  // the kernel in use as one of the above
+// Attention's elementwise passes (kernels/cpu/attention_rows.c), in the sgemm's instruction set
+// and with the same bits in each. col_step: forward's softmax step over a key block of
+// transposed scores st[n keys][ld] for queries (columns) 0..m-1, with each query's running max
+// mx and sum, giving alpha (the factor on what was summed before); st becomes the block's
+// exp(s - max). grad: backward's p[j] = exp(p[j] - m) * inv (p holds the scores) and
+// ds[j] = p[j] * (ds[j] - di) * scale (ds holds dP) along one query's keys.
+typedef struct {
+    void (*col_step)(float *st, int64_t n, int64_t m, int64_t ld, float *mx, float *sum, float *alpha);
+    void (*grad)(float *p, float *ds, int64_t n, float m, float inv, float di, float scale);
+} cpu_att_row_ops;
+const cpu_att_row_ops *cpu_att_rows(void);
+float cpu_att_exp(float x);  // the exp of every row operation, for one value
 void cpu_matmul_fwd(float *y, const float *x, const float *w, int64_t M, int64_t K, int64_t N);
 void cpu_matmul_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t M, int64_t K,
                     int64_t N, int accumulate_dx);
@@ -24,7 +52,7 @@ void cpu_rope_bwd(float *dx, const float *cos_t, const float *sin_t, const int32
                   int64_t nh, int64_t D);
 void cpu_attention_fwd(float *o, float *stats, const float *q, const float *k, const float *v, const int32_t *pos,
                        int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D);
-void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *stats, const float *q,
+void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *o, const float *stats, const float *q,
                        const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S, int64_t H,
                        int64_t Hkv, int64_t D);
 void cpu_swiglu_fwd(float *h, const float *g, const float *u, int64_t n);

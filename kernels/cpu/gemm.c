@@ -20,7 +20,8 @@
 // runs on its own thread. Packing buffers are kept per thread and reused; the AVX-512 and
 // AVX2 packers transpose 16 x 16 / 8 x 8 blocks in registers where a panel crosses the
 // source's rows (the portable packer is scalar).
-// defines: cpu_sgemm, cpu_sgemm_isa, cpu_sgemm_set_isa, zt_cpu_gemm_kernel
+// defines: cpu_sgemm, cpu_sgemm_isa, cpu_sgemm_isa_id, cpu_sgemm_set_isa, cpu_sgemm_pack_a, cpu_sgemm_pack_b,
+//          cpu_sgemm_packed, cpu_sgemm_packed_at, cpu_sgemm_packed_floats, cpu_sgemm_nr, zt_cpu_gemm_kernel
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -44,8 +45,10 @@ static int omp_get_num_threads(void) { return 1; }
 #define ZT_GEMM_X86 1
 #endif
 
-typedef void (*gemm_kernel)(int64_t K, const float *pa, const float *pb, float *C, int64_t ldc, int mr, int nr,
-                            float alpha, float beta);
+// pa[k * aks + r], pb[k * bks + c]: aks = MR and bks = NR for packed panels; a row stride for an
+// operand read in place (cpu_sgemm_packed_at).
+typedef void (*gemm_kernel)(int64_t K, const float *pa, int64_t aks, const float *pb, int64_t bks, float *C,
+                            int64_t ldc, int mr, int nr, float alpha, float beta);
 
 // pack_a: rows [i0, i0 + rows) of op(A), all of K, into one panel of MR rows (pa[k * MR + r]);
 // pack_b: columns [j0, j0 + cols) of op(B) into one panel of NR columns (pb[k * NR + c]); both
@@ -68,12 +71,12 @@ static inline float epilogue(float acc, float alpha, float beta, const float *c)
 }
 
 // ---- portable C: 4 x 8 ------------------------------------------------------------------
-static void kern_generic(int64_t K, const float *pa, const float *pb, float *C, int64_t ldc, int mr, int nr,
-                         float alpha, float beta) {
+static void kern_generic(int64_t K, const float *pa, int64_t aks, const float *pb, int64_t bks, float *C, int64_t ldc,
+                         int mr, int nr, float alpha, float beta) {
     float acc[4][8];
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < K; k++) {
-        const float *a = pa + k * 4, *b = pb + k * 8;
+        const float *a = pa + k * aks, *b = pb + k * bks;
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 8; c++) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
     }
@@ -114,14 +117,15 @@ __attribute__((target("avx2,fma"))) static void store_avx2(float *c, __m256 t, i
     }
 }
 
-__attribute__((target("avx2,fma"))) static void kern_avx2(int64_t K, const float *pa, const float *pb, float *C,
-                                                            int64_t ldc, int mr, int nr, float alpha, float beta) {
+__attribute__((target("avx2,fma"))) static void kern_avx2(int64_t K, const float *pa, int64_t aks, const float *pb,
+                                                            int64_t bks, float *C, int64_t ldc, int mr, int nr,
+                                                            float alpha, float beta) {
 #define ZT_DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
     ZT_ROWS6(ZT_DECL)
 #undef ZT_DECL
     for (int64_t k = 0; k < K; k++) {
-        const __m256 b0 = _mm256_loadu_ps(pb + k * 16), b1 = _mm256_loadu_ps(pb + k * 16 + 8);
-        const float *a = pa + k * 6;
+        const __m256 b0 = _mm256_loadu_ps(pb + k * bks), b1 = _mm256_loadu_ps(pb + k * bks + 8);
+        const float *a = pa + k * aks;
 #define ZT_FMA(r)                                             \
     {                                                         \
         const __m256 ar = _mm256_broadcast_ss(a + r);         \
@@ -152,14 +156,15 @@ __attribute__((target("avx512f"))) static void store_avx512(float *c, __m512 t, 
     _mm512_mask_storeu_ps(c, m, t);
 }
 
-__attribute__((target("avx512f"))) static void kern_avx512(int64_t K, const float *pa, const float *pb, float *C,
-                                                             int64_t ldc, int mr, int nr, float alpha, float beta) {
+__attribute__((target("avx512f"))) static void kern_avx512(int64_t K, const float *pa, int64_t aks, const float *pb,
+                                                             int64_t bks, float *C, int64_t ldc, int mr, int nr,
+                                                             float alpha, float beta) {
 #define ZT_DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
     ZT_ROWS12(ZT_DECL)
 #undef ZT_DECL
     for (int64_t k = 0; k < K; k++) {
-        const __m512 b0 = _mm512_loadu_ps(pb + k * 32), b1 = _mm512_loadu_ps(pb + k * 32 + 16);
-        const float *a = pa + k * 12;
+        const __m512 b0 = _mm512_loadu_ps(pb + k * bks), b1 = _mm512_loadu_ps(pb + k * bks + 16);
+        const float *a = pa + k * aks;
 #define ZT_FMA(r)                                             \
     {                                                         \
         const __m512 ar = _mm512_set1_ps(a[r]);               \
@@ -168,6 +173,15 @@ __attribute__((target("avx512f"))) static void kern_avx512(int64_t K, const floa
     }
         ZT_ROWS12(ZT_FMA)
 #undef ZT_FMA
+    }
+    if (mr == 12 && nr == 32 && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {  // a whole tile, the usual case
+#define ZT_STORE(r)                                                                                          \
+    _mm512_storeu_ps(C + r * ldc, beta == 0.0f ? c##r##0 : _mm512_add_ps(c##r##0, _mm512_loadu_ps(C + r * ldc)));  \
+    _mm512_storeu_ps(C + r * ldc + 16,                                                                       \
+                     beta == 0.0f ? c##r##1 : _mm512_add_ps(c##r##1, _mm512_loadu_ps(C + r * ldc + 16)));
+        ZT_ROWS12(ZT_STORE)
+#undef ZT_STORE
+        return;
     }
 #define ZT_STORE(r)                                                    \
     if (r < mr) {                                                      \
@@ -386,6 +400,16 @@ static const gemm_isa *isa_get(void) {
 
 const char *cpu_sgemm_isa(void) { return isa_get()->name; }
 
+int cpu_sgemm_isa_id(void) {
+    const gemm_isa *i = isa_get();
+#ifdef ZT_GEMM_X86
+    if (i == &isa_avx512) return CPU_ISA_AVX512;
+    if (i == &isa_avx2) return CPU_ISA_AVX2;
+#endif
+    (void)i;
+    return CPU_ISA_GENERIC;
+}
+
 const char *zt_cpu_gemm_kernel(void) {
     pthread_once(&g_isa_once, isa_init);
     return g_isa ? g_isa->name : bad_env();
@@ -397,6 +421,46 @@ int cpu_sgemm_set_isa(const char *name) {
     if (!i) return -1;
     g_isa = i;
     return 0;
+}
+
+// ---- packed operands, for products that reuse one (attention's blocks) --------------------
+// The same panels and kernel as cpu_sgemm, so the same bits; one thread, no buffer of its own.
+int64_t cpu_sgemm_packed_floats(int which, int64_t rows, int64_t K) {
+    const gemm_isa *isa = isa_get();
+    const int R = which == 'A' ? isa->MR : isa->NR;
+    return (rows + R - 1) / R * R * (K > 0 ? K : 0);
+}
+
+int cpu_sgemm_nr(void) { return isa_get()->NR; }
+
+void cpu_sgemm_pack_a(float *pa, int tA, const float *A, int64_t lda, int64_t M, int64_t K) {
+    const gemm_isa *isa = isa_get();
+    for (int64_t i0 = 0; i0 < M; i0 += isa->MR)
+        isa->pack_a(pa + i0 * K, tA, A, lda, i0, M - i0 < isa->MR ? M - i0 : isa->MR, K, isa->MR);
+}
+
+void cpu_sgemm_pack_b(float *pb, int tB, const float *B, int64_t ldb, int64_t K, int64_t N) {
+    const gemm_isa *isa = isa_get();
+    for (int64_t j0 = 0; j0 < N; j0 += isa->NR)
+        isa->pack_b(pb + j0 * K, tB, B, ldb, j0, N - j0 < isa->NR ? N - j0 : isa->NR, K, isa->NR);
+}
+
+void cpu_sgemm_packed(int64_t M, int64_t N, int64_t K, float alpha, const float *pa, const float *pb, float beta, float *C,
+                      int64_t ldc) {
+    const gemm_isa *isa = isa_get();
+    for (int64_t j0 = 0; j0 < N; j0 += isa->NR)
+        for (int64_t i0 = 0; i0 < M; i0 += isa->MR)
+            isa->kern(K, pa + i0 * K, isa->MR, pb + j0 * K, isa->NR, C + i0 * ldc + j0, ldc,
+                      (int)(M - i0 < isa->MR ? M - i0 : isa->MR), (int)(N - j0 < isa->NR ? N - j0 : isa->NR), alpha, beta);
+}
+
+void cpu_sgemm_packed_at(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *pb,
+                         float beta, float *C, int64_t ldc) {
+    const gemm_isa *isa = isa_get();
+    for (int64_t j0 = 0; j0 < N; j0 += isa->NR)
+        for (int64_t i0 = 0; i0 < M; i0 += isa->MR)
+            isa->kern(K, A + i0, lda, pb + j0 * K, isa->NR, C + i0 * ldc + j0, ldc,
+                      (int)(M - i0 < isa->MR ? M - i0 : isa->MR), (int)(N - j0 < isa->NR ? N - j0 : isa->NR), alpha, beta);
 }
 
 // A per-thread packing buffer, kept between calls.
@@ -462,7 +526,7 @@ static void gemm_block(const gemm_job *g, int64_t jc, int64_t ncb, int64_t ic, i
         const int64_t q = x / mpan, p = x % mpan;  // B's panel outer: it stays in L1 over A's panels
         const int64_t i0 = ic + p * MR, j0 = jc + q * NR;
         const int mr = (int)(g->M - i0 < MR ? g->M - i0 : MR), nr = (int)(g->N - j0 < NR ? g->N - j0 : NR);
-        g->isa->kern(K, g->bufA + p * MR * K, g->bufB + q * NR * K, g->C + i0 * g->ldc + j0, g->ldc, mr, nr, g->alpha,
+        g->isa->kern(K, g->bufA + p * MR * K, MR, g->bufB + q * NR * K, NR, g->C + i0 * g->ldc + j0, g->ldc, mr, nr, g->alpha,
                      g->beta);
     }
     if (nt > 1) {

@@ -384,7 +384,7 @@ static void attention_check(zt_cuda_ctx *c, int tiled, int64_t B, int64_t S, int
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
     float *o = hbuf(nq), *stats = hbuf(B * H * S * 2), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
     zt_cpu_ops.attention_fwd(o, stats, q, k, v, pos, B, S, H, Hkv, D);
-    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, stats, q, k, v, pos, B, S, H, Hkv, D);
+    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, o, stats, q, k, v, pos, B, S, H, Hkv, D);
     // lse from the CPU probabilities' definition: lse_i = log sum_j exp(s_ij) over the
     // visible keys lo <= j <= i (lo = 0, or the first token of i's document)
     float *lse = hbuf(B * H * S);
@@ -484,7 +484,7 @@ static void test_cudnn_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
     float *o = hbuf(nq), *stats = hbuf(B * H * S * 2), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
     zt_cpu_ops.attention_fwd(o, stats, q, k, v, NULL, B, S, H, Hkv, D);
-    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, stats, q, k, v, NULL, B, S, H, Hkv, D);
+    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, o, stats, q, k, v, NULL, B, S, H, Hkv, D);
     zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nk), *gv = zt_dev_bf16(v, nk), *gdo = zt_dev_bf16(dout, nq);
     zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
     zt_bf16 *gdq2 = dbf_poison(nq), *gdk2 = dbf_poison(nk), *gdv2 = dbf_poison(nk), *go_gemm = dbf_poison(nq);

@@ -51,11 +51,11 @@ static void c_att_fwd(float *o, float *stats, const float *q, const float *k, co
     g_att += 4.0 * H * D * pairs(pos, B, S);  // q.k and p.v per pair, head and dimension
     zt_cpu_ops.attention_fwd(o, stats, q, k, v, pos, B, S, H, Hkv, D);
 }
-static void c_att_bwd(float *dq, float *dk, float *dv, const float *dout, const float *stats, const float *q,
+static void c_att_bwd(float *dq, float *dk, float *dv, const float *dout, const float *o, const float *stats, const float *q,
                       const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S, int64_t H, int64_t Hkv,
                       int64_t D) {
     g_att += 8.0 * H * D * pairs(pos, B, S);  // dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q
-    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, stats, q, k, v, pos, B, S, H, Hkv, D);
+    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, o, stats, q, k, v, pos, B, S, H, Hkv, D);
 }
 
 // Blocks of S words; with docs, block b holds documents of the listed lengths (0 ends a list).

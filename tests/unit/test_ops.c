@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
+#include "kernels/cpu/cpu_internal.h"
 #include "kernels/ops.h"
 #include "base/common.h"
 #include "tests/support/test_util.h"
@@ -259,7 +262,7 @@ static void test_attention(int64_t H, int64_t Hkv, const int32_t *pos) {
         free(one);
     }
     float *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
-    op->attention_bwd(dq, dk, dv, c.r, c.st, c.q, c.k, c.v, c.pos, c.B, c.S, c.H, c.Hkv, c.D);
+    op->attention_bwd(dq, dk, dv, c.r, c.o, c.st, c.q, c.k, c.v, c.pos, c.B, c.S, c.H, c.Hkv, c.D);
     snprintf(name, sizeof name, "attention dq (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     fd_check(name, att_eval, &c, c.q, dq, nq);
     snprintf(name, sizeof name, "attention dk (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
@@ -269,14 +272,16 @@ static void test_attention(int64_t H, int64_t Hkv, const int32_t *pos) {
     free(c.q), free(c.k), free(c.v), free(c.o), free(c.r), free(c.st), free(ref), free(dq), free(dk), free(dv);
 }
 
-// Longer blocks than one panel of query rows (kernels/cpu/attention.c works in panels of 128):
-// S = 150 gives panels of 128 and 22 rows, and the documents cross the panel edge, so a
-// panel's first visible key and the zeroed entries around each row's band are exercised.
-// Forward, dq, dk and dv against a naive double-precision forward and backward
-// (tolerance 1e-5 forward, 1e-4 gradients, relative to the largest reference entry).
+// Longer blocks than one block of query rows and keys (kernels/cpu/attention.c works in blocks
+// of 96 x 96): S = 300 gives blocks of 96, 96, 96 and 12, and the documents cross the block
+// edges (one starts at 140, inside the second block, another at 201 inside the third), so a block's first
+// visible key, rows that see nothing of a key block and the zeroed entries around each row's
+// band are exercised. Forward, dq, dk and dv against a naive double-precision forward and
+// backward (tolerance 1e-5 forward, 1e-4 gradients, relative to the largest reference entry);
+// then the same bits from every sgemm kernel this CPU runs and at 1 and 3 threads.
 static void test_attention_panels(int64_t H, int64_t Hkv, int docs) {
-    const int64_t B = 2, S = 150, D = 8, g = H / Hkv, nq = B * S * H * D, nk = B * S * Hkv * D;
-    static const int64_t doc_len[2][3] = {{40, 70, 40}, {1, 100, 49}};
+    const int64_t B = 2, S = 300, D = 8, g = H / Hkv, nq = B * S * H * D, nk = B * S * Hkv * D;
+    static const int64_t doc_len[2][3] = {{40, 100, 160}, {1, 200, 99}};
     int32_t *pos = NULL;
     if (docs) {
         pos = zt_xmalloc((size_t)(B * S) * sizeof(int32_t));
@@ -287,7 +292,7 @@ static void test_attention_panels(int64_t H, int64_t Hkv, int docs) {
     float *q = rnd(nq, 1), *k = rnd(nk, 1), *v = rnd(nk, 1), *dout = rnd(nq, 1), *o = zeros(nq);
     float *st = zeros(B * H * S * 2), *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
     op->attention_fwd(o, st, q, k, v, pos, B, S, H, Hkv, D);
-    op->attention_bwd(dq, dk, dv, dout, st, q, k, v, pos, B, S, H, Hkv, D);
+    op->attention_bwd(dq, dk, dv, dout, o, st, q, k, v, pos, B, S, H, Hkv, D);
     float *ro = zeros(nq), *rdq = zeros(nq), *rdk = zeros(nk), *rdv = zeros(nk);
     double *dk_acc = zt_xcalloc((size_t)nk, sizeof(double)), *dv_acc = zt_xcalloc((size_t)nk, sizeof(double));
     double *p = zt_xmalloc((size_t)S * sizeof(double)), *dp = zt_xmalloc((size_t)S * sizeof(double));
@@ -330,15 +335,33 @@ static void test_attention_panels(int64_t H, int64_t Hkv, int docs) {
             }
     for (int64_t i = 0; i < nk; i++) rdk[i] = (float)dk_acc[i], rdv[i] = (float)dv_acc[i];
     char name[96];
-    const char *tag = docs ? ", documents across panels" : "";
-    snprintf(name, sizeof name, "attention S=150 fwd (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+    const char *tag = docs ? ", documents across blocks" : "";
+    snprintf(name, sizeof name, "attention S=300 fwd (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     CHECK_CLOSE(name, o, ro, nq, 1e-5);
-    snprintf(name, sizeof name, "attention S=150 dq (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+    snprintf(name, sizeof name, "attention S=300 dq (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     CHECK_CLOSE(name, dq, rdq, nq, 1e-4);
-    snprintf(name, sizeof name, "attention S=150 dk (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+    snprintf(name, sizeof name, "attention S=300 dk (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     CHECK_CLOSE(name, dk, rdk, nk, 1e-4);
-    snprintf(name, sizeof name, "attention S=150 dv (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+    snprintf(name, sizeof name, "attention S=300 dv (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     CHECK_CLOSE(name, dv, rdv, nk, 1e-4);
+    static const char *isas[] = {"generic", "avx2", "avx512"};
+    const char *was = cpu_sgemm_isa_id() == CPU_ISA_AVX512 ? "avx512" : cpu_sgemm_isa_id() == CPU_ISA_AVX2 ? "avx2" : "generic";
+    const int threads_were = omp_get_max_threads();
+    float *o2 = zeros(nq), *st2 = zeros(B * H * S * 2), *dq2 = zeros(nq), *dk2 = zeros(nk), *dv2 = zeros(nk);
+    for (int x = 0; x < 3; x++)
+        for (int threads = 1; threads <= 3; threads += 2) {
+            if (cpu_sgemm_set_isa(isas[x]) != 0) continue;
+            omp_set_num_threads(threads);
+            op->attention_fwd(o2, st2, q, k, v, pos, B, S, H, Hkv, D);
+            op->attention_bwd(dq2, dk2, dv2, dout, o2, st2, q, k, v, pos, B, S, H, Hkv, D);
+            CHECK(!memcmp(o, o2, (size_t)nq * 4) && !memcmp(st, st2, (size_t)(B * H * S * 2) * 4) &&
+                      !memcmp(dq, dq2, (size_t)nq * 4) && !memcmp(dk, dk2, (size_t)nk * 4) && !memcmp(dv, dv2, (size_t)nk * 4),
+                  "attention S=300 bit-identical with the %s sgemm kernel at %d threads (H=%lld Hkv=%lld%s)", isas[x],
+                  threads, (long long)H, (long long)Hkv, tag);
+        }
+    cpu_sgemm_set_isa(was);
+    omp_set_num_threads(threads_were);
+    free(o2), free(st2), free(dq2), free(dk2), free(dv2);
     free(q), free(k), free(v), free(dout), free(o), free(st), free(dq), free(dk), free(dv), free(ro), free(rdq);
     free(rdk), free(rdv), free(dk_acc), free(dv_acc), free(p), free(dp), free(pos);
 }
