@@ -190,3 +190,10 @@ echo "$out" | grep -Eq "$2" || { echo "expected a message matching: $2"; exit 1;
                    $<TARGET_FILE:emu_test_fatal> ${mode} ${want})
   set_tests_properties(emu_fatal_${mode} PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 60)
 endforeach()
+
+# Qwen3.5's kernels (Gated DeltaNet, the gated attention's pieces) against the CPU ops
+# (tests/gpu/test_cuda_ops_qwen3_5.c).
+zt_emu_exe(emu_test_cuda_ops_qwen3_5 SOURCES ${ZT_GPU_DIR}/test_cuda_ops_qwen3_5.c ${ZT_GPU_DIR}/gpu_test_util.c
+           LIBS zt_kernels)
+add_test(NAME emu_cuda_ops_qwen3_5 COMMAND emu_test_cuda_ops_qwen3_5)
+set_tests_properties(emu_cuda_ops_qwen3_5 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
