@@ -5,9 +5,10 @@
 
 #include <string.h>
 
-extern const zt_family_cuda zt_qwen3_cuda_family;  // model/qwen3_cuda_family.c
+extern const zt_family_cuda zt_qwen3_cuda_family;    // model/qwen3_cuda_family.c
+extern const zt_family_cuda zt_qwen3_5_cuda_family;  // model/qwen3_5_cuda_family.c
 
-static const zt_family_cuda *const families[] = {&zt_qwen3_cuda_family, NULL};
+static const zt_family_cuda *const families[] = {&zt_qwen3_cuda_family, &zt_qwen3_5_cuda_family, NULL};
 
 const zt_family_cuda *zt_family_cuda_find(const char *name) {
     for (int i = 0; name && families[i]; i++)

@@ -79,13 +79,13 @@ set_tests_properties(emu_attention_tiled PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" 
 
 zt_emu_exe(emu_train_tiny SOURCES ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_M}/layout.c
            ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c
-    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
+    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_train_tiny COMMAND emu_train_tiny)
 set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
 set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
     ${ZT_R}/mesh.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c
-    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/family_cuda.c)
+    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
            LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
 add_test(NAME emu_fsdp_cuda COMMAND emu_test_fsdp_cuda)
@@ -144,7 +144,7 @@ set_tests_properties(emu_comm_nccl_w1 emu_comm_nccl_mpi_w2 emu_comm_nccl_mpi_w3 
 file(GLOB ZT_EMU_RUNTIME CONFIGURE_DEPENDS ${ZT_R}/*.c ${CMAKE_SOURCE_DIR}/train/*.c ${CMAKE_SOURCE_DIR}/ops/*.c)
 file(GLOB ZT_EMU_LAUNCH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/cli/*.c)
 zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/qwen3_cuda_layer.c
-           ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/family_cuda.c
+           ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
                 PkgConfig::YAML
            DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
@@ -189,4 +189,27 @@ foreach(m oom:out.of.memory unaligned:no.cuBLASLt.algorithm.*status.15.*m=16.n=1
 echo "$out" | grep -Eq "$2" || { echo "expected a message matching: $2"; exit 1; }]]
                    $<TARGET_FILE:emu_test_fatal> ${mode} ${want})
   set_tests_properties(emu_fatal_${mode} PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 60)
+endforeach()
+
+# Qwen3.5's kernels (Gated DeltaNet, the gated attention's pieces) against the CPU ops
+# (tests/gpu/test_cuda_ops_qwen3_5.c).
+zt_emu_exe(emu_test_cuda_ops_qwen3_5 SOURCES ${ZT_GPU_DIR}/test_cuda_ops_qwen3_5.c ${ZT_GPU_DIR}/gpu_test_util.c
+           LIBS zt_kernels)
+add_test(NAME emu_cuda_ops_qwen3_5 COMMAND emu_test_cuda_ops_qwen3_5)
+set_tests_properties(emu_cuda_ops_qwen3_5 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
+# Qwen3.5's GPU passes unit by unit against its CPU passes (tests/gpu/test_qwen3_5_cuda.c).
+zt_emu_exe(emu_test_qwen3_5_cuda SOURCES ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
+           ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c
+           ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_family.c
+           ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
+add_test(NAME emu_qwen3_5_cuda COMMAND emu_test_qwen3_5_cuda)
+set_tests_properties(emu_qwen3_5_cuda PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
+# The GPU engine training Qwen3.5 against the CPU reference trainer at W = 1 and 2
+# (tests/gpu/test_fsdp_cuda_qwen3_5.c): plain rows untied and tied, supervised packed documents.
+zt_emu_exe(emu_test_fsdp_cuda_qwen3_5 SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda_qwen3_5.c ${ZT_GPU_DIR}/gpu_test_util.c
+           ${ZT_EMU_ENGINE} ${ZT_R}/comm_mpi.c LIBS zt_kernels MPI::MPI_C)
+foreach(w 1 2)
+  add_test(NAME emu_fsdp_cuda_qwen3_5_w${w}
+           COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} ${w} $<TARGET_FILE:emu_test_fsdp_cuda_qwen3_5>)
+  set_tests_properties(emu_fsdp_cuda_qwen3_5_w${w} PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS 2)
 endforeach()

@@ -111,6 +111,66 @@ void zt_cuda_swiglu_fwd(void *stream, zt_bf16 *h, const zt_bf16 *g, const zt_bf1
 void zt_cuda_swiglu_bwd(void *stream, zt_bf16 *dg, zt_bf16 *du, const zt_bf16 *dh, const zt_bf16 *g,
                         const zt_bf16 *u, int64_t n);
 
+// Partial RoPE (Qwen3.5): the first rd (even, <= D) elements of each head of D in x[B*S, nheads, D]
+// rotated half-split as above, with tables [S, rd/2]; the other D - rd elements untouched.
+void zt_cuda_rope_partial_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t, const int32_t *pos,
+                              int64_t B, int64_t S, int64_t nheads, int64_t D, int64_t rd);
+void zt_cuda_rope_partial_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t, const int32_t *pos,
+                              int64_t B, int64_t S, int64_t nheads, int64_t D, int64_t rd);
+
+// ---- Qwen3.5: Gated DeltaNet and the gated attention (kernels/ops.h has the semantics) -------------
+// Causal depthwise conv1d + SiLU, x, y, pre [B*S, C] bf16 (pre saved for backward), w [C, K] bf16,
+// K <= 8; pos as RoPE's (NULL: plain rows): a tap before its token's document start reads zero.
+void zt_cuda_conv1d_silu_fwd(void *stream, zt_bf16 *y, zt_bf16 *pre, const zt_bf16 *x, const zt_bf16 *w,
+                             const int32_t *pos, int64_t B, int64_t S, int64_t C, int64_t K);
+// dx assigned (may be NULL), dw [C, K] fp32 += (may be NULL; deterministic through the scratch).
+void zt_cuda_conv1d_silu_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, float *dw, const zt_bf16 *dy,
+                             const zt_bf16 *pre, const zt_bf16 *x, const zt_bf16 *w, const int32_t *pos, int64_t B,
+                             int64_t S, int64_t C, int64_t K);
+// Rows of d: y = x * rsqrt(sum x^2 + eps), rinv [rows] fp32 saved; dx assigned.
+void zt_cuda_l2norm_fwd(void *stream, zt_bf16 *y, float *rinv, const zt_bf16 *x, int64_t rows, int64_t d, float eps);
+void zt_cuda_l2norm_bwd(void *stream, zt_bf16 *dx, const zt_bf16 *dy, const zt_bf16 *x, const float *rinv,
+                        int64_t rows, int64_t d);
+// Gated RMSNorm: y = w * (x * rsqrt(mean(x^2) + eps)) * silu(z), rows of d, rstd [rows] fp32 saved;
+// dx, dz assigned, dw fp32 += (may be NULL; deterministic through the scratch).
+void zt_cuda_rmsnorm_gated_fwd(void *stream, zt_bf16 *y, float *rstd, const zt_bf16 *x, const zt_bf16 *z,
+                               const zt_bf16 *w, int64_t rows, int64_t d, float eps);
+void zt_cuda_rmsnorm_gated_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, zt_bf16 *dz, float *dw, const zt_bf16 *dy,
+                               const zt_bf16 *x, const zt_bf16 *z, const zt_bf16 *w, const float *rstd, int64_t rows,
+                               int64_t d);
+// The gated delta rule (kernels/ops.h: delta_fwd): q, k [B*S, Hk, Dk] bf16 (l2-normalised, not
+// scaled), v, o [B*S, Hv, Dv] bf16, g, beta [B*S, Hv] fp32; saved: zt_cuda_delta_saved_floats fp32
+// (the state before every 64 tokens). Only Dk <= 128 and Dv <= 128 (zt_cuda_delta_supported).
+int zt_cuda_delta_supported(int64_t Dk, int64_t Dv);
+int64_t zt_cuda_delta_saved_floats(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
+void zt_cuda_delta_fwd(void *stream, zt_bf16 *o, float *saved, const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
+                       const float *g, const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk,
+                       int64_t Hv, int64_t Dk, int64_t Dv);
+// All assigned: dq, dk (summed over a key head's value heads), dv bf16; dg, dbeta fp32. Uses
+// zt_cuda_delta_scratch_bytes of the context's scratch (the chunk's recomputed states). Deterministic.
+void zt_cuda_delta_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, float *dg, float *dbeta,
+                       const zt_bf16 *dout, const float *saved, const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
+                       const float *g, const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk,
+                       int64_t Hv, int64_t Dk, int64_t Dv);
+size_t zt_cuda_delta_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
+// y = att * sigmoid(gate) (the full-attention layers' output gate); backward: datt, dgate assigned.
+void zt_cuda_sigmoid_gate_fwd(void *stream, zt_bf16 *y, const zt_bf16 *att, const zt_bf16 *gate, int64_t n);
+void zt_cuda_sigmoid_gate_bwd(void *stream, zt_bf16 *datt, zt_bf16 *dgate, const zt_bf16 *dy, const zt_bf16 *att,
+                              const zt_bf16 *gate, int64_t n);
+// beta = sigmoid(b), g = -exp(A_log) softplus(a + dt_bias) (threshold 20): b, a, beta, g [N, Hv]
+// fp32, A_log, dt_bias [Hv] bf16. Backward: db, da [N, Hv] bf16 assigned; dA_log, ddt_bias fp32 +=
+// (summed over tokens in a fixed order).
+void zt_cuda_delta_gates_fwd(void *stream, float *beta, float *g, const float *b, const float *a,
+                             const zt_bf16 *A_log, const zt_bf16 *dt_bias, int64_t N, int64_t Hv);
+void zt_cuda_delta_gates_bwd(void *stream, zt_bf16 *db, zt_bf16 *da, float *dA_log, float *ddt_bias, const float *dg,
+                             const float *dbeta, const float *a, const float *beta, const float *g,
+                             const zt_bf16 *A_log, const zt_bf16 *dt_bias, int64_t N, int64_t Hv);
+// y = 1 + w rounded to bf16 (Qwen3.5's RMSNorm weights, for zt_cuda_rmsnorm_*).
+void zt_cuda_one_plus(void *stream, zt_bf16 *y, const zt_bf16 *w, int64_t n);
+// dst[r * ldd + c] = src[r * lds + c] for r < rows, c < cols (bf16).
+void zt_cuda_copy_cols(void *stream, zt_bf16 *dst, int64_t ldd, const zt_bf16 *src, int64_t lds, int64_t rows,
+                       int64_t cols);
+
 // ---- embedding ------------------------------------------------------------------------
 // x[N,d] = W[tokens[i], :]. Token ids must be < V (checked on the device: an
 // out-of-range id traps the kernel).

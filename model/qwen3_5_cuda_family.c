@@ -1,0 +1,523 @@
+// Qwen3.5's GPU passes (model/family_cuda.h): the unit passes of model/qwen3_5.c (the spec,
+// op for op) on the zt_cuda ops, bf16 parameters and activations, fp32 statistics, gates and
+// recurrent state, fp32 gradients (+=). Two layer kinds, chosen by the config's layer_linear:
+// Gated DeltaNet (kernels/cuda/conv1d.cu, norms_gated.cu, delta.cu, gates.cu) and gated full
+// attention (q_proj's per-head D query rows then D gate rows, QK-norm, partial RoPE, the tiled
+// attention, a sigmoid output gate). Every RMSNorm but the gated one multiplies by (1 + w),
+// formed in bf16 by zt_cuda_one_plus before each use. The head is Qwen3's GPU head
+// (model/qwen3_cuda_layer.c) given 1 + w. With recompute, one set of saved tensors per layer
+// kind serves every layer: a layer's forward runs again from its kept input before its backward.
+//
+// Saved per layer, for its backward (bytes; N = B S tokens, bf16 = 2, fp32 = 4):
+//   every layer   2 N (3 d + 3 F) + 4 N 2              ln1, x_mid, ln2, gate, up, h; rstd1, rstd2
+//   full attn.    2 N (5 H D + 3 Hkv D) + 4 N (H + Hkv) + 4 B H S
+//                                                      q_pre, gate, q, att, gated; k_pre, k, v; the
+//                                                      QK-norm rstds; lse
+//   Gated DeltaNet 2 N (2 C + 4 Kd + 4 Vd) + 4 N (2 Hk + 4 Hv) + 4 B Hv ceil(S / 64) Dk Dv
+//                                                      qkv, conv_pre; lq, lk, lq_n, lk_n; lv, z, core,
+//                                                      normed; their inverse norms; a, beta, g, gated
+//                                                      norm rstd; the delta rule's checkpoints
+// (C = 2 Kd + Vd, Kd = Hk Dk, Vd = Hv Dv), asserted by tests/gpu/test_qwen3_5_cuda.c. Beside them:
+// the residual stream (L + 1) N d bf16, the head's N (2 d bf16 + 1 fp32), the RoPE tables, and
+// workspaces shared by all layers (the backward's gradients of one layer, the forward's q_proj
+// output, conv output and in_proj_b output).
+// defines: zt_qwen3_5_cuda_family, zt_qwen3_5_cuda_act_bytes, zt_qwen3_5_cuda_layer_bytes
+#include "model/qwen3_5_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "kernels/cuda/zt_cuda.h"
+#include "model/family.h"
+#include "model/layout.h"
+#include "model/qwen3_cuda_layer.h"
+
+// Tensor order inside a layer unit (model/qwen3_5.c's layout; checked by name in create).
+enum { LIN_IN_NORM, LIN_QKV, LIN_Z, LIN_B, LIN_A, LIN_CONV, LIN_DT, LIN_ALOG, LIN_NORM, LIN_OUT, LIN_POST_NORM,
+       LIN_GATE, LIN_UP, LIN_DOWN, LIN_N };
+enum { FA_IN_NORM, FA_Q, FA_K, FA_V, FA_O, FA_QNORM, FA_KNORM, FA_POST_NORM, FA_GATE, FA_UP, FA_DOWN, FA_N };
+static const char *const lin_names[LIN_N] = {
+    "input_layernorm.weight", "linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight",
+    "linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight", "linear_attn.conv1d.weight",
+    "linear_attn.dt_bias", "linear_attn.A_log", "linear_attn.norm.weight", "linear_attn.out_proj.weight",
+    "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"};
+static const char *const fa_names[FA_N] = {
+    "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+    "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"};
+
+typedef struct {
+    int64_t B, S, N, d, F, H, Hkv, D, rd, Hk, Hv, Dk, Dv, Kd, Vd, C, K, V;
+    float eps;
+    zt_cuda_attn_kind attention;
+} dims;
+
+typedef struct {  // one layer's saved tensors (the kind's members only)
+    zt_bf16 *ln1, *x_mid, *ln2, *mgate, *up, *h;
+    float *rstd1, *rstd2;
+    zt_bf16 *q_pre, *gate, *k_pre, *q, *k, *v, *att, *gated;
+    float *qn_rstd, *kn_rstd, *lse;
+    zt_bf16 *qkv, *conv_pre, *lq, *lk, *lv, *lq_n, *lk_n, *z, *core, *normed;
+    float *lq_r, *lk_r, *a, *beta, *g, *saved, *gn_rstd;
+    int64_t bytes;
+} acts;
+
+typedef struct {  // shared by all layers
+    zt_bf16 *w1;                                // 1 + w of the norm in use
+    zt_bf16 *qg, *conv_y;                       // forward: q_proj's output, the conv output
+    float *bproj;                               // forward: in_proj_b's output
+    zt_bf16 *dh, *dg, *du, *dln, *dmid;         // backward, every layer
+    zt_bf16 *dgated, *datt, *dgate, *dq, *dk, *dv, *dqp, *dkp, *dqg;                 // full attention
+    zt_bf16 *dnormed, *dcore, *dz, *dlv, *dlq, *dlk, *dlqn, *dlkn, *da, *db, *dconv, *dqkv;  // DeltaNet
+    float *dgd, *dbeta;
+} work;
+
+typedef struct {
+    zt_cuda_ctx *ctx;
+    void *cs;
+    dims z;
+    int L, recompute, tied;
+    const unsigned char *linear;  // [L] (the config's layer_linear, copied)
+    int64_t (*off)[LIN_N];        // [L]: each layer's tensor offsets in its unit
+    int64_t norm_off, lm_off;
+    acts *a;                      // [L], or [2] with recompute (0: DeltaNet, 1: full attention)
+    work w;
+    zt_qwen3_cuda_head_acts hacts;
+    zt_bf16 **X, *dx;
+    float *rope_cos, *rope_sin;
+    int64_t bytes;                // every device allocation of create
+    unsigned char lin[4096];
+} q35_gpu;
+
+static void *dalloc(q35_gpu *m, int64_t *layer, int64_t bytes) {
+    m->bytes += bytes;
+    if (layer) *layer += bytes;
+    return zt_cuda_malloc((size_t)(bytes > 0 ? bytes : 1));
+}
+
+static int check(const zt_model_config *c, int64_t S) {
+    const char *what = "GPU FSDP engine, Qwen3.5";
+    if (c->head_dim % 2 || c->rotary_dim <= 0 || c->rotary_dim % 2 || c->rotary_dim > c->head_dim || S < 2)
+        return zt_err("%s: head_dim (%d) and rotary_dim (%d) must be even, 0 < rotary_dim <= head_dim, and seq_len "
+                      "(%lld) >= 2",
+                      what, c->head_dim, c->rotary_dim, (long long)S);
+    if (!c->attn_output_gate)
+        return zt_err("%s: only the gated attention (attn_output_gate true) is implemented", what);
+    int any_lin = 0;
+    for (int l = 0; l < c->num_layers; l++) any_lin |= c->layer_linear[l] != 0;
+    if (any_lin) {
+        if (c->lin_key_heads <= 0 || c->lin_value_heads % c->lin_key_heads)
+            return zt_err("%s: linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)", what,
+                          c->lin_value_heads, c->lin_key_heads);
+        if (!zt_cuda_delta_supported(c->lin_key_dim, c->lin_value_dim))
+            return zt_err("%s: the GPU delta rule (kernels/cuda/delta.cu) takes linear key and value head dims up "
+                          "to 128; this config has %d and %d",
+                          what, c->lin_key_dim, c->lin_value_dim);
+        if (c->lin_conv_kernel <= 0 || c->lin_conv_kernel > 8)
+            return zt_err("%s: linear_conv_kernel_dim %d: the GPU conv1d takes 1..8", what, c->lin_conv_kernel);
+    }
+    return 0;
+}
+
+static void acts_alloc(q35_gpu *m, acts *a, int linear) {
+    const dims z = m->z;
+    const int64_t N = z.N;
+    int64_t *n = &a->bytes;
+    a->ln1 = dalloc(m, n, 2 * N * z.d), a->x_mid = dalloc(m, n, 2 * N * z.d), a->ln2 = dalloc(m, n, 2 * N * z.d);
+    a->mgate = dalloc(m, n, 2 * N * z.F), a->up = dalloc(m, n, 2 * N * z.F), a->h = dalloc(m, n, 2 * N * z.F);
+    a->rstd1 = dalloc(m, n, 4 * N), a->rstd2 = dalloc(m, n, 4 * N);
+    if (linear) {
+        a->qkv = dalloc(m, n, 2 * N * z.C), a->conv_pre = dalloc(m, n, 2 * N * z.C);
+        a->lq = dalloc(m, n, 2 * N * z.Kd), a->lk = dalloc(m, n, 2 * N * z.Kd);
+        a->lq_n = dalloc(m, n, 2 * N * z.Kd), a->lk_n = dalloc(m, n, 2 * N * z.Kd);
+        a->lv = dalloc(m, n, 2 * N * z.Vd), a->z = dalloc(m, n, 2 * N * z.Vd);
+        a->core = dalloc(m, n, 2 * N * z.Vd), a->normed = dalloc(m, n, 2 * N * z.Vd);
+        a->lq_r = dalloc(m, n, 4 * N * z.Hk), a->lk_r = dalloc(m, n, 4 * N * z.Hk);
+        a->a = dalloc(m, n, 4 * N * z.Hv), a->beta = dalloc(m, n, 4 * N * z.Hv), a->g = dalloc(m, n, 4 * N * z.Hv);
+        a->gn_rstd = dalloc(m, n, 4 * N * z.Hv);
+        a->saved = dalloc(m, n, 4 * zt_cuda_delta_saved_floats(z.B, z.S, z.Hv, z.Dk, z.Dv));
+    } else {
+        const int64_t HD = z.H * z.D, KVD = z.Hkv * z.D;
+        a->q_pre = dalloc(m, n, 2 * N * HD), a->gate = dalloc(m, n, 2 * N * HD), a->q = dalloc(m, n, 2 * N * HD);
+        a->att = dalloc(m, n, 2 * N * HD), a->gated = dalloc(m, n, 2 * N * HD);
+        a->k_pre = dalloc(m, n, 2 * N * KVD), a->k = dalloc(m, n, 2 * N * KVD), a->v = dalloc(m, n, 2 * N * KVD);
+        a->qn_rstd = dalloc(m, n, 4 * N * z.H), a->kn_rstd = dalloc(m, n, 4 * N * z.Hkv);
+        a->lse = dalloc(m, n, 4 * z.B * z.H * z.S);
+    }
+}
+
+static void acts_free(acts *a) {
+    void *p[] = {a->ln1, a->x_mid, a->ln2, a->mgate, a->up, a->h, a->rstd1, a->rstd2, a->q_pre, a->gate, a->k_pre,
+                 a->q, a->k, a->v, a->att, a->gated, a->qn_rstd, a->kn_rstd, a->lse, a->qkv, a->conv_pre, a->lq,
+                 a->lk, a->lv, a->lq_n, a->lk_n, a->z, a->core, a->normed, a->lq_r, a->lk_r, a->a, a->beta, a->g,
+                 a->saved, a->gn_rstd};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        if (p[i]) zt_cuda_free(p[i]);
+}
+
+static void work_alloc(q35_gpu *m, int any_lin, int any_full) {
+    const dims z = m->z;
+    const int64_t N = z.N;
+    work *w = &m->w;
+    w->w1 = dalloc(m, NULL, 2 * (z.d > z.D ? z.d : z.D));
+    w->dh = dalloc(m, NULL, 2 * N * z.F), w->dg = dalloc(m, NULL, 2 * N * z.F), w->du = dalloc(m, NULL, 2 * N * z.F);
+    w->dln = dalloc(m, NULL, 2 * N * z.d), w->dmid = dalloc(m, NULL, 2 * N * z.d);
+    if (any_full) {
+        const int64_t HD = N * z.H * z.D, KVD = N * z.Hkv * z.D;
+        w->qg = dalloc(m, NULL, 2 * 2 * HD), w->dqg = dalloc(m, NULL, 2 * 2 * HD);
+        w->dgated = dalloc(m, NULL, 2 * HD), w->datt = dalloc(m, NULL, 2 * HD), w->dgate = dalloc(m, NULL, 2 * HD);
+        w->dq = dalloc(m, NULL, 2 * HD), w->dqp = dalloc(m, NULL, 2 * HD);
+        w->dk = dalloc(m, NULL, 2 * KVD), w->dv = dalloc(m, NULL, 2 * KVD), w->dkp = dalloc(m, NULL, 2 * KVD);
+    }
+    if (any_lin) {
+        w->conv_y = dalloc(m, NULL, 2 * N * z.C), w->bproj = dalloc(m, NULL, 4 * N * z.Hv);
+        w->dnormed = dalloc(m, NULL, 2 * N * z.Vd), w->dcore = dalloc(m, NULL, 2 * N * z.Vd);
+        w->dz = dalloc(m, NULL, 2 * N * z.Vd), w->dlv = dalloc(m, NULL, 2 * N * z.Vd);
+        w->dlq = dalloc(m, NULL, 2 * N * z.Kd), w->dlk = dalloc(m, NULL, 2 * N * z.Kd);
+        w->dlqn = dalloc(m, NULL, 2 * N * z.Kd), w->dlkn = dalloc(m, NULL, 2 * N * z.Kd);
+        w->da = dalloc(m, NULL, 2 * N * z.Hv), w->db = dalloc(m, NULL, 2 * N * z.Hv);
+        w->dgd = dalloc(m, NULL, 4 * N * z.Hv), w->dbeta = dalloc(m, NULL, 4 * N * z.Hv);
+        w->dconv = dalloc(m, NULL, 2 * N * z.C), w->dqkv = dalloc(m, NULL, 2 * N * z.C);
+    }
+}
+
+static void work_free(work *w) {
+    void *p[] = {w->w1, w->qg, w->conv_y, w->bproj, w->dh, w->dg, w->du, w->dln, w->dmid, w->dgated, w->datt,
+                 w->dgate, w->dq, w->dk, w->dv, w->dqp, w->dkp, w->dqg, w->dnormed, w->dcore, w->dz, w->dlv,
+                 w->dlq, w->dlk, w->dlqn, w->dlkn, w->da, w->db, w->dconv, w->dqkv, w->dgd, w->dbeta};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        if (p[i]) zt_cuda_free(p[i]);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    const size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+static void destroy(void *mv);
+
+static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, int64_t B, int64_t S,
+                    const zt_family_cuda_opts *o) {
+    if (check(c, S) != 0) return NULL;
+    if (B <= 0 || c->num_layers > (int)sizeof ((q35_gpu *)0)->lin) {
+        zt_err("GPU FSDP engine, Qwen3.5: micro-batch %lld, %d layers", (long long)B, c->num_layers);
+        return NULL;
+    }
+    if (o->attention == ZT_CUDA_ATTN_CUDNN) {
+        zt_err("GPU FSDP engine, Qwen3.5: the cuDNN attention is not wired for its gated attention layers; use "
+               "--attention tiled (or gemm)");
+        return NULL;
+    }
+    if (o->attention != ZT_CUDA_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 128)) {
+        zt_err("GPU FSDP engine, Qwen3.5: head_dim %d: the tiled attention takes head_dim <= 128, a "
+               "multiple of 8; use --attention gemm",
+               c->head_dim);
+        return NULL;
+    }
+    q35_gpu *m = zt_xcalloc(1, sizeof *m);
+    const int L = c->num_layers;
+    m->ctx = ctx, m->cs = stream, m->L = L, m->recompute = o->recompute != 0, m->tied = c->tie_word_embeddings;
+    dims z = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads,
+              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = c->lin_key_heads,
+              .Hv = c->lin_value_heads, .Dk = c->lin_key_dim, .Dv = c->lin_value_dim, .K = c->lin_conv_kernel,
+              .V = c->vocab_size, .eps = (float)c->rms_norm_eps, .attention = o->attention};
+    z.Kd = z.Hk * z.Dk, z.Vd = z.Hv * z.Dv, z.C = 2 * z.Kd + z.Vd;
+    m->z = z;
+    memcpy(m->lin, c->layer_linear, (size_t)L);
+    m->linear = m->lin;
+    // the offsets of every layer's tensors, from the family's own layout, checked by name
+    zt_model_layout lay;
+    if (!c->family || c->family->layout_init(&lay, c) != 0) {
+        zt_err("GPU FSDP engine, Qwen3.5: no layout for this config");
+        free(m);
+        return NULL;
+    }
+    m->off = zt_xcalloc((size_t)(L > 0 ? L : 1), sizeof *m->off);
+    int any_lin = 0, any_full = 0, bad = 0;
+    for (int l = 0; l < L && !bad; l++) {
+        const zt_unit_layout *u = &lay.units[1 + l];
+        const int nt = m->lin[l] ? LIN_N : FA_N;
+        const char *const *names = m->lin[l] ? lin_names : fa_names;
+        any_lin |= m->lin[l] != 0, any_full |= !m->lin[l];
+        bad = u->ntensors != nt;
+        for (int i = 0; i < nt && !bad; i++) {
+            bad = !ends_with(u->t[i].name, names[i]);
+            m->off[l][i] = u->t[i].offset;
+        }
+    }
+    m->norm_off = lay.units[L + 1].t[0].offset;
+    m->lm_off = lay.units[L + 1].ntensors > 1 ? lay.units[L + 1].t[1].offset : -1;
+    zt_model_layout_free(&lay);
+    if (bad) {
+        zt_err("GPU FSDP engine, Qwen3.5: the layer layout is not the one model/qwen3_5_cuda_family.c was written for");
+        free(m->off), free(m);
+        return NULL;
+    }
+    const int64_t N = z.N;
+    const int nacts = m->recompute ? 2 : L;
+    m->a = zt_xcalloc((size_t)(nacts > 0 ? nacts : 1), sizeof *m->a);
+    if (m->recompute) {
+        if (any_lin) acts_alloc(m, &m->a[0], 1);
+        if (any_full) acts_alloc(m, &m->a[1], 0);
+    } else {
+        for (int l = 0; l < L; l++) acts_alloc(m, &m->a[l], m->lin[l]);
+    }
+    work_alloc(m, any_lin, any_full);
+    m->X = zt_xcalloc((size_t)L + 1, sizeof(zt_bf16 *));
+    for (int l = 0; l <= L; l++) m->X[l] = dalloc(m, NULL, 2 * N * z.d);
+    m->dx = dalloc(m, NULL, 2 * N * z.d);
+    m->hacts.xf = dalloc(m, NULL, 2 * N * z.d), m->hacts.dln = dalloc(m, NULL, 2 * N * z.d);
+    m->hacts.rstd = dalloc(m, NULL, 4 * N);
+    m->rope_cos = dalloc(m, NULL, 4 * S * (z.rd / 2)), m->rope_sin = dalloc(m, NULL, 4 * S * (z.rd / 2));
+    zt_cuda_rope_table(stream, m->rope_cos, m->rope_sin, S, z.rd, c->rope_theta);  // as model/qwen3_5.c's
+    return m;
+}
+
+static void destroy(void *mv) {
+    q35_gpu *m = mv;
+    if (!m) return;
+    for (int l = 0; l < (m->recompute ? 2 : m->L); l++) acts_free(&m->a[l]);
+    work_free(&m->w);
+    for (int l = 0; l <= m->L; l++) zt_cuda_free(m->X[l]);
+    void *dv[] = {m->dx, m->hacts.xf, m->hacts.dln, m->hacts.rstd, m->rope_cos, m->rope_sin};
+    for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) zt_cuda_free(dv[i]);
+    free(m->a), free(m->X), free(m->off), free(m);
+}
+
+int64_t zt_qwen3_5_cuda_act_bytes(const void *m) { return ((const q35_gpu *)m)->bytes; }
+int64_t zt_qwen3_5_cuda_layer_bytes(const void *mv, int l) {
+    const q35_gpu *m = mv;
+    return m->recompute || l < 0 || l >= m->L ? 0 : m->a[l].bytes;
+}
+
+// The largest scratch one op of the passes takes: the attention's, the delta rule's backward
+// (a chunk's recomputed states), the conv's dw partials; the lm_head grows its own.
+static size_t scratch_bytes(const void *mv) {
+    const q35_gpu *m = mv;
+    const dims z = m->z;
+    size_t s = m->z.attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(z.S, z.H, z.Hkv, z.D)
+                                                    : zt_cuda_attention_tiled_scratch_bytes(z.S, z.H, z.Hkv, z.D);
+    int any_lin = 0;
+    for (int l = 0; l < m->L; l++) any_lin |= m->lin[l] != 0;
+    if (any_lin) {
+        const size_t d = zt_cuda_delta_scratch_bytes(z.B, z.S, z.Hv, z.Dk, z.Dv);
+        const size_t cv = (size_t)(256 * z.C * z.K) * 4;
+        if (d > s) s = d;
+        if (cv > s) s = cv;
+    }
+    return s;
+}
+
+static int check_data(const void *mv, int isolated) {
+    if (isolated && ((const q35_gpu *)mv)->z.attention == ZT_CUDA_ATTN_CUDNN)
+        return zt_err("--attention cudnn cannot keep packed documents apart; use --attention tiled (or gemm) or "
+                      "--doc-attention full");
+    return 0;
+}
+
+#define W(i) (p + m->off[l][(i)])
+#define DW(i) (dp + m->off[l][(i)])
+
+// Qwen3_5RMSNorm: rmsnorm with the weight 1 + w (bf16), formed in the shared w1.
+static const zt_bf16 *one_plus(q35_gpu *m, const zt_bf16 *w, int64_t n) {
+    zt_cuda_one_plus(m->cs, m->w.w1, w, n);
+    return m->w.w1;
+}
+
+static void mlp_fwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, int post, int gate, int up, int down, zt_bf16 *y) {
+    const dims z = m->z;
+    void *st = m->cs;
+    zt_cuda_rmsnorm_fwd(st, a->ln2, a->rstd2, a->x_mid, one_plus(m, W(post), z.d), z.N, z.d, z.eps);
+    zt_cuda_matmul_fwd(m->ctx, st, a->mgate, ZT_BF16, a->ln2, W(gate), z.N, z.d, z.F);
+    zt_cuda_matmul_fwd(m->ctx, st, a->up, ZT_BF16, a->ln2, W(up), z.N, z.d, z.F);
+    zt_cuda_swiglu_fwd(st, a->h, a->mgate, a->up, z.N * z.F);
+    zt_cuda_matmul_fwd(m->ctx, st, y, ZT_BF16, a->h, W(down), z.N, z.F, z.d);
+    zt_cuda_add(st, y, y, a->x_mid, ZT_BF16, z.N * z.d);
+}
+
+// dx in: d(loss)/dy. w.dmid out: d(loss)/d(x_mid), the residual included.
+static void mlp_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, int post, int gate, int up, int down,
+                    const zt_bf16 *dx) {
+    const dims z = m->z;
+    work *w = &m->w;
+    void *st = m->cs;
+    zt_cuda_matmul_bwd(m->ctx, st, w->dh, DW(down), ZT_F32, dx, a->h, W(down), z.N, z.F, z.d, 0);
+    zt_cuda_swiglu_bwd(st, w->dg, w->du, w->dh, a->mgate, a->up, z.N * z.F);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(gate), ZT_F32, w->dg, a->ln2, W(gate), z.N, z.d, z.F, 0);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(up), ZT_F32, w->du, a->ln2, W(up), z.N, z.d, z.F, 1);
+    zt_cuda_rmsnorm_bwd(m->ctx, st, w->dmid, DW(post), w->dln, a->x_mid, one_plus(m, W(post), z.d), a->rstd2, z.N,
+                        z.d);
+    zt_cuda_add(st, w->dmid, w->dmid, dx, ZT_BF16, z.N * z.d);
+}
+
+static void attention_fwd(q35_gpu *m, acts *a, const int32_t *pos) {
+    const dims z = m->z;
+    if (z.attention == ZT_CUDA_ATTN_GEMM)
+        zt_cuda_attention_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
+    else  // tiled (create refuses cuDNN)
+        zt_cuda_attention_tiled_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
+}
+
+static void full_fwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y) {
+    const dims z = m->z;
+    work *w = &m->w;
+    void *st = m->cs;
+    const int64_t N = z.N, H = z.H, D = z.D, Hkv = z.Hkv, HD = H * D;
+    zt_cuda_rmsnorm_fwd(st, a->ln1, a->rstd1, x, one_plus(m, W(FA_IN_NORM), z.d), N, z.d, z.eps);
+    zt_cuda_matmul_fwd(m->ctx, st, w->qg, ZT_BF16, a->ln1, W(FA_Q), N, z.d, 2 * HD);
+    zt_cuda_copy_cols(st, a->q_pre, D, w->qg, 2 * D, N * H, D);  // per head: D query rows, then D gate rows
+    zt_cuda_copy_cols(st, a->gate, D, w->qg + D, 2 * D, N * H, D);
+    zt_cuda_matmul_fwd(m->ctx, st, a->k_pre, ZT_BF16, a->ln1, W(FA_K), N, z.d, Hkv * D);
+    zt_cuda_matmul_fwd(m->ctx, st, a->v, ZT_BF16, a->ln1, W(FA_V), N, z.d, Hkv * D);
+    zt_cuda_rmsnorm_fwd(st, a->q, a->qn_rstd, a->q_pre, one_plus(m, W(FA_QNORM), D), N * H, D, z.eps);
+    zt_cuda_rmsnorm_fwd(st, a->k, a->kn_rstd, a->k_pre, one_plus(m, W(FA_KNORM), D), N * Hkv, D, z.eps);
+    zt_cuda_rope_partial_fwd(st, a->q, m->rope_cos, m->rope_sin, pos, z.B, z.S, H, D, z.rd);
+    zt_cuda_rope_partial_fwd(st, a->k, m->rope_cos, m->rope_sin, pos, z.B, z.S, Hkv, D, z.rd);
+    attention_fwd(m, a, pos);
+    zt_cuda_sigmoid_gate_fwd(st, a->gated, a->att, a->gate, N * HD);
+    zt_cuda_matmul_fwd(m->ctx, st, a->x_mid, ZT_BF16, a->gated, W(FA_O), N, HD, z.d);
+    zt_cuda_add(st, a->x_mid, a->x_mid, x, ZT_BF16, N * z.d);
+    mlp_fwd(m, l, a, p, FA_POST_NORM, FA_GATE, FA_UP, FA_DOWN, y);
+}
+
+static void full_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, const int32_t *pos, const zt_bf16 *x,
+                     zt_bf16 *dx) {
+    const dims z = m->z;
+    work *w = &m->w;
+    void *st = m->cs;
+    const int64_t N = z.N, H = z.H, D = z.D, Hkv = z.Hkv, HD = H * D;
+    mlp_bwd(m, l, a, p, dp, FA_POST_NORM, FA_GATE, FA_UP, FA_DOWN, dx);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dgated, DW(FA_O), ZT_F32, w->dmid, a->gated, W(FA_O), N, HD, z.d, 0);
+    zt_cuda_sigmoid_gate_bwd(st, w->datt, w->dgate, w->dgated, a->att, a->gate, N * HD);
+    if (z.attention == ZT_CUDA_ATTN_GEMM)
+        zt_cuda_attention_bwd(m->ctx, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos, z.B,
+                              z.S, H, Hkv, D);
+    else
+        zt_cuda_attention_tiled_bwd(m->ctx, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos,
+                                    z.B, z.S, H, Hkv, D);
+    zt_cuda_rope_partial_bwd(st, w->dq, m->rope_cos, m->rope_sin, pos, z.B, z.S, H, D, z.rd);
+    zt_cuda_rope_partial_bwd(st, w->dk, m->rope_cos, m->rope_sin, pos, z.B, z.S, Hkv, D, z.rd);
+    zt_cuda_rmsnorm_bwd(m->ctx, st, w->dqp, DW(FA_QNORM), w->dq, a->q_pre, one_plus(m, W(FA_QNORM), D), a->qn_rstd,
+                        N * H, D);
+    zt_cuda_rmsnorm_bwd(m->ctx, st, w->dkp, DW(FA_KNORM), w->dk, a->k_pre, one_plus(m, W(FA_KNORM), D), a->kn_rstd,
+                        N * Hkv, D);
+    zt_cuda_copy_cols(st, w->dqg, 2 * D, w->dqp, D, N * H, D);
+    zt_cuda_copy_cols(st, w->dqg + D, 2 * D, w->dgate, D, N * H, D);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(FA_Q), ZT_F32, w->dqg, a->ln1, W(FA_Q), N, z.d, 2 * HD, 0);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(FA_K), ZT_F32, w->dkp, a->ln1, W(FA_K), N, z.d, Hkv * D, 1);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(FA_V), ZT_F32, w->dv, a->ln1, W(FA_V), N, z.d, Hkv * D, 1);
+    zt_cuda_rmsnorm_bwd(m->ctx, st, dx, DW(FA_IN_NORM), w->dln, x, one_plus(m, W(FA_IN_NORM), z.d), a->rstd1, N, z.d);
+    zt_cuda_add(st, dx, dx, w->dmid, ZT_BF16, N * z.d);
+}
+
+static void lin_fwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y) {
+    const dims z = m->z;
+    work *w = &m->w;
+    void *st = m->cs;
+    const int64_t N = z.N;
+    zt_cuda_rmsnorm_fwd(st, a->ln1, a->rstd1, x, one_plus(m, W(LIN_IN_NORM), z.d), N, z.d, z.eps);
+    zt_cuda_matmul_fwd(m->ctx, st, a->qkv, ZT_BF16, a->ln1, W(LIN_QKV), N, z.d, z.C);
+    zt_cuda_matmul_fwd(m->ctx, st, a->z, ZT_BF16, a->ln1, W(LIN_Z), N, z.d, z.Vd);
+    zt_cuda_matmul_fwd(m->ctx, st, w->bproj, ZT_F32, a->ln1, W(LIN_B), N, z.d, z.Hv);  // the gates' inputs in fp32
+    zt_cuda_matmul_fwd(m->ctx, st, a->a, ZT_F32, a->ln1, W(LIN_A), N, z.d, z.Hv);
+    zt_cuda_conv1d_silu_fwd(st, w->conv_y, a->conv_pre, a->qkv, W(LIN_CONV), pos, z.B, z.S, z.C, z.K);
+    zt_cuda_copy_cols(st, a->lq, z.Kd, w->conv_y, z.C, N, z.Kd);  // the channels: q | k | v
+    zt_cuda_copy_cols(st, a->lk, z.Kd, w->conv_y + z.Kd, z.C, N, z.Kd);
+    zt_cuda_copy_cols(st, a->lv, z.Vd, w->conv_y + 2 * z.Kd, z.C, N, z.Vd);
+    zt_cuda_l2norm_fwd(st, a->lq_n, a->lq_r, a->lq, N * z.Hk, z.Dk, 1e-6f);
+    zt_cuda_l2norm_fwd(st, a->lk_n, a->lk_r, a->lk, N * z.Hk, z.Dk, 1e-6f);
+    zt_cuda_delta_gates_fwd(st, a->beta, a->g, w->bproj, a->a, W(LIN_ALOG), W(LIN_DT), N, z.Hv);
+    zt_cuda_delta_fwd(st, a->core, a->saved, a->lq_n, a->lk_n, a->lv, a->g, a->beta, pos, z.B, z.S, z.Hk, z.Hv, z.Dk,
+                      z.Dv);
+    zt_cuda_rmsnorm_gated_fwd(st, a->normed, a->gn_rstd, a->core, a->z, W(LIN_NORM), N * z.Hv, z.Dv, z.eps);
+    zt_cuda_matmul_fwd(m->ctx, st, a->x_mid, ZT_BF16, a->normed, W(LIN_OUT), N, z.Vd, z.d);
+    zt_cuda_add(st, a->x_mid, a->x_mid, x, ZT_BF16, N * z.d);
+    mlp_fwd(m, l, a, p, LIN_POST_NORM, LIN_GATE, LIN_UP, LIN_DOWN, y);
+}
+
+static void lin_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, const int32_t *pos, const zt_bf16 *x,
+                    zt_bf16 *dx) {
+    const dims z = m->z;
+    work *w = &m->w;
+    void *st = m->cs;
+    const int64_t N = z.N;
+    mlp_bwd(m, l, a, p, dp, LIN_POST_NORM, LIN_GATE, LIN_UP, LIN_DOWN, dx);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dnormed, DW(LIN_OUT), ZT_F32, w->dmid, a->normed, W(LIN_OUT), N, z.Vd, z.d, 0);
+    zt_cuda_rmsnorm_gated_bwd(m->ctx, st, w->dcore, w->dz, DW(LIN_NORM), w->dnormed, a->core, a->z, W(LIN_NORM),
+                              a->gn_rstd, N * z.Hv, z.Dv);
+    zt_cuda_delta_bwd(m->ctx, st, w->dlqn, w->dlkn, w->dlv, w->dgd, w->dbeta, w->dcore, a->saved, a->lq_n, a->lk_n,
+                      a->lv, a->g, a->beta, pos, z.B, z.S, z.Hk, z.Hv, z.Dk, z.Dv);
+    zt_cuda_delta_gates_bwd(st, w->db, w->da, DW(LIN_ALOG), DW(LIN_DT), w->dgd, w->dbeta, a->a, a->beta, a->g,
+                            W(LIN_ALOG), W(LIN_DT), N, z.Hv);
+    zt_cuda_l2norm_bwd(st, w->dlq, w->dlqn, a->lq, a->lq_r, N * z.Hk, z.Dk);
+    zt_cuda_l2norm_bwd(st, w->dlk, w->dlkn, a->lk, a->lk_r, N * z.Hk, z.Dk);
+    zt_cuda_copy_cols(st, w->dconv, z.C, w->dlq, z.Kd, N, z.Kd);
+    zt_cuda_copy_cols(st, w->dconv + z.Kd, z.C, w->dlk, z.Kd, N, z.Kd);
+    zt_cuda_copy_cols(st, w->dconv + 2 * z.Kd, z.C, w->dlv, z.Vd, N, z.Vd);
+    zt_cuda_conv1d_silu_bwd(m->ctx, st, w->dqkv, DW(LIN_CONV), w->dconv, a->conv_pre, a->qkv, W(LIN_CONV), pos, z.B,
+                            z.S, z.C, z.K);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(LIN_QKV), ZT_F32, w->dqkv, a->ln1, W(LIN_QKV), N, z.d, z.C, 0);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(LIN_Z), ZT_F32, w->dz, a->ln1, W(LIN_Z), N, z.d, z.Vd, 1);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(LIN_B), ZT_F32, w->db, a->ln1, W(LIN_B), N, z.d, z.Hv, 1);
+    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(LIN_A), ZT_F32, w->da, a->ln1, W(LIN_A), N, z.d, z.Hv, 1);
+    zt_cuda_rmsnorm_bwd(m->ctx, st, dx, DW(LIN_IN_NORM), w->dln, x, one_plus(m, W(LIN_IN_NORM), z.d), a->rstd1, N,
+                        z.d);
+    zt_cuda_add(st, dx, dx, w->dmid, ZT_BF16, N * z.d);
+}
+#undef W
+#undef DW
+
+static acts *layer_acts(q35_gpu *m, int l) { return m->recompute ? &m->a[m->lin[l] ? 0 : 1] : &m->a[l]; }
+
+static void embed_fwd(void *mv, const zt_bf16 *p, const uint32_t *ids) {
+    q35_gpu *m = mv;
+    zt_cuda_embedding_fwd(m->cs, m->X[0], p, ids, m->z.N, m->z.d, m->z.V);
+}
+
+static void layer_fwd(void *mv, int l, const zt_bf16 *p, const int32_t *pos) {
+    q35_gpu *m = mv;
+    if (m->lin[l])
+        lin_fwd(m, l, layer_acts(m, l), p, pos, m->X[l], m->X[l + 1]);
+    else
+        full_fwd(m, l, layer_acts(m, l), p, pos, m->X[l], m->X[l + 1]);
+}
+
+static void layer_bwd(void *mv, int l, const zt_bf16 *p, float *dp, const int32_t *pos) {
+    q35_gpu *m = mv;
+    if (m->recompute) layer_fwd(m, l, p, pos);  // X[l+1] rewritten with the same values (deterministic ops)
+    if (m->lin[l])
+        lin_bwd(m, l, layer_acts(m, l), p, dp, pos, m->X[l], m->dx);
+    else
+        full_bwd(m, l, layer_acts(m, l), p, dp, pos, m->X[l], m->dx);
+}
+
+// Final (1 + w) norm + lm_head + cross-entropy (Qwen3's GPU head given 1 + w).
+static void head(void *mv, const zt_bf16 *p, const zt_bf16 *emb, const int32_t *targets, float scale, double *loss,
+                 float *dhead, float *demb) {
+    q35_gpu *m = mv;
+    const zt_bf16 *lm_w = emb ? emb : p + m->lm_off;
+    float *dlm = dhead ? (demb ? demb : dhead + m->lm_off) : NULL;
+    const zt_qwen3_cuda_dims dm = {.B = m->z.B, .S = m->z.S, .N = m->z.N, .d = m->z.d, .eps = m->z.eps};
+    zt_qwen3_cuda_head_fwd_bwd(m->ctx, m->cs, &dm, m->z.V, one_plus(m, p + m->norm_off, m->z.d), lm_w, m->X[m->L],
+                               targets, scale, loss, &m->hacts, dhead ? dhead + m->norm_off : NULL, dlm, m->dx);
+}
+
+static void embed_bwd(void *mv, float *dp, const uint32_t *ids) {
+    q35_gpu *m = mv;
+    zt_cuda_embedding_bwd(m->cs, dp, m->dx, ids, m->z.N, m->z.d, m->z.V);
+}
+
+const zt_family_cuda zt_qwen3_5_cuda_family = {
+    .name = "qwen3_5",
+    .check = check,
+    .create = create,
+    .destroy = destroy,
+    .scratch_bytes = scratch_bytes,
+    .check_data = check_data,
+    .embed_fwd = embed_fwd,
+    .layer_fwd = layer_fwd,
+    .head = head,
+    .layer_bwd = layer_bwd,
+    .embed_bwd = embed_bwd,
+};

@@ -1,0 +1,393 @@
+// CPU-vs-GPU op test of Qwen3.5's kernels (Gated DeltaNet and the gated attention): each
+// zt_cuda op against the CPU reference (kernels/cpu via zt_cpu_ops, fp32, or model/qwen3_5.c's
+// element-wise formulas) on the same bf16-rounded random inputs, with packed documents, Hv = 3 Hk,
+// sequence lengths that are not a multiple of the delta rule's 64-token chunk, and the 27B's
+// Dk = Dv = 128. GPU outputs are poisoned with NaN first, so an unwritten element fails. The
+// error is the max-norm relative error max|gpu - cpu| / max|cpu|; tolerances are stated below.
+// Prints one "RESULT op=... err=... tol=... ok=..." line per check. Exit 77 without a device.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "kernels/cuda/zt_cuda.h"
+#include "kernels/ops.h"
+#include "tests/gpu/gpu_test_util.h"
+
+// Tolerances (max-norm relative), as tests/gpu/test_cuda_ops.c:
+#define TOL_BF16 1e-2   // a bf16 output: one rounding (2^-9) plus fp32 arithmetic in another order
+#define TOL_F32 1e-5    // fp32 element-wise results and statistics (FMA contraction, device expf)
+#define TOL_F32_SUM 1e-4  // fp32 sums over tokens or rows in another order
+// The delta rule's fp32 checkpoints, dg and dbeta: the same bf16 inputs, fp32 recurrences over up
+// to 200 tokens whose dot products run in another order (CPU SIMD lanes vs one thread per column,
+// block sums); measured on the CPU execution of CUDA: <= 4e-7.
+#define TOL_DELTA_F32 1e-5
+#define TOL_EXACT 0.0
+
+static int g_nfail, g_n;
+static void report(const char *op, const char *shape, double err, double tol) {
+    const int ok = err <= tol;
+    g_n++;
+    if (!ok) g_nfail++;
+    printf("RESULT op=%s shape=%s err=%.3e tol=%.1e ok=%d\n", op, shape, err, tol, ok);
+    fflush(stdout);
+}
+
+static uint64_t g_seed = 35353535;
+static uint64_t seed(void) { return g_seed++; }
+static float *hbuf(int64_t n) { return zt_xcalloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+static zt_bf16 *dbf_poison(int64_t n) {
+    zt_bf16 *p = zt_cuda_malloc((size_t)n * 2);
+    zt_cuda_fill_nan(p, ZT_BF16, n, NULL);
+    return p;
+}
+static float *df_poison(int64_t n) {
+    float *p = zt_cuda_malloc((size_t)n * 4);
+    zt_cuda_fill_nan(p, ZT_F32, n, NULL);
+    return p;
+}
+static double err_bf16(const zt_bf16 *dev, const float *ref, int64_t n) {
+    float *h = hbuf(n);
+    zt_dev_get_bf16(h, dev, n);
+    const double e = zt_relerr(h, ref, n);
+    free(h);
+    return e;
+}
+static double err_f32(const float *dev, const float *ref, int64_t n) {
+    float *h = hbuf(n);
+    zt_dev_get_f32(h, dev, n);
+    const double e = zt_relerr(h, ref, n);
+    free(h);
+    return e;
+}
+static double bytes_differ(const void *a, const void *b, size_t n) {
+    unsigned char *x = zt_xmalloc(n), *y = zt_xmalloc(n);
+    zt_cuda_memcpy_d2h(x, a, n);
+    zt_cuda_memcpy_d2h(y, b, n);
+    const double r = memcmp(x, y, n) ? 1.0 : 0.0;
+    free(x), free(y);
+    return r;
+}
+static int32_t *dev_i32(const int32_t *x, int64_t n) {
+    int32_t *d = zt_cuda_malloc((size_t)n * 4);
+    zt_cuda_memcpy_h2d(d, x, (size_t)n * 4);
+    return d;
+}
+static void round_bf16(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = zt_bf16_round(x[i]);
+}
+
+// Document positions of B blocks of S tokens: every block starts a document; others start at
+// S/4 + b % 3 (a one-token document), at 64 (the delta rule's chunk boundary, when S > 64), at
+// S/2 + 3, and at the block's last token; odd blocks also at token 1.
+static int32_t *doc_positions(int64_t B, int64_t S) {
+    int32_t *pos = zt_xmalloc((size_t)(B * S) * sizeof(int32_t));
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t q = S / 4 + b % 3, h = S / 2 + 3;
+        int32_t p = 0;
+        for (int64_t t = 0; t < S; t++) {
+            const int start = t == 0 || t == q || t == q + 1 || t == 64 || t == h || t == S - 1 || (b % 2 && t == 1);
+            p = start ? 0 : p + 1;
+            pos[b * S + t] = p;
+        }
+    }
+    return pos;
+}
+
+// ---- conv1d + SiLU -----------------------------------------------------------------------------
+static void test_conv1d(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t C, int64_t K, int docs) {
+    char sh[64];
+    snprintf(sh, sizeof sh, "B%lld_S%lld_C%lld_K%lld%s", (long long)B, (long long)S, (long long)C, (long long)K,
+             docs ? "_docs" : "");
+    const int64_t N = B * S, n = N * C;
+    int32_t *pos = docs ? doc_positions(B, S) : NULL, *gpos = docs ? dev_i32(pos, N) : NULL;
+    float *x = zt_host_normal(n, 1.0f, seed(), 1), *w = zt_host_normal(C * K, 0.4f, seed(), 1);
+    float *dy = zt_host_normal(n, 1.0f, seed(), 1);
+    float *y = hbuf(n), *pre = hbuf(n), *dx = hbuf(n), *dw = hbuf(C * K);
+    zt_cpu_ops.conv1d_silu_fwd(y, pre, x, w, pos, B, S, C, K);
+    zt_bf16 *gx = zt_dev_bf16(x, n), *gw = zt_dev_bf16(w, C * K), *gdy = zt_dev_bf16(dy, n);
+    zt_bf16 *gy = dbf_poison(n), *gpre = dbf_poison(n), *gdx = dbf_poison(n);
+    zt_cuda_conv1d_silu_fwd(NULL, gy, gpre, gx, gw, gpos, B, S, C, K);
+    report("conv1d_silu_fwd_y", sh, err_bf16(gy, y, n), TOL_BF16);
+    report("conv1d_silu_fwd_pre", sh, err_bf16(gpre, pre, n), TOL_BF16);
+    // the CPU backward from the GPU's saved (bf16) pre-activation, as the GPU reads it
+    zt_dev_get_bf16(pre, gpre, n);
+    float *dw0 = zt_host_normal(C * K, 0.1f, seed(), 0);
+    memcpy(dw, dw0, (size_t)(C * K) * sizeof(float));
+    zt_cpu_ops.conv1d_silu_bwd(dx, dw, dy, pre, x, w, pos, B, S, C, K);
+    float *gdw = zt_dev_f32(dw0, C * K), *gdw2 = zt_dev_f32(dw0, C * K);
+    zt_cuda_conv1d_silu_bwd(c, NULL, gdx, gdw, gdy, gpre, gx, gw, gpos, B, S, C, K);
+    report("conv1d_silu_bwd_dx", sh, err_bf16(gdx, dx, n), TOL_BF16);
+    report("conv1d_silu_bwd_dw", sh, err_f32(gdw, dw, C * K), TOL_F32_SUM);
+    zt_cuda_conv1d_silu_bwd(c, NULL, NULL, gdw2, gdy, gpre, gx, gw, gpos, B, S, C, K);
+    report("conv1d_silu_bwd_dw_deterministic", sh, bytes_differ(gdw, gdw2, (size_t)(C * K) * 4), TOL_EXACT);
+    void *fr[] = {pos, x, w, dy, y, pre, dx, dw, dw0};
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
+    void *gf[] = {gpos, gx, gw, gdy, gy, gpre, gdx, gdw, gdw2};
+    for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++)
+        if (gf[i]) zt_cuda_free(gf[i]);
+}
+
+// ---- l2norm and the gated RMSNorm ---------------------------------------------------------------
+static void test_l2norm(int64_t rows, int64_t d) {
+    char sh[64];
+    snprintf(sh, sizeof sh, "rows%lld_d%lld", (long long)rows, (long long)d);
+    const int64_t n = rows * d;
+    float *x = zt_host_normal(n, 1.0f, seed(), 1), *dy = zt_host_normal(n, 1.0f, seed(), 1);
+    float *y = hbuf(n), *ri = hbuf(rows), *dx = hbuf(n);
+    zt_cpu_ops.l2norm_fwd(y, ri, x, rows, d, 1e-6f);
+    zt_cpu_ops.l2norm_bwd(dx, dy, x, ri, rows, d);
+    zt_bf16 *gx = zt_dev_bf16(x, n), *gdy = zt_dev_bf16(dy, n), *gy = dbf_poison(n), *gdx = dbf_poison(n);
+    float *gri = df_poison(rows);
+    zt_cuda_l2norm_fwd(NULL, gy, gri, gx, rows, d, 1e-6f);
+    report("l2norm_fwd_y", sh, err_bf16(gy, y, n), TOL_BF16);
+    report("l2norm_fwd_rinv", sh, err_f32(gri, ri, rows), TOL_F32);
+    zt_cuda_l2norm_bwd(NULL, gdx, gdy, gx, gri, rows, d);
+    report("l2norm_bwd_dx", sh, err_bf16(gdx, dx, n), TOL_BF16);
+    void *fr[] = {x, dy, y, ri, dx};
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
+    void *gf[] = {gx, gdy, gy, gdx, gri};
+    for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
+}
+
+static void test_rmsnorm_gated(zt_cuda_ctx *c, int64_t rows, int64_t d) {
+    char sh[64];
+    snprintf(sh, sizeof sh, "rows%lld_d%lld", (long long)rows, (long long)d);
+    const int64_t n = rows * d;
+    const float eps = 1e-6f;
+    float *x = zt_host_normal(n, 1.0f, seed(), 1), *z = zt_host_normal(n, 2.0f, seed(), 1);
+    float *w = zt_host_uniform(d, 0.5f, 1.5f, seed(), 1), *dy = zt_host_normal(n, 1.0f, seed(), 1);
+    float *y = hbuf(n), *rs = hbuf(rows), *dx = hbuf(n), *dz = hbuf(n);
+    float *dw0 = zt_host_normal(d, 0.1f, seed(), 0), *dw = hbuf(d);
+    memcpy(dw, dw0, (size_t)d * sizeof(float));
+    zt_cpu_ops.rmsnorm_gated_fwd(y, rs, x, z, w, rows, d, eps);
+    zt_cpu_ops.rmsnorm_gated_bwd(dx, dz, dw, dy, x, z, w, rs, rows, d);
+    zt_bf16 *gx = zt_dev_bf16(x, n), *gz = zt_dev_bf16(z, n), *gw = zt_dev_bf16(w, d), *gdy = zt_dev_bf16(dy, n);
+    zt_bf16 *gy = dbf_poison(n), *gdx = dbf_poison(n), *gdz = dbf_poison(n);
+    float *grs = df_poison(rows), *gdw = zt_dev_f32(dw0, d);
+    zt_cuda_rmsnorm_gated_fwd(NULL, gy, grs, gx, gz, gw, rows, d, eps);
+    report("rmsnorm_gated_fwd_y", sh, err_bf16(gy, y, n), TOL_BF16);
+    report("rmsnorm_gated_fwd_rstd", sh, err_f32(grs, rs, rows), TOL_F32);
+    zt_cuda_rmsnorm_gated_bwd(c, NULL, gdx, gdz, gdw, gdy, gx, gz, gw, grs, rows, d);
+    report("rmsnorm_gated_bwd_dx", sh, err_bf16(gdx, dx, n), TOL_BF16);
+    report("rmsnorm_gated_bwd_dz", sh, err_bf16(gdz, dz, n), TOL_BF16);
+    report("rmsnorm_gated_bwd_dw", sh, err_f32(gdw, dw, d), TOL_F32_SUM);
+    void *fr[] = {x, z, w, dy, y, rs, dx, dz, dw0, dw};
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
+    void *gf[] = {gx, gz, gw, gdy, gy, gdx, gdz, grs, gdw};
+    for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
+}
+
+// ---- the gated delta rule ------------------------------------------------------------------------
+static double g_delta_max[8];  // measured maxima per output, printed at the end
+static void test_delta(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, int docs) {
+    char sh[64];
+    snprintf(sh, sizeof sh, "B%lld_S%lld_Hk%lld_Hv%lld_Dk%lld_Dv%lld%s", (long long)B, (long long)S, (long long)Hk,
+             (long long)Hv, (long long)Dk, (long long)Dv, docs ? "_docs" : "");
+    const int64_t N = B * S, nq = N * Hk * Dk, nv = N * Hv * Dv, ng = N * Hv;
+    int32_t *pos = docs ? doc_positions(B, S) : NULL, *gpos = docs ? dev_i32(pos, N) : NULL;
+    // q, k: l2-normalised rows (as the model feeds them), rounded to bf16
+    float *q = zt_host_normal(nq, 1.0f, seed(), 0), *k = zt_host_normal(nq, 1.0f, seed(), 0), *ri = hbuf(N * Hk);
+    zt_cpu_ops.l2norm_fwd(q, ri, q, N * Hk, Dk, 1e-6f);
+    zt_cpu_ops.l2norm_fwd(k, ri, k, N * Hk, Dk, 1e-6f);
+    round_bf16(q, nq), round_bf16(k, nq);
+    float *v = zt_host_normal(nv, 1.0f, seed(), 1), *g = zt_host_uniform(ng, -1.5f, -0.01f, seed(), 0);
+    float *beta = zt_host_uniform(ng, 0.05f, 0.95f, seed(), 0), *dout = zt_host_normal(nv, 1.0f, seed(), 1);
+    const int64_t ns = zt_delta_saved_floats(B, S, Hv, Dk, Dv);
+    float *o = hbuf(nv), *saved = hbuf(ns), *dq = hbuf(nq), *dk = hbuf(nq), *dv = hbuf(nv), *dg = hbuf(ng),
+          *db = hbuf(ng);
+    zt_cpu_ops.delta_fwd(o, saved, q, k, v, g, beta, pos, B, S, Hk, Hv, Dk, Dv);
+    zt_cpu_ops.delta_bwd(dq, dk, dv, dg, db, dout, saved, q, k, v, g, beta, pos, B, S, Hk, Hv, Dk, Dv);
+    zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nq), *gv = zt_dev_bf16(v, nv), *gdo = zt_dev_bf16(dout, nv);
+    float *gg = zt_dev_f32(g, ng), *gb = zt_dev_f32(beta, ng);
+    zt_bf16 *go = dbf_poison(nv), *gdq = dbf_poison(nq), *gdk = dbf_poison(nq), *gdv = dbf_poison(nv);
+    report("delta_saved_floats_as_cpu", sh, zt_cuda_delta_saved_floats(B, S, Hv, Dk, Dv) == ns ? 0.0 : 1.0, TOL_EXACT);
+    float *gsaved = df_poison(ns), *gdg = df_poison(ng), *gdb = df_poison(ng), *gdg2 = df_poison(ng);
+    zt_cuda_delta_fwd(NULL, go, gsaved, gq, gk, gv, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
+    double e;
+    report("delta_fwd_o", sh, e = err_bf16(go, o, nv), TOL_BF16), g_delta_max[0] = fmax(g_delta_max[0], e);
+    report("delta_fwd_saved", sh, e = err_f32(gsaved, saved, ns), TOL_DELTA_F32), g_delta_max[1] = fmax(g_delta_max[1], e);
+    zt_cuda_delta_bwd(c, NULL, gdq, gdk, gdv, gdg, gdb, gdo, gsaved, gq, gk, gv, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
+    report("delta_bwd_dq", sh, e = err_bf16(gdq, dq, nq), TOL_BF16), g_delta_max[2] = fmax(g_delta_max[2], e);
+    report("delta_bwd_dk", sh, e = err_bf16(gdk, dk, nq), TOL_BF16), g_delta_max[3] = fmax(g_delta_max[3], e);
+    report("delta_bwd_dv", sh, e = err_bf16(gdv, dv, nv), TOL_BF16), g_delta_max[4] = fmax(g_delta_max[4], e);
+    report("delta_bwd_dg", sh, e = err_f32(gdg, dg, ng), TOL_DELTA_F32), g_delta_max[5] = fmax(g_delta_max[5], e);
+    report("delta_bwd_dbeta", sh, e = err_f32(gdb, db, ng), TOL_DELTA_F32), g_delta_max[6] = fmax(g_delta_max[6], e);
+    zt_bf16 *gdq2 = dbf_poison(nq), *gdk2 = dbf_poison(nq), *gdv2 = dbf_poison(nv);
+    float *gdb2 = df_poison(ng);
+    zt_cuda_delta_bwd(c, NULL, gdq2, gdk2, gdv2, gdg2, gdb2, gdo, gsaved, gq, gk, gv, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
+    report("delta_bwd_deterministic", sh,
+           bytes_differ(gdq, gdq2, (size_t)nq * 2) + bytes_differ(gdk, gdk2, (size_t)nq * 2) +
+               bytes_differ(gdv, gdv2, (size_t)nv * 2) + bytes_differ(gdg, gdg2, (size_t)ng * 4) +
+               bytes_differ(gdb, gdb2, (size_t)ng * 4),
+           TOL_EXACT);
+    void *fr[] = {pos, q, k, ri, v, g, beta, dout, o, saved, dq, dk, dv, dg, db};
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
+    void *gf[] = {gpos, gq, gk, gv, gdo, gg, gb, go, gdq, gdk, gdv, gsaved, gdg, gdb, gdg2, gdq2, gdk2, gdv2, gdb2};
+    for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++)
+        if (gf[i]) zt_cuda_free(gf[i]);
+}
+
+// ---- element-wise pieces (model/qwen3_5.c's formulas) --------------------------------------------
+static float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+static float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+static float dsoftplusf_(float x) {
+    if (x > 20.0f) return 1.0f;
+    const float e = expf(x);
+    return e / (e + 1.0f);
+}
+
+static void test_sigmoid_gate(int64_t n) {
+    char sh[32];
+    snprintf(sh, sizeof sh, "n%lld", (long long)n);
+    float *att = zt_host_normal(n, 1.0f, seed(), 1), *gate = zt_host_normal(n, 3.0f, seed(), 1);
+    float *dy = zt_host_normal(n, 1.0f, seed(), 1), *y = hbuf(n), *da = hbuf(n), *dgt = hbuf(n);
+    for (int64_t i = 0; i < n; i++) {
+        const float s = sigmoidf_(gate[i]);
+        y[i] = att[i] * s;
+        da[i] = dy[i] * s;
+        dgt[i] = dy[i] * att[i] * s * (1.0f - s);
+    }
+    zt_bf16 *ga = zt_dev_bf16(att, n), *gg = zt_dev_bf16(gate, n), *gdy = zt_dev_bf16(dy, n);
+    zt_bf16 *gy = dbf_poison(n), *gda = dbf_poison(n), *gdg = dbf_poison(n);
+    zt_cuda_sigmoid_gate_fwd(NULL, gy, ga, gg, n);
+    zt_cuda_sigmoid_gate_bwd(NULL, gda, gdg, gdy, ga, gg, n);
+    report("sigmoid_gate_fwd", sh, err_bf16(gy, y, n), TOL_BF16);
+    report("sigmoid_gate_bwd_datt", sh, err_bf16(gda, da, n), TOL_BF16);
+    report("sigmoid_gate_bwd_dgate", sh, err_bf16(gdg, dgt, n), TOL_BF16);
+    void *fr[] = {att, gate, dy, y, da, dgt};
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
+    void *gf[] = {ga, gg, gdy, gy, gda, gdg};
+    for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
+}
+
+// beta, g and their backward; a + dt_bias crosses softplus's threshold 20 on some tokens.
+static void test_delta_gates(int64_t N, int64_t Hv) {
+    char sh[32];
+    snprintf(sh, sizeof sh, "N%lld_Hv%lld", (long long)N, (long long)Hv);
+    const int64_t n = N * Hv;
+    float *b = zt_host_normal(n, 2.0f, seed(), 0), *a = zt_host_normal(n, 3.0f, seed(), 0);
+    for (int64_t i = 0; i < n; i += 7) a[i] = 19.0f + (float)(i % 3);  // 19, 20, 21 + dt: both sides
+    float *A_log = zt_host_uniform(Hv, -4.0f, 2.7f, seed(), 1), *dt = zt_host_uniform(Hv, -1.0f, 1.5f, seed(), 1);
+    float *dg = zt_host_normal(n, 1.0f, seed(), 0), *dbeta = zt_host_normal(n, 1.0f, seed(), 0);
+    float *beta = hbuf(n), *g = hbuf(n), *da = hbuf(n), *db = hbuf(n);
+    float *dA0 = zt_host_normal(Hv, 0.1f, seed(), 0), *ddt0 = zt_host_normal(Hv, 0.1f, seed(), 0);
+    double *dA = zt_xcalloc((size_t)Hv, sizeof(double)), *ddt = zt_xcalloc((size_t)Hv, sizeof(double));
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t h = 0; h < Hv; h++) {
+            const int64_t i = t * Hv + h;
+            beta[i] = sigmoidf_(b[i]);
+            g[i] = -expf(A_log[h]) * softplusf_(a[i] + dt[h]);
+            da[i] = dg[i] * -expf(A_log[h]) * dsoftplusf_(a[i] + dt[h]);
+            db[i] = dbeta[i] * beta[i] * (1.0f - beta[i]);
+            dA[h] += (double)dg[i] * g[i];
+            ddt[h] += da[i];
+        }
+    float *dAf = hbuf(Hv), *ddtf = hbuf(Hv);
+    for (int64_t h = 0; h < Hv; h++) dAf[h] = (float)(dA0[h] + dA[h]), ddtf[h] = (float)(ddt0[h] + ddt[h]);
+    float *gbv = zt_dev_f32(b, n), *gav = zt_dev_f32(a, n), *gbeta = df_poison(n), *gg = df_poison(n);
+    zt_bf16 *gA = zt_dev_bf16(A_log, Hv), *gdt = zt_dev_bf16(dt, Hv), *gda = dbf_poison(n), *gdb = dbf_poison(n);
+    zt_cuda_delta_gates_fwd(NULL, gbeta, gg, gbv, gav, gA, gdt, N, Hv);
+    report("delta_gates_beta", sh, err_f32(gbeta, beta, n), TOL_F32);
+    report("delta_gates_g", sh, err_f32(gg, g, n), TOL_F32);
+    float *gdg = zt_dev_f32(dg, n), *gdbeta = zt_dev_f32(dbeta, n), *gdA = zt_dev_f32(dA0, Hv), *gddt = zt_dev_f32(ddt0, Hv);
+    float *gbeta_ref = zt_dev_f32(beta, n), *gg_ref = zt_dev_f32(g, n);
+    zt_cuda_delta_gates_bwd(NULL, gdb, gda, gdA, gddt, gdg, gdbeta, gav, gbeta_ref, gg_ref, gA, gdt, N, Hv);
+    report("delta_gates_bwd_da", sh, err_bf16(gda, da, n), TOL_BF16);
+    report("delta_gates_bwd_db", sh, err_bf16(gdb, db, n), TOL_BF16);
+    report("delta_gates_bwd_dA_log", sh, err_f32(gdA, dAf, Hv), TOL_F32_SUM);
+    report("delta_gates_bwd_ddt_bias", sh, err_f32(gddt, ddtf, Hv), TOL_F32_SUM);
+    void *fr[] = {b, a, A_log, dt, dg, dbeta, beta, g, da, db, dA0, ddt0, dA, ddt, dAf, ddtf};
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
+    void *gf[] = {gbv, gav, gbeta, gg, gA, gdt, gda, gdb, gdg, gdbeta, gdA, gddt, gbeta_ref, gg_ref};
+    for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
+}
+
+// Partial RoPE: the CPU op on the first rd of each head (as model/qwen3_5.c's rope_partial), the
+// rest of each head unchanged, bit for bit.
+static void test_rope_partial(int64_t B, int64_t S, int64_t nh, int64_t D, int64_t rd, int docs) {
+    char sh[64];
+    snprintf(sh, sizeof sh, "B%lld_S%lld_h%lld_D%lld_rd%lld%s", (long long)B, (long long)S, (long long)nh,
+             (long long)D, (long long)rd, docs ? "_docs" : "");
+    const int64_t N = B * S, n = N * nh * D;
+    int32_t *pos = docs ? doc_positions(B, S) : NULL, *gpos = docs ? dev_i32(pos, N) : NULL;
+    float *cs = hbuf(S * rd / 2), *sn = hbuf(S * rd / 2);
+    zt_rope_table(cs, sn, S, rd, 1e7);
+    float *gcs = zt_dev_f32(cs, S * rd / 2), *gsn = zt_dev_f32(sn, S * rd / 2);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        float *x = zt_host_normal(n, 1.0f, seed(), 1), *rot = hbuf(N * nh * rd), *ref = hbuf(n);
+        memcpy(ref, x, (size_t)n * sizeof(float));
+        for (int64_t i = 0; i < N * nh; i++) memcpy(rot + i * rd, x + i * D, (size_t)rd * sizeof(float));
+        (bwd ? zt_cpu_ops.rope_bwd : zt_cpu_ops.rope_fwd)(rot, cs, sn, pos, B, S, nh, rd);
+        for (int64_t i = 0; i < N * nh; i++) memcpy(ref + i * D, rot + i * rd, (size_t)rd * sizeof(float));
+        zt_bf16 *gx = zt_dev_bf16(x, n);
+        (bwd ? zt_cuda_rope_partial_bwd : zt_cuda_rope_partial_fwd)(NULL, gx, gcs, gsn, gpos, B, S, nh, D, rd);
+        float *got = hbuf(n);
+        zt_dev_get_bf16(got, gx, n);
+        double same = 0;  // the unrotated tail of every head: untouched
+        for (int64_t i = 0; i < N * nh; i++)
+            for (int64_t j = rd; j < D; j++) same += got[i * D + j] != x[i * D + j];
+        report(bwd ? "rope_partial_bwd" : "rope_partial_fwd", sh, zt_relerr(got, ref, n), TOL_BF16);
+        report(bwd ? "rope_partial_bwd_tail_unchanged" : "rope_partial_fwd_tail_unchanged", sh, same, TOL_EXACT);
+        free(x), free(rot), free(ref), free(got);
+        zt_cuda_free(gx);
+    }
+    free(pos), free(cs), free(sn);
+    zt_cuda_free(gcs), zt_cuda_free(gsn);
+    if (gpos) zt_cuda_free(gpos);
+}
+
+static void test_small_copies(void) {
+    const int64_t rows = 37, cols = 12, lds = 40, ldd = 24, n = 100;
+    float *src = zt_host_normal(rows * lds, 1.0f, seed(), 1), *w = zt_host_normal(n, 0.05f, seed(), 1);
+    float *ref = hbuf(rows * ldd), *one = hbuf(n), *got = hbuf(rows * ldd);
+    for (int64_t i = 0; i < n; i++) one[i] = zt_bf16_round(1.0f + w[i]);
+    zt_bf16 *gs = zt_dev_bf16(src, rows * lds), *gd = zt_dev_bf16(ref, rows * ldd), *gw = zt_dev_bf16(w, n);
+    zt_bf16 *g1 = dbf_poison(n);
+    zt_cuda_copy_cols(NULL, gd + 5, ldd, gs + 3, lds, rows, cols);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) ref[r * ldd + 5 + c] = src[r * lds + 3 + c];
+    zt_dev_get_bf16(got, gd, rows * ldd);
+    double diff = 0;
+    for (int64_t i = 0; i < rows * ldd; i++) diff += got[i] != ref[i];
+    report("copy_cols", "rows37_cols12", diff, TOL_EXACT);
+    zt_cuda_one_plus(NULL, g1, gw, n);
+    report("one_plus", "n100", err_bf16(g1, one, n), TOL_EXACT);
+    free(src), free(w), free(ref), free(one), free(got);
+    zt_cuda_free(gs), zt_cuda_free(gd), zt_cuda_free(gw), zt_cuda_free(g1);
+}
+
+int main(int argc, char **argv) {
+    zt_skip_without_device();
+    int quick = 0;
+    for (int i = 1; i < argc; i++) quick |= !strcmp(argv[i], "--quick");
+    zt_cuda_ctx *c = zt_cuda_ctx_create();
+    const double t0 = zt_now();
+    test_conv1d(c, 2, 70, 40, 4, 0);
+    test_conv1d(c, 3, 70, 40, 4, 1);
+    test_conv1d(c, 2, 150, 33, 3, 1);
+    test_l2norm(300, 8);
+    test_l2norm(77, 128);
+    test_rmsnorm_gated(c, 300, 12);
+    test_rmsnorm_gated(c, 150, 128);
+    // the delta rule: Hv = 3 Hk, S not a multiple of 64 (and one below it), Dv not a whole warp
+    test_delta(c, 2, 150, 2, 6, 16, 24, 0);
+    test_delta(c, 3, 150, 2, 6, 16, 24, 1);
+    test_delta(c, 2, 40, 1, 3, 8, 12, 1);
+    test_delta(c, 1, 130, 1, 3, 128, 128, 1);  // the 27B's head dims (Dk = Dv = 128)
+    if (!quick) test_delta(c, 1, 200, 2, 4, 64, 96, 0);
+    test_sigmoid_gate(1000);
+    test_delta_gates(300, 6);
+    test_delta_gates(77, 48);
+    test_rope_partial(2, 40, 4, 16, 4, 0);
+    test_rope_partial(3, 70, 3, 32, 8, 1);
+    test_small_copies();
+    zt_cuda_sync(NULL, "test_cuda_ops_qwen3_5");
+    zt_cuda_ctx_destroy(c);
+    const char *names[] = {"o", "saved", "dq", "dk", "dv", "dg", "dbeta"};
+    printf("delta rule, largest errors over the shapes:");
+    for (int i = 0; i < 7; i++) printf(" %s %.2e", names[i], g_delta_max[i]);
+    printf("\n%d passed, %d failed; %.1f s\n", g_n - g_nfail, g_nfail, zt_now() - t0);
+    return g_nfail ? 1 : 0;
+}
