@@ -24,6 +24,20 @@ if(ZT_CUDA)
   add_test(NAME gpu_train_tiny COMMAND train_tiny)
   set_tests_properties(gpu_train_tiny PROPERTIES SKIP_RETURN_CODE 77)
 
+  # Qwen3.5's GPU kernels against the CPU ops, and its GPU passes unit by unit against its CPU
+  # passes (tests/cudaemu.cmake runs both on the CPU execution of CUDA in CI).
+  add_executable(test_cuda_ops_qwen3_5 ${ZT_GPU_DIR}/test_cuda_ops_qwen3_5.c ${ZT_GPU_DIR}/gpu_test_util.c)
+  target_link_libraries(test_cuda_ops_qwen3_5 PRIVATE zt_cuda zt_kernels)
+  add_test(NAME gpu_cuda_ops_qwen3_5 COMMAND test_cuda_ops_qwen3_5)
+  set_tests_properties(gpu_cuda_ops_qwen3_5 PROPERTIES SKIP_RETURN_CODE 77)
+  add_executable(test_qwen3_5_cuda ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
+                 ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c
+                 ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c
+                 ${CMAKE_SOURCE_DIR}/data/batch.c)
+  target_link_libraries(test_qwen3_5_cuda PRIVATE zt_cuda_layer zt_kernels)
+  add_test(NAME gpu_qwen3_5_cuda COMMAND test_qwen3_5_cuda)
+  set_tests_properties(gpu_qwen3_5_cuda PROPERTIES SKIP_RETURN_CODE 77)
+
   # Benchmark (not a ctest: minutes of GPU time): tests/gpu/run.sh runs it.
   add_executable(bench_layer ${ZT_GPU_DIR}/bench_layer.c ${ZT_GPU_DIR}/gpu_test_util.c)
   target_link_libraries(bench_layer PRIVATE zt_cuda_layer)
@@ -92,6 +106,6 @@ exec "$@" "$n" "$bin"]]
   endif()
 
   # The same place in both configurations: tests/gpu/run.sh looks in <build>/tests.
-  set_target_properties(test_cuda_ops train_tiny bench_layer PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+  set_target_properties(test_cuda_ops train_tiny bench_layer test_cuda_ops_qwen3_5 test_qwen3_5_cuda PROPERTIES RUNTIME_OUTPUT_DIRECTORY
                         ${CMAKE_BINARY_DIR}/tests)
 endif()

@@ -4,6 +4,8 @@
 # ZT_GPU_ONLY=ON for sm_90, then runs
 #   1. tests/gpu/test_cuda_ops   every op vs the CPU reference (errors vs tolerances)
 #   2. tests/gpu/train_tiny      20 training steps, GPU vs CPU losses (tiny config)
+#   2a. tests/gpu/test_cuda_ops_qwen3_5, test_qwen3_5_cuda   Qwen3.5's kernels vs the CPU ops and
+#       its GPU passes unit by unit vs its CPU passes (logs in build-logs)
 #   2b. tests/gpu/test_fsdp_cuda the GPU FSDP engine (NCCL world 1) vs the CPU reference
 #       trainer, 20 steps untied + tied, schedule, no per-step allocation, determinism
 #       (built when NCCL is found: toolkit, NCCL_ROOT or PyTorch's nvidia-nccl wheel)
@@ -26,7 +28,7 @@
 # logs), 8 files at most (what the device tool returns).
 #   bash tests/gpu/run.sh            (from the repository root or anywhere)
 # Environment: ZT_BUILD_DIR (default build-gpu), ZT_SKIP_SANITIZER=1, ZT_ARCH (default 90),
-# ZT_STEPS (a comma list of the steps to run: ops, train_tiny, fsdp, comm_nccl, bench, torch,
+# ZT_STEPS (a comma list of the steps to run: ops, train_tiny, qwen3_5, fsdp, comm_nccl, bench, torch,
 # bench_tiled, bench_cudnn, bench_fsdp, memcheck; default all),
 # ZT_SUMMARY_ONLY=1 (only re-print the summary from the logs in $OUT or build-gpu/logs).
 set -u
@@ -68,7 +70,7 @@ run() {
 }
 
 OPS_RC=? TRAIN_RC=? BENCH_RC=? TORCH_RC=? NCCL_RC="not run" MEMCHECK="not run" FSDP_RC="not built"
-CUDNN_RC="not run" BENCH8_RC="not run" BFSDP_RC="not run" TILED_RC="not run"
+CUDNN_RC="not run" BENCH8_RC="not run" BFSDP_RC="not run" TILED_RC="not run" Q35_RC="not run"
 if [ "${ZT_SUMMARY_ONLY:-0}" = 1 ]; then  # re-print the summary from logs already in $LOGS
     SKIP_RUN=1
 fi
@@ -117,6 +119,22 @@ if needs_sync_rerun "$OPS_RC" "$LOGS/ops.log" '^[0-9]+ passed, [0-9]+ failed'; t
 fi
 run train_tiny 90 "$BIN/train_tiny"
 TRAIN_RC=$RC
+# Qwen3.5 (issue 38): its kernels vs the CPU ops and its GPU passes unit by unit vs its CPU
+# passes. Logs stay on the machine in build-logs (the returned-files budget is taken); the
+# summary gives the exit codes and the pass counts.
+if want qwen3_5; then
+    LOGDIR=$BLOGS
+    ZT_STEPS= run build_qwen3_5 240 cmake --build "$BUILD" -j "$(nproc)" --target test_cuda_ops_qwen3_5 test_qwen3_5_cuda
+    if [ "$RC" = 0 ]; then
+        ZT_STEPS= run qwen3_5_ops 120 "$BIN/test_cuda_ops_qwen3_5"
+        Q35_RC="ops exit $RC"
+        ZT_STEPS= run qwen3_5_passes 120 "$BIN/test_qwen3_5_cuda"
+        Q35_RC="$Q35_RC, passes exit $RC"
+    else
+        Q35_RC="build failed (exit $RC; build-logs/build_qwen3_5.log)"
+    fi
+    LOGDIR=$LOGS
+fi
 if [ "$NCCL_BUILD_RC" = 0 ]; then
     run fsdp 120 env NCCL_SOCKET_IFNAME=lo "$BIN/test_fsdp_cuda"
     FSDP_RC="exit $RC"
@@ -209,6 +227,8 @@ summary() {
 echo
 echo "================================ summary ================================"
 echo "NCCL process group, world 1: $NCCL_RC"
+echo "Qwen3.5 kernels and GPU passes: $Q35_RC; $(grep -h ' passed, ' "$BLOGS/qwen3_5_ops.log" 2>/dev/null | tail -1)" \
+    "$(tail -n 1 "$BLOGS/qwen3_5_passes.log" 2>/dev/null)"
 echo "op test (exit $OPS_RC): max-norm relative error vs tolerance, worst shape per op"
 if [ -f "$LOGS/ops.log" ]; then
     grep -h '^RESULT op=' "$LOGS/ops.log" | sed 's/RESULT //' | awk '
