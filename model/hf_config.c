@@ -404,12 +404,12 @@ static void add_exact(cJSON *o, const char *key, double v) {
     cJSON_AddItemToObject(o, key, cJSON_CreateRaw(buf));
 }
 
-// Qwen3.5's text config (Qwen3_5ForCausalLM): the fields both families share, then its own.
-static char *qwen3_5_json(const zt_model_config *c) {
+// A config.json's first fields, the same in both families: the class, model_type and the sizes.
+static cJSON *json_head(const zt_model_config *c, const char *arch_name, const char *model_type) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3_5ForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", "qwen3_5_text");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(arch_name));
+    cJSON_AddStringToObject(o, "model_type", model_type);
     cJSON_AddNumberToObject(o, "vocab_size", (double)c->vocab_size);
     cJSON_AddNumberToObject(o, "hidden_size", (double)c->hidden_size);
     cJSON_AddNumberToObject(o, "intermediate_size", (double)c->intermediate_size);
@@ -417,6 +417,12 @@ static char *qwen3_5_json(const zt_model_config *c) {
     cJSON_AddNumberToObject(o, "num_attention_heads", c->num_heads);
     cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_kv_heads);
     cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    return o;
+}
+
+// Qwen3.5's text config (Qwen3_5ForCausalLM): the fields both families share, then its own.
+static char *qwen3_5_json(const zt_model_config *c) {
+    cJSON *o = json_head(c, "Qwen3_5ForCausalLM", "qwen3_5_text");
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddBoolToObject(o, "attention_bias", 0);
     cJSON_AddBoolToObject(o, "attn_output_gate", 1);
@@ -450,17 +456,7 @@ static char *qwen3_5_json(const zt_model_config *c) {
 
 char *zt_model_config_json(const zt_model_config *c) {
     if (c->family && !strcmp(c->family->name, "qwen3_5")) return qwen3_5_json(c);
-    cJSON *o = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("Qwen3ForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", "qwen3");
-    cJSON_AddNumberToObject(o, "vocab_size", (double)c->vocab_size);
-    cJSON_AddNumberToObject(o, "hidden_size", (double)c->hidden_size);
-    cJSON_AddNumberToObject(o, "intermediate_size", (double)c->intermediate_size);
-    cJSON_AddNumberToObject(o, "num_hidden_layers", c->num_layers);
-    cJSON_AddNumberToObject(o, "num_attention_heads", c->num_heads);
-    cJSON_AddNumberToObject(o, "num_key_value_heads", c->num_kv_heads);
-    cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+    cJSON *o = json_head(c, "Qwen3ForCausalLM", "qwen3");
     add_exact(o, "rms_norm_eps", c->rms_norm_eps);
     add_exact(o, "rope_theta", c->rope_theta);
     if (c->rope_yarn) {  // the spelling every transformers reads (5 converts it to rope_parameters)

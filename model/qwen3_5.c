@@ -20,15 +20,11 @@ enum { LIN_IN_NORM, LIN_QKV, LIN_Z, LIN_B, LIN_A, LIN_CONV, LIN_DT, LIN_ALOG, LI
        LIN_GATE, LIN_UP, LIN_DOWN, LIN_N };
 enum { FA_IN_NORM, FA_Q, FA_K, FA_V, FA_O, FA_QNORM, FA_KNORM, FA_POST_NORM, FA_GATE, FA_UP, FA_DOWN, FA_N };
 
-static void add(zt_unit_layout *u, const char *name, int ndim, int64_t s0, int64_t s1, int64_t s2) {
-    zt_tensor_desc *t = &u->t[u->ntensors++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->ndim = ndim;
-    t->shape[0] = s0, t->shape[1] = ndim > 1 ? s1 : 0, t->shape[2] = ndim > 2 ? s2 : 0;
-    t->numel = s0 * (ndim > 1 ? s1 : 1) * (ndim > 2 ? s2 : 1);
-    t->offset = u->numel;
-    t->decay = ndim >= 2;  // matrices, the embedding and the conv kernel; not norms, A_log or dt_bias
-    u->numel += t->numel;
+// One tensor of nd dimensions (decay on 2 or more: matrices, the embedding, the conv kernel; not
+// norms, A_log or dt_bias), through the layout's own adder.
+static void add(zt_unit_layout *u, const char *name, int nd, int64_t s0, int64_t s1, int64_t s2) {
+    const int64_t shape[3] = {s0, s1, s2};
+    if (zt_layout_add_tensor(u, name, nd, shape) != 0) zt_die_on_err();  // ZT_UNIT_MAX_TENSORS fits 14
 }
 
 typedef struct {

@@ -11,56 +11,16 @@
 #include "model/qwen3.h"
 #include "base/common.h"
 #include "tests/support/trainer.h"
+#include "tests/support/golden_read.h"
 #include "tests/support/test_util.h"
 #include "checkpoint/hf.h"
 
-static float *read_f32(const zt_st_file *g, const char *name, int64_t expect_numel) {
-    const zt_st_tensor *t = zt_st_find(g, name);
-    if (!t) {
-        CHECK(0, "golden tensor %s missing", name);
-        return NULL;
-    }
-    CHECK(t->numel == expect_numel, "%s numel %lld != %lld", name, (long long)t->numel, (long long)expect_numel);
-    float *p = zt_xmalloc((size_t)t->numel * sizeof(float));
-    if (zt_st_read_f32(g, t, p) != 0) zt_die_on_err();
-    return p;
-}
 
-static uint32_t *read_tokens(const zt_st_file *g, const char *name, int64_t *numel) {
-    const zt_st_tensor *t = zt_st_find(g, name);
-    if (!t) zt_fatal("golden tensor %s missing", name);
-    int64_t *tmp = zt_xmalloc((size_t)t->numel * sizeof(int64_t));
-    if (zt_st_read_i64(g, t, tmp) != 0) zt_die_on_err();
-    uint32_t *out = zt_xmalloc((size_t)t->numel * sizeof(uint32_t));
-    for (int64_t i = 0; i < t->numel; i++) out[i] = (uint32_t)tmp[i];
-    free(tmp);
-    *numel = t->numel;
-    return out;
-}
-
-// Every parameter gradient against the golden file's grad.<HF name> (relative 1e-4).
+// Every parameter gradient against the golden file's grad.<HF name> (relative 1e-4), all 25 (24 tied).
 static void check_grads(const zt_st_file *g, const zt_model_layout *lay, float *const *grads, const char *tag,
                         int tied) {
-    int ngrads = 0;
-    for (int u = 0; u < lay->nunits; u++)
-        for (int k = 0; k < lay->units[u].ntensors; k++) {
-            const zt_tensor_desc *d = &lay->units[u].t[k];
-            char name[160], what[200];
-            snprintf(name, sizeof name, "grad.%s", d->name);
-            float *gr = read_f32(g, name, d->numel);
-            if (!gr) continue;
-            snprintf(what, sizeof what, "%s%s", tag, name);
-            CHECK_CLOSE(what, grads[u] + d->offset, gr, d->numel, 1e-4);
-            ngrads++;
-            free(gr);
-        }
+    const int ngrads = zt_golden_check_grads(g, lay, grads, tag);
     CHECK(ngrads == (tied ? 24 : 25), "compared %d gradients", ngrads);
-}
-
-static double meta_num(const zt_st_file *g, const char *key) {
-    char buf[64];
-    if (zt_st_metadata(g, key, buf, sizeof buf) != 0) zt_die_on_err();
-    return atof(buf);
 }
 
 static void run_case(const char *name) {
@@ -77,25 +37,25 @@ static void run_case(const char *name) {
     const int64_t B = tt->shape[0], S = tt->shape[1], V = cfg.vocab_size;
 
     // ---- forward and gradients of one batch ----
-    zt_hparams hp = {.lr = meta_num(&g, "lr"), .beta1 = meta_num(&g, "beta1"), .beta2 = meta_num(&g, "beta2"),
-                     .eps = meta_num(&g, "eps"), .weight_decay = meta_num(&g, "weight_decay"),
-                     .clip = meta_num(&g, "clip"), .schedule = ZT_SCHED_CONSTANT, .total_steps = 3};
+    zt_hparams hp = {.lr = zt_golden_meta(&g, "lr"), .beta1 = zt_golden_meta(&g, "beta1"), .beta2 = zt_golden_meta(&g, "beta2"),
+                     .eps = zt_golden_meta(&g, "eps"), .weight_decay = zt_golden_meta(&g, "weight_decay"),
+                     .clip = zt_golden_meta(&g, "clip"), .schedule = ZT_SCHED_CONSTANT, .total_steps = 3};
     zt_trainer tr;
     if (zt_trainer_init(&tr, &cfg, &zt_cpu_ops, (int)B, 1, S, &hp, 1) != 0) zt_die_on_err();
     const zt_model_layout *lay = &tr.model.lay;
     if (zt_hf_load(lay, dir, tr.params) != 0) zt_die_on_err();
     int64_t n;
-    uint32_t *tokens = read_tokens(&g, "tokens", &n);
+    uint32_t *tokens = zt_golden_ids(&g, "tokens", &n);
 
     float *logits = zt_xmalloc((size_t)(B * S * V) * sizeof(float));
     zt_qwen3_logits(&tr.model, tr.params, tokens, logits);
-    float *ref = read_f32(&g, "logits", B * S * V);
+    float *ref = zt_golden_f32(&g, "logits", B * S * V);
     CHECK_CLOSE("logits", logits, ref, B * S * V, 1e-5);
     free(ref);
 
     const double ntargets = (double)(B * (S - 1));
     double loss = zt_qwen3_fwd_bwd(&tr.model, tr.params, tr.grads, tokens, (float)(1.0 / ntargets)) / ntargets;
-    float *ref_loss = read_f32(&g, "loss", 1);
+    float *ref_loss = zt_golden_f32(&g, "loss", 1);
     float l32 = (float)loss;
     CHECK_CLOSE("loss", &l32, ref_loss, 1, 1e-5);
     printf("  loss ours %.7f HF %.7f\n", loss, ref_loss[0]);
@@ -107,8 +67,8 @@ static void run_case(const char *name) {
     // ---- 3 AdamW steps with clipping, as micro-batches of 1 block x grad-accum B ----
     if (zt_trainer_init(&tr, &cfg, &zt_cpu_ops, 1, (int)B, S, &hp, 1) != 0) zt_die_on_err();
     if (zt_hf_load(&tr.model.lay, dir, tr.params) != 0) zt_die_on_err();
-    uint32_t *steps = read_tokens(&g, "steps.tokens", &n);
-    float *ref_losses = read_f32(&g, "steps.losses", 3), *ref_norms = read_f32(&g, "steps.gradnorms", 3);
+    uint32_t *steps = zt_golden_ids(&g, "steps.tokens", &n);
+    float *ref_losses = zt_golden_f32(&g, "steps.losses", 3), *ref_norms = zt_golden_f32(&g, "steps.gradnorms", 3);
     for (int s = 0; s < 3; s++) {
         const uint32_t *blocks[64];
         for (int64_t b = 0; b < B; b++) blocks[b] = steps + (s * B + b) * S;
@@ -125,7 +85,7 @@ static void run_case(const char *name) {
         for (int k = 0; k < lay->units[u].ntensors; k++) {
             const zt_tensor_desc *d = &lay->units[u].t[k];
             snprintf(path, sizeof path, "step3.%s", d->name);
-            float *p3 = read_f32(&g, path, d->numel);
+            float *p3 = zt_golden_f32(&g, path, d->numel);
             if (!p3) continue;
             CHECK_CLOSE(path, tr.params[u] + d->offset, p3, d->numel, 1e-5);
             free(p3);
@@ -151,11 +111,11 @@ static void run_sft_case(const char *name) {
     if (!wt || wt->ndim != 2) zt_fatal("%s: words [B, S] missing", path);
     const int64_t B = wt->shape[0], S = wt->shape[1];
     int64_t n;
-    uint32_t *words = read_tokens(&g, "words", &n);
+    uint32_t *words = zt_golden_ids(&g, "words", &n);
     const zt_st_tensor *ct = zt_st_find(&g, "count");
     int64_t count = 0;
     if (!ct || zt_st_read_i64(&g, ct, &count) != 0) zt_fatal("%s: count missing", path);
-    float *ref_loss = read_f32(&g, "loss", 1);
+    float *ref_loss = zt_golden_f32(&g, "loss", 1);
     zt_hparams hp = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .clip = 0, .total_steps = 1};
 
     // one micro-batch of B blocks through the model

@@ -16,54 +16,11 @@
 #include "model/config.h"
 #include "model/family.h"
 #include "model/qwen3_5.h"
+#include "tests/support/golden_read.h"
 #include "tests/support/test_util.h"
 #include "tests/support/trainer.h"
 
-static float *read_f32(const zt_st_file *g, const char *name, int64_t expect_numel) {
-    const zt_st_tensor *t = zt_st_find(g, name);
-    if (!t) {
-        CHECK(0, "golden tensor %s missing", name);
-        return NULL;
-    }
-    CHECK(t->numel == expect_numel, "%s numel %lld != %lld", name, (long long)t->numel, (long long)expect_numel);
-    float *p = zt_xmalloc((size_t)t->numel * sizeof(float));
-    if (zt_st_read_f32(g, t, p) != 0) zt_die_on_err();
-    return p;
-}
-
-static uint32_t *read_words(const zt_st_file *g, const char *name) {
-    const zt_st_tensor *t = zt_st_find(g, name);
-    if (!t) zt_fatal("golden tensor %s missing", name);
-    int64_t *tmp = zt_xmalloc((size_t)t->numel * sizeof(int64_t));
-    if (zt_st_read_i64(g, t, tmp) != 0) zt_die_on_err();
-    uint32_t *out = zt_xmalloc((size_t)t->numel * sizeof(uint32_t));
-    for (int64_t i = 0; i < t->numel; i++) out[i] = (uint32_t)tmp[i];
-    free(tmp);
-    return out;
-}
-
-static int check_grads(const zt_st_file *g, const zt_model_layout *lay, float *const *grads, const char *tag) {
-    int n = 0;
-    for (int u = 0; u < lay->nunits; u++)
-        for (int k = 0; k < lay->units[u].ntensors; k++) {
-            const zt_tensor_desc *d = &lay->units[u].t[k];
-            char name[160], what[200];
-            snprintf(name, sizeof name, "grad.%s", d->name);
-            float *gr = read_f32(g, name, d->numel);
-            if (!gr) continue;
-            snprintf(what, sizeof what, "%s%s", tag, name);
-            CHECK_CLOSE(what, grads[u] + d->offset, gr, d->numel, 1e-4);
-            n++;
-            free(gr);
-        }
-    return n;
-}
-
-static double meta_num(const zt_st_file *g, const char *key) {
-    char buf[64];
-    if (zt_st_metadata(g, key, buf, sizeof buf) != 0) zt_die_on_err();
-    return atof(buf);
-}
+static uint32_t *read_words(const zt_st_file *g, const char *name) { return zt_golden_ids(g, name, NULL); }
 
 static int count_tensors(const zt_model_layout *lay) {
     int n = 0;
@@ -84,9 +41,9 @@ static void run_case(const char *name, int expect_tensors) {
     const zt_st_tensor *tt = zt_st_find(&g, "tokens");
     if (!tt || tt->ndim != 2) zt_fatal("%s: tokens [B, S] missing", path);
     const int64_t B = tt->shape[0], S = tt->shape[1], V = cfg.vocab_size;
-    zt_hparams hp = {.lr = meta_num(&g, "lr"), .beta1 = meta_num(&g, "beta1"), .beta2 = meta_num(&g, "beta2"),
-                     .eps = meta_num(&g, "eps"), .weight_decay = meta_num(&g, "weight_decay"),
-                     .clip = meta_num(&g, "clip"), .schedule = ZT_SCHED_CONSTANT, .total_steps = 3};
+    zt_hparams hp = {.lr = zt_golden_meta(&g, "lr"), .beta1 = zt_golden_meta(&g, "beta1"), .beta2 = zt_golden_meta(&g, "beta2"),
+                     .eps = zt_golden_meta(&g, "eps"), .weight_decay = zt_golden_meta(&g, "weight_decay"),
+                     .clip = zt_golden_meta(&g, "clip"), .schedule = ZT_SCHED_CONSTANT, .total_steps = 3};
 
     // ---- logits, loss and every gradient of one batch ----
     zt_trainer tr;
@@ -102,15 +59,15 @@ static void run_case(const char *name, int expect_tensors) {
     double loss = zt_family_fwd_bwd(tr.fam, tr.fm, lay, tr.params, tr.grads, tokens, B, S, 0,
                                     (float)(1.0 / ntargets), &nt, logits) / ntargets;
     CHECK(nt == (int64_t)ntargets, "targets %lld, expected %.0f", (long long)nt, ntargets);
-    float *ref = read_f32(&g, "logits", B * S * V);
+    float *ref = zt_golden_f32(&g, "logits", B * S * V);
     CHECK_CLOSE("logits", logits, ref, B * S * V, 1e-5);
     free(ref);
-    float *ref_loss = read_f32(&g, "loss", 1);
+    float *ref_loss = zt_golden_f32(&g, "loss", 1);
     float l32 = (float)loss;
     CHECK_CLOSE("loss", &l32, ref_loss, 1, 1e-5);
     printf("  loss ours %.7f HF %.7f\n", loss, ref_loss[0]);
     free(ref_loss);
-    CHECK(check_grads(&g, lay, tr.grads, "") == expect_tensors, "every gradient compared");
+    CHECK(zt_golden_check_grads(&g, lay, tr.grads, "") == expect_tensors, "every gradient compared");
     zt_trainer_free(&tr);
 
     // ---- 3 AdamW steps with clipping, as micro-batches of 1 block x grad-accum B ----
@@ -118,7 +75,7 @@ static void run_case(const char *name, int expect_tensors) {
     lay = zt_trainer_layout(&tr);
     if (zt_hf_load(lay, dir, tr.params) != 0) zt_die_on_err();
     uint32_t *steps = read_words(&g, "steps.tokens");
-    float *ref_losses = read_f32(&g, "steps.losses", 3), *ref_norms = read_f32(&g, "steps.gradnorms", 3);
+    float *ref_losses = zt_golden_f32(&g, "steps.losses", 3), *ref_norms = zt_golden_f32(&g, "steps.gradnorms", 3);
     for (int s = 0; s < 3; s++) {
         const uint32_t *blocks[64];
         for (int64_t b = 0; b < B; b++) blocks[b] = steps + (s * B + b) * S;
@@ -136,7 +93,7 @@ static void run_case(const char *name, int expect_tensors) {
         for (int k = 0; k < lay->units[u].ntensors; k++) {
             const zt_tensor_desc *d = &lay->units[u].t[k];
             snprintf(path, sizeof path, "step3.%s", d->name);
-            float *p3 = read_f32(&g, path, d->numel);
+            float *p3 = zt_golden_f32(&g, path, d->numel);
             if (!p3) continue;
             CHECK_CLOSE(path, tr.params[u] + d->offset, p3, d->numel, 1e-5);
             compared++;
@@ -165,7 +122,7 @@ static void run_sft_case(const char *name, int expect_tensors) {
     const zt_st_tensor *ct = zt_st_find(&g, "count");
     int64_t count = 0;
     if (!ct || zt_st_read_i64(&g, ct, &count) != 0) zt_fatal("%s: count missing", path);
-    float *ref_loss = read_f32(&g, "loss", 1);
+    float *ref_loss = zt_golden_f32(&g, "loss", 1);
     zt_hparams hp = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .clip = 0, .total_steps = 1};
     zt_trainer tr;
     if (zt_trainer_init(&tr, &cfg, &zt_cpu_ops, (int)B, 1, S, &hp, 1) != 0) zt_die_on_err();
@@ -178,7 +135,7 @@ static void run_sft_case(const char *name, int expect_tensors) {
     float l32 = (float)(loss / (double)count);
     CHECK_CLOSE("sft loss", &l32, ref_loss, 1, 1e-5);
     printf("  loss ours %.7f HF %.7f over %lld trained targets\n", l32, ref_loss[0], (long long)count);
-    CHECK(check_grads(&g, lay, tr.grads, "sft ") == expect_tensors, "every gradient compared");
+    CHECK(zt_golden_check_grads(&g, lay, tr.grads, "sft ") == expect_tensors, "every gradient compared");
     // documents that see each other (attention, the conv window, the recurrent state) give another loss
     double full = zt_family_fwd_bwd(tr.fam, tr.fm, lay, tr.params, tr.grads, words, B, S, 0, 0.0f, &nt, NULL);
     CHECK(fabs(full / (double)nt - ref_loss[0]) > 1e-4,
