@@ -33,7 +33,7 @@ static const char synopsis[] =
 typedef struct {
     const char *model, *worlds, *shard, *gpu, *gpu_file, *from_run;
     int field, world, micro_batch, grad_accum, shard_group, reduce_bytes, accum_bytes, recompute, gpus_per_node;
-    int param_bytes, reshard_after_forward, colls, context_parallel, attention;
+    int param_bytes, reshard_after_forward, colls, context_parallel, attention, device_cpu;
     int64_t seq_len, global_batch;
     double epoch_tokens, peak_tflops, hbm_gb, hbm_tbps, nvlink_gbps, net_gbps, ckpt_gbps;
     double mfu, nvlink_eff, net_eff, alpha_nvlink_us, alpha_net_us, hbm_eff, mem_usable;
@@ -43,6 +43,7 @@ static char gpu_help[192];  // names the presets (zt_gpu_preset_names), filled b
 static const zt_flag_choice dtype_choices[] = {{"fp32", 4}, {"bf16", 2}, {0}};
 static const zt_flag_choice param_dtype_choices[] = {{"bf16", 2}, {"fp32", 4}, {0}};
 static const zt_flag_choice colls_choices[] = {{"nccl", ZT_COLLS_NCCL}, {"mpi", ZT_COLLS_MPI}, {0}};
+static const zt_flag_choice device_choices[] = {{"gpu", 0}, {"cpu", 1}, {0}};
 static const zt_flag_choice attention_choices[] = {{"gemm", ZT_ATTN_SCRATCH_GEMM}, {"tiled", ZT_ATTN_SCRATCH_TILED}, {0}};
 
 #define T plan_flags
@@ -93,6 +94,10 @@ static const zt_flag flags[] = {
     {"attention", ZT_FLAG_ENUM, ZT_AT_INT(T, attention), "gemm|tiled", .choices = attention_choices,
      .help = "with --context-parallel: whose scratch the total counts: gemm\n"
              "(default, kernels/cuda/attention.cu, O(S^2)) or tiled (O(S D))"},
+    {"device", ZT_FLAG_ENUM, ZT_AT_INT(T, device_cpu), "gpu|cpu", .def = 0, .choices = device_choices,
+     .help = "gpu (default): the GPU model below; cpu: the CPU engine's memory per rank,\n"
+             "byte for byte as `train --device cpu` allocates it (--world, --shard-group,\n"
+             "--micro-batch, --seq-len, --context-parallel, --reshard-after-forward; no step time)"},
     {"epoch-tokens", ZT_FLAG_F64, ZT_AT_F64(T, epoch_tokens), "N", .fmin = 1, .fmax = 1e18,
      .def = ZT_FIELD_EPOCH_TOKENS, .help = "tokens per epoch for GPU-hours ({default})"},
 
@@ -541,6 +546,56 @@ static int plan_from_run(const plan_flags *f, zt_plan_assumptions *a, zt_model_c
     return 0;
 }
 
+// --device cpu: the CPU engine's bytes per rank (engine/rank_memory.c zt_rank_memory_cpu), which
+// run.json's memory_per_rank_bytes of a `train --device cpu` run with the same job equals.
+static int plan_cpu(const plan_flags *f) {
+    if (!f->model) {
+        fprintf(stderr, "zerotrain: error: --device cpu needs --model CONFIG.json|HF_DIR\n");
+        return 2;
+    }
+    if (f->field || f->from_run) {
+        fprintf(stderr, "zerotrain: error: --device cpu plans a model's memory on CPU ranks: give it without "
+                        "--field or --from-run\n");
+        return 2;
+    }
+    zt_model_config cfg;
+    if (zt_model_config_load(&cfg, f->model) != 0) zt_die_on_err();
+    const int W = f->world, G = f->shard_group > 0 ? f->shard_group : W, C = f->context_parallel > 0 ? f->context_parallel : 1;
+    if (G > W || W % G) {
+        fprintf(stderr, "zerotrain: error: --shard-group %d does not divide --world %d\n", G, W);
+        return 2;
+    }
+    const zt_rank_memory_job job = {.shard_group = G, .micro_batch = f->micro_batch, .seq_len = f->seq_len,
+                                    .reduce_bytes = 4, .param_bytes = 4, .keep_gathered = !f->reshard_after_forward,
+                                    .context_parallel = C};
+    zt_rank_memory m;
+    if (zt_rank_memory_cpu(&cfg, &job, &m) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 2;
+    }
+    const double MiB = 1024.0 * 1024.0;
+    printf("model: %s (%s): %d layers, hidden %lld, vocab %lld, %lld parameters\n", cfg.family->title, f->model,
+           cfg.num_layers, (long long)cfg.hidden_size, (long long)cfg.vocab_size,
+           (long long)zt_model_param_count(&cfg));
+    printf("cpu backend (fp32): %d rank%s, shard group %d x %d replica%s, context parallel %d, micro-batch %d x seq "
+           "%lld (%s)%s\n",
+           W, W == 1 ? "" : "s", G, W / G, W / G == 1 ? "" : "s", C, f->micro_batch, (long long)f->seq_len,
+           C > 1 ? "each rank holds its share of each block" : "whole blocks",
+           f->reshard_after_forward ? "" : ", keep-gathered");
+    printf("memory per rank (MiB; bytes as `train --device cpu` allocates them, run.json memory_per_rank_bytes):\n");
+    printf("  %-66s %10.1f   (%.0f bytes)\n", "parameters (fp32 master shard)", m.params / MiB, m.params);
+    printf("  %-66s %10.1f   (%.0f bytes)\n", "gradients (fp32 shard)", m.grads / MiB, m.grads);
+    printf("  %-66s %10.1f   (%.0f bytes)\n", "optimizer (Adam m, v in fp32)", m.optimizer / MiB, m.optimizer);
+    printf("  %-66s %10.1f   (%.0f bytes)\n", G == 1 ? "gradient buffers (a shard group of one gathers nothing)"
+                                       : "gathered-unit, full-gradient and receive buffers", m.buffers / MiB, m.buffers);
+    printf("  %-66s %10.1f   (%.0f bytes)\n", C > 1 ? "activations + workspaces (with the whole-block attention buffers)"
+                                      : "activations + workspaces", m.activations / MiB, m.activations);
+    printf("  %-66s %10.1f   (%.0f bytes)\n", "total", m.total / MiB, m.total);
+    printf("not counted: the process itself (code, libraries, MPI: tens of MiB), the data loader and the sgemm's "
+           "and attention's per-thread panels (under a MiB per thread at these shapes)\n");
+    return 0;
+}
+
 // A flag left at its default of -1 keeps the preset's value.
 static void override(double *dst, double v, double scale) {
     if (v >= 0) *dst = v * scale;
@@ -553,6 +608,7 @@ int zt_cmd_plan(int argc, char **argv) {
     plan_flags f;
     const int prc = zt_flags_parse("plan", flags, &f, argc, argv, synopsis, NULL);
     if (prc) return prc == 1 ? 0 : 2;
+    if (f.device_cpu) return plan_cpu(&f);
     const char *model = f.model, *gpu_name = f.gpu, *gpu_file = f.gpu_file, *worlds_s = f.worlds;
     const int field = f.field, world = f.world;
     const double epoch_tokens = f.epoch_tokens;

@@ -2,14 +2,16 @@
 // buffer slots and a micro-batch's saved activations, in bytes. It lives beside the engine because
 // the buffers it counts are the engine's (ZT_FSDP_ALIGN, ZT_FSDP_PARAM_SLOTS, ZT_FSDP_GRAD_SLOTS); what a
 // decoder layer keeps is the family's (zt_layer_plan, model/family.h).
-// defines: zt_rank_memory_predict
+// defines: zt_rank_memory_predict, zt_rank_memory_cpu
 #include "engine/rank_memory.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/common.h"
 #include "engine/fsdp.h"
+#include "engine/fsdp_internal.h"
 #include "model/family.h"
 #include "model/layout.h"
 
@@ -113,6 +115,45 @@ int zt_rank_memory_predict(const zt_model_config *c, const zt_rank_memory_job *j
     if (activations(c, job, out)) attention_terms(c, job, out);
     out->total = out->params + out->grads + out->optimizer + out->buffers + out->activations;
     if (job->context_parallel > 0) out->total += out->cp_kv + out->attention;
+    zt_model_layout_free(&lay);
+    return 0;
+}
+
+int zt_rank_memory_cpu(const zt_model_config *c, const zt_rank_memory_job *job, zt_rank_memory *out) {
+    memset(out, 0, sizeof *out);
+    if (check_job(job) != 0) return -1;
+    if (!c->family || !c->family->cpu || !c->family->cpu->act_bytes_for)
+        return zt_err("the %s family does not state its CPU activation bytes", c->family ? c->family->name : "(none)");
+    const int C = job->context_parallel > 1 ? job->context_parallel : 1;
+    if (C > 1 && !c->family->context_parallel)
+        return zt_err("--context-parallel %d: the %s family does not train with a context split", C, c->family->name);
+    int32_t *index = NULL;
+    const int64_t S = job->seq_len, Sl = zt_context_split(S, C, &index);
+    free(index);
+    if (Sl < 0) return -1;
+    const int64_t B = job->micro_batch, act = c->family->cpu->act_bytes_for(c, B, S, C, Sl);
+    if (act < 0) return zt_err("the %s family's CPU model takes no context split of %d", c->family->name, C);
+    zt_model_layout lay;
+    if (zt_model_layout_init(&lay, c) != 0) return -1;
+    // engine/fsdp.c: each unit padded to a multiple of shard group x ZT_FSDP_ALIGN elements
+    const double gs = job->shard_group, q = gs * ZT_FSDP_ALIGN;
+    double shard = 0, max_padded = 0;
+    for (int u = 0; u < lay.nunits; u++) {
+        const double padded = pad_to((double)lay.units[u].numel, q);
+        shard += padded / gs;
+        if (padded > max_padded) max_padded = padded;
+    }
+    out->params = 4.0 * shard;
+    out->grads = 4.0 * shard;
+    out->optimizer = 8.0 * shard;
+    // engine/fsdp_cpu.c memory(): a shard group of one computes on the master shards (gradient slots only)
+    const int np = job->keep_gathered && lay.nunits > ZT_FSDP_PARAM_SLOTS ? lay.nunits : ZT_FSDP_PARAM_SLOTS;
+    out->buffers = job->shard_group == 1
+                       ? 4.0 * ZT_FSDP_GRAD_SLOTS * max_padded
+                       : 4.0 * (np * max_padded + ZT_FSDP_GRAD_SLOTS * (max_padded + max_padded / gs));
+    out->activations = (double)act + 4.0 * (double)(B * Sl) * (double)c->hidden_size;
+    out->act_no_recompute = out->activations;
+    out->total = out->params + out->grads + out->optimizer + out->buffers + out->activations;
     zt_model_layout_free(&lay);
     return 0;
 }

@@ -3,7 +3,7 @@
 // allocates (its slot counts, engine/fsdp.h) and one micro-batch's saved activations. The one
 // memory formula: the planner (ops/plan.c) and the preflight gate's keep-gathered check
 // (train/preflight.c) both call it; docs/plan.md states its assumptions.
-// defines: zt_rank_memory_job, zt_rank_memory, zt_rank_memory_predict
+// defines: zt_rank_memory_job, zt_rank_memory, zt_rank_memory_predict, zt_rank_memory_cpu
 #ifndef ZT_RANK_MEMORY_H
 #define ZT_RANK_MEMORY_H
 #include <stdint.h>
@@ -54,4 +54,13 @@ typedef struct {
 
 // 0, or -1 + zt_err (a job field out of range, a config without a layout).
 int zt_rank_memory_predict(const zt_model_config *c, const zt_rank_memory_job *job, zt_rank_memory *out);
+
+// The CPU engine's bytes per rank, as engine/fsdp_cpu.c allocates and reports them (run.json's
+// memory_per_rank_bytes; `plan --device cpu`): fp32 master, gradient and Adam m, v shards; its fp32
+// gathered-unit, full-gradient and receive buffers (none to gather with a shard group of one); the
+// family's activations and workspaces (zt_family_cpu.act_bytes_for) and the engine's d(input) row.
+// Everything is fp32 and the CPU engine keeps every layer's activations, so the job's dtype fields
+// and recompute are not read; context_parallel C > 1 splits each block (its whole-block buffers
+// are in the family's count). Fills params, grads, optimizer, buffers, activations, total.
+int zt_rank_memory_cpu(const zt_model_config *c, const zt_rank_memory_job *job, zt_rank_memory *out);
 #endif

@@ -48,6 +48,11 @@ typedef struct zt_family_cpu {
     void *(*create)(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S, const zt_family_context *cx);
     void (*destroy)(void *m);
     int64_t (*act_bytes)(const void *m);  // activations and workspaces held for one micro-batch
+    // What act_bytes of a model created for B rows of blocks of S tokens would be, without creating
+    // it (plan's CPU memory, engine/rank_memory.c): C > 1 with S_local the tokens a rank holds under
+    // a context split of C ranks (zt_context_split's count), C = 1 with S_local = S. Optional (NULL:
+    // the family cannot say); plan_cpu_memory holds it equal to what runs report.
+    int64_t (*act_bytes_for)(const zt_model_config *c, int64_t B, int64_t S, int C, int64_t S_local);
     // The micro-batch the passes read next (copied): bare ids and targets [B*S]; pos: the
     // positions inside packed documents (attention stays inside each, RoPE restarts), or NULL
     // for plain causal rows. Context parallelism: [B*S_local] of the held tokens, and pos is

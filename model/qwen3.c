@@ -353,10 +353,26 @@ static void cpu_embed_bwd(void *mv, const float *dx, float *demb) {
     zt_qwen3_embed_bwd(m, m->ids, dx, demb);
 }
 
+// zt_qwen3_create_cx's and zt_qwen3_cx_alloc's FALLOC calls, summed (plan_cpu_memory: equal to what
+// a run reports).
+static int64_t cpu_act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, int C, int64_t S_local) {
+    const int64_t Sh = C > 1 ? S_local : S, N = B * Sh, d = c->hidden_size, F = c->intermediate_size;
+    const int64_t D = c->head_dim, H = c->num_heads, Hkv = c->num_kv_heads, L = c->num_layers;
+    const int64_t qs = H * D, kvs = Hkv * D;
+    int64_t n = S * D;  // the RoPE table of the whole block (cos, sin: S x D/2 each)
+    if (C > 1) n += 2 * N * kvs + C * 2 * N * kvs + 2 * B * S * kvs + 4 * B * S * qs + B * H * S * 2;
+    n += (L + 1) * N * d;                                                       // layer inputs
+    n += L * N * (3 * d + 2 + 3 * qs + 3 * kvs + 3 * H + Hkv + 3 * F);          // per layer (att_stats: 2 H)
+    n += N * d + N;                                                             // head: final norm, rstd
+    n += N * (3 * F + 2 * d + 3 * qs + 3 * kvs);                                // backward workspaces
+    return n * (int64_t)sizeof(float);
+}
+
 static const zt_family_cpu qwen3_cpu = {
     .create = cpu_create,
     .destroy = cpu_destroy,
     .act_bytes = cpu_act_bytes,
+    .act_bytes_for = cpu_act_bytes_for,
     .set_batch = cpu_set_batch,
     .set_progress = cpu_set_progress,
     .embed_fwd = cpu_embed_fwd,

@@ -662,11 +662,40 @@ static void logits(void *mv, const float *p, const float *emb, float *out) {
     m->ops->matmul_fwd(out, m->head_xf, lm_w, m->N, m->z.d, m->z.V);
 }
 
+// create's FA calls, summed (plan_cpu_memory: equal to what a run reports); no context split.
+static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, int C, int64_t S_local) {
+    (void)S_local;
+    if (C > 1) return -1;
+    const dims z = dims_of(c);
+    const int64_t N = B * S, L = c->num_layers;
+    int64_t n = S * z.rd + (L + 1) * N * z.d;  // RoPE table (cos, sin), layer inputs
+    int any_lin = 0, any_full = 0;
+    for (int64_t l = 0; l < L; l++) {
+        n += N * (z.d + 1);  // ln1, rstd1
+        if (c->layer_linear[l]) {
+            any_lin = 1;
+            n += N * (3 * z.C + 4 * z.Kd + z.Vd + 2 * z.Hk + z.Vd + 4 * z.Hv + z.Vd) +
+                 zt_delta_saved_floats(B, S, z.Hv, z.Dk, z.Dv) + N * (z.Hv + z.Vd);
+        } else {
+            any_full = 1;
+            n += N * (2 * z.H * z.D + 2 * z.H * z.D + z.Hkv * z.D + z.H * z.D + 2 * z.Hkv * z.D + z.H + z.Hkv) +
+                 B * z.H * S * 2 + N * 2 * z.H * z.D;
+        }
+        n += N * (2 * z.d + 1 + 3 * z.F);  // x_mid, ln2, rstd2, mgate, up, h
+    }
+    n += N * (z.d + 1) + (z.d > z.D ? z.d : z.D) + N * (3 * z.F + 3 * z.d);  // head, w1, MLP/norm workspaces
+    if (any_full) n += N * (z.H > z.Hkv ? z.H : z.Hkv) * z.rd + 5 * N * z.H * z.D + 3 * N * z.Hkv * z.D +
+                       2 * N * z.H * z.D;
+    if (any_lin) n += 4 * N * z.Vd + 4 * N * z.Kd + 4 * N * z.Hv + 2 * N * z.C;
+    return n * (int64_t)sizeof(float);
+}
+
 static const zt_family_cpu qwen3_5_cpu = {
     .logits = logits,
     .create = create,
     .destroy = destroy,
     .act_bytes = act_bytes,
+    .act_bytes_for = act_bytes_for,
     .set_batch = set_batch,
     .set_progress = set_progress,
     .embed_fwd = embed_fwd,
