@@ -38,6 +38,15 @@ if(ZT_PYTHON3)
                    --bench $<TARGET_FILE:zt_deltanet_layer_bench> --S 150 --hidden 64 --ffn 96 --Hk 2 --Hv 6
                    --Dk 16 --Dv 24 --reps 1)
   set_tests_properties(bench_deltanet_layer_vs_torch PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # Context parallelism's benchmark, CI-sized: C = 2 on 2 ranks against C = 1 on 1 rank on the same
+  # global batch; the losses must agree to 1e-5 and plan --device cpu must equal each run's reported
+  # bytes (the speed and memory ratios are printed, not judged).
+  add_test(NAME bench_context_parallel
+           COMMAND ${ZT_PYTHON3} ${CMAKE_SOURCE_DIR}/benchmarks/context_parallel.py --zerotrain ${ZT_EXE}
+                   --seq-len 512 --steps 2 --warmup 1 --memory-seq "" --hidden 64 --ffn 128 --heads 4 --kv-heads 2
+                   --head-dim 16 --mpirun "${ZT_BENCH_MPIRUN}" --work ${CMAKE_BINARY_DIR}/test-work/bench_context_parallel)
+  set_tests_properties(bench_context_parallel PROPERTIES PROCESSORS 2 TIMEOUT 300
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 endif()
 
 # The GEMM benchmark runs and prints its table (one repetition; the numbers are not judged here;
