@@ -148,7 +148,7 @@ zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
                 PkgConfig::YAML
            DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
-foreach(case w1_matches_cpu w2_matches_w1 resume_exact w4_hsdp_matches_w1 async_identical)
+foreach(case w1_matches_cpu w2_matches_w1 resume_exact w4_hsdp_matches_w1 async_identical cp2_matches)
   add_test(NAME emu_cli_${case}
            COMMAND bash ${ZT_TEST_DIR}/cli/cudaemu_cli.sh $<TARGET_FILE:zerotrain_cudaemu> ${ZT_EXE}
                    ${CMAKE_SOURCE_DIR} ${ZT_EMU_WORK}/cli ${case})
