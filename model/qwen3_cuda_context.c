@@ -83,8 +83,7 @@ zt_qwen3_cuda_cx *zt_qwen3_cuda_cx_create(const zt_family_cuda_context *x, const
     ZT_CUDA_CHECK(cudaMemcpyAsync(cx->kv_in, kv_in, (size_t)Sb * 4, cudaMemcpyHostToDevice, st));
     ZT_CUDA_CHECK(cudaMemcpyAsync(cx->q_out, q_out, (size_t)Sl * 4, cudaMemcpyHostToDevice, st));
     ZT_CUDA_CHECK(cudaMemcpyAsync(cx->index, cx->index_h, (size_t)(C * Sl) * 4, cudaMemcpyHostToDevice, st));
-    ZT_CUDA_CHECK(cudaStreamSynchronize(st));  // the host maps are freed below
-    free(h);
+    free(h);  // pageable: staged before cudaMemcpyAsync returned; every kernel reading a map follows on `st`
     cx->pos_blk = dalloc(B * Sb * 4);
     cx->kv_mine = dalloc(2 * n * 2);
     cx->kv_all = dalloc(C * 2 * n * 2);

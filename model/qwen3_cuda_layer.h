@@ -108,7 +108,7 @@ typedef struct zt_qwen3_cuda_cx {
 int64_t zt_qwen3_cuda_cx_bytes(const zt_qwen3_cuda_dims *dm, int C, int64_t Sb);
 // 0, or -1 + zt_err when the attention cannot run across a split (cuDNN: it takes no positions).
 int zt_qwen3_cuda_cx_check(const zt_family_cuda_context *x, zt_cuda_attn_kind attention);
-// NULL + zt_err as zt_qwen3_cuda_cx_check. The maps are uploaded on `stream` (synchronised).
+// NULL + zt_err as zt_qwen3_cuda_cx_check. The maps are uploaded on `stream` (the passes' stream).
 zt_qwen3_cuda_cx *zt_qwen3_cuda_cx_create(const zt_family_cuda_context *x, const zt_qwen3_cuda_dims *dm, void *stream);
 void zt_qwen3_cuda_cx_free(zt_qwen3_cuda_cx *cx);
 // a->q, a->k, a->v after RoPE -> a->att, a->lse (this rank's rows). pos: device [B * S_local].
