@@ -153,7 +153,7 @@ static const zt_flag_choice zt_bool_choices[] = {{"true", 1}, {"false", 0}, {0}}
      .help = "context parallelism: C consecutive ranks share each block, each holding an early\n"                 \
              "and a late chunk of it (K/V all-gathered over the C ranks in every layer); data\n"                    \
              "parallelism is over W/C groups. C must divide the shard group (and W); blocks need\n"              \
-             "at least 2C tokens. cpu backend only (default {default}: none)"},                                    \
+             "at least 2C tokens. cuda: tiled or GEMM attention (default {default}: none)"},                        \
     {"reshard-after-forward", ZT_FLAG_ENUM, ZT_AT_INT(T, reshard_after_forward), "true|false", .def = 1,           \
      .choices = zt_bool_choices,                                                                                      \
      .help = "false: keep each unit's gathered parameters from its forward to its backward\n"                       \

@@ -22,13 +22,10 @@ int zt_fsdp_create(const zt_fsdp_config *c, zt_fsdp **out) {
                                 .context = c->context};
         rc = zt_fsdp_init_opts(f, c->comm, c->cfg, &zt_cpu_ops, c->micro_batch, c->grad_accum, c->seq_len, &c->hp,
                                c->seed, &o);
-    } else if (!strcmp(c->backend, "cuda") && c->context > 1) {
-        rc = zt_err("--context-parallel %d: context parallelism is built on the cpu backend only (the GPU engine's "
-                    "attention across the split is not built); run it with --device cpu, or without "
-                    "--context-parallel", c->context);
     } else if (!strcmp(c->backend, "cuda")) {
         const zt_fsdp_opts o = {.recompute = c->recompute, .attention = c->attention,
-                                .shard_group = c->shard_group, .mesh = c->mesh, .keep_gathered = c->keep_gathered};
+                                .shard_group = c->shard_group, .mesh = c->mesh, .keep_gathered = c->keep_gathered,
+                                .context = c->context};
         rc = zt_fsdp_init_cuda(f, c->comm, c->dcomm, c->cfg, c->micro_batch, c->grad_accum, c->seq_len, &c->hp,
                                c->seed, &o);
     } else {

@@ -560,14 +560,16 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
     f->units = zt_xcalloc((size_t)f->nunits, sizeof *f->units);
     if (take_groups(f, comm, opts ? opts->mesh : NULL, G, C) != 0) return -1;
     f->dcomm = f->gcomm_host;
-    if (host_model && C > 1) {  // the family's model holds this rank's tokens; attention exchanges over the group
-        const zt_family_context cx = {.C = C, .rank = f->ctx_rank, .S = seq_len, .S_local = f->seq_local,
-                                      .index = f->ctx_index, .gather = context_gather, .scatter = context_scatter,
-                                      .ctx = f};
+    if (C > 1) {  // whole rows are staged before this rank's tokens are picked (zt_fsdp_stage_rows_context)
         const size_t n = (size_t)(micro_batch * seq_len);
         f->ctx_ids = zt_xcalloc(n, sizeof(uint32_t));
         f->ctx_tgt = zt_xcalloc(n, sizeof(int32_t));
         f->ctx_pos = zt_xcalloc(n, sizeof(int32_t));
+    }
+    if (host_model && C > 1) {  // the family's model holds this rank's tokens; attention exchanges over the group
+        const zt_family_context cx = {.C = C, .rank = f->ctx_rank, .S = seq_len, .S_local = f->seq_local,
+                                      .index = f->ctx_index, .gather = context_gather, .scatter = context_scatter,
+                                      .ctx = f};
         if (!(f->cpu_model = f->fam->cpu->create(cfg, ops, micro_batch, seq_len, &cx))) return -1;
     } else if (host_model && !(f->cpu_model = f->fam->cpu->create(cfg, ops, micro_batch, seq_len, NULL))) {
         return -1;
@@ -657,9 +659,9 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_
     if (!m->family(cfg->family->name))
         return zt_err("the CUDA module has no GPU passes for the model family \"%s\" (model/family_cuda.c)",
                       cfg->family->name);
-    if (opts && opts->context > 1)
-        return zt_err("--context-parallel %d: context parallelism is built on the cpu backend only (the GPU engine's "
-                      "attention across the split is not built); run it with --device cpu", opts->context);
+    if (opts && opts->context > 1 && !cfg->family->context_parallel)
+        return zt_err("--context-parallel %d: context parallelism is not implemented for %s", opts->context,
+                      cfg->family->title);
     zt_fsdp_opts o = {0};
     if (opts) o = *opts;
     return m->engine_init(f, comm, dcomm, cfg, micro_batch, grad_accum, seq_len, hp, seed, &o);

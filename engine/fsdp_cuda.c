@@ -27,6 +27,13 @@
 // decide and log. Nothing is allocated per step: activations, pools and shards are
 // allocated once here; the op layer's scratch grows stream-ordered only on first use.
 //
+// Context parallelism (--context-parallel C): the family's model holds this rank's S_local tokens
+// of each block and its attention calls the exchange below (cx_gather, cx_scatter) on the mesh's
+// device context group. Each is ordered like the unit collectives, by two events: ev_cx_in
+// recorded on compute after what it sends was written, the context group's DATA stream waiting on
+// it before the collective; ev_cx_out recorded there after it, compute waiting on that before it
+// reads the result (and before it writes the buffers the collective reads or writes again).
+//
 // Data: the host turns each micro-batch's raw block words into bare ids, targets and
 // (isolated documents) positions with zt_batch_words, as the CPU backend does, and uploads
 // them on the compute stream. Version-2 data (zt_fsdp_set_data) needs the step's global
@@ -107,6 +114,13 @@ typedef struct {
     double *red_d, *red_h;
     int nred;
     int64_t act_bytes, pool_bytes;
+    // context parallelism: the mesh's device context group, its DATA stream, the two events, and
+    // the exchange's collective handles not yet retired (retired after the step's host sync)
+    zt_comm *xc;
+    cudaStream_t xs;
+    cudaEvent_t ev_cx_in, ev_cx_out;
+    zt_req **xreq;
+    int nx, cap_x;
 } gpu_state;
 
 static gpu_state *st(const zt_fsdp *f) { return (gpu_state *)f->bs; }
@@ -225,6 +239,43 @@ static void reduce_scatter(zt_fsdp *f, int s, int unit) {
     f->bytes_rs += (int64_t)(f->shard_world - 1) * u->shard * (int64_t)sizeof(float);
 }
 
+// ---- context parallelism ----------------------------------------------------------------------
+
+// The exchange's handles: retired when done; when the list is full, all of them (back-pressure).
+static void cx_retire(zt_fsdp *f, int block) {
+    gpu_state *c = st(f);
+    int k = 0;
+    for (int i = 0; i < c->nx; i++) {
+        int done = 1;
+        if (!block && zt_test(c->xc, c->xreq[i], &done) != 0) zt_die_on_err();
+        if (done && zt_wait(c->xc, c->xreq[i]) != 0) zt_die_on_err();
+        if (!done) c->xreq[k++] = c->xreq[i];
+    }
+    c->nx = k;
+}
+
+// One collective of the family's attention on the context group's DATA stream, between compute's
+// writes of `send` and its reads of `recv` (file comment: ev_cx_in, ev_cx_out).
+static void cx_collective(zt_fsdp *f, int scatter, const void *send, void *recv, int64_t n, const char *what) {
+    gpu_state *c = st(f);
+    if (c->nx == c->cap_x) cx_retire(f, 1);
+    ZT_CUDA_CHECK(cudaEventRecord(c->ev_cx_in, c->cs));
+    ZT_CUDA_CHECK(cudaStreamWaitEvent(c->xs, c->ev_cx_in, 0));
+    zt_req *rq = scatter ? zt_ireduce_scatter(c->xc, send, recv, (size_t)n, ZT_DT_F32, ZT_RED_SUM, what)
+                         : zt_iallgather(c->xc, send, recv, (size_t)n, ZT_DT_BF16, what);
+    if (!rq) zt_die_on_err();
+    c->xreq[c->nx++] = rq;
+    ZT_CUDA_CHECK(cudaEventRecord(c->ev_cx_out, c->xs));
+    compute_wait(c, c->ev_cx_out);
+    f->bytes_ctx += (int64_t)(f->ctx_world - 1) * n * (scatter ? 4 : 2);  // received (gather), sent (scatter)
+}
+static void cx_gather(void *ctx, const zt_bf16 *mine, zt_bf16 *all, int64_t n, const char *what) {
+    cx_collective(ctx, 0, mine, all, n, what);
+}
+static void cx_scatter(void *ctx, const float *all, float *mine, int64_t n, const char *what) {
+    cx_collective(ctx, 1, all, mine, n, what);
+}
+
 // ---- data ------------------------------------------------------------------------------------
 
 // One micro-batch into host slot `slot` (zt_fsdp_stage_rows). The slot is free: the host
@@ -234,6 +285,8 @@ static void reduce_scatter(zt_fsdp *f, int s, int unit) {
 static int64_t stage(zt_fsdp *f, const uint32_t *const *blocks, int slot) {
     gpu_state *c = st(f);
     const size_t at = (size_t)slot * (size_t)c->hs;
+    if (f->ctx_world > 1)  // this rank's tokens of each block, always with positions
+        return zt_fsdp_stage_rows_context(f, blocks, c->tok_h + at, c->tgt_h + at, c->pos_h + at);
     return zt_fsdp_stage_rows(f, blocks, c->tok_h + at, c->tgt_h + at, f->doc_isolated ? c->pos_h + at : NULL);
 }
 
@@ -243,14 +296,16 @@ static void use_batch(zt_fsdp *f, int slot) {
     const int64_t N = c->N;
     ZT_CUDA_CHECK(cudaMemcpyAsync(c->tok_d, c->tok_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
     ZT_CUDA_CHECK(cudaMemcpyAsync(c->tgt_d, c->tgt_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
-    if (f->doc_isolated)
+    if (f->doc_isolated || f->ctx_world > 1)
         ZT_CUDA_CHECK(cudaMemcpyAsync(c->pos_d, c->pos_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
 }
 
 // ---- unit passes ---------------------------------------------------------------------------------
 
-// The document positions the layers use: NULL for plain causal attention.
-static const int32_t *layer_pos(const zt_fsdp *f) { return f->doc_isolated ? st(f)->pos_d : NULL; }
+// The positions the layers use: NULL for plain causal rows (always given under context parallelism).
+static const int32_t *layer_pos(const zt_fsdp *f) {
+    return f->doc_isolated || f->ctx_world > 1 ? st(f)->pos_d : NULL;
+}
 
 static void embed_fwd(zt_fsdp *f, const void *p) { st(f)->fc->embed_fwd(st(f)->fm, p, st(f)->tok_d); }
 static void layer_fwd(zt_fsdp *f, int l, const void *p) { st(f)->fc->layer_fwd(st(f)->fm, l, p, layer_pos(f)); }
@@ -331,6 +386,7 @@ static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
     c->ntw = 0;
     for (int s = 0; s < f->np; s++) retire_if_done(f, &c->preq[s]);
     for (int s = 0; s < f->ng; s++) rs_retire(f, s);  // done: the all-reduce came after them on the GPU
+    if (c->xc) cx_retire(f, 1);                        // done: compute waited for each before ev_red
     for (int i = 0; c->rc && i < f->nunits; i++)       // the replica all-reduces too (DATA waited for them)
         if (c->rreq[i]) {
             if (zt_wait(c->rc, c->rreq[i]) != 0) return -1;
@@ -380,6 +436,7 @@ static int eval_losses(zt_fsdp *f, int k, double *sum) {
     zt_comm_watch_begin(c->dc, "cudaStreamSynchronize: evaluation losses to the host");
     ZT_CUDA_CHECK(cudaStreamSynchronize(c->cs));
     zt_comm_watch_end(c->dc);
+    if (c->xc) cx_retire(f, 1);  // compute waited for every exchange of the round
     for (int j = 0; j < k; j++) *sum += c->red_h[j];
     return 0;
 }
@@ -512,6 +569,9 @@ static void gpu_free(zt_fsdp *f) {
         if (c->greq[s]) zt_wait(c->uc, c->greq[s]);
     for (int i = 0; c->rreq && i < f->nunits; i++)
         if (c->rreq[i]) zt_wait(c->rc, c->rreq[i]);
+    for (int i = 0; i < c->nx; i++) zt_wait(c->xc, c->xreq[i]);
+    free(c->xreq);
+    if (c->ev_cx_in) cudaEventDestroy(c->ev_cx_in), cudaEventDestroy(c->ev_cx_out);
     if (c->host_block) {  // the host shards live in the engine's block: zt_fsdp_free must not free() them
         if (c->host_mode == 1)
             cudaFreeHost(c->host_block);
@@ -617,6 +677,18 @@ static int make_streams(zt_fsdp *f, gpu_state *c, zt_comm *dcomm, const zt_fsdp_
         c->uc = zt_mesh_device_group(o->mesh, ZT_MESH_SHARD);
         c->rc = zt_mesh_device_group(o->mesh, ZT_MESH_REPLICATE);
     }
+    if (f->ctx_world > 1) {  // context parallelism: the exchange on the mesh's device context group
+        c->xc = o->mesh ? zt_mesh_device_group(o->mesh, ZT_MESH_CONTEXT) : NULL;
+        if (!c->xc || zt_comm_nccl_device(c->xc) < 0)
+            return zt_err("GPU FSDP engine: context parallelism needs the mesh's device context groups of this NCCL "
+                          "comm (zt_mesh_attach_device)");
+        c->xs = (cudaStream_t)zt_comm_nccl_stream(c->xc, ZT_CHAN_DATA);
+        f->ctx_comm = c->xc;  // the step's context for its flight recorder
+        ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_cx_in, cudaEventDisableTiming));
+        ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_cx_out, cudaEventDisableTiming));
+        c->cap_x = 4 * (f->nunits - 2) * f->grad_accum + 8;  // per micro-batch: gathers (forward, recompute,
+        c->xreq = zt_xcalloc((size_t)c->cap_x, sizeof *c->xreq);  // backward) and a scatter per layer
+    }
     f->dcomm = c->uc;
     c->ds = (cudaStream_t)zt_comm_nccl_stream(c->uc, ZT_CHAN_DATA);
     c->ks = (cudaStream_t)zt_comm_nccl_stream(dcomm, ZT_CHAN_CTRL);
@@ -718,7 +790,8 @@ static void make_pools(zt_fsdp *f, gpu_state *c, const zt_fsdp_opts *o, int pcap
     // waits of the compute stream per step: per micro-batch one per gathered unit use
     // (at most 2 per unit plus the tied embedding's) and per gradient slot taken (one per
     // unit), plus the step's end: 3 L + 8 per micro-batch with L = nunits - 2 layers
-    c->cap_tw = 2 * ((3 * (f->nunits - 2) + 8) * grad_accum + 2);
+    // (context parallelism: up to 4 more per layer, the exchange's)
+    c->cap_tw = 2 * (((f->ctx_world > 1 ? 7 : 3) * (f->nunits - 2) + 8) * grad_accum + 2);
     c->tw = zt_xcalloc((size_t)c->cap_tw, sizeof(cudaEvent_t));
     for (int i = 0; i < c->cap_tw; i++) ZT_CUDA_CHECK(cudaEventCreate(&c->tw[i]));
 }
@@ -726,15 +799,19 @@ static void make_pools(zt_fsdp *f, gpu_state *c, const zt_fsdp_opts *o, int pcap
 // The family's activations of one micro-batch, the staged ids / targets / positions (device,
 // and page-locked host slots) and the step's reduction buffer; act_bytes: what they took.
 static int make_activations(zt_fsdp *f, gpu_state *c, const zt_model_config *cfg, const zt_fsdp_opts *o) {
-    const int64_t N = (int64_t)f->micro_batch * f->seq_len;
+    const int64_t N = (int64_t)f->micro_batch * f->seq_local;  // this rank's tokens (seq_len without a split)
     c->N = N;
     size_t free0 = 0, total = 0;
     ZT_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
     const zt_cuda_attn_kind att = o->attention == ZT_ATTN_CUDNN || o->attention == ZT_FSDP_CUDNN_FORCE ? ZT_CUDA_ATTN_CUDNN
                                   : o->attention == ZT_ATTN_GEMM                                        ? ZT_CUDA_ATTN_GEMM
                                                                                                         : ZT_CUDA_ATTN_TILED;
-    const zt_family_cuda_opts fo = {.recompute = o->recompute != 0, .attention = att};
-    if (!(c->fm = c->fc->create(cfg, c->ctx, c->cs, f->micro_batch, f->seq_len, &fo))) return -1;
+    const zt_family_cuda_context cx = {.C = f->ctx_world, .rank = f->ctx_rank, .S = f->seq_len,
+                                       .S_local = f->seq_local, .index = f->ctx_index, .gather = cx_gather,
+                                       .scatter = cx_scatter, .ctx = f};
+    const zt_family_cuda_opts fo = {.recompute = o->recompute != 0, .attention = att,
+                                    .cx = f->ctx_world > 1 ? &cx : NULL};
+    if (!(c->fm = c->fc->create(cfg, c->ctx, c->cs, f->micro_batch, f->seq_local, &fo))) return -1;
     c->tok_d = zt_cuda_malloc((size_t)N * 4);
     c->tgt_d = zt_cuda_malloc((size_t)N * 4);
     c->pos_d = zt_cuda_malloc((size_t)N * 4);
@@ -778,7 +855,8 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     if (check_engine(f, comm, dcomm, cfg, seq_len, &o, &fc) != 0) return -1;
     // keep-gathered: the schedule's pool of one parameter slot per unit (o.param_slots does not apply);
     // hybrid sharding: the mesh's host groups of `comm` (gather_full), its device groups below
-    const zt_fsdp_opts host_opts = {.keep_gathered = o.keep_gathered, .shard_group = o.shard_group, .mesh = o.mesh};
+    const zt_fsdp_opts host_opts = {.keep_gathered = o.keep_gathered, .shard_group = o.shard_group, .mesh = o.mesh,
+                                    .context = o.context};
     if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
                           bench ? ZT_FSDP_NO_INIT : 0, &host_opts) != 0)
         return -1;

@@ -60,7 +60,8 @@ typedef struct zt_fsdp_opts {
     int keep_gathered;      // 1: a unit's gathered parameters stay from its forward to its backward (no
                             // backward re-gather; FSDP's reshard_after_forward=False); 0: reshard after forward
     int context;            // C: context parallelism, C consecutive ranks share each block (the mesh's
-                            // context groups; C must divide G and equal the mesh's); 0 or 1: none. CPU only
+                            // context groups; C must divide G and equal the mesh's); 0 or 1: none. Both
+                            // backends (the GPU one takes the mesh's device context group)
 } zt_fsdp_opts;
 
 struct zt_fsdp {

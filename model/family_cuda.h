@@ -4,7 +4,7 @@
 // pass enqueued on the compute stream given at creation. Built into the CUDA module with
 // the family's kernels; the GPU FSDP backend (engine/fsdp_cuda.c) owns the pools, the
 // staging of ids / targets / positions and the step, the family the activations.
-// defines: zt_family_cuda, zt_family_cuda_opts, zt_family_cuda_find
+// defines: zt_family_cuda, zt_family_cuda_context, zt_family_cuda_opts, zt_family_cuda_find
 #ifndef ZT_FAMILY_CUDA_H
 #define ZT_FAMILY_CUDA_H
 #include <stddef.h>
@@ -13,9 +13,26 @@
 #include "kernels/cuda/zt_cuda.h"
 #include "model/hf_config.h"
 
+// Context parallelism on the GPU (model/family.h's zt_family_context, on device buffers): C ranks
+// share each block, this one holding S_local tokens of each of its rows. The exchange is the
+// engine's, on the mesh's context group, and stream-ordered: what the compute stream wrote before
+// the call is what is sent, and the compute stream's work enqueued after it sees the result (the
+// engine orders its communication stream between the two with events). Called in the same order
+// on every rank of the group; `what` names the collective in the flight recorder.
+typedef struct zt_family_cuda_context {
+    int C, rank;
+    int64_t S, S_local;    // a block's tokens; the tokens of a block each rank holds (a row of the model)
+    const int32_t *index;  // host [C * S_local]: rank r's token t is at block position index[r * S_local + t]
+                           // (-1: padding), as zt_family_context.index
+    void (*gather)(void *ctx, const zt_bf16 *mine, zt_bf16 *all, int64_t n, const char *what);  // bf16 all-gather
+    void (*scatter)(void *ctx, const float *all, float *mine, int64_t n, const char *what);     // fp32 sum
+    void *ctx;
+} zt_family_cuda_context;
+
 typedef struct {
     int recompute;  // keep only each layer's input; re-run its forward before its backward
     zt_cuda_attn_kind attention;  // TILED (default), GEMM, or CUDNN (refused where it is not built)
+    const zt_family_cuda_context *cx;  // NULL: whole rows; else `create`'s S is cx->S_local (copied)
 } zt_family_cuda_opts;
 
 typedef struct zt_family_cuda {
@@ -24,13 +41,15 @@ typedef struct zt_family_cuda {
     // (called before the engine allocates anything)
     int (*check)(const zt_model_config *c, int64_t S);
     // The activations of one micro-batch (B rows of S tokens) on the current device, and
-    // whatever tables the passes read (RoPE). NULL + zt_err when the shape is refused.
+    // whatever tables the passes read (RoPE). NULL + zt_err when the shape is refused (o->cx
+    // set and the family, or its chosen attention, cannot split a block).
     void *(*create)(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, int64_t B, int64_t S,
                     const zt_family_cuda_opts *o);
     void (*destroy)(void *m);
     size_t (*scratch_bytes)(const void *m);          // the op layer's scratch the passes grow to
     int (*check_data)(const void *m, int isolated);  // 0, or -1 + zt_err: data it cannot train
-    // ids, targets, pos: device [B*S]; pos NULL: plain causal rows (else packed documents)
+    // ids, targets, pos: device [B*S]; pos NULL: plain causal rows (else packed documents; under
+    // context parallelism always given: each held token's RoPE position, as zt_family_cpu.set_batch)
     void (*embed_fwd)(void *m, const zt_bf16 *p, const uint32_t *ids);
     void (*layer_fwd)(void *m, int layer, const zt_bf16 *p, const int32_t *pos);
     // The head: the summed loss times `scale` into the device double *loss; dhead NULL: loss

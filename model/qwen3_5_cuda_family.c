@@ -204,6 +204,11 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
         zt_err("GPU FSDP engine, Qwen3.5: micro-batch %lld, %d layers", (long long)B, c->num_layers);
         return NULL;
     }
+    if (o->cx) {  // the family table says so too (context_parallel 0): the gate refuses it first
+        zt_err("GPU FSDP engine, Qwen3.5: context parallelism is not implemented (its Gated DeltaNet layers would "
+               "need each document's recurrent state passed across the context group)");
+        return NULL;
+    }
     if (o->attention == ZT_CUDA_ATTN_CUDNN) {
         zt_err("GPU FSDP engine, Qwen3.5: the cuDNN attention is not wired for its gated attention layers; use "
                "--attention tiled (or gemm)");

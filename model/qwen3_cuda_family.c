@@ -1,7 +1,9 @@
 // Qwen3's GPU passes (model/family_cuda.h): the activations of one micro-batch and the
 // unit passes of model/qwen3_cuda_layer.c on them, for the GPU FSDP backend. With
 // recompute, one layer's saved activations serve every layer: its forward runs again,
-// from the kept input, right before its backward.
+// from the kept input, right before its backward. Under context parallelism (opts.cx) a row is
+// this rank's S_local tokens of a block, RoPE's table covers the block, and each layer's attention
+// runs across the split (model/qwen3_cuda_context.c).
 // defines: zt_qwen3_cuda_family
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +28,8 @@ typedef struct {
     zt_qwen3_cuda_head_acts hacts;
     zt_bf16 **X;                     // [L+1] residual stream, X[l] = layer l's input
     zt_bf16 *dx;                     // activation gradient
-    float *rope_cos, *rope_sin;
+    float *rope_cos, *rope_sin;      // [S_block, D/2]
+    int64_t S_attn;                  // the keys attention ranges over: S, or the block's S under context parallelism
 } qwen3_gpu;
 
 static int check(const zt_model_config *c, int64_t S) {
@@ -36,10 +39,14 @@ static int check(const zt_model_config *c, int64_t S) {
     return 0;
 }
 
+static void destroy(void *mv);
+
 static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, int64_t B, int64_t S,
                     const zt_family_cuda_opts *o) {
-    if (check(c, S) != 0) return NULL;
+    const int64_t S_block = o->cx ? o->cx->S : S;
+    if (check(c, S_block) != 0 || (o->cx && zt_qwen3_cuda_cx_check(o->cx, o->attention) != 0)) return NULL;
     qwen3_gpu *m = zt_xcalloc(1, sizeof *m);
+    m->S_attn = S_block;
     const int L = c->num_layers;
     const int64_t N = B * S, d = c->hidden_size;
     m->ctx = ctx;
@@ -65,17 +72,22 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
     m->hacts.dln = zt_cuda_malloc((size_t)(N * d) * 2);
     m->dx = zt_cuda_malloc((size_t)(N * d) * 2);
     m->hacts.rstd = zt_cuda_malloc((size_t)N * 4);
-    m->rope_cos = zt_cuda_malloc((size_t)(S * c->head_dim / 2) * 4);
-    m->rope_sin = zt_cuda_malloc((size_t)(S * c->head_dim / 2) * 4);
+    m->rope_cos = zt_cuda_malloc((size_t)(S_block * c->head_dim / 2) * 4);
+    m->rope_sin = zt_cuda_malloc((size_t)(S_block * c->head_dim / 2) * 4);
     zt_rope_freqs freqs;  // plain or YaRN, as the CPU model's table (model/rope.h)
     zt_qwen3_rope_freqs(c, &freqs);
-    zt_cuda_rope_table_freqs(stream, m->rope_cos, m->rope_sin, S, c->head_dim, &freqs);
+    zt_cuda_rope_table_freqs(stream, m->rope_cos, m->rope_sin, S_block, c->head_dim, &freqs);
+    if (o->cx && !(m->dm.cx = zt_qwen3_cuda_cx_create(o->cx, &m->dm, stream))) {
+        destroy(m);
+        return NULL;
+    }
     return m;
 }
 
 static void destroy(void *mv) {
     qwen3_gpu *m = mv;
     if (!m) return;
+    zt_qwen3_cuda_cx_free(m->dm.cx);
     for (int l = 0; l < (m->recompute ? (m->L > 0) : m->L); l++) zt_qwen3_cuda_acts_free(&m->acts[l]);
     zt_qwen3_cuda_work_free(&m->work);
     for (int l = 0; l <= m->L; l++) zt_cuda_free(m->X[l]);
@@ -85,12 +97,13 @@ static void destroy(void *mv) {
 }
 
 // The attention's scratch: O(H*S) for the tiled kernels (attention_tiled.cu), one KV-head
-// group's S x S scores for the GEMM path (attention.cu); cuDNN grows its own workspace.
+// group's S x S scores for the GEMM path (attention.cu); cuDNN grows its own workspace. Under
+// context parallelism S is the whole block's (the attention runs over it).
 static size_t scratch_bytes(const void *mv) {
     const qwen3_gpu *m = mv;
     if (m->dm.attention == ZT_CUDA_ATTN_GEMM)
-        return zt_cuda_attention_scratch_bytes(m->dm.S, m->dm.H, m->dm.Hkv, m->dm.D);
-    return zt_cuda_attention_tiled_scratch_bytes(m->dm.S, m->dm.H, m->dm.Hkv, m->dm.D);
+        return zt_cuda_attention_scratch_bytes(m->S_attn, m->dm.H, m->dm.Hkv, m->dm.D);
+    return zt_cuda_attention_tiled_scratch_bytes(m->S_attn, m->dm.H, m->dm.Hkv, m->dm.D);
 }
 
 static int check_data(const void *mv, int isolated) {
@@ -105,8 +118,14 @@ static void embed_fwd(void *mv, const zt_bf16 *p, const uint32_t *ids) {
     zt_cuda_embedding_fwd(m->cs, m->X[0], p, ids, m->dm.N, m->dm.d, m->V);
 }
 
+// The layer and pass the context exchange's labels name.
+static void cx_at(qwen3_gpu *m, int l, const char *pass) {
+    if (m->dm.cx) m->dm.cx->layer = l, m->dm.cx->pass = pass;
+}
+
 static void layer_fwd(void *mv, int l, const zt_bf16 *p, const int32_t *pos) {
     qwen3_gpu *m = mv;
+    cx_at(m, l, "forward");
     zt_qwen3_cuda_layer_fwd(m->ctx, m->cs, &m->dm, p, m->rope_cos, m->rope_sin, pos, m->X[l], m->X[l + 1],
                             &m->acts[m->recompute ? 0 : l], NULL);
 }
@@ -122,6 +141,7 @@ static void head(void *mv, const zt_bf16 *p, const zt_bf16 *emb, const int32_t *
 
 static void layer_bwd(void *mv, int l, const zt_bf16 *p, float *dp, const int32_t *pos) {
     qwen3_gpu *m = mv;
+    cx_at(m, l, "recompute");
     if (m->recompute)  // the saved tensors again, from the kept input (X[l+1] is rewritten
                        // with the same values: the ops are deterministic)
         zt_qwen3_cuda_layer_fwd(m->ctx, m->cs, &m->dm, p, m->rope_cos, m->rope_sin, pos, m->X[l], m->X[l + 1],

@@ -122,7 +122,9 @@ static void require_no_documents(const int32_t *pos) {
 
 static void attention_fwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims *dm, const int32_t *pos,
                           zt_qwen3_cuda_acts *a) {
-    if (dm->attention == ZT_CUDA_ATTN_CUDNN) {
+    if (dm->cx) {  // across the context group (model/qwen3_cuda_context.c)
+        zt_qwen3_cuda_cx_attention_fwd(c, st, dm, pos, a);
+    } else if (dm->attention == ZT_CUDA_ATTN_CUDNN) {
         require_no_documents(pos);
         if (zt_cudnn_sdpa_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S, dm->H, dm->Hkv, dm->D))
             zt_fatal("%s", zt_errmsg());
@@ -132,6 +134,19 @@ static void attention_fwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims *dm
         zt_cuda_attention_tiled_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv,
                                     dm->D);
     }
+}
+
+// RoPE on rows of dm->S tokens; under context parallelism the table is the block's (cx->Sb rows).
+static void rope(int bwd, void *st, zt_bf16 *x, const float *rc, const float *rs, const int32_t *pos,
+                 const zt_qwen3_cuda_dims *dm, int64_t nh) {
+    if (dm->cx && bwd)
+        zt_cuda_rope_table_bwd(st, x, rc, rs, dm->cx->Sb, pos, dm->B, dm->S, nh, dm->D);
+    else if (dm->cx)
+        zt_cuda_rope_table_fwd(st, x, rc, rs, dm->cx->Sb, pos, dm->B, dm->S, nh, dm->D);
+    else if (bwd)
+        zt_cuda_rope_bwd(st, x, rc, rs, pos, dm->B, dm->S, nh, dm->D);
+    else
+        zt_cuda_rope_fwd(st, x, rc, rs, pos, dm->B, dm->S, nh, dm->D);
 }
 
 #define W(i) (params + off[(i)])
@@ -152,8 +167,8 @@ void zt_qwen3_cuda_layer_fwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims 
     zt_cuda_rmsnorm_fwd(st, a->q, a->qn_rstd, a->q_pre, W(ZT_L_QNORM), N * H, D, dm->eps);
     zt_cuda_rmsnorm_fwd(st, a->k, a->kn_rstd, a->k_pre, W(ZT_L_KNORM), N * Hkv, D, dm->eps);
     mark(prof, st, "qk-norm");
-    zt_cuda_rope_fwd(st, a->q, rc, rs, pos, dm->B, dm->S, H, D);
-    zt_cuda_rope_fwd(st, a->k, rc, rs, pos, dm->B, dm->S, Hkv, D);
+    rope(0, st, a->q, rc, rs, pos, dm, H);
+    rope(0, st, a->k, rc, rs, pos, dm, Hkv);
     mark(prof, st, "rope");
     attention_fwd(c, st, dm, pos, a);
     mark(prof, st, "attention fwd");
@@ -195,7 +210,9 @@ void zt_qwen3_cuda_layer_bwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims 
     // attention
     zt_cuda_matmul_bwd(c, st, w->datt, DW(ZT_L_O), ZT_F32, w->dmid, a->att, W(ZT_L_O), N, H * D, d, 0);
     mark(prof, st, "gemm o bwd");
-    if (dm->attention == ZT_CUDA_ATTN_CUDNN) {
+    if (dm->cx) {
+        zt_qwen3_cuda_cx_attention_bwd(c, st, dm, pos, a, w);
+    } else if (dm->attention == ZT_CUDA_ATTN_CUDNN) {
         require_no_documents(pos);
         if (zt_cudnn_sdpa_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S,
                               H, Hkv, D))
@@ -208,8 +225,8 @@ void zt_qwen3_cuda_layer_bwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims 
                                     dm->B, dm->S, H, Hkv, D);
     }
     mark(prof, st, "attention bwd");
-    zt_cuda_rope_bwd(st, w->dq, rc, rs, pos, dm->B, dm->S, H, D);
-    zt_cuda_rope_bwd(st, w->dk, rc, rs, pos, dm->B, dm->S, Hkv, D);
+    rope(1, st, w->dq, rc, rs, pos, dm, H);
+    rope(1, st, w->dk, rc, rs, pos, dm, Hkv);
     mark(prof, st, "rope bwd");
     zt_cuda_rmsnorm_bwd(c, st, w->dqp, DW(ZT_L_QNORM), w->dq, a->q_pre, W(ZT_L_QNORM), a->qn_rstd, N * H, D);
     zt_cuda_rmsnorm_bwd(c, st, w->dkp, DW(ZT_L_KNORM), w->dk, a->k_pre, W(ZT_L_KNORM), a->kn_rstd, N * Hkv, D);

@@ -78,13 +78,13 @@ add_test(NAME emu_attention_tiled COMMAND emu_test_cuda_ops --emu --tiled)
 set_tests_properties(emu_attention_tiled PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
 zt_emu_exe(emu_train_tiny SOURCES ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_M}/layout.c
-           ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c
+           ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
     ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_train_tiny COMMAND emu_train_tiny)
 set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
 set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
-    ${ZT_R}/mesh.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c
+    ${ZT_R}/mesh.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
     ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
            LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
@@ -143,12 +143,12 @@ set_tests_properties(emu_comm_nccl_w1 emu_comm_nccl_mpi_w2 emu_comm_nccl_mpi_w3 
 # (tests/cli/cudaemu_cli.sh). Test-only binary; never installed.
 file(GLOB ZT_EMU_RUNTIME CONFIGURE_DEPENDS ${ZT_R}/*.c ${CMAKE_SOURCE_DIR}/train/*.c ${CMAKE_SOURCE_DIR}/ops/*.c)
 file(GLOB ZT_EMU_LAUNCH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/cli/*.c)
-zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/qwen3_cuda_layer.c
+zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
            ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
                 PkgConfig::YAML
            DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
-foreach(case w1_matches_cpu w2_matches_w1 resume_exact w4_hsdp_matches_w1 async_identical)
+foreach(case w1_matches_cpu w2_matches_w1 resume_exact w4_hsdp_matches_w1 async_identical cp2_matches)
   add_test(NAME emu_cli_${case}
            COMMAND bash ${ZT_TEST_DIR}/cli/cudaemu_cli.sh $<TARGET_FILE:zerotrain_cudaemu> ${ZT_EXE}
                    ${CMAKE_SOURCE_DIR} ${ZT_EMU_WORK}/cli ${case})
@@ -175,7 +175,7 @@ set_tests_properties(emu_bench_fsdp_smoke PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}"
 add_test(NAME gpu_run_rerun_rule COMMAND bash ${ZT_TEST_DIR}/gpu/test_rerun.sh)
 
 # Fatal CUDA errors exit with ZT_EXIT_CUDA (4) and say what failed (tests/cudaemu/test_fatal.c).
-zt_emu_exe(emu_test_fatal SOURCES ${ZT_EMU}/test_fatal.c ${ZT_M}/qwen3_cuda_layer.c)
+zt_emu_exe(emu_test_fatal SOURCES ${ZT_EMU}/test_fatal.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c)
 foreach(m oom:out.of.memory unaligned:no.cuBLASLt.algorithm.*status.15.*m=16.n=16.k=16.*align=256/1/256
           oob:illegal.address.*past.the.end doc-pos:document.position.6.of.query.4.is.outside
           doc-pos-tiled:document.position.6.of.query.4.is.outside
@@ -200,7 +200,7 @@ set_tests_properties(emu_cuda_ops_qwen3_5 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}"
 # Qwen3.5's GPU passes unit by unit against its CPU passes (tests/gpu/test_qwen3_5_cuda.c).
 zt_emu_exe(emu_test_qwen3_5_cuda SOURCES ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
            ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c
-           ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_family.c
+           ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c ${ZT_M}/qwen3_cuda_family.c
            ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_qwen3_5_cuda COMMAND emu_test_qwen3_5_cuda)
 set_tests_properties(emu_qwen3_5_cuda PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
@@ -212,4 +212,16 @@ foreach(w 1 2)
   add_test(NAME emu_fsdp_cuda_qwen3_5_w${w}
            COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} ${w} $<TARGET_FILE:emu_test_fsdp_cuda_qwen3_5>)
   set_tests_properties(emu_fsdp_cuda_qwen3_5_w${w} PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS 2)
+endforeach()
+
+# Context parallelism on the GPU engine (tests/gpu/test_fsdp_cuda_cp.c): W = 2 and 4 ranks, C = 2,
+# against the CPU reference trainer at the same global batch: plain blocks (tiled and GEMM
+# attention, recompute), packed documents across the chunks with evaluation, cuDNN refused, the
+# split's buffers at Qwen3-32B shapes.
+zt_emu_exe(emu_test_fsdp_cuda_cp SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda_cp.c ${ZT_GPU_DIR}/gpu_test_util.c
+           ${ZT_EMU_ENGINE} ${ZT_R}/comm_mpi.c LIBS zt_kernels MPI::MPI_C)
+foreach(w 2 4)
+  add_test(NAME emu_fsdp_cuda_cp_w${w}_c2
+           COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} ${w} $<TARGET_FILE:emu_test_fsdp_cuda_cp> --context 2)
+  set_tests_properties(emu_fsdp_cuda_cp_w${w}_c2 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS 2)
 endforeach()

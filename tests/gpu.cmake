@@ -90,6 +90,17 @@ exec "$@" "$n" "$bin"]]
                        $<TARGET_FILE:test_fsdp_cuda_vs> $<TARGET_FILE:test_fsdp_cuda_mpi> ${ZT_MPIEXEC}
                        ${MPIEXEC_NUMPROC_FLAG})
       set_tests_properties(gpu_fsdp_cuda_vs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+      # Context parallelism C = 2 on an even count of GPUs (>= 2), vs the CPU reference trainer
+      # (tests/cudaemu.cmake runs it at W = 2 and 4 on the CPU execution of CUDA).
+      zt_gpu_engine_mpi_test(test_fsdp_cuda_cp ${ZT_GPU_DIR}/test_fsdp_cuda_cp.c
+                             ${CMAKE_SOURCE_DIR}/tests/support/trainer.c ${ZT_R}/comm_mpi.c)
+      add_test(NAME gpu_fsdp_cuda_cp
+               COMMAND sh -c [[bin=$0; probe=$1; shift 2
+n=$("$probe" --count-devices) || { rc=$?; echo "fewer than 2 GPUs visible ($n): skipped"; exit $rc; }
+exec "$@" $((n / 2 * 2)) "$bin" --context 2]]
+                       $<TARGET_FILE:test_fsdp_cuda_cp> $<TARGET_FILE:test_fsdp_cuda_mpi> ${ZT_MPIEXEC}
+                       ${MPIEXEC_NUMPROC_FLAG})
+      set_tests_properties(gpu_fsdp_cuda_cp PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
     endif()
 
     # The engine end to end at Qwen3-32B shapes (L layers) vs the same ops without it

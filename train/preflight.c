@@ -541,9 +541,6 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
             bad = zt_err("--context-parallel %d: context parallelism is not implemented for %s (%s): its Gated "
                          "DeltaNet layers would need each document's recurrent state passed across the context group; "
                          "train it without --context-parallel", C, cfg.family->name, o->model);
-        if (!bad && o->device && !strcmp(o->device, "cuda"))
-            bad = zt_err("--context-parallel %d: context parallelism is built on the cpu backend only (the GPU "
-                         "engine's attention across the split is not built)", C);
         if (bad) {
             if (g.rank == 0) fprintf(out, "[FAIL] context parallelism: %s\n", zt_errmsg());
             return zt_err_prefix("preflight gate");

@@ -87,10 +87,10 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
         const char *sg = o->shard_group;
         const int G = sg && *sg && strcmp(sg, "node") && atoi(sg) > 0 ? atoi(sg) : r->world;  // node: W for now
         ok = zt_mesh_check_context(o->context_parallel, G, r->world) == 0;
-        if (ok && o->device == ZT_DEVICE_CUDA)
-            ok = zt_err("--context-parallel %d with --device cuda: context parallelism is built on the cpu backend "
-                        "only (the GPU engine's attention across the split is not built); use --device cpu, or "
-                        "leave out --context-parallel", o->context_parallel) == 0;
+        if (ok && o->device != ZT_DEVICE_CPU && o->attention == ZT_ATTN_CUDNN)
+            ok = zt_err("--context-parallel %d with --attention cudnn: the cuDNN attention takes no positions, and "
+                        "the split needs them (a query sees the keys of its block rows g - p .. g, a row held "
+                        "elsewhere only its own key); use --attention tiled or gemm", o->context_parallel) == 0;
     }
     if (ok && !o->overwrite && !o->resume && stat(path, &st) == 0)
         ok = zt_err("%s already exists: this run directory holds a run; continue it with --resume, pick a new "

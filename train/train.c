@@ -101,9 +101,8 @@ static void set_threads(const zt_train_opts *o, run_state *r) {
 static int choose_device(const zt_train_opts *o, run_state *r) {
     // cuda loads the CUDA module (its error names what was looked for and why it failed);
     // auto loads it only on a host with an NVIDIA driver; cpu never does.
-    // (--context-parallel runs on the cpu backend only: auto takes it; cuda was refused at the start)
     const int want = o->device == ZT_DEVICE_CUDA;
-    int mine = o->device != ZT_DEVICE_CPU && o->context_parallel <= 1 && zt_fsdp_cuda_devices(want) > 0, all = mine;
+    int mine = o->device != ZT_DEVICE_CPU && zt_fsdp_cuda_devices(want) > 0, all = mine;
     if (zt_allreduce(r->comm, &mine, &all, 1, ZT_DT_I32, ZT_RED_MIN, "device choice") != 0) return -1;
     char mod[4400];
     if (r->rank == 0 && zt_cuda_module_describe(mod, sizeof mod)) printf("cuda module: %s\n", mod);
@@ -317,7 +316,8 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     const double g = (double)cfg.num_heads / (double)cfg.num_kv_heads, S = (double)ds->seq_len;
     const double gemm_scratch = 12 * g * S * S + 8 * g * S * cfg.head_dim + 4 * g * S;
     const int attention = o->attention != ZT_ATTN_AUTO                                  ? o->attention
-                          : r->cuda && !r->data.isolated && zt_fsdp_cuda_cudnn_built() ? ZT_ATTN_CUDNN
+                          : r->cuda && !r->data.isolated && o->context_parallel <= 1 &&
+                                    zt_fsdp_cuda_cudnn_built()                         ? ZT_ATTN_CUDNN
                           : gemm_scratch <= ZT_AUTO_GEMM_SCRATCH                       ? ZT_ATTN_GEMM
                                                                                         : ZT_ATTN_TILED;
     if (r->cuda) {

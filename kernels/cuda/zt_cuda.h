@@ -106,6 +106,12 @@ void zt_cuda_rope_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float 
                       int64_t B, int64_t S, int64_t nheads, int64_t D);
 void zt_cuda_rope_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t, const int32_t *pos,
                       int64_t B, int64_t S, int64_t nheads, int64_t D);
+// The same for rows of S tokens whose positions range over a table of T >= S rows (context
+// parallelism: a row holds S of a block's T tokens); pos required (0 <= pos[t] < T).
+void zt_cuda_rope_table_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t, int64_t T,
+                            const int32_t *pos, int64_t B, int64_t S, int64_t nheads, int64_t D);
+void zt_cuda_rope_table_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t, int64_t T,
+                            const int32_t *pos, int64_t B, int64_t S, int64_t nheads, int64_t D);
 // h = silu(g) * u;  backward: dg, du assigned.
 void zt_cuda_swiglu_fwd(void *stream, zt_bf16 *h, const zt_bf16 *g, const zt_bf16 *u, int64_t n);
 void zt_cuda_swiglu_bwd(void *stream, zt_bf16 *dg, zt_bf16 *du, const zt_bf16 *dh, const zt_bf16 *g,
@@ -167,6 +173,15 @@ void zt_cuda_delta_gates_bwd(void *stream, zt_bf16 *db, zt_bf16 *da, float *dA_l
                              const zt_bf16 *A_log, const zt_bf16 *dt_bias, int64_t N, int64_t Hv);
 // y = 1 + w rounded to bf16 (Qwen3.5's RMSNorm weights, for zt_cuda_rmsnorm_*).
 void zt_cuda_one_plus(void *stream, zt_bf16 *y, const zt_bf16 *w, int64_t n);
+// Rows by a map (kernels/cuda/rows.cu; context parallelism's placement of a rank's rows in the
+// whole block and back): for n < nb, i < rows: dst row n*rows + i = src row n*src_rows + map[i],
+// or zeros where map[i] < 0. A row is `words` 4-byte words (bf16 rows of an even length, fp32,
+// int32). map: device int32 [rows].
+void zt_cuda_rows_gather(void *stream, void *dst, const void *src, const int32_t *map, int64_t nb, int64_t rows,
+                         int64_t src_rows, int64_t words);
+// The same from bf16 rows of `cols` elements to fp32 rows (the context reduce-scatter's input).
+void zt_cuda_rows_gather_to_f32(void *stream, float *dst, const zt_bf16 *src, const int32_t *map, int64_t nb,
+                                int64_t rows, int64_t src_rows, int64_t cols);
 // dst[r * ldd + c] = src[r * lds + c] for r < rows, c < cols (bf16).
 void zt_cuda_copy_cols(void *stream, zt_bf16 *dst, int64_t ldd, const zt_bf16 *src, int64_t lds, int64_t rows,
                        int64_t cols);

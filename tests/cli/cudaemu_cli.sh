@@ -106,6 +106,23 @@ w2_matches_w1)
     diff <(losses "$W/w2/metrics.jsonl") <(losses "$W/w2r/metrics.jsonl") || fail "--recompute changed the losses"
     echo "ok [$CASE]"
     ;;
+cp2_matches)
+    # --context-parallel 2 on the GPU engine (2 ranks share each block, zig-zag chunks, K/V exchanged
+    # in every layer) vs --device cuda on 1 rank without the split (same global batch: one data-
+    # parallel group, grad-accum 2), and vs the fp32 cpu engine at the same split
+    "$ZH" train "${common[@]}" --steps 6 --grad-accum 2 --device cuda --run-dir "$W/w1" >"$W/w1.txt" 2>&1 \
+        || { cat "$W/w1.txt"; fail "W=1 failed"; }
+    timeout 300 "${MPIRUN[@]}" -n 2 "$ZH" train "${common[@]}" --steps 6 --grad-accum 2 --device cuda \
+        --context-parallel 2 --run-dir "$W/cp" >"$W/cp.txt" 2>&1 || { cat "$W/cp.txt"; fail "cuda --context-parallel 2 failed"; }
+    grep -q "cuda backend: cudaemu" "$W/cp.txt" || { cat "$W/cp.txt"; fail "the run did not report the cuda backend"; }
+    grep -q "context parallelism: groups of 2 consecutive ranks" "$W/cp.txt" || { cat "$W/cp.txt"; fail "no split reported"; }
+    compare "$W/cp/metrics.jsonl" "$W/w1/metrics.jsonl" 3e-3 6
+    timeout 300 "${MPIRUN[@]}" -n 2 "$ZT" train "${common[@]}" --steps 6 --grad-accum 2 --device cpu \
+        --context-parallel 2 --run-dir "$W/cpu" >"$W/cpu.txt" 2>&1 || { cat "$W/cpu.txt"; fail "cpu --context-parallel 2 failed"; }
+    compare "$W/cp/metrics.jsonl" "$W/cpu/metrics.jsonl" 3e-2 6
+    [ -f "$W/cp/complete.json" ] || fail "no complete.json (final checkpoint) from the split run"
+    echo "ok [$CASE]: cuda --context-parallel 2 = cuda W=1 (3e-3) = cpu --context-parallel 2 (3e-2)"
+    ;;
 resume_exact)
     # 2 ranks: uninterrupted 6 steps vs SIGUSR1 after step 3 (checkpoint from the device
     # state, stop) + --resume to 6: identical losses on steps 4..6

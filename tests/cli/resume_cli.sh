@@ -253,12 +253,12 @@ context_refusals)  # what context parallelism cannot run is refused at the start
     }
     expect_refused 2 "$W/c3w2" "--context-parallel 3 does not divide the shard group of 2 ranks" --context-parallel 3
     expect_refused 4 "$W/c4g2" "--context-parallel 4 does not divide the shard group of 2 ranks" --context-parallel 4 --shard-group 2
-    expect_refused 2 "$W/cuda" "context parallelism is built on the cpu backend only" --context-parallel 2 --device cuda
+    expect_refused 2 "$W/cudnn" "with --attention cudnn: the cuDNN attention takes no positions" --context-parallel 2 --device cuda --attention cudnn
     awk 'BEGIN{srand(5); for(d=0; d<12; d++){ line=""; for(i=0;i<4;i++) line=line int(rand()*90) " "; print line }}' >"$W/short.txt"
     "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 4 -o "$W/short" "$W/short.txt" >/dev/null || fail "pack"
     expect_refused 3 "$W/seq" "blocks of 4 tokens cannot be split into 2 x 3 chunks" --context-parallel 3 --data "$W/short"
     expect_refused 3 "$W/seqnp" "blocks of 4 tokens cannot be split into 2 x 3 chunks" --context-parallel 3 --data "$W/short" --no-preflight
-    echo "ok [$CASE]: C not dividing W or G, --device cuda, 2C > seq_len refused"
+    echo "ok [$CASE]: C not dividing W or G, --attention cudnn, 2C > seq_len refused"
     ;;
 config_mismatch)
     run 1 "$W/a" --steps 2

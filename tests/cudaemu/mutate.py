@@ -35,6 +35,7 @@ T_OPS = ["emu_cuda_ops", "emu_train_tiny"]
 T_TILED = ["emu_attention_tiled"]  # the tiled attention's quick shapes (emu_cuda_ops runs them too)
 T_SFT = ["emu_fsdp_cuda_sft_w1"]
 T_HSDP = ["emu_fsdp_cuda_hsdp_w4"]
+T_CP = ["emu_fsdp_cuda_cp_w2_c2", "emu_fsdp_cuda_cp_w4_c2"]
 
 OLD_REGISTER = """    c->host_pinned = !bench;
     for (int i = 0; i < U && c->host_pinned; i++) {
@@ -177,6 +178,15 @@ MUTATIONS = [
      T_HSDP, "step_reduce: a shard's sum of squares counted on every replica (not only replica 0)"),
     ("H5", FSDP, "    CK(cudaEventRecord(c->ev_grads, c->ds));  // after every reduce-scatter's add\n", "",
      T_HSDP, "reduce_replicas: record ev_grads on DATA before the replica all-reduces"),
+    # ---- engine/fsdp_cuda.c: context parallelism's exchange (cx_collective) ----
+    ("X1", FSDP, "    CK(cudaStreamWaitEvent(c->xs, c->ev_cx_in, 0));\n", "",
+     T_CP, "cx_collective: the context group's stream waits for what compute wrote (ev_cx_in)"),
+    ("X2", FSDP, "    compute_wait(c, c->ev_cx_out);\n", "",
+     T_CP, "cx_collective: compute waits for the context collective (ev_cx_out)"),
+    ("X3", FSDP, "    CK(cudaEventRecord(c->ev_cx_in, c->cs));\n", "",
+     T_CP, "cx_collective: record ev_cx_in on compute before the collective"),
+    ("X4", FSDP, "    CK(cudaEventRecord(c->ev_cx_out, c->xs));\n", "",
+     T_CP, "cx_collective: record ev_cx_out after the collective"),
     # ---- engine/comm_nccl.c ----
     ("N1", NCCL, "    ZT_CUDA_CHECK_GOTO(cudaEventRecord(ev, st), cuda_fail, s);\n    *handle = (void *)ev;", "    *handle = (void *)ev;",
      T_COMM, "start: record the collective's event (its handle)"),
