@@ -366,7 +366,7 @@ int zt_runlog_truncate(const char *path, int64_t keep) {
 // and TensorBoard tag. A value that is not finite is null in JSON and no TensorBoard point.
 enum {
     M_EPOCH, M_LOSS, M_LR, M_GRAD_NORM, M_CLIP_COEF, M_TOKENS, M_TOK_S, M_TOK_S_RANK, M_STEP_TIME, M_COMPUTE,
-    M_COMM_WAIT, M_BYTES_AG, M_BYTES_RS, M_BYTES_REP, M_GPU_HOURS, M_GPU_HOURS_AT_RISK, M_ELAPSED, M_TRAINED, M_WAIT_SHARE,
+    M_COMM_WAIT, M_BYTES_AG, M_BYTES_RS, M_BYTES_REP, M_BYTES_CTX, M_GPU_HOURS, M_GPU_HOURS_AT_RISK, M_ELAPSED, M_TRAINED, M_WAIT_SHARE,
     M_GPU_HOURS_PER_EPOCH, M_POWER_W, M_UTIL,
     // added at the end of each line: the run's (rank 0, every rank's FLOPs / W), then this rank's own
     M_FLOPS, M_TFLOPS, M_MFU, M_HFU, M_RANK_FLOPS, M_RANK_TFLOPS, M_RANK_MFU, M_RANK_HFU, M_COUNT
@@ -394,6 +394,9 @@ static const metric_def k_metrics[M_COUNT] = {
     [M_BYTES_RS] = {"bytes_scattered", "%.0f", "comm/bytes_scattered", "bytes_scattered", "rank/bytes_scattered"},
     // hybrid sharding only: the replica all-reduce's bytes (absent at full shard)
     [M_BYTES_REP] = {"bytes_replicated", "%.0f", "comm/bytes_replicated", "bytes_replicated", "rank/bytes_replicated",
+                     .optional = 1},
+    // context parallelism only: the K/V all-gathers received and dK/dV reduce-scatters sent (absent at C = 1)
+    [M_BYTES_CTX] = {"bytes_context", "%.0f", "comm/bytes_context", "bytes_context", "rank/bytes_context",
                      .optional = 1},
     [M_GPU_HOURS] = {"gpu_hours", "%.6f", "cost/gpu_hours"},
     [M_GPU_HOURS_AT_RISK] = {"gpu_hours_at_risk", "%.6f", "cost/gpu_hours_at_risk"},
@@ -506,6 +509,7 @@ void zt_runlog_step(const zt_train_opts *o, run_state *r, int64_t step, const zt
     v[M_BYTES_AG] = (double)s->bytes_gathered;
     v[M_BYTES_RS] = (double)s->bytes_scattered;
     v[M_BYTES_REP] = s->bytes_replicated > 0 ? (double)s->bytes_replicated : NAN;
+    v[M_BYTES_CTX] = s->bytes_context > 0 ? (double)s->bytes_context : NAN;
     // GPU-hours (rank-hours on the CPU backend): spent in this process so far, projected per
     // epoch at the mean step time, and at risk = spent since the last checkpoint.
     v[M_GPU_HOURS] = r->world * el / 3600.0;

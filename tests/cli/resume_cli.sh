@@ -241,6 +241,23 @@ context_parallel)  # global batch 2: C = 3 (W = 3) stopped at 4 -> C = 1 (W = 1)
                                       END{exit bad || n != 12}' \
             || { paste "$W/full/metrics.jsonl" "$run_dir/metrics.jsonl" | cut -c1-240; fail "losses differ from C = 3 ($run_dir)"; }
     done
+    # the context exchange's bytes in metrics.jsonl (rank 0's): per micro-batch and layer a K|V gather in
+    # forward and in backward received and a dK|dV reduce-scatter sent, each (C - 1) x this rank's
+    # 2 x S_local x Hkv x D floats; absent without a split
+    python3 - "$GOLD/tiny_untied_gqa/config.json" "$W/data/dataset.json" "$W/full/metrics.jsonl" "$W/plain/metrics.jsonl" <<'PY' ||
+import json, sys
+c, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+S, C, accum = d["seq_len"], 3, 2
+sl = max((r + 1) * S // (2 * C) - r * S // (2 * C) + (2 * C - r) * S // (2 * C) - (2 * C - 1 - r) * S // (2 * C)
+         for r in range(C))
+want = accum * c["num_hidden_layers"] * 3 * (C - 1) * 2 * sl * c["num_key_value_heads"] * c["head_dim"] * 4
+got = [json.loads(l).get("bytes_context") for l in open(sys.argv[3])]
+plain = [json.loads(l).get("bytes_context") for l in open(sys.argv[4])]
+if got != [want] * 12 or any(plain):
+    sys.exit(f"bytes_context: C = 3 {got[:3]}..., expected {want} each step; without a split {plain[:3]}...")
+print(f"bytes_context {want} per step at C = 3, absent without a split")
+PY
+        fail "bytes_context in metrics.jsonl"
     echo "ok [$CASE]: C = 3 -> C = 1 -> C = 2 equals C = 3 throughout and no split, to 1e-5, 12 steps"
     ;;
 context_refusals)  # what context parallelism cannot run is refused at the start on every rank, naming the numbers
