@@ -588,7 +588,7 @@ static int plan_cpu(const plan_flags *f) {
     printf("  %-66s %10.1f   (%.0f bytes)\n", "optimizer (Adam m, v in fp32)", m.optimizer / MiB, m.optimizer);
     printf("  %-66s %10.1f   (%.0f bytes)\n", G == 1 ? "gradient buffers (a shard group of one gathers nothing)"
                                        : "gathered-unit, full-gradient and receive buffers", m.buffers / MiB, m.buffers);
-    printf("  %-66s %10.1f   (%.0f bytes)\n", C > 1 ? "activations + workspaces (with the whole-block attention buffers)"
+    printf("  %-66s %10.1f   (%.0f bytes)\n", C > 1 ? "activations + workspaces (with the block's K|V for the split)"
                                       : "activations + workspaces", m.activations / MiB, m.activations);
     printf("  %-66s %10.1f   (%.0f bytes)\n", "total", m.total / MiB, m.total);
     printf("not counted: the process itself (code, libraries, MPI: tens of MiB), the data loader and the sgemm's "

@@ -53,6 +53,17 @@ typedef struct zt_ops {
     void (*attention_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *o, const float *stats,
                           const float *q, const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S,
                           int64_t H, int64_t Hkv, int64_t D);
+    // The same for a subset of each block's queries against all S keys of the block (context
+    // parallelism: a rank's held tokens): q, o, dout, dq [B*Sq, H*D], stats [B, H, Sq, 2], pos[B*Sq]
+    // (each query row's document position, always given); query row r is the token at block position
+    // qmap[r] (the same map for every batch row; -1: padding, seeing key 0 only); k, v, dk, dv [B*S, Hkv*D].
+    // A query at block position g with position p sees keys g - p .. g.
+    void (*attention_fwd_rows)(float *o, float *stats, const float *q, const float *k, const float *v,
+                               const int32_t *pos, const int32_t *qmap, int64_t B, int64_t Sq, int64_t S, int64_t H,
+                               int64_t Hkv, int64_t D);
+    void (*attention_bwd_rows)(float *dq, float *dk, float *dv, const float *dout, const float *o, const float *stats,
+                               const float *q, const float *k, const float *v, const int32_t *pos, const int32_t *qmap,
+                               int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
 
     // h = silu(g) * u
     void (*swiglu_fwd)(float *h, const float *g, const float *u, int64_t n);

@@ -320,7 +320,6 @@ static void cpu_set_batch(void *mv, const uint32_t *ids, const int32_t *targets,
     memcpy(m->targets, targets, N * sizeof(int32_t));
     m->isolated = pos != NULL;
     if (pos) memcpy(m->pos, pos, N * sizeof(int32_t));
-    if (m->cp) zt_qwen3_cx_set_batch(m);
 }
 
 static void cpu_set_progress(void *mv, void (*fn)(void *), void *ctx) {
@@ -360,7 +359,7 @@ static int64_t cpu_act_bytes_for(const zt_model_config *c, int64_t B, int64_t S,
     const int64_t D = c->head_dim, H = c->num_heads, Hkv = c->num_kv_heads, L = c->num_layers;
     const int64_t qs = H * D, kvs = Hkv * D;
     int64_t n = S * D;  // the RoPE table of the whole block (cos, sin: S x D/2 each)
-    if (C > 1) n += 2 * N * kvs + C * 2 * N * kvs + 2 * B * S * kvs + 4 * B * S * qs + B * H * S * 2;
+    if (C > 1) n += 2 * N * kvs + C * 2 * N * kvs + 2 * B * S * kvs;  // K|V: mine, the group's, the block's
     n += (L + 1) * N * d;                                                       // layer inputs
     n += L * N * (3 * d + 2 + 3 * qs + 3 * kvs + 3 * H + Hkv + 3 * F);          // per layer (att_stats: 2 H)
     n += N * d + N;                                                             // head: final norm, rstd

@@ -41,13 +41,8 @@ typedef struct {
     int64_t S_block;
     zt_family_context cx;
     int32_t *cp_index;           // [C * S]: cx.index
-    int32_t *cp_pos;             // [B * S_block]: the held tokens' positions at their block rows, 0 elsewhere
     float *cp_kv_mine, *cp_kv_all;  // [2 N kvs] this rank's K|V (dK|dV) rows; [C][2 N kvs] the group's
     float *cp_k, *cp_v;          // [B * S_block, kvs] the whole blocks' K and V (dK, dV), block order
-    float *cp_dq;                // [B * S_block, qs] the backward's dQ at block rows
-    float *cp_q, *cp_o, *cp_do;  // [B * S_block, qs] held queries at their block rows, zeros elsewhere; output
-                                 // (backward: the forward's at the held rows); dO at the held rows, zeros elsewhere
-    float *cp_stats;             // [B, H, S_block, 2]
     // Called between the ops of a layer pass when set (an FSDP engine drives its pending
     // collectives there: MPI moves a transfer only inside its calls). Never changes a value.
     void (*progress)(void *ctx);
@@ -58,12 +53,11 @@ int zt_qwen3_create(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, 
 // The same under context parallelism (cx non-NULL: B rows of cx->S_local tokens of blocks of S = cx->S).
 int zt_qwen3_create_cx(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, int64_t B, int64_t S,
                        const zt_family_context *cx);
-// model/qwen3_context.c: the scratch of the whole blocks, the held tokens' block rows, and
+// model/qwen3_context.c: the whole blocks' K and V, the held tokens' block rows, and
 // attention across the split (K/V all-gathered over the context group after RoPE; dK/dV of
 // keys held elsewhere reduce-scattered back).
 void zt_qwen3_cx_alloc(zt_qwen3 *m, float *(*alloc)(zt_qwen3 *m, int64_t n));
 void zt_qwen3_cx_free(zt_qwen3 *m);
-void zt_qwen3_cx_set_batch(zt_qwen3 *m);  // cp_pos from m->pos
 void zt_qwen3_cx_attention_fwd(zt_qwen3 *m, int layer, zt_layer_acts *a);
 void zt_qwen3_cx_attention_bwd(zt_qwen3 *m, int layer, zt_layer_acts *a);
 void zt_qwen3_destroy(zt_qwen3 *m);

@@ -12,7 +12,15 @@
 // give the same bits with every sgemm kernel, and every sum runs in an order fixed by the block
 // grid, so the results depend neither on the instruction set nor on the thread count. Query
 // head h reads KV head h / (H / Hkv) in place.
-// defines: cpu_attention_fwd, cpu_attention_bwd
+//
+// The _rows variants take a subset of a block's queries (context parallelism: the tokens a rank
+// holds against the whole block's keys, without block-sized query buffers): query row r of Sq
+// sits at block position qmap[r] (-1: padding, taken as position 0 seeing key 0 only), its
+// document position is pos[b * Sq + r]; query blocks are runs of ZT_ATT_BLOCK local rows, each
+// computing the key blocks some row of it may see (below its largest block position, from its
+// smallest first key). Without a map (the plain entry points) a row's block position is its
+// index, and everything is as before, bit for bit.
+// defines: cpu_attention_fwd, cpu_attention_bwd, cpu_attention_fwd_rows, cpu_attention_bwd_rows
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,14 +39,22 @@ typedef struct {
     int64_t S, D, group, qs, kvs;  // qs, kvs: floats from one token's q (k, v) row to the next
     float scale;
     const cpu_att_row_ops *rows;
+    const int32_t *qmap;  // NULL: query row i is block position i (Sq = S)
+    int64_t Sq;           // query rows per batch row
 } att_args;
 
-// The first key query i of block b may see: 0, or its document's first token.
-static inline int64_t first_key(const att_args *a, int64_t b, int64_t i) { return a->pos ? i - a->pos[b * a->S + i] : 0; }
+// Query row i's block position.
+static inline int64_t qpos(const att_args *a, int64_t i) { return a->qmap ? (a->qmap[i] < 0 ? 0 : a->qmap[i]) : i; }
+
+// The first key query row i of batch row b may see: 0, or its document's first token.
+static inline int64_t first_key(const att_args *a, int64_t b, int64_t i) {
+    if (a->qmap && a->qmap[i] < 0) return 0;
+    return a->pos ? qpos(a, i) - a->pos[b * a->Sq + i] : 0;
+}
 
 // The first key any query of rows [i0, i1) may see.
 static int64_t block_first_key(const att_args *a, int64_t b, int64_t i0, int64_t i1) {
-    int64_t lo = i0;
+    int64_t lo = qpos(a, i0);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t f = first_key(a, b, i);
         lo = f < lo ? f : lo;
@@ -46,9 +62,17 @@ static int64_t block_first_key(const att_args *a, int64_t b, int64_t i0, int64_t
     return lo;
 }
 
+// The largest block position of rows [i0, i1) (the last key any of them may see).
+static int64_t block_last_pos(const att_args *a, int64_t i0, int64_t i1) {
+    if (!a->qmap) return i1 - 1;
+    int64_t hi = 0;
+    for (int64_t i = i0; i < i1; i++) hi = qpos(a, i) > hi ? qpos(a, i) : hi;
+    return hi;
+}
+
 // Row i's visible keys in the key block [j0, j1), as columns [*c0, *c1) of the block.
 static inline void row_band(const att_args *a, int64_t b, int64_t i, int64_t j0, int64_t j1, int64_t *c0, int64_t *c1) {
-    const int64_t lo = first_key(a, b, i), hi = i + 1 < j1 ? i + 1 : j1;
+    const int64_t g = qpos(a, i), lo = first_key(a, b, i), hi = g + 1 < j1 ? g + 1 : j1;
     *c0 = (lo < j0 ? j0 : lo < j1 ? lo : j1) - j0;
     *c1 = hi - j0 > *c0 ? hi - j0 : *c0;
 }
@@ -88,33 +112,36 @@ static void pack_kv(const att_args *a, att_packed_kv *p, int64_t b, int64_t kh, 
 // output's row times alpha; O += P V (P^T read in place). At the end O /= sum; stats = (max, 1/sum).
 static void fwd_block(const att_args *a, const att_packed_kv *p, float *buf, float *o, float *stats, int64_t b,
                       int64_t h, int64_t i0, int64_t i1) {
-    const int64_t S = a->S, D = a->D, qs = a->qs, m = i1 - i0;
+    const int64_t Sq = a->Sq, D = a->D, qs = a->qs, m = i1 - i0;
     const float *pk = p->k + (b * (a->kvs / D) + h / a->group) * p->nkb * p->ka;
     const float *pv = p->v + (b * (a->kvs / D) + h / a->group) * p->nkb * p->vb;
     float *st = buf, *pq = st + ZT_ATT_BLOCK * ZT_ATT_BLOCK + 32, *mx = pq + cpu_sgemm_packed_floats('B', ZT_ATT_BLOCK, D);
     float *sum = mx + ZT_ATT_BLOCK, *alpha = sum + ZT_ATT_BLOCK;
-    float *O = o + (b * S + i0) * qs + h * D;
-    cpu_sgemm_pack_b(pq, 1, a->q + (b * S + i0) * qs + h * D, qs, D, m);  // Q^T
-    int64_t first = i0, last = 0;  // the queries' first keys: smallest and largest
+    float *O = o + (b * Sq + i0) * qs + h * D;
+    cpu_sgemm_pack_b(pq, 1, a->q + (b * Sq + i0) * qs + h * D, qs, D, m);  // Q^T
+    // the queries' first keys (smallest and largest), block positions (smallest) and the key end
+    int64_t first = qpos(a, i0), last = 0, low = qpos(a, i0);
+    const int64_t end = block_last_pos(a, i0, i1) + 1;
     for (int64_t r = 0; r < m; r++) {
-        const int64_t f = first_key(a, b, i0 + r);
+        const int64_t f = first_key(a, b, i0 + r), g = qpos(a, i0 + r);
         first = f < first ? f : first;
         last = f > last ? f : last;
+        low = g < low ? g : low;
         mx[r] = -INFINITY;
         sum[r] = 0.0f;
         memset(O + r * qs, 0, (size_t)D * sizeof(float));
     }
-    for (int64_t j0 = first / ZT_ATT_BLOCK * ZT_ATT_BLOCK; j0 < i1; j0 += ZT_ATT_BLOCK) {
-        const int64_t j1 = j0 + ZT_ATT_BLOCK < i1 ? j0 + ZT_ATT_BLOCK : i1, n = j1 - j0, x = j0 / ZT_ATT_BLOCK;
+    for (int64_t j0 = first / ZT_ATT_BLOCK * ZT_ATT_BLOCK; j0 < end; j0 += ZT_ATT_BLOCK) {
+        const int64_t j1 = j0 + ZT_ATT_BLOCK < end ? j0 + ZT_ATT_BLOCK : end, n = j1 - j0, x = j0 / ZT_ATT_BLOCK;
         cpu_sgemm_packed(n, m, D, a->scale, pk + x * p->ka, pq, 0.0f, st, m);
-        if (j1 > i0 + 1 || last > j0) mask_block_t(a, st, b, i0, m, j0, j1);
+        if (j1 > low + 1 || last > j0) mask_block_t(a, st, b, i0, m, j0, j1);
         a->rows->col_step(st, n, m, m, mx, sum, alpha);
         for (int64_t r = 0; r < m; r++)
             if (alpha[r] != 1.0f)
                 for (int64_t d = 0; d < D; d++) O[r * qs + d] *= alpha[r];
         cpu_sgemm_packed_at(m, D, n, 1.0f, st, m, pv + x * p->vb, 1.0f, O, qs);
     }
-    float *stq = stats + (b * (qs / D) + h) * S * 2;
+    float *stq = stats + (b * (qs / D) + h) * Sq * 2;
     for (int64_t r = 0; r < m; r++) {
         const float inv = 1.0f / sum[r];
         for (int64_t d = 0; d < D; d++) O[r * qs + d] *= inv;
@@ -123,21 +150,21 @@ static void fwd_block(const att_args *a, const att_packed_kv *p, float *buf, flo
     }
 }
 
-// stats[B, H, S, 2]: per query row its softmax max and 1/sum.
-void cpu_attention_fwd(float *o, float *stats, const float *q, const float *k, const float *v, const int32_t *pos,
-                       int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
-    const att_args a = {q, k, v, pos, S, D, H / Hkv, H * D, Hkv * D, 1.0f / sqrtf((float)D), cpu_att_rows()};
-    const int64_t nqb = (S + ZT_ATT_BLOCK - 1) / ZT_ATT_BLOCK;
+// stats[B, H, Sq, 2]: per query row its softmax max and 1/sum.
+static void attention_fwd(const att_args *ap, float *o, float *stats, int64_t B, int64_t H, int64_t Hkv) {
+    const att_args a = *ap;
+    const int64_t S = a.S, Sq = a.Sq, D = a.D;
+    const int64_t nkb = (S + ZT_ATT_BLOCK - 1) / ZT_ATT_BLOCK, nqb = (Sq + ZT_ATT_BLOCK - 1) / ZT_ATT_BLOCK;
     att_packed_kv p = {NULL, NULL, cpu_sgemm_packed_floats('A', ZT_ATT_BLOCK, D),
-                       cpu_sgemm_packed_floats('B', D, ZT_ATT_BLOCK), nqb};
-    p.k = zt_xmalloc((size_t)(B * Hkv * nqb * (p.ka + p.vb)) * sizeof(float));
-    p.v = p.k + B * Hkv * nqb * p.ka;
+                       cpu_sgemm_packed_floats('B', D, ZT_ATT_BLOCK), nkb};
+    p.k = zt_xmalloc((size_t)(B * Hkv * nkb * (p.ka + p.vb)) * sizeof(float));
+    p.v = p.k + B * Hkv * nkb * p.ka;
 #pragma omp parallel
     {
 #pragma omp for collapse(3) schedule(static)
         for (int64_t b = 0; b < B; b++)
             for (int64_t kh = 0; kh < Hkv; kh++)
-                for (int64_t x = 0; x < nqb; x++) pack_kv(&a, &p, b, kh, x);
+                for (int64_t x = 0; x < nkb; x++) pack_kv(&a, &p, b, kh, x);
         // scores (with room for the in-place read of P^T), Q^T packed, max, sum, alpha
         float *buf = zt_xmalloc((size_t)(ZT_ATT_BLOCK * ZT_ATT_BLOCK + 32 + cpu_sgemm_packed_floats('B', ZT_ATT_BLOCK, D) +
                                          3 * ZT_ATT_BLOCK) * sizeof(float));
@@ -146,12 +173,24 @@ void cpu_attention_fwd(float *o, float *stats, const float *q, const float *k, c
         for (int64_t x = 0; x < nqb; x++)
             for (int64_t b = 0; b < B; b++)
                 for (int64_t h = 0; h < H; h++) {
-                    const int64_t i0 = (nqb - 1 - x) * ZT_ATT_BLOCK, i1 = i0 + ZT_ATT_BLOCK < S ? i0 + ZT_ATT_BLOCK : S;
+                    const int64_t i0 = (nqb - 1 - x) * ZT_ATT_BLOCK, i1 = i0 + ZT_ATT_BLOCK < Sq ? i0 + ZT_ATT_BLOCK : Sq;
                     fwd_block(&a, &p, buf, o, stats, b, h, i0, i1);
                 }
         free(buf);
     }
     free(p.k);
+}
+
+void cpu_attention_fwd(float *o, float *stats, const float *q, const float *k, const float *v, const int32_t *pos,
+                       int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    const att_args a = {q, k, v, pos, S, D, H / Hkv, H * D, Hkv * D, 1.0f / sqrtf((float)D), cpu_att_rows(), NULL, S};
+    attention_fwd(&a, o, stats, B, H, Hkv);
+}
+
+void cpu_attention_fwd_rows(float *o, float *stats, const float *q, const float *k, const float *v, const int32_t *pos,
+                            const int32_t *qmap, int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    const att_args a = {q, k, v, pos, S, D, H / Hkv, H * D, Hkv * D, 1.0f / sqrtf((float)D), cpu_att_rows(), qmap, Sq};
+    attention_fwd(&a, o, stats, B, H, Hkv);
 }
 
 typedef struct {
@@ -168,15 +207,17 @@ typedef struct {
 } att_bwd_buf;
 
 static att_bwd_buf bwd_buf_alloc(const att_args *a) {
-    const int64_t S = a->S, D = a->D, nblk = (S + ZT_ATT_BLOCK - 1) / ZT_ATT_BLOCK, sq = ZT_ATT_BLOCK * ZT_ATT_BLOCK + 32;
+    const int64_t S = a->S, D = a->D, nkb = (S + ZT_ATT_BLOCK - 1) / ZT_ATT_BLOCK, sq = ZT_ATT_BLOCK * ZT_ATT_BLOCK + 32;
+    const int64_t nqb = (a->Sq + ZT_ATT_BLOCK - 1) / ZT_ATT_BLOCK;
     att_bwd_buf w = {0};
     w.na = cpu_sgemm_packed_floats('A', ZT_ATT_BLOCK, D);
     w.nb = cpu_sgemm_packed_floats('B', D, ZT_ATT_BLOCK);
     const int64_t nt = cpu_sgemm_packed_floats('B', S, D), npa = cpu_sgemm_packed_floats('A', ZT_ATT_BLOCK, ZT_ATT_BLOCK);
-    w.P = zt_xmalloc((size_t)(2 * sq + npa + 2 * nt + nblk * (w.nb + 2 * w.na + 2 * w.nb) + a->group * S) * sizeof(float));
+    w.P = zt_xmalloc((size_t)(2 * sq + npa + 2 * nt + nkb * w.nb + nqb * (2 * w.na + 2 * w.nb) + a->group * a->Sq) *
+                     sizeof(float));
     w.dS = w.P + sq, w.pds = w.dS + sq, w.kt = w.pds + npa, w.vt = w.kt + nt, w.kb = w.vt + nt;
-    w.qa = w.kb + nblk * w.nb, w.oa = w.qa + nblk * w.na, w.qb = w.oa + nblk * w.na, w.ob = w.qb + nblk * w.nb;
-    w.di = w.ob + nblk * w.nb;
+    w.qa = w.kb + nkb * w.nb, w.oa = w.qa + nqb * w.na, w.qb = w.oa + nqb * w.na, w.ob = w.qb + nqb * w.nb;
+    w.di = w.ob + nqb * w.nb;
     return w;
 }
 
@@ -186,7 +227,8 @@ static att_bwd_buf bwd_buf_alloc(const att_args *a) {
 //   P = exp(S - mx) * inv;  dP = dO V^T;  dS = P * (dP - dO . O) / sqrt(D);
 //   dV += P^T dO;  dK += dS^T Q;  dQ += dS K
 static void bwd_kv(const att_args *a, const att_grads *g, const att_bwd_buf *w, int64_t b, int64_t kh) {
-    const int64_t S = a->S, D = a->D, qs = a->qs, kvs = a->kvs, H = qs / D, nblk = (S + ZT_ATT_BLOCK - 1) / ZT_ATT_BLOCK;
+    const int64_t S = a->S, Sq = a->Sq, D = a->D, qs = a->qs, kvs = a->kvs, H = qs / D;
+    const int64_t nblk = (S + ZT_ATT_BLOCK - 1) / ZT_ATT_BLOCK, nqb = (Sq + ZT_ATT_BLOCK - 1) / ZT_ATT_BLOCK;
     const float *K = a->k + b * S * kvs + kh * D, *V = a->v + b * S * kvs + kh * D;
     float *dK = g->dk + b * S * kvs + kh * D, *dV = g->dv + b * S * kvs + kh * D;
     cpu_sgemm_pack_b(w->kt, 1, K, kvs, D, S);
@@ -201,18 +243,18 @@ static void bwd_kv(const att_args *a, const att_grads *g, const att_bwd_buf *w, 
     }
     for (int64_t x = 0; x < a->group; x++) {
         const int64_t h = kh * a->group + x;
-        const float *Q = a->q + b * S * qs + h * D, *dO = g->dout + b * S * qs + h * D;
-        const float *st = g->stats + (b * H + h) * S * 2;
-        float *dQ = g->dq + b * S * qs + h * D, *di = w->di;
-        for (int64_t i = 0; i < S; i++) {  // di = rowsum(P * dP) = dO . O
-            const float *O = g->o + (b * S + i) * qs + h * D;
+        const float *Q = a->q + b * Sq * qs + h * D, *dO = g->dout + b * Sq * qs + h * D;
+        const float *st = g->stats + (b * H + h) * Sq * 2;
+        float *dQ = g->dq + b * Sq * qs + h * D, *di = w->di;
+        for (int64_t i = 0; i < Sq; i++) {  // di = rowsum(P * dP) = dO . O
+            const float *O = g->o + (b * Sq + i) * qs + h * D;
             double acc = 0;
             for (int64_t d = 0; d < D; d++) acc += (double)dO[i * qs + d] * O[d];
             di[i] = (float)acc;
             memset(dQ + i * qs, 0, (size_t)D * sizeof(float));
         }
-        for (int64_t y = 0; y < nblk; y++) {
-            const int64_t i0 = y * ZT_ATT_BLOCK, m = S - i0 < ZT_ATT_BLOCK ? S - i0 : ZT_ATT_BLOCK;
+        for (int64_t y = 0; y < nqb; y++) {
+            const int64_t i0 = y * ZT_ATT_BLOCK, m = Sq - i0 < ZT_ATT_BLOCK ? Sq - i0 : ZT_ATT_BLOCK;
             cpu_sgemm_pack_a(w->qa + y * w->na, 0, Q + i0 * qs, qs, m, D);
             cpu_sgemm_pack_a(w->oa + y * w->na, 0, dO + i0 * qs, qs, m, D);
             cpu_sgemm_pack_b(w->qb + y * w->nb, 0, Q + i0 * qs, qs, m, D);
@@ -220,9 +262,10 @@ static void bwd_kv(const att_args *a, const att_grads *g, const att_bwd_buf *w, 
         }
         for (int64_t j0 = 0; j0 < S; j0 += ZT_ATT_BLOCK) {
             const int64_t j1 = j0 + ZT_ATT_BLOCK < S ? j0 + ZT_ATT_BLOCK : S, n = j1 - j0;
-            for (int64_t i0 = j0; i0 < S; i0 += ZT_ATT_BLOCK) {  // the query grid is the key grid
-                const int64_t i1 = i0 + ZT_ATT_BLOCK < S ? i0 + ZT_ATT_BLOCK : S, m = i1 - i0, y = i0 / ZT_ATT_BLOCK;
-                if (block_first_key(a, b, i0, i1) >= j1) continue;
+            // without a map the query grid is the key grid: the blocks from j0's on
+            for (int64_t i0 = a->qmap ? 0 : j0; i0 < Sq; i0 += ZT_ATT_BLOCK) {
+                const int64_t i1 = i0 + ZT_ATT_BLOCK < Sq ? i0 + ZT_ATT_BLOCK : Sq, m = i1 - i0, y = i0 / ZT_ATT_BLOCK;
+                if (block_first_key(a, b, i0, i1) >= j1 || block_last_pos(a, i0, i1) < j0) continue;
                 cpu_sgemm_packed(m, n, D, a->scale, w->qa + y * w->na, w->kt + j0 * D, 0.0f, w->P, n);  // = forward's S^T
                 cpu_sgemm_packed(m, n, D, 1.0f, w->oa + y * w->na, w->vt + j0 * D, 0.0f, w->dS, n);     // dP
                 for (int64_t r = 0; r < m; r++) {
@@ -243,11 +286,9 @@ static void bwd_kv(const att_args *a, const att_grads *g, const att_bwd_buf *w, 
     }
 }
 
-void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *o, const float *stats,
-                       const float *q, const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S,
-                       int64_t H, int64_t Hkv, int64_t D) {
-    const att_args a = {q, k, v, pos, S, D, H / Hkv, H * D, Hkv * D, 1.0f / sqrtf((float)D), cpu_att_rows()};
-    const att_grads g = {dq, dk, dv, dout, o, stats};
+static void attention_bwd(const att_args *ap, const att_grads *gp, int64_t B, int64_t Hkv) {
+    const att_args a = *ap;
+    const att_grads g = *gp;
 #pragma omp parallel
     {
         const att_bwd_buf w = bwd_buf_alloc(&a);
@@ -256,4 +297,20 @@ void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const
             for (int64_t kh = 0; kh < Hkv; kh++) bwd_kv(&a, &g, &w, b, kh);
         free(w.P);
     }
+}
+
+void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *o, const float *stats,
+                       const float *q, const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S,
+                       int64_t H, int64_t Hkv, int64_t D) {
+    const att_args a = {q, k, v, pos, S, D, H / Hkv, H * D, Hkv * D, 1.0f / sqrtf((float)D), cpu_att_rows(), NULL, S};
+    const att_grads g = {dq, dk, dv, dout, o, stats};
+    attention_bwd(&a, &g, B, Hkv);
+}
+
+void cpu_attention_bwd_rows(float *dq, float *dk, float *dv, const float *dout, const float *o, const float *stats,
+                            const float *q, const float *k, const float *v, const int32_t *pos, const int32_t *qmap,
+                            int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    const att_args a = {q, k, v, pos, S, D, H / Hkv, H * D, Hkv * D, 1.0f / sqrtf((float)D), cpu_att_rows(), qmap, Sq};
+    const att_grads g = {dq, dk, dv, dout, o, stats};
+    attention_bwd(&a, &g, B, Hkv);
 }

@@ -55,6 +55,11 @@ void cpu_attention_fwd(float *o, float *stats, const float *q, const float *k, c
 void cpu_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *o, const float *stats, const float *q,
                        const float *k, const float *v, const int32_t *pos, int64_t B, int64_t S, int64_t H,
                        int64_t Hkv, int64_t D);
+void cpu_attention_fwd_rows(float *o, float *stats, const float *q, const float *k, const float *v, const int32_t *pos,
+                            const int32_t *qmap, int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+void cpu_attention_bwd_rows(float *dq, float *dk, float *dv, const float *dout, const float *o, const float *stats,
+                            const float *q, const float *k, const float *v, const int32_t *pos, const int32_t *qmap,
+                            int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
 void cpu_swiglu_fwd(float *h, const float *g, const float *u, int64_t n);
 void cpu_swiglu_bwd(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n);
 double cpu_lmhead_xent(float *dx, float *dw, const float *x, const float *w, const int32_t *targets, int64_t N,

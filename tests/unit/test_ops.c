@@ -362,6 +362,64 @@ static void test_attention_panels(int64_t H, int64_t Hkv, int docs) {
     cpu_sgemm_set_isa(was);
     omp_set_num_threads(threads_were);
     free(o2), free(st2), free(dq2), free(dk2), free(dv2);
+
+    // A subset of the queries against every key (attention_fwd_rows / _bwd_rows, context
+    // parallelism's held tokens): rows [50, 100) and [200, 250) (the chunks 1 and 4 of 6 a rank of
+    // C = 3 holds; both cross key blocks of 96 and, with documents, document starts) and two padding
+    // rows (-1). Against the whole block with dO zero outside the held rows: o, stats, dq of the held
+    // rows and dk, dv of every key within 1e-6 of the largest entry (the same products; dk and dv sum
+    // over other query blocks); the padding rows' dq 0.
+    {
+        const int64_t Sq = 102;
+        int32_t *qmap = zt_xmalloc((size_t)Sq * sizeof(int32_t)), *qp = zt_xmalloc((size_t)(B * Sq) * sizeof(int32_t));
+        for (int64_t r = 0; r < Sq; r++) qmap[r] = r < 50 ? (int32_t)(50 + r) : r < 100 ? (int32_t)(150 + r) : -1;
+        const int64_t nqr = B * Sq * H * D, w = H * D;
+        float *qr = rnd(nqr, 1), *dor = zeros(nqr), *dout_m = zeros(nq);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t r = 0; r < Sq; r++) {
+                const int64_t g = qmap[r];
+                qp[b * Sq + r] = g < 0 ? 0 : pos ? pos[b * S + g] : (int32_t)g;
+                if (g < 0) continue;
+                memcpy(qr + (b * Sq + r) * w, q + (b * S + g) * w, (size_t)w * 4);
+                memcpy(dor + (b * Sq + r) * w, dout + (b * S + g) * w, (size_t)w * 4);
+                memcpy(dout_m + (b * S + g) * w, dout + (b * S + g) * w, (size_t)w * 4);
+            }
+        float *dq_m = zeros(nq), *dk_m = zeros(nk), *dv_m = zeros(nk);
+        op->attention_bwd(dq_m, dk_m, dv_m, dout_m, o, st, q, k, v, pos, B, S, H, Hkv, D);
+        float *or_ = zeros(nqr), *str = zeros(B * H * Sq * 2), *dqr = zeros(nqr), *dkr = zeros(nk), *dvr = zeros(nk);
+        op->attention_fwd_rows(or_, str, qr, k, v, qp, qmap, B, Sq, S, H, Hkv, D);
+        op->attention_bwd_rows(dqr, dkr, dvr, dor, or_, str, qr, k, v, qp, qmap, B, Sq, S, H, Hkv, D);
+        // the held rows gathered from the whole block's results
+        float *o_ref = zeros(nqr), *dq_ref = zeros(nqr), *st_ref = zeros(B * H * Sq * 2), *st_got = zeros(B * H * Sq * 2);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t r = 0; r < Sq; r++) {
+                const int64_t g = qmap[r];
+                if (g < 0) continue;
+                memcpy(o_ref + (b * Sq + r) * w, o + (b * S + g) * w, (size_t)w * 4);
+                memcpy(dq_ref + (b * Sq + r) * w, dq_m + (b * S + g) * w, (size_t)w * 4);
+                for (int64_t h = 0; h < H; h++)
+                    for (int e = 0; e < 2; e++) {
+                        st_ref[((b * H + h) * Sq + r) * 2 + e] = st[((b * H + h) * S + g) * 2 + e];
+                        st_got[((b * H + h) * Sq + r) * 2 + e] = str[((b * H + h) * Sq + r) * 2 + e];
+                    }
+            }
+        float *o_got = zeros(nqr);  // padding rows left out (they see key 0 only: their own value)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t r = 0; r < 100; r++) memcpy(o_got + (b * Sq + r) * w, or_ + (b * Sq + r) * w, (size_t)w * 4);
+        snprintf(name, sizeof name, "attention rows fwd = the block's held rows (H=%lld Hkv=%lld%s)", (long long)H,
+                 (long long)Hkv, tag);
+        CHECK_CLOSE(name, o_got, o_ref, nqr, 1e-6);
+        snprintf(name, sizeof name, "attention rows stats (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+        CHECK_CLOSE(name, st_got, st_ref, B * H * Sq * 2, 1e-6);
+        snprintf(name, sizeof name, "attention rows dq (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+        CHECK_CLOSE(name, dqr, dq_ref, nqr, 1e-6);
+        snprintf(name, sizeof name, "attention rows dk (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+        CHECK_CLOSE(name, dkr, dk_m, nk, 1e-6);
+        snprintf(name, sizeof name, "attention rows dv (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
+        CHECK_CLOSE(name, dvr, dv_m, nk, 1e-6);
+        free(qmap), free(qp), free(qr), free(dor), free(dout_m), free(dq_m), free(dk_m), free(dv_m), free(or_);
+        free(str), free(dqr), free(dkr), free(dvr), free(o_ref), free(dq_ref), free(st_ref), free(st_got), free(o_got);
+    }
     free(q), free(k), free(v), free(dout), free(o), free(st), free(dq), free(dk), free(dv), free(ro), free(rdq);
     free(rdk), free(rdv), free(dk_acc), free(dv_acc), free(p), free(dp), free(pos);
 }
