@@ -209,8 +209,8 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
                "--attention tiled (or gemm)");
         return NULL;
     }
-    if (o->attention != ZT_CUDA_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 128)) {
-        zt_err("GPU FSDP engine, Qwen3.5: head_dim %d: the tiled attention takes head_dim <= 128, a "
+    if (o->attention != ZT_CUDA_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 256)) {
+        zt_err("GPU FSDP engine, Qwen3.5: head_dim %d: the tiled attention takes head_dim <= 256, a "
                "multiple of 8; use --attention gemm",
                c->head_dim);
         return NULL;
