@@ -205,8 +205,7 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
         return NULL;
     }
     if (o->attention == ZT_CUDA_ATTN_CUDNN) {
-        zt_err("GPU FSDP engine, Qwen3.5: the cuDNN attention is not wired for its gated attention layers; use "
-               "--attention tiled (or gemm)");
+        zt_err("GPU FSDP engine, Qwen3.5: %s; use --attention tiled (or gemm)", zt_qwen3_5_cuda_family.no_cudnn);
         return NULL;
     }
     if (o->attention != ZT_CUDA_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 256)) {
@@ -520,4 +519,5 @@ const zt_family_cuda zt_qwen3_5_cuda_family = {
     .head = head,
     .layer_bwd = layer_bwd,
     .embed_bwd = embed_bwd,
+    .no_cudnn = "the cuDNN attention is not wired for its gated attention layers",
 };

@@ -8,7 +8,9 @@
 //   - with recompute: bit-identical gradients and loss;
 //   - the memory each layer keeps for its backward equals the formula of the family's header
 //     comment, computed here again from the config;
-//   - a delta-rule head dim over 128 refused by the family's check, with a clear error.
+//   - a delta-rule head dim over 128 refused by the family's check, with a clear error;
+//   - the cuDNN attention refused by create, the reason in the table (no_cudnn) that --attention
+//     auto reads (Qwen3's table: NULL).
 // Exit 77 without a device.
 #include <math.h>
 #include <stdio.h>
@@ -232,6 +234,13 @@ int main(void) {
     c.lin_value_dim = 256;
     zt_err_clear();
     check(fc->check(&c, S) != 0 && strstr(zt_errmsg(), "up to 128"), "a value head dim of 256 refused by check()");
+    // the cuDNN attention: refused by create, and said in the table (--attention auto asks it)
+    const zt_model_config c0 = zt_q35_tiny(0);
+    const zt_family_cuda_opts oc = {.attention = ZT_CUDA_ATTN_CUDNN};
+    zt_err_clear();
+    check(fc->no_cudnn && !zt_family_cuda_find("qwen3")->no_cudnn && !fc->create(&c0, ctx, NULL, B, S, &oc) &&
+              strstr(zt_errmsg(), fc->no_cudnn),
+          "the cuDNN attention refused by create() and named in the table (no_cudnn; Qwen3's NULL)");
     printf("%s (%d failure(s)); %.1f s\n", failures ? "FAILED" : "passed", failures, zt_now() - t0);
     zt_cuda_ctx_destroy(ctx);
     return failures ? 1 : 0;
