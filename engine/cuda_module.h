@@ -30,7 +30,7 @@ struct zt_fsdp_opts;  // engine/fsdp_internal.h
 // (the engine struct and the backend hooks the module implements), of model/family.h and
 // model/family_cuda.h (the family tables), or of the zt_comm backend interface (engine/comm.h).
 // The loader reads api_version first and nothing else of a table whose version differs.
-#define ZT_CUDA_MODULE_API 4
+#define ZT_CUDA_MODULE_API 5
 #define ZT_CUDA_MODULE_FILE "libzerotrain_cuda.so"
 
 typedef struct {
@@ -60,7 +60,7 @@ void zt_cuda_module_register(const zt_cuda_module *m);
 // a directory, an ELF file for another machine are refused before dlopen, saying so).
 const zt_cuda_module *zt_cuda_module_load(void);
 int zt_cuda_module_loaded(void);  // loaded already (no attempt made here)
-// Which module is loaded: "/abs/path/libzerotrain_cuda.so (zerotrain 0.1.0, API 4)" ("linked
+// Which module is loaded: "/abs/path/libzerotrain_cuda.so (zerotrain 0.1.0, API 5)" ("linked
 // in (...)" for static programs) into buf, or NULL when none is.
 const char *zt_cuda_module_describe(char *buf, size_t n);
 // The file that zt_cuda_module_load would open first ("linked in" for static programs), or

@@ -17,6 +17,7 @@
 #include "base/common.h"
 #include "engine/cuda_module.h"
 #include "engine/fsdp_internal.h"
+#include "model/family_cuda.h"  // zt_family_cuda.no_cudnn (the table is the module's)
 #include "data/batch.h"
 #include "data/dataset.h"  // ZT_TOK_ID_MASK
 
@@ -616,6 +617,12 @@ int zt_fsdp_cuda_available(void) { return zt_cuda_module_load() != NULL; }
 int zt_fsdp_cuda_cudnn_built(void) {
     const zt_cuda_module *m = zt_cuda_module_load();
     return m && m->cudnn_built && m->cudnn_built();
+}
+
+int zt_fsdp_cuda_cudnn_serves(const zt_model_config *cfg) {
+    if (!zt_fsdp_cuda_cudnn_built() || !cfg->family) return 0;
+    const zt_family_cuda *fc = zt_cuda_module_load()->family(cfg->family->name);
+    return fc && !fc->no_cudnn;
 }
 
 static char g_no_cuda[ZT_ERR_MAX];  // why the last zt_fsdp_cuda_devices that looked found none

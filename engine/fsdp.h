@@ -119,6 +119,9 @@ void zt_fsdp_get_shard(const zt_fsdp *f, int u, zt_fsdp_shard *out);
 
 int zt_fsdp_cuda_available(void);  // the CUDA module loads (this loads it)
 int zt_fsdp_cuda_cudnn_built(void);  // the loaded CUDA module has the cuDNN attention path
+// ... and the GPU passes of cfg's model family run it (Qwen3.5's gated attention does not):
+// what --attention auto asks before it chooses cuDNN
+int zt_fsdp_cuda_cudnn_serves(const zt_model_config *cfg);
 // CUDA devices visible to this process: 0 without the module, or (unless `load`) when no
 // NVIDIA driver is present, so that `--device auto` on a CPU host never loads the module.
 int zt_fsdp_cuda_devices(int load);

@@ -59,6 +59,9 @@ typedef struct zt_family_cuda {
                  double *loss, float *dhead, float *demb);
     void (*layer_bwd)(void *m, int layer, const zt_bf16 *p, float *dp, const int32_t *pos);
     void (*embed_bwd)(void *m, float *dp, const uint32_t *ids);
+    // NULL when the passes run the cuDNN attention; else why they cannot (create refuses CUDNN
+    // with it, and --attention auto does not choose cuDNN for the family: zt_fsdp_cuda_cudnn_serves)
+    const char *no_cudnn;
 } zt_family_cuda;
 
 // The GPU passes of the family named `name` in this module (model/family_cuda.c), or NULL.

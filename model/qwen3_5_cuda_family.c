@@ -210,12 +210,11 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
         return NULL;
     }
     if (o->attention == ZT_CUDA_ATTN_CUDNN) {
-        zt_err("GPU FSDP engine, Qwen3.5: the cuDNN attention is not wired for its gated attention layers; use "
-               "--attention tiled (or gemm)");
+        zt_err("GPU FSDP engine, Qwen3.5: %s; use --attention tiled (or gemm)", zt_qwen3_5_cuda_family.no_cudnn);
         return NULL;
     }
-    if (o->attention != ZT_CUDA_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 128)) {
-        zt_err("GPU FSDP engine, Qwen3.5: head_dim %d: the tiled attention takes head_dim <= 128, a "
+    if (o->attention != ZT_CUDA_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 256)) {
+        zt_err("GPU FSDP engine, Qwen3.5: head_dim %d: the tiled attention takes head_dim <= 256, a "
                "multiple of 8; use --attention gemm",
                c->head_dim);
         return NULL;
@@ -525,4 +524,5 @@ const zt_family_cuda zt_qwen3_5_cuda_family = {
     .head = head,
     .layer_bwd = layer_bwd,
     .embed_bwd = embed_bwd,
+    .no_cudnn = "the cuDNN attention is not wired for its gated attention layers",
 };

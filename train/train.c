@@ -317,7 +317,7 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     const double gemm_scratch = 12 * g * S * S + 8 * g * S * cfg.head_dim + 4 * g * S;
     const int attention = o->attention != ZT_ATTN_AUTO                                  ? o->attention
                           : r->cuda && !r->data.isolated && o->context_parallel <= 1 &&
-                                    zt_fsdp_cuda_cudnn_built()                         ? ZT_ATTN_CUDNN
+                                    zt_fsdp_cuda_cudnn_serves(&cfg)                    ? ZT_ATTN_CUDNN
                           : gemm_scratch <= ZT_AUTO_GEMM_SCRATCH                       ? ZT_ATTN_GEMM
                                                                                         : ZT_ATTN_TILED;
     if (r->cuda) {

@@ -4,7 +4,9 @@
 // Tiles wholly above the diagonal are never visited, nor (with document positions) tiles
 // wholly before a query tile's earliest document start. Scratch: the row dot do.o and the
 // query tiles' first keys, O(H*S) (kernels/cuda/zt_cuda.h). fp32 math on CUDA cores (no
-// tensor cores yet: the CPU execution of the CUDA model runs plain CUDA C++ only).
+// tensor cores yet: the CPU execution of the CUDA model runs plain CUDA C++ only). Head dims:
+// any multiple of 8 up to 256 (64-, 128- and 256-column variants; Qwen3 uses 128, Qwen3.5's
+// gated full attention 256).
 // Deterministic: no atomics; dK/dV of a key tile are summed over the group's query heads
 // and query tiles by one block in a fixed order, dQ by a second kernel over key tiles.
 // defines: zt_cuda_attention_tiled_fwd, zt_cuda_attention_tiled_bwd,
@@ -22,6 +24,22 @@
 #define TK 64
 #define FWD_THREADS 128
 #define DKV_THREADS 256
+
+// Shared-memory tiles of q, k, v, dO: fp32 rows padded by one word up to head_dim 128; at 256
+// bf16 rows (the inputs' own values: the conversion to fp32 is exact, so the math is the same)
+// padded by two elements, 129 words a row as at 128, so a tile takes the bytes of a 128-wide fp32
+// one and the blocks stay within a GPU's per-block shared memory (113 / 145.5 / 162.3 KiB for the
+// forward / dQ / dK-dV kernels at either width; fp32 at 256 would need 209 / 273 / 290 KiB).
+template <int DM>
+struct tile_elem {
+    typedef float T;
+    static constexpr int LD = DM + 1;
+};
+template <>
+struct tile_elem<256> {
+    typedef bf16 T;
+    static constexpr int LD = 256 + 2;
+};
 
 static size_t round256(size_t x) { return (x + 255) & ~(size_t)255; }
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
@@ -65,9 +83,11 @@ __global__ void attn_tiled_rowdot_kernel(float *__restrict__ rowdot, const bf16 
     if (lane == 0) rowdot[row] = s;
 }
 
-// 64 rows of a [S, ld] bf16 matrix (columns 0..D-1) into shared fp32 [64][LD]; rows past S are zero.
-__device__ __forceinline__ void load_tile(float *dst, int LD, const bf16 *src, int64_t ld, int row0, int S, int D,
-                                          int t, int nthreads) {
+// 64 rows of a [S, ld] bf16 matrix (columns 0..D-1) into shared [64][LD] (fp32 or bf16); rows
+// past S are zero.
+template <typename T>
+__device__ __forceinline__ void load_tile(T *dst, int LD, const bf16 *src, int64_t ld, int row0, int S, int D, int t,
+                                          int nthreads) {
     const int per = D / 8;
     for (int idx = t; idx < TQ * per; idx += nthreads) {
         const int r = idx / per, c = (idx % per) * 8;
@@ -78,20 +98,19 @@ __device__ __forceinline__ void load_tile(float *dst, int LD, const bf16 *src, i
 #pragma unroll
             for (int e = 0; e < 8; e++) f[e] = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 8; e++) dst[r * LD + c + e] = f[e];
+        for (int e = 0; e < 8; e++) st_f32(dst, r * LD + c + e, f[e]);
     }
 }
 
 // acc[i][c] += sum_e A[r0 + i][e] * B[tx + 8c][e]: rows of A against rows of B (scores).
-template <int R>
-__device__ __forceinline__ void dot_rows(float (&acc)[R][8], const float *A, const float *Bm, int LD, int r0, int tx,
-                                         int D) {
+template <int R, typename T>
+__device__ __forceinline__ void dot_rows(float (&acc)[R][8], const T *A, const T *Bm, int LD, int r0, int tx, int D) {
     for (int e = 0; e < D; e++) {
         float a[R], b[8];
 #pragma unroll
-        for (int i = 0; i < R; i++) a[i] = A[(r0 + i) * LD + e];
+        for (int i = 0; i < R; i++) a[i] = ld_f32(A, (r0 + i) * LD + e);
 #pragma unroll
-        for (int c = 0; c < 8; c++) b[c] = Bm[(tx + 8 * c) * LD + e];
+        for (int c = 0; c < 8; c++) b[c] = ld_f32(Bm, (tx + 8 * c) * LD + e);
 #pragma unroll
         for (int i = 0; i < R; i++)
 #pragma unroll
@@ -100,9 +119,9 @@ __device__ __forceinline__ void dot_rows(float (&acc)[R][8], const float *A, con
 }
 
 // acc[i][c] += sum_j P[r0 + i][j] * Bm[j][tx + 8c] over j < 64, c < nc (P [64][LDP], Bm [64][LD]).
-template <int R, int NC>
-__device__ __forceinline__ void mul_tile(float (&acc)[R][NC], const float *P, int LDP, const float *Bm, int LD,
-                                         int r0, int tx, int nc) {
+template <int R, int NC, typename T>
+__device__ __forceinline__ void mul_tile(float (&acc)[R][NC], const float *P, int LDP, const T *Bm, int LD, int r0,
+                                         int tx, int nc) {
     for (int j = 0; j < TK; j++) {
         float p[R];
 #pragma unroll
@@ -110,7 +129,7 @@ __device__ __forceinline__ void mul_tile(float (&acc)[R][NC], const float *P, in
 #pragma unroll
         for (int c = 0; c < NC; c++)
             if (c < nc) {
-                const float b = Bm[j * LD + tx + 8 * c];
+                const float b = ld_f32(Bm, j * LD + tx + 8 * c);
 #pragma unroll
                 for (int i = 0; i < R; i++) acc[i][c] += p[i] * b;
             }
@@ -128,11 +147,12 @@ __device__ __forceinline__ float sum8(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 4);
 }
 
-// Shared memory of the forward and dQ kernels: Q and dO (dQ) or Q (forward), K, V as fp32
-// rows padded to DM + 1 (a row per lane reads without bank conflicts), P or dS [64][65].
+// Shared memory of the forward and dQ kernels: Q and dO (dQ) or Q (forward), K, V as rows
+// padded to LD (a row per lane reads without bank conflicts: tile_elem), P or dS [64][65] fp32.
 template <int DM>
 static size_t fwd_smem_bytes(int with_do) {
-    return (size_t)((3 + with_do) * TQ * (DM + 1) + TQ * (TK + 1)) * sizeof(float) + TQ * sizeof(int);
+    return (size_t)((3 + with_do) * TQ * tile_elem<DM>::LD) * sizeof(typename tile_elem<DM>::T) +
+           (size_t)(TQ * (TK + 1)) * sizeof(float) + TQ * sizeof(int);
 }
 
 // One block per (query tile, head) of one batch row. o, q: [S, H*D]; k, v: [S, Hkv*D];
@@ -142,9 +162,11 @@ __global__ void __launch_bounds__(FWD_THREADS)
     attn_tiled_fwd_kernel(bf16 *__restrict__ o, float *__restrict__ lse, const bf16 *__restrict__ q,
                           const bf16 *__restrict__ k, const bf16 *__restrict__ v, const int32_t *__restrict__ pos,
                           const int *__restrict__ tile_lo, int S, int H, int Hkv, int D, float scale) {
-    constexpr int LD = DM + 1, LDP = TK + 1, NC = DM / 8;
+    typedef typename tile_elem<DM>::T T;
+    constexpr int LD = tile_elem<DM>::LD, LDP = TK + 1, NC = DM / 8;
     ZT_DYNAMIC_SHARED(float, smem);
-    float *Qs = smem, *Ks = Qs + TQ * LD, *Vs = Ks + TQ * LD, *Ps = Vs + TQ * LD;
+    T *Qs = (T *)smem, *Ks = Qs + TQ * LD, *Vs = Ks + TQ * LD;
+    float *Ps = (float *)(Vs + TQ * LD);
     int *rlo = (int *)(Ps + TQ * LDP);
     const int t = threadIdx.x, ty = t >> 3, tx = t & 7, r0 = ty * 4, nc = D / 8;
     const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (H / Hkv);  // longest rows first
@@ -226,9 +248,11 @@ __global__ void __launch_bounds__(FWD_THREADS)
                          const float *__restrict__ rowdot, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
                          const bf16 *__restrict__ v, const int32_t *__restrict__ pos, const int *__restrict__ tile_lo,
                          int S, int H, int Hkv, int D, float scale) {
-    constexpr int LD = DM + 1, LDP = TK + 1, NC = DM / 8;
+    typedef typename tile_elem<DM>::T T;
+    constexpr int LD = tile_elem<DM>::LD, LDP = TK + 1, NC = DM / 8;
     ZT_DYNAMIC_SHARED(float, smem);
-    float *Qs = smem, *dOs = Qs + TQ * LD, *Ks = dOs + TQ * LD, *Vs = Ks + TQ * LD, *dSs = Vs + TQ * LD;
+    T *Qs = (T *)smem, *dOs = Qs + TQ * LD, *Ks = dOs + TQ * LD, *Vs = Ks + TQ * LD;
+    float *dSs = (float *)(Vs + TQ * LD);
     int *rlo = (int *)(dSs + TQ * LDP);
     const int t = threadIdx.x, ty = t >> 3, tx = t & 7, r0 = ty * 4, nc = D / 8;
     const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (H / Hkv);
@@ -282,7 +306,8 @@ __global__ void __launch_bounds__(FWD_THREADS)
 
 template <int DM>
 static size_t dkv_smem_bytes() {
-    return (size_t)(4 * TQ * (DM + 1) + 2 * TK * (TQ + 1) + 2 * TQ) * sizeof(float) + TQ * sizeof(int);
+    return (size_t)(4 * TQ * tile_elem<DM>::LD) * sizeof(typename tile_elem<DM>::T) +
+           (size_t)(2 * TK * (TQ + 1) + 2 * TQ) * sizeof(float) + TQ * sizeof(int);
 }
 
 // dK, dV: one block per (key tile, KV head), over the group's query heads and the query
@@ -294,9 +319,11 @@ __global__ void __launch_bounds__(DKV_THREADS)
                           const float *__restrict__ lse, const float *__restrict__ rowdot, const bf16 *__restrict__ q,
                           const bf16 *__restrict__ k, const bf16 *__restrict__ v, const int32_t *__restrict__ pos,
                           const int *__restrict__ tile_lo, int S, int H, int Hkv, int D, float scale) {
-    constexpr int LD = DM + 1, LDP = TQ + 1, NC = DM / 8;
+    typedef typename tile_elem<DM>::T T;
+    constexpr int LD = tile_elem<DM>::LD, LDP = TQ + 1, NC = DM / 8;
     ZT_DYNAMIC_SHARED(float, smem);
-    float *Ks = smem, *Vs = Ks + TK * LD, *Qs = Vs + TK * LD, *dOs = Qs + TQ * LD, *Ps = dOs + TQ * LD;
+    T *Ks = (T *)smem, *Vs = Ks + TK * LD, *Qs = Vs + TK * LD, *dOs = Qs + TQ * LD;
+    float *Ps = (float *)(dOs + TQ * LD);
     float *dSs = Ps + TK * LDP, *lses = dSs + TK * LDP, *rds = lses + TQ;
     int *rlo = (int *)(rds + TQ);
     const int t = threadIdx.x, ty = t >> 3, tx = t & 7, r0 = ty * 2, nc = D / 8;
@@ -361,14 +388,14 @@ static void check_shape(const void *const *ptrs, int n, int64_t B, int64_t S, in
     ZT_REQUIRE(B > 0 && S > 0 && H > 0 && Hkv > 0 && D > 0 && H % Hkv == 0 && S < (1 << 30),
                "attention B=%lld S=%lld H=%lld Hkv=%lld D=%lld (H must be a multiple of Hkv)", (long long)B,
                (long long)S, (long long)H, (long long)Hkv, (long long)D);
-    ZT_REQUIRE(D % 8 == 0 && D <= 128 && H * S < (1ll << 31) / 128,
-               "tiled attention: head_dim %lld must be a multiple of 8 and at most 128 (H*S = %lld)", (long long)D,
+    ZT_REQUIRE(D % 8 == 0 && D <= 256 && H * S < (1ll << 31) / 128,
+               "tiled attention: head_dim %lld must be a multiple of 8 and at most 256 (H*S = %lld)", (long long)D,
                (long long)(H * S));
     for (int i = 0; i < n; i++)
         ZT_REQUIRE(zt_aligned16(ptrs[i]), "tiled attention: operand %d is not 16-byte aligned (%p)", i, ptrs[i]);
 }
 
-// The kernel for head_dim D (64 or 128 accumulator columns), with its shared memory allowed.
+// The kernel for head_dim D (64, 128 or 256 accumulator columns), with its shared memory allowed.
 template <typename F>
 static void allow_smem(F *kernel, size_t bytes) {
     ZT_CUDA_CHECK(cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
@@ -424,10 +451,13 @@ extern "C" void zt_cuda_attention_tiled_fwd(zt_cuda_ctx *c, void *stream, zt_bf1
         bf16 *ob = (bf16 *)o + b * S * qs;
         const bf16 *qb = (const bf16 *)q + b * S * qs, *kb = (const bf16 *)k + b * S * kvs,
                    *vb = (const bf16 *)v + b * S * kvs;
+        float *lb = lse + b * H * S;
         if (D <= 64)
-            fwd_launch<64>(st, ob, lse + b * H * S, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
+            fwd_launch<64>(st, ob, lb, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
+        else if (D <= 128)
+            fwd_launch<128>(st, ob, lb, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
         else
-            fwd_launch<128>(st, ob, lse + b * H * S, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
+            fwd_launch<256>(st, ob, lb, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
     }
 }
 
@@ -449,13 +479,18 @@ extern "C" void zt_cuda_attention_tiled_bwd(zt_cuda_ctx *c, void *stream, zt_bf1
         ZT_LAUNCH(attn_tiled_rowdot_kernel, zt_blocks(H * S, 8), 256, 0, st)(
             rowdot, (const bf16 *)dout + qo, (const bf16 *)o + qo, (int)S, (int)H, (int)D);
         ZT_LAUNCHED("attn_tiled_rowdot_kernel", st);
+        bf16 *dqb = (bf16 *)dq + qo, *dkb = (bf16 *)dk + ko, *dvb = (bf16 *)dv + ko;
+        const bf16 *dob = (const bf16 *)dout + qo, *qb = (const bf16 *)q + qo, *kb = (const bf16 *)k + ko,
+                   *vb = (const bf16 *)v + ko;
+        const float *lb = lse + b * H * S;
         if (D <= 64)
-            bwd_launch<64>(st, (bf16 *)dq + qo, (bf16 *)dk + ko, (bf16 *)dv + ko, (const bf16 *)dout + qo,
-                           lse + b * H * S, rowdot, (const bf16 *)q + qo, (const bf16 *)k + ko, (const bf16 *)v + ko,
-                           pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
+            bwd_launch<64>(st, dqb, dkb, dvb, dob, lb, rowdot, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D,
+                           scale);
+        else if (D <= 128)
+            bwd_launch<128>(st, dqb, dkb, dvb, dob, lb, rowdot, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D,
+                            scale);
         else
-            bwd_launch<128>(st, (bf16 *)dq + qo, (bf16 *)dk + ko, (bf16 *)dv + ko, (const bf16 *)dout + qo,
-                            lse + b * H * S, rowdot, (const bf16 *)q + qo, (const bf16 *)k + ko, (const bf16 *)v + ko,
-                            pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
+            bwd_launch<256>(st, dqb, dkb, dvb, dob, lb, rowdot, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D,
+                            scale);
     }
 }

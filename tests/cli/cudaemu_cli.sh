@@ -38,7 +38,121 @@ dataset_digest() {
         done
 }
 
+# Qwen3.5 (the q35_* cases): tests/golden/q35_mix (DeltaNet, DeltaNet, full attention, DeltaNet;
+# head_dim 16), the released layouts with carried tensors (qwen3_5_text_mtp, qwen3_5_vlm), and
+# q35_mix's config with head_dim 256 (Qwen3.5-27B's attention head) initialised from its config.
+q35=(--data "$W/data" --lr 1e-3 --threads 1 --log-every 1 --no-preflight)
+# same_tensors INPUT_DIR EXPORT_DIR: every tensor of the input's model.safetensors is in the export
+# with the same dtype, shape and bytes, and nothing else (tests/cli/qwen3_5_carry.sh's check)
+same_tensors() {
+    python3 - "$1" "$2" <<'EOF' || fail "$2 differs from $1"
+import json, struct, sys
+def tensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    head.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
+a, b = tensors(sys.argv[1] + "/model.safetensors"), tensors(sys.argv[2] + "/model.safetensors")
+bad = [k for k in a if k not in b or a[k] != b[k]] + [k for k in b if k not in a]
+carried = [k for k in a if k.startswith(("mtp.", "model.visual."))]
+print(f"{sys.argv[2]}: {len(b)} tensors ({len(carried)} carried), {len(bad)} differ{': ' + ', '.join(bad[:5]) if bad else ''}")
+sys.exit(1 if bad or not carried else 0)
+EOF
+}
+# q35_three NAME_OF_CASE_DIR STEPS MODEL_FLAGS...: the GPU engine with the default attention (gpu),
+# with --attention tiled (tiled), and the fp32 CPU engine (cpu), each into $W/<name>
+q35_three() {
+    local steps=$1
+    shift
+    for name in gpu tiled cpu; do
+        local bin=$ZH dev=(--device cuda)
+        [ $name = tiled ] && dev=(--device cuda --attention tiled)
+        [ $name = cpu ] && bin=$ZT dev=(--device cpu)
+        "$bin" train "${q35[@]}" "$@" --steps "$steps" --grad-accum 2 "${dev[@]}" --run-dir "$W/$name" \
+            >"$W/$name.txt" 2>&1 || { cat "$W/$name.txt"; fail "$name run failed"; }
+    done
+    grep -q "cuda backend: cudaemu.*GEMM attention (auto)" "$W/gpu.txt" || { cat "$W/gpu.txt"; fail "auto: not the GEMM attention"; }
+    grep -q "cuda backend: cudaemu.*tiled attention" "$W/tiled.txt" || { cat "$W/tiled.txt"; fail "not the tiled attention"; }
+    compare "$W/gpu/metrics.jsonl" "$W/cpu/metrics.jsonl" 3e-2 "$steps"
+    compare "$W/tiled/metrics.jsonl" "$W/cpu/metrics.jsonl" 3e-2 "$steps"
+}
+
 case "$CASE" in
+q35_w1_matches_cpu)
+    # the GPU engine (emulated) with Qwen3.5's GPU passes vs the fp32 CPU engine, same data and
+    # weights: the default attention (auto: GEMM here, where no cuDNN is built) and --attention tiled
+    q35_three 6 --init "$GOLD/q35_mix"
+    grep -q "model: Qwen3.5 4 layers (3 linear + 1 full)" "$W/gpu.txt" || { cat "$W/gpu.txt"; fail "no Qwen3.5 model line"; }
+    for f in final/model.safetensors final/config.json complete.json; do
+        [ -f "$W/gpu/$f" ] || fail "no $f from the cuda run"
+    done
+    echo "ok [$CASE]"
+    ;;
+q35_hd256_matches_cpu)
+    # head_dim 256 with partial rotary 0.25 (rotary_dim 64), as Qwen3.5-27B's full-attention layers:
+    # q35_mix's config, weights initialised from it (the same init streams on both backends); the
+    # default attention and the tiled one (its 256-wide kernels) on the GPU engine vs the CPU engine
+    mkdir -p "$W/hd256"
+    sed 's/"head_dim": 16,/"head_dim": 256,/' "$GOLD/q35_mix/config.json" >"$W/hd256/config.json"
+    grep -q '"head_dim": 256,' "$W/hd256/config.json" || fail "could not write the head_dim 256 config"
+    # blocks of 80 tokens: the tiled kernels' second 64-row tile, and the delta rule's second chunk
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 80 -o "$W/data80" "$W/docs.txt" >/dev/null || fail "pack 80"
+    q35_three 4 --model "$W/hd256/config.json" --data "$W/data80"
+    grep -q "head_dim 256" "$W/gpu.txt" || { cat "$W/gpu.txt"; fail "the model line does not say head_dim 256"; }
+    echo "ok [$CASE]"
+    ;;
+q35_w2_matches_w1)
+    # Qwen3.5 on the GPU engine sharded over 2 ranks vs 1 rank, same global batch; --recompute exact
+    t=(--init "$GOLD/q35_mix" "${q35[@]}" --steps 6 --device cuda)
+    "$ZH" train "${t[@]}" --grad-accum 2 --run-dir "$W/w1" >"$W/w1.txt" 2>&1 || { cat "$W/w1.txt"; fail "W=1 failed"; }
+    timeout 120 "${MPIRUN[@]}" -n 2 "$ZH" train "${t[@]}" --grad-accum 1 --run-dir "$W/w2" >"$W/w2.txt" 2>&1 \
+        || { cat "$W/w2.txt"; fail "W=2 failed"; }
+    compare "$W/w2/metrics.jsonl" "$W/w1/metrics.jsonl" 3e-3 6
+    timeout 120 "${MPIRUN[@]}" -n 2 "$ZH" train "${t[@]}" --grad-accum 1 --recompute --run-dir "$W/w2r" >"$W/w2r.txt" 2>&1 \
+        || { cat "$W/w2r.txt"; fail "W=2 --recompute failed"; }
+    grep -q "activation recomputation" "$W/w2r.txt" || { cat "$W/w2r.txt"; fail "--recompute not reported"; }
+    diff <(losses "$W/w2/metrics.jsonl") <(losses "$W/w2r/metrics.jsonl") || fail "--recompute changed the losses"
+    echo "ok [$CASE]"
+    ;;
+q35_resume_exact)
+    # 2 ranks, Qwen3.5 with a carried MTP head (qwen3_5_text_mtp): uninterrupted 6 steps vs SIGUSR1
+    # after step 3 + --resume to 6: identical losses; RUN/carry written once and kept by the resume
+    t=(--init "$GOLD/qwen3_5_text_mtp" "${q35[@]}" --steps 6 --device cuda)
+    timeout 120 "${MPIRUN[@]}" -n 2 "$ZH" train "${t[@]}" --run-dir "$W/a" >"$W/a.txt" 2>&1 \
+        || { cat "$W/a.txt"; fail "uninterrupted run failed"; }
+    timeout 120 "${MPIRUN[@]}" -n 2 "$ZH" train "${t[@]}" --run-dir "$W/b" --debug-signal-at-step 3 >"$W/b1.txt" 2>&1 \
+        || { cat "$W/b1.txt"; fail "interrupted run failed"; }
+    grep -q "stopped" "$W/b1.txt" || { cat "$W/b1.txt"; fail "the signal did not stop the run"; }
+    grep -q "init: carried [0-9]* tensors" "$W/b1.txt" || { cat "$W/b1.txt"; fail "no carry reported"; }
+    [ "$(wc -l <"$W/b/metrics.jsonl")" -eq 3 ] || fail "the interrupted run should have logged 3 steps"
+    before=$(stat -c '%i %Y' "$W/b/carry/carried.safetensors") || fail "no RUN/carry"
+    timeout 120 "${MPIRUN[@]}" -n 2 "$ZH" train "${t[@]}" --run-dir "$W/b" --resume latest >"$W/b2.txt" 2>&1 \
+        || { cat "$W/b2.txt"; fail "resume failed"; }
+    grep -q "resume: .*step 3" "$W/b2.txt" || { cat "$W/b2.txt"; fail "did not resume from step 3"; }
+    diff <(losses "$W/a/metrics.jsonl") <(losses "$W/b/metrics.jsonl") \
+        || fail "resumed losses differ from the uninterrupted run's"
+    [ "$(stat -c '%i %Y' "$W/b/carry/carried.safetensors")" = "$before" ] || fail "the resume rewrote RUN/carry"
+    [ -f "$W/b/final/model.safetensors" ] || fail "no final/ after the resume"
+    echo "ok [$CASE]: steps 1-6 identical after stop + resume"
+    ;;
+q35_init_carry)
+    # --init of a Qwen3_5ForConditionalGeneration directory (text weights under model.language_model.,
+    # the vision tower and the MTP head carried) onto the GPU engine at W = 2, one step at lr 0: the
+    # fp32 RUN/final holds every input tensor byte for byte (the text weights through the device and
+    # back), config.json verbatim
+    command -v python3 >/dev/null || { echo "SKIP [$CASE]: no python3 to read the safetensors headers"; exit 77; }
+    in="$GOLD/qwen3_5_vlm"
+    timeout 120 "${MPIRUN[@]}" -n 2 "$ZH" train --init "$in" "${q35[@]}" --lr 0 --warmup 0 --steps 1 --device cuda \
+        --save-dtype fp32 --run-dir "$W/run" >"$W/run.txt" 2>&1 || { cat "$W/run.txt"; fail "train"; }
+    grep -q "cuda backend: cudaemu" "$W/run.txt" || { cat "$W/run.txt"; fail "the run did not report the cuda backend"; }
+    grep -q "init: carried [0-9]* tensors" "$W/run.txt" || { cat "$W/run.txt"; fail "no carry reported"; }
+    cmp "$in/config.json" "$W/run/carry/config.json" || fail "RUN/carry/config.json is not the input's"
+    cmp "$in/config.json" "$W/run/final/config.json" || fail "RUN/final/config.json is not the input's"
+    same_tensors "$in" "$W/run/final"
+    echo "ok [$CASE]"
+    ;;
 async_identical)
     # --async-save on the GPU engine (its state to the host copies, then the snapshot): the
     # same datasets as the synchronous save of the same W=2 run, the same losses

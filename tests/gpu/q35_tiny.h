@@ -5,7 +5,9 @@
 // the norms moved off their zero start, the fp32 and bf16 models' gradients part by 13-57 %
 // per unit through 4 layers while their losses agree to 1e-3, on the CPU execution of CUDA:
 // too chaotic a regime to compare gradients at bf16 tolerance.)
-// defines: zt_q35_tiny
+// zt_q35_tiny_hd256: q35_mix with Qwen3.5-27B's attention head (head_dim 256, partial rotary 0.25:
+// rotary_dim 64), 2 heads over 1 KV head, and only its first and full layers (DeltaNet, full).
+// defines: zt_q35_tiny, zt_q35_tiny_hd256
 #ifndef ZT_Q35_TINY_H
 #define ZT_Q35_TINY_H
 #include <string.h>
@@ -32,6 +34,13 @@ static inline zt_model_config zt_q35_tiny(int tied) {
         c.layer_linear[1] = c.layer_linear[2] = 1;
         c.tie_word_embeddings = 1;
     }
+    return c;
+}
+
+static inline zt_model_config zt_q35_tiny_hd256(void) {
+    zt_model_config c = zt_q35_tiny(0);
+    c.num_layers = 2, c.layer_linear[1] = 0, c.layer_linear[2] = c.layer_linear[3] = 0;
+    c.num_heads = 2, c.num_kv_heads = 1, c.head_dim = 256, c.rotary_dim = 64;
     return c;
 }
 #endif

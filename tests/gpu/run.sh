@@ -5,7 +5,9 @@
 #   1. tests/gpu/test_cuda_ops   every op vs the CPU reference (errors vs tolerances)
 #   2. tests/gpu/train_tiny      20 training steps, GPU vs CPU losses (tiny config)
 #   2a. tests/gpu/test_cuda_ops_qwen3_5, test_qwen3_5_cuda   Qwen3.5's kernels vs the CPU ops and
-#       its GPU passes unit by unit vs its CPU passes (logs in build-logs)
+#       its GPU passes unit by unit vs its CPU passes (logs in build-logs), among them a config with
+#       head_dim 256 (Qwen3.5-27B's full-attention head); the tiled attention's own head_dim-256
+#       checks are in step 1's op test, and the summary gives both
 #   2b. tests/gpu/test_fsdp_cuda the GPU FSDP engine (NCCL world 1) vs the CPU reference
 #       trainer, 20 steps untied + tied, schedule, no per-step allocation, determinism
 #       (built when NCCL is found: toolkit, NCCL_ROOT or PyTorch's nvidia-nccl wheel)
@@ -229,6 +231,9 @@ echo "================================ summary ================================"
 echo "NCCL process group, world 1: $NCCL_RC"
 echo "Qwen3.5 kernels and GPU passes: $Q35_RC; $(grep -h ' passed, ' "$BLOGS/qwen3_5_ops.log" 2>/dev/null | tail -1)" \
     "$(tail -n 1 "$BLOGS/qwen3_5_passes.log" 2>/dev/null)"
+echo "head_dim 256: tiled attention $(grep -hc '^RESULT op=tiled_attention.*_D256.* ok=1' "$LOGS/ops.log" 2>/dev/null)" \
+    "of $(grep -hc '^RESULT op=tiled_attention.*_D256' "$LOGS/ops.log" 2>/dev/null) checks ok (ops.log); Qwen3.5 passes:" \
+    "$(grep -h '^RESULT qwen3_5_cuda_hd256' "$BLOGS/qwen3_5_passes.log" 2>/dev/null | sed 's/^RESULT qwen3_5_cuda_//' | tr '\n' ' ')"
 echo "op test (exit $OPS_RC): max-norm relative error vs tolerance, worst shape per op"
 if [ -f "$LOGS/ops.log" ]; then
     grep -h '^RESULT op=' "$LOGS/ops.log" | sed 's/RESULT //' | awk '

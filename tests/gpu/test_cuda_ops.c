@@ -656,6 +656,13 @@ static void test_attention_tiled_all(zt_cuda_ctx *c, int quick) {
     test_attention_tiled(c, 3, 33, 4, 1, 8, 1);
     test_attention_tiled(c, 2, 1000, 4, 2, 64, 0);
     test_attention_tiled(c, 2, 1000, 4, 2, 64, 2);
+    // head_dim 256 (Qwen3.5's gated full attention; bf16 tiles in shared memory): S across the
+    // 64-row tile edges, documents, many documents (one-token documents at tile edges), GQA;
+    // and 192, the 256-wide kernels with columns left over
+    test_attention_tiled(c, 1, 130, 4, 2, 256, 0);
+    test_attention_tiled(c, 2, 130, 4, 2, 256, 1);
+    test_attention_tiled(c, 2, 300, 2, 1, 256, 2);
+    test_attention_tiled(c, 1, 70, 2, 1, 192, 1);
     if (!quick) {
         test_attention_tiled(c, 1, 256, 16, 2, 64, 0);  // GQA ratio 8 as Qwen3-32B
         test_attention_tiled(c, 1, 4096, 2, 1, 64, 0);

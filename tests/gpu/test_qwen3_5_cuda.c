@@ -1,13 +1,16 @@
 // Qwen3.5's GPU passes (model/qwen3_5_cuda_family.c) against its CPU passes (model/qwen3_5.c on
 // zt_cpu_ops, fp32), unit by unit, on the same bf16-rounded parameters and tokens: one micro-batch
 // of B = 2 rows of S = 70 tokens (two delta-rule chunks, the second ragged), plain rows and packed
-// documents, for the tiny untied and tied configs (tests/gpu/q35_tiny.h). Checked:
+// documents, for the tiny untied and tied configs and the untied one with head_dim 256 (Qwen3.5-27B's
+// full-attention head, the tiled attention's 256-wide kernels; tests/gpu/q35_tiny.h). Checked:
 //   - the loss (relative 1e-2, the GPU tests' step-1 loss tolerance) and every unit's parameter
 //     gradient (|g_gpu - g_cpu| / |g_cpu| over the unit <= 3e-2, their step-1 grad-norm tolerance);
 //   - with recompute: bit-identical gradients and loss;
 //   - the memory each layer keeps for its backward equals the formula of the family's header
 //     comment, computed here again from the config;
-//   - a delta-rule head dim over 128 refused by the family's check, with a clear error.
+//   - a delta-rule head dim over 128 refused by the family's check, with a clear error;
+//   - the cuDNN attention refused by create, the reason in the table (no_cudnn) that --attention
+//     auto reads (Qwen3's table: NULL).
 // Exit 77 without a device.
 #include <math.h>
 #include <stdio.h>
@@ -134,18 +137,21 @@ static int32_t *doc_positions(void) {
     return pos;
 }
 
-static void run_case(zt_cuda_ctx *ctx, int tied, int docs) {
-    const zt_model_config c = zt_q35_tiny(tied);
-    printf("---- %s, %s: d %lld, %d layers, Hk %d Hv %d Dk %d Dv %d, B %d x S %d\n", tied ? "tied" : "untied",
-           docs ? "packed documents" : "plain rows", (long long)c.hidden_size, c.num_layers, c.lin_key_heads, c.lin_value_heads,
-           c.lin_key_dim, c.lin_value_dim, B, S);
+// variant 0: untied, 1: tied, 2: untied with head_dim 256
+static void run_case(zt_cuda_ctx *ctx, int variant, int docs) {
+    const zt_model_config c = variant == 2 ? zt_q35_tiny_hd256() : zt_q35_tiny(variant);
+    const int tied = c.tie_word_embeddings;
+    const char *name = variant == 2 ? "hd256" : tied ? "tied" : "untied";
+    printf("---- %s, %s: d %lld, %d layers, H %d Hkv %d D %d, Hk %d Hv %d Dk %d Dv %d, B %d x S %d\n", name,
+           docs ? "packed documents" : "plain rows", (long long)c.hidden_size, c.num_layers, c.num_heads,
+           c.num_kv_heads, c.head_dim, c.lin_key_heads, c.lin_value_heads, c.lin_key_dim, c.lin_value_dim, B, S);
     zt_model_layout lay;
     if (zt_qwen3_5_family.layout_init(&lay, &c) != 0) zt_die_on_err();
     lay.cfg.family = &zt_qwen3_5_family;
     const int U = lay.nunits, L = c.num_layers;
     float **params = zt_xcalloc((size_t)U, sizeof(float *));
     zt_rng r;
-    zt_rng_seed(&r, 777 + (uint64_t)tied);
+    zt_rng_seed(&r, 777 + (uint64_t)variant);
     for (int u = 0; u < U; u++) {
         params[u] = zt_xmalloc((size_t)lay.units[u].numel * 4);
         zt_qwen3_5_family.init_unit(&lay, u, params[u], 99);
@@ -201,8 +207,8 @@ static void run_case(zt_cuda_ctx *ctx, int tied, int docs) {
     }
     snprintf(what, sizeof what, "every unit's gradient: worst relative %.2e <= %.0e", worst, TOL_GRAD);
     check(worst <= TOL_GRAD, what);
-    printf("RESULT qwen3_5_cuda_%s_%s loss_rel=%.3e grad_rel_max=%.3e\n", tied ? "tied" : "untied",
-           docs ? "docs" : "plain", lrel, worst);
+    printf("RESULT qwen3_5_cuda_%s_%s loss_rel=%.3e grad_rel_max=%.3e\n", name, docs ? "docs" : "plain", lrel,
+           worst);
     gpu_run(&c, ctx, &lay, params, ids, tgt, pos, 1, &g2, 0);
     int same = !memcmp(&g1.loss, &g2.loss, sizeof(double));
     for (int u = 0; u < U; u++) same &= !memcmp(g1.grad[u], g2.grad[u], (size_t)lay.units[u].numel * 4);
@@ -222,10 +228,19 @@ int main(void) {
     run_case(ctx, 0, 0);
     run_case(ctx, 0, 1);
     run_case(ctx, 1, 1);
+    run_case(ctx, 2, 0);
+    run_case(ctx, 2, 1);
     zt_model_config c = zt_q35_tiny(0);
     c.lin_value_dim = 256;
     zt_err_clear();
     check(fc->check(&c, S) != 0 && strstr(zt_errmsg(), "up to 128"), "a value head dim of 256 refused by check()");
+    // the cuDNN attention: refused by create, and said in the table (--attention auto asks it)
+    const zt_model_config c0 = zt_q35_tiny(0);
+    const zt_family_cuda_opts oc = {.attention = ZT_CUDA_ATTN_CUDNN};
+    zt_err_clear();
+    check(fc->no_cudnn && !zt_family_cuda_find("qwen3")->no_cudnn && !fc->create(&c0, ctx, NULL, B, S, &oc) &&
+              strstr(zt_errmsg(), fc->no_cudnn),
+          "the cuDNN attention refused by create() and named in the table (no_cudnn; Qwen3's NULL)");
     printf("%s (%d failure(s)); %.1f s\n", failures ? "FAILED" : "passed", failures, zt_now() - t0);
     zt_cuda_ctx_destroy(ctx);
     return failures ? 1 : 0;
