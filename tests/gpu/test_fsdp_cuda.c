@@ -52,6 +52,7 @@
 #include "tests/support/trainer.h"
 #include "tests/support/fsdp_schedule.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/engine_check.h"
 #include "data/batch.h"
 
 #define STEPS 20
@@ -80,21 +81,6 @@ static void sum_ranks(double *x, int n) {
 #endif
 }
 
-// |gpu - cpu| / |cpu - init| over all parameters (every rank's slice): how far the GPU
-// engine's parameters are from the reference's, relative to how far training moved them.
-static double param_rel(zt_fsdp *f, const zt_trainer *ref, float *const *init) {
-    if (zt_fsdp_to_host(f) != 0) zt_die_on_err();
-    double acc[2] = {0, 0};  // |gpu - cpu|^2, |cpu - init|^2 over this rank's slice
-    for (int u = 0; u < f->nunits; u++)
-        for (int64_t j = 0; j < f->units[u].valid; j++) {
-            const int64_t k = f->units[u].lo + j;
-            const double g = f->units[u].master[j], c = ref->params[u][k], i0 = init[u][k];
-            acc[0] += (g - c) * (g - c);
-            acc[1] += (c - i0) * (c - i0);
-        }
-    sum_ranks(acc, 2);
-    return sqrt(acc[0]) / sqrt(acc[1]);
-}
 
 static zt_model_config tiny(int tied) {
     zt_model_config cfg = {.family = &zt_qwen3_family, .vocab_size = 96, .hidden_size = 48, .intermediate_size = 80, .num_layers = 2,
@@ -253,7 +239,7 @@ static void run_case(zt_comm *dc, int tied, int tight, int yarn) {
     check(free2 == free20, what);
 
     // parameters after 20 steps
-    const double prel = param_rel(&f, &ref, init);
+    const double prel = zt_engine_param_rel(&f, &ref, init, sum_ranks);
     snprintf(what, sizeof what, "parameters after %d steps: |gpu - cpu| / |cpu - init| = %.3f <= %.2f", STEPS, prel,
              TOL_PARAM);
     check(prel <= TOL_PARAM, what);
@@ -406,15 +392,7 @@ static void ref_eval(zt_trainer *ref, const uint32_t *const *blocks, int n, doub
         zt_qwen3_logits(&ref->model, ref->params, tok, logits);
         for (int b = 0; b < MB; b++)
             if (!blocks[mb * MB + b]) ref->model.ntargets -= zt_batch_drop_row_targets(ref->model.targets, b, SEQ);
-        for (int64_t t = 0; t < N; t++) {
-            const int32_t tg = ref->model.targets[t];
-            if (tg < 0) continue;
-            const float *l = logits + t * V;
-            double mx = l[0], sum = 0;
-            for (int64_t j = 1; j < V; j++) mx = l[j] > mx ? l[j] : mx;
-            for (int64_t j = 0; j < V; j++) sum += exp(l[j] - mx);
-            *loss += mx + log(sum) - l[tg];
-        }
+        *loss += zt_logits_loss_sum(logits, ref->model.targets, N, V);
         *targets += ref->model.ntargets;
     }
     free(logits);
@@ -551,7 +529,7 @@ static void run_sft_case(zt_comm *dc, zt_comm *hc) {
     check(targets_ok, "sft every step's trained targets == the reference's");
     check(empty_ok, "sft step without trained targets: loss 0, targets 0, parameters and Adam moments unchanged");
 
-    const double prel = param_rel(&f, &ref, init);
+    const double prel = zt_engine_param_rel(&f, &ref, init, sum_ranks);
     snprintf(what, sizeof what, "sft parameters after %d steps: |gpu - cpu| / |cpu - init| = %.3f <= %.2f", SFT_STEPS,
              prel, TOL_PARAM);
     check(prel <= TOL_PARAM, what);

@@ -32,6 +32,7 @@
 #include "model/qwen3.h"
 #include "model/qwen3_cuda_layer.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/engine_check.h"
 #include "tests/support/trainer.h"
 
 #define MB 2
@@ -64,21 +65,6 @@ static zt_hparams hparams(void) {
     return hp;
 }
 
-// |gpu - cpu| / |cpu - init| over every parameter; the ranks of a context group hold different
-// shards (the shard group is W ranks), so the sum is over all ranks.
-static double param_rel(zt_fsdp *f, const zt_trainer *ref, float *const *init) {
-    if (zt_fsdp_to_host(f) != 0) zt_die_on_err();
-    double acc[2] = {0, 0};
-    for (int u = 0; u < f->nunits; u++)
-        for (int64_t j = 0; j < f->units[u].valid; j++) {
-            const int64_t k = f->units[u].lo + j;
-            const double g = f->units[u].master[j], c = ref->params[u][k], i0 = init[u][k];
-            acc[0] += (g - c) * (g - c);
-            acc[1] += (c - i0) * (c - i0);
-        }
-    sum_ranks(acc, 2);
-    return sqrt(acc[0]) / sqrt(acc[1]);
-}
 
 // The global batch of step s: D = W / C groups x MB x GA blocks. Plain: ids of 4 fixed batches in
 // turn. sft: version-2 words, a document starting at the block's start and then with probability
@@ -113,15 +99,7 @@ static void ref_eval(zt_trainer *ref, const uint32_t *words, int n, double *loss
     float *logits = zt_xmalloc((size_t)(N * V) * sizeof(float));
     for (int mb = 0; mb < n; mb++) {
         zt_qwen3_logits(&ref->model, ref->params, words + (size_t)mb * N, logits);
-        for (int64_t t = 0; t < N; t++) {
-            const int32_t tg = ref->model.targets[t];
-            if (tg < 0) continue;
-            const float *l = logits + t * V;
-            double mx = l[0], sum = 0;
-            for (int64_t j = 1; j < V; j++) mx = l[j] > mx ? l[j] : mx;
-            for (int64_t j = 0; j < V; j++) sum += exp(l[j] - mx);
-            *loss += mx + log(sum) - l[tg];
-        }
+        *loss += zt_logits_loss_sum(logits, ref->model.targets, N, V);
         *targets += ref->model.ntargets;
     }
     free(logits);
@@ -196,7 +174,7 @@ static void run(zt_comm *hc, zt_comm *dc, const zt_mesh *mesh, int sft, int atte
         if (s == 0) res->rel1 = rel, res->gn_rel1 = fabs(gs.grad_norm - rs.grad_norm) / rs.grad_norm;
         if (!(rel <= res->max_rel)) res->max_rel = rel;
     }
-    if (nsteps == STEPS) res->prel = param_rel(&f, &ref, init);
+    if (nsteps == STEPS) res->prel = zt_engine_param_rel(&f, &ref, init, sum_ranks);
     zt_fsdp_free(&f);
     zt_trainer_free(&ref);
     for (int u = 0; u < U; u++) free(init[u]);

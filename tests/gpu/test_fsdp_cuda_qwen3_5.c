@@ -24,6 +24,7 @@
 #include "engine/fsdp_internal.h"
 #include "kernels/ops.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/engine_check.h"
 #include "tests/gpu/q35_tiny.h"
 #include "tests/support/trainer.h"
 
@@ -45,19 +46,6 @@ static void sum_ranks(double *x, int n) {
     if (g_world > 1) MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 }
 
-static double param_rel(zt_fsdp *f, const zt_trainer *ref, float *const *init) {
-    if (zt_fsdp_to_host(f) != 0) zt_die_on_err();
-    double acc[2] = {0, 0};
-    for (int u = 0; u < f->nunits; u++)
-        for (int64_t j = 0; j < f->units[u].valid; j++) {
-            const int64_t k = f->units[u].lo + j;
-            const double g = f->units[u].master[j], c = ref->params[u][k], i0 = init[u][k];
-            acc[0] += (g - c) * (g - c);
-            acc[1] += (c - i0) * (c - i0);
-        }
-    sum_ranks(acc, 2);
-    return sqrt(acc[0]) / sqrt(acc[1]);
-}
 
 static zt_hparams hparams(void) {
     zt_hparams hp = {.lr = 5e-3, .min_lr_ratio = 0.1, .warmup = 2, .total_steps = STEPS, .schedule = ZT_SCHED_COSINE,
@@ -146,7 +134,7 @@ static void run_case(zt_comm *hc, zt_comm *dc, int tied, int sft) {
     } else {
         check(targets_ok, "sft: every step's trained targets == the reference's");
     }
-    const double prel = param_rel(&f, &ref, init);
+    const double prel = zt_engine_param_rel(&f, &ref, init, sum_ranks);
     snprintf(what, sizeof what, "%s: parameters after %d steps: |gpu - cpu| / |cpu - init| = %.3f <= %.2f", name,
              STEPS, prel, TOL_PARAM);
     check(prel <= TOL_PARAM, what);
