@@ -104,7 +104,10 @@ typedef struct zt_ops {
     // g, beta [B*S, Hv]; value head h reads key head h / (Hv / Hk). Per row, value head, from a zero
     // state St [Dk, Dv] at each document start, token by token:
     //   St = exp(g_t) St;  St += k_t (beta_t (v_t - St^T k_t))^T;  o_t = St^T (q_t / sqrt(Dk)).
-    // o [B*S, Hv, Dv]. saved: zt_delta_saved_floats(B, S, Hv, Dk, Dv) floats the backward reads.
+    // o [B*S, Hv, Dv]. saved: zt_delta_saved_floats(B, S, Hv, Dk, Dv) floats the backward reads (the
+    // state before every 64th token of a row). The CPU runs the chunked form (kernels/cpu/delta_chunk.c,
+    // chunks cut at document starts): a packed document equals itself alone bit for bit when it starts
+    // at a multiple of 64 tokens, to rounding otherwise.
     void (*delta_fwd)(float *o, float *saved, const float *q, const float *k, const float *v, const float *g,
                       const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk,
                       int64_t Dv);

@@ -74,12 +74,22 @@ void cpu_rmsnorm_gated_fwd(float *y, float *rstd, const float *x, const float *z
                            int64_t d, float eps);
 void cpu_rmsnorm_gated_bwd(float *dx, float *dz, float *dw, const float *dy, const float *x, const float *z,
                            const float *w, const float *rstd, int64_t rows, int64_t d);
-void cpu_delta_fwd(float *o, float *saved, const float *q, const float *k, const float *v, const float *g,
-                   const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk,
-                   int64_t Dv);
-void cpu_delta_bwd(float *dq, float *dk, float *dv, float *dg, float *dbeta, const float *dout, const float *saved,
-                   const float *q, const float *k, const float *v, const float *g, const float *beta,
-                   const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
+// The gated delta rule twice (zt_ops.delta_fwd / delta_bwd): the exact token recurrence
+// (kernels/cpu/delta.c) and the chunked UT-transform form (kernels/cpu/delta_chunk.c), the one
+// zt_cpu_ops uses. Each backward reads only its own forward's saved states (same count, and the
+// same layout unless a document starts off a multiple of 64 tokens).
+void cpu_delta_recur_fwd(float *o, float *saved, const float *q, const float *k, const float *v, const float *g,
+                         const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv,
+                         int64_t Dk, int64_t Dv);
+void cpu_delta_recur_bwd(float *dq, float *dk, float *dv, float *dg, float *dbeta, const float *dout, const float *saved,
+                         const float *q, const float *k, const float *v, const float *g, const float *beta,
+                         const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
+void cpu_delta_chunk_fwd(float *o, float *saved, const float *q, const float *k, const float *v, const float *g,
+                         const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv,
+                         int64_t Dk, int64_t Dv);
+void cpu_delta_chunk_bwd(float *dq, float *dk, float *dv, float *dg, float *dbeta, const float *dout, const float *saved,
+                         const float *q, const float *k, const float *v, const float *g, const float *beta,
+                         const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
 void cpu_adamw(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1, float beta2, float eps,
                float weight_decay, int64_t t);
 double cpu_sumsq(const float *x, int64_t n);

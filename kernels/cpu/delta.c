@@ -1,16 +1,15 @@
-// The gated delta rule (Qwen3.5's Gated DeltaNet core), the reference: the exact token
-// recurrence per (row, value head), state St [Dk, Dv] row-major so that every inner loop
-// runs over Dv contiguously. Forward keeps the state before each chunk of ZT_DELTA_CHUNK
-// tokens (the checkpoints, `saved`: B * Hv * ceil(S / 64) * Dk * Dv floats); backward walks
-// the chunks from last to first, recomputes a chunk's states from its checkpoint into a
-// thread-local buffer (64 * Dk * min(Dv, 64) floats: one column block, below) and runs the
-// reverse recurrence over them.
-// Not the chunked (UT-transform) form: the recurrence is O(S Dk Dv) like it, exact token
-// by token, and needs no triangular solve; documents restart inside a chunk by zeroing.
+// The gated delta rule (Qwen3.5's Gated DeltaNet core) as the exact token recurrence per
+// (row, value head): the reference that test_delta_ops holds the chunked form (delta_chunk.c,
+// the one zt_cpu_ops runs) to, with the same saved layout. State St [Dk, Dv] row-major so that
+// every inner loop runs over Dv contiguously. Forward keeps the state before each chunk of
+// ZT_DELTA_CHUNK tokens (the checkpoints, `saved`: B * Hv * ceil(S / 64) * Dk * Dv floats);
+// backward walks the chunks from last to first, recomputes a chunk's states from its checkpoint
+// into a thread-local buffer (64 * Dk * min(Dv, 64) floats: one column block, below) and runs
+// the reverse recurrence over them. Documents restart inside a chunk by zeroing.
 // The columns of St evolve independently (only dq, dk, dg, dbeta sum over them), so both
 // directions run on blocks of ZT_DELTA_COLS columns (the chunk's buffer of states: 2 MiB at
 // Dk = 128, L2-sized), and the forward has Dv / 64 tasks per (row, head).
-// defines: cpu_delta_fwd, cpu_delta_bwd, zt_delta_saved_floats
+// defines: cpu_delta_recur_fwd, cpu_delta_recur_bwd, zt_delta_saved_floats
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,9 +108,9 @@ ZT_DELTA_CLONES static void head_fwd(float *o, float *saved, float *St, float *u
     }
 }
 
-void cpu_delta_fwd(float *o, float *saved, const float *q, const float *k, const float *v, const float *g,
-                   const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk,
-                   int64_t Dv) {
+void cpu_delta_recur_fwd(float *o, float *saved, const float *q, const float *k, const float *v, const float *g,
+                         const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv,
+                         int64_t Dk, int64_t Dv) {
     check_shapes(Hk, Hv, Dk, Dv);
     const int64_t group = Hv / Hk, nchunks = (S + ZT_DELTA_CHUNK - 1) / ZT_DELTA_CHUNK;
     const int64_t Wmax = Dv < ZT_DELTA_COLS ? Dv : ZT_DELTA_COLS, nblk = (Dv + Wmax - 1) / Wmax;
@@ -219,9 +218,9 @@ ZT_DELTA_CLONES static void head_bwd(float *dq, float *dk, float *dv, float *dg,
     }
 }
 
-void cpu_delta_bwd(float *dq, float *dk, float *dv, float *dg, float *dbeta, const float *dout, const float *saved,
-                   const float *q, const float *k, const float *v, const float *g, const float *beta,
-                   const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv) {
+void cpu_delta_recur_bwd(float *dq, float *dk, float *dv, float *dg, float *dbeta, const float *dout, const float *saved,
+                         const float *q, const float *k, const float *v, const float *g, const float *beta,
+                         const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv) {
     check_shapes(Hk, Hv, Dk, Dv);
     const int64_t group = Hv / Hk, nchunks = (S + ZT_DELTA_CHUNK - 1) / ZT_DELTA_CHUNK;
     const float scale = (float)(1.0 / sqrt((double)Dk));

@@ -11,13 +11,22 @@
 //  - transformers' own torch code (tests/reference/make_delta_golden.py,
 //    tests/golden/delta_ops/golden.safetensors): forwards <= 1e-5 (the chunked delta rule's
 //    output 3e-5: torch's fp32 UT-transform solve is itself ~5e-6 off the exact recurrence,
-//    which this op matches to ~1e-7), gradients <= 1e-4 relative.
+//    which this op matches to ~1e-7), gradients <= 1e-4 relative;
+//  - the two CPU forms of the delta rule, the chunked one zt_cpu_ops uses and the token
+//    recurrence: each against the naive double forward (<= 1e-5) and each other (o <= 1e-5,
+//    every gradient <= 1e-4), at odd lengths (1, 63, 65, 200 tokens), one-token documents,
+//    documents starting off a multiple of 64 and crossing chunk edges, Dk != Dv, Hv = 2 Hk,
+//    Dk = Dv = 128; the saved states (one layout for both); the same bits with 1 and 2
+//    threads; a packed document starting at token 70 (cut into other chunks than alone) = alone
+//    to 1e-5 / 1e-4.
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint/safetensors.h"
 #include "kernels/ops.h"
+#include "kernels/cpu/cpu_internal.h"
 #include "base/common.h"
 #include "tests/support/test_util.h"
 
@@ -28,6 +37,7 @@ static zt_rng rng;
 #define FD_TOL 1e-4
 #define FD_STEP 1e-5
 #define FD_SAMPLES 256
+#define GRAD_TOL 1e-4
 
 static float *rnd(int64_t n, double s) {
     float *p = zt_xmalloc((size_t)n * sizeof(float));
@@ -341,7 +351,7 @@ static void test_delta(int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk,
     fd_check("delta dv", dl_loss, &c, c.v, out.dv, no);
     fd_check("delta dg", dl_loss, &c, c.g, out.dg, N * Hv);
     fd_check("delta dbeta", dl_loss, &c, c.beta, out.dbeta, N * Hv);
-    if (pos) {  // row 1's second document (tokens 64..133, across the chunk start at 128) alone
+    if (pos && S == 150) {  // row 1's second document (tokens 64..133, across the chunk start at 128) alone
         const int64_t t0 = S + 64, L = 70;
         dl_in one = {in.q + t0 * Hk * Dk, in.k + t0 * Hk * Dk, in.v + t0 * Hv * Dv, in.g + t0 * Hv, in.beta + t0 * Hv};
         dl_out alone = dl_run(&one, r + t0 * Hv * Dv, NULL, 1, L, Hk, Hv, Dk, Dv);
@@ -356,6 +366,75 @@ static void test_delta(int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk,
     dl_free(&out);
     free(in.q), free(in.k), free(in.v), free(in.g), free(in.beta), free(r), free(ref);
     free(c.q), free(c.k), free(c.v), free(c.g), free(c.beta), free(c.o), free(c.r);
+}
+
+// ---- the chunked form against the recurrence ----
+typedef void (*delta_fwd_fn)(float *, float *, const float *, const float *, const float *, const float *,
+                             const float *, const int32_t *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+typedef void (*delta_bwd_fn)(float *, float *, float *, float *, float *, const float *, const float *, const float *,
+                             const float *, const float *, const float *, const float *, const int32_t *, int64_t,
+                             int64_t, int64_t, int64_t, int64_t, int64_t);
+static dl_out dl_run_with(delta_fwd_fn fwd, delta_bwd_fn bwd, int threads, const dl_in *in, const float *r,
+                          const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv) {
+    const int64_t N = B * S;
+    dl_out o = {fill(N * Hv * Dv, NAN), fill(zt_delta_saved_floats(B, S, Hv, Dk, Dv), NAN), fill(N * Hk * Dk, NAN),
+                fill(N * Hk * Dk, NAN), fill(N * Hv * Dv, NAN), fill(N * Hv, NAN), fill(N * Hv, NAN)};
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    fwd(o.o, o.saved, in->q, in->k, in->v, in->g, in->beta, pos, B, S, Hk, Hv, Dk, Dv);
+    bwd(o.dq, o.dk, o.dv, o.dg, o.dbeta, r, o.saved, in->q, in->k, in->v, in->g, in->beta, pos, B, S, Hk, Hv, Dk, Dv);
+    omp_set_num_threads(before);
+    return o;
+}
+
+static void test_delta_forms(int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, const int32_t *pos,
+                             const char *tag) {
+    const int64_t N = B * S, nq = N * Hk * Dk, no = N * Hv * Dv;
+    printf("delta rule, chunked vs recurrence (%s: B=%lld S=%lld Hk=%lld Hv=%lld Dk=%lld Dv=%lld)\n", tag,
+           (long long)B, (long long)S, (long long)Hk, (long long)Hv, (long long)Dk, (long long)Dv);
+    dl_in in;
+    dl_inputs(&in, N, Hk, Hv, Dk, Dv);
+    float *r = rnd(no, 1);
+    dl_out ch = dl_run_with(cpu_delta_chunk_fwd, cpu_delta_chunk_bwd, 2, &in, r, pos, B, S, Hk, Hv, Dk, Dv);
+    dl_out ch1 = dl_run_with(cpu_delta_chunk_fwd, cpu_delta_chunk_bwd, 1, &in, r, pos, B, S, Hk, Hv, Dk, Dv);
+    dl_out rc = dl_run_with(cpu_delta_recur_fwd, cpu_delta_recur_bwd, 2, &in, r, pos, B, S, Hk, Hv, Dk, Dv);
+    double *dq = to_d(in.q, nq), *dk = to_d(in.k, nq), *dv = to_d(in.v, no), *dg = to_d(in.g, N * Hv);
+    double *db = to_d(in.beta, N * Hv), *dref = zt_xmalloc((size_t)no * sizeof(double));
+    naive_delta(dref, dq, dk, dv, dg, db, pos, B, S, Hk, Hv, Dk, Dv);
+    float *ref = to_f(dref, no);
+    check_rel("chunked fwd vs naive", ch.o, ref, no, FWD_TOL);
+    check_rel("recurrence fwd vs naive", rc.o, ref, no, FWD_TOL);
+    check_rel("chunked vs recurrence o", ch.o, rc.o, no, FWD_TOL);
+    check_rel("chunked vs recurrence dq", ch.dq, rc.dq, nq, GRAD_TOL);
+    check_rel("chunked vs recurrence dk", ch.dk, rc.dk, nq, GRAD_TOL);
+    check_rel("chunked vs recurrence dv", ch.dv, rc.dv, no, GRAD_TOL);
+    check_rel("chunked vs recurrence dg", ch.dg, rc.dg, N * Hv, GRAD_TOL);
+    check_rel("chunked vs recurrence dbeta", ch.dbeta, rc.dbeta, N * Hv, GRAD_TOL);
+    check_rel("chunked vs recurrence saved states (one layout)", ch.saved, rc.saved,
+              zt_delta_saved_floats(B, S, Hv, Dk, Dv), FWD_TOL);
+    check_bits("chunked 1 thread = 2 threads (o)", ch1.o, ch.o, no);
+    check_bits("chunked 1 thread = 2 threads (dq)", ch1.dq, ch.dq, nq);
+    check_bits("chunked 1 thread = 2 threads (dk)", ch1.dk, ch.dk, nq);
+    check_bits("chunked 1 thread = 2 threads (dv)", ch1.dv, ch.dv, no);
+    check_bits("chunked 1 thread = 2 threads (dg)", ch1.dg, ch.dg, N * Hv);
+    check_bits("chunked 1 thread = 2 threads (dbeta)", ch1.dbeta, ch.dbeta, N * Hv);
+    if (pos && B == 2 && S == 200) {
+        // row 1's document [70, 200) is cut at 128 and 192 packed, at 64 and 128 alone: the same to rounding
+        const int64_t t0 = S + 70, L = 130;
+        dl_in one = {in.q + t0 * Hk * Dk, in.k + t0 * Hk * Dk, in.v + t0 * Hv * Dv, in.g + t0 * Hv, in.beta + t0 * Hv};
+        dl_out alone = dl_run_with(cpu_delta_chunk_fwd, cpu_delta_chunk_bwd, 2, &one, r + t0 * Hv * Dv, NULL, 1, L, Hk,
+                                   Hv, Dk, Dv);
+        check_rel("chunked packed document at 70 ~ alone (o)", ch.o + t0 * Hv * Dv, alone.o, L * Hv * Dv, FWD_TOL);
+        check_rel("chunked packed document at 70 ~ alone (dq)", ch.dq + t0 * Hk * Dk, alone.dq, L * Hk * Dk, GRAD_TOL);
+        check_rel("chunked packed document at 70 ~ alone (dk)", ch.dk + t0 * Hk * Dk, alone.dk, L * Hk * Dk, GRAD_TOL);
+        check_rel("chunked packed document at 70 ~ alone (dv)", ch.dv + t0 * Hv * Dv, alone.dv, L * Hv * Dv, GRAD_TOL);
+        check_rel("chunked packed document at 70 ~ alone (dg)", ch.dg + t0 * Hv, alone.dg, L * Hv, GRAD_TOL);
+        check_rel("chunked packed document at 70 ~ alone (dbeta)", ch.dbeta + t0 * Hv, alone.dbeta, L * Hv, GRAD_TOL);
+        dl_free(&alone);
+    }
+    dl_free(&ch), dl_free(&ch1), dl_free(&rc);
+    free(in.q), free(in.k), free(in.v), free(in.g), free(in.beta), free(r), free(ref);
+    free(dq), free(dk), free(dv), free(dg), free(db), free(dref);
 }
 
 // ---- transformers' torch code (tests/golden/delta_ops) ----
@@ -373,7 +452,6 @@ static float *probe(int64_t n) {
     for (int64_t i = 0; i < n; i++) r[i] = (float)sin(0.5 + 0.37 * (double)i);
     return r;
 }
-#define GRAD_TOL 1e-4
 #define CHUNKED_FWD_TOL 3e-5
 
 static void test_golden(void) {
@@ -454,6 +532,21 @@ int main(void) {
     test_delta(2, 150, 2, 6, 8, 6, pos, "packed documents");
     test_delta(2, 150, 1, 3, 4, 72, pos, "Dv over two column blocks of 64, packed");
     test_delta(2, 150, 3, 3, 5, 7, pos, "Hv = Hk, packed");
+    // B = 2, S = 200: block 0 [0, 1) [1, 66) [66, 67) [67, 68) [68, 133) [133, 200) (one-token
+    // documents, documents crossing chunk edges); block 1 [0, 70) [70, 200).
+    static int32_t pos2[400];
+    static const int lens2a[] = {1, 65, 1, 1, 65, 67}, lens2b[] = {70, 130};
+    pack_pos(pos2, lens2a, 6);
+    pack_pos(pos2 + 200, lens2b, 2);
+    test_delta(2, 200, 2, 4, 8, 6, pos2, "Hv = 2 Hk, odd documents");
+    test_delta(1, 65, 1, 2, 6, 9, NULL, "S = 65");
+    test_delta_forms(2, 200, 2, 4, 16, 24, pos2, "odd documents, Dk != Dv, Hv = 2 Hk");
+    test_delta_forms(2, 200, 1, 2, 24, 16, NULL, "pos NULL, Dk > Dv");
+    test_delta_forms(1, 1, 1, 2, 8, 8, NULL, "S = 1");
+    test_delta_forms(1, 63, 2, 2, 8, 8, NULL, "S = 63");
+    test_delta_forms(3, 65, 1, 3, 8, 8, NULL, "S = 65");
+    test_delta_forms(1, 200, 1, 2, 128, 128, NULL, "Dk = Dv = 128");
+    test_delta_forms(2, 200, 1, 2, 128, 128, pos2, "Dk = Dv = 128, odd documents");
     test_golden();
     TEST_END();
 }
