@@ -39,7 +39,8 @@ typedef struct {
     float *KQ, *X, *Z, *Gam, *GK, *A, *T, *P, *R, *Y, *Vn, *e, *f, *beta, *a;
     double *G, *Td;
     // backward
-    float *dO, *dP, *dVn, *KdS, *dY, *dA, *D2, *dZ, *dKQ, *Vnf, *dG, *colsum, *Mrow;
+    float *dO, *dP, *dVn, *KdS, *dY, *dA, *D2, *dZ, *dKQ, *Vnf, *dE, *dF, *M;
+    double *W;
 } chunk_ws;
 
 // Lays the workspace out from p (doubles first: p is malloc-aligned); returns its size in
@@ -56,7 +57,8 @@ static size_t ws_layout(chunk_ws *w, float *p, int64_t Dk, int64_t Dv, int bwd) 
     if (bwd) {
         TAKE(dO, CH * Dv), TAKE(dP, CH * CH), TAKE(dVn, CH * Dv), TAKE(KdS, CH * Dv), TAKE(dY, CH * Dv);
         TAKE(dA, CH * CH), TAKE(D2, 2 * CH * Dv), TAKE(dZ, 2 * CH * CH), TAKE(dKQ, 2 * CH * Dk), TAKE(Vnf, CH * Dv);
-        TAKE(dG, CH), TAKE(colsum, CH), TAKE(Mrow, CH);
+        TAKE(dE, CH), TAKE(dF, CH), TAKE(M, CH * CH);
+        w->W = p ? (double *)(p + off) : NULL, off += 2 * CH;
     }
 #undef TAKE
     return off;
@@ -71,16 +73,6 @@ static inline float rowdot(const float *a, const float *b, int64_t n) {
     for (; c + 16 <= n; c += 16)
         for (int l = 0; l < 16; l++) acc[l] += a[c + l] * b[c + l];
     for (int l = 0; c < n; c++, l++) acc[l] += a[c] * b[c];
-    for (int w = 8; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-    return acc[0];
-}
-static inline float rowsum(const float *a, int64_t n) {
-    float acc[16] = {0};
-    int64_t c = 0;
-    for (; c + 16 <= n; c += 16)
-        for (int l = 0; l < 16; l++) acc[l] += a[c + l];
-    for (int l = 0; c < n; c++, l++) acc[l] += a[c];
     for (int w = 8; w > 0; w /= 2)
         for (int l = 0; l < w; l++) acc[l] += acc[l + w];
     return acc[0];
@@ -268,19 +260,19 @@ ZT_CHUNK_CLONES static void doc_bwd(chunk_ws *w, float *dq, float *dk, float *dv
                    S0, L, qstride, vstride, gstride, scale);
         const float *K = w->KQ, *dO = w->dO;
         for (int64_t i = 0; i < L; i++) memcpy(w->dO + i * Dv, dout + (c0 + i) * vstride, (size_t)Dv * sizeof(float));
-        float *dG = w->dG;
+        // The gate's gradient in three parts, each summed where g_s enters (no cancelling sums):
+        // e_i holds g_s for s <= i, f_j for j < s, Gam_ij (in A, P) for j < s <= i.
+        float *dE = w->dE, *dF = w->dF, *M = w->M;
         // dP = dO Vn^T;  dVn = P^T dO + diag(f) K dS
         cpu_sgemm(0, 1, L, L, Dv, 1.0f, dO, Dv, w->Vn, Dv, 0.0f, w->dP, L);
         cpu_sgemm(1, 0, L, Dv, L, 1.0f, w->P, L, dO, Dv, 0.0f, w->dVn, Dv);
-        for (int64_t i = 0; i < L; i++) dG[i] = 0.0f;
+        for (int64_t i = 0; i < L; i++) dE[i] = dF[i] = 0.0f;
         if (!dS_zero) {
             cpu_sgemm(0, 0, L, Dv, Dk, 1.0f, K, Dk, dS, Dv, 0.0f, w->KdS, Dv);
             for (int64_t i = 0; i < L; i++) {
                 const float fi = w->f[i], *kd = w->KdS + i * Dv, *vn = w->Vn + i * Dv;
                 float *dvn = w->dVn + i * Dv, *vnf = w->Vnf + i * Dv;
-                // df_i f_i: G_{L-1} gains it, G_i loses it
-                const float dff = rowdot(kd, vn, Dv) * fi;
-                dG[L - 1] += dff, dG[i] -= dff;
+                dF[i] = rowdot(kd, vn, Dv) * fi;  // df_i f_i
 #pragma omp simd
                 for (int64_t c = 0; c < Dv; c++) dvn[c] += fi * kd[c], vnf[c] = fi * vn[c];
             }
@@ -299,35 +291,29 @@ ZT_CHUNK_CLONES static void doc_bwd(chunk_ws *w, float *dq, float *dk, float *dv
             if (S0) {
                 // de_i = -dR_i . KS_i + dO_i . QS_i
                 const float de = -rowdot(dy, w->X + i * Dv, Dv) + rowdot(doi, w->X + (L + i) * Dv, Dv);
-                dG[i] += de * ei;
+                dE[i] = de * ei;
 #pragma omp simd
                 for (int64_t c = 0; c < Dv; c++) dKS[i * Dv + c] = -ei * dy[c], dQS[i * Dv + c] = ei * doi[c];
             }
             dbeta[(c0 + i) * gstride] = db;  // the A part is added below
         }
         // through A and P: dKK = strictly-lower(dA . beta Gam), dQK = dP . Gam,
-        // dbeta += rows of dA . GK; M = dA . A + dP . P gives dG_i += sum_j M_ij - sum_j M_ji
-        // (its diagonal cancels: left in, it only rounds differently)
-        float *dKK = w->dZ, *dQK = w->dZ + L * L, *cs = w->colsum;
-        for (int64_t j = 0; j < L; j++) cs[j] = 0.0f;
+        // dbeta += rows of dA . GK; M = dA . A + dP . P, Gam_ij's gradient times Gam_ij
+        float *dKK = w->dZ, *dQK = w->dZ + L * L;
         for (int64_t i = 0; i < L; i++) {
             const float bi = w->beta[i], *Gi = w->Gam + i * L, *dAi = w->dA + i * L, *dPi = w->dP + i * L;
             const float *Ai = w->A + i * L, *Pi = w->P + i * L;
-            float *dKKi = dKK + i * L, *dQKi = dQK + i * L, *row = w->Mrow;
+            float *dKKi = dKK + i * L, *dQKi = dQK + i * L, *Mi = M + i * L;
 #pragma omp simd
             for (int64_t j = 0; j < L; j++) {
-                const float m = dAi[j] * Ai[j] + dPi[j] * Pi[j];
-                row[j] = m;
-                cs[j] += m;
+                Mi[j] = dAi[j] * Ai[j] + dPi[j] * Pi[j];
                 dKKi[j] = dAi[j] * (bi * Gi[j]);
                 dQKi[j] = dPi[j] * Gi[j];
             }
             dKKi[i] = 0.0f;
             for (int64_t j = i + 1; j < L; j++) dKKi[j] = 0.0f;
-            dG[i] += rowsum(row, L);
             dbeta[(c0 + i) * gstride] += rowdot(dAi, w->GK + i * L, L);
         }
-        for (int64_t j = 0; j < L; j++) dG[j] -= cs[j];
         // dKQ = dZ K + [D2 S0^T];  dKQ[K rows] += dZ^T KQ + diag(f) Vn dS^T
         cpu_sgemm(0, 0, 2 * L, Dk, L, 1.0f, w->dZ, L, K, Dk, 0.0f, w->dKQ, Dk);
         if (S0) cpu_sgemm(0, 1, 2 * L, Dk, Dv, 1.0f, w->D2, Dv, S0, Dv, 1.0f, w->dKQ, Dk);
@@ -344,14 +330,21 @@ ZT_CHUNK_CLONES static void doc_bwd(chunk_ws *w, float *dq, float *dk, float *dv
             if (!dS_zero) {
                 float s = 0.0f;
                 for (int64_t i = 0; i < Dk; i++) s += rowdot(S0 + i * Dv, dS + i * Dv, Dv);
-                dG[L - 1] += s * w->e[L - 1];
+                dE[L - 1] += s * w->e[L - 1];
             }
             cpu_sgemm(1, 0, Dk, Dv, 2 * L, 1.0f, w->KQ, Dk, w->D2, Dv, dS_zero ? 0.0f : w->e[L - 1], dS, Dv);
             dS_zero = 0;
         }
-        // dg_s = sum_{i >= s} dG_i
-        float acc = 0.0f;
-        for (int64_t i = L - 1; i >= 0; i--) acc += dG[i], dg[(c0 + i) * gstride] = acc;
+        // dg_s = sum_{i >= s} dE_i + sum_{j < s} dF_j + sum_{i >= s, j < s} M_ij (in double)
+        double *W = w->W;
+        for (int64_t s2 = 0; s2 < L; s2++) W[s2] = 0.0;
+        for (int64_t i = 1; i < L; i++) {  // row i adds sum_{j < s} M_ij to every s in 1..i
+            double p = 0.0;
+            for (int64_t s2 = 1; s2 <= i; s2++) p += M[i * L + s2 - 1], W[s2] += p;
+        }
+        double pe = 0.0, pf = 0.0;
+        for (int64_t s2 = 0; s2 < L; s2++) pf += s2 > 0 ? dF[s2 - 1] : 0.0, W[s2] += pf;
+        for (int64_t s2 = L - 1; s2 >= 0; s2--) pe += dE[s2], dg[(c0 + s2) * gstride] = (float)(W[s2] + pe);
     }
 }
 
