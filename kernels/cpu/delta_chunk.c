@@ -16,6 +16,7 @@
 #include "base/common.h"
 
 #define CH 64  // tokens per chunk (= the recurrence's checkpoint spacing: same saved count)
+#define ZT_CHUNK_TINY 0x1p-64  // decays below are zero (chunk_prep)
 
 // The element-wise loops compiled for AVX-512, AVX2 and plain x86-64, picked per CPU as in
 // delta.c; no contraction to FMA (-ffp-contract=off) and sums in a fixed order, so every clone
@@ -36,7 +37,7 @@
 // Stacked: KQ = [K; Qs] (2L rows), X = KQ S0 = [KS; QS], Z = KQ K^T = [KK; QK].
 typedef struct {
     int64_t Dk, Dv;
-    float *KQ, *X, *Z, *Gam, *GK, *A, *T, *P, *R, *Y, *Vn, *e, *f, *beta, *a;
+    float *KQ, *X, *Z, *Gam, *GK, *A, *T, *P, *R, *Y, *Vn, *e, *f, *beta;
     double *G, *Td;
     // backward
     float *dO, *dP, *dVn, *KdS, *dY, *dA, *D2, *dZ, *dKQ, *Vnf, *dE, *dF, *M;
@@ -53,7 +54,7 @@ static size_t ws_layout(chunk_ws *w, float *p, int64_t Dk, int64_t Dv, int bwd) 
 #define TAKE(x, n) (w->x = p ? p + off : NULL, off += (size_t)(n))
     TAKE(KQ, 2 * CH * Dk), TAKE(X, 2 * CH * Dv), TAKE(Z, 2 * CH * CH), TAKE(Gam, CH * CH), TAKE(GK, CH * CH);
     TAKE(A, CH * CH), TAKE(T, CH * CH), TAKE(P, CH * CH), TAKE(R, CH * Dv), TAKE(Y, CH * Dv), TAKE(Vn, CH * Dv);
-    TAKE(e, CH), TAKE(f, CH), TAKE(beta, CH), TAKE(a, CH);
+    TAKE(e, CH), TAKE(f, CH), TAKE(beta, CH);
     if (bwd) {
         TAKE(dO, CH * Dv), TAKE(dP, CH * CH), TAKE(dVn, CH * Dv), TAKE(KdS, CH * Dv), TAKE(dY, CH * Dv);
         TAKE(dA, CH * CH), TAKE(D2, 2 * CH * Dv), TAKE(dZ, 2 * CH * CH), TAKE(dKQ, 2 * CH * Dk), TAKE(Vnf, CH * Dv);
@@ -90,25 +91,30 @@ ZT_CHUNK_CLONES static void chunk_prep(chunk_ws *w, const float *q, const float 
         const float *qi = q + i * qstride;
         for (int64_t c = 0; c < Dk; c++) Qs[i * Dk + c] = qi[c] * scale;
     }
+    // Decays below 2^-64 are flushed to zero: they weigh less than fp32 can see against the
+    // chunk's own terms, and as denormals in the products they cost the sgemm ~10x (a head
+    // whose g is -20 per token reaches them in four tokens).
     double G = 0;
     for (int64_t i = 0; i < L; i++) {
         G += (double)g[i * gstride];
-        w->G[i] = G;
-        w->e[i] = (float)exp(G);
-        w->a[i] = expf(g[i * gstride]);
+        const double e = exp(G);
+        w->e[i] = e < ZT_CHUNK_TINY ? 0.0f : (float)e;
         w->beta[i] = beta[i * gstride];
     }
-    // Gam (ld L, zero above the diagonal): row i = row i-1 times a_i, the recurrence's products
+    // Gam (ld L, zero above the diagonal): row i = row i-1 times a_i (in double, as the
+    // recurrence decays its state token by token)
     float *Gam = w->Gam;
+    double *grow = w->G;
     for (int64_t i = 0; i < L; i++) {
         float *Gi = Gam + i * L;
-        const float ai = w->a[i];
-        if (i > 0) {
-            const float *Gp = Gi - L;
+        const double ai = exp((double)g[i * gstride]);
 #pragma omp simd
-            for (int64_t j = 0; j < i; j++) Gi[j] = Gp[j] * ai;
+        for (int64_t j = 0; j < i; j++) {
+            const double x = grow[j] * ai;
+            grow[j] = x < ZT_CHUNK_TINY ? 0.0 : x;
+            Gi[j] = (float)grow[j];
         }
-        Gi[i] = 1.0f;
+        grow[i] = 1.0, Gi[i] = 1.0f;
         for (int64_t j = i + 1; j < L; j++) Gi[j] = 0.0f;
     }
     for (int64_t j = 0; j < L; j++) w->f[j] = Gam[(L - 1) * L + j];
@@ -140,7 +146,7 @@ ZT_CHUNK_CLONES static void chunk_prep(chunk_ws *w, const float *q, const float 
 #pragma omp simd
             for (int64_t j = 0; j <= m; j++) Ti[j] -= a * Tm[j];
         }
-        for (int64_t j = 0; j < L; j++) w->T[i * L + j] = (float)Ti[j];
+        for (int64_t j = 0; j < L; j++) w->T[i * L + j] = fabs(Ti[j]) < ZT_CHUNK_TINY ? 0.0f : (float)Ti[j];
     }
     // R = V - diag(e) KS;  Y = diag(beta) R;  Vn = T Y
     for (int64_t i = 0; i < L; i++) {
