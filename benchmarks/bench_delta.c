@@ -1,4 +1,4 @@
-// The CPU gated delta rule (kernels/cpu/delta.c), forward + backward, timed alone; the
+// The CPU gated delta rule (zt_cpu_ops: kernels/cpu/delta_chunk.c), forward + backward, timed alone; the
 // driver behind benchmarks/delta_rule_vs_torch.py, which compares it with transformers'
 // torch_chunk_gated_delta_rule on the same inputs.
 //   build/zt_delta_bench [--B 1 --S 2048 --Hk 4 --Hv 12 --Dk 128 --Dv 128] [--reps N]

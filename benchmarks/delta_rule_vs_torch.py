@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The gated delta rule alone, forward + backward on the CPU: zerotrain's kernel (kernels/cpu/delta.c,
+"""The gated delta rule alone, forward + backward on the CPU: zerotrain's kernel (kernels/cpu/delta_chunk.c,
 through build/zt_delta_bench) against transformers' PyTorch fallback torch_chunk_gated_delta_rule
 (chunk 64) + autograd, on the same inputs, one thread each by default.
 

@@ -78,7 +78,7 @@ typedef struct zt_ops {
     double (*lmhead_xent)(float *dx, float *dw, const float *x, const float *w, const int32_t *targets, int64_t N,
                           int64_t d, int64_t V, float scale);
 
-    // ---- Gated DeltaNet (Qwen3.5's linear attention; kernels/cpu/delta.c) ----
+    // ---- Gated DeltaNet (Qwen3.5's linear attention; kernels/cpu/delta_chunk.c, delta.c) ----
     // Documents: pos[B*S] as for attention (token t of a row belongs to the document that starts
     // at t - pos[t]); NULL: one document per row. Nothing crosses a document start: each packed
     // document computes exactly what it would alone.
@@ -128,7 +128,7 @@ typedef struct zt_ops {
 } zt_ops;
 
 extern const zt_ops zt_cpu_ops;
-// Floats the CPU delta_fwd saves for delta_bwd (kernels/cpu/delta.c).
+// Floats the CPU delta_fwd saves for delta_bwd (kernels/cpu/delta.c; both CPU forms).
 int64_t zt_delta_saved_floats(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
 
 // RoPE cos/sin table [S, D/2] with torch's fp32 arithmetic: inv_freq_i from

@@ -29,7 +29,7 @@
 
 // Per chunk of L tokens, one value head, S0 its initial state [Dk, Dv] (zero after a document
 // start), G_i = g_0 + .. + g_i, e_i = exp(G_i), Gam_ij = exp(G_i - G_j) = a_{j+1} .. a_i
-// (j <= i, a = exp(g): formed as products, as the recurrence decays its state),
+// (j <= i, a = exp(g): formed as products, as the recurrence decays its state; below 2^-64: 0),
 // f_j = Gam_{L-1,j}, K, V, Qs = Q / sqrt(Dk) its rows:
 //   A = strictly-lower(diag(beta) (Gam . K K^T)),  T = (I + A)^-1,
 //   R = V - diag(e) K S0,  Y = diag(beta) R,  Vn = T Y  (row i: beta_i (v_i - u_i) of the recurrence),
@@ -38,7 +38,7 @@
 typedef struct {
     int64_t Dk, Dv;
     float *KQ, *X, *Z, *Gam, *GK, *A, *T, *P, *R, *Y, *Vn, *e, *f, *beta;
-    double *G, *Td;
+    double *grow, *Td;  // grow: one row of Gam in double
     // backward
     float *dO, *dP, *dVn, *KdS, *dY, *dA, *D2, *dZ, *dKQ, *Vnf, *dE, *dF, *M;
     double *W;
@@ -49,7 +49,7 @@ typedef struct {
 static size_t ws_layout(chunk_ws *w, float *p, int64_t Dk, int64_t Dv, int bwd) {
     size_t off = 0;
     w->Dk = Dk, w->Dv = Dv;
-    w->G = p ? (double *)p : NULL, off += 2 * CH;
+    w->grow = p ? (double *)p : NULL, off += 2 * CH;
     w->Td = p ? (double *)(p + off) : NULL, off += 2 * CH * CH;
 #define TAKE(x, n) (w->x = p ? p + off : NULL, off += (size_t)(n))
     TAKE(KQ, 2 * CH * Dk), TAKE(X, 2 * CH * Dv), TAKE(Z, 2 * CH * CH), TAKE(Gam, CH * CH), TAKE(GK, CH * CH);
@@ -104,7 +104,7 @@ ZT_CHUNK_CLONES static void chunk_prep(chunk_ws *w, const float *q, const float 
     // Gam (ld L, zero above the diagonal): row i = row i-1 times a_i (in double, as the
     // recurrence decays its state token by token)
     float *Gam = w->Gam;
-    double *grow = w->G;
+    double *grow = w->grow;
     for (int64_t i = 0; i < L; i++) {
         float *Gi = Gam + i * L;
         const double ai = exp((double)g[i * gstride]);
@@ -172,9 +172,9 @@ static inline int64_t chunk_len(int64_t c0, int64_t t1) {
 
 // One document's chunks [t0, t1) of one (row, value head), forward: o rows, the state saved
 // before each chunk after the first.
-ZT_CHUNK_CLONES static void doc_fwd(chunk_ws *w, float *o, float *saved, float *St, const float *q, const float *k, const float *v,
-                    const float *g, const float *beta, int64_t t0, int64_t t1, int64_t qstride, int64_t vstride,
-                    int64_t gstride, float scale) {
+ZT_CHUNK_CLONES static void doc_fwd(chunk_ws *w, float *o, float *saved, float *St, const float *q, const float *k,
+                                    const float *v, const float *g, const float *beta, int64_t t0, int64_t t1,
+                                    int64_t qstride, int64_t vstride, int64_t gstride, float scale) {
     const int64_t Dk = w->Dk, Dv = w->Dv;
     for (int64_t c0 = t0, L; c0 < t1; c0 += L) {
         L = chunk_len(c0, t1);
@@ -252,10 +252,10 @@ void cpu_delta_chunk_fwd(float *o, float *saved, const float *q, const float *k,
 
 // Backward of one document [t0, t1) of one (row, value head): dv, dg, dbeta assigned, dq, dk
 // added (the value heads of a key head share them). dS: [Dk, Dv] work for the state's gradient.
-ZT_CHUNK_CLONES static void doc_bwd(chunk_ws *w, float *dq, float *dk, float *dv, float *dg, float *dbeta, float *dS,
-                    const float *dout, const float *saved, const float *q, const float *k, const float *v,
-                    const float *g, const float *beta, int64_t t0, int64_t t1, int64_t qstride, int64_t vstride,
-                    int64_t gstride, float scale) {
+ZT_CHUNK_CLONES static void doc_bwd(chunk_ws *w, float *dq, float *dk, float *dv, float *dg, float *dbeta,
+                                    float *dS, const float *dout, const float *saved, const float *q, const float *k,
+                                    const float *v, const float *g, const float *beta, int64_t t0, int64_t t1,
+                                    int64_t qstride, int64_t vstride, int64_t gstride, float scale) {
     const int64_t Dk = w->Dk, Dv = w->Dv;
     int dS_zero = 1;
     for (int64_t c1 = t1; c1 > t0;) {

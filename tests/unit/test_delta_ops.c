@@ -16,9 +16,9 @@
 //    recurrence: each against the naive double forward (<= 1e-5) and each other (o <= 1e-5,
 //    every gradient <= 1e-4), at odd lengths (1, 63, 65, 200 tokens), one-token documents,
 //    documents starting off a multiple of 64 and crossing chunk edges, Dk != Dv, Hv = 2 Hk,
-//    Dk = Dv = 128; sum_t dg_t g_t per head (A_log's gradient) <= 1e-5; the saved states (one layout); the same bits with 1 and 2
-//    threads; a packed document starting at token 70 (cut into other chunks than alone) = alone
-//    to 1e-5 / 1e-4.
+//    Dk = Dv = 128; sum_t dg_t g_t per head (A_log's gradient) <= 1e-5; the saved states (one
+//    layout); the same bits with 1 and 2 threads; a packed document starting at token 70 (cut
+//    into other chunks than alone) = alone to 1e-5 / 1e-4.
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -416,7 +416,10 @@ static void test_delta_forms(int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64
         float *sc = fill(Hv, 0), *sr = fill(Hv, 0);
         for (int64_t h = 0; h < Hv; h++) {
             double a = 0, b = 0;
-            for (int64_t t = 0; t < N; t++) a += (double)ch.dg[t * Hv + h] * in.g[t * Hv + h], b += (double)rc.dg[t * Hv + h] * in.g[t * Hv + h];
+            for (int64_t t = 0; t < N; t++) {
+                a += (double)ch.dg[t * Hv + h] * in.g[t * Hv + h];
+                b += (double)rc.dg[t * Hv + h] * in.g[t * Hv + h];
+            }
             sc[h] = (float)a, sr[h] = (float)b;
         }
         check_rel("chunked vs recurrence sum_t dg g per head", sc, sr, Hv, 1e-5);
