@@ -14,7 +14,7 @@
 // (pb[k * NR + c]), op(A) MC x K at a time into panels of MR rows (pa[k * MR + r]), both
 // padded with zeros (padding reaches only rows and columns that are never stored); the
 // micro-kernel keeps an MR x NR tile of accumulators in registers over K. A long K (more than
-// GEMM_KC) is cut into blocks of GEMM_KC: between blocks a tile's accumulators go to a scratch
+// GEMM_KC_MIN) is cut into equal blocks of at most GEMM_KC: between blocks a tile's accumulators go to a scratch
 // tile as they are (an fp32 store and load change no bit) and the next block's kernel starts
 // from them, so each element is still the one chain of fused multiply-adds over k = 0..K-1 and
 // the alpha/beta epilogue runs once, after the last block (the panels of a 12 x 32 tile over
@@ -512,8 +512,15 @@ static float *pack_buffer(size_t floats) {
 #define GEMM_B_FLOATS (512 * 1024)
 // Below this many multiply-adds a call runs on one thread.
 #define GEMM_PARALLEL_MIN (1 << 18)
-// A K longer than this is cut into blocks of this many (the panels of one block stay in L1/L2).
-#define GEMM_KC 384
+// A K longer than GEMM_KC_MIN is cut into equal blocks of at most GEMM_KC (the panels of one block
+// stay in L1/L2); a shorter K runs whole (cutting K = 512 or 1,024 into blocks of 384 cost 10-20%
+// at 2 threads). Chosen on this VM's AVX-512 core over 384 / 512 / 768 / 1,024 (docs/benchmarks.md).
+#ifndef GEMM_KC
+#define GEMM_KC 512
+#endif
+#ifndef GEMM_KC_MIN
+#define GEMM_KC_MIN 1536
+#endif
 
 typedef struct {
     const gemm_isa *isa;
@@ -601,7 +608,8 @@ void cpu_sgemm(int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha, con
     if (M <= 0 || N <= 0) return;
     const gemm_isa *isa = isa_get();
     const int MR = isa->MR, NR = isa->NR;
-    const int64_t Kp = K > 0 ? K : 0, kc = Kp > GEMM_KC ? GEMM_KC : Kp, kk = kc > 0 ? kc : 1;
+    const int64_t Kp = K > 0 ? K : 0, nkb = Kp > GEMM_KC_MIN ? (Kp + GEMM_KC - 1) / GEMM_KC : 1;
+    const int64_t kc = (Kp + nkb - 1) / nkb, kk = kc > 0 ? kc : 1;  // equal blocks (the last one shorter)
     int64_t mc = GEMM_A_FLOATS / kk / MR * MR, nc = GEMM_B_FLOATS / kk / NR * NR;
     if (mc < MR) mc = MR;
     if (nc < NR) nc = NR;

@@ -87,11 +87,12 @@ static void all_cases(const char *isa) {
     // gives A blocks of 12-16 rows and B blocks of ~170 columns
     one_case(isa, 0, 1, 40, 400, 3000, 1, 1, 3);
     one_case(isa, 1, 0, 37, 190, 2900, 0.5f, 0, 0);
-    // K cut into blocks (kernels/cpu/gemm.c GEMM_KC = 384): the accumulators carried between blocks
-    // keep the one chain; K just past one block, a multiple of it, and not; every transpose case
-    one_case(isa, 0, 0, 29, 70, 385, 1, 1, 1);
-    one_case(isa, 1, 1, 13, 33, 768, -1.3f, 1, 0);
-    one_case(isa, 1, 0, 50, 65, 1153, 0.6f, -0.45f, 2);
+    // K cut into blocks (kernels/cpu/gemm.c: past GEMM_KC_MIN = 1,536 into equal blocks of at most
+    // GEMM_KC = 512): the accumulators carried between blocks keep the one chain; K just past the
+    // threshold (4 blocks of 385, 384), a multiple of the block, and not; every transpose case
+    one_case(isa, 0, 0, 29, 70, 1537, 1, 1, 1);
+    one_case(isa, 1, 1, 13, 33, 2048, -1.3f, 1, 0);
+    one_case(isa, 1, 0, 50, 65, 2305, 0.6f, -0.45f, 2);
     one_case(isa, 0, 0, 24, 64, 4100, 1, 0, 0);
 }
 
