@@ -169,10 +169,11 @@ __global__ void __launch_bounds__(TC_THREADS)
         for (int c = 0; c < 32; c++) {
             p[c] = p[c] == -INFINITY ? 0.0f : expf(p[c] - mn);
             ps += p[c];
-            Ph[r * LDP + half * 32 + c] = f2bf(p[c]);
         }
         l = l * alpha + ps + __shfl_xor_sync(0xffffffffu, ps, 1);
         m = mn;
+#pragma unroll
+        for (int c = 0; c < 32; c++) Ph[r * LDP + half * 32 + c] = f2bf(p[c]);
         __syncwarp();  // the warp's rows of P are in Ph, and its lanes have read their scores
         frag_a pa[4];
 #pragma unroll
@@ -358,8 +359,8 @@ __global__ void __launch_bounds__(TC_THREADS)
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {  // dV += P^T dO, dK += dS^T Q over the tile's 64 queries
                 frag_a ap, as;
-                wmma::load_matrix_sync(ap, Ph + r0 * LDP + 16 * kk, LDP);
                 wmma::load_matrix_sync(as, dSh + r0 * LDP + 16 * kk, LDP);
+                wmma::load_matrix_sync(ap, Ph + r0 * LDP + 16 * kk, LDP);
 #pragma unroll
                 for (int n = 0; n < NO; n++)
                     if (n < nd) {

@@ -128,7 +128,8 @@ __global__ void wmma_syncwarp_kernel(float *d, const __nv_bfloat16 *a, int sync)
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::load_matrix_sync(fa, s, 16);
     wmma::fill_fragment(fb, __float2bfloat16(0.0f));
-    for (int i = 0; i < fb.num_elements; i++) fb.x[i] = __float2bfloat16((float)((lane * 8 + i) % 17 == 0));  // identity
+    // the identity, written through the emulator's layout (element i of lane l: (31 - l) * 8 + i)
+    for (int i = 0; i < fb.num_elements; i++) fb.x[i] = __float2bfloat16((float)(((31 - lane) * 8 + i) % 17 == 0));
     wmma::fill_fragment(acc, 0.0f);
     wmma::mma_sync(acc, fa, fb, acc);
     wmma::store_matrix_sync(d, acc, 16, wmma::mem_row_major);

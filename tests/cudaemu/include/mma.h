@@ -6,10 +6,13 @@
 // and layout; the pointer must be 32-byte aligned and ldm a multiple of 8 (bf16) or 4 (float).
 //
 // Fragment layout (unspecified by CUDA; this is the emulator's): element i of lane l is the tile's
-// element l * 8 + i in row-major order (row (l*8+i)/16, column (l*8+i)%16). A load or store moves
-// each lane's own 8 elements when that lane reaches the call, then meets the warp, as lanes do on
-// a GPU: a lane's load does not wait for other lanes' earlier stores, so a missing __syncwarp
-// between writing a tile to shared memory and loading it is seen (as 0xff poison or stale data).
+// element (31 - l) * 8 + i in row-major order: lane 0 holds the last row, far from the rows a
+// kernel's low lanes usually handle themselves. A load moves the lane's own 8 elements when the
+// lane reaches the call, then meets the warp; a store meets the warp first, then each lane stores
+// its elements when it resumes (lanes resume in order). So a lane neither waits for other lanes'
+// earlier shared-memory writes before loading nor sees other lanes' parts of a store before its
+// next instruction: a missing __syncwarp between lanes writing a tile and the warp loading it, or
+// between a store and the lanes reading it back, reads 0xff poison or stale data.
 //
 // mma_sync's rounding is a model, not the hardware's: each product of two bf16 values is exact
 // (8-bit significands: the product fits in fp32), and D = C + the 16 products of a k-step is
@@ -108,7 +111,7 @@ static inline const char *wmma_mma_run(void *const lanes[32]) {
     for (int l = 0; l < 32; l++) {
         const wmma_mma_args *m = (const wmma_mma_args *)lanes[l];
         for (int i = 0; i < 8; i++) {
-            const int r = (l * 8 + i) / 16, c = (l * 8 + i) % 16;
+            const int r = ((31 - l) * 8 + i) / 16, c = ((31 - l) * 8 + i) % 16;
             A[r][c] = (float)m->a[i];
             B[r][c] = (float)m->b[i];
             C[r][c] = m->c[i];
@@ -117,7 +120,7 @@ static inline const char *wmma_mma_run(void *const lanes[32]) {
     for (int l = 0; l < 32; l++) {
         const wmma_mma_args *m = (const wmma_mma_args *)lanes[l];
         for (int i = 0; i < 8; i++) {
-            const int r = (l * 8 + i) / 16, c = (l * 8 + i) % 16;
+            const int r = ((31 - l) * 8 + i) / 16, c = ((31 - l) * 8 + i) % 16;
             double s = C[r][c];
             for (int k = 0; k < 16; k++) s += (double)A[r][k] * (double)B[k][c];  // exact products
             m->d[i] = (float)s;
@@ -139,7 +142,7 @@ static inline void load_matrix_sync(fragment<Use, 16, 16, 16, __nv_bfloat16, Lay
     static_assert(!std::is_same<Use, accumulator>::value, "an accumulator load names its memory layout");
     const bool col = zt_is_col<Layout>::value;
     for (int i = 0; i < 8; i++) {
-        const int idx = ::zt_emu::wmma_lane() * 8 + i, r = idx / 16, c = idx % 16;
+        const int idx = (31 - ::zt_emu::wmma_lane()) * 8 + i, r = idx / 16, c = idx % 16;
         f.x[i] = col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
     }
     ::zt_emu::wmma_mem_args a{"wmma::load_matrix_sync", (uintptr_t)p, ldm, col, 2};
@@ -149,7 +152,7 @@ static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f,
                                     layout_t layout, const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
     const bool col = layout == mem_col_major;
     for (int i = 0; i < 8; i++) {
-        const int idx = ::zt_emu::wmma_lane() * 8 + i, r = idx / 16, c = idx % 16;
+        const int idx = (31 - ::zt_emu::wmma_lane()) * 8 + i, r = idx / 16, c = idx % 16;
         f.x[i] = col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
     }
     ::zt_emu::wmma_mem_args a{"wmma::load_matrix_sync", (uintptr_t)p, ldm, col, 4};
@@ -159,12 +162,12 @@ static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 1
                                      layout_t layout, const char *file = __builtin_FILE(),
                                      int line = __builtin_LINE()) {
     const bool col = layout == mem_col_major;
-    for (int i = 0; i < 8; i++) {
-        const int idx = ::zt_emu::wmma_lane() * 8 + i, r = idx / 16, c = idx % 16;
-        (col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c]) = f.x[i];
-    }
     ::zt_emu::wmma_mem_args a{"wmma::store_matrix_sync", (uintptr_t)p, ldm, col, 4};
     ::zt_emu::k_warp_collective("wmma::store_matrix_sync", ::zt_emu::wmma_mem_check, &a, file, line);
+    for (int i = 0; i < 8; i++) {  // after the meet: other lanes store when they resume
+        const int idx = (31 - ::zt_emu::wmma_lane()) * 8 + i, r = idx / 16, c = idx % 16;
+        (col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c]) = f.x[i];
+    }
 }
 template <class LA, class LB>
 static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
