@@ -301,7 +301,7 @@ static size_t scratch_bytes(const void *mv) {
     const q35_gpu *m = mv;
     const dims z = m->z;
     size_t s = m->z.attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(z.S, z.H, z.Hkv, z.D)
-                                                    : zt_cuda_attention_tiled_scratch_bytes(z.S, z.H, z.Hkv, z.D);
+                                                    : zt_cuda_attention_flash_scratch_bytes(z.S, z.H, z.Hkv, z.D);
     int any_lin = 0;
     for (int l = 0; l < m->L; l++) any_lin |= m->lin[l] != 0;
     if (any_lin) {
@@ -359,8 +359,10 @@ static void attention_fwd(q35_gpu *m, acts *a, const int32_t *pos) {
     const dims z = m->z;
     if (z.attention == ZT_CUDA_ATTN_GEMM)
         zt_cuda_attention_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
-    else  // tiled (create refuses cuDNN)
+    else if (z.attention == ZT_CUDA_ATTN_TILED_SCALAR)
         zt_cuda_attention_tiled_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
+    else  // tiled, tensor cores where they apply (create refuses cuDNN)
+        zt_cuda_attention_flash_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
 }
 
 static void full_fwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y) {
@@ -398,7 +400,7 @@ static void full_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, co
         zt_cuda_attention_bwd(m->ctx, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos, z.B,
                               z.S, H, Hkv, D);
     else
-        zt_cuda_attention_tiled_bwd(m->ctx, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos,
+        (z.attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_bwd : zt_cuda_attention_flash_bwd)(m->ctx, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos,
                                     z.B, z.S, H, Hkv, D);
     zt_cuda_rope_partial_bwd(st, w->dq, m->rope_cos, m->rope_sin, pos, z.B, z.S, H, D, z.rd);
     zt_cuda_rope_partial_bwd(st, w->dk, m->rope_cos, m->rope_sin, pos, z.B, z.S, Hkv, D, z.rd);

@@ -142,7 +142,7 @@ void zt_qwen3_cuda_cx_attention_fwd(zt_cuda_ctx *c, void *stream, const zt_qwen3
         zt_cuda_attention_fwd(c, stream, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk, cx->v_blk, cx->pos_blk, B, Sb, H,
                               Hkv, D);
     else
-        zt_cuda_attention_tiled_fwd(c, stream, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk, cx->v_blk, cx->pos_blk, B,
+        (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_fwd : zt_cuda_attention_flash_fwd)(c, stream, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk, cx->v_blk, cx->pos_blk, B,
                                     Sb, H, Hkv, D);
     from_block(cx, stream, a->att, cx->o_blk, H * D);
     zt_cuda_rows_gather(stream, a->lse, cx->lse_blk, cx->q_out, B * H, Sl, Sb, 1);  // [B, H, S] rows of one
@@ -170,7 +170,7 @@ void zt_qwen3_cuda_cx_attention_bwd(zt_cuda_ctx *c, void *stream, const zt_qwen3
         zt_cuda_attention_bwd(c, stream, cx->dq_blk, dk, dv, cx->do_blk, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk,
                               cx->v_blk, cx->pos_blk, B, Sb, H, Hkv, D);
     else
-        zt_cuda_attention_tiled_bwd(c, stream, cx->dq_blk, dk, dv, cx->do_blk, cx->o_blk, cx->lse_blk, cx->q_blk,
+        (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_bwd : zt_cuda_attention_flash_bwd)(c, stream, cx->dq_blk, dk, dv, cx->do_blk, cx->o_blk, cx->lse_blk, cx->q_blk,
                                     cx->k_blk, cx->v_blk, cx->pos_blk, B, Sb, H, Hkv, D);
     from_block(cx, stream, w->dq, cx->dq_blk, H * D);
     // every rank's rows of dK|dV, rank-major in fp32, then summed over the group into this rank's own

@@ -130,8 +130,11 @@ static void attention_fwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims *dm
             zt_fatal("%s", zt_errmsg());
     } else if (dm->attention == ZT_CUDA_ATTN_GEMM) {
         zt_cuda_attention_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv, dm->D);
-    } else {
+    } else if (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR) {
         zt_cuda_attention_tiled_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv,
+                                    dm->D);
+    } else {  // tensor cores where they apply (attention_tc.cu)
+        zt_cuda_attention_flash_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv,
                                     dm->D);
     }
 }
@@ -220,8 +223,11 @@ void zt_qwen3_cuda_layer_bwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims 
     } else if (dm->attention == ZT_CUDA_ATTN_GEMM) {
         zt_cuda_attention_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos, dm->B,
                               dm->S, H, Hkv, D);
-    } else {
+    } else if (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR) {
         zt_cuda_attention_tiled_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos,
+                                    dm->B, dm->S, H, Hkv, D);
+    } else {
+        zt_cuda_attention_flash_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos,
                                     dm->B, dm->S, H, Hkv, D);
     }
     mark(prof, st, "attention bwd");

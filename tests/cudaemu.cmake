@@ -76,6 +76,12 @@ set_tests_properties(emu_cuda_ops PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT
 # The tiled attention's quick shapes alone: what tests/cudaemu/mutate.py's A rows run.
 add_test(NAME emu_attention_tiled COMMAND emu_test_cuda_ops --emu --tiled)
 set_tests_properties(emu_attention_tiled PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
+# The tensor-core attention's shapes alone (kernels/cuda/attention_tc.cu on the emulated WMMA):
+# what mutate.py's T rows run.
+# ZT_EMU_WARP_AHEAD: each warp runs ahead to its next block barrier (kernel.cpp), which the
+# block barriers' mutation rows need.
+add_test(NAME emu_attention_tc COMMAND emu_test_cuda_ops --emu --tc)
+set_tests_properties(emu_attention_tc PROPERTIES ENVIRONMENT "${ZT_EMU_ENV};ZT_EMU_WARP_AHEAD=1" TIMEOUT 600)
 
 zt_emu_exe(emu_train_tiny SOURCES ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_M}/layout.c
            ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
@@ -182,6 +188,7 @@ zt_emu_exe(emu_test_fatal SOURCES ${ZT_EMU}/test_fatal.c ${ZT_M}/qwen3_cuda_laye
 foreach(m oom:out.of.memory unaligned:no.cuBLASLt.algorithm.*status.15.*m=16.n=16.k=16.*align=256/1/256
           oob:illegal.address.*past.the.end doc-pos:document.position.6.of.query.4.is.outside
           doc-pos-tiled:document.position.6.of.query.4.is.outside
+          doc-pos-tc:document.position.6.of.query.4.is.outside
           cudnn-docs:precondition.pos.==.NULL.*cannot.keep.packed.documents.apart)
   string(REPLACE ":" ";" mp ${m})
   list(GET mp 0 mode)

@@ -198,7 +198,14 @@ void zt_cuda_embedding_bwd(void *stream, float *dw, const zt_bf16 *dx, const uin
 
 // ---- attention (causal GQA, no copies of KV heads) ----------------------------------------
 // Which attention a GPU layer runs (zt_qwen3_cuda_dims.attention); zero = the tiled kernels.
-typedef enum { ZT_CUDA_ATTN_TILED = 0, ZT_CUDA_ATTN_CUDNN = 1, ZT_CUDA_ATTN_GEMM = 2 } zt_cuda_attn_kind;
+// TILED: tensor cores where they apply (zt_cuda_attention_flash_*); TILED_SCALAR: the scalar
+// tiled kernels always (zt_cuda_attention_tiled_*: benchmarks and comparisons).
+typedef enum {
+    ZT_CUDA_ATTN_TILED = 0,
+    ZT_CUDA_ATTN_CUDNN = 1,
+    ZT_CUDA_ATTN_GEMM = 2,
+    ZT_CUDA_ATTN_TILED_SCALAR = 3
+} zt_cuda_attn_kind;
 // q[B*S, H*D], k/v[B*S, Hkv*D], o[B*S, H*D] (bf16); lse[B, H, S] (fp32) saved for
 // backward instead of the probabilities. cuBLASLt strided-batched products per
 // (batch, KV head): the group's H/Hkv query heads read the same K/V (stride 0);
@@ -227,6 +234,29 @@ void zt_cuda_attention_tiled_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_b
                                  int64_t H, int64_t Hkv, int64_t D);
 // Its scratch: H*S fp32 row dots and the query tiles' first keys, O(H*S), independent of B.
 size_t zt_cuda_attention_tiled_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
+// The same two ops on tensor cores (kernels/cuda/attention_tc.cu: WMMA 16x16x16, bf16 inputs,
+// fp32 accumulation; P and dS rounded to bf16 before their products): the same tiles, skips,
+// layouts, pos, lse, scratch and results to the GPU tolerances. Needs D % 16 == 0, D <= 128
+// (zt_cuda_attention_tc_supported) and 16-byte aligned operands. Deterministic.
+int zt_cuda_attention_tc_supported(int64_t D);
+void zt_cuda_attention_tc_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q, const zt_bf16 *k,
+                              const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S, int64_t H, int64_t Hkv,
+                              int64_t D);
+void zt_cuda_attention_tc_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                              const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
+                              const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S, int64_t H,
+                              int64_t Hkv, int64_t D);
+size_t zt_cuda_attention_tc_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
+// The layers' tiled attention (ZT_CUDA_ATTN_TILED): the tensor-core kernels where
+// zt_cuda_attention_tc_supported(D), the scalar tiled ones otherwise; scratch for either.
+void zt_cuda_attention_flash_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
+                                 const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
+                                 int64_t H, int64_t Hkv, int64_t D);
+void zt_cuda_attention_flash_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                 const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
+                                 const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
+                                 int64_t H, int64_t Hkv, int64_t D);
+size_t zt_cuda_attention_flash_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
 
 // ---- fused lm_head + cross-entropy ---------------------------------------------------
 // Per chunk of rows: logits = x W^T into fp32 scratch (never N x V at once), a

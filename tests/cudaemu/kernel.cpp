@@ -36,6 +36,8 @@ struct fiber {
     int wkind, arg, width;
     unsigned mask;
     uint64_t val, result;
+    const char *cname;  // W_COLLECTIVE: the call's name and what runs once the warp is there
+    warp_coll_fn cfn;
 };
 struct blockrun {
     fiber *f = nullptr;
@@ -212,6 +214,23 @@ static const char *wname(int k) {
     }
 }
 
+static const char *fname(const fiber &f) { return f.wkind == W_COLLECTIVE ? f.cname : wname(f.wkind); }
+
+void k_warp_collective(const char *what, warp_coll_fn fn, void *payload, const char *file, int line) {
+    fiber *f = me(what, file, line);
+    f->state = F_WARP;
+    f->wkind = W_COLLECTIVE;
+    f->mask = 0xffffffffu;
+    f->val = (uint64_t)(uintptr_t)payload;
+    f->arg = 0;
+    f->width = 32;
+    f->cname = what;
+    f->cfn = fn;
+    f->file = file;
+    f->line = line;
+    yield_to_scheduler(f);
+}
+
 uint64_t k_warp(int kind, unsigned mask, uint64_t value, int arg, int width, const char *file, int line) {
     fiber *f = me(wname(kind), file, line);
     f->state = F_WARP;
@@ -288,14 +307,14 @@ static bool try_warp(blockrun *b, int lin) {
     const unsigned m = x.mask;
     if (!(m & (1u << lane)))
         sync_violation("%s at %s:%d: thread %d (lane %d) calls it with mask 0x%08x, which does not include its own lane",
-                       wname(x.wkind), short_file(x.file), x.line, lin, lane, m);
+                       fname(x), short_file(x.file), x.line, lin, lane, m);
     unsigned arrived = 0, exited = 0;
     for (int l = 0; l < 32; l++) {
         if (!(m & (1u << l))) continue;
         const int j = w0 + l;
         if (j >= b->n)
             sync_violation("%s at %s:%d with mask 0x%08x names lane %d, which does not exist (the block has %d threads)",
-                           wname(x.wkind), short_file(x.file), x.line, m, l, b->n);
+                           fname(x), short_file(x.file), x.line, m, l, b->n);
         const fiber &y = F[j];
         if (y.state == F_DONE) {
             exited |= 1u << l;
@@ -304,6 +323,18 @@ static bool try_warp(blockrun *b, int lin) {
         } else {
             return false;  // not there yet (or stuck elsewhere: the deadlock check names it)
         }
+    }
+    if (x.wkind == W_COLLECTIVE) {  // a WMMA call: the whole warp, every lane alive
+        if (exited)
+            sync_violation("%s at %s:%d: lane %d of the warp has exited; a warp collective must be called by all 32 "
+                           "lanes (a call from a divergent subset is undefined on a GPU)",
+                           fname(x), short_file(x.file), x.line, __builtin_ctz(exited));
+        void *lanes[32];
+        for (int l = 0; l < 32; l++) lanes[l] = (void *)(uintptr_t)F[w0 + l].val;
+        const char *err = x.cfn(lanes);
+        if (err) sync_violation("%s at %s:%d: %s", fname(x), short_file(x.file), x.line, err);
+        for (int l = 0; l < 32; l++) F[w0 + l].state = F_READY;
+        return true;
     }
     const int width = x.width;
     if (width < 1 || width > 32 || (width & (width - 1)))
@@ -398,11 +429,23 @@ static void no_progress(blockrun *b) {
             if (y.state == F_DONE) continue;
             sync_violation("thread %d waits in %s at %s:%d (mask %s) for lane %d, which waits in %s at %s:%d: the "
                            "warp's lanes diverged (deadlock or undefined behaviour on a GPU)",
-                           i, wname(x.wkind), short_file(x.file), x.line, ms, l,
-                           y.state == F_BARRIER ? "__syncthreads" : wname(y.wkind), short_file(y.file), y.line);
+                           i, fname(x), short_file(x.file), x.line, ms, l,
+                           y.state == F_BARRIER ? "__syncthreads" : fname(y), short_file(y.file), y.line);
         }
     }
     sync_violation("the block cannot make progress (%d live threads, %d at a barrier)", live, at_bar);
+}
+
+// ZT_EMU_WARP_AHEAD=1: once a warp's collective completes, its lanes run on before any later
+// warp, so a warp reaches its next __syncthreads (or exits) while the others still wait at their
+// previous step: a missing block barrier lets it overwrite shared memory they have not read yet.
+// (The default, one pass over all threads per step, keeps the warps within a step of each other.)
+static bool warp_ahead() {
+    static const bool on = [] {
+        const char *e = getenv("ZT_EMU_WARP_AHEAD");
+        return e && *e && strcmp(e, "0") != 0;
+    }();
+    return on;
 }
 
 static cudaError_t run_block(blockrun *b) {
@@ -426,7 +469,7 @@ static cudaError_t run_block(blockrun *b) {
             t_fib = nullptr;
             if (f.state == F_FAULT) return b->fault;
             if (f.state == F_DONE) live--;
-            else if (f.state == F_WARP) try_warp(b, i);
+            else if (f.state == F_WARP && try_warp(b, i) && warp_ahead()) i = (i & ~31) - 1;  // the warp again
         }
         if (!ran && live > 0) no_progress(b);
     }

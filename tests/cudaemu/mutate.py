@@ -27,12 +27,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FSDP = "engine/fsdp_cuda.c"
 NCCL = "engine/comm_nccl.c"
 TILED = "kernels/cuda/attention_tiled.cu"
+TC = "kernels/cuda/attention_tc.cu"
 # Tests, fastest-catching first (ctest stops at the first failure).
 T_ENGINE = ["emu_fsdp_cuda", "emu_fsdp_cuda_mpi_w2", "emu_cli_resume_exact", "emu_bench_fsdp_smoke"]
 T_COMM = ["emu_comm_nccl_w1", "emu_comm_nccl_mpi_w2", "emu_fsdp_cuda", "emu_comm_nccl_deadline",
           "emu_comm_nccl_finalize_busy"]
 T_OPS = ["emu_cuda_ops", "emu_train_tiny"]
 T_TILED = ["emu_attention_tiled"]  # the tiled attention's quick shapes (emu_cuda_ops runs them too)
+T_TC = ["emu_attention_tc"]  # the tensor-core attention's shapes (emu_cuda_ops runs them too)
 T_SFT = ["emu_fsdp_cuda_sft_w1"]
 T_HSDP = ["emu_fsdp_cuda_hsdp_w4"]
 T_CP = ["emu_fsdp_cuda_cp_w2_c2", "emu_fsdp_cuda_cp_w4_c2"]
@@ -244,6 +246,47 @@ MUTATIONS = [
      T_TILED, "forward: the first key tile of a query tile's documents (skipped as if wholly before them)"),
     ("A11", TILED, "            if (tile_lo && tile_lo[qt] > k_last) continue;",
      "            if (tile_lo && tile_lo[qt] > k0) continue;  // (mutated)", T_TILED,
+     "dK/dV: the query tiles whose earliest document starts inside the key tile (skipped)"),
+    # ---- the tensor-core attention (kernels/cuda/attention_tc.cu): each barrier that orders a write before a
+    # read, and the two tile skips (the four warp barriers between a read and a later overwrite are not rows: a
+    # WMMA call meets every lane in between, see docs/cudaemu.md) ----
+    ("T1", TC, "        __syncthreads();  // every warp is done with the previous K/V tile\n", "",
+     T_TC, "forward: the barrier before the next K/V tile overwrites the one other warps still read"),
+    ("T2", TC, "        __syncthreads();  // K/V (and, the first time, Q and rlo) are in place\n", "",
+     T_TC, "forward: the barrier after the K/V tile's load, before Q K^T reads it"),
+    ("T3", TC, "        __syncwarp();  // the warp's rows of Q K^T are in Sf\n", "",
+     T_TC, "forward: the warp barrier between Q K^T stored and its lanes reading their scores"),
+    ("T4", TC, "        __syncwarp();  // the warp's rows of P are in Ph, and its lanes have read their scores\n", "",
+     T_TC, "forward: the warp barrier between P written (bf16) and loaded for P V"),
+    ("T5", TC, "            __syncwarp();  // the chunk of P V is in the warp's rows of Sf\n", "",
+     T_TC, "forward: the warp barrier between a chunk of P V stored and its lanes reading it"),
+    ("T7", TC, "        __syncwarp();  // the chunk is in the warp's rows of Sf\n", "",
+     T_TC, "dQ, dK, dV output: the warp barrier between a chunk stored and its lanes reading it"),
+    ("T9", TC, "        __syncthreads();  // every warp is done with the previous K/V tile and dS rows\n", "",
+     T_TC, "dQ: the barrier before the next K/V tile overwrites the one other warps still read"),
+    ("T10", TC, "        __syncthreads();  // K/V (and, the first time, Q, dO and rlo) are in place\n", "",
+     T_TC, "dQ: the barrier after the K/V tile's load, before Q K^T reads it"),
+    ("T11", TC, "        __syncwarp();  // the warp's score rows are in Sf\n", "",
+     T_TC, "dQ: the warp barrier between Q K^T stored and its lanes reading their scores"),
+    ("T13", TC, "        __syncwarp();  // the warp's rows of dP are in Sf\n", "",
+     T_TC, "dQ: the warp barrier between dO V^T stored and its lanes reading it"),
+    ("T14", TC, "        __syncwarp();  // the warp's rows of dS are in dSh\n", "",
+     T_TC, "dQ: the warp barrier between dS written (bf16) and loaded for dS K"),
+    ("T15", TC, "            __syncthreads();  // every warp is done with the previous Q/dO tile and its rows of P, dS\n", "",
+     T_TC, "dK/dV: the barrier before the next Q/dO tile overwrites the one other warps still read"),
+    ("T16", TC, "            __syncthreads();  // Q, dO, lse, rowdot (and, the first time, K/V) are in place\n", "",
+     T_TC, "dK/dV: the barrier after the Q/dO tile's load, before K Q^T reads it"),
+    ("T17", TC, "            __syncwarp();  // the warp's rows of S^T are in Sf\n", "",
+     T_TC, "dK/dV: the warp barrier between K Q^T stored and its lanes reading it"),
+    ("T19", TC, "            __syncwarp();  // the warp's rows of dP^T are in Sf\n", "",
+     T_TC, "dK/dV: the warp barrier between V dO^T stored and its lanes reading it"),
+    ("T20", TC, "            __syncwarp();  // the warp's rows of P^T and dS^T are in Ph, dSh\n", "",
+     T_TC, "dK/dV: the warp barrier between P^T, dS^T written (bf16) and loaded for P^T dO, dS^T Q"),
+    ("T21", TC, "    for (int kt = tile_lo ? tile_lo[qt] / TK : 0; kt <= kt_end; kt++) {\n        const int k0 = kt * TK;\n        __syncthreads();  // every warp is done with the previous K/V tile\n        copy_tile(Kh, LDH, k + kh * D, kvs, k0, S, D, t);\n        copy_tile(Vh, LDH, v + kh * D, kvs, k0, S, D, t);\n        __syncthreads();  // K/V (and, the first time, Q and rlo)",
+     "    for (int kt = tile_lo ? tile_lo[qt] / TK + 1 : 0; kt <= kt_end; kt++) {  // (mutated)\n        const int k0 = kt * TK;\n        __syncthreads();  // every warp is done with the previous K/V tile\n        copy_tile(Kh, LDH, k + kh * D, kvs, k0, S, D, t);\n        copy_tile(Vh, LDH, v + kh * D, kvs, k0, S, D, t);\n        __syncthreads();  // K/V (and, the first time, Q and rlo)",
+     T_TC, "forward: the first key tile of a query tile's documents (skipped as if wholly before them)"),
+    ("T22", TC, "            if (tile_lo && tile_lo[qt] > k_last) continue;",
+     "            if (tile_lo && tile_lo[qt] > k0) continue;  // (mutated)", T_TC,
      "dK/dV: the query tiles whose earliest document starts inside the key tile (skipped)"),
     # ---- regressions of the four defects fixed with the emulation ----
     ("R1", "kernels/cuda/matmul.cu",

@@ -5,6 +5,8 @@
 // expected exit status and diagnostic. Compiled as C++ by the host compiler, instrumented
 // like the kernels (tests/cudaemu.cmake).
 #include <cuda_runtime.h>
+#include <math.h>
+#include <mma.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +85,75 @@ __global__ void atomic_kernel(int *c, float *f) {
     atomicAdd(f, 0.5f);
     atomicMax(c + 1, (int)(blockIdx.x * blockDim.x + threadIdx.x));
 }
+// WMMA (<mma.h>): a [32 x K] bf16 (row-major) times B [K x 32] (b_col: B stored column-major,
+// element (k, n) at b[n * K + k]; else row-major) plus C [32 x 32] fp32, by 4 warps, warp w the
+// output tile (w / 2, w % 2); c_fill >= 0: C is filled with it instead of loaded (column-major).
+// D is stored row-major to d and column-major to dt.
+__global__ void wmma_kernel(float *d, float *dt, const __nv_bfloat16 *a, const __nv_bfloat16 *b, const float *c,
+                            int K, int b_col, float c_fill) {
+    using namespace nvcuda;
+    const int w = threadIdx.x / 32, tm = w / 2, tn = w % 2;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    if (c_fill >= 0.0f)
+        wmma::fill_fragment(acc, c_fill);
+    else
+        wmma::load_matrix_sync(acc, c + tn * 16 * 32 + tm * 16, 32, wmma::mem_col_major);
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+        wmma::load_matrix_sync(fa, a + tm * 16 * K + k0, K);
+        if (b_col) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+            wmma::load_matrix_sync(fb, b + tn * 16 * K + k0, K);
+            wmma::mma_sync(acc, fa, fb, acc);
+        } else {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+            wmma::load_matrix_sync(fb, b + k0 * 32 + tn * 16, 32);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+    }
+    wmma::store_matrix_sync(d + tm * 16 * 32 + tn * 16, acc, 32, wmma::mem_row_major);
+    wmma::store_matrix_sync(dt + tn * 16 * 32 + tm * 16, acc, 32, wmma::mem_col_major);
+}
+// A warp writes a 16 x 16 bf16 tile to dynamic shared memory (each lane two rows' halves, not the
+// elements its own fragment holds) and loads it as matrix_a: without the __syncwarp between, a
+// lane's load reads what other lanes have not written yet (the 0xff poison: NaN).
+__global__ void wmma_syncwarp_kernel(float *d, const __nv_bfloat16 *a, int sync) {
+    using namespace nvcuda;
+    ZT_DYNAMIC_SHARED(__nv_bfloat16, s);
+    const int lane = threadIdx.x;
+    for (int i = 0; i < 8; i++) s[(lane % 16) * 16 + (lane / 16) * 8 + i] = a[(lane % 16) * 16 + (lane / 16) * 8 + i];
+    if (sync) __syncwarp();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::load_matrix_sync(fa, s, 16);
+    wmma::fill_fragment(fb, __float2bfloat16(0.0f));
+    // the identity, written through the emulator's layout (element i of lane l: (31 - l) * 8 + i)
+    for (int i = 0; i < fb.num_elements; i++) fb.x[i] = __float2bfloat16((float)(((31 - lane) * 8 + i) % 17 == 0));
+    wmma::fill_fragment(acc, 0.0f);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(d, acc, 16, wmma::mem_row_major);
+}
+
 // ---- bad kernels ----
+// WMMA misuse: lanes >= 16 exit before mma_sync (mode 0); the two half-warps load at different
+// call sites (1); a pointer that is not 32-byte aligned (2); lanes passing different pointers (3).
+__global__ void wmma_bad_kernel(float *d, const __nv_bfloat16 *a, int mode) {
+    using namespace nvcuda;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    const int lane = threadIdx.x;
+    if (mode == 1 && lane < 16)
+        wmma::load_matrix_sync(fa, a, 16);
+    else
+        wmma::load_matrix_sync(fa, mode == 2 ? a + 8 : mode == 3 ? a + 16 * (lane & 1) : a, 16);
+    wmma::load_matrix_sync(fb, a, 16);
+    if (mode == 0 && lane >= 16) return;
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(d, acc, 16, wmma::mem_row_major);
+}
 __global__ void read_past_end_kernel(float *y, const float *x, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = x[i + 1];  // one element past the row
@@ -324,6 +394,80 @@ static void test_streams() {
     cudaFree(a), cudaFree(b);
 }
 
+// WMMA: the product against the model's rounding computed on the host (products exact, each
+// 16-term k-step plus the accumulator summed in double, rounded once to fp32), both B layouts,
+// C loaded column-major or filled, D stored both ways; and the lanes' own loads.
+static float bf_round(float f) { return __bfloat162float(__float2bfloat16(f)); }
+static void test_wmma() {
+    const int K = 48;
+    float ha[32 * K], hb[K * 32], hc[32 * 32];
+    __nv_bfloat16 ba[32 * K], bb[K * 32], bbc[32 * K];
+    unsigned r = 12345;
+    auto rnd = [&r]() { r = r * 1103515245u + 12345u; return ((float)((r >> 8) & 0xffff) / 65536.0f - 0.5f) * 4.0f; };
+    for (int i = 0; i < 32 * K; i++) ha[i] = bf_round(rnd()), ba[i] = __float2bfloat16(ha[i]);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < 32; n++) {
+            hb[k * 32 + n] = bf_round(rnd());
+            bb[k * 32 + n] = __float2bfloat16(hb[k * 32 + n]);
+            bbc[n * K + k] = bb[k * 32 + n];
+        }
+    for (int i = 0; i < 32 * 32; i++) hc[i] = rnd();  // hc[n * 32 + m]: C column-major
+    void *da, *db, *dbc, *dc, *dd, *ddt;
+    CU(cudaMalloc(&da, sizeof ba));
+    CU(cudaMalloc(&db, sizeof bb));
+    CU(cudaMalloc(&dbc, sizeof bbc));
+    CU(cudaMalloc(&dc, sizeof hc));
+    CU(cudaMalloc(&dd, sizeof hc));
+    CU(cudaMalloc(&ddt, sizeof hc));
+    CU(cudaMemcpy(da, ba, sizeof ba, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(db, bb, sizeof bb, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dbc, bbc, sizeof bbc, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dc, hc, sizeof hc, cudaMemcpyHostToDevice));
+    for (int mode = 0; mode < 3; mode++) {  // 0: B row-major, C loaded; 1: B column-major; 2: C filled 0.25
+        const int b_col = mode == 1;
+        ZT_LAUNCH(wmma_kernel, 1, 128, 0, nullptr)((float *)dd, (float *)ddt, (const __nv_bfloat16 *)da,
+                                                   (const __nv_bfloat16 *)(b_col ? dbc : db), (const float *)dc, K,
+                                                   b_col, mode == 2 ? 0.25f : -1.0f);
+        float hd[32 * 32], hdt[32 * 32];
+        CU(cudaMemcpy(hd, dd, sizeof hd, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(hdt, ddt, sizeof hdt, cudaMemcpyDeviceToHost));
+        int bad = 0, bad_t = 0;
+        double maxrel = 0;
+        for (int m = 0; m < 32; m++)
+            for (int n = 0; n < 32; n++) {
+                float acc = mode == 2 ? 0.25f : hc[n * 32 + m];
+                double exact = acc;
+                for (int k0 = 0; k0 < K; k0 += 16) {
+                    double s = acc;
+                    for (int k = k0; k < k0 + 16; k++) s += (double)ha[m * K + k] * hb[k * 32 + n];
+                    acc = (float)s;
+                }
+                for (int k = 0; k < K; k++) exact += (double)ha[m * K + k] * hb[k * 32 + n];
+                bad += hd[m * 32 + n] != acc;
+                bad_t += hdt[n * 32 + m] != acc;
+                const double e = fabs(hd[m * 32 + n] - exact) / (fabs(exact) + 1.0);
+                if (e > maxrel) maxrel = e;
+            }
+        CHECK(bad == 0 && bad_t == 0, "wmma mode %d: %d (row-major) / %d (column-major) elements differ from the model",
+              mode, bad, bad_t);
+        CHECK(maxrel < 1e-6, "wmma mode %d: %.3g from the exact product", mode, maxrel);
+    }
+    // the lanes' own loads: with the __syncwarp the identity product returns the tile; without it
+    // the lanes that load first read the 0xff poison of shared memory (NaN)
+    for (int sync = 1; sync >= 0; sync--) {
+        ZT_LAUNCH(wmma_syncwarp_kernel, 1, 32, 512, nullptr)((float *)dd, (const __nv_bfloat16 *)da, sync);
+        float hd[256];
+        CU(cudaMemcpy(hd, dd, sizeof hd, cudaMemcpyDeviceToHost));
+        int nan = 0, bad = 0;
+        for (int i = 0; i < 256; i++) nan += hd[i] != hd[i], bad += hd[i] != ha[i];
+        if (sync)
+            CHECK(bad == 0, "wmma after __syncwarp: %d elements differ", bad);
+        else
+            CHECK(nan > 0, "wmma without __syncwarp: no lane read an unwritten element");
+    }
+    cudaFree(da), cudaFree(db), cudaFree(dbc), cudaFree(dc), cudaFree(dd), cudaFree(ddt);
+}
+
 // ---- bad cases (each in a child process) -------------------------------------------------------------
 static int bad_case(const char *name) {
     const int n = 256;
@@ -339,6 +483,15 @@ static int bad_case(const char *name) {
     if (!strcmp(name, "divergent_sync")) ZT_LAUNCH(divergent_sync_kernel, 1, 64, 0, nullptr)(y);
     if (!strcmp(name, "early_exit_sync")) ZT_LAUNCH(early_exit_sync_kernel, 1, 64, 0, nullptr)(y, 40);
     if (!strcmp(name, "shfl_exited")) ZT_LAUNCH(shfl_exited_kernel, 1, 32, 0, nullptr)((int *)y);
+    if (!strncmp(name, "wmma_", 5)) {
+        const int mode = !strcmp(name, "wmma_divergent") ? 0 : !strcmp(name, "wmma_sites") ? 1
+                       : !strcmp(name, "wmma_misaligned") ? 2 : 3;
+        void *a;
+        CU(cudaMalloc(&a, 2 * 1024));
+        CU(cudaMemset(a, 0, 2 * 1024));
+        CU(cudaDeviceSynchronize());
+        ZT_LAUNCH(wmma_bad_kernel, 1, 32, 0, nullptr)(y, (const __nv_bfloat16 *)a, mode);
+    }
     if (!strcmp(name, "trap")) {
         ZT_LAUNCH(trap_kernel, 1, 32, 0, nullptr)((int *)y);
         cudaError_t e = cudaDeviceSynchronize();
@@ -431,6 +584,7 @@ int main(int argc, char **argv) {
     test_basics();
     test_launch_checks();
     test_streams();
+    test_wmma();
     struct {
         const char *name;
         int status;
@@ -440,6 +594,10 @@ int main(int argc, char **argv) {
         {"divergent_sync", 86, "__syncthreads reached at different places"},
         {"early_exit_sync", 86, "have already exited"},
         {"shfl_exited", 86, "has exited"},
+        {"wmma_divergent", 86, "must be called by all 32 lanes"},
+        {"wmma_sites", 86, "the warp's lanes diverged"},
+        {"wmma_misaligned", 86, "not 32-byte (256-bit) aligned"},
+        {"wmma_args", 86, "must be the same in every lane"},
         {"trap", 10, "__trap()"},
         {"misaligned", 10, "misaligned address"},
         {"uninit", 86, "uninitialised device memory"},

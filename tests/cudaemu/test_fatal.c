@@ -44,8 +44,8 @@ int main(int argc, char **argv) {
         zt_cuda_memcpy_h2d(tok, h, sizeof h);
         zt_cuda_embedding_fwd(NULL, x, w, tok, 8, 64, 12);
         zt_cuda_sync(NULL, "embedding past the table");
-    } else if (!strcmp(mode, "--doc-pos") || !strcmp(mode, "--doc-pos-tiled")) {
-        enum { S = 8, H = 2, D = 8 };
+    } else if (!strcmp(mode, "--doc-pos") || !strcmp(mode, "--doc-pos-tiled") || !strcmp(mode, "--doc-pos-tc")) {
+        enum { S = 8, H = 2, D = 16 };
         zt_cuda_ctx *c = zt_cuda_ctx_create();
         zt_bf16 *q = zt_cuda_malloc(S * H * D * 2), *o = zt_cuda_malloc(S * H * D * 2);
         float *lse = zt_cuda_malloc(H * S * 4);
@@ -55,8 +55,10 @@ int main(int argc, char **argv) {
         zt_cuda_fill_uniform(q, ZT_BF16, S * H * D, -1.0f, 1.0f, 1, NULL);
         if (!strcmp(mode, "--doc-pos"))
             zt_cuda_attention_fwd(c, NULL, o, lse, q, q, q, pos, 1, S, H, H, D);
-        else  // the tiled kernels' first-key kernel traps the same way
+        else if (!strcmp(mode, "--doc-pos-tiled"))  // the tiled kernels' first-key kernel traps the same way
             zt_cuda_attention_tiled_fwd(c, NULL, o, lse, q, q, q, pos, 1, S, H, H, D);
+        else  // and the tensor-core kernels' (attention_tc.cu)
+            zt_cuda_attention_tc_fwd(c, NULL, o, lse, q, q, q, pos, 1, S, H, H, D);
         zt_cuda_sync(NULL, "attention with document positions");
     } else if (!strcmp(mode, "--cudnn-docs")) {
         const zt_qwen3_cuda_dims dm = {.B = 1, .S = 8, .N = 8, .d = 16, .F = 32, .H = 2, .Hkv = 1, .D = 8, .eps = 1e-6f,

@@ -6,8 +6,11 @@
 // FLOPs (forward + backward = 3 x forward, causal attention at half the square):
 //   6 N (d*H*D + 2 d*Hkv*D + H*D*d + 3 d*F) + 3 * 4 B S^2 H D / 2
 // Prints "RESULT key=value" lines for tests/gpu/run.sh.
-//   bench_layer [--seq S] [--batch B] [--iters N] [--warmup N] [--peak-n N] [--attn gemm|tiled|cudnn] [--smoke]
-// --attn: the attention (default gemm, the path the earlier GPU runs measured); tiled does only
+//   bench_layer [--seq S] [--batch B] [--iters N] [--warmup N] [--peak-n N]
+//               [--attn gemm|tiled|tiled-scalar|cudnn] [--smoke]
+// --attn: the attention (default gemm, the path the earlier GPU runs measured); tiled is the
+// layers' tiled path (tensor cores, kernels/cuda/attention_tc.cu, at head_dim 128: RESULT
+// attn=tiled-tc), tiled-scalar the fp32 CUDA-core tiles (attention_tiled.cu); both do only
 // the tiles at or below the diagonal (the FLOP count's half square plus the diagonal tiles) and
 // its backward 7 tile products where the count credits 4 (dQ has its own pass: no atomics).
 // --smoke: a small layer and two iterations (the ctest registration). Exit 77 without a device.
@@ -72,8 +75,9 @@ int main(int argc, char **argv) {
             const char *k = argv[++i];
             if (!strcmp(k, "gemm")) dm.attention = ZT_CUDA_ATTN_GEMM;
             else if (!strcmp(k, "tiled")) dm.attention = ZT_CUDA_ATTN_TILED;
+            else if (!strcmp(k, "tiled-scalar")) dm.attention = ZT_CUDA_ATTN_TILED_SCALAR;
             else if (!strcmp(k, "cudnn")) dm.attention = ZT_CUDA_ATTN_CUDNN;
-            else zt_fatal("bench_layer: --attn %s: gemm, tiled or cudnn", k);
+            else zt_fatal("bench_layer: --attn %s: gemm, tiled, tiled-scalar or cudnn", k);
         }
         else zt_fatal("bench_layer: unknown argument '%s' (see the comment at the top of tests/gpu/bench_layer.c)", a);
     }
@@ -92,7 +96,11 @@ int main(int argc, char **argv) {
                "GEMM path\n");
         dm.attention = ZT_CUDA_ATTN_GEMM;
     }
-    const char *attn_name = dm.attention == ZT_CUDA_ATTN_CUDNN ? "cudnn" : dm.attention == ZT_CUDA_ATTN_TILED ? "tiled" : "gemm";
+    const char *attn_name = dm.attention == ZT_CUDA_ATTN_CUDNN          ? "cudnn"
+                            : dm.attention == ZT_CUDA_ATTN_TILED_SCALAR ? "tiled-scalar"
+                            : dm.attention == ZT_CUDA_ATTN_TILED
+                                ? (zt_cuda_attention_tc_supported(dm.D) ? "tiled-tc" : "tiled-scalar")
+                                : "gemm";
     char dev[256];
     zt_cuda_device_describe(dev, sizeof dev);
     printf("RESULT seq=%lld\n", (long long)dm.S);  // run.sh reads each length's section after this line

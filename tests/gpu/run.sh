@@ -14,8 +14,10 @@
 #   3. tests/gpu/bench_layer     Qwen3-32B layer fwd+bwd at seq 2048 and 8192, TFLOP/s, % of
 #       the measured matmul peak
 #   4. tests/gpu/bench_layer_torch.py   transformers' Qwen3DecoderLayer, same shapes, both lengths
-#   5. bench_layer --attn tiled the same layer with the tiled attention (kernels/cuda/
-#       attention_tiled.cu, the trainer's default where cuDNN cannot serve), both lengths
+#   5. bench_layer --attn tiled the same layer with the tiled attention (the trainer's default
+#       where cuDNN cannot serve): at head_dim 128 the tensor-core kernels (kernels/cuda/
+#       attention_tc.cu, RESULT attn=tiled-tc), both lengths; then --attn tiled-scalar (the fp32
+#       CUDA-core tiles, attention_tiled.cu) at 2048 for the comparison, time permitting
 #   5b. bench_layer --attn cudnn the same layer with cuDNN's fused flash attention, both lengths
 #       (only when configure found cuDNN and time permits)
 #   6. tests/gpu/bench_fsdp_cuda the GPU engine end to end at 32B shapes (2 layers), vs the
@@ -168,9 +170,10 @@ BENCH8_RC=$RC
 # the issue, so it goes before the optional extras below.
 run torch 200 env PYTHONUNBUFFERED=1 python3 "$ROOT/tests/gpu/bench_layer_torch.py" --seq 2048,8192
 TORCH_RC=$RC
-# The same layer with the tiled attention (no S x S scratch; fp32 on CUDA cores, no tensor
-# cores yet). Its log goes to $BLOGS (the returned-files budget is taken); RESULT lines echoed.
-rm -f "$BLOGS/bench_tiled.log"
+# The same layer with the tiled attention (no S x S scratch; tensor cores at head_dim 128,
+# attention_tc.cu). Its log goes to $BLOGS (the returned-files budget is taken); RESULT lines
+# echoed. Then the scalar tiles (attention_tiled.cu) at 2048 beside it, when time is left.
+rm -f "$BLOGS/bench_tiled.log" "$BLOGS/bench_tiled_scalar.log"
 if [ "$(elapsed)" -lt 360 ]; then
     LOGDIR=$BLOGS
     run bench_tiled 120 "$BIN/bench_layer" --attn tiled --seq 2048
@@ -178,6 +181,10 @@ if [ "$(elapsed)" -lt 360 ]; then
     if [ "$RC" = 0 ]; then
         APPEND=1 run bench_tiled 150 "$BIN/bench_layer" --attn tiled --seq 8192
         TILED_RC="$TILED_RC; seq 8192 exit $RC"
+    fi
+    if [ "$(elapsed)" -lt 400 ]; then
+        run bench_tiled_scalar 120 "$BIN/bench_layer" --attn tiled-scalar --seq 2048
+        grep -h '^RESULT' "$BLOGS/bench_tiled_scalar.log" 2>/dev/null | sed 's/^/bench_tiled_scalar: /'
     fi
     LOGDIR=$LOGS
     grep -h '^RESULT' "$BLOGS/bench_tiled.log" 2>/dev/null | sed 's/^/bench_tiled: /'
@@ -267,7 +274,7 @@ for S in 2048 8192; do
         "$(valseq peak_tflops "$B" $S) TFLOP/s"
     echo "  zerotrain cuDNN attn: ${CMS:-?} ms (fwd $(valseq layer_fwd_ms "$C" $S), bwd $(valseq layer_bwd_ms "$C" $S))," \
         "$(valseq layer_tflops "$C" $S) TFLOP/s = $(valseq pct_peak "$C" $S)% of peak ($CUDNN_RC)"
-    echo "  zerotrain tiled attn: ${XMS:-?} ms (fwd $(valseq layer_fwd_ms "$X" $S), bwd $(valseq layer_bwd_ms "$X" $S))," \
+    echo "  zerotrain tiled attn ($(valseq attn "$X" $S)): ${XMS:-?} ms (fwd $(valseq layer_fwd_ms "$X" $S), bwd $(valseq layer_bwd_ms "$X" $S))," \
         "$(valseq layer_tflops "$X" $S) TFLOP/s = $(valseq pct_peak "$X" $S)% of peak ($TILED_RC)"
     echo "  PyTorch:    ${TMS:-?} ms (fwd $(valseq torch_layer_fwd_ms "$T" $S), bwd $(valseq torch_layer_bwd_ms "$T" $S))," \
         "$(valseq torch_impl "$T" $S), exit $TORCH_RC"

@@ -357,22 +357,26 @@ static int32_t *doc_positions_many(int64_t B, int64_t S) {
 }
 
 // ---- attention ---------------------------------------------------------------------------------------------
-// The GEMM path (zt_cuda_attention_fwd/bwd) and the tiled one (zt_cuda_attention_tiled_*),
-// same contract, same checks; the tiled one's op names start with "tiled_".
+// The GEMM path (zt_cuda_attention_fwd/bwd), the scalar tiled one (zt_cuda_attention_tiled_*) and
+// the tensor-core one (zt_cuda_attention_tc_*): same contract, same checks; the tiled ones' op
+// names start with "tiled_" and "tc_". kind: ATT_GEMM, ATT_TILED, ATT_TC.
 typedef void attn_fwd_fn(zt_cuda_ctx *, void *, zt_bf16 *, float *, const zt_bf16 *, const zt_bf16 *,
                          const zt_bf16 *, const int32_t *, int64_t, int64_t, int64_t, int64_t, int64_t);
 typedef void attn_bwd_fn(zt_cuda_ctx *, void *, zt_bf16 *, zt_bf16 *, zt_bf16 *, const zt_bf16 *, const zt_bf16 *,
                          const float *, const zt_bf16 *, const zt_bf16 *, const zt_bf16 *, const int32_t *, int64_t,
                          int64_t, int64_t, int64_t, int64_t);
-static void op_name(char *buf, size_t n, int tiled, const char *op) { snprintf(buf, n, "%s%s", tiled ? "tiled_" : "", op); }
+enum { ATT_GEMM = 0, ATT_TILED = 1, ATT_TC = 2 };
+static void op_name(char *buf, size_t n, int kind, const char *op) {
+    snprintf(buf, n, "%s%s", kind == ATT_TC ? "tc_" : kind == ATT_TILED ? "tiled_" : "", op);
+}
 
 // docs: packed documents (doc_positions; 2: doc_positions_many): every output and gradient
 // against the CPU reference given the same positions, lse over each query's document
 // only, and the output must differ from plain causal attention's.
 static void attention_check(zt_cuda_ctx *c, int tiled, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D,
                             int docs) {
-    attn_fwd_fn *fwd = tiled ? zt_cuda_attention_tiled_fwd : zt_cuda_attention_fwd;
-    attn_bwd_fn *bwd = tiled ? zt_cuda_attention_tiled_bwd : zt_cuda_attention_bwd;
+    attn_fwd_fn *fwd = tiled == ATT_TC ? zt_cuda_attention_tc_fwd : tiled ? zt_cuda_attention_tiled_fwd : zt_cuda_attention_fwd;
+    attn_bwd_fn *bwd = tiled == ATT_TC ? zt_cuda_attention_tc_bwd : tiled ? zt_cuda_attention_tiled_bwd : zt_cuda_attention_bwd;
     char sh[64], op[64];
     snprintf(sh, sizeof sh, "B%lld_S%lld_H%lld_Hkv%lld_D%lld%s", (long long)B, (long long)S, (long long)H,
              (long long)Hkv, (long long)D, docs == 2 ? "_manydocs" : docs ? "_docs" : "");
@@ -442,7 +446,10 @@ static void test_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int6
     attention_check(c, 0, B, S, H, Hkv, D, docs);
 }
 static void test_attention_tiled(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D, int docs) {
-    attention_check(c, 1, B, S, H, Hkv, D, docs);
+    attention_check(c, ATT_TILED, B, S, H, Hkv, D, docs);
+}
+static void test_attention_tc(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D, int docs) {
+    attention_check(c, ATT_TC, B, S, H, Hkv, D, docs);
 }
 
 // The tiled path's scratch at Qwen3-32B's attention shapes (H 64, Hkv 8, D 128) and S =
@@ -457,6 +464,18 @@ static void test_attention_scratch(void) {
     const int linear = zt_cuda_attention_tiled_scratch_bytes(2 * S, H, Hkv, D) <= 2 * tiled + 4096;
     report("tiled_attention_scratch_32B_S32768", "H64_Hkv8_D128_S32768",
            tiled < (size_t)1e9 && tiled <= (size_t)(H * S * 8) && linear ? 0.0 : 1.0, TOL_EXACT);
+    // the tensor-core kernels and the layers' dispatch (attention_tc.cu): the same bound
+    const size_t tc = zt_cuda_attention_tc_scratch_bytes(S, H, Hkv, D);
+    const size_t flash = zt_cuda_attention_flash_scratch_bytes(S, H, Hkv, D);
+    printf("attention scratch at H=64 Hkv=8 D=128 S=32768: tensor-core %zu bytes, the layers' tiled path %zu bytes\n",
+           tc, flash);
+    const int tc_linear = zt_cuda_attention_tc_scratch_bytes(2 * S, H, Hkv, D) <= 2 * tc + 4096 &&
+                          zt_cuda_attention_flash_scratch_bytes(2 * S, H, Hkv, D) <= 2 * flash + 4096;
+    report("tc_attention_scratch_32B_S32768", "H64_Hkv8_D128_S32768",
+           tc <= (size_t)(H * S * 8) && flash <= (size_t)(H * S * 8) && flash >= tc && flash >= tiled && tc_linear
+               ? 0.0
+               : 1.0,
+           TOL_EXACT);
 }
 
 // ---- cuDNN fused attention (optional) ------------------------------------------------------------------
@@ -670,21 +689,43 @@ static void test_attention_tiled_all(zt_cuda_ctx *c, int quick) {
     }
 }
 
+// The tensor-core attention (the layers' tiled path where head_dim % 16 == 0, <= 128): lengths
+// inside one tile, crossing tile edges (16, 33, 40, 128, 256, 1000), head_dim 16, 64, 128, GQA
+// ratios 2, 4, 8, packed documents (one-token documents at tile edges, many documents).
+static void test_attention_tc_all(zt_cuda_ctx *c, int quick) {
+    test_attention_tc(c, 2, 128, 8, 2, 128, 0);
+    test_attention_tc(c, 2, 128, 8, 2, 128, 1);
+    test_attention_tc(c, 1, 16, 4, 2, 16, 0);
+    test_attention_tc(c, 2, 33, 4, 1, 64, 0);
+    test_attention_tc(c, 2, 40, 4, 2, 16, 1);
+    test_attention_tc(c, 3, 33, 4, 1, 128, 1);
+    test_attention_tc(c, 1, 256, 8, 1, 64, 2);  // GQA ratio 8 as Qwen3-32B, many documents
+    test_attention_tc(c, 2, 1000, 4, 2, 64, 0);
+    test_attention_tc(c, 2, 1000, 4, 2, 64, 2);
+    test_attention_tc(c, 1, 1000, 2, 1, 128, 2);
+    if (!quick) test_attention_tc(c, 1, 4096, 2, 1, 128, 2);
+}
+
 int main(int argc, char **argv) {
     zt_skip_without_device();
     char dev[256];
     zt_cuda_device_describe(dev, sizeof dev);
     printf("test_cuda_ops on %s\n", dev);
-    int quick = 0, tiled_only = 0;  // --tiled: only the tiled attention's quick shapes (mutation checks)
+    int quick = 0, tiled_only = 0, tc_only = 0;  // --tiled / --tc: only that attention's quick shapes (mutations)
     for (int i = 1; i < argc; i++) {
         quick |= !strcmp(argv[i], "--quick");
         tiled_only |= !strcmp(argv[i], "--tiled");
+        tc_only |= !strcmp(argv[i], "--tc");
     }
     zt_cuda_ctx *c = zt_cuda_ctx_create();
     double t0 = zt_now();
-    const char *cudnn_skip = "not run (--tiled)";
+    const char *cudnn_skip = "not run (--tiled / --tc)";
     if (tiled_only) {
         test_attention_tiled_all(c, 1);
+        goto done;
+    }
+    if (tc_only) {
+        test_attention_tc_all(c, 1);
         goto done;
     }
 
@@ -717,6 +758,7 @@ int main(int argc, char **argv) {
     test_attention(c, 2, 40, 4, 2, 16, 1);
     test_attention(c, 3, 33, 4, 1, 8, 1);
     test_attention_tiled_all(c, quick);
+    test_attention_tc_all(c, quick);
     test_xent(c, 37, 48, 1003, 8);
     // The optional cuDNN SDPA path (not the default attention; see docs/cuda.md).
     cudnn_skip = cudnn_skip_reason();

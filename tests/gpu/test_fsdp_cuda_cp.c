@@ -218,7 +218,7 @@ static void check_scratch_32b(void) {
             const int64_t Sl = zt_context_split(S, C, &index);
             free(index);
             const zt_qwen3_cuda_dims dm = {.B = 1, .S = Sl, .N = Sl, .d = 5120, .F = 25600, .H = H, .Hkv = Hkv, .D = D};
-            bytes[k] = zt_qwen3_cuda_cx_bytes(&dm, C, S) + (int64_t)zt_cuda_attention_tiled_scratch_bytes(S, H, Hkv, D);
+            bytes[k] = zt_qwen3_cuda_cx_bytes(&dm, C, S) + (int64_t)zt_cuda_attention_flash_scratch_bytes(S, H, Hkv, D);
         }
         const double qblk = 32768.0 * H * D * 2;  // one whole-block bf16 Q (O, dO, dQ) buffer
         snprintf(what, sizeof what, "context split C = %d at Qwen3-32B shapes, S = 32,768: %lld bytes (%.2f GiB: four "

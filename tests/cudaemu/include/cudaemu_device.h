@@ -70,10 +70,16 @@ static constexpr int warpSize = 32;
 
 // ---- intrinsics -----------------------------------------------------------------------------
 namespace zt_emu {
-enum warp_kind { W_SHFL = 1, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL, W_SYNCWARP };
+enum warp_kind { W_SHFL = 1, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL, W_SYNCWARP, W_COLLECTIVE };
 void k_syncthreads(const char *file, int line);
 uint64_t k_warp(int kind, unsigned mask, uint64_t value, int arg, int width, const char *file, int line);
 unsigned k_activemask();
+// A warp collective with a payload (the WMMA calls, <mma.h>): all 32 lanes of the warp must
+// reach the same call site (a lane that exited or waits elsewhere is a violation); then fn
+// runs once, on the block's scheduler, with the 32 lanes' payloads in lane order. A string fn
+// returns is reported as a violation.
+typedef const char *(*warp_coll_fn)(void *const lanes[32]);
+void k_warp_collective(const char *what, warp_coll_fn fn, void *payload, const char *file, int line);
 [[noreturn]] void k_trap(const char *file, int line);
 void *k_dynamic_smem();
 long long k_clock64();
