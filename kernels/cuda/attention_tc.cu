@@ -31,48 +31,13 @@ typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_b_col;
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 
-static size_t round256(size_t x) { return (x + 255) & ~(size_t)255; }
-__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+#include "kernels/cuda/attention_tiles.cuh"
 
 extern "C" int zt_cuda_attention_tc_supported(int64_t D) { return D > 0 && D % 16 == 0 && D <= 128; }
 
-// rowdot[H, S] (one batch row at a time) and tile_lo[ceil(S/64)], as attention_tiled.cu's.
+// rowdot[H, S] (one batch row at a time) and tile_lo[ceil(S/64)]: attention_tiled.cu's layout.
 extern "C" size_t zt_cuda_attention_tc_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D) {
-    (void)Hkv, (void)D;
-    return round256((size_t)(H * S) * sizeof(float)) + round256((size_t)((S + TQ - 1) / TQ) * sizeof(int));
-}
-
-// tile_lo[t] = the first key any query of tile t may see. A position outside 0..i traps. (The
-// same small kernels as attention_tiled.cu's: device code is not shared between .cu files here.)
-__global__ void attn_tc_tile_lo_kernel(int *__restrict__ tile_lo, const int32_t *__restrict__ pos, int S, int ntiles) {
-    const int tile = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (tile >= ntiles) return;
-    int lo = S;
-    for (int i = tile * TQ + lane; i < S && i < (tile + 1) * TQ; i += 32) {
-        const int p = pos[i];
-        if (p < 0 || p > i) {
-            printf("zt_cuda_attention: document position %d of query %d is outside [0, %d]\n", p, i, i);
-            __trap();
-        }
-        lo = imin(lo, i - p);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) lo = imin(lo, __shfl_xor_sync(0xffffffffu, lo, o));
-    if (lane == 0) tile_lo[tile] = lo;
-}
-
-// rowdot[h, i] = sum_e dO[i, h, e] * O[i, h, e], one warp per row.
-__global__ void attn_tc_rowdot_kernel(float *__restrict__ rowdot, const bf16 *__restrict__ dout,
-                                      const bf16 *__restrict__ o, int S, int H, int D) {
-    const int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32;  // h * S + i
-    const int lane = threadIdx.x & 31;
-    if (row >= (int64_t)H * S) return;
-    const int h = (int)(row / S), i = (int)(row % S);
-    const bf16 *a = dout + ((int64_t)i * H + h) * D, *b = o + ((int64_t)i * H + h) * D;
-    float s = 0.0f;
-    for (int e = lane; e < D; e += 32) s += bf2f(a[e]) * bf2f(b[e]);
-    s = warp_sum(s);
-    if (lane == 0) rowdot[row] = s;
+    return zt_cuda_attention_tiled_scratch_bytes(S, H, Hkv, D);
 }
 
 // 64 rows (columns 0..D-1) of a [S, ld] bf16 matrix into shared bf16 [64][LDH], 16 bytes at a
@@ -399,8 +364,8 @@ static int *tile_los(cudaStream_t st, char *scratch, const int32_t *pos, int64_t
     if (!pos) return NULL;
     int *tl = (int *)(scratch + round256((size_t)(H * S) * sizeof(float)));
     const int ntiles = (int)((S + TQ - 1) / TQ);
-    ZT_LAUNCH(attn_tc_tile_lo_kernel, zt_blocks(ntiles, 4), 128, 0, st)(tl, pos, (int)S, ntiles);
-    ZT_LAUNCHED("attn_tc_tile_lo_kernel", st);
+    ZT_LAUNCH(attn_tile_lo_kernel, zt_blocks(ntiles, 4), 128, 0, st)(tl, pos, (int)S, ntiles);
+    ZT_LAUNCHED("attn_tile_lo_kernel", st);
     return tl;
 }
 
@@ -467,9 +432,9 @@ extern "C" void zt_cuda_attention_tc_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *
         const int32_t *pb = pos ? pos + b * S : NULL;
         const int *tl = tile_los(st, scratch, pb, S, H);
         const int64_t qo = b * S * qs, ko = b * S * kvs;
-        ZT_LAUNCH(attn_tc_rowdot_kernel, zt_blocks(H * S, 8), 256, 0, st)(
+        ZT_LAUNCH(attn_rowdot_kernel, zt_blocks(H * S, 8), 256, 0, st)(
             rowdot, (const bf16 *)dout + qo, (const bf16 *)o + qo, (int)S, (int)H, (int)D);
-        ZT_LAUNCHED("attn_tc_rowdot_kernel", st);
+        ZT_LAUNCHED("attn_rowdot_kernel", st);
         if (D <= 64)
             bwd_launch<64>(st, (bf16 *)dq + qo, (bf16 *)dk + ko, (bf16 *)dv + ko, (const bf16 *)dout + qo,
                            lse + b * H * S, rowdot, (const bf16 *)q + qo, (const bf16 *)k + ko, (const bf16 *)v + ko,

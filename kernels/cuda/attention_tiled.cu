@@ -41,46 +41,12 @@ struct tile_elem<256> {
     static constexpr int LD = 256 + 2;
 };
 
-static size_t round256(size_t x) { return (x + 255) & ~(size_t)255; }
-__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+#include "kernels/cuda/attention_tiles.cuh"
 
 // rowdot[H, S] (one batch row at a time) and tile_lo[ceil(S/64)].
 extern "C" size_t zt_cuda_attention_tiled_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D) {
     (void)Hkv, (void)D;
     return round256((size_t)(H * S) * sizeof(float)) + round256((size_t)((S + TQ - 1) / TQ) * sizeof(int));
-}
-
-// tile_lo[t] = the first key any query of tile t may see (its earliest document start). A
-// position outside 0..i traps: it would unmask keys that do not exist.
-__global__ void attn_tile_lo_kernel(int *__restrict__ tile_lo, const int32_t *__restrict__ pos, int S, int ntiles) {
-    const int tile = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (tile >= ntiles) return;
-    int lo = S;
-    for (int i = tile * TQ + lane; i < S && i < (tile + 1) * TQ; i += 32) {
-        const int p = pos[i];
-        if (p < 0 || p > i) {
-            printf("zt_cuda_attention: document position %d of query %d is outside [0, %d]\n", p, i, i);
-            __trap();
-        }
-        lo = imin(lo, i - p);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) lo = imin(lo, __shfl_xor_sync(0xffffffffu, lo, o));
-    if (lane == 0) tile_lo[tile] = lo;
-}
-
-// rowdot[h, i] = sum_e dO[i, h, e] * O[i, h, e]  (= sum_j P_ij dP_ij), one warp per row.
-__global__ void attn_tiled_rowdot_kernel(float *__restrict__ rowdot, const bf16 *__restrict__ dout,
-                                         const bf16 *__restrict__ o, int S, int H, int D) {
-    const int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32;  // h * S + i
-    const int lane = threadIdx.x & 31;
-    if (row >= (int64_t)H * S) return;
-    const int h = (int)(row / S), i = (int)(row % S);
-    const bf16 *a = dout + ((int64_t)i * H + h) * D, *b = o + ((int64_t)i * H + h) * D;
-    float s = 0.0f;
-    for (int e = lane; e < D; e += 32) s += bf2f(a[e]) * bf2f(b[e]);
-    s = warp_sum(s);
-    if (lane == 0) rowdot[row] = s;
 }
 
 // 64 rows of a [S, ld] bf16 matrix (columns 0..D-1) into shared [64][LD] (fp32 or bf16); rows
@@ -476,9 +442,9 @@ extern "C" void zt_cuda_attention_tiled_bwd(zt_cuda_ctx *c, void *stream, zt_bf1
         const int32_t *pb = pos ? pos + b * S : NULL;
         const int *tl = tile_los(st, scratch, pb, S, H);
         const int64_t qo = b * S * qs, ko = b * S * kvs;
-        ZT_LAUNCH(attn_tiled_rowdot_kernel, zt_blocks(H * S, 8), 256, 0, st)(
+        ZT_LAUNCH(attn_rowdot_kernel, zt_blocks(H * S, 8), 256, 0, st)(
             rowdot, (const bf16 *)dout + qo, (const bf16 *)o + qo, (int)S, (int)H, (int)D);
-        ZT_LAUNCHED("attn_tiled_rowdot_kernel", st);
+        ZT_LAUNCHED("attn_rowdot_kernel", st);
         bf16 *dqb = (bf16 *)dq + qo, *dkb = (bf16 *)dk + ko, *dvb = (bf16 *)dv + ko;
         const bf16 *dob = (const bf16 *)dout + qo, *qb = (const bf16 *)q + qo, *kb = (const bf16 *)k + ko,
                    *vb = (const bf16 *)v + ko;
