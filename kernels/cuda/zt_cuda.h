@@ -35,6 +35,13 @@ void zt_cuda_ctx_destroy(zt_cuda_ctx *c);
 void zt_cuda_ctx_reserve(zt_cuda_ctx *c, size_t bytes, void *stream);
 // Rows of logits per lm_head/cross-entropy chunk (0 = automatic: 2^26 logits).
 void zt_cuda_ctx_set_xent_chunk_rows(zt_cuda_ctx *c, int64_t rows);
+// The context's device bytes now: its cuBLASLt workspace and its scratch arena (the run.json
+// memory parts `workspace` and `scratch`).
+void zt_cuda_ctx_device_bytes(const zt_cuda_ctx *c, size_t *workspace, size_t *scratch);
+// Without a context (`plan --device cuda`): the workspace a context allocates, and the arena a first
+// request (zt_cuda_ctx_reserve) of `bytes` makes: the request plus its headroom, rounded.
+size_t zt_cuda_ctx_workspace_size(void);
+size_t zt_cuda_ctx_scratch_size(size_t bytes);
 // Matmul plan cache statistics (for tests: a repeated shape must hit).
 void zt_cuda_ctx_plan_stats(const zt_cuda_ctx *c, int64_t *plans, int64_t *hits, int64_t *misses);
 // Bytes of scratch the attention ops need for this shape (one KV-head group at a time).
@@ -53,6 +60,9 @@ void zt_cuda_sync(void *stream, const char *what);
 
 // ---- memory helpers (fatal on failure) -----------------------------------------
 void *zt_cuda_malloc(size_t bytes);
+// Bytes asked of zt_cuda_malloc by this process so far (never decreases: the engine reads it before
+// and after allocating a part, so a part's bytes are the sizes asked, not an allocator's rounding).
+int64_t zt_cuda_malloc_bytes(void);
 void zt_cuda_free(void *p);
 void zt_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes);
 void zt_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
