@@ -645,14 +645,14 @@ static int plan_cuda(const plan_flags *f) {
         {"buffers (bf16 gathered units, fp32 unit gradients + receive shards)", m.buffers},
         {"activations (the family's passes, staged ids, targets, positions)", m.activations},
         {"context (the split's gathered K|V and whole-block buffers)", m.context},
-        {"scratch (the op layer's arena as reserved: attention, delta rule)", m.scratch},
+        {"scratch (the op layer's arena, reserved at start for the largest op)", m.scratch},
         {"workspace (cuBLASLt)", m.workspace},
         {"total", m.total},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         printf("  %-72s %10.1f   (%.0f bytes)\n", rows[i].label, rows[i].v / MiB, rows[i].v);
-    printf("not counted: the CUDA context, cuBLASLt's and NCCL's own memory, the allocator's rounding, and what ops "
-           "grow the scratch arena to during the first step (the lm_head's chunk, norm partials)\n");
+    printf("not counted: the CUDA context, cuBLASLt's and NCCL's own memory, the allocator's rounding (train warns "
+           "when an op grows the scratch arena past its reservation)\n");
     return 0;
 }
 

@@ -52,9 +52,10 @@ typedef struct {
     // family's create + the staged ids, targets, positions and the step's reduction buffer), context,
     // scratch, workspace (zt_fsdp_memory's fields; the others are left as they are). S_local: the tokens
     // of a block a rank holds under a split of C ranks (S at C = 1); attention: ZT_ATTN_TILED or
-    // ZT_ATTN_GEMM. 0, or -1 + zt_err (the module has no GPU passes for the family, or they refuse it).
+    // ZT_ATTN_GEMM; max_shard: the largest unit's shard (elements: the gradient norm's partials).
+    // 0, or -1 + zt_err (the module has no GPU passes for the family, or they refuse it).
     int (*memory_for)(const zt_model_config *cfg, int micro_batch, int grad_accum, int64_t seq_len, int64_t S_local,
-                      int C, int recompute, int attention, zt_fsdp_memory *out);
+                      int C, int recompute, int attention, int64_t max_shard, zt_fsdp_memory *out);
 } zt_cuda_module;
 
 // Defined by the module (engine/fsdp_cuda.c); the loader finds it with dlsym.

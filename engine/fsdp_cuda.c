@@ -114,6 +114,8 @@ typedef struct {
     double *red_d, *red_h;
     int nred;
     int64_t act_bytes, pool_bytes;
+    size_t scratch_start;            // the scratch arena reserved at start (a step that grows it is warned of once)
+    int scratch_checked;
     // context parallelism: the mesh's device context group, its DATA stream, the two events, and
     // the exchange's collective handles not yet retired (retired after the step's host sync)
     zt_comm *xc;
@@ -384,6 +386,15 @@ static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
         stall += ms * 1e-3;
     }
     c->ntw = 0;
+    if (!c->scratch_checked) {  // every op of a step has run: the reservation covered them, or run.json understates
+        size_t now = 0;
+        zt_cuda_ctx_device_bytes(c->ctx, NULL, &now);
+        if (now > c->scratch_start)
+            fprintf(stderr, "zerotrain: rank %d: warning: the op layer's scratch arena grew from %zu to %zu bytes in "
+                            "the first step (run.json's memory_per_rank_bytes.scratch is the reservation at start)\n",
+                    f->rank, c->scratch_start, now);
+        c->scratch_checked = 1;
+    }
     for (int s = 0; s < f->np; s++) retire_if_done(f, &c->preq[s]);
     for (int s = 0; s < f->ng; s++) rs_retire(f, s);  // done: the all-reduce came after them on the GPU
     if (c->xc) cx_retire(f, 1);                        // done: compute waited for each before ev_red
@@ -826,9 +837,12 @@ static int make_activations(zt_fsdp *f, gpu_state *c, const zt_model_config *cfg
     c->red_d = zt_cuda_malloc((size_t)c->nred * sizeof(double));
     ZT_CUDA_CHECK(cudaMallocHost((void **)&c->red_h, (size_t)c->nred * sizeof(double)));
     c->act_bytes = zt_cuda_malloc_bytes() - asked0;
-    // The passes' scratch (Qwen3: attention over one KV-head group and the lm_head chunk),
-    // reserved now rather than grown inside the first step.
-    zt_cuda_ctx_reserve(c->ctx, c->fc->scratch_bytes(c->fm), c->cs);
+    // The passes' scratch (the largest of the attention over one KV-head group, the lm_head chunk, the
+    // norms' partials, ...) and the gradient norm's partials, reserved now rather than grown inside
+    // the first step (step_reduce says when it still grew).
+    const size_t passes = c->fc->scratch_bytes(c->fm), norm = zt_cuda_sumsq_scratch_bytes(f->max_padded / f->shard_world);
+    zt_cuda_ctx_reserve(c->ctx, passes > norm ? passes : norm, c->cs);
+    zt_cuda_ctx_device_bytes(c->ctx, NULL, &c->scratch_start);
     return 0;
 }
 
@@ -899,7 +913,7 @@ static const void *family(const char *name) { return zt_family_cuda_find(name); 
 // What make_activations and the context would allocate for this job (cuda_module.h memory_for): the
 // family's create and scratch by its own count, the staging buffers as make_activations sizes them.
 static int memory_for(const zt_model_config *cfg, int micro_batch, int grad_accum, int64_t seq_len, int64_t S_local,
-                      int C, int recompute, int attention, zt_fsdp_memory *out) {
+                      int C, int recompute, int attention, int64_t max_shard, zt_fsdp_memory *out) {
     const zt_family_cuda *fc = cfg->family ? zt_family_cuda_find(cfg->family->name) : NULL;
     if (!fc || !fc->act_bytes_for || !fc->scratch_bytes_for)
         return zt_err("this CUDA module cannot count the GPU passes' memory of the model family \"%s\"",
@@ -918,7 +932,8 @@ static int memory_for(const zt_model_config *cfg, int micro_batch, int grad_accu
     const int64_t staging = 3 * N * 4 + (grad_accum + nunits + 1) * (int64_t)sizeof(double);  // tok, tgt, pos; red
     out->activations = family - context + staging;
     out->context = context;
-    out->scratch = (int64_t)zt_cuda_ctx_scratch_size(fc->scratch_bytes_for(cfg, micro_batch, S_local, &fo));
+    const size_t passes = fc->scratch_bytes_for(cfg, micro_batch, S_local, &fo), norm = zt_cuda_sumsq_scratch_bytes(max_shard);
+    out->scratch = (int64_t)zt_cuda_ctx_scratch_size(passes > norm ? passes : norm);
     out->workspace = (int64_t)zt_cuda_ctx_workspace_size();
     return 0;
 }

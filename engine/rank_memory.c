@@ -169,11 +169,6 @@ int zt_rank_memory_cuda(const zt_model_config *c, const zt_rank_memory_job *job,
     if (Sl < 0) return -1;
     const zt_cuda_module *mod = zt_cuda_module_load();
     if (!mod) return -1;
-    zt_fsdp_memory dev = {0};
-    const int attention = job->attention == ZT_ATTN_SCRATCH_TILED ? ZT_ATTN_TILED : ZT_ATTN_GEMM;
-    if (mod->memory_for(c, job->micro_batch, job->grad_accum > 0 ? job->grad_accum : 1, S, Sl, C, job->recompute,
-                        attention, &dev) != 0)
-        return -1;
     zt_model_layout lay;
     if (zt_model_layout_init(&lay, c) != 0) return -1;
     // engine/fsdp.c: each unit padded to a multiple of shard group x ZT_FSDP_ALIGN elements
@@ -183,6 +178,13 @@ int zt_rank_memory_cuda(const zt_model_config *c, const zt_rank_memory_job *job,
         const double padded = pad_to((double)lay.units[u].numel, q);
         shard += padded / gs;
         if (padded > max_padded) max_padded = padded;
+    }
+    zt_fsdp_memory dev = {0};
+    const int attention = job->attention == ZT_ATTN_SCRATCH_TILED ? ZT_ATTN_TILED : ZT_ATTN_GEMM;
+    if (mod->memory_for(c, job->micro_batch, job->grad_accum > 0 ? job->grad_accum : 1, S, Sl, C, job->recompute,
+                        attention, (int64_t)(max_padded / gs), &dev) != 0) {
+        zt_model_layout_free(&lay);
+        return -1;
     }
     out->params = 6.0 * shard;  // fp32 master + bf16 all-gather source
     out->grads = 4.0 * shard;

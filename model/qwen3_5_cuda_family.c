@@ -295,11 +295,17 @@ int64_t zt_qwen3_5_cuda_layer_bytes(const void *mv, int l) {
     return m->recompute || l < 0 || l >= m->L ? 0 : m->a[l].bytes;
 }
 
-// The largest scratch one op of the passes takes: the attention's, the delta rule's backward
-// (a chunk's recomputed states), the conv's dw partials; the lm_head grows its own.
+// The largest scratch one op of the passes takes (the engine reserves it before the first step):
+// the attention's, the delta rule's backward (a chunk's recomputed states), the conv's dw partials,
+// the head's lm_head chunk, the norms' dw partials.
 static size_t scratch_of(const dims z, int any_lin) {
     size_t s = z.attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(z.S, z.H, z.Hkv, z.D)
                                                : zt_cuda_attention_flash_scratch_bytes(z.S, z.H, z.Hkv, z.D);
+    const size_t more[] = {zt_cuda_lmhead_xent_scratch_bytes(z.N, z.V), zt_cuda_rmsnorm_bwd_scratch_bytes(z.N, z.d),
+                           zt_cuda_rmsnorm_bwd_scratch_bytes(z.N * z.H, z.D),
+                           zt_cuda_rmsnorm_bwd_scratch_bytes(z.N * z.Hkv, z.D),
+                           any_lin ? zt_cuda_rmsnorm_gated_bwd_scratch_bytes(z.N * z.Hv, z.Dv) : 0};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) s = more[i] > s ? more[i] : s;
     if (any_lin) {
         const size_t d = zt_cuda_delta_scratch_bytes(z.B, z.S, z.Hv, z.Dk, z.Dv);
         const size_t cv = (size_t)(256 * z.C * z.K) * 4;

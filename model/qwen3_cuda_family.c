@@ -101,21 +101,31 @@ static void destroy(void *mv) {
 
 // The attention's scratch: O(H*S) for the tiled kernels (attention_tc.cu, attention_tiled.cu), one KV-head
 // group's S x S scores for the GEMM path (attention.cu); cuDNN grows its own workspace. Under
-// context parallelism S is the whole block's (the attention runs over it).
-static size_t scratch_for(zt_cuda_attn_kind attention, int64_t S_attn, int64_t H, int64_t Hkv, int64_t D);
+// context parallelism S is the whole block's (the attention runs over it). Or the head's or a
+// norm's when larger (scratch_for).
+static size_t scratch_for(const zt_qwen3_cuda_dims *dm, int64_t S_attn, int64_t V);
 static size_t scratch_bytes(const void *mv) {
     const qwen3_gpu *m = mv;
-    return scratch_for(m->dm.attention, m->S_attn, m->dm.H, m->dm.Hkv, m->dm.D);
+    return scratch_for(&m->dm, m->S_attn, m->V);
 }
 
-static size_t scratch_for(zt_cuda_attn_kind attention, int64_t S_attn, int64_t H, int64_t Hkv, int64_t D) {
-    if (attention == ZT_CUDA_ATTN_GEMM) return zt_cuda_attention_scratch_bytes(S_attn, H, Hkv, D);
-    return zt_cuda_attention_flash_scratch_bytes(S_attn, H, Hkv, D);
+// The largest scratch one op of a step takes (the engine reserves it before the first): the attention
+// over the S_attn keys, the head's lm_head chunk, the norms' dw partials.
+static size_t scratch_for(const zt_qwen3_cuda_dims *dm, int64_t S_attn, int64_t V) {
+    const int64_t N = dm->N, H = dm->H, Hkv = dm->Hkv, D = dm->D;
+    const size_t need[] = {dm->attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(S_attn, H, Hkv, D)
+                                                              : zt_cuda_attention_flash_scratch_bytes(S_attn, H, Hkv, D),
+                           zt_cuda_lmhead_xent_scratch_bytes(N, V), zt_cuda_rmsnorm_bwd_scratch_bytes(N, dm->d),
+                           zt_cuda_rmsnorm_bwd_scratch_bytes(N * H, D), zt_cuda_rmsnorm_bwd_scratch_bytes(N * Hkv, D)};
+    size_t s = 0;
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) s = need[i] > s ? need[i] : s;
+    return s;
 }
 
 static size_t scratch_bytes_for(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o) {
-    (void)B;
-    return scratch_for(o->attention, o->cx ? o->cx->S : S, c->num_heads, c->num_kv_heads, c->head_dim);
+    const zt_qwen3_cuda_dims dm = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .H = c->num_heads,
+                                   .Hkv = c->num_kv_heads, .D = c->head_dim, .attention = o->attention};
+    return scratch_for(&dm, o->cx ? o->cx->S : S, c->vocab_size);
 }
 
 // What create allocates, listed again from the shapes (the engine measures create's own calls:

@@ -287,6 +287,13 @@ void zt_cuda_adamw(void *stream, float *p, zt_bf16 *p_bf16, const float *g, floa
 // *out (device double) = sum of x^2: fixed grid, per-block partials, then one
 // block sums them in order, so the result depends only on n and the data.
 void zt_cuda_sumsq(zt_cuda_ctx *c, void *stream, double *out, const float *x, int64_t n);
+// The context scratch these ops take (the engine reserves the largest at start, so none grows in a
+// step): zt_cuda_sumsq of n floats; zt_cuda_lmhead_xent with gradients on N rows at the automatic
+// chunk; the dw partial sums of zt_cuda_rmsnorm_bwd and zt_cuda_rmsnorm_gated_bwd.
+size_t zt_cuda_sumsq_scratch_bytes(int64_t n);
+size_t zt_cuda_lmhead_xent_scratch_bytes(int64_t N, int64_t V);
+size_t zt_cuda_rmsnorm_bwd_scratch_bytes(int64_t rows, int64_t d);
+size_t zt_cuda_rmsnorm_gated_bwd_scratch_bytes(int64_t rows, int64_t d);
 // x *= s
 void zt_cuda_scale(void *stream, void *x, zt_cuda_dtype t, float s, int64_t n);
 // y = a + b (y may alias a or b), computed in fp32

@@ -35,6 +35,7 @@ check() {  # NAME MODEL DATA SEQ W C KEEP(true|false) MB ATTENTION RECOMPUTE(0|1
         --micro-batch "$B" --grad-accum 2 --context-parallel "$C" --reshard-after-forward "$reshard" \
         --attention "$att" "${r[@]}" --threads 1 --no-save-final --no-preflight >"$run.log" 2>&1 ||
         { tail -20 "$run.log"; fail "$name: train"; }
+    ! grep "scratch arena grew" "$run.log" || fail "$name: an op grew the scratch past the engine's reservation"
     "$ZH" plan --device cuda --model "$model" --world "$W" --context-parallel "$C" --seq-len "$S" \
         --micro-batch "$B" --grad-accum 2 --reshard-after-forward "$reshard" --attention "$att" "${r[@]}" \
         >"$WORK/plan_$name.txt" 2>&1 || { cat "$WORK/plan_$name.txt"; fail "$name: plan"; }
