@@ -25,7 +25,9 @@
 // full meanwhile; and (b) once per optimizer step, on the all-reduce of the loss, the
 // gradient sums of squares and the stop flag, whose values it must read to clip,
 // decide and log. Nothing is allocated per step: activations, pools and shards are
-// allocated once here; the op layer's scratch grows stream-ordered only on first use.
+// allocated once here, and the op layer's scratch is reserved for the largest op of a step
+// (it would grow stream-ordered on first use; the first step_reduce warns if it did). What
+// each part takes is what memory() reports and `plan --device cuda` predicts (memory_for).
 //
 // Context parallelism (--context-parallel C): the family's model holds this rank's S_local tokens
 // of each block and its attention calls the exchange below (cx_gather, cx_scatter) on the mesh's
