@@ -842,7 +842,8 @@ static int make_activations(zt_fsdp *f, gpu_state *c, const zt_model_config *cfg
     // The passes' scratch (the largest of the attention over one KV-head group, the lm_head chunk, the
     // norms' partials, ...) and the gradient norm's partials, reserved now rather than grown inside
     // the first step (step_reduce says when it still grew).
-    const size_t passes = c->fc->scratch_bytes(c->fm), norm = zt_cuda_sumsq_scratch_bytes(f->max_padded / f->shard_world);
+    const size_t passes = c->fc->scratch_bytes(c->fm);
+    const size_t norm = zt_cuda_sumsq_scratch_bytes(f->max_padded / f->shard_world);
     zt_cuda_ctx_reserve(c->ctx, passes > norm ? passes : norm, c->cs);
     zt_cuda_ctx_device_bytes(c->ctx, NULL, &c->scratch_start);
     return 0;
@@ -934,7 +935,8 @@ static int memory_for(const zt_model_config *cfg, int micro_batch, int grad_accu
     const int64_t staging = 3 * N * 4 + (grad_accum + nunits + 1) * (int64_t)sizeof(double);  // tok, tgt, pos; red
     out->activations = family - context + staging;
     out->context = context;
-    const size_t passes = fc->scratch_bytes_for(cfg, micro_batch, S_local, &fo), norm = zt_cuda_sumsq_scratch_bytes(max_shard);
+    const size_t passes = fc->scratch_bytes_for(cfg, micro_batch, S_local, &fo);
+    const size_t norm = zt_cuda_sumsq_scratch_bytes(max_shard);
     out->scratch = (int64_t)zt_cuda_ctx_scratch_size(passes > norm ? passes : norm);
     out->workspace = (int64_t)zt_cuda_ctx_workspace_size();
     return 0;
