@@ -8,6 +8,7 @@
 // batch (kernels/cuda/cudnn_docs.h) and uploads it ahead of the micro-batch (compiled only).
 // defines: zt_qwen3_cuda_family
 #include <cuda_runtime_api.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,10 +138,13 @@ static size_t scratch_bytes(const void *mv) {
 // Packed documents with cuDNN: its variable-length batch (cuDNN >= 9.6.0; compiled only: never
 // run on a GPU), refused naming the versions below that or without cuDNN.
 static int check_data(const void *mv, int isolated) {
-    if (isolated && ((const qwen3_gpu *)mv)->dm.attention == ZT_CUDA_ATTN_CUDNN && !zt_cudnn_sdpa_docs_supported())
+    if (isolated && ((const qwen3_gpu *)mv)->dm.attention == ZT_CUDA_ATTN_CUDNN && !zt_cudnn_sdpa_docs_supported()) {
+        char why[ZT_ERR_MAX];  // zt_err writes the buffer zt_errmsg() reads
+        snprintf(why, sizeof why, "%s", zt_errmsg());
         return zt_err("--attention cudnn cannot keep packed documents apart here: %s; use --attention tiled (or "
                       "gemm) or --doc-attention full",
-                      zt_errmsg());
+                      why);
+    }
     return 0;
 }
 
