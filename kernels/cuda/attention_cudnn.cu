@@ -23,7 +23,7 @@
 // the tiled kernel's "keys i - pos[i] .. i". n is the document count, or (cuDNN >= 9.25, which
 // allows empty sequences) the next power of two padded with empty ones, so a run builds at most
 // log2(B*S) + 1 graphs per direction; below 9.25 every distinct count is its own graph (the cache
-// is bounded: a count past kCacheCap shapes rebuilds). The max sequence length is S (a document
+// is bounded, kCacheCap graphs: past it a count rebuilds). The max sequence length is S (a document
 // never crosses its block). Stats are ragged too, token-major [B*S, H] (the layout
 // TransformerEngine uses; a head-major ragged layout is not one cuDNN documents), kept in the
 // scratch arena after the workspace and transposed to/from zerotrain's lse[B, H, S] by two small
@@ -90,10 +90,11 @@ struct sdpa_entry {
     int deterministic;  // backward: 1 when cuDNN's deterministic algorithm was built
 };
 
-// Enough for every shape of a run (forward + backward of a few sequence lengths);
-// past it the oldest entry is replaced (round robin), so alternating between more
-// than this many shapes would rebuild.
-constexpr size_t kCacheCap = 16;
+// Enough for every shape of a run (forward + backward of a few sequence lengths) and, with
+// packed documents on a cuDNN below 9.25 (no empty sequences to pad with), forward + backward
+// of up to 32 distinct document counts; past it the oldest entry is replaced (round robin),
+// so alternating between more than this many shapes would rebuild.
+constexpr size_t kCacheCap = 64;
 
 struct cudnn_state {
     cudnnHandle_t handle = nullptr;
@@ -558,6 +559,13 @@ extern "C" int zt_cudnn_sdpa_docs_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, 
         if (execute(st, e, dir, stream, pack, ws)) return -1;
         if (launch_transpose(true, lse, (const float *)stats, B, S, H, s))
             return fail(dir, key, "the stats-to-lse transpose did not launch");
+        if (zt_cuda_sync_every_op()) {  // as execute does for cuDNN's own kernels
+            cudaError_t ce = cudaStreamSynchronize(s);
+            if (ce == cudaSuccess) ce = cudaGetLastError();
+            if (ce != cudaSuccess)
+                return fail(dir, key, std::string("stats-to-lse transpose failed (ZT_CUDA_SYNC=1): ") +
+                                          cudaGetErrorString(ce) + " (" + cudaGetErrorName(ce) + ")");
+        }
         return 0;
     } catch (const std::exception &ex) {
         return fail(dir, key, std::string("C++ exception: ") + ex.what());
