@@ -149,7 +149,8 @@ const zt_flag zt_train_flags[] = {
              "documents of a block are not kept apart, else tiled), tiled (64x64 tiles,\n"
              "online softmax, no S x S scratch; keeps packed documents apart), gemm (cuBLASLt\n"
              "products + fused causal softmax, S x S scratch) or cudnn (cuDNN fused flash\n"
-             "attention; see docs/cuda.md)"},
+             "attention; packed documents as its variable-length batch from cuDNN 9.6,\n"
+             "never run on a GPU yet; see docs/cuda.md)"},
     {"recompute", ZT_FLAG_SET, ZT_AT_INT(T, recompute),
      .help = "cuda: keep only each layer's input and recompute its activations in\n"
              "backward (one more forward pass; fits 32B at W=16 on 80 GB GPUs)"},

@@ -302,6 +302,10 @@ static void use_batch(zt_fsdp *f, int slot) {
     ZT_CUDA_CHECK(cudaMemcpyAsync(c->tgt_d, c->tgt_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
     if (f->doc_isolated || f->ctx_world > 1)
         ZT_CUDA_CHECK(cudaMemcpyAsync(c->pos_d, c->pos_h + (size_t)slot * c->hs, (size_t)N * 4, cudaMemcpyHostToDevice, c->cs));
+    // host-side tables of the documents (Qwen3's cuDNN attention), before the passes that read them
+    if (f->doc_isolated && f->ctx_world == 1 && c->fc->set_positions &&
+        c->fc->set_positions(c->fm, c->pos_h + (size_t)slot * c->hs) != 0)
+        zt_fatal("micro-batch %d: %s", f->micro, zt_errmsg());
 }
 
 // ---- unit passes ---------------------------------------------------------------------------------

@@ -68,6 +68,12 @@ typedef struct zt_family_cuda {
                  double *loss, float *dhead, float *demb);
     void (*layer_bwd)(void *m, int layer, const zt_bf16 *p, float *dp, const int32_t *pos);
     void (*embed_bwd)(void *m, float *dp, const uint32_t *ids);
+    // Optional (NULL: not needed): the next micro-batch's positions on the host [B*S] (packed
+    // documents: the engine calls it only when they are isolated and the rows whole), before
+    // that micro-batch's passes are enqueued, for passes that need tables of them built on the
+    // host (Qwen3's cuDNN attention: the variable-length batch, kernels/cuda/cudnn_docs.h).
+    // 0, or -1 + zt_err: positions it cannot take.
+    int (*set_positions)(void *m, const int32_t *pos);
     // NULL when the passes run the cuDNN attention; else why they cannot (create refuses CUDNN
     // with it, and --attention auto does not choose cuDNN for the family: zt_fsdp_cuda_cudnn_serves)
     const char *no_cudnn;

@@ -111,21 +111,28 @@ void zt_gprof_report(const zt_gprof *p, const char *title) {
 }
 
 // ---- the layer ------------------------------------------------------------------------------------
-// cuDNN's graph here is causal over the whole block: given document positions it would
-// attend across packed documents without a word, so that is a precondition failure
-// (zt_fsdp_set_data refuses the combination before any step).
-static void require_no_documents(const int32_t *pos) {
-    if (pos)
-        zt_cuda_die("precondition pos == NULL", "the cuDNN attention cannot keep packed documents apart; use the "
-                    "tiled attention (--attention tiled) or --doc-attention full", __FILE__, __LINE__);
+// cuDNN keeps packed documents apart only through the table of the same positions (the family
+// builds it from the host positions, kernels/cuda/cudnn_docs.h); positions without one would be
+// attended across without a word, so that is a precondition failure.
+static void require_docs_table(const zt_qwen3_cuda_dims *dm) {
+    if (!dm->docs || !dm->docs_table)
+        zt_cuda_die("precondition pos == NULL || dm->docs != NULL",
+                    "the cuDNN attention cannot keep packed documents apart without their table (the family builds "
+                    "it from the host positions: set_positions); use the tiled attention (--attention tiled) or "
+                    "--doc-attention full",
+                    __FILE__, __LINE__);
 }
 
 static void attention_fwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims *dm, const int32_t *pos,
                           zt_qwen3_cuda_acts *a) {
     if (dm->cx) {  // across the context group (model/qwen3_cuda_context.c)
         zt_qwen3_cuda_cx_attention_fwd(c, st, dm, pos, a);
+    } else if (dm->attention == ZT_CUDA_ATTN_CUDNN && pos) {  // packed documents (compiled only)
+        require_docs_table(dm);
+        if (zt_cudnn_sdpa_docs_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, dm->docs, dm->docs_table, dm->B, dm->S,
+                                   dm->H, dm->Hkv, dm->D))
+            zt_fatal("%s", zt_errmsg());
     } else if (dm->attention == ZT_CUDA_ATTN_CUDNN) {
-        require_no_documents(pos);
         if (zt_cudnn_sdpa_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S, dm->H, dm->Hkv, dm->D))
             zt_fatal("%s", zt_errmsg());
     } else if (dm->attention == ZT_CUDA_ATTN_GEMM) {
@@ -215,8 +222,12 @@ void zt_qwen3_cuda_layer_bwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims 
     mark(prof, st, "gemm o bwd");
     if (dm->cx) {
         zt_qwen3_cuda_cx_attention_bwd(c, st, dm, pos, a, w);
+    } else if (dm->attention == ZT_CUDA_ATTN_CUDNN && pos) {
+        require_docs_table(dm);
+        if (zt_cudnn_sdpa_docs_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, dm->docs,
+                                   dm->docs_table, dm->B, dm->S, H, Hkv, D))
+            zt_fatal("%s", zt_errmsg());
     } else if (dm->attention == ZT_CUDA_ATTN_CUDNN) {
-        require_no_documents(pos);
         if (zt_cudnn_sdpa_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S,
                               H, Hkv, D))
             zt_fatal("%s", zt_errmsg());

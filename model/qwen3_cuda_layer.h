@@ -9,6 +9,7 @@
 #define ZT_QWEN3_CUDA_LAYER_H
 #include <stdint.h>
 
+#include "kernels/cuda/cudnn_docs.h"
 #include "kernels/cuda/zt_cuda.h"
 #include "model/family_cuda.h"
 #include "model/layout.h"
@@ -23,6 +24,10 @@ typedef struct {
     // Context parallelism: S is this rank's S_local tokens of blocks of cx->Sb; RoPE reads the
     // block's table at the given positions and attention runs across the split. NULL: whole rows.
     struct zt_qwen3_cuda_cx *cx;
+    // CUDNN with packed documents: the micro-batch's document table (kernels/cuda/cudnn_docs.h) and
+    // its device copy, set by the family before the micro-batch's passes; NULL: none staged.
+    const zt_cudnn_docs_table *docs;
+    const void *docs_table;
 } zt_qwen3_cuda_dims;
 
 // Offsets (elements) of the layer's tensors (ZT_L_* order, model/qwen3.h); off[ZT_L_NTENSORS] = numel.
@@ -58,8 +63,8 @@ void zt_gprof_report(const zt_gprof *p, const char *title);
 
 // x -> y (y != x). rope tables [S, D/2]. pos: NULL (positions t % S, plain causal
 // attention), or device int32 [B*S] positions inside packed documents (zt_batch_words):
-// RoPE restarts per document and attention stays inside it. The cuDNN attention
-// cannot mask documents: with ZT_CUDA_ATTN_CUDNN, a non-NULL pos is fatal.
+// RoPE restarts per document and attention stays inside it. With ZT_CUDA_ATTN_CUDNN a non-NULL
+// pos needs dm->docs (the table of the same positions; cuDNN's variable-length batch), else it is fatal.
 void zt_qwen3_cuda_layer_fwd(zt_cuda_ctx *c, void *stream, const zt_qwen3_cuda_dims *dm, const zt_bf16 *params,
                    const float *rope_cos, const float *rope_sin, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y,
                    zt_qwen3_cuda_acts *a, zt_gprof *prof);

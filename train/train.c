@@ -306,7 +306,8 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     snprintf(backend, sizeof backend, "cpu backend (%s sgemm kernel)", zt_cpu_gemm_kernel());
     int ok = 1;
     // --attention auto: cuDNN's fused attention where the module has it and it can serve the
-    // data (it cannot keep packed documents apart): a Qwen3-32B layer on an H200 ran 1.18x /
+    // data: not isolated documents (cuDNN takes them only as its variable-length batch, which
+    // has never run on a GPU, so auto does not choose it for them): a Qwen3-32B layer on an H200 ran 1.18x /
     // 1.65x faster with it than with the GEMM path at 2,048 / 8,192 tokens, and it needs no
     // S x S scratch (docs/gpu-runs/2026-12-04-h200/full). Else the GEMM path while its S x S
     // scratch (12 g S^2 bytes per KV-head group, g = H / Hkv) stays under ZT_AUTO_GEMM_SCRATCH:

@@ -12,7 +12,24 @@
 // Scale 1/sqrtf(D), bf16 I/O, fp32 intermediates and compute.
 //
 // Built graphs are cached per context in a small table keyed by (B, S, H, Hkv, D,
-// direction), never rebuilt per call; tensors are bound per call by uid. One cuDNN
+// direction, packed sequence count), never rebuilt per call; tensors are bound per call by uid.
+//
+// Packed documents (the _docs entry points): each document of the micro-batch is one sequence
+// of a variable-length batch, cuDNN's THD layout: q/k/v/o/dO/dQ/dK/dV keep their [B*S, h*D]
+// memory, described as {n, h, S, D} with the BSHD strides plus a ragged offset tensor (INT64,
+// {n+1,1,1,1}, element offsets of each sequence's first token: kernels/cuda/cudnn_docs.h) and
+// a padding mask whose per-sequence lengths (INT32 {n,1,1,1}) bound each sequence; the causal
+// band is top-left inside each sequence, so query i of a document sees its keys 0..i, exactly
+// the tiled kernel's "keys i - pos[i] .. i". n is the document count, or (cuDNN >= 9.25, which
+// allows empty sequences) the next power of two padded with empty ones, so a run builds at most
+// log2(B*S) + 1 graphs per direction; below 9.25 every distinct count is its own graph (the cache
+// is bounded, kCacheCap graphs: past it a count rebuilds). The max sequence length is S (a document
+// never crosses its block). Stats are ragged too, token-major [B*S, H] (the layout
+// TransformerEngine uses; a head-major ragged layout is not one cuDNN documents), kept in the
+// scratch arena after the workspace and transposed to/from zerotrain's lse[B, H, S] by two small
+// kernels. The backward states max_total_seq_len = B*S, so cuDNN sizes its fp32 dQ/softmax-sum
+// workspace by the tokens, not by n * S. Needs cuDNN >= 9.6.0 (zt_cudnn_sdpa_docs_supported),
+// and before 9.18.1 a Hopper GPU (cuDNN's own graph check says so). COMPILED ONLY: never run. One cuDNN
 // handle per zt_cuda_ctx, created on first use, released by zt_cuda_ctx_destroy;
 // cudnnSetStream on every call. Workspace: the context's scratch arena.
 //
@@ -21,9 +38,11 @@
 // default one, says so once on stderr and counts it (zt_cudnn_sdpa_stats).
 //
 // Without ZT_HAVE_CUDNN (CMake did not find cuDNN) every call reports "not built".
-// STATUS: UNVERIFIED — compiled, never run on a GPU (see docs/cuda.md).
+// STATUS: the whole-block graphs ran on an H200 (cuDNN 9.19: docs/status.md); the packed-document
+// graphs are COMPILED ONLY, never run on a GPU (see docs/cuda.md).
 // defines: zt_cudnn_sdpa_built, zt_cudnn_sdpa_fwd, zt_cudnn_sdpa_bwd, zt_cudnn_sdpa_stats,
-//          zt_cudnn_ctx_release
+//          zt_cudnn_ctx_release, zt_cudnn_version, zt_cudnn_sdpa_docs_supported, zt_cudnn_sdpa_docs_fwd,
+//          zt_cudnn_sdpa_docs_bwd
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
 #include "base/common.h"
@@ -49,13 +68,19 @@ namespace fe = cudnn_frontend;
 
 namespace {
 
-enum : int64_t { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_DO, UID_DQ, UID_DK, UID_DV };
+enum : int64_t {
+    UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_DO, UID_DQ, UID_DK, UID_DV,
+    // packed documents: the per-sequence lengths (Q and KV sides) and each port's ragged offsets
+    UID_SEQ_Q, UID_SEQ_KV, UID_RO_Q, UID_RO_K, UID_RO_V, UID_RO_O, UID_RO_STATS, UID_RO_DO, UID_RO_DQ, UID_RO_DK,
+    UID_RO_DV
+};
 
 struct sdpa_key {
     int64_t B, S, H, Hkv, D;
     int bwd;
+    int64_t nseq;  // 0: whole blocks (causal over each); else the packed graph's sequence count
     bool operator==(const sdpa_key &o) const {
-        return B == o.B && S == o.S && H == o.H && Hkv == o.Hkv && D == o.D && bwd == o.bwd;
+        return B == o.B && S == o.S && H == o.H && Hkv == o.Hkv && D == o.D && bwd == o.bwd && nseq == o.nseq;
     }
 };
 
@@ -66,10 +91,11 @@ struct sdpa_entry {
     int deterministic;  // backward: 1 when cuDNN's deterministic algorithm was built
 };
 
-// Enough for every shape of a run (forward + backward of a few sequence lengths);
-// past it the oldest entry is replaced (round robin), so alternating between more
-// than this many shapes would rebuild.
-constexpr size_t kCacheCap = 16;
+// Enough for every shape of a run (forward + backward of a few sequence lengths) and, with
+// packed documents on a cuDNN below 9.25 (no empty sequences to pad with), forward + backward
+// of up to 32 distinct document counts; past it the oldest entry is replaced (round robin),
+// so alternating between more than this many shapes would rebuild.
+constexpr size_t kCacheCap = 64;
 
 struct cudnn_state {
     cudnnHandle_t handle = nullptr;
@@ -114,6 +140,10 @@ std::string fe_failure(const char *what, fe::error_t &e) {
 
 // -1 with "cuDNN SDPA <dir> (B=.. S=.. H=.. Hkv=.. D=..): <detail>" in zt_errmsg().
 int fail(const char *dir, const sdpa_key &k, const std::string &detail) {
+    if (k.nseq)
+        return zt_err("cuDNN SDPA %s, packed documents (B=%lld S=%lld H=%lld Hkv=%lld D=%lld, %lld sequences): %s",
+                      dir, (long long)k.B, (long long)k.S, (long long)k.H, (long long)k.Hkv, (long long)k.D,
+                      (long long)k.nseq, detail.c_str());
     return zt_err("cuDNN SDPA %s (B=%lld S=%lld H=%lld Hkv=%lld D=%lld): %s", dir, (long long)k.B, (long long)k.S,
                   (long long)k.H, (long long)k.Hkv, (long long)k.D, detail.c_str());
 }
@@ -220,6 +250,92 @@ std::shared_ptr<fe::graph::Graph> bwd_graph(const sdpa_key &k, bool deterministi
     return g;
 }
 
+// ---- packed documents: the same graphs over a variable-length batch of k.nseq sequences ----
+// An index tensor {n, 1, 1, 1} (per-sequence lengths, INT32) or {n+1, 1, 1, 1} (ragged offsets, INT64).
+std::shared_ptr<fe::graph::Tensor_attributes> index_tensor(fe::graph::Graph &g, const char *name, int64_t uid,
+                                                           int64_t n, fe::DataType_t t) {
+    return g.tensor(fe::graph::Tensor_attributes()
+                        .set_name(name)
+                        .set_uid(uid)
+                        .set_dim({n, 1, 1, 1})
+                        .set_stride({1, 1, 1, 1})
+                        .set_data_type(t));
+}
+std::shared_ptr<fe::graph::Tensor_attributes> ragged_offsets(fe::graph::Graph &g, const char *name, int64_t uid,
+                                                             int64_t n) {
+    return index_tensor(g, name, uid, n + 1, fe::DataType_t::INT64);
+}
+// A BSHD input of the packed batch: {n, h, S, D} with the BSHD strides, starts from `ro`.
+std::shared_ptr<fe::graph::Tensor_attributes> packed_in(fe::graph::Graph &g, const char *name, int64_t uid, int64_t n,
+                                                        int64_t h, int64_t S, int64_t D, const char *ro_name,
+                                                        int64_t ro_uid) {
+    return g.tensor(bshd(name, uid, n, h, S, D).set_ragged_offset(ragged_offsets(g, ro_name, ro_uid, n)));
+}
+// The token-major ragged stats {n, H, S, 1}: element (s, h) of a sequence at its start + s*H + h.
+fe::graph::Tensor_attributes &packed_stats(fe::graph::Tensor_attributes &t, fe::graph::Graph &g, int64_t n, int64_t H,
+                                           int64_t S) {
+    return t.set_uid(UID_STATS)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim({n, H, S, 1})
+        .set_stride({H * S, 1, H, 1})
+        .set_ragged_offset(ragged_offsets(g, "Stats_ragged_offset", UID_RO_STATS, n));
+}
+
+std::shared_ptr<fe::graph::Graph> fwd_graph_packed(const sdpa_key &k) {
+    auto g = new_graph();
+    const int64_t n = k.nseq;
+    auto Q = packed_in(*g, "Q", UID_Q, n, k.H, k.S, k.D, "Q_ragged_offset", UID_RO_Q);
+    auto K = packed_in(*g, "K", UID_K, n, k.Hkv, k.S, k.D, "K_ragged_offset", UID_RO_K);
+    auto V = packed_in(*g, "V", UID_V, n, k.Hkv, k.S, k.D, "V_ragged_offset", UID_RO_V);
+    auto opt = fe::graph::SDPA_attributes()
+                   .set_name("zt_sdpa_fwd_packed")
+                   .set_generate_stats(true)
+                   .set_attn_scale(1.0f / sqrtf((float)k.D))
+                   .set_padding_mask(true)
+                   .set_seq_len_q(index_tensor(*g, "seq_len_q", UID_SEQ_Q, n, fe::DataType_t::INT32))
+                   .set_seq_len_kv(index_tensor(*g, "seq_len_kv", UID_SEQ_KV, n, fe::DataType_t::INT32))
+                   .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+                   .set_diagonal_band_right_bound(0);  // causal inside each sequence
+    auto outs = g->sdpa(Q, K, V, opt);
+    out_bshd(outs[0], UID_O, n, k.H, k.S, k.D);
+    outs[0]->set_ragged_offset(ragged_offsets(*g, "O_ragged_offset", UID_RO_O, n));
+    outs[1]->set_output(true);
+    packed_stats(*outs[1], *g, n, k.H, k.S);
+    return g;
+}
+
+std::shared_ptr<fe::graph::Graph> bwd_graph_packed(const sdpa_key &k, bool deterministic) {
+    auto g = new_graph();
+    const int64_t n = k.nseq;
+    auto Q = packed_in(*g, "Q", UID_Q, n, k.H, k.S, k.D, "Q_ragged_offset", UID_RO_Q);
+    auto K = packed_in(*g, "K", UID_K, n, k.Hkv, k.S, k.D, "K_ragged_offset", UID_RO_K);
+    auto V = packed_in(*g, "V", UID_V, n, k.Hkv, k.S, k.D, "V_ragged_offset", UID_RO_V);
+    auto O = packed_in(*g, "O", UID_O, n, k.H, k.S, k.D, "O_ragged_offset", UID_RO_O);
+    auto dO = packed_in(*g, "dO", UID_DO, n, k.H, k.S, k.D, "dO_ragged_offset", UID_RO_DO);
+    fe::graph::Tensor_attributes st;
+    st.set_name("Stats");
+    auto Stats = g->tensor(packed_stats(st, *g, n, k.H, k.S));
+    auto opt = fe::graph::SDPA_backward_attributes()
+                   .set_name("zt_sdpa_bwd_packed")
+                   .set_attn_scale(1.0f / sqrtf((float)k.D))
+                   .set_padding_mask(true)
+                   .set_seq_len_q(index_tensor(*g, "seq_len_q", UID_SEQ_Q, n, fe::DataType_t::INT32))
+                   .set_seq_len_kv(index_tensor(*g, "seq_len_kv", UID_SEQ_KV, n, fe::DataType_t::INT32))
+                   .set_max_total_seq_len_q(k.B * k.S)  // workspace by the tokens, not n * S (cuDNN >= 9.6)
+                   .set_max_total_seq_len_kv(k.B * k.S)
+                   .set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
+                   .set_diagonal_band_right_bound(0)
+                   .set_deterministic_algorithm(deterministic);
+    auto outs = g->sdpa_backward(Q, K, V, O, dO, Stats, opt);
+    out_bshd(outs[0], UID_DQ, n, k.H, k.S, k.D);
+    out_bshd(outs[1], UID_DK, n, k.Hkv, k.S, k.D);
+    out_bshd(outs[2], UID_DV, n, k.Hkv, k.S, k.D);
+    outs[0]->set_ragged_offset(ragged_offsets(*g, "dQ_ragged_offset", UID_RO_DQ, n));
+    outs[1]->set_ragged_offset(ragged_offsets(*g, "dK_ragged_offset", UID_RO_DK, n));
+    outs[2]->set_ragged_offset(ragged_offsets(*g, "dV_ragged_offset", UID_RO_DV, n));
+    return g;
+}
+
 // validate -> operation graph -> heuristics -> support check -> plan; "" or what failed.
 #define ZT_FE_STEP(call, what)                         \
     do {                                               \
@@ -246,15 +362,15 @@ int get_graph(cudnn_state *st, const char *dir, const sdpa_key &k, sdpa_entry **
         }
     sdpa_entry ent{k, nullptr, 0, 0};
     if (!k.bwd) {
-        ent.graph = fwd_graph(k);
+        ent.graph = k.nseq ? fwd_graph_packed(k) : fwd_graph(k);
         std::string why = build_graph(*ent.graph, st->handle, &ent.workspace);
         if (!why.empty()) return fail(dir, k, why);
     } else {
-        ent.graph = bwd_graph(k, true);
+        ent.graph = k.nseq ? bwd_graph_packed(k, true) : bwd_graph(k, true);
         ent.deterministic = 1;
         std::string why = build_graph(*ent.graph, st->handle, &ent.workspace);
         if (!why.empty()) {  // no deterministic engine: the default one (atomics in dQ)
-            ent.graph = bwd_graph(k, false);
+            ent.graph = k.nseq ? bwd_graph_packed(k, false) : bwd_graph(k, false);
             ent.deterministic = 0;
             std::string why2 = build_graph(*ent.graph, st->handle, &ent.workspace);
             if (!why2.empty()) return fail(dir, k, "deterministic: " + why + " | default: " + why2);
@@ -279,14 +395,22 @@ int get_graph(cudnn_state *st, const char *dir, const sdpa_key &k, sdpa_entry **
     return 0;
 }
 
-// Bind the tensors, run on `stream`; with ZT_CUDA_SYNC=1 also wait and report a fault.
-int execute(zt_cuda_ctx *c, cudnn_state *st, sdpa_entry *e, const char *dir, void *stream,
-            std::unordered_map<int64_t, void *> &pack) {
+// The graph's workspace from the context's scratch arena, and `extra` bytes after it (256-byte
+// aligned; *extra_at NULL when none asked).
+void *scratch_for(zt_cuda_ctx *c, const sdpa_entry *e, cudaStream_t s, size_t extra, void **extra_at) {
+    const size_t ws = ((size_t)e->workspace + 255) & ~(size_t)255;
+    void *base = ws + extra > 0 ? zt_ctx_scratch(c, ws + extra, s) : nullptr;
+    if (extra_at) *extra_at = extra ? (char *)base + ws : nullptr;
+    return e->workspace > 0 ? base : nullptr;
+}
+
+// Bind the tensors, run on `stream` with workspace `ws`; with ZT_CUDA_SYNC=1 also wait and report a fault.
+int execute(cudnn_state *st, sdpa_entry *e, const char *dir, void *stream, std::unordered_map<int64_t, void *> &pack,
+            void *ws) {
     cudaStream_t s = zt_st(stream);
     cudnnStatus_t cs = cudnnSetStream(st->handle, s);
     if (cs != CUDNN_STATUS_SUCCESS)
         return fail(dir, e->key, std::string("cudnnSetStream failed: ") + cudnnGetErrorString(cs) + cudnn_last_error());
-    void *ws = e->workspace > 0 ? zt_ctx_scratch(c, (size_t)e->workspace, s) : nullptr;
     fe::error_t r = e->graph->execute(st->handle, pack, ws);
     if (r.is_bad()) return fail(dir, e->key, fe_failure("Graph::execute", r));
     if (zt_cuda_sync_every_op()) {
@@ -306,7 +430,7 @@ extern "C" int zt_cudnn_sdpa_built(void) { return 1; }
 extern "C" int zt_cudnn_sdpa_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
                                  const zt_bf16 *k, const zt_bf16 *v, int64_t B, int64_t S, int64_t H, int64_t Hkv,
                                  int64_t D) {
-    const sdpa_key key{B, S, H, Hkv, D, 0};
+    const sdpa_key key{B, S, H, Hkv, D, 0, 0};
     const char *dir = "forward";
     const void *ptrs[] = {o, lse, q, k, v};
     const char *names[] = {"o", "lse", "q", "k", "v"};
@@ -317,7 +441,7 @@ extern "C" int zt_cudnn_sdpa_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float
         if (get_state(c, dir, key, &st) || get_graph(st, dir, key, &e)) return -1;
         std::unordered_map<int64_t, void *> pack = {{UID_Q, (void *)q}, {UID_K, (void *)k}, {UID_V, (void *)v},
                                                     {UID_O, (void *)o}, {UID_STATS, (void *)lse}};
-        return execute(c, st, e, dir, stream, pack);
+        return execute(st, e, dir, stream, pack, scratch_for(c, e, zt_st(stream), 0, nullptr));
     } catch (const std::exception &ex) {
         return fail(dir, key, std::string("C++ exception: ") + ex.what());
     } catch (...) {
@@ -329,7 +453,7 @@ extern "C" int zt_cudnn_sdpa_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_b
                                  const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
                                  const zt_bf16 *k, const zt_bf16 *v, int64_t B, int64_t S, int64_t H, int64_t Hkv,
                                  int64_t D) {
-    const sdpa_key key{B, S, H, Hkv, D, 1};
+    const sdpa_key key{B, S, H, Hkv, D, 1, 0};
     const char *dir = "backward";
     const void *ptrs[] = {dq, dk, dv, dout, o, lse, q, k, v};
     const char *names[] = {"dq", "dk", "dv", "dout", "o", "lse", "q", "k", "v"};
@@ -342,7 +466,140 @@ extern "C" int zt_cudnn_sdpa_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_b
             {UID_Q, (void *)q},     {UID_K, (void *)k},       {UID_V, (void *)v},
             {UID_O, (void *)o},     {UID_DO, (void *)dout},   {UID_STATS, (void *)lse},
             {UID_DQ, (void *)dq},   {UID_DK, (void *)dk},     {UID_DV, (void *)dv}};
-        return execute(c, st, e, dir, stream, pack);
+        return execute(st, e, dir, stream, pack, scratch_for(c, e, zt_st(stream), 0, nullptr));
+    } catch (const std::exception &ex) {
+        return fail(dir, key, std::string("C++ exception: ") + ex.what());
+    } catch (...) {
+        return fail(dir, key, "unknown C++ exception");
+    }
+}
+
+// ---- packed documents ----------------------------------------------------------------------------
+namespace {
+
+// zerotrain's lse[B, H, S] <-> cuDNN's token-major ragged stats [B*S, H] (one thread per value).
+__global__ void stats_to_lse(float *lse, const float *st, int64_t B, int64_t S, int64_t H) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * H * S) return;
+    const int64_t s = i % S, h = (i / S) % H, b = i / (S * H);
+    lse[i] = st[(b * S + s) * H + h];
+}
+__global__ void lse_to_stats(float *st, const float *lse, int64_t B, int64_t S, int64_t H) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * H * S) return;
+    const int64_t s = i % S, h = (i / S) % H, b = i / (S * H);
+    st[(b * S + s) * H + h] = lse[i];
+}
+int launch_transpose(bool to_lse, float *dst, const float *src, int64_t B, int64_t S, int64_t H, cudaStream_t s) {
+    const int64_t n = B * H * S;
+    const unsigned blocks = (unsigned)((n + 255) / 256);
+    if (to_lse)
+        stats_to_lse<<<blocks, 256, 0, s>>>(dst, src, B, S, H);
+    else
+        lse_to_stats<<<blocks, 256, 0, s>>>(dst, src, B, S, H);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+// The table's checks, and the key of its graph.
+int docs_key(const char *dir, const zt_cudnn_docs_table *t, const void *table, int64_t B, int64_t S, int64_t H,
+             int64_t Hkv, int64_t D, int bwd, sdpa_key *key) {
+    *key = sdpa_key{B, S, H, Hkv, D, bwd, t ? t->n_graph : 0};
+    if (!t || !table || t->n_graph < 1 || t->n_docs < 1 || t->n_docs > t->n_graph || t->max_len > S)
+        return fail(dir, *key, "no packed-document table (zt_cudnn_docs_build), or one for another shape");
+    if (t->n_graph > t->n_docs && zt_cudnn_version() < ZT_CUDNN_DOCS_ZERO_LEN_VERSION)
+        return fail(dir, *key, "the table is padded with empty sequences, which this cuDNN (" +
+                                   std::to_string(zt_cudnn_version()) + ") does not allow (9.25.0 does)");
+    if ((uintptr_t)table & 15) return fail(dir, *key, "the table is not 16-byte aligned");
+    if (!zt_cudnn_sdpa_docs_supported()) return fail(dir, *key, zt_errmsg());
+    return 0;
+}
+
+// The table's arrays bound to every port's uid.
+void bind_docs(std::unordered_map<int64_t, void *> &pack, const zt_cudnn_docs_table *t, const void *table, bool bwd) {
+    char *b = (char *)table;
+    void *len = b + t->len_at, *oq = b + t->q_at, *okv = b + t->kv_at, *ost = b + t->st_at;
+    pack[UID_SEQ_Q] = len, pack[UID_SEQ_KV] = len;
+    pack[UID_RO_Q] = oq, pack[UID_RO_O] = oq, pack[UID_RO_K] = okv, pack[UID_RO_V] = okv, pack[UID_RO_STATS] = ost;
+    if (bwd) pack[UID_RO_DO] = oq, pack[UID_RO_DQ] = oq, pack[UID_RO_DK] = okv, pack[UID_RO_DV] = okv;
+}
+
+}  // namespace
+
+extern "C" int64_t zt_cudnn_version(void) { return (int64_t)cudnnGetVersion(); }
+
+extern "C" int zt_cudnn_sdpa_docs_supported(void) {
+    const int64_t v = zt_cudnn_version();
+    if (v >= ZT_CUDNN_DOCS_MIN_VERSION) return 1;
+    zt_err("the cuDNN attention keeps packed documents apart from cuDNN %d.%d.%d (ragged INT64 offsets and ragged "
+           "stats, forward and backward); this process loaded cuDNN %lld.%lld.%lld (built against %d.%d.%d)",
+           ZT_CUDNN_DOCS_MIN_VERSION / 10000, ZT_CUDNN_DOCS_MIN_VERSION / 100 % 100, ZT_CUDNN_DOCS_MIN_VERSION % 100,
+           (long long)(v / 10000), (long long)(v / 100 % 100), (long long)(v % 100), CUDNN_MAJOR, CUDNN_MINOR,
+           CUDNN_PATCHLEVEL);
+    return 0;
+}
+
+extern "C" int zt_cudnn_sdpa_docs_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
+                                      const zt_bf16 *k, const zt_bf16 *v, const zt_cudnn_docs_table *t,
+                                      const void *table, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    const char *dir = "forward";
+    sdpa_key key;
+    if (docs_key(dir, t, table, B, S, H, Hkv, D, 0, &key)) return -1;
+    const void *ptrs[] = {o, lse, q, k, v};
+    const char *names[] = {"o", "lse", "q", "k", "v"};
+    if (check_args(dir, key, ptrs, names, 5)) return -1;
+    try {
+        cudnn_state *st;
+        sdpa_entry *e;
+        if (get_state(c, dir, key, &st) || get_graph(st, dir, key, &e)) return -1;
+        cudaStream_t s = zt_st(stream);
+        void *stats = nullptr;
+        void *ws = scratch_for(c, e, s, (size_t)(B * S * H) * sizeof(float), &stats);
+        std::unordered_map<int64_t, void *> pack = {{UID_Q, (void *)q}, {UID_K, (void *)k}, {UID_V, (void *)v},
+                                                    {UID_O, (void *)o}, {UID_STATS, stats}};
+        bind_docs(pack, t, table, false);
+        if (execute(st, e, dir, stream, pack, ws)) return -1;
+        if (launch_transpose(true, lse, (const float *)stats, B, S, H, s))
+            return fail(dir, key, "the stats-to-lse transpose did not launch");
+        if (zt_cuda_sync_every_op()) {  // as execute does for cuDNN's own kernels
+            cudaError_t ce = cudaStreamSynchronize(s);
+            if (ce == cudaSuccess) ce = cudaGetLastError();
+            if (ce != cudaSuccess)
+                return fail(dir, key, std::string("stats-to-lse transpose failed (ZT_CUDA_SYNC=1): ") +
+                                          cudaGetErrorString(ce) + " (" + cudaGetErrorName(ce) + ")");
+        }
+        return 0;
+    } catch (const std::exception &ex) {
+        return fail(dir, key, std::string("C++ exception: ") + ex.what());
+    } catch (...) {
+        return fail(dir, key, "unknown C++ exception");
+    }
+}
+
+extern "C" int zt_cudnn_sdpa_docs_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                      const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
+                                      const zt_bf16 *k, const zt_bf16 *v, const zt_cudnn_docs_table *t,
+                                      const void *table, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    const char *dir = "backward";
+    sdpa_key key;
+    if (docs_key(dir, t, table, B, S, H, Hkv, D, 1, &key)) return -1;
+    const void *ptrs[] = {dq, dk, dv, dout, o, lse, q, k, v};
+    const char *names[] = {"dq", "dk", "dv", "dout", "o", "lse", "q", "k", "v"};
+    if (check_args(dir, key, ptrs, names, 9)) return -1;
+    try {
+        cudnn_state *st;
+        sdpa_entry *e;
+        if (get_state(c, dir, key, &st) || get_graph(st, dir, key, &e)) return -1;
+        cudaStream_t s = zt_st(stream);
+        void *stats = nullptr;
+        void *ws = scratch_for(c, e, s, (size_t)(B * S * H) * sizeof(float), &stats);
+        if (launch_transpose(false, (float *)stats, lse, B, S, H, s))
+            return fail(dir, key, "the lse-to-stats transpose did not launch");
+        std::unordered_map<int64_t, void *> pack = {
+            {UID_Q, (void *)q},   {UID_K, (void *)k},     {UID_V, (void *)v},  {UID_O, (void *)o},
+            {UID_DO, (void *)dout}, {UID_STATS, stats},   {UID_DQ, (void *)dq}, {UID_DK, (void *)dk},
+            {UID_DV, (void *)dv}};
+        bind_docs(pack, t, table, true);
+        return execute(st, e, dir, stream, pack, ws);
     } catch (const std::exception &ex) {
         return fail(dir, key, std::string("C++ exception: ") + ex.what());
     } catch (...) {
@@ -391,6 +648,28 @@ extern "C" int zt_cudnn_sdpa_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_b
                                  const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
                                  const zt_bf16 *k, const zt_bf16 *v, int64_t B, int64_t S, int64_t H, int64_t Hkv,
                                  int64_t D) {
+    return ZT_CUDNN_NOT_BUILT;
+}
+
+extern "C" int64_t zt_cudnn_version(void) { return 0; }
+
+extern "C" int zt_cudnn_sdpa_docs_supported(void) {
+    zt_err("the cuDNN attention keeps packed documents apart from cuDNN %d.%d.%d; this build has no cuDNN (not found "
+           "when it was configured)",
+           ZT_CUDNN_DOCS_MIN_VERSION / 10000, ZT_CUDNN_DOCS_MIN_VERSION / 100 % 100, ZT_CUDNN_DOCS_MIN_VERSION % 100);
+    return 0;
+}
+
+extern "C" int zt_cudnn_sdpa_docs_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
+                                      const zt_bf16 *k, const zt_bf16 *v, const zt_cudnn_docs_table *t,
+                                      const void *table, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    return ZT_CUDNN_NOT_BUILT;
+}
+
+extern "C" int zt_cudnn_sdpa_docs_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                      const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
+                                      const zt_bf16 *k, const zt_bf16 *v, const zt_cudnn_docs_table *t,
+                                      const void *table, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
     return ZT_CUDNN_NOT_BUILT;
 }
 

@@ -53,7 +53,7 @@ else()
   target_compile_options(zt_kernels PRIVATE -Wno-unknown-pragmas)
 endif()
 
-file(GLOB ZT_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
+file(GLOB ZT_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu ${CMAKE_SOURCE_DIR}/kernels/cuda/*.c)
 add_library(zt_cuda STATIC ${ZT_CUDA_SRC})
 target_link_libraries(zt_cuda PUBLIC zt_base CUDA::cudart_static CUDA::cublasLt)
 
