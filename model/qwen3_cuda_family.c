@@ -161,7 +161,8 @@ static size_t scratch_bytes_for(const zt_model_config *c, int64_t B, int64_t S, 
 // plan_cuda_memory holds the two equal): per kept layer (all L, or one with recompute) the bf16
 // ln1, q_pre, k_pre, q, k, v, att, x_mid, ln2, gate, up, h and the fp32 rstd1, rstd2, q/k-norm rstds
 // and lse; the backward workspace of one layer; the residual stream X[0..L]; the head's xf, dln and
-// rstd, the activation gradient dx; RoPE's cos and sin over the block; the context split's buffers.
+// rstd, the activation gradient dx; RoPE's cos and sin over the block; cuDNN's document table; the
+// context split's buffers.
 static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o,
                              int64_t *context) {
     const int64_t L = c->num_layers, N = B * S, d = c->hidden_size, F = c->intermediate_size, H = c->num_heads;
@@ -176,7 +177,9 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, con
         const zt_qwen3_cuda_dims dm = {.B = B, .S = S, .N = N, .d = d, .F = F, .H = H, .Hkv = Hkv, .D = c->head_dim};
         *context = zt_qwen3_cuda_cx_bytes(&dm, o->cx->C, o->cx->S);
     }
-    return (o->recompute ? (L > 0) : L) * layer + work + head + rope + *context;
+    // cuDNN with packed documents: set_positions' device table (create allocates it for any cuDNN run)
+    const int64_t docs = o->attention == ZT_CUDA_ATTN_CUDNN && !o->cx ? (int64_t)zt_cudnn_docs_bytes(2 * N) : 0;
+    return (o->recompute ? (L > 0) : L) * layer + work + head + rope + docs + *context;
 }
 
 static int64_t context_bytes(const void *mv) { return ((const qwen3_gpu *)mv)->cx_bytes; }
