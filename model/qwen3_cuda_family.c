@@ -98,12 +98,13 @@ static void destroy(void *mv) {
 
 // The attention's scratch: O(H*S) for the tiled kernels (attention_tc.cu, attention_tiled.cu), one KV-head
 // group's S x S scores for the GEMM path (attention.cu); cuDNN grows its own workspace. Under
-// context parallelism S is the whole block's (the attention runs over it).
+// context parallelism the tiled kernels' S is the held rows' (their queries), the GEMM path's the
+// whole block's (it runs over it).
 static size_t scratch_bytes(const void *mv) {
     const qwen3_gpu *m = mv;
     if (m->dm.attention == ZT_CUDA_ATTN_GEMM)
         return zt_cuda_attention_scratch_bytes(m->S_attn, m->dm.H, m->dm.Hkv, m->dm.D);
-    return zt_cuda_attention_flash_scratch_bytes(m->S_attn, m->dm.H, m->dm.Hkv, m->dm.D);
+    return zt_cuda_attention_flash_scratch_bytes(m->dm.S, m->dm.H, m->dm.Hkv, m->dm.D);
 }
 
 static int check_data(const void *mv, int isolated) {
