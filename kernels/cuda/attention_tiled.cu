@@ -30,8 +30,8 @@
 // Shared-memory tiles of q, k, v, dO: fp32 rows padded by one word up to head_dim 128; at 256
 // bf16 rows (the inputs' own values: the conversion to fp32 is exact, so the math is the same)
 // padded by two elements, 129 words a row as at 128, so a tile takes the bytes of a 128-wide fp32
-// one and the blocks stay within a GPU's per-block shared memory (113 / 145.5 / 162.3 KiB for the
-// forward / dQ / dK-dV kernels at either width; fp32 at 256 would need 209 / 273 / 290 KiB).
+// one and the blocks stay within a GPU's per-block shared memory (113.5 / 145.75 / 162.5 KiB for
+// the forward / dQ / dK-dV kernels at either width; fp32 at 256 would need 209 / 273 / 290 KiB).
 template <int DM>
 struct tile_elem {
     typedef float T;

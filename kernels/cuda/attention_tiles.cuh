@@ -33,8 +33,8 @@ static __global__ void attn_tile_span_kernel(int2 *__restrict__ span, const int3
         const int a = qrow ? qrow[i] : i, p = pos ? pos[i] : a;
         if (a < 0) continue;
         if (p < 0 || p > a || a >= S) {
-            printf("zt_cuda_attention: document position %d of query %d (block row %d) is outside [0, %d]\n", p, i,
-                   a, a);
+            printf("zt_cuda_attention: document position %d of query %d is outside [0, %d] (its block row %d of %d)\n",
+                   p, i, a, a, S);
             __trap();
         }
         lo = imin(lo, a - p), hi = hi > a ? hi : a;
