@@ -108,7 +108,8 @@ typedef struct zt_qwen3_cuda_cx {
     float *kv_all32, *kv_mine32;             // [C 2 B Sl kvs], [2 B Sl kvs]: dK|dV rank-major, this rank's sum
 } zt_qwen3_cuda_cx;
 
-// Device bytes of the buffers above for rows of dm->S = S_local tokens of blocks of Sb, C ranks.
+// Device bytes of the buffers above for rows of dm->S = S_local tokens of blocks of Sb, C ranks
+// (the whole-block query side only when dm->attention is the GEMM path).
 int64_t zt_qwen3_cuda_cx_bytes(const zt_qwen3_cuda_dims *dm, int C, int64_t Sb);
 // 0, or -1 + zt_err when the attention cannot run across a split (cuDNN: it takes no positions).
 int zt_qwen3_cuda_cx_check(const zt_family_cuda_context *x, zt_cuda_attn_kind attention);
