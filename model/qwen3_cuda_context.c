@@ -1,14 +1,15 @@
 // Qwen3's attention across a context-parallel split on the GPU (model/qwen3_cuda_layer.h
 // zt_qwen3_cuda_cx): model/qwen3_context.c's method on device buffers. K|V after RoPE are
-// all-gathered in bf16 over the context group (the engine's collective, stream-ordered), placed at
-// their block rows, this rank's queries go to their rows of a zeroed whole-block query buffer, and
-// the layer's attention kernel runs over the whole block with block positions: a held query at
-// block row g with position p sees keys g - p .. g wherever they are held; a row held elsewhere has
-// position 0 and a zero query (and a zero dO in the backward), so it contributes nothing. The
-// backward re-gathers K|V (nothing of the whole block is kept between the passes) and hands each
-// rank the group's sum of dK|dV for its keys by one fp32 reduce-scatter. The kernels take equal-
-// length Q and K, so the whole-block Q, O, dO, dQ buffers are [B * S_block, H * D] bf16; a kernel
-// taking query offsets would not need them (zt_qwen3_cuda_cx_bytes counts them).
+// all-gathered in bf16 over the context group (the engine's collective, stream-ordered) and placed
+// at their block rows; the tiled attention (zt_cuda_attention_flash_rows_*) runs this rank's held
+// queries in place against the whole block's keys, each at its block row g with its position p
+// (it sees keys g - p .. g wherever they are held; a padding row sees none): queries, outputs, dO,
+// dQ and lse stay [B, S_local] rows. The GEMM path takes equal-length Q and K, so for it the held
+// rows go to a zeroed whole-block query buffer (a row held elsewhere has position 0 and a zero
+// query and dO: it contributes nothing) and come back: [B * S_block, H * D] bf16 Q, O, dO, dQ
+// buffers, for it only. The backward re-gathers K|V, except right after --recompute's re-run of the
+// same layer's forward (the block's K|V are still in place: no more memory held), and hands each
+// rank the group's sum of dK|dV for its keys by one fp32 reduce-scatter.
 // defines: zt_qwen3_cuda_cx_bytes, zt_qwen3_cuda_cx_check, zt_qwen3_cuda_cx_create, zt_qwen3_cuda_cx_free,
 //          zt_qwen3_cuda_cx_attention_fwd, zt_qwen3_cuda_cx_attention_bwd
 #include <cuda_runtime_api.h>
@@ -22,11 +23,12 @@
 
 int64_t zt_qwen3_cuda_cx_bytes(const zt_qwen3_cuda_dims *dm, int C, int64_t Sb) {
     const int64_t B = dm->B, Sl = dm->S, qs = dm->H * dm->D, kvs = dm->Hkv * dm->D, n = B * Sl * kvs;
-    const int64_t maps = (2 * Sb + Sl + C * Sl) * 4 + B * Sb * 4;  // q_in, kv_in, q_out, index; pos_blk
+    const int64_t maps = (Sb + Sl + C * Sl) * 4;                         // kv_in, q_out, index
     const int64_t kv = (2 * n + C * 2 * n) * 2 + 2 * B * Sb * kvs * 2;  // kv_mine, kv_all; k_blk, v_blk
-    const int64_t q = 4 * B * Sb * qs * 2 + B * dm->H * Sb * 4;         // q, o, do, dq blocks; lse_blk
     const int64_t red = (C * 2 * n + 2 * n) * 4;                         // kv_all32, kv_mine32
-    return maps + kv + q + red;
+    int64_t gemm = 0;  // q_in, pos_blk; the whole-block q, o, do, dq; lse_blk
+    if (dm->attention == ZT_CUDA_ATTN_GEMM) gemm = Sb * 4 + B * Sb * 4 + 4 * B * Sb * qs * 2 + B * dm->H * Sb * 4;
+    return maps + kv + red + gemm;
 }
 
 static void *dalloc(int64_t bytes) { return zt_cuda_malloc((size_t)(bytes > 0 ? bytes : 16)); }
@@ -56,9 +58,11 @@ zt_qwen3_cuda_cx *zt_qwen3_cuda_cx_create(const zt_family_cuda_context *x, const
     cx->x.index = cx->index_h;
     cx->B = B, cx->Sb = Sb, cx->Sl = Sl;
     cx->pass = "forward";
+    cx->kv_layer = -1;
     // the maps (rows.cu's zt_cuda_rows_gather): q_in[g] = this rank's token at block row g (-1: held
-    // elsewhere), q_out[t] = the block row of its token t (-1: padding), kv_in[g] = the row of the
-    // gathered K (rank-major [C][K|V][B][S_local]) that is block row g, less the row's b * S_local
+    // elsewhere), q_out[t] = the block row of its token t (-1: padding; also the tiled attention's
+    // query rows), kv_in[g] = the row of the gathered K (rank-major [C][K|V][B][S_local]) that is
+    // block row g, less the row's b * S_local
     int32_t *h = zt_xmalloc((size_t)(2 * Sb + Sl) * sizeof(int32_t));
     int32_t *q_in = h, *kv_in = h + Sb, *q_out = h + 2 * Sb;
     for (int64_t g = 0; g < Sb; g++) q_in[g] = kv_in[g] = -1;
@@ -74,26 +78,31 @@ zt_qwen3_cuda_cx *zt_qwen3_cuda_cx_create(const zt_family_cuda_context *x, const
     for (int64_t g = 0; g < Sb; g++)
         if (kv_in[g] < 0) zt_fatal("GPU context parallelism: block position %lld held by no rank", (long long)g);
     for (int64_t t = 0; t < Sl; t++) q_out[t] = x->index[r0 * Sl + t];
-    cx->q_in = dalloc(Sb * 4);
+    const int gemm = dm->attention == ZT_CUDA_ATTN_GEMM;  // the whole-block query side: the GEMM path only
     cx->kv_in = dalloc(Sb * 4);
     cx->q_out = dalloc(Sl * 4);
     cx->index = dalloc(C * Sl * 4);
     cudaStream_t st = (cudaStream_t)stream;
-    ZT_CUDA_CHECK(cudaMemcpyAsync(cx->q_in, q_in, (size_t)Sb * 4, cudaMemcpyHostToDevice, st));
+    if (gemm) {
+        cx->q_in = dalloc(Sb * 4);
+        ZT_CUDA_CHECK(cudaMemcpyAsync(cx->q_in, q_in, (size_t)Sb * 4, cudaMemcpyHostToDevice, st));
+    }
     ZT_CUDA_CHECK(cudaMemcpyAsync(cx->kv_in, kv_in, (size_t)Sb * 4, cudaMemcpyHostToDevice, st));
     ZT_CUDA_CHECK(cudaMemcpyAsync(cx->q_out, q_out, (size_t)Sl * 4, cudaMemcpyHostToDevice, st));
     ZT_CUDA_CHECK(cudaMemcpyAsync(cx->index, cx->index_h, (size_t)(C * Sl) * 4, cudaMemcpyHostToDevice, st));
     free(h);  // pageable: staged before cudaMemcpyAsync returned; every kernel reading a map follows on `st`
-    cx->pos_blk = dalloc(B * Sb * 4);
     cx->kv_mine = dalloc(2 * n * 2);
     cx->kv_all = dalloc(C * 2 * n * 2);
     cx->k_blk = dalloc(B * Sb * kvs * 2);
     cx->v_blk = dalloc(B * Sb * kvs * 2);
-    cx->q_blk = dalloc(B * Sb * qs * 2);
-    cx->o_blk = dalloc(B * Sb * qs * 2);
-    cx->do_blk = dalloc(B * Sb * qs * 2);
-    cx->dq_blk = dalloc(B * Sb * qs * 2);
-    cx->lse_blk = dalloc(B * dm->H * Sb * 4);
+    if (gemm) {
+        cx->pos_blk = dalloc(B * Sb * 4);
+        cx->q_blk = dalloc(B * Sb * qs * 2);
+        cx->o_blk = dalloc(B * Sb * qs * 2);
+        cx->do_blk = dalloc(B * Sb * qs * 2);
+        cx->dq_blk = dalloc(B * Sb * qs * 2);
+        cx->lse_blk = dalloc(B * dm->H * Sb * 4);
+    }
     cx->kv_all32 = dalloc(C * 2 * n * 4);
     cx->kv_mine32 = dalloc(2 * n * 4);
     return cx;
@@ -103,7 +112,8 @@ void zt_qwen3_cuda_cx_free(zt_qwen3_cuda_cx *cx) {
     if (!cx) return;
     void *p[] = {cx->q_in, cx->kv_in, cx->q_out, cx->index, cx->pos_blk, cx->kv_mine, cx->kv_all, cx->k_blk,
                  cx->v_blk, cx->q_blk, cx->o_blk, cx->do_blk, cx->dq_blk, cx->lse_blk, cx->kv_all32, cx->kv_mine32};
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) zt_cuda_free(p[i]);
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        if (p[i]) zt_cuda_free(p[i]);
     free(cx->index_h);
     free(cx);
 }
@@ -122,7 +132,8 @@ static void gather_kv(zt_qwen3_cuda_cx *cx, void *stream, const zt_qwen3_cuda_di
     zt_cuda_rows_gather(stream, cx->v_blk, cx->kv_all + n, cx->kv_in, B, Sb, Sl, kvs / 2);
 }
 
-// This rank's rows of a [B * S_local, w] bf16 matrix to their block rows (the others zero).
+// This rank's rows of a [B * S_local, w] bf16 matrix to their block rows (the others zero), and
+// back: the GEMM path's whole-block query side.
 static void to_block(const zt_qwen3_cuda_cx *cx, void *stream, zt_bf16 *dst, const zt_bf16 *src, int64_t w) {
     zt_cuda_rows_gather(stream, dst, src, cx->q_in, cx->B, cx->Sb, cx->Sl, w / 2);
 }
@@ -136,14 +147,18 @@ void zt_qwen3_cuda_cx_attention_fwd(zt_cuda_ctx *c, void *stream, const zt_qwen3
     const int64_t B = cx->B, Sb = cx->Sb, Sl = cx->Sl, H = dm->H, Hkv = dm->Hkv, D = dm->D;
     if (!pos) zt_fatal("GPU context parallelism: the layer needs the held tokens' positions");
     gather_kv(cx, stream, dm, a->k, a->v);
+    // --recompute's re-run: its backward follows at once and may use these K|V in place
+    cx->kv_layer = !strcmp(cx->pass, "recompute") ? cx->layer : -1;
+    cx->kv_k = a->k, cx->kv_v = a->v;
+    if (dm->attention != ZT_CUDA_ATTN_GEMM) {  // the held queries in place (q_out: their block rows)
+        (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_rows_fwd : zt_cuda_attention_flash_rows_fwd)(
+            c, stream, a->att, a->lse, a->q, cx->k_blk, cx->v_blk, pos, cx->q_out, B, Sl, Sb, H, Hkv, D);
+        return;
+    }
     to_block(cx, stream, cx->q_blk, a->q, H * D);
     zt_cuda_rows_gather(stream, cx->pos_blk, pos, cx->q_in, B, Sb, Sl, 1);
-    if (dm->attention == ZT_CUDA_ATTN_GEMM)
-        zt_cuda_attention_fwd(c, stream, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk, cx->v_blk, cx->pos_blk, B, Sb, H,
-                              Hkv, D);
-    else
-        (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_fwd : zt_cuda_attention_flash_fwd)(c, stream, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk, cx->v_blk, cx->pos_blk, B,
-                                    Sb, H, Hkv, D);
+    zt_cuda_attention_fwd(c, stream, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk, cx->v_blk, cx->pos_blk, B, Sb, H,
+                          Hkv, D);
     from_block(cx, stream, a->att, cx->o_blk, H * D);
     zt_cuda_rows_gather(stream, a->lse, cx->lse_blk, cx->q_out, B * H, Sl, Sb, 1);  // [B, H, S] rows of one
 }
@@ -155,24 +170,31 @@ void zt_qwen3_cuda_cx_attention_bwd(zt_cuda_ctx *c, void *stream, const zt_qwen3
     const int64_t B = cx->B, Sb = cx->Sb, Sl = cx->Sl, H = dm->H, Hkv = dm->Hkv, D = dm->D, kvs = Hkv * D;
     const int64_t n = B * Sl * kvs;
     if (!pos) zt_fatal("GPU context parallelism: the layer needs the held tokens' positions");
-    const char *pass = cx->pass;
-    cx->pass = "backward";
-    gather_kv(cx, stream, dm, a->k, a->v);
-    cx->pass = pass;
-    to_block(cx, stream, cx->q_blk, a->q, H * D);
-    to_block(cx, stream, cx->o_blk, a->att, H * D);
-    to_block(cx, stream, cx->do_blk, w->datt, H * D);  // rows held elsewhere: dO = 0, no gradient from them
-    zt_cuda_rows_gather(stream, cx->pos_blk, pos, cx->q_in, B, Sb, Sl, 1);
-    zt_cuda_rows_gather(stream, cx->lse_blk, a->lse, cx->q_in, B * H, Sb, Sl, 1);  // elsewhere: 0 (finite)
+    // k_blk, v_blk hold this layer's K|V when --recompute's re-run of it was the last gather (the
+    // same a->k, a->v: nothing rewrote them since); otherwise gather again
+    if (!(cx->kv_layer == cx->layer && cx->kv_k == a->k && cx->kv_v == a->v)) {
+        const char *pass = cx->pass;
+        cx->pass = "backward";
+        gather_kv(cx, stream, dm, a->k, a->v);
+        cx->pass = pass;
+    }
+    cx->kv_layer = -1;
     // dK, dV of the whole block into the front of kv_all (free once K/V are placed: C S_local >= S_block)
     zt_bf16 *dk = cx->kv_all, *dv = cx->kv_all + B * Sb * kvs;
-    if (dm->attention == ZT_CUDA_ATTN_GEMM)
+    if (dm->attention != ZT_CUDA_ATTN_GEMM) {  // this rank's queries' share of dK|dV, for every key
+        (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_rows_bwd : zt_cuda_attention_flash_rows_bwd)(
+            c, stream, w->dq, dk, dv, w->datt, a->att, a->lse, a->q, cx->k_blk, cx->v_blk, pos, cx->q_out, B, Sl, Sb,
+            H, Hkv, D);
+    } else {
+        to_block(cx, stream, cx->q_blk, a->q, H * D);
+        to_block(cx, stream, cx->o_blk, a->att, H * D);
+        to_block(cx, stream, cx->do_blk, w->datt, H * D);  // rows held elsewhere: dO = 0, no gradient from them
+        zt_cuda_rows_gather(stream, cx->pos_blk, pos, cx->q_in, B, Sb, Sl, 1);
+        zt_cuda_rows_gather(stream, cx->lse_blk, a->lse, cx->q_in, B * H, Sb, Sl, 1);  // elsewhere: 0 (finite)
         zt_cuda_attention_bwd(c, stream, cx->dq_blk, dk, dv, cx->do_blk, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk,
                               cx->v_blk, cx->pos_blk, B, Sb, H, Hkv, D);
-    else
-        (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_bwd : zt_cuda_attention_flash_bwd)(c, stream, cx->dq_blk, dk, dv, cx->do_blk, cx->o_blk, cx->lse_blk, cx->q_blk,
-                                    cx->k_blk, cx->v_blk, cx->pos_blk, B, Sb, H, Hkv, D);
-    from_block(cx, stream, w->dq, cx->dq_blk, H * D);
+        from_block(cx, stream, w->dq, cx->dq_blk, H * D);
+    }
     // every rank's rows of dK|dV, rank-major in fp32, then summed over the group into this rank's own
     for (int r = 0; r < C; r++) {
         zt_cuda_rows_gather_to_f32(stream, cx->kv_all32 + r * 2 * n, dk, cx->index + r * Sl, B, Sl, Sb, kvs);

@@ -130,8 +130,8 @@ static void destroy(void *mv) {
 
 // The attention's scratch: O(H*S) for the tiled kernels (attention_tc.cu, attention_tiled.cu), one KV-head
 // group's S x S scores for the GEMM path (attention.cu); cuDNN grows its own workspace. Under
-// context parallelism S is the whole block's (the attention runs over it). Or the head's or a
-// norm's when larger (scratch_for).
+// context parallelism the tiled kernels' S is the held rows' (their queries), the GEMM path's the
+// whole block's (it runs over it). Or the head's or a norm's when larger (scratch_for).
 static size_t scratch_for(const zt_qwen3_cuda_dims *dm, int64_t S_attn, int64_t V);
 static size_t scratch_bytes(const void *mv) {
     const qwen3_gpu *m = mv;
@@ -139,11 +139,11 @@ static size_t scratch_bytes(const void *mv) {
 }
 
 // The largest scratch one op of a step takes (the engine reserves it before the first): the attention
-// over the S_attn keys, the head's lm_head chunk, the norms' dw partials.
+// (GEMM: over the S_attn keys; tiled: the dm->S held rows'), the head's lm_head chunk, the norms' dw partials.
 static size_t scratch_for(const zt_qwen3_cuda_dims *dm, int64_t S_attn, int64_t V) {
     const int64_t N = dm->N, H = dm->H, Hkv = dm->Hkv, D = dm->D;
     const size_t need[] = {dm->attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(S_attn, H, Hkv, D)
-                                                              : zt_cuda_attention_flash_scratch_bytes(S_attn, H, Hkv, D),
+                                                              : zt_cuda_attention_flash_scratch_bytes(dm->S, H, Hkv, D),
                            zt_cuda_lmhead_xent_scratch_bytes(N, V), zt_cuda_rmsnorm_bwd_scratch_bytes(N, dm->d),
                            zt_cuda_rmsnorm_bwd_scratch_bytes(N * H, D), zt_cuda_rmsnorm_bwd_scratch_bytes(N * Hkv, D)};
     size_t s = 0;

@@ -99,17 +99,22 @@ typedef struct zt_qwen3_cuda_cx {
     int64_t B, Sb, Sl;            // rows, a block's tokens, this rank's tokens per row
     int layer;                    // the layer now running (the collectives' labels)
     const char *pass;             // "forward", "recompute", "backward"
-    int32_t *q_in, *q_out, *kv_in, *index;  // device maps (rows.cu): block row <- held row, held <- block,
-                                             // block row <- gathered K/V row, rank r's held rows <- block
-    int32_t *pos_blk;                        // [B * Sb] positions of the whole block (0: rows held elsewhere)
+    int kv_layer;                 // k_blk, v_blk hold this layer's K|V from --recompute's re-run (-1: none)
+    const zt_bf16 *kv_k, *kv_v;   // ... gathered from these
+    int32_t *q_in, *q_out, *kv_in, *index;  // device maps (rows.cu): block row <- held row, held <- block
+                                             // (and the tiled attention's query rows), block row <- gathered
+                                             // K/V row, rank r's held rows <- block; q_in: GEMM path only
     zt_bf16 *kv_mine, *kv_all;               // [2 B Sl kvs], [C 2 B Sl kvs]: this rank's K|V, the group's
     zt_bf16 *k_blk, *v_blk;                  // [B Sb kvs] the block's K, V
+    // the GEMM path only (it takes equal-length Q and K; NULL for the tiled attention):
+    int32_t *pos_blk;                          // [B * Sb] positions of the whole block (0: rows held elsewhere)
     zt_bf16 *q_blk, *o_blk, *do_blk, *dq_blk;  // [B Sb H D] the whole block's Q, O, dO, dQ
-    float *lse_blk;                          // [B H Sb]
+    float *lse_blk;                            // [B H Sb]
     float *kv_all32, *kv_mine32;             // [C 2 B Sl kvs], [2 B Sl kvs]: dK|dV rank-major, this rank's sum
 } zt_qwen3_cuda_cx;
 
-// Device bytes of the buffers above for rows of dm->S = S_local tokens of blocks of Sb, C ranks.
+// Device bytes of the buffers above for rows of dm->S = S_local tokens of blocks of Sb, C ranks
+// (the whole-block query side only when dm->attention is the GEMM path).
 int64_t zt_qwen3_cuda_cx_bytes(const zt_qwen3_cuda_dims *dm, int C, int64_t Sb);
 // 0, or -1 + zt_err when the attention cannot run across a split (cuDNN: it takes no positions).
 int zt_qwen3_cuda_cx_check(const zt_family_cuda_context *x, zt_cuda_attn_kind attention);

@@ -5,8 +5,11 @@
 // fragments' element layout is unspecified), P and dS are rounded to bf16 for their products.
 // Deterministic: no atomics; every output element is written once by one lane, and each sum runs
 // in a fixed order (key tiles for o and dQ; the group's heads, then query tiles, for dK/dV).
-// defines: zt_cuda_attention_tc_fwd, zt_cuda_attention_tc_bwd, zt_cuda_attention_tc_scratch_bytes,
+// The queries may be a subset of the block's rows (the _rows_ entry points: attention_tiled.cu's).
+// defines: zt_cuda_attention_tc_fwd, zt_cuda_attention_tc_bwd, zt_cuda_attention_tc_rows_fwd,
+//          zt_cuda_attention_tc_rows_bwd, zt_cuda_attention_tc_scratch_bytes,
 //          zt_cuda_attention_tc_supported, zt_cuda_attention_flash_fwd, zt_cuda_attention_flash_bwd,
+//          zt_cuda_attention_flash_rows_fwd, zt_cuda_attention_flash_rows_bwd,
 //          zt_cuda_attention_flash_scratch_bytes
 #include <math.h>
 #include <mma.h>
@@ -35,7 +38,7 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 
 extern "C" int zt_cuda_attention_tc_supported(int64_t D) { return D > 0 && D % 16 == 0 && D <= 128; }
 
-// rowdot[H, S] (one batch row at a time) and tile_lo[ceil(S/64)]: attention_tiled.cu's layout.
+// rowdot[H, Sq] (one batch row at a time) and the query tiles' key spans: attention_tiled.cu's layout.
 extern "C" size_t zt_cuda_attention_tc_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D) {
     return zt_cuda_attention_tiled_scratch_bytes(S, H, Hkv, D);
 }
@@ -86,45 +89,47 @@ __device__ __forceinline__ char *smem_base() {
     return (char *)(((uintptr_t)raw + 127) & ~(uintptr_t)127);
 }
 
-// One block per (query tile, head) of one batch row. o, q: [S, H*D]; k, v: [S, Hkv*D];
-// lse: [H, S]. tile_lo: NULL (plain causal) or the query tiles' first visible keys.
+// One block per (query tile, head) of one batch row. o, q: [Sq, H*D]; k, v: [S, Hkv*D];
+// lse: [H, Sq]; pos: [Sq]. qrow: NULL (the queries are the block's S rows) or query row i's block
+// row (-1: padding). span: NULL (plain causal, whole block) or the query tiles' key spans.
 template <int DM>
 __global__ void __launch_bounds__(TC_THREADS)
     attn_tc_fwd_kernel(bf16 *__restrict__ o, float *__restrict__ lse, const bf16 *__restrict__ q,
                        const bf16 *__restrict__ k, const bf16 *__restrict__ v, const int32_t *__restrict__ pos,
-                       const int *__restrict__ tile_lo, int S, int H, int Hkv, int D, float scale) {
+                       const int32_t *__restrict__ qrow, const int2 *__restrict__ span, int Sq, int S, int H, int Hkv,
+                       int D, float scale) {
     constexpr int LDH = DM + 8, NCH = DM / 64 > 0 ? DM / 64 : 1;
     bf16 *Qh = (bf16 *)smem_base(), *Kh = Qh + TQ * LDH, *Vh = Kh + TQ * LDH;
     float *Sf = (float *)(Vh + TQ * LDH);
     bf16 *Ph = (bf16 *)(Sf + TQ * LDF);
-    int *rlo = (int *)(Ph + TQ * LDP);
+    int *rlo = (int *)(Ph + TQ * LDP), *rhi = rlo + TQ;
     const int t = threadIdx.x, w = t >> 5, lane = t & 31, r0 = 16 * w, r = r0 + lane / 2, half = lane & 1;
     const int nd = D / 16;
     const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (H / Hkv);  // longest rows first
-    const int q0 = qt * TQ, qi = q0 + r;
+    const int q0 = qt * TQ, li = q0 + r;
     const int64_t qs = (int64_t)H * D, kvs = (int64_t)Hkv * D;
-    copy_tile(Qh, LDH, q + h * D, qs, q0, S, D, t);
-    if (t < TQ) rlo[t] = q0 + t < S && pos ? q0 + t - pos[q0 + t] : 0;
+    copy_tile(Qh, LDH, q + h * D, qs, q0, Sq, D, t);
+    if (t < TQ) attn_row_span(rlo[t], rhi[t], pos, qrow, q0 + t, Sq);
     float m = -INFINITY, l = 0.0f, acc[NCH][32];
 #pragma unroll
     for (int ch = 0; ch < NCH; ch++)
 #pragma unroll
         for (int c = 0; c < 32; c++) acc[ch][c] = 0.0f;
-    const int kt_end = imin(q0 + TQ - 1, S - 1) / TK;
-    for (int kt = tile_lo ? tile_lo[qt] / TK : 0; kt <= kt_end; kt++) {
+    const int kt_end = span ? (span[qt].y < 0 ? -1 : span[qt].y / TK) : imin(q0 + TQ - 1, S - 1) / TK;
+    for (int kt = span ? span[qt].x / TK : 0; kt <= kt_end; kt++) {
         const int k0 = kt * TK;
         __syncthreads();  // every warp is done with the previous K/V tile
         copy_tile(Kh, LDH, k + kh * D, kvs, k0, S, D, t);
         copy_tile(Vh, LDH, v + kh * D, kvs, k0, S, D, t);
-        __syncthreads();  // K/V (and, the first time, Q and rlo) are in place
+        __syncthreads();  // K/V (and, the first time, Q, rlo and rhi) are in place
         strip_abt(Sf, Qh, Kh, LDH, r0, nd);
         __syncwarp();  // the warp's rows of Q K^T are in Sf
-        const int lo = rlo[r];
+        const int lo = rlo[r], hi = rhi[r];
         float p[32], mt = -INFINITY;
 #pragma unroll
         for (int c = 0; c < 32; c++) {
             const int j = k0 + half * 32 + c;
-            p[c] = qi < S && j >= lo && j <= qi ? Sf[r * LDF + half * 32 + c] * scale : -INFINITY;
+            p[c] = j >= lo && j <= hi ? Sf[r * LDF + half * 32 + c] * scale : -INFINITY;
             mt = fmaxf(mt, p[c]);
         }
         const float mn = fmaxf(m, fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1)));
@@ -167,15 +172,16 @@ __global__ void __launch_bounds__(TC_THREADS)
             __syncwarp();  // its lanes have read the chunk before the next one overwrites it
         }
     }
-    if (qi < S) {
+    if (li < Sq) {
+        const bool ok = !qrow || qrow[li] >= 0;  // a padding row sees no key: o = 0, lse = 0
         const float inv = 1.0f / l;
-        bf16 *orow = o + qi * qs + h * D;
+        bf16 *orow = o + li * qs + h * D;
 #pragma unroll
         for (int ch = 0; ch < NCH; ch++)
 #pragma unroll
             for (int c = 0; c < 32; c++)
-                if (64 * ch + half * 32 + c < D) orow[64 * ch + half * 32 + c] = f2bf(acc[ch][c] * inv);
-        if (half == 0) lse[(int64_t)h * S + qi] = m + logf(l);
+                if (64 * ch + half * 32 + c < D) orow[64 * ch + half * 32 + c] = f2bf(ok ? acc[ch][c] * inv : 0.0f);
+        if (half == 0) lse[(int64_t)h * Sq + li] = ok ? m + logf(l) : 0.0f;
     }
 }
 
@@ -200,45 +206,45 @@ __device__ __forceinline__ void strip_out(bf16 *out, frag_c (&f)[DM / 16], float
     }
 }
 
-// dQ: one block per (query tile, head), over the key tiles its rows see.
+// dQ: one block per (query tile, head), over the key tiles its rows see (layouts as the forward's).
 template <int DM>
 __global__ void __launch_bounds__(TC_THREADS)
     attn_tc_dq_kernel(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const float *__restrict__ lse,
                       const float *__restrict__ rowdot, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
-                      const bf16 *__restrict__ v, const int32_t *__restrict__ pos, const int *__restrict__ tile_lo,
-                      int S, int H, int Hkv, int D, float scale) {
+                      const bf16 *__restrict__ v, const int32_t *__restrict__ pos, const int32_t *__restrict__ qrow,
+                      const int2 *__restrict__ span, int Sq, int S, int H, int Hkv, int D, float scale) {
     constexpr int LDH = DM + 8, NO = DM / 16;
     bf16 *Qh = (bf16 *)smem_base(), *dOh = Qh + TQ * LDH, *Kh = dOh + TQ * LDH, *Vh = Kh + TQ * LDH;
     float *Sf = (float *)(Vh + TQ * LDH);
     bf16 *dSh = (bf16 *)(Sf + TQ * LDF);
-    int *rlo = (int *)(dSh + TQ * LDP);
+    int *rlo = (int *)(dSh + TQ * LDP), *rhi = rlo + TQ;
     const int t = threadIdx.x, w = t >> 5, lane = t & 31, r0 = 16 * w, r = r0 + lane / 2, half = lane & 1;
     const int nd = D / 16;
     const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (H / Hkv);
-    const int q0 = qt * TQ, qi = q0 + r;
+    const int q0 = qt * TQ, li = q0 + r;
     const int64_t qs = (int64_t)H * D, kvs = (int64_t)Hkv * D;
-    copy_tile(Qh, LDH, q + h * D, qs, q0, S, D, t);
-    copy_tile(dOh, LDH, dout + h * D, qs, q0, S, D, t);
-    if (t < TQ) rlo[t] = q0 + t < S && pos ? q0 + t - pos[q0 + t] : 0;
-    const float ls = qi < S ? lse[(int64_t)h * S + qi] : 0.0f, rd = qi < S ? rowdot[(int64_t)h * S + qi] : 0.0f;
+    copy_tile(Qh, LDH, q + h * D, qs, q0, Sq, D, t);
+    copy_tile(dOh, LDH, dout + h * D, qs, q0, Sq, D, t);
+    if (t < TQ) attn_row_span(rlo[t], rhi[t], pos, qrow, q0 + t, Sq);
+    const float ls = li < Sq ? lse[(int64_t)h * Sq + li] : 0.0f, rd = li < Sq ? rowdot[(int64_t)h * Sq + li] : 0.0f;
     frag_c dqf[NO];
 #pragma unroll
     for (int n = 0; n < NO; n++) wmma::fill_fragment(dqf[n], 0.0f);
-    const int kt_end = imin(q0 + TQ - 1, S - 1) / TK;
-    for (int kt = tile_lo ? tile_lo[qt] / TK : 0; kt <= kt_end; kt++) {
+    const int kt_end = span ? (span[qt].y < 0 ? -1 : span[qt].y / TK) : imin(q0 + TQ - 1, S - 1) / TK;
+    for (int kt = span ? span[qt].x / TK : 0; kt <= kt_end; kt++) {
         const int k0 = kt * TK;
         __syncthreads();  // every warp is done with the previous K/V tile and dS rows
         copy_tile(Kh, LDH, k + kh * D, kvs, k0, S, D, t);
         copy_tile(Vh, LDH, v + kh * D, kvs, k0, S, D, t);
-        __syncthreads();  // K/V (and, the first time, Q, dO and rlo) are in place
+        __syncthreads();  // K/V (and, the first time, Q, dO, rlo and rhi) are in place
         strip_abt(Sf, Qh, Kh, LDH, r0, nd);
         __syncwarp();  // the warp's score rows are in Sf
-        const int lo = rlo[r];
+        const int lo = rlo[r], hi = rhi[r];
         float p[32];
 #pragma unroll
         for (int c = 0; c < 32; c++) {
             const int j = k0 + half * 32 + c;
-            p[c] = qi < S && j >= lo && j <= qi ? expf(Sf[r * LDF + half * 32 + c] * scale - ls) : 0.0f;
+            p[c] = j >= lo && j <= hi ? expf(Sf[r * LDF + half * 32 + c] * scale - ls) : 0.0f;
         }
         __syncwarp();  // its lanes have read their scores before dO V^T overwrites them
         strip_abt(Sf, dOh, Vh, LDH, r0, nd);
@@ -261,28 +267,30 @@ __global__ void __launch_bounds__(TC_THREADS)
         }
     }
     // Sf's rows were last read before the barrier above dSh's loads.
-    strip_out<DM>(dq + (int64_t)imin(qi, S - 1) * qs + h * D, dqf, Sf, r0, lane, nd, qi < S);
+    strip_out<DM>(dq + (int64_t)imin(li, Sq - 1) * qs + h * D, dqf, Sf, r0, lane, nd, li < Sq);
 }
 
 // dK, dV: one block per (key tile, KV head), over the group's query heads and the query tiles
-// that see the key tile, in that fixed order. Warp w owns key rows 16w .. 16w+15.
+// that see the key tile, in that fixed order. Warp w owns key rows 16w .. 16w+15. With qrow the
+// dK/dV are of the given queries only (a context rank's share of the block's).
 template <int DM>
 __global__ void __launch_bounds__(TC_THREADS)
     attn_tc_dkv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *__restrict__ dout,
                        const float *__restrict__ lse, const float *__restrict__ rowdot, const bf16 *__restrict__ q,
                        const bf16 *__restrict__ k, const bf16 *__restrict__ v, const int32_t *__restrict__ pos,
-                       const int *__restrict__ tile_lo, int S, int H, int Hkv, int D, float scale) {
+                       const int32_t *__restrict__ qrow, const int2 *__restrict__ span, int Sq, int S, int H, int Hkv,
+                       int D, float scale) {
     constexpr int LDH = DM + 8, NO = DM / 16;
     bf16 *Kh = (bf16 *)smem_base(), *Vh = Kh + TK * LDH, *Qh = Vh + TK * LDH, *dOh = Qh + TQ * LDH;
     float *Sf = (float *)(dOh + TQ * LDH);
     bf16 *Ph = (bf16 *)(Sf + TK * LDF), *dSh = Ph + TK * LDP;
     float *lses = (float *)(dSh + TK * LDP), *rds = lses + TQ;
-    int *rlo = (int *)(rds + TQ);
+    int *rlo = (int *)(rds + TQ), *rhi = rlo + TQ;
     const int t = threadIdx.x, w = t >> 5, lane = t & 31, r0 = 16 * w, r = r0 + lane / 2, half = lane & 1;
     const int nd = D / 16;
     const int kt = blockIdx.x, kh = blockIdx.y, g = H / Hkv, k0 = kt * TK, j = k0 + r;
     const int64_t qs = (int64_t)H * D, kvs = (int64_t)Hkv * D;
-    const int ntiles = (S + TQ - 1) / TQ, k_last = imin(k0 + TK - 1, S - 1);
+    const int ntiles = (Sq + TQ - 1) / TQ, k_last = imin(k0 + TK - 1, S - 1);
     copy_tile(Kh, LDH, k + kh * D, kvs, k0, S, D, t);
     copy_tile(Vh, LDH, v + kh * D, kvs, k0, S, D, t);
     frag_c dkf[NO], dvf[NO];
@@ -290,17 +298,18 @@ __global__ void __launch_bounds__(TC_THREADS)
     for (int n = 0; n < NO; n++) wmma::fill_fragment(dkf[n], 0.0f), wmma::fill_fragment(dvf[n], 0.0f);
     for (int hg = 0; hg < g; hg++) {
         const int h = kh * g + hg;
-        for (int qt = kt; qt < ntiles; qt++) {
-            if (tile_lo && tile_lo[qt] > k_last) continue;  // every row's document starts after this key tile
+        for (int qt = qrow ? 0 : kt; qt < ntiles; qt++) {
+            // every row's document starts after this key tile, or every row is before it
+            if (span && (span[qt].x > k_last || span[qt].y < k0)) continue;
             const int q0 = qt * TQ;
             __syncthreads();  // every warp is done with the previous Q/dO tile and its rows of P, dS
-            copy_tile(Qh, LDH, q + h * D, qs, q0, S, D, t);
-            copy_tile(dOh, LDH, dout + h * D, qs, q0, S, D, t);
+            copy_tile(Qh, LDH, q + h * D, qs, q0, Sq, D, t);
+            copy_tile(dOh, LDH, dout + h * D, qs, q0, Sq, D, t);
             if (t < TQ) {
                 const int i = q0 + t;
-                rlo[t] = i < S && pos ? i - pos[i] : 0;
-                lses[t] = i < S ? lse[(int64_t)h * S + i] : 0.0f;
-                rds[t] = i < S ? rowdot[(int64_t)h * S + i] : 0.0f;
+                attn_row_span(rlo[t], rhi[t], pos, qrow, i, Sq);
+                lses[t] = i < Sq ? lse[(int64_t)h * Sq + i] : 0.0f;
+                rds[t] = i < Sq ? rowdot[(int64_t)h * Sq + i] : 0.0f;
             }
             __syncthreads();  // Q, dO, lse, rowdot (and, the first time, K/V) are in place
             strip_abt(Sf, Kh, Qh, LDH, r0, nd);  // S^T: key rows x query columns
@@ -308,8 +317,8 @@ __global__ void __launch_bounds__(TC_THREADS)
             float p[32];
 #pragma unroll
             for (int c = 0; c < 32; c++) {
-                const int qc = half * 32 + c, i = q0 + qc;
-                p[c] = i < S && j >= rlo[qc] && j <= i ? expf(Sf[r * LDF + qc] * scale - lses[qc]) : 0.0f;
+                const int qc = half * 32 + c;
+                p[c] = j >= rlo[qc] && j <= rhi[qc] ? expf(Sf[r * LDF + qc] * scale - lses[qc]) : 0.0f;
                 Ph[r * LDP + qc] = f2bf(p[c]);
             }
             __syncwarp();  // its lanes have read S^T before V dO^T overwrites it
@@ -344,13 +353,16 @@ __global__ void __launch_bounds__(TC_THREADS)
     strip_out<DM>(dv + (int64_t)jj * kvs + kh * D, dvf, Sf, r0, lane, nd, j < S);
 }
 
-static void check_shape(const void *const *ptrs, int n, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
-    ZT_REQUIRE(B > 0 && S > 0 && H > 0 && Hkv > 0 && D > 0 && H % Hkv == 0 && S < (1 << 30),
-               "attention B=%lld S=%lld H=%lld Hkv=%lld D=%lld (H must be a multiple of Hkv)", (long long)B,
-               (long long)S, (long long)H, (long long)Hkv, (long long)D);
-    ZT_REQUIRE(zt_cuda_attention_tc_supported(D) && H * S < (1ll << 31) / 128,
-               "tensor-core attention: head_dim %lld must be a multiple of 16 and at most 128 (H*S = %lld)",
-               (long long)D, (long long)(H * S));
+static void check_shape(const void *const *ptrs, int n, int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv,
+                        int64_t D, const int32_t *qrow) {
+    ZT_REQUIRE(B > 0 && S > 0 && Sq > 0 && H > 0 && Hkv > 0 && D > 0 && H % Hkv == 0 && S < (1 << 30) &&
+                   Sq < (1 << 30) && (qrow || Sq == S),
+               "attention B=%lld Sq=%lld S=%lld H=%lld Hkv=%lld D=%lld (H must be a multiple of Hkv; Sq != S needs "
+               "the query rows' map)", (long long)B, (long long)Sq, (long long)S, (long long)H, (long long)Hkv,
+               (long long)D);
+    ZT_REQUIRE(zt_cuda_attention_tc_supported(D) && H * Sq < (1ll << 31) / 128,
+               "tensor-core attention: head_dim %lld must be a multiple of 16 and at most 128 (H*Sq = %lld)",
+               (long long)D, (long long)(H * Sq));
     for (int i = 0; i < n; i++)
         ZT_REQUIRE(zt_aligned16(ptrs[i]), "tensor-core attention: operand %d is not 16-byte aligned (%p)", i, ptrs[i]);
 }
@@ -360,90 +372,112 @@ static void allow_smem(F *kernel, size_t bytes) {
     ZT_CUDA_CHECK(cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
-static int *tile_los(cudaStream_t st, char *scratch, const int32_t *pos, int64_t S, int64_t H) {
-    if (!pos) return NULL;
-    int *tl = (int *)(scratch + round256((size_t)(H * S) * sizeof(float)));
-    const int ntiles = (int)((S + TQ - 1) / TQ);
-    ZT_LAUNCH(attn_tile_lo_kernel, zt_blocks(ntiles, 4), 128, 0, st)(tl, pos, (int)S, ntiles);
-    ZT_LAUNCHED("attn_tile_lo_kernel", st);
-    return tl;
+// attention_tiled.cu's tile_spans: the query tiles' key spans, NULL for plain causal over the block.
+static const int2 *tile_spans(cudaStream_t st, char *scratch, const int32_t *pos, const int32_t *qrow, int64_t Sq,
+                              int64_t S, int64_t H) {
+    if (!pos && !qrow) return NULL;
+    int2 *sp = (int2 *)(scratch + round256((size_t)(H * Sq) * sizeof(float)));
+    const int ntiles = (int)((Sq + TQ - 1) / TQ);
+    ZT_LAUNCH(attn_tile_span_kernel, zt_blocks(ntiles, 4), 128, 0, st)(sp, pos, qrow, (int)Sq, (int)S, ntiles);
+    ZT_LAUNCHED("attn_tile_span_kernel", st);
+    return sp;
 }
 
 template <int DM>
 static void fwd_launch(cudaStream_t st, bf16 *o, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
-                       const int32_t *pos, const int *tl, int S, int H, int Hkv, int D, float scale) {
-    const size_t smem = tc_smem_bytes<DM>(3, 1, 1);
+                       const int32_t *pos, const int32_t *qrow, const int2 *sp, int Sq, int S, int H, int Hkv, int D,
+                       float scale) {
+    const size_t smem = tc_smem_bytes<DM>(3, 1, 2);
     allow_smem(attn_tc_fwd_kernel<DM>, smem);
-    const dim3 grid((unsigned)((S + TQ - 1) / TQ), (unsigned)H);
-    ZT_LAUNCH(attn_tc_fwd_kernel<DM>, grid, TC_THREADS, smem, st)(o, lse, q, k, v, pos, tl, S, H, Hkv, D, scale);
+    const dim3 grid((unsigned)((Sq + TQ - 1) / TQ), (unsigned)H);
+    ZT_LAUNCH(attn_tc_fwd_kernel<DM>, grid, TC_THREADS, smem, st)(o, lse, q, k, v, pos, qrow, sp, Sq, S, H, Hkv, D,
+                                                                   scale);
     ZT_LAUNCHED("attn_tc_fwd_kernel", st);
 }
 
 template <int DM>
 static void bwd_launch(cudaStream_t st, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const float *lse,
                        const float *rowdot, const bf16 *q, const bf16 *k, const bf16 *v, const int32_t *pos,
-                       const int *tl, int S, int H, int Hkv, int D, float scale) {
-    const unsigned ntiles = (unsigned)((S + TQ - 1) / TQ);
-    const size_t smem_dq = tc_smem_bytes<DM>(4, 1, 1), smem_dkv = tc_smem_bytes<DM>(4, 2, 3);
+                       const int32_t *qrow, const int2 *sp, int Sq, int S, int H, int Hkv, int D, float scale) {
+    const unsigned nqt = (unsigned)((Sq + TQ - 1) / TQ), nkt = (unsigned)((S + TK - 1) / TK);
+    const size_t smem_dq = tc_smem_bytes<DM>(4, 1, 2), smem_dkv = tc_smem_bytes<DM>(4, 2, 4);
     allow_smem(attn_tc_dq_kernel<DM>, smem_dq);
     allow_smem(attn_tc_dkv_kernel<DM>, smem_dkv);
-    ZT_LAUNCH(attn_tc_dq_kernel<DM>, dim3(ntiles, (unsigned)H), TC_THREADS, smem_dq, st)(
-        dq, dout, lse, rowdot, q, k, v, pos, tl, S, H, Hkv, D, scale);
+    ZT_LAUNCH(attn_tc_dq_kernel<DM>, dim3(nqt, (unsigned)H), TC_THREADS, smem_dq, st)(
+        dq, dout, lse, rowdot, q, k, v, pos, qrow, sp, Sq, S, H, Hkv, D, scale);
     ZT_LAUNCHED("attn_tc_dq_kernel", st);
-    ZT_LAUNCH(attn_tc_dkv_kernel<DM>, dim3(ntiles, (unsigned)Hkv), TC_THREADS, smem_dkv, st)(
-        dk, dv, dout, lse, rowdot, q, k, v, pos, tl, S, H, Hkv, D, scale);
+    ZT_LAUNCH(attn_tc_dkv_kernel<DM>, dim3(nkt, (unsigned)Hkv), TC_THREADS, smem_dkv, st)(
+        dk, dv, dout, lse, rowdot, q, k, v, pos, qrow, sp, Sq, S, H, Hkv, D, scale);
     ZT_LAUNCHED("attn_tc_dkv_kernel", st);
+}
+
+extern "C" void zt_cuda_attention_tc_rows_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
+                                              const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos,
+                                              const int32_t *qrow, int64_t B, int64_t Sq, int64_t S, int64_t H,
+                                              int64_t Hkv, int64_t D) {
+    const void *ptrs[] = {o, q, k, v};
+    check_shape(ptrs, 4, B, Sq, S, H, Hkv, D, qrow);
+    cudaStream_t st = zt_st(stream);
+    const float scale = 1.0f / sqrtf((float)D);
+    char *scratch =
+        pos || qrow ? (char *)zt_ctx_scratch(c, zt_cuda_attention_tc_scratch_bytes(Sq, H, Hkv, D), st) : NULL;
+    const int64_t qs = H * D, kvs = Hkv * D;
+    for (int64_t b = 0; b < B; b++) {  // one batch row at a time: the scratch does not grow with B
+        const int32_t *pb = pos ? pos + b * Sq : NULL;
+        const int2 *sp = tile_spans(st, scratch, pb, qrow, Sq, S, H);
+        bf16 *ob = (bf16 *)o + b * Sq * qs;
+        const bf16 *qb = (const bf16 *)q + b * Sq * qs, *kb = (const bf16 *)k + b * S * kvs,
+                   *vb = (const bf16 *)v + b * S * kvs;
+        if (D <= 64)
+            fwd_launch<64>(st, ob, lse + b * H * Sq, qb, kb, vb, pb, qrow, sp, (int)Sq, (int)S, (int)H, (int)Hkv,
+                           (int)D, scale);
+        else
+            fwd_launch<128>(st, ob, lse + b * H * Sq, qb, kb, vb, pb, qrow, sp, (int)Sq, (int)S, (int)H, (int)Hkv,
+                            (int)D, scale);
+    }
+}
+
+extern "C" void zt_cuda_attention_tc_rows_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                              const zt_bf16 *dout, const zt_bf16 *o, const float *lse,
+                                              const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
+                                              const int32_t *pos, const int32_t *qrow, int64_t B, int64_t Sq,
+                                              int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    const void *ptrs[] = {dq, dk, dv, dout, q, k, v};
+    check_shape(ptrs, 7, B, Sq, S, H, Hkv, D, qrow);
+    cudaStream_t st = zt_st(stream);
+    const float scale = 1.0f / sqrtf((float)D);
+    char *scratch = (char *)zt_ctx_scratch(c, zt_cuda_attention_tc_scratch_bytes(Sq, H, Hkv, D), st);
+    float *rowdot = (float *)scratch;
+    const int64_t qs = H * D, kvs = Hkv * D;
+    for (int64_t b = 0; b < B; b++) {
+        const int32_t *pb = pos ? pos + b * Sq : NULL;
+        const int2 *sp = tile_spans(st, scratch, pb, qrow, Sq, S, H);
+        const int64_t qo = b * Sq * qs, ko = b * S * kvs;
+        ZT_LAUNCH(attn_rowdot_kernel, zt_blocks(H * Sq, 8), 256, 0, st)(
+            rowdot, (const bf16 *)dout + qo, (const bf16 *)o + qo, (int)Sq, (int)H, (int)D);
+        ZT_LAUNCHED("attn_rowdot_kernel", st);
+        if (D <= 64)
+            bwd_launch<64>(st, (bf16 *)dq + qo, (bf16 *)dk + ko, (bf16 *)dv + ko, (const bf16 *)dout + qo,
+                           lse + b * H * Sq, rowdot, (const bf16 *)q + qo, (const bf16 *)k + ko, (const bf16 *)v + ko,
+                           pb, qrow, sp, (int)Sq, (int)S, (int)H, (int)Hkv, (int)D, scale);
+        else
+            bwd_launch<128>(st, (bf16 *)dq + qo, (bf16 *)dk + ko, (bf16 *)dv + ko, (const bf16 *)dout + qo,
+                            lse + b * H * Sq, rowdot, (const bf16 *)q + qo, (const bf16 *)k + ko, (const bf16 *)v + ko,
+                            pb, qrow, sp, (int)Sq, (int)S, (int)H, (int)Hkv, (int)D, scale);
+    }
 }
 
 extern "C" void zt_cuda_attention_tc_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
                                          const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
                                          int64_t H, int64_t Hkv, int64_t D) {
-    const void *ptrs[] = {o, q, k, v};
-    check_shape(ptrs, 4, B, S, H, Hkv, D);
-    cudaStream_t st = zt_st(stream);
-    const float scale = 1.0f / sqrtf((float)D);
-    char *scratch = pos ? (char *)zt_ctx_scratch(c, zt_cuda_attention_tc_scratch_bytes(S, H, Hkv, D), st) : NULL;
-    const int64_t qs = H * D, kvs = Hkv * D;
-    for (int64_t b = 0; b < B; b++) {  // one batch row at a time: the scratch does not grow with B
-        const int32_t *pb = pos ? pos + b * S : NULL;
-        const int *tl = tile_los(st, scratch, pb, S, H);
-        bf16 *ob = (bf16 *)o + b * S * qs;
-        const bf16 *qb = (const bf16 *)q + b * S * qs, *kb = (const bf16 *)k + b * S * kvs,
-                   *vb = (const bf16 *)v + b * S * kvs;
-        if (D <= 64)
-            fwd_launch<64>(st, ob, lse + b * H * S, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
-        else
-            fwd_launch<128>(st, ob, lse + b * H * S, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
-    }
+    zt_cuda_attention_tc_rows_fwd(c, stream, o, lse, q, k, v, pos, NULL, B, S, S, H, Hkv, D);
 }
 
 extern "C" void zt_cuda_attention_tc_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
                                          const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
                                          const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
                                          int64_t H, int64_t Hkv, int64_t D) {
-    const void *ptrs[] = {dq, dk, dv, dout, q, k, v};
-    check_shape(ptrs, 7, B, S, H, Hkv, D);
-    cudaStream_t st = zt_st(stream);
-    const float scale = 1.0f / sqrtf((float)D);
-    char *scratch = (char *)zt_ctx_scratch(c, zt_cuda_attention_tc_scratch_bytes(S, H, Hkv, D), st);
-    float *rowdot = (float *)scratch;
-    const int64_t qs = H * D, kvs = Hkv * D;
-    for (int64_t b = 0; b < B; b++) {
-        const int32_t *pb = pos ? pos + b * S : NULL;
-        const int *tl = tile_los(st, scratch, pb, S, H);
-        const int64_t qo = b * S * qs, ko = b * S * kvs;
-        ZT_LAUNCH(attn_rowdot_kernel, zt_blocks(H * S, 8), 256, 0, st)(
-            rowdot, (const bf16 *)dout + qo, (const bf16 *)o + qo, (int)S, (int)H, (int)D);
-        ZT_LAUNCHED("attn_rowdot_kernel", st);
-        if (D <= 64)
-            bwd_launch<64>(st, (bf16 *)dq + qo, (bf16 *)dk + ko, (bf16 *)dv + ko, (const bf16 *)dout + qo,
-                           lse + b * H * S, rowdot, (const bf16 *)q + qo, (const bf16 *)k + ko, (const bf16 *)v + ko,
-                           pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
-        else
-            bwd_launch<128>(st, (bf16 *)dq + qo, (bf16 *)dk + ko, (bf16 *)dv + ko, (const bf16 *)dout + qo,
-                            lse + b * H * S, rowdot, (const bf16 *)q + qo, (const bf16 *)k + ko, (const bf16 *)v + ko,
-                            pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
-    }
+    zt_cuda_attention_tc_rows_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, NULL, B, S, S, H, Hkv, D);
 }
 
 // ---- the tiled path: tensor cores where they apply, the scalar tiled kernels otherwise ----------
@@ -468,4 +502,23 @@ extern "C" void zt_cuda_attention_flash_bwd(zt_cuda_ctx *c, void *stream, zt_bf1
         zt_cuda_attention_tc_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, B, S, H, Hkv, D);
     else
         zt_cuda_attention_tiled_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, B, S, H, Hkv, D);
+}
+extern "C" void zt_cuda_attention_flash_rows_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse,
+                                                 const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
+                                                 const int32_t *pos, const int32_t *qrow, int64_t B, int64_t Sq,
+                                                 int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    if (zt_cuda_attention_tc_supported(D))
+        zt_cuda_attention_tc_rows_fwd(c, stream, o, lse, q, k, v, pos, qrow, B, Sq, S, H, Hkv, D);
+    else
+        zt_cuda_attention_tiled_rows_fwd(c, stream, o, lse, q, k, v, pos, qrow, B, Sq, S, H, Hkv, D);
+}
+extern "C" void zt_cuda_attention_flash_rows_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                                 const zt_bf16 *dout, const zt_bf16 *o, const float *lse,
+                                                 const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
+                                                 const int32_t *pos, const int32_t *qrow, int64_t B, int64_t Sq,
+                                                 int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    if (zt_cuda_attention_tc_supported(D))
+        zt_cuda_attention_tc_rows_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, qrow, B, Sq, S, H, Hkv, D);
+    else
+        zt_cuda_attention_tiled_rows_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, qrow, B, Sq, S, H, Hkv, D);
 }

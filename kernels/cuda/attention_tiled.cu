@@ -9,8 +9,10 @@
 // gated full attention 256).
 // Deterministic: no atomics; dK/dV of a key tile are summed over the group's query heads
 // and query tiles by one block in a fixed order, dQ by a second kernel over key tiles.
-// defines: zt_cuda_attention_tiled_fwd, zt_cuda_attention_tiled_bwd,
-//          zt_cuda_attention_tiled_scratch_bytes
+// The queries may be a subset of the block's rows (context parallelism: a rank's held rows, each
+// at its block row, against the whole block's K/V); the whole block is the map-less case.
+// defines: zt_cuda_attention_tiled_fwd, zt_cuda_attention_tiled_bwd, zt_cuda_attention_tiled_rows_fwd,
+//          zt_cuda_attention_tiled_rows_bwd, zt_cuda_attention_tiled_scratch_bytes
 #include <math.h>
 
 #include "kernels/cuda/cuda_internal.h"
@@ -28,8 +30,8 @@
 // Shared-memory tiles of q, k, v, dO: fp32 rows padded by one word up to head_dim 128; at 256
 // bf16 rows (the inputs' own values: the conversion to fp32 is exact, so the math is the same)
 // padded by two elements, 129 words a row as at 128, so a tile takes the bytes of a 128-wide fp32
-// one and the blocks stay within a GPU's per-block shared memory (113 / 145.5 / 162.3 KiB for the
-// forward / dQ / dK-dV kernels at either width; fp32 at 256 would need 209 / 273 / 290 KiB).
+// one and the blocks stay within a GPU's per-block shared memory (113.5 / 145.75 / 162.5 KiB for
+// the forward / dQ / dK-dV kernels at either width; fp32 at 256 would need 209 / 273 / 290 KiB).
 template <int DM>
 struct tile_elem {
     typedef float T;
@@ -43,10 +45,11 @@ struct tile_elem<256> {
 
 #include "kernels/cuda/attention_tiles.cuh"
 
-// rowdot[H, S] (one batch row at a time) and tile_lo[ceil(S/64)].
-extern "C" size_t zt_cuda_attention_tiled_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+// rowdot[H, Sq] (one batch row at a time) and the query tiles' key spans, int2[ceil(Sq/64)]; Sq:
+// the query rows (the block's S, or a context rank's held rows).
+extern "C" size_t zt_cuda_attention_tiled_scratch_bytes(int64_t Sq, int64_t H, int64_t Hkv, int64_t D) {
     (void)Hkv, (void)D;
-    return round256((size_t)(H * S) * sizeof(float)) + round256((size_t)((S + TQ - 1) / TQ) * sizeof(int));
+    return round256((size_t)(H * Sq) * sizeof(float)) + round256((size_t)((Sq + TQ - 1) / TQ) * 2 * sizeof(int));
 }
 
 // 64 rows of a [S, ld] bf16 matrix (columns 0..D-1) into shared [64][LD] (fp32 or bf16); rows
@@ -118,28 +121,30 @@ __device__ __forceinline__ float sum8(float v) {
 template <int DM>
 static size_t fwd_smem_bytes(int with_do) {
     return (size_t)((3 + with_do) * TQ * tile_elem<DM>::LD) * sizeof(typename tile_elem<DM>::T) +
-           (size_t)(TQ * (TK + 1)) * sizeof(float) + TQ * sizeof(int);
+           (size_t)(TQ * (TK + 1)) * sizeof(float) + 2 * TQ * sizeof(int);
 }
 
-// One block per (query tile, head) of one batch row. o, q: [S, H*D]; k, v: [S, Hkv*D];
-// lse: [H, S]. tile_lo: NULL (plain causal) or the query tiles' first visible keys.
+// One block per (query tile, head) of one batch row. o, q: [Sq, H*D]; k, v: [S, Hkv*D];
+// lse: [H, Sq]; pos: [Sq]. qrow: NULL (the queries are the block's S rows) or query row i's block
+// row (-1: padding). span: NULL (plain causal, whole block) or the query tiles' key spans.
 template <int DM>
 __global__ void __launch_bounds__(FWD_THREADS)
     attn_tiled_fwd_kernel(bf16 *__restrict__ o, float *__restrict__ lse, const bf16 *__restrict__ q,
                           const bf16 *__restrict__ k, const bf16 *__restrict__ v, const int32_t *__restrict__ pos,
-                          const int *__restrict__ tile_lo, int S, int H, int Hkv, int D, float scale) {
+                          const int32_t *__restrict__ qrow, const int2 *__restrict__ span, int Sq, int S, int H,
+                          int Hkv, int D, float scale) {
     typedef typename tile_elem<DM>::T T;
     constexpr int LD = tile_elem<DM>::LD, LDP = TK + 1, NC = DM / 8;
     ZT_DYNAMIC_SHARED(float, smem);
     T *Qs = (T *)smem, *Ks = Qs + TQ * LD, *Vs = Ks + TQ * LD;
     float *Ps = (float *)(Vs + TQ * LD);
-    int *rlo = (int *)(Ps + TQ * LDP);
+    int *rlo = (int *)(Ps + TQ * LDP), *rhi = rlo + TQ;
     const int t = threadIdx.x, ty = t >> 3, tx = t & 7, r0 = ty * 4, nc = D / 8;
     const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (H / Hkv);  // longest rows first
     const int q0 = qt * TQ;
     const int64_t qs = (int64_t)H * D, kvs = (int64_t)Hkv * D;
-    load_tile(Qs, LD, q + h * D, qs, q0, S, D, t, FWD_THREADS);
-    if (t < TQ) rlo[t] = q0 + t < S && pos ? q0 + t - pos[q0 + t] : 0;
+    load_tile(Qs, LD, q + h * D, qs, q0, Sq, D, t, FWD_THREADS);
+    if (t < TQ) attn_row_span(rlo[t], rhi[t], pos, qrow, q0 + t, Sq);
     float m[4], l[4], acc[4][NC];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -147,24 +152,24 @@ __global__ void __launch_bounds__(FWD_THREADS)
 #pragma unroll
         for (int c = 0; c < NC; c++) acc[i][c] = 0.0f;
     }
-    const int kt_end = imin(q0 + TQ - 1, S - 1) / TK;
-    for (int kt = tile_lo ? tile_lo[qt] / TK : 0; kt <= kt_end; kt++) {
+    const int kt_end = span ? (span[qt].y < 0 ? -1 : span[qt].y / TK) : imin(q0 + TQ - 1, S - 1) / TK;
+    for (int kt = span ? span[qt].x / TK : 0; kt <= kt_end; kt++) {
         const int k0 = kt * TK;
         __syncthreads();  // every warp is done with the previous K/V tile and its rows of P
         load_tile(Ks, LD, k + kh * D, kvs, k0, S, D, t, FWD_THREADS);
         load_tile(Vs, LD, v + kh * D, kvs, k0, S, D, t, FWD_THREADS);
-        __syncthreads();  // K/V (and, the first time, Q and rlo) are in place
+        __syncthreads();  // K/V (and, the first time, Q, rlo and rhi) are in place
         float s[4][8] = {};
         dot_rows<4>(s, Qs, Ks, LD, r0, tx, D);
         float p[4][8];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int qi = q0 + r0 + i, lo = rlo[r0 + i];
+            const int lo = rlo[r0 + i], hi = rhi[r0 + i];
             float mt = -INFINITY;
 #pragma unroll
             for (int c = 0; c < 8; c++) {
                 const int j = k0 + tx + 8 * c;
-                s[i][c] = qi < S && j >= lo && j <= qi ? s[i][c] * scale : -INFINITY;
+                s[i][c] = j >= lo && j <= hi ? s[i][c] * scale : -INFINITY;
                 mt = fmaxf(mt, s[i][c]);
             }
             const float mn = fmaxf(m[i], max8(mt));
@@ -189,14 +194,15 @@ __global__ void __launch_bounds__(FWD_THREADS)
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int qi = q0 + r0 + i;
-        if (qi >= S) continue;
+        const int li = q0 + r0 + i;
+        if (li >= Sq) continue;
+        const bool ok = !qrow || qrow[li] >= 0;  // a padding row sees no key: o = 0, lse = 0
         const float inv = 1.0f / l[i];
-        bf16 *orow = o + qi * qs + h * D;
+        bf16 *orow = o + li * qs + h * D;
 #pragma unroll
         for (int c = 0; c < NC; c++)
-            if (c < nc) orow[tx + 8 * c] = f2bf(acc[i][c] * inv);
-        if (tx == 0) lse[(int64_t)h * S + qi] = m[i] + logf(l[i]);
+            if (c < nc) orow[tx + 8 * c] = f2bf(ok ? acc[i][c] * inv : 0.0f);
+        if (tx == 0) lse[(int64_t)h * Sq + li] = ok ? m[i] + logf(l[i]) : 0.0f;
     }
 }
 
@@ -207,52 +213,52 @@ __device__ __forceinline__ void tile_p_ds(float &s, float &dp, bool vis, float l
     s = p;
 }
 
-// dQ: one block per (query tile, head), over the key tiles its rows see.
+// dQ: one block per (query tile, head), over the key tiles its rows see (layouts as the forward's).
 template <int DM>
 __global__ void __launch_bounds__(FWD_THREADS)
     attn_tiled_dq_kernel(bf16 *__restrict__ dq, const bf16 *__restrict__ dout, const float *__restrict__ lse,
                          const float *__restrict__ rowdot, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
-                         const bf16 *__restrict__ v, const int32_t *__restrict__ pos, const int *__restrict__ tile_lo,
-                         int S, int H, int Hkv, int D, float scale) {
+                         const bf16 *__restrict__ v, const int32_t *__restrict__ pos, const int32_t *__restrict__ qrow,
+                         const int2 *__restrict__ span, int Sq, int S, int H, int Hkv, int D, float scale) {
     typedef typename tile_elem<DM>::T T;
     constexpr int LD = tile_elem<DM>::LD, LDP = TK + 1, NC = DM / 8;
     ZT_DYNAMIC_SHARED(float, smem);
     T *Qs = (T *)smem, *dOs = Qs + TQ * LD, *Ks = dOs + TQ * LD, *Vs = Ks + TQ * LD;
     float *dSs = (float *)(Vs + TQ * LD);
-    int *rlo = (int *)(dSs + TQ * LDP);
+    int *rlo = (int *)(dSs + TQ * LDP), *rhi = rlo + TQ;
     const int t = threadIdx.x, ty = t >> 3, tx = t & 7, r0 = ty * 4, nc = D / 8;
     const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (H / Hkv);
     const int q0 = qt * TQ;
     const int64_t qs = (int64_t)H * D, kvs = (int64_t)Hkv * D;
-    load_tile(Qs, LD, q + h * D, qs, q0, S, D, t, FWD_THREADS);
-    load_tile(dOs, LD, dout + h * D, qs, q0, S, D, t, FWD_THREADS);
-    if (t < TQ) rlo[t] = q0 + t < S && pos ? q0 + t - pos[q0 + t] : 0;
+    load_tile(Qs, LD, q + h * D, qs, q0, Sq, D, t, FWD_THREADS);
+    load_tile(dOs, LD, dout + h * D, qs, q0, Sq, D, t, FWD_THREADS);
+    if (t < TQ) attn_row_span(rlo[t], rhi[t], pos, qrow, q0 + t, Sq);
     float ls[4], rd[4], acc[4][NC];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int qi = q0 + r0 + i;
-        ls[i] = qi < S ? lse[(int64_t)h * S + qi] : 0.0f;
-        rd[i] = qi < S ? rowdot[(int64_t)h * S + qi] : 0.0f;
+        const int li = q0 + r0 + i;
+        ls[i] = li < Sq ? lse[(int64_t)h * Sq + li] : 0.0f;
+        rd[i] = li < Sq ? rowdot[(int64_t)h * Sq + li] : 0.0f;
 #pragma unroll
         for (int c = 0; c < NC; c++) acc[i][c] = 0.0f;
     }
-    const int kt_end = imin(q0 + TQ - 1, S - 1) / TK;
-    for (int kt = tile_lo ? tile_lo[qt] / TK : 0; kt <= kt_end; kt++) {
+    const int kt_end = span ? (span[qt].y < 0 ? -1 : span[qt].y / TK) : imin(q0 + TQ - 1, S - 1) / TK;
+    for (int kt = span ? span[qt].x / TK : 0; kt <= kt_end; kt++) {
         const int k0 = kt * TK;
         __syncthreads();  // every warp is done with the previous K/V tile and its rows of dS
         load_tile(Ks, LD, k + kh * D, kvs, k0, S, D, t, FWD_THREADS);
         load_tile(Vs, LD, v + kh * D, kvs, k0, S, D, t, FWD_THREADS);
-        __syncthreads();  // K/V (and, the first time, Q, dO and rlo) are in place
+        __syncthreads();  // K/V (and, the first time, Q, dO, rlo and rhi) are in place
         float s[4][8] = {}, dp[4][8] = {};
         dot_rows<4>(s, Qs, Ks, LD, r0, tx, D);
         dot_rows<4>(dp, dOs, Vs, LD, r0, tx, D);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int qi = q0 + r0 + i, lo = rlo[r0 + i];
+            const int lo = rlo[r0 + i], hi = rhi[r0 + i];
 #pragma unroll
             for (int c = 0; c < 8; c++) {
                 const int j = k0 + tx + 8 * c;
-                tile_p_ds(s[i][c], dp[i][c], qi < S && j >= lo && j <= qi, ls[i], rd[i], scale);
+                tile_p_ds(s[i][c], dp[i][c], j >= lo && j <= hi, ls[i], rd[i], scale);
                 dSs[(r0 + i) * LDP + tx + 8 * c] = dp[i][c];
             }
         }
@@ -261,9 +267,9 @@ __global__ void __launch_bounds__(FWD_THREADS)
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int qi = q0 + r0 + i;
-        if (qi >= S) continue;
-        bf16 *row = dq + qi * qs + h * D;
+        const int li = q0 + r0 + i;
+        if (li >= Sq) continue;
+        bf16 *row = dq + li * qs + h * D;
 #pragma unroll
         for (int c = 0; c < NC; c++)
             if (c < nc) row[tx + 8 * c] = f2bf(acc[i][c]);
@@ -273,29 +279,31 @@ __global__ void __launch_bounds__(FWD_THREADS)
 template <int DM>
 static size_t dkv_smem_bytes() {
     return (size_t)(4 * TQ * tile_elem<DM>::LD) * sizeof(typename tile_elem<DM>::T) +
-           (size_t)(2 * TK * (TQ + 1) + 2 * TQ) * sizeof(float) + TQ * sizeof(int);
+           (size_t)(2 * TK * (TQ + 1) + 2 * TQ) * sizeof(float) + 2 * TQ * sizeof(int);
 }
 
 // dK, dV: one block per (key tile, KV head), over the group's query heads and the query
 // tiles that see the key tile, in that fixed order. 256 threads: thread t owns key rows
 // 2*(t/8) .. +1; of a 64-query tile the columns t%8 + 8c; of dK/dV the columns t%8 + 8c.
+// With qrow the dK/dV are of the given queries only (a context rank's share of the block's).
 template <int DM>
 __global__ void __launch_bounds__(DKV_THREADS)
     attn_tiled_dkv_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, const bf16 *__restrict__ dout,
                           const float *__restrict__ lse, const float *__restrict__ rowdot, const bf16 *__restrict__ q,
                           const bf16 *__restrict__ k, const bf16 *__restrict__ v, const int32_t *__restrict__ pos,
-                          const int *__restrict__ tile_lo, int S, int H, int Hkv, int D, float scale) {
+                          const int32_t *__restrict__ qrow, const int2 *__restrict__ span, int Sq, int S, int H,
+                          int Hkv, int D, float scale) {
     typedef typename tile_elem<DM>::T T;
     constexpr int LD = tile_elem<DM>::LD, LDP = TQ + 1, NC = DM / 8;
     ZT_DYNAMIC_SHARED(float, smem);
     T *Ks = (T *)smem, *Vs = Ks + TK * LD, *Qs = Vs + TK * LD, *dOs = Qs + TQ * LD;
     float *Ps = (float *)(dOs + TQ * LD);
     float *dSs = Ps + TK * LDP, *lses = dSs + TK * LDP, *rds = lses + TQ;
-    int *rlo = (int *)(rds + TQ);
+    int *rlo = (int *)(rds + TQ), *rhi = rlo + TQ;
     const int t = threadIdx.x, ty = t >> 3, tx = t & 7, r0 = ty * 2, nc = D / 8;
     const int kt = blockIdx.x, kh = blockIdx.y, g = H / Hkv, k0 = kt * TK;
     const int64_t qs = (int64_t)H * D, kvs = (int64_t)Hkv * D;
-    const int ntiles = (S + TQ - 1) / TQ, k_last = imin(k0 + TK - 1, S - 1);
+    const int ntiles = (Sq + TQ - 1) / TQ, k_last = imin(k0 + TK - 1, S - 1);
     load_tile(Ks, LD, k + kh * D, kvs, k0, S, D, t, DKV_THREADS);
     load_tile(Vs, LD, v + kh * D, kvs, k0, S, D, t, DKV_THREADS);
     float adk[2][NC], adv[2][NC];
@@ -305,17 +313,18 @@ __global__ void __launch_bounds__(DKV_THREADS)
         for (int c = 0; c < NC; c++) adk[i][c] = adv[i][c] = 0.0f;
     for (int hg = 0; hg < g; hg++) {
         const int h = kh * g + hg;
-        for (int qt = kt; qt < ntiles; qt++) {
-            if (tile_lo && tile_lo[qt] > k_last) continue;  // every row's document starts after this key tile
+        for (int qt = qrow ? 0 : kt; qt < ntiles; qt++) {
+            // every row's document starts after this key tile, or every row is before it
+            if (span && (span[qt].x > k_last || span[qt].y < k0)) continue;
             const int q0 = qt * TQ;
             __syncthreads();  // every warp is done with the previous Q/dO tile and its rows of P, dS
-            load_tile(Qs, LD, q + h * D, qs, q0, S, D, t, DKV_THREADS);
-            load_tile(dOs, LD, dout + h * D, qs, q0, S, D, t, DKV_THREADS);
+            load_tile(Qs, LD, q + h * D, qs, q0, Sq, D, t, DKV_THREADS);
+            load_tile(dOs, LD, dout + h * D, qs, q0, Sq, D, t, DKV_THREADS);
             if (t < TQ) {
-                const int qi = q0 + t;
-                rlo[t] = qi < S && pos ? qi - pos[qi] : 0;
-                lses[t] = qi < S ? lse[(int64_t)h * S + qi] : 0.0f;
-                rds[t] = qi < S ? rowdot[(int64_t)h * S + qi] : 0.0f;
+                const int li = q0 + t;
+                attn_row_span(rlo[t], rhi[t], pos, qrow, li, Sq);
+                lses[t] = li < Sq ? lse[(int64_t)h * Sq + li] : 0.0f;
+                rds[t] = li < Sq ? rowdot[(int64_t)h * Sq + li] : 0.0f;
             }
             __syncthreads();  // Q, dO, lse, rowdot (and, the first time, K/V) are in place
             float s[2][8] = {}, dp[2][8] = {};
@@ -326,8 +335,8 @@ __global__ void __launch_bounds__(DKV_THREADS)
                 const int j = k0 + r0 + i;
 #pragma unroll
                 for (int c = 0; c < 8; c++) {
-                    const int qc = tx + 8 * c, qi = q0 + qc;
-                    tile_p_ds(s[i][c], dp[i][c], qi < S && j >= rlo[qc] && j <= qi, lses[qc], rds[qc], scale);
+                    const int qc = tx + 8 * c;
+                    tile_p_ds(s[i][c], dp[i][c], j >= rlo[qc] && j <= rhi[qc], lses[qc], rds[qc], scale);
                     Ps[(r0 + i) * LDP + qc] = s[i][c];
                     dSs[(r0 + i) * LDP + qc] = dp[i][c];
                 }
@@ -350,13 +359,16 @@ __global__ void __launch_bounds__(DKV_THREADS)
     }
 }
 
-static void check_shape(const void *const *ptrs, int n, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
-    ZT_REQUIRE(B > 0 && S > 0 && H > 0 && Hkv > 0 && D > 0 && H % Hkv == 0 && S < (1 << 30),
-               "attention B=%lld S=%lld H=%lld Hkv=%lld D=%lld (H must be a multiple of Hkv)", (long long)B,
-               (long long)S, (long long)H, (long long)Hkv, (long long)D);
-    ZT_REQUIRE(D % 8 == 0 && D <= 256 && H * S < (1ll << 31) / 128,
-               "tiled attention: head_dim %lld must be a multiple of 8 and at most 256 (H*S = %lld)", (long long)D,
-               (long long)(H * S));
+static void check_shape(const void *const *ptrs, int n, int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv,
+                        int64_t D, const int32_t *qrow) {
+    ZT_REQUIRE(B > 0 && S > 0 && Sq > 0 && H > 0 && Hkv > 0 && D > 0 && H % Hkv == 0 && S < (1 << 30) &&
+                   Sq < (1 << 30) && (qrow || Sq == S),
+               "attention B=%lld Sq=%lld S=%lld H=%lld Hkv=%lld D=%lld (H must be a multiple of Hkv; Sq != S needs "
+               "the query rows' map)", (long long)B, (long long)Sq, (long long)S, (long long)H, (long long)Hkv,
+               (long long)D);
+    ZT_REQUIRE(D % 8 == 0 && D <= 256 && H * Sq < (1ll << 31) / 128,
+               "tiled attention: head_dim %lld must be a multiple of 8 and at most 256 (H*Sq = %lld)", (long long)D,
+               (long long)(H * Sq));
     for (int i = 0; i < n; i++)
         ZT_REQUIRE(zt_aligned16(ptrs[i]), "tiled attention: operand %d is not 16-byte aligned (%p)", i, ptrs[i]);
 }
@@ -367,96 +379,117 @@ static void allow_smem(F *kernel, size_t bytes) {
     ZT_CUDA_CHECK(cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
-static int *tile_los(cudaStream_t st, char *scratch, const int32_t *pos, int64_t S, int64_t H) {
-    if (!pos) return NULL;
-    int *tl = (int *)(scratch + round256((size_t)(H * S) * sizeof(float)));
-    const int ntiles = (int)((S + TQ - 1) / TQ);
-    ZT_LAUNCH(attn_tile_lo_kernel, zt_blocks(ntiles, 4), 128, 0, st)(tl, pos, (int)S, ntiles);
-    ZT_LAUNCHED("attn_tile_lo_kernel", st);
-    return tl;
+// The query tiles' key spans into the scratch after the row dots; NULL for plain causal attention
+// over the whole block (no positions, no query map: the diagonal bounds each tile).
+static const int2 *tile_spans(cudaStream_t st, char *scratch, const int32_t *pos, const int32_t *qrow, int64_t Sq,
+                              int64_t S, int64_t H) {
+    if (!pos && !qrow) return NULL;
+    int2 *sp = (int2 *)(scratch + round256((size_t)(H * Sq) * sizeof(float)));
+    const int ntiles = (int)((Sq + TQ - 1) / TQ);
+    ZT_LAUNCH(attn_tile_span_kernel, zt_blocks(ntiles, 4), 128, 0, st)(sp, pos, qrow, (int)Sq, (int)S, ntiles);
+    ZT_LAUNCHED("attn_tile_span_kernel", st);
+    return sp;
 }
 
 template <int DM>
 static void fwd_launch(cudaStream_t st, bf16 *o, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
-                       const int32_t *pos, const int *tl, int S, int H, int Hkv, int D, float scale) {
+                       const int32_t *pos, const int32_t *qrow, const int2 *sp, int Sq, int S, int H, int Hkv, int D,
+                       float scale) {
     const size_t smem = fwd_smem_bytes<DM>(0);
     allow_smem(attn_tiled_fwd_kernel<DM>, smem);
-    const dim3 grid((unsigned)((S + TQ - 1) / TQ), (unsigned)H);
-    ZT_LAUNCH(attn_tiled_fwd_kernel<DM>, grid, FWD_THREADS, smem, st)(o, lse, q, k, v, pos, tl, S, H, Hkv, D, scale);
+    const dim3 grid((unsigned)((Sq + TQ - 1) / TQ), (unsigned)H);
+    ZT_LAUNCH(attn_tiled_fwd_kernel<DM>, grid, FWD_THREADS, smem, st)(o, lse, q, k, v, pos, qrow, sp, Sq, S, H, Hkv,
+                                                                       D, scale);
     ZT_LAUNCHED("attn_tiled_fwd_kernel", st);
 }
 
 template <int DM>
 static void bwd_launch(cudaStream_t st, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const float *lse,
                        const float *rowdot, const bf16 *q, const bf16 *k, const bf16 *v, const int32_t *pos,
-                       const int *tl, int S, int H, int Hkv, int D, float scale) {
-    const unsigned ntiles = (unsigned)((S + TQ - 1) / TQ);
+                       const int32_t *qrow, const int2 *sp, int Sq, int S, int H, int Hkv, int D, float scale) {
+    const unsigned nqt = (unsigned)((Sq + TQ - 1) / TQ), nkt = (unsigned)((S + TK - 1) / TK);
     const size_t smem_dq = fwd_smem_bytes<DM>(1), smem_dkv = dkv_smem_bytes<DM>();
     allow_smem(attn_tiled_dq_kernel<DM>, smem_dq);
     allow_smem(attn_tiled_dkv_kernel<DM>, smem_dkv);
-    ZT_LAUNCH(attn_tiled_dq_kernel<DM>, dim3(ntiles, (unsigned)H), FWD_THREADS, smem_dq, st)(
-        dq, dout, lse, rowdot, q, k, v, pos, tl, S, H, Hkv, D, scale);
+    ZT_LAUNCH(attn_tiled_dq_kernel<DM>, dim3(nqt, (unsigned)H), FWD_THREADS, smem_dq, st)(
+        dq, dout, lse, rowdot, q, k, v, pos, qrow, sp, Sq, S, H, Hkv, D, scale);
     ZT_LAUNCHED("attn_tiled_dq_kernel", st);
-    ZT_LAUNCH(attn_tiled_dkv_kernel<DM>, dim3(ntiles, (unsigned)Hkv), DKV_THREADS, smem_dkv, st)(
-        dk, dv, dout, lse, rowdot, q, k, v, pos, tl, S, H, Hkv, D, scale);
+    ZT_LAUNCH(attn_tiled_dkv_kernel<DM>, dim3(nkt, (unsigned)Hkv), DKV_THREADS, smem_dkv, st)(
+        dk, dv, dout, lse, rowdot, q, k, v, pos, qrow, sp, Sq, S, H, Hkv, D, scale);
     ZT_LAUNCHED("attn_tiled_dkv_kernel", st);
+}
+
+extern "C" void zt_cuda_attention_tiled_rows_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse,
+                                                 const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
+                                                 const int32_t *pos, const int32_t *qrow, int64_t B, int64_t Sq,
+                                                 int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    const void *ptrs[] = {o, q, k, v};
+    check_shape(ptrs, 4, B, Sq, S, H, Hkv, D, qrow);
+    cudaStream_t st = zt_st(stream);
+    const float scale = 1.0f / sqrtf((float)D);
+    char *scratch =
+        pos || qrow ? (char *)zt_ctx_scratch(c, zt_cuda_attention_tiled_scratch_bytes(Sq, H, Hkv, D), st) : NULL;
+    const int64_t qs = H * D, kvs = Hkv * D;
+    for (int64_t b = 0; b < B; b++) {  // one batch row at a time: the scratch does not grow with B
+        const int32_t *pb = pos ? pos + b * Sq : NULL;
+        const int2 *sp = tile_spans(st, scratch, pb, qrow, Sq, S, H);
+        bf16 *ob = (bf16 *)o + b * Sq * qs;
+        const bf16 *qb = (const bf16 *)q + b * Sq * qs, *kb = (const bf16 *)k + b * S * kvs,
+                   *vb = (const bf16 *)v + b * S * kvs;
+        float *lb = lse + b * H * Sq;
+        if (D <= 64)
+            fwd_launch<64>(st, ob, lb, qb, kb, vb, pb, qrow, sp, (int)Sq, (int)S, (int)H, (int)Hkv, (int)D, scale);
+        else if (D <= 128)
+            fwd_launch<128>(st, ob, lb, qb, kb, vb, pb, qrow, sp, (int)Sq, (int)S, (int)H, (int)Hkv, (int)D, scale);
+        else
+            fwd_launch<256>(st, ob, lb, qb, kb, vb, pb, qrow, sp, (int)Sq, (int)S, (int)H, (int)Hkv, (int)D, scale);
+    }
+}
+
+extern "C" void zt_cuda_attention_tiled_rows_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                                 const zt_bf16 *dout, const zt_bf16 *o, const float *lse,
+                                                 const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
+                                                 const int32_t *pos, const int32_t *qrow, int64_t B, int64_t Sq,
+                                                 int64_t S, int64_t H, int64_t Hkv, int64_t D) {
+    const void *ptrs[] = {dq, dk, dv, dout, q, k, v};
+    check_shape(ptrs, 7, B, Sq, S, H, Hkv, D, qrow);
+    cudaStream_t st = zt_st(stream);
+    const float scale = 1.0f / sqrtf((float)D);
+    char *scratch = (char *)zt_ctx_scratch(c, zt_cuda_attention_tiled_scratch_bytes(Sq, H, Hkv, D), st);
+    float *rowdot = (float *)scratch;
+    const int64_t qs = H * D, kvs = Hkv * D;
+    for (int64_t b = 0; b < B; b++) {
+        const int32_t *pb = pos ? pos + b * Sq : NULL;
+        const int2 *sp = tile_spans(st, scratch, pb, qrow, Sq, S, H);
+        const int64_t qo = b * Sq * qs, ko = b * S * kvs;
+        ZT_LAUNCH(attn_rowdot_kernel, zt_blocks(H * Sq, 8), 256, 0, st)(
+            rowdot, (const bf16 *)dout + qo, (const bf16 *)o + qo, (int)Sq, (int)H, (int)D);
+        ZT_LAUNCHED("attn_rowdot_kernel", st);
+        bf16 *dqb = (bf16 *)dq + qo, *dkb = (bf16 *)dk + ko, *dvb = (bf16 *)dv + ko;
+        const bf16 *dob = (const bf16 *)dout + qo, *qb = (const bf16 *)q + qo, *kb = (const bf16 *)k + ko,
+                   *vb = (const bf16 *)v + ko;
+        const float *lb = lse + b * H * Sq;
+        if (D <= 64)
+            bwd_launch<64>(st, dqb, dkb, dvb, dob, lb, rowdot, qb, kb, vb, pb, qrow, sp, (int)Sq, (int)S, (int)H,
+                           (int)Hkv, (int)D, scale);
+        else if (D <= 128)
+            bwd_launch<128>(st, dqb, dkb, dvb, dob, lb, rowdot, qb, kb, vb, pb, qrow, sp, (int)Sq, (int)S, (int)H,
+                            (int)Hkv, (int)D, scale);
+        else
+            bwd_launch<256>(st, dqb, dkb, dvb, dob, lb, rowdot, qb, kb, vb, pb, qrow, sp, (int)Sq, (int)S, (int)H,
+                            (int)Hkv, (int)D, scale);
+    }
 }
 
 extern "C" void zt_cuda_attention_tiled_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
                                             const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B,
                                             int64_t S, int64_t H, int64_t Hkv, int64_t D) {
-    const void *ptrs[] = {o, q, k, v};
-    check_shape(ptrs, 4, B, S, H, Hkv, D);
-    cudaStream_t st = zt_st(stream);
-    const float scale = 1.0f / sqrtf((float)D);
-    char *scratch = pos ? (char *)zt_ctx_scratch(c, zt_cuda_attention_tiled_scratch_bytes(S, H, Hkv, D), st) : NULL;
-    const int64_t qs = H * D, kvs = Hkv * D;
-    for (int64_t b = 0; b < B; b++) {  // one batch row at a time: the scratch does not grow with B
-        const int32_t *pb = pos ? pos + b * S : NULL;
-        const int *tl = tile_los(st, scratch, pb, S, H);
-        bf16 *ob = (bf16 *)o + b * S * qs;
-        const bf16 *qb = (const bf16 *)q + b * S * qs, *kb = (const bf16 *)k + b * S * kvs,
-                   *vb = (const bf16 *)v + b * S * kvs;
-        float *lb = lse + b * H * S;
-        if (D <= 64)
-            fwd_launch<64>(st, ob, lb, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
-        else if (D <= 128)
-            fwd_launch<128>(st, ob, lb, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
-        else
-            fwd_launch<256>(st, ob, lb, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D, scale);
-    }
+    zt_cuda_attention_tiled_rows_fwd(c, stream, o, lse, q, k, v, pos, NULL, B, S, S, H, Hkv, D);
 }
 
 extern "C" void zt_cuda_attention_tiled_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
                                             const zt_bf16 *dout, const zt_bf16 *o, const float *lse,
                                             const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos,
                                             int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
-    const void *ptrs[] = {dq, dk, dv, dout, q, k, v};
-    check_shape(ptrs, 7, B, S, H, Hkv, D);
-    cudaStream_t st = zt_st(stream);
-    const float scale = 1.0f / sqrtf((float)D);
-    char *scratch = (char *)zt_ctx_scratch(c, zt_cuda_attention_tiled_scratch_bytes(S, H, Hkv, D), st);
-    float *rowdot = (float *)scratch;
-    const int64_t qs = H * D, kvs = Hkv * D;
-    for (int64_t b = 0; b < B; b++) {
-        const int32_t *pb = pos ? pos + b * S : NULL;
-        const int *tl = tile_los(st, scratch, pb, S, H);
-        const int64_t qo = b * S * qs, ko = b * S * kvs;
-        ZT_LAUNCH(attn_rowdot_kernel, zt_blocks(H * S, 8), 256, 0, st)(
-            rowdot, (const bf16 *)dout + qo, (const bf16 *)o + qo, (int)S, (int)H, (int)D);
-        ZT_LAUNCHED("attn_rowdot_kernel", st);
-        bf16 *dqb = (bf16 *)dq + qo, *dkb = (bf16 *)dk + ko, *dvb = (bf16 *)dv + ko;
-        const bf16 *dob = (const bf16 *)dout + qo, *qb = (const bf16 *)q + qo, *kb = (const bf16 *)k + ko,
-                   *vb = (const bf16 *)v + ko;
-        const float *lb = lse + b * H * S;
-        if (D <= 64)
-            bwd_launch<64>(st, dqb, dkb, dvb, dob, lb, rowdot, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D,
-                           scale);
-        else if (D <= 128)
-            bwd_launch<128>(st, dqb, dkb, dvb, dob, lb, rowdot, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D,
-                            scale);
-        else
-            bwd_launch<256>(st, dqb, dkb, dvb, dob, lb, rowdot, qb, kb, vb, pb, tl, (int)S, (int)H, (int)Hkv, (int)D,
-                            scale);
-    }
+    zt_cuda_attention_tiled_rows_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, NULL, B, S, S, H, Hkv, D);
 }

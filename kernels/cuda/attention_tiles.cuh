@@ -1,30 +1,51 @@
 // The tiled attentions' shared pieces (attention_tiled.cu's scalar kernels, attention_tc.cu's
-// tensor-core ones): the scratch layout's rounding, the first visible key of each 64-query tile,
-// and each row's dO . O. Included by both; the kernels are static, one copy per file (device code
+// tensor-core ones): the scratch layout's rounding, a query row's visible keys (its block row and
+// document start: the queries may be a subset of the block's rows), each 64-query tile's first and
+// last visible key, and each row's dO . O. Included by both; the kernels are static, one copy per file (device code
 // is not linked across .cu files here). Needs TQ (query rows per tile) defined before it.
-// defines: round256, imin, attn_tile_lo_kernel, attn_rowdot_kernel
+// defines: round256, imin, attn_row_span, attn_tile_span_kernel, attn_rowdot_kernel
 #ifndef ZT_ATTENTION_TILES_CUH
 #define ZT_ATTENTION_TILES_CUH
 static inline size_t round256(size_t x) { return (x + 255) & ~(size_t)255; }
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 
-// tile_lo[t] = the first key any query of tile t may see (its earliest document start). A
-// position outside 0..i traps: it would unmask keys that do not exist.
-static __global__ void attn_tile_lo_kernel(int *__restrict__ tile_lo, const int32_t *__restrict__ pos, int S, int ntiles) {
+// The keys query row li (of Sq) may see: lo .. hi, from its block row a (qrow[li], or li when qrow
+// is NULL: the whole block) and its document position (pos[li]; NULL: plain causal, lo = 0). A
+// padding row (qrow[li] < 0) and a row past Sq see none: lo = 0, hi = -1.
+__device__ __forceinline__ void attn_row_span(int &lo, int &hi, const int32_t *pos, const int32_t *qrow, int li,
+                                              int Sq) {
+    lo = 0, hi = -1;
+    if (li >= Sq) return;
+    const int a = qrow ? qrow[li] : li;
+    if (a < 0) return;
+    hi = a, lo = pos ? a - pos[li] : 0;
+}
+
+// span[t] = (the first key any query of tile t may see: its earliest document start, the last:
+// its latest block row); (S, -1) for a tile of padding only. A position outside 0..a or a block
+// row past the S keys traps: it would unmask keys that do not exist.
+static __global__ void attn_tile_span_kernel(int2 *__restrict__ span, const int32_t *__restrict__ pos,
+                                             const int32_t *__restrict__ qrow, int Sq, int S, int ntiles) {
     const int tile = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (tile >= ntiles) return;
-    int lo = S;
-    for (int i = tile * TQ + lane; i < S && i < (tile + 1) * TQ; i += 32) {
-        const int p = pos[i];
-        if (p < 0 || p > i) {
-            printf("zt_cuda_attention: document position %d of query %d is outside [0, %d]\n", p, i, i);
+    int lo = S, hi = -1;
+    for (int i = tile * TQ + lane; i < Sq && i < (tile + 1) * TQ; i += 32) {
+        const int a = qrow ? qrow[i] : i, p = pos ? pos[i] : a;
+        if (a < 0) continue;
+        if (p < 0 || p > a || a >= S) {
+            printf("zt_cuda_attention: document position %d of query %d is outside [0, %d] (its block row %d of %d)\n",
+                   p, i, a, a, S);
             __trap();
         }
-        lo = imin(lo, i - p);
+        lo = imin(lo, a - p), hi = hi > a ? hi : a;
     }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) lo = imin(lo, __shfl_xor_sync(0xffffffffu, lo, o));
-    if (lane == 0) tile_lo[tile] = lo;
+    for (int o = 16; o > 0; o >>= 1) {
+        lo = imin(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+        const int h2 = __shfl_xor_sync(0xffffffffu, hi, o);
+        hi = hi > h2 ? hi : h2;
+    }
+    if (lane == 0) span[tile] = make_int2(lo, hi);
 }
 
 // rowdot[h, i] = sum_e dO[i, h, e] * O[i, h, e]  (= sum_j P_ij dP_ij), one warp per row.

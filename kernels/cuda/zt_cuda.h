@@ -242,8 +242,23 @@ void zt_cuda_attention_tiled_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_b
                                  const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
                                  const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
                                  int64_t H, int64_t Hkv, int64_t D);
-// Its scratch: H*S fp32 row dots and the query tiles' first keys, O(H*S), independent of B.
-size_t zt_cuda_attention_tiled_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
+// The same over a subset of the block's rows as queries (context parallelism: a rank's held rows
+// against the whole block's K/V): q, o, dout, dq [B, Sq, H*D], lse [B, H, Sq], pos [B, Sq] (each
+// query's document position); k, v, dk, dv [B, S, Hkv*D]. qrow (device int32 [Sq], the same for
+// every batch row): query row i's block row (< S; -1: a padding row, which sees no key and gets
+// o = 0, lse = 0, dq = 0). A query at block row a with position p sees keys a - p .. a. dk, dv are
+// of these queries only (the sum over ranks is the block's). qrow NULL and Sq == S: the ops above,
+// bit for bit.
+void zt_cuda_attention_tiled_rows_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
+                                      const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, const int32_t *qrow,
+                                      int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+void zt_cuda_attention_tiled_rows_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                      const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
+                                      const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, const int32_t *qrow,
+                                      int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+// Its scratch for Sq query rows: H*Sq fp32 row dots and the query tiles' key spans, O(H*Sq),
+// independent of B and of the keys.
+size_t zt_cuda_attention_tiled_scratch_bytes(int64_t Sq, int64_t H, int64_t Hkv, int64_t D);
 // The same two ops on tensor cores (kernels/cuda/attention_tc.cu: WMMA 16x16x16, bf16 inputs,
 // fp32 accumulation; P and dS rounded to bf16 before their products): the same tiles, skips,
 // layouts, pos, lse, scratch and results to the GPU tolerances. Needs D % 16 == 0, D <= 128
@@ -256,6 +271,13 @@ void zt_cuda_attention_tc_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16
                               const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
                               const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S, int64_t H,
                               int64_t Hkv, int64_t D);
+void zt_cuda_attention_tc_rows_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
+                                   const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, const int32_t *qrow,
+                                   int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+void zt_cuda_attention_tc_rows_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                   const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
+                                   const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, const int32_t *qrow,
+                                   int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
 size_t zt_cuda_attention_tc_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
 // The layers' tiled attention (ZT_CUDA_ATTN_TILED): the tensor-core kernels where
 // zt_cuda_attention_tc_supported(D), the scalar tiled ones otherwise; scratch for either.
@@ -266,6 +288,13 @@ void zt_cuda_attention_flash_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_b
                                  const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
                                  const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
                                  int64_t H, int64_t Hkv, int64_t D);
+void zt_cuda_attention_flash_rows_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
+                                      const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, const int32_t *qrow,
+                                      int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+void zt_cuda_attention_flash_rows_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
+                                      const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
+                                      const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, const int32_t *qrow,
+                                      int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
 size_t zt_cuda_attention_flash_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
 
 // ---- fused lm_head + cross-entropy ---------------------------------------------------

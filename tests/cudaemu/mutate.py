@@ -28,6 +28,8 @@ FSDP = "engine/fsdp_cuda.c"
 NCCL = "engine/comm_nccl.c"
 TILED = "kernels/cuda/attention_tiled.cu"
 TC = "kernels/cuda/attention_tc.cu"
+TILES = "kernels/cuda/attention_tiles.cuh"
+CXG = "model/qwen3_cuda_context.c"
 # Tests, fastest-catching first (ctest stops at the first failure).
 T_ENGINE = ["emu_fsdp_cuda", "emu_fsdp_cuda_mpi_w2", "emu_cli_resume_exact", "emu_bench_fsdp_smoke"]
 T_COMM = ["emu_comm_nccl_w1", "emu_comm_nccl_mpi_w2", "emu_fsdp_cuda", "emu_comm_nccl_deadline",
@@ -189,6 +191,18 @@ MUTATIONS = [
      T_CP, "cx_collective: record ev_cx_in on compute before the collective"),
     ("X4", FSDP, "    CK(cudaEventRecord(c->ev_cx_out, c->xs));\n", "",
      T_CP, "cx_collective: record ev_cx_out after the collective"),
+    # ---- model/qwen3_cuda_context.c: the held rows' attention and --recompute's K|V reuse ----
+    ("X5", CXG, "    if (!(cx->kv_layer == cx->layer && cx->kv_k == a->k && cx->kv_v == a->v)) {\n",
+     "    if (0) {  // (mutated)\n", T_CP,
+     "the backward re-gathers K|V unless --recompute's re-run of the same layer just did (always reused)"),
+    ("X6", CXG, "    cx->kv_layer = !strcmp(cx->pass, \"recompute\") ? cx->layer : -1;\n",
+     "    cx->kv_layer = -1;  // (mutated)\n", T_CP,
+     "the recompute's K|V marked for the backward (a third gather again: the bytes check)"),
+    ("X7", TILES, "    hi = a, lo = pos ? a - pos[li] : 0;\n", "    hi = li, lo = pos ? li - pos[li] : 0;  // (mutated)\n",
+     T_TILED, "a held query row's block row (its row among the held ones used instead)"),
+    ("X8", TILED, "        for (int qt = qrow ? 0 : kt; qt < ntiles; qt++) {\n",
+     "        for (int qt = kt; qt < ntiles; qt++) {  // (mutated)\n", T_TILED,
+     "dK/dV over held rows: every query tile (a rank's late chunk sits in early tiles), not those from the key tile's"),
     # ---- engine/comm_nccl.c ----
     ("N1", NCCL, "    ZT_CUDA_CHECK_GOTO(cudaEventRecord(ev, st), cuda_fail, s);\n    *handle = (void *)ev;", "    *handle = (void *)ev;",
      T_COMM, "start: record the collective's event (its handle)"),
@@ -223,13 +237,13 @@ MUTATIONS = [
     # ---- the tiled attention (kernels/cuda/attention_tiled.cu): each barrier that orders shared memory ----
     ("A1", TILED, "        __syncthreads();  // every warp is done with the previous K/V tile and its rows of P\n", "",
      T_TILED, "forward: the barrier before the next K/V tile overwrites the one (and P) other warps still read"),
-    ("A2", TILED, "        __syncthreads();  // K/V (and, the first time, Q and rlo) are in place\n", "",
+    ("A2", TILED, "        __syncthreads();  // K/V (and, the first time, Q, rlo and rhi) are in place\n", "",
      T_TILED, "forward: the barrier after the K/V tile's load, before the scores read it"),
     ("A3", TILED, "        __syncwarp();  // the row's 8 lanes (one warp) wrote P\n", "",
      T_TILED, "forward: the warp barrier between writing a row of P and reading it for P V"),
     ("A4", TILED, "        __syncthreads();  // every warp is done with the previous K/V tile and its rows of dS\n", "",
      T_TILED, "dQ: the barrier before the next K/V tile overwrites the one (and dS) other warps still read"),
-    ("A5", TILED, "        __syncthreads();  // K/V (and, the first time, Q, dO and rlo) are in place\n", "",
+    ("A5", TILED, "        __syncthreads();  // K/V (and, the first time, Q, dO, rlo and rhi) are in place\n", "",
      T_TILED, "dQ: the barrier after the K/V tile's load, before the scores read it"),
     ("A6", TILED, "        __syncwarp();  // the row's 8 lanes (one warp) wrote dS\n", "",
      T_TILED, "dQ: the warp barrier between writing a row of dS and reading it for dS K"),
@@ -244,15 +258,15 @@ MUTATIONS = [
      "kt++) {\n        const int k0 = kt * TK;\n        if (tile_lo && kt == tile_lo[qt] / TK) continue;  // (mutated)\n"
      "        __syncthreads();  // every warp is done with the previous K/V tile and its rows of P\n",
      T_TILED, "forward: the first key tile of a query tile's documents (skipped as if wholly before them)"),
-    ("A11", TILED, "            if (tile_lo && tile_lo[qt] > k_last) continue;",
-     "            if (tile_lo && tile_lo[qt] > k0) continue;  // (mutated)", T_TILED,
+    ("A11", TILED, "            if (span && (span[qt].x > k_last || span[qt].y < k0)) continue;",
+     "            if (span && (span[qt].x > k0 || span[qt].y < k0)) continue;  // (mutated)", T_TILED,
      "dK/dV: the query tiles whose earliest document starts inside the key tile (skipped)"),
     # ---- the tensor-core attention (kernels/cuda/attention_tc.cu): each barrier that orders a write before a
     # read, and the two tile skips (the four warp barriers between a read and a later overwrite are not rows: a
     # WMMA call meets every lane in between, see docs/cudaemu.md) ----
     ("T1", TC, "        __syncthreads();  // every warp is done with the previous K/V tile\n", "",
      T_TC, "forward: the barrier before the next K/V tile overwrites the one other warps still read"),
-    ("T2", TC, "        __syncthreads();  // K/V (and, the first time, Q and rlo) are in place\n", "",
+    ("T2", TC, "        __syncthreads();  // K/V (and, the first time, Q, rlo and rhi) are in place\n", "",
      T_TC, "forward: the barrier after the K/V tile's load, before Q K^T reads it"),
     ("T3", TC, "        __syncwarp();  // the warp's rows of Q K^T are in Sf\n", "",
      T_TC, "forward: the warp barrier between Q K^T stored and its lanes reading their scores"),
@@ -264,7 +278,7 @@ MUTATIONS = [
      T_TC, "dQ, dK, dV output: the warp barrier between a chunk stored and its lanes reading it"),
     ("T9", TC, "        __syncthreads();  // every warp is done with the previous K/V tile and dS rows\n", "",
      T_TC, "dQ: the barrier before the next K/V tile overwrites the one other warps still read"),
-    ("T10", TC, "        __syncthreads();  // K/V (and, the first time, Q, dO and rlo) are in place\n", "",
+    ("T10", TC, "        __syncthreads();  // K/V (and, the first time, Q, dO, rlo and rhi) are in place\n", "",
      T_TC, "dQ: the barrier after the K/V tile's load, before Q K^T reads it"),
     ("T11", TC, "        __syncwarp();  // the warp's score rows are in Sf\n", "",
      T_TC, "dQ: the warp barrier between Q K^T stored and its lanes reading their scores"),
@@ -282,11 +296,11 @@ MUTATIONS = [
      T_TC, "dK/dV: the warp barrier between V dO^T stored and its lanes reading it"),
     ("T20", TC, "            __syncwarp();  // the warp's rows of P^T and dS^T are in Ph, dSh\n", "",
      T_TC, "dK/dV: the warp barrier between P^T, dS^T written (bf16) and loaded for P^T dO, dS^T Q"),
-    ("T21", TC, "    for (int kt = tile_lo ? tile_lo[qt] / TK : 0; kt <= kt_end; kt++) {\n        const int k0 = kt * TK;\n        __syncthreads();  // every warp is done with the previous K/V tile\n        copy_tile(Kh, LDH, k + kh * D, kvs, k0, S, D, t);\n        copy_tile(Vh, LDH, v + kh * D, kvs, k0, S, D, t);\n        __syncthreads();  // K/V (and, the first time, Q and rlo)",
-     "    for (int kt = tile_lo ? tile_lo[qt] / TK + 1 : 0; kt <= kt_end; kt++) {  // (mutated)\n        const int k0 = kt * TK;\n        __syncthreads();  // every warp is done with the previous K/V tile\n        copy_tile(Kh, LDH, k + kh * D, kvs, k0, S, D, t);\n        copy_tile(Vh, LDH, v + kh * D, kvs, k0, S, D, t);\n        __syncthreads();  // K/V (and, the first time, Q and rlo)",
+    ("T21", TC, "    for (int kt = span ? span[qt].x / TK : 0; kt <= kt_end; kt++) {\n        const int k0 = kt * TK;\n        __syncthreads();  // every warp is done with the previous K/V tile\n        copy_tile(Kh, LDH, k + kh * D, kvs, k0, S, D, t);\n        copy_tile(Vh, LDH, v + kh * D, kvs, k0, S, D, t);\n        __syncthreads();  // K/V (and, the first time, Q, rlo and rhi)",
+     "    for (int kt = span ? span[qt].x / TK + 1 : 0; kt <= kt_end; kt++) {  // (mutated)\n        const int k0 = kt * TK;\n        __syncthreads();  // every warp is done with the previous K/V tile\n        copy_tile(Kh, LDH, k + kh * D, kvs, k0, S, D, t);\n        copy_tile(Vh, LDH, v + kh * D, kvs, k0, S, D, t);\n        __syncthreads();  // K/V (and, the first time, Q, rlo and rhi)",
      T_TC, "forward: the first key tile of a query tile's documents (skipped as if wholly before them)"),
-    ("T22", TC, "            if (tile_lo && tile_lo[qt] > k_last) continue;",
-     "            if (tile_lo && tile_lo[qt] > k0) continue;  // (mutated)", T_TC,
+    ("T22", TC, "            if (span && (span[qt].x > k_last || span[qt].y < k0)) continue;",
+     "            if (span && (span[qt].x > k0 || span[qt].y < k0)) continue;  // (mutated)", T_TC,
      "dK/dV: the query tiles whose earliest document starts inside the key tile (skipped)"),
     # ---- regressions of the four defects fixed with the emulation ----
     ("R1", "kernels/cuda/matmul.cu",

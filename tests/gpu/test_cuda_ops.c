@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bf16.h"
 #include "kernels/cuda/zt_cuda.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
 #include "kernels/ops.h"
@@ -452,6 +453,201 @@ static void test_attention_tc(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H, i
     attention_check(c, ATT_TC, B, S, H, Hkv, D, docs);
 }
 
+// ---- attention over held query rows (context parallelism) ----------------------------------------
+// The zig-zag split of a block of S rows over C ranks, from its definition (docs/design.md): chunk
+// k = [kS/2C, (k+1)S/2C) of 2C, rank r holds chunks r and 2C-1-r in that order, each rank's rows
+// padded with -1 to the longest rank's count. rows[r * Sl + t] = the block row of rank r's row t.
+static int64_t zigzag_rows(int64_t S, int C, int32_t **rows_out) {
+    int64_t Sl = 0;
+    for (int r = 0; r < C; r++) {
+        const int64_t n = (r + 1) * S / (2 * C) - r * S / (2 * C) + (2 * C - r) * S / (2 * C) -
+                          (2 * C - 1 - r) * S / (2 * C);
+        if (n > Sl) Sl = n;
+    }
+    int32_t *rows = zt_xmalloc((size_t)(C * Sl) * sizeof(int32_t));
+    for (int r = 0; r < C; r++) {
+        int64_t t = 0;
+        const int ks[2] = {r, 2 * C - 1 - r};
+        for (int z = 0; z < 2; z++)
+            for (int64_t g = ks[z] * S / (2 * C); g < (ks[z] + 1) * S / (2 * C); g++) rows[r * Sl + t++] = (int32_t)g;
+        for (; t < Sl; t++) rows[r * Sl + t] = -1;
+    }
+    *rows_out = rows;
+    return Sl;
+}
+
+// Documents placed against the split (docs == 3): one-token documents at the block rows that are
+// the last and first rows of the held rows' 64-row tiles (rows[r * Sl + 63], [64]) on every rank
+// at C = 2 and 3, and hashed starts about every 29 tokens, so most documents cross the chunk edges
+// (chunks of 25-38 rows here) and ranks.
+static int32_t *doc_positions_split(int64_t B, int64_t S) {
+    int32_t *pos = zt_xmalloc((size_t)(B * S) * sizeof(int32_t));
+    unsigned char *start = zt_xcalloc((size_t)S + 1, 1);
+    start[0] = 1;
+    for (int64_t t = 0; t < S; t++) start[t] |= ((uint32_t)(t * 2654435761u) >> 20) % 29 == 0;
+    for (int C = 2; C <= 3; C++) {
+        int32_t *rows = NULL;
+        const int64_t Sl = zigzag_rows(S, C, &rows);
+        for (int r = 0; r < C; r++)
+            for (int64_t e = 63; e + 1 < Sl; e += 64)
+                for (int z = 0; z < 2; z++) {
+                    const int32_t g = rows[r * Sl + e + z];
+                    if (g >= 0) start[g] = start[g + 1] = 1;
+                }
+        free(rows);
+    }
+    for (int64_t b = 0; b < B; b++) {
+        int32_t p = 0;
+        for (int64_t t = 0; t < S; t++) {
+            p = start[t] || (b % 2 && t == 1) ? 0 : p + 1;
+            pos[b * S + t] = p;
+        }
+    }
+    free(start);
+    return pos;
+}
+
+typedef void attn_rows_fwd_fn(zt_cuda_ctx *, void *, zt_bf16 *, float *, const zt_bf16 *, const zt_bf16 *,
+                              const zt_bf16 *, const int32_t *, const int32_t *, int64_t, int64_t, int64_t, int64_t,
+                              int64_t, int64_t);
+typedef void attn_rows_bwd_fn(zt_cuda_ctx *, void *, zt_bf16 *, zt_bf16 *, zt_bf16 *, const zt_bf16 *,
+                              const zt_bf16 *, const float *, const zt_bf16 *, const zt_bf16 *, const zt_bf16 *,
+                              const int32_t *, const int32_t *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+
+// The tiled kernels over each rank's held rows of a zig-zag split at C = 1, 2, 3 (the engine's
+// context-parallel attention) against the same kernels over the whole block: o, lse and dq of every
+// held row bit-identical to the whole block's row (a row's online softmax meets the same visible
+// key tiles in the same order; fully masked tiles add exact zeros); padding rows (junk queries, dO
+// and positions) give o = lse = dq = 0; dK|dV summed over the C ranks' calls (in double, as the
+// engine's fp32 reduce-scatter of the bf16 rows) within TOL_BF16_ATT of the whole block's and of
+// the CPU reference's (the query tiles are cut differently, so the fp32 sums run in another order);
+// at C = 1 (the identity map) every output, dK|dV included, is bit-identical to the map-less call.
+// docs: 0 plain causal (pos NULL), 2 doc_positions_many, 3 doc_positions_split.
+static void attention_rows_check(zt_cuda_ctx *c, int kind, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D,
+                                 int docs) {
+    attn_fwd_fn *fwd = kind == ATT_TC ? zt_cuda_attention_tc_fwd : zt_cuda_attention_tiled_fwd;
+    attn_bwd_fn *bwd = kind == ATT_TC ? zt_cuda_attention_tc_bwd : zt_cuda_attention_tiled_bwd;
+    attn_rows_fwd_fn *rfwd = kind == ATT_TC ? zt_cuda_attention_tc_rows_fwd : zt_cuda_attention_tiled_rows_fwd;
+    attn_rows_bwd_fn *rbwd = kind == ATT_TC ? zt_cuda_attention_tc_rows_bwd : zt_cuda_attention_tiled_rows_bwd;
+    const int64_t qs = H * D, kvs = Hkv * D, nq = B * S * qs, nk = B * S * kvs;
+    float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
+    float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
+    int32_t *pos = docs == 3 ? doc_positions_split(B, S) : docs ? doc_positions_many(B, S) : NULL;
+    int32_t *gpos = pos ? dev_i32(pos, B * S) : NULL;
+    // the CPU reference's dK, dV (fp32 from the bf16-rounded inputs the device sees)
+    float *o = hbuf(nq), *stats = hbuf(B * H * S * 2), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
+    zt_cpu_ops.attention_fwd(o, stats, q, k, v, pos, B, S, H, Hkv, D);
+    zt_cpu_ops.attention_bwd(dq, dk, dv, dout, o, stats, q, k, v, pos, B, S, H, Hkv, D);
+    // the whole block on the device
+    zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nk), *gv = zt_dev_bf16(v, nk), *gdo = zt_dev_bf16(dout, nq);
+    zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
+    float *glse = df_poison(B * H * S);
+    fwd(c, NULL, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
+    bwd(c, NULL, gdq, gdk, gdv, gdo, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
+    zt_bf16 *ho = zt_xmalloc((size_t)nq * 2), *hdq = zt_xmalloc((size_t)nq * 2);
+    float *hlse = hbuf(B * H * S), *hdk = hbuf(nk), *hdv = hbuf(nk);
+    zt_cuda_memcpy_d2h(ho, go, (size_t)nq * 2);
+    zt_cuda_memcpy_d2h(hdq, gdq, (size_t)nq * 2);
+    zt_dev_get_f32(hlse, glse, B * H * S);
+    zt_dev_get_bf16(hdk, gdk, nk);
+    zt_dev_get_bf16(hdv, gdv, nk);
+    // bf16 copies of the host inputs, so held rows are copied bit for bit
+    zt_bf16 *bq = zt_xmalloc((size_t)nq * 2), *bdo = zt_xmalloc((size_t)nq * 2);
+    zt_cuda_memcpy_d2h(bq, gq, (size_t)nq * 2);
+    zt_cuda_memcpy_d2h(bdo, gdo, (size_t)nq * 2);
+    for (int C = 1; C <= 3; C++) {
+        char sh[96], op[64];
+        snprintf(sh, sizeof sh, "B%lld_S%lld_H%lld_Hkv%lld_D%lld_C%d%s", (long long)B, (long long)S, (long long)H,
+                 (long long)Hkv, (long long)D, C, docs == 3 ? "_splitdocs" : docs ? "_manydocs" : "");
+#define OP(name) (op_name(op, sizeof op, kind, name), op)
+        int32_t *rows = NULL;
+        const int64_t Sl = zigzag_rows(S, C, &rows);
+        double *sk = zt_xcalloc((size_t)nk, sizeof(double)), *sv = zt_xcalloc((size_t)nk, sizeof(double));
+        int64_t bad_rows = 0, bad_pad = 0, held = 0, pads = 0, same_kv = 1;
+        for (int r = 0; r < C; r++) {
+            for (int with_map = C == 1 ? 0 : 1; with_map <= 1; with_map++) {  // C = 1: map-less and identity
+                const int32_t *rm = rows + r * Sl;
+                zt_bf16 *lq = zt_xmalloc((size_t)(B * Sl * qs) * 2), *ldo = zt_xmalloc((size_t)(B * Sl * qs) * 2);
+                int32_t *lpos = zt_xmalloc((size_t)(B * Sl) * sizeof(int32_t));
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t t = 0; t < Sl; t++) {
+                        const int32_t g = rm[t];
+                        for (int64_t e = 0; e < qs; e++) {  // padding rows: junk that must not leak
+                            lq[(b * Sl + t) * qs + e] = g >= 0 ? bq[(b * S + g) * qs + e] : (zt_bf16)0x4100;
+                            ldo[(b * Sl + t) * qs + e] = g >= 0 ? bdo[(b * S + g) * qs + e] : (zt_bf16)0xc100;
+                        }
+                        lpos[b * Sl + t] = g >= 0 ? (pos ? pos[b * S + g] : g) : 7777;
+                    }
+                zt_bf16 *dlq = zt_cuda_malloc((size_t)(B * Sl * qs) * 2), *dldo = zt_cuda_malloc((size_t)(B * Sl * qs) * 2);
+                zt_cuda_memcpy_h2d(dlq, lq, (size_t)(B * Sl * qs) * 2);
+                zt_cuda_memcpy_h2d(dldo, ldo, (size_t)(B * Sl * qs) * 2);
+                int32_t *dpos = pos ? dev_i32(lpos, B * Sl) : NULL, *dmap = dev_i32(rm, Sl);
+                zt_bf16 *lo = dbf_poison(B * Sl * qs), *ldq = dbf_poison(B * Sl * qs);
+                zt_bf16 *ldk = dbf_poison(nk), *ldv = dbf_poison(nk);
+                float *llse = df_poison(B * H * Sl);
+                const int32_t *qm = with_map ? dmap : NULL;
+                rfwd(c, NULL, lo, llse, dlq, gk, gv, dpos, qm, B, Sl, S, H, Hkv, D);
+                rbwd(c, NULL, ldq, ldk, ldv, dldo, lo, llse, dlq, gk, gv, dpos, qm, B, Sl, S, H, Hkv, D);
+                zt_bf16 *hlo = zt_xmalloc((size_t)(B * Sl * qs) * 2), *hldq = zt_xmalloc((size_t)(B * Sl * qs) * 2);
+                float *hllse = hbuf(B * H * Sl), *hldk = hbuf(nk), *hldv = hbuf(nk);
+                zt_cuda_memcpy_d2h(hlo, lo, (size_t)(B * Sl * qs) * 2);
+                zt_cuda_memcpy_d2h(hldq, ldq, (size_t)(B * Sl * qs) * 2);
+                zt_dev_get_f32(hllse, llse, B * H * Sl);
+                zt_dev_get_bf16(hldk, ldk, nk);
+                zt_dev_get_bf16(hldv, ldv, nk);
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t t = 0; t < Sl; t++) {
+                        const int32_t g = rm[t];
+                        int ok = 1;
+                        if (g >= 0) {
+                            ok &= !memcmp(hlo + (b * Sl + t) * qs, ho + (b * S + g) * qs, (size_t)qs * 2);
+                            ok &= !memcmp(hldq + (b * Sl + t) * qs, hdq + (b * S + g) * qs, (size_t)qs * 2);
+                            for (int64_t h = 0; h < H; h++)
+                                ok &= !memcmp(&hllse[(b * H + h) * Sl + t], &hlse[(b * H + h) * S + g], 4);
+                            held++, bad_rows += !ok;
+                        } else {
+                            for (int64_t e = 0; e < qs; e++)
+                                ok &= zt_bf16_to_f32(hlo[(b * Sl + t) * qs + e]) == 0.0f &&
+                                      zt_bf16_to_f32(hldq[(b * Sl + t) * qs + e]) == 0.0f;
+                            for (int64_t h = 0; h < H; h++) ok &= hllse[(b * H + h) * Sl + t] == 0.0f;
+                            pads++, bad_pad += !ok;
+                        }
+                    }
+                if (C == 1)  // the identity map and the map-less call: dK|dV bit for bit too
+                    same_kv &= !memcmp(hldk, hdk, (size_t)nk * 4) && !memcmp(hldv, hdv, (size_t)nk * 4);
+                else
+                    for (int64_t i = 0; i < nk; i++) sk[i] += hldk[i], sv[i] += hldv[i];
+                void *fr[] = {lq, ldo, lpos, hlo, hldq, hllse, hldk, hldv};
+                for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
+                void *gf[] = {dlq, dldo, dpos, dmap, lo, ldq, ldk, ldv, llse};
+                for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
+            }
+        }
+        printf("%s %s: %lld held rows, %lld padding rows checked (over the calls); rows not bit-identical %lld, "
+               "padding rows not zero %lld\n",
+               OP("attention_rows"), sh, (long long)held, (long long)pads, (long long)bad_rows, (long long)bad_pad);
+        report(OP("attention_rows_o_lse_dq_bits"), sh, held > 0 ? (double)bad_rows / (double)held : 1.0, TOL_EXACT);
+        report(OP("attention_rows_padding_zero"), sh, (double)bad_pad, TOL_EXACT);
+        if (C == 1) {
+            report(OP("attention_rows_map_dkdv_bits"), sh, same_kv ? 0.0 : 1.0, TOL_EXACT);
+        } else {
+            float *fk = hbuf(nk), *fv = hbuf(nk);
+            for (int64_t i = 0; i < nk; i++) fk[i] = (float)sk[i], fv[i] = (float)sv[i];
+            report(OP("attention_rows_dk_sum_vs_block"), sh, zt_relerr(fk, hdk, nk), TOL_BF16_ATT);
+            report(OP("attention_rows_dv_sum_vs_block"), sh, zt_relerr(fv, hdv, nk), TOL_BF16_ATT);
+            report(OP("attention_rows_dk_sum_vs_cpu"), sh, zt_relerr(fk, dk, nk), TOL_BF16_ATT);
+            report(OP("attention_rows_dv_sum_vs_cpu"), sh, zt_relerr(fv, dv, nk), TOL_BF16_ATT);
+            free(fk), free(fv);
+        }
+#undef OP
+        free(sk), free(sv), free(rows);
+    }
+    void *fr[] = {q, k, v, dout, o, stats, dq, dk, dv, pos, ho, hdq, hlse, hdk, hdv, bq, bdo};
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
+    void *gf[] = {gq, gk, gv, gdo, go, gdq, gdk, gdv, glse, gpos};
+    for (size_t i = 0; i < sizeof gf / sizeof gf[0]; i++) zt_cuda_free(gf[i]);
+}
+
 // The tiled path's scratch at Qwen3-32B's attention shapes (H 64, Hkv 8, D 128) and S =
 // 32,768: O(S*D) per head group, no S x S term (the GEMM path's would be ~103 GB).
 static void test_attention_scratch(void) {
@@ -768,6 +964,11 @@ static void test_attention_tiled_all(zt_cuda_ctx *c, int quick) {
         test_attention_tiled(c, 1, 4096, 2, 1, 64, 0);
         test_attention_tiled(c, 2, 4096, 2, 1, 64, 2);
     }
+    // a rank's held rows of a zig-zag split (context parallelism) at C = 1, 2, 3: S = 151 leaves
+    // uneven chunks and padding rows at C = 2 and 3, held tiles straddle the rank's two chunks
+    attention_rows_check(c, ATT_TILED, 2, 151, 4, 2, 64, 3);
+    attention_rows_check(c, ATT_TILED, 1, 100, 2, 1, 32, 0);
+    if (!quick) attention_rows_check(c, ATT_TILED, 1, 151, 2, 1, 256, 2);
 }
 
 // The tensor-core attention (the layers' tiled path where head_dim % 16 == 0, <= 128): lengths
@@ -785,6 +986,9 @@ static void test_attention_tc_all(zt_cuda_ctx *c, int quick) {
     test_attention_tc(c, 2, 1000, 4, 2, 64, 2);
     test_attention_tc(c, 1, 1000, 2, 1, 128, 2);
     if (!quick) test_attention_tc(c, 1, 4096, 2, 1, 128, 2);
+    attention_rows_check(c, ATT_TC, 2, 151, 4, 2, 64, 3);  // held rows, as the tiled ones'
+    attention_rows_check(c, ATT_TC, 1, 100, 4, 1, 128, 0);
+    if (!quick) attention_rows_check(c, ATT_TC, 1, 300, 4, 2, 64, 2);
 }
 
 int main(int argc, char **argv) {
