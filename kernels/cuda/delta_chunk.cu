@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(NT) delta_chunk_fwd_kernel(bf16 *__restrict__ 
     for (int x = tid; x < Dk * DC; x += NT) m.S0[(x / DC) * LDC + x % DC] = 0.0f;
     for (int ch = 0; ch < nch; ch++) {
         const int t0 = ch * CH, L = S - t0 < CH ? S - t0 : CH;
-        __syncthreads();  // F1: every thread is done with the previous span (K, Q, Gam, S0's update)
+        __syncthreads();  // DF1: every thread is done with the previous span (K, Q, Gam, S0's update)
         span_load(m, k, q, g, beta, pos, b, h, kh, S, Hk, Hv, Dk, t0, L);
         const bool opens = doc_start(pos, (int64_t)b * S + t0, t0);
         for (int x = tid; x < Dk * DC; x += NT) {  // the state entering the span, saved (0 at a start)
@@ -191,10 +191,10 @@ __global__ void __launch_bounds__(NT) delta_chunk_fwd_kernel(bf16 *__restrict__ 
             if (opens) m.S0[r * LDC + c] = 0.0f;
             if (c < nc) sv[((int64_t)ch * Dk + r) * Dv + c] = m.S0[r * LDC + c];
         }
-        __syncthreads();  // F2: K, Q, the gates, a and S0 are in place
+        __syncthreads();  // DF2: K, Q, the gates, a and S0 are in place
         span_gram(m, Dk, L);
         span_ks(m, Dk, nc, scale);
-        __syncthreads();  // F3: Gam, e, K K^T, Q K^T, KS, QS are in place
+        __syncthreads();  // DF3: Gam, e, K K^T, Q K^T, KS, QS are in place
         span_inverse(m);
         for (int x = tid; x < CH * CH; x += NT) {  // P = Gam . Q K^T (scaled), lower
             const int i = x / CH, j = x % CH;
@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(NT) delta_chunk_fwd_kernel(bf16 *__restrict__ 
             const float vi = i < L ? bf2f(v[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c]) : 0.0f;
             m.R[i * LDC + c] = m.beta[i] * (vi - m.e[i] * m.KS[i * LDC + c]);
         }
-        __syncthreads();  // F4: T, P, Y are in place
+        __syncthreads();  // DF4: T, P, Y are in place
         for (int x = tid; x < CH * DC; x += NT) {  // Vn = T Y
             const int i = x / DC, c = x % DC;
             if (c >= nc) continue;
@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(NT) delta_chunk_fwd_kernel(bf16 *__restrict__ 
             for (int j = 0; j <= i; j++) s += m.T[i * LDL + j] * m.R[j * LDC + c];
             m.Vn[i * LDC + c] = s;
         }
-        __syncthreads();  // F5: Vn is in place
+        __syncthreads();  // DF5: Vn is in place
         for (int x = tid; x < CH * DC; x += NT) {  // O = diag(e) QS + P Vn
             const int i = x / DC, c = x % DC;
             if (c >= nc || i >= L) continue;
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(NT) delta_chunk_bwd_kernel(float *__restrict__
     for (int x = tid; x < Dk * DC; x += NT) m.dS[(x / DC) * LDC + x % DC] = 0.0f;
     for (int ch = nch - 1; ch >= 0; ch--) {
         const int t0 = ch * CH, L = S - t0 < CH ? S - t0 : CH;
-        __syncthreads();  // G1: every thread is done with the later span (and dS's update is complete)
+        __syncthreads();  // DB1: every thread is done with the later span (and dS's update is complete)
         span_load(m, k, q, g, beta, pos, b, h, kh, S, Hk, Hv, Dk, t0, L);
         for (int x = tid; x < Dk * DC; x += NT) {
             const int r = x / DC, c = x % DC;
@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(NT) delta_chunk_bwd_kernel(float *__restrict__
             const int i = x / DC, c = x % DC;
             m.dO[i * LDC + c] = i < L && c < nc ? bf2f(dout[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c]) : 0.0f;
         }
-        __syncthreads();  // G2: K, Q, the gates, a, S0, dO are in place
+        __syncthreads();  // DB2: K, Q, the gates, a, S0, dO are in place
         span_gram(m, Dk, L);
         span_ks(m, Dk, nc, scale);
         for (int x = tid; x < CH * DC; x += NT) {  // X1 = K dS
@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(NT) delta_chunk_bwd_kernel(float *__restrict__
             for (int r = 0; r < Dk; r++) s += bf2f(m.K[i * LK + r]) * m.dS[r * LDC + c];
             m.X1[i * LDC + c] = s;
         }
-        __syncthreads();  // G3: Gam, e, K K^T, Q K^T, KS, QS, K dS are in place
+        __syncthreads();  // DB3: Gam, e, K K^T, Q K^T, KS, QS, K dS are in place
         span_inverse(m);
         for (int x = tid; x < CH * CH; x += NT) {  // P = Gam . Q K^T (scaled), lower
             const int i = x / CH, j = x % CH;
@@ -295,14 +295,14 @@ __global__ void __launch_bounds__(NT) delta_chunk_bwd_kernel(float *__restrict__
             const float vi = i < L && c < nc ? bf2f(v[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c]) : 0.0f;
             m.R[i * LDC + c] = vi - m.e[i] * m.KS[i * LDC + c];
         }
-        __syncthreads();  // G4: T, P, R are in place
+        __syncthreads();  // DB4: T, P, R are in place
         for (int x = tid; x < CH * DC; x += NT) {  // Vn = T diag(beta) R
             const int i = x / DC, c = x % DC;
             float s = 0.0f;
             for (int j = 0; j <= i; j++) s += m.T[i * LDL + j] * (m.beta[j] * m.R[j * LDC + c]);
             m.Vn[i * LDC + c] = s;
         }
-        __syncthreads();  // G5: Vn is in place
+        __syncthreads();  // DB5: Vn is in place
         for (int x = tid; x < CH * CH; x += NT) {  // dP = dO Vn^T (lower)
             const int i = x / CH, j = x % CH;
             float s = 0.0f;
@@ -322,14 +322,14 @@ __global__ void __launch_bounds__(NT) delta_chunk_bwd_kernel(float *__restrict__
             for (int c = 0; c < nc; c++) s += m.X1[i * LDC + c] * m.Vn[i * LDC + c];
             m.dF[i] = i < L ? s * m.Gam[(L - 1) * LDL + i] : 0.0f;
         }
-        __syncthreads();  // G6: dP, dVn, dF are in place (and K dS read)
+        __syncthreads();  // DB6: dP, dVn, dF are in place (and K dS read)
         for (int x = tid; x < CH * DC; x += NT) {  // X1 = dY = T^T dVn
             const int i = x / DC, c = x % DC;
             float s = 0.0f;
             for (int j = i; j < CH; j++) s += m.T[j * LDL + i] * m.X2[j * LDC + c];
             m.X1[i * LDC + c] = s;
         }
-        __syncthreads();  // G7: dY is in place (and T read)
+        __syncthreads();  // DB7: dY is in place (and T read)
         for (int x = tid; x < CH * CH; x += NT) {  // dA = -dY Vn^T (strictly lower), in T
             const int i = x / CH, j = x % CH;
             float s = 0.0f;
@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(NT) delta_chunk_bwd_kernel(float *__restrict__
             for (int x = tid; x < Dk * DC; x += NT) s += m.S0[(x / DC) * LDC + x % DC] * m.dS[(x / DC) * LDC + x % DC];
             m.red[tid] = s;
         }
-        __syncthreads();  // G8: dA, dR, dbeta's R part, dE and the <S0, dS> shares are in place
+        __syncthreads();  // DB8: dA, dR, dbeta's R part, dE and the <S0, dS> shares are in place
         if (tid < CH) {
             const int i = tid, s_ = tid;
             float sd = 0.0f;
@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(NT) delta_chunk_bwd_kernel(float *__restrict__
             dkp[(part + t0 + i) * Dk + r] = sk - ei * zk + fi * zs;
             dqp[(part + t0 + i) * Dk + r] = scale * (sq + ei * zq);
         }
-        __syncthreads();  // G9: dS (read above for dk and <S0, dS>) may be overwritten
+        __syncthreads();  // DB9: dS (read above for dk and <S0, dS>) may be overwritten
         {  // dS <- e_{L-1} dS + Qs^T diag(e) dO - K^T diag(e) dR: each thread its elements
             const float eL = m.e[L - 1];
             for (int x = tid; x < Dk * DC; x += NT) {

@@ -4,6 +4,9 @@
 // sequence lengths that are not a multiple of the delta rule's 64-token chunk, and the 27B's
 // Dk = Dv = 128. GPU outputs are poisoned with NaN first, so an unwritten element fails. The
 // error is the max-norm relative error max|gpu - cpu| / max|cpu|; tolerances are stated below.
+// The delta rule runs twice on the GPU: the chunked kernels (the default) and the token recurrence,
+// each against the CPU reference, and against each other; --chunk: the chunked form against the
+// CPU only (what tests/cudaemu/mutate.py's DF and DB rows run).
 // Prints one "RESULT op=... err=... tol=... ok=..." line per check. Exit 77 without a device.
 #include <math.h>
 #include <stdio.h>
@@ -238,6 +241,7 @@ static int same_bytes(const void *dev_a, const void *dev_b, size_t n) {
 // [1] the GPU recurrence vs the CPU, [2] chunked vs the GPU recurrence.
 static double g_delta_max[3][7];
 static void note(int set, int i, double e) { g_delta_max[set][i] = fmax(g_delta_max[set][i], e); }
+static int g_chunk_only;  // --chunk: the chunked form against the CPU only (mutate.py's DF, DB rows)
 
 // docs: 0 none, 1 doc_positions, 2 doc_positions_many.
 static void test_delta(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, int docs) {
@@ -265,7 +269,8 @@ static void test_delta(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int64_t
     // the default (chunked) form and the recurrence, each against the CPU reference
     delta_out run[2];
     const char *pre[2] = {"delta", "delta_recur"};
-    for (int f = 0; f < 2; f++) {
+    run[FORM_RECUR].o = NULL;
+    for (int f = 0; f < (g_chunk_only ? 1 : 2); f++) {
         delta_out *r = &run[f];
         char op[64];
         delta_gpu(c, r, f, gq, gk, gv, gdo, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv, 0);
@@ -294,7 +299,7 @@ static void test_delta(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int64_t
         delta_out_free(&r2);
     }
     // chunked vs the GPU recurrence (the recurrence's results as the reference)
-    {
+    if (!g_chunk_only) {
         const delta_out *a = &run[FORM_DEFAULT], *r = &run[FORM_RECUR];
         float *ho = hbuf(nv), *hs = hbuf(ns), *hq = hbuf(nq), *hk = hbuf(nq), *hv = hbuf(nv), *hg = hbuf(ng), *hb = hbuf(ng);
         zt_dev_get_bf16(ho, r->o, nv), zt_dev_get_f32(hs, r->saved, ns), zt_dev_get_bf16(hq, r->dq, nq);
@@ -312,7 +317,7 @@ static void test_delta(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int64_t
         for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
     }
     // ZT_CUDA_DELTA_RECUR=1 makes zt_cuda_delta_fwd the recurrence: bit-identical to it by name
-    {
+    if (!g_chunk_only) {
         delta_out e1;
         setenv("ZT_CUDA_DELTA_RECUR", "1", 1);
         delta_gpu(c, &e1, FORM_DEFAULT, gq, gk, gv, gdo, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv, 1);
@@ -324,7 +329,8 @@ static void test_delta(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int64_t
                TOL_EXACT);
         delta_out_free(&e1);
     }
-    delta_out_free(&run[0]), delta_out_free(&run[1]);
+    delta_out_free(&run[0]);
+    if (!g_chunk_only) delta_out_free(&run[1]);
     void *fr[] = {pos, q, k, ri, v, g, beta, dout, o, saved, dq, dk, dv, dg, db};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
     void *gf[] = {gpos, gq, gk, gv, gdo, gg, gb};
@@ -486,16 +492,18 @@ static void test_small_copies(void) {
 int main(int argc, char **argv) {
     zt_skip_without_device();
     int quick = 0;
-    for (int i = 1; i < argc; i++) quick |= !strcmp(argv[i], "--quick");
+    for (int i = 1; i < argc; i++) quick |= !strcmp(argv[i], "--quick"), g_chunk_only |= !strcmp(argv[i], "--chunk");
     zt_cuda_ctx *c = zt_cuda_ctx_create();
     const double t0 = zt_now();
-    test_conv1d(c, 2, 70, 40, 4, 0);
-    test_conv1d(c, 3, 70, 40, 4, 1);
-    test_conv1d(c, 2, 150, 33, 3, 1);
-    test_l2norm(300, 8);
-    test_l2norm(77, 128);
-    test_rmsnorm_gated(c, 300, 12);
-    test_rmsnorm_gated(c, 150, 128);
+    if (!g_chunk_only) {
+        test_conv1d(c, 2, 70, 40, 4, 0);
+        test_conv1d(c, 3, 70, 40, 4, 1);
+        test_conv1d(c, 2, 150, 33, 3, 1);
+        test_l2norm(300, 8);
+        test_l2norm(77, 128);
+        test_rmsnorm_gated(c, 300, 12);
+        test_rmsnorm_gated(c, 150, 128);
+    }
     // the delta rule: Hv = 3 Hk, S not a multiple of 64 (and one below it), Dv not a whole warp
     test_delta_memory();
     test_delta(c, 2, 150, 2, 6, 16, 24, 0);
@@ -504,17 +512,19 @@ int main(int argc, char **argv) {
     test_delta(c, 2, 140, 2, 4, 16, 40, 2);  // Hv = 2 Hk, two column blocks (32 + 8), many documents
     test_delta(c, 1, 130, 1, 3, 128, 128, 1);  // the 27B's head dims (Dk = Dv = 128)
     if (!quick) test_delta(c, 1, 200, 2, 4, 64, 96, 0);
-    test_sigmoid_gate(1000);
-    test_delta_gates(300, 6);
-    test_delta_gates(77, 48);
-    test_rope_partial(2, 40, 4, 16, 4, 0);
-    test_rope_partial(3, 70, 3, 32, 8, 1);
-    test_small_copies();
+    if (!g_chunk_only) {
+        test_sigmoid_gate(1000);
+        test_delta_gates(300, 6);
+        test_delta_gates(77, 48);
+        test_rope_partial(2, 40, 4, 16, 4, 0);
+        test_rope_partial(3, 70, 3, 32, 8, 1);
+        test_small_copies();
+    }
     zt_cuda_sync(NULL, "test_cuda_ops_qwen3_5");
     zt_cuda_ctx_destroy(c);
     const char *names[] = {"o", "saved", "dq", "dk", "dv", "dg", "dbeta"};
     const char *sets[] = {"chunked (default) vs CPU", "recurrence vs CPU", "chunked vs GPU recurrence"};
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < (g_chunk_only ? 1 : 3); s++) {
         printf("delta rule, %s, largest errors over the shapes:", sets[s]);
         for (int i = 0; i < 7; i++) printf(" %s %.2e", names[i], g_delta_max[s][i]);
         printf("\n");
