@@ -296,7 +296,8 @@ int64_t zt_qwen3_5_cuda_layer_bytes(const void *mv, int l) {
 }
 
 // The largest scratch one op of the passes takes: the attention's, the delta rule's backward
-// (a chunk's recomputed states), the conv's dw partials; the lm_head grows its own.
+// (the chunked form's column-block parts of dq, dk, dg, dbeta, or the recurrence's recomputed
+// states: zt_cuda_delta_scratch_bytes is the larger), the conv's dw partials; the lm_head grows its own.
 static size_t scratch_bytes(const void *mv) {
     const q35_gpu *m = mv;
     const dims z = m->z;
