@@ -30,7 +30,10 @@
 #define LDC (DC + 1)  // [*, DC] matrices
 #define TINY 0x1p-64  // decays below are zero (kernels/cpu/delta_chunk.c's ZT_CHUNK_TINY)
 
-// Shared memory of one block, in floats from the base (K, Q: bf16 rows of Dk + 2, an odd word count).
+// Shared memory of one block (dynamic: byte offsets from its base, each array 16-byte aligned).
+// K, Q rows hold Dk + 2 bf16: an odd number of 4-byte words when Dk % 4 == 0, so threads reading
+// one column of different rows hit different banks. At Dk = 128: 152,064 B forward, 212,736 B
+// backward (zt_cuda_delta_chunk_smem_bytes): one block per SM on an H100 (228 KB per SM).
 struct chunk_smem {
     bf16 *K, *Q;                // [CH, Dk + 2]: the span's keys and (unscaled) queries
     float *Gam, *KK, *P, *T;    // [CH, LDL]: decays, K K^T, Q K^T -> P, T (backward: -> dA)

@@ -243,21 +243,33 @@ static double g_delta_max[3][7];
 static void note(int set, int i, double e) { g_delta_max[set][i] = fmax(g_delta_max[set][i], e); }
 static int g_chunk_only;  // --chunk: the chunked form against the CPU only (mutate.py's DF, DB rows)
 
-// docs: 0 none, 1 doc_positions, 2 doc_positions_many.
-static void test_delta(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, int docs) {
+// docs: 0 none, 1 doc_positions, 2 doc_positions_many; + DELTA_HARD: nearly parallel keys (each
+// key head's keys one direction plus 10% noise), beta in [0.9, 1), g in [-0.05, 0): A's entries near
+// 1, the hardest case for the chunked form's fp32 inverse.
+#define DELTA_HARD 4
+static void test_delta(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv, int mode) {
+    const int docs = mode & 3, hard = mode & DELTA_HARD;
     char sh[80];
-    snprintf(sh, sizeof sh, "B%lld_S%lld_Hk%lld_Hv%lld_Dk%lld_Dv%lld%s", (long long)B, (long long)S, (long long)Hk,
-             (long long)Hv, (long long)Dk, (long long)Dv, docs == 2 ? "_manydocs" : docs ? "_docs" : "");
+    snprintf(sh, sizeof sh, "B%lld_S%lld_Hk%lld_Hv%lld_Dk%lld_Dv%lld%s%s", (long long)B, (long long)S, (long long)Hk,
+             (long long)Hv, (long long)Dk, (long long)Dv, docs == 2 ? "_manydocs" : docs ? "_docs" : "",
+             hard ? "_hard" : "");
     const int64_t N = B * S, nq = N * Hk * Dk, nv = N * Hv * Dv, ng = N * Hv;
     int32_t *pos = docs == 2 ? doc_positions_many(B, S) : docs ? doc_positions(B, S) : NULL;
     int32_t *gpos = docs ? dev_i32(pos, N) : NULL;
     // q, k: l2-normalised rows (as the model feeds them), rounded to bf16
-    float *q = zt_host_normal(nq, 1.0f, seed(), 0), *k = zt_host_normal(nq, 1.0f, seed(), 0), *ri = hbuf(N * Hk);
+    float *q = zt_host_normal(nq, 1.0f, seed(), 0), *k = zt_host_normal(nq, hard ? 0.1f : 1.0f, seed(), 0), *ri = hbuf(N * Hk);
+    if (hard) {
+        float *dir = zt_host_normal(Hk * Dk, 1.0f, seed(), 0);
+        for (int64_t i = 0; i < nq; i++) k[i] += dir[i % (Hk * Dk)];
+        free(dir);
+    }
     zt_cpu_ops.l2norm_fwd(q, ri, q, N * Hk, Dk, 1e-6f);
     zt_cpu_ops.l2norm_fwd(k, ri, k, N * Hk, Dk, 1e-6f);
     round_bf16(q, nq), round_bf16(k, nq);
-    float *v = zt_host_normal(nv, 1.0f, seed(), 1), *g = zt_host_uniform(ng, -1.5f, -0.01f, seed(), 0);
-    float *beta = zt_host_uniform(ng, 0.05f, 0.95f, seed(), 0), *dout = zt_host_normal(nv, 1.0f, seed(), 1);
+    float *v = zt_host_normal(nv, 1.0f, seed(), 1);
+    float *g = hard ? zt_host_uniform(ng, -0.05f, -0.001f, seed(), 0) : zt_host_uniform(ng, -1.5f, -0.01f, seed(), 0);
+    float *beta = hard ? zt_host_uniform(ng, 0.9f, 0.999f, seed(), 0) : zt_host_uniform(ng, 0.05f, 0.95f, seed(), 0);
+    float *dout = zt_host_normal(nv, 1.0f, seed(), 1);
     const int64_t ns = zt_delta_saved_floats(B, S, Hv, Dk, Dv);
     float *o = hbuf(nv), *saved = hbuf(ns), *dq = hbuf(nq), *dk = hbuf(nq), *dv = hbuf(nv), *dg = hbuf(ng),
           *db = hbuf(ng);
@@ -511,6 +523,8 @@ int main(int argc, char **argv) {
     test_delta(c, 2, 40, 1, 3, 8, 12, 1);
     test_delta(c, 2, 140, 2, 4, 16, 40, 2);  // Hv = 2 Hk, two column blocks (32 + 8), many documents
     test_delta(c, 1, 130, 1, 3, 128, 128, 1);  // the 27B's head dims (Dk = Dv = 128)
+    test_delta(c, 1, 1, 1, 1, 8, 8, 0);        // one token; Hv = Hk
+    test_delta(c, 2, 128, 1, 2, 32, 32, DELTA_HARD);  // two whole spans, nearly parallel keys, slow decay
     if (!quick) test_delta(c, 1, 200, 2, 4, 64, 96, 0);
     if (!g_chunk_only) {
         test_sigmoid_gate(1000);
