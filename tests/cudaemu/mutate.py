@@ -319,6 +319,15 @@ MUTATIONS = [
      T_DCHUNK, "backward: the barrier after dA, dR, dE and the <S0, dS> shares, before dbeta, dg, dk, dq read them"),
     ("DB9", DCHUNK, '        __syncthreads();  // DB9: dS (read above for dk and <S0, dS>) may be overwritten\n', "",
      T_DCHUNK, "backward: the barrier after dk's reads of dS, before dS's update overwrites it"),
+    # ---- the chunked delta rule's document starts (a start inside a span is a zero decay) ----
+    ("DM1", DCHUNK, "        m.a[i] = m.start[i] ? 0.0 : exp((double)m.g[i]);\n",
+     "        m.a[i] = exp((double)m.g[i]);  // (mutated)\n", T_DCHUNK,
+     "a document start inside a span as a zero decay (instead: exp(g), Gam reaching across documents)"),
+    ("DM2", DCHUNK, "            if (opens) m.S0[r * LDC + c] = 0.0f;\n", "", T_DCHUNK,
+     "forward: the state entering a span that opens a document zeroed (and saved as zero)"),
+    ("DM3", DCHUNK, "        m.e[i] = zero || i >= L || ei < TINY ? 0.0f : (float)ei;\n",
+     "        m.e[i] = i >= L || ei < TINY ? 0.0f : (float)ei;  // (mutated)\n", T_DCHUNK,
+     "e_i zero from the span's first document start on (instead: the incoming state reaches every document)"),
     # ---- regressions of the four defects fixed with the emulation ----
     ("R1", "kernels/cuda/matmul.cu",
      "    if (hs != CUBLAS_STATUS_SUCCESS || nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {",
