@@ -24,6 +24,16 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// The family's progress hook is called between the layer's parts (model/qwen3_5.c TICK()): the
+// times between calls say where a pass goes (printed as "ticks" for the fastest pass).
+#define MAX_TICKS 64
+static double g_ticks[MAX_TICKS];
+static int g_nticks;
+static void tick(void *ctx) {
+    (void)ctx;
+    if (g_nticks < MAX_TICKS) g_ticks[g_nticks++] = now();
+}
+
 static void write_bin(const char *dir, const char *name, const float *p, int64_t n) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -65,17 +75,27 @@ int main(int argc, char **argv) {
     FILE *rf = fopen(path, "rb");
     if (!rf || fread(r, sizeof(float), (size_t)(N * d), rf) != (size_t)(N * d)) zt_fatal("cannot read %s", path);
     fclose(rf);
-    double best = 1e30;
+    double best = 1e30, best_ticks[MAX_TICKS], t_fwd = 0;
+    int best_n = 0;
+    f->cpu->set_progress(m, tick, NULL);
     for (int k = 0; k < reps; k++) {
+        g_nticks = 0;
         memset(grads[1], 0, (size_t)lay.units[1].numel * sizeof(float));
         memcpy(dx, r, (size_t)(N * d) * sizeof(float));
         const double t0 = now();
         f->cpu->layer_fwd(m, 0, params[1]);
+        const double t1 = now();
         f->cpu->layer_bwd(m, 0, params[1], grads[1], dx);
         const double t = now() - t0;
-        if (t < best) best = t;
+        if (t < best) {
+            best = t, t_fwd = t1 - t0, best_n = g_nticks;
+            for (int i = 0; i < g_nticks; i++) best_ticks[i] = g_ticks[i] - t0;
+        }
     }
     printf("seconds %.6f\n", best);
+    printf("forward %.6f\nticks", t_fwd);
+    for (int i = 0; i < best_n; i++) printf(" %.4f", best_ticks[i]);
+    printf("\n");
     write_bin(dir, "zt_grads.bin", grads[1], lay.units[1].numel);
     write_bin(dir, "zt_dx.bin", dx, N * d);
     snprintf(path, sizeof path, "%s/zt_layout.txt", dir);

@@ -43,7 +43,7 @@ static char gpu_help[192];  // names the presets (zt_gpu_preset_names), filled b
 static const zt_flag_choice dtype_choices[] = {{"fp32", 4}, {"bf16", 2}, {0}};
 static const zt_flag_choice param_dtype_choices[] = {{"bf16", 2}, {"fp32", 4}, {0}};
 static const zt_flag_choice colls_choices[] = {{"nccl", ZT_COLLS_NCCL}, {"mpi", ZT_COLLS_MPI}, {0}};
-static const zt_flag_choice device_choices[] = {{"gpu", 0}, {"cpu", 1}, {0}};
+static const zt_flag_choice device_choices[] = {{"gpu", 0}, {"cpu", 1}, {"cuda", 2}, {0}};
 static const zt_flag_choice attention_choices[] = {{"gemm", ZT_ATTN_SCRATCH_GEMM}, {"tiled", ZT_ATTN_SCRATCH_TILED}, {0}};
 
 #define T plan_flags
@@ -94,10 +94,12 @@ static const zt_flag flags[] = {
     {"attention", ZT_FLAG_ENUM, ZT_AT_INT(T, attention), "gemm|tiled", .choices = attention_choices,
      .help = "with --context-parallel: whose scratch the total counts: gemm\n"
              "(default, kernels/cuda/attention.cu, O(S^2)) or tiled (O(S D))"},
-    {"device", ZT_FLAG_ENUM, ZT_AT_INT(T, device_cpu), "gpu|cpu", .def = 0, .choices = device_choices,
+    {"device", ZT_FLAG_ENUM, ZT_AT_INT(T, device_cpu), "gpu|cpu|cuda", .def = 0, .choices = device_choices,
      .help = "gpu (default): the GPU model below; cpu: the CPU engine's memory per rank,\n"
              "byte for byte as `train --device cpu` allocates it (--world, --shard-group,\n"
-             "--micro-batch, --seq-len, --context-parallel, --reshard-after-forward; no step time)"},
+             "--micro-batch, --seq-len, --context-parallel, --reshard-after-forward; no step time);\n"
+             "cuda: the GPU engine's device bytes per rank as `train --device cuda` asks\n"
+             "for them (also --grad-accum, --recompute, --attention; needs the CUDA module)"},
     {"epoch-tokens", ZT_FLAG_F64, ZT_AT_F64(T, epoch_tokens), "N", .fmin = 1, .fmax = 1e18,
      .def = ZT_FIELD_EPOCH_TOKENS, .help = "tokens per epoch for GPU-hours ({default})"},
 
@@ -596,6 +598,64 @@ static int plan_cpu(const plan_flags *f) {
     return 0;
 }
 
+// --device cuda: the GPU engine's device bytes per rank (engine/rank_memory.c zt_rank_memory_cuda, the
+// family's counts through the CUDA module), which run.json's memory_per_rank_bytes of a
+// `train --device cuda` run with the same job equals.
+static int plan_cuda(const plan_flags *f) {
+    if (!f->model || f->field || f->from_run) {
+        fprintf(stderr, "zerotrain: error: --device cuda plans a model's memory on the GPU engine: give it --model "
+                        "CONFIG.json|HF_DIR, without --field or --from-run\n");
+        return 2;
+    }
+    zt_model_config cfg;
+    if (zt_model_config_load(&cfg, f->model) != 0) zt_die_on_err();
+    const int W = f->world, G = f->shard_group > 0 ? f->shard_group : W, C = f->context_parallel > 0 ? f->context_parallel : 1;
+    if (G > W || W % G) {
+        fprintf(stderr, "zerotrain: error: --shard-group %d does not divide --world %d\n", G, W);
+        return 2;
+    }
+    const int attention = f->attention == ZT_ATTN_SCRATCH_TILED ? ZT_ATTN_SCRATCH_TILED : ZT_ATTN_SCRATCH_GEMM;
+    const zt_rank_memory_job job = {.shard_group = G, .micro_batch = f->micro_batch, .seq_len = f->seq_len,
+                                    .reduce_bytes = 4, .keep_gathered = !f->reshard_after_forward,
+                                    .recompute = f->recompute, .context_parallel = C, .attention = attention,
+                                    .grad_accum = f->grad_accum};
+    zt_rank_memory m;
+    if (zt_rank_memory_cuda(&cfg, &job, &m) != 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return 2;
+    }
+    const double MiB = 1024.0 * 1024.0;
+    printf("model: %s (%s): %d layers, hidden %lld, vocab %lld, %lld parameters\n", cfg.family->title, f->model,
+           cfg.num_layers, (long long)cfg.hidden_size, (long long)cfg.vocab_size,
+           (long long)zt_model_param_count(&cfg));
+    printf("cuda backend (bf16 gathers, fp32 state): %d rank%s, shard group %d x %d replica%s, context parallel %d, "
+           "micro-batch %d x grad-accum %d x seq %lld, %s attention%s%s\n",
+           W, W == 1 ? "" : "s", G, W / G, W / G == 1 ? "" : "s", C, f->micro_batch, f->grad_accum,
+           (long long)f->seq_len, attention == ZT_ATTN_SCRATCH_TILED ? "tiled" : "gemm",
+           f->recompute ? ", recompute" : "", f->reshard_after_forward ? "" : ", keep-gathered");
+    printf("device memory per rank (MiB; bytes as `train --device cuda` asks cudaMalloc for them, run.json "
+           "memory_per_rank_bytes):\n");
+    const struct {
+        const char *label;
+        double v;
+    } rows[] = {
+        {"parameters (fp32 master + bf16 all-gather shard)", m.params},
+        {"gradients (fp32 shard)", m.grads},
+        {"optimizer (Adam m, v in fp32)", m.optimizer},
+        {"buffers (bf16 gathered units, fp32 unit gradients + receive shards)", m.buffers},
+        {"activations (the family's passes, staged ids, targets, positions)", m.activations},
+        {"context (the split's gathered K|V and whole-block buffers)", m.context},
+        {"scratch (the op layer's arena, reserved at start for the largest op)", m.scratch},
+        {"workspace (cuBLASLt)", m.workspace},
+        {"total", m.total},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        printf("  %-72s %10.1f   (%.0f bytes)\n", rows[i].label, rows[i].v / MiB, rows[i].v);
+    printf("not counted: the CUDA context, cuBLASLt's and NCCL's own memory, the allocator's rounding (train warns "
+           "when an op grows the scratch arena past its reservation)\n");
+    return 0;
+}
+
 // A flag left at its default of -1 keeps the preset's value.
 static void override(double *dst, double v, double scale) {
     if (v >= 0) *dst = v * scale;
@@ -608,7 +668,8 @@ int zt_cmd_plan(int argc, char **argv) {
     plan_flags f;
     const int prc = zt_flags_parse("plan", flags, &f, argc, argv, synopsis, NULL);
     if (prc) return prc == 1 ? 0 : 2;
-    if (f.device_cpu) return plan_cpu(&f);
+    if (f.device_cpu == 1) return plan_cpu(&f);
+    if (f.device_cpu == 2) return plan_cuda(&f);
     const char *model = f.model, *gpu_name = f.gpu, *gpu_file = f.gpu_file, *worlds_s = f.worlds;
     const int field = f.field, world = f.world;
     const double epoch_tokens = f.epoch_tokens;

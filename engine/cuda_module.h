@@ -30,7 +30,7 @@ struct zt_fsdp_opts;  // engine/fsdp_internal.h
 // (the engine struct and the backend hooks the module implements), of model/family.h and
 // model/family_cuda.h (the family tables), or of the zt_comm backend interface (engine/comm.h).
 // The loader reads api_version first and nothing else of a table whose version differs.
-#define ZT_CUDA_MODULE_API 5
+#define ZT_CUDA_MODULE_API 6
 #define ZT_CUDA_MODULE_FILE "libzerotrain_cuda.so"
 
 typedef struct {
@@ -47,6 +47,15 @@ typedef struct {
     // The GPU passes of the model family named `name` (a const zt_family_cuda *, model/family_cuda.h),
     // or NULL when this module has none: what the engine runs, and what the trainer asks first.
     const void *(*family)(const char *name);
+    // `plan --device cuda` (engine/rank_memory.h zt_rank_memory_cuda): the device bytes of the parts the
+    // family and the op layer decide, as engine_init would allocate them for this job: activations (the
+    // family's create + the staged ids, targets, positions and the step's reduction buffer), context,
+    // scratch, workspace (zt_fsdp_memory's fields; the others are left as they are). S_local: the tokens
+    // of a block a rank holds under a split of C ranks (S at C = 1); attention: ZT_ATTN_TILED or
+    // ZT_ATTN_GEMM; max_shard: the largest unit's shard (elements: the gradient norm's partials).
+    // 0, or -1 + zt_err (the module has no GPU passes for the family, or they refuse it).
+    int (*memory_for)(const zt_model_config *cfg, int micro_batch, int grad_accum, int64_t seq_len, int64_t S_local,
+                      int C, int recompute, int attention, int64_t max_shard, zt_fsdp_memory *out);
 } zt_cuda_module;
 
 // Defined by the module (engine/fsdp_cuda.c); the loader finds it with dlsym.

@@ -54,6 +54,10 @@ typedef struct {
 
 typedef struct {
     int64_t params, grads, optimizer, buffers, activations;  // bytes held by this rank
+    // GPU engine, device bytes beside those (0 on the CPU engine): the context split's buffers (of the
+    // family's create, not in activations), the op layer's scratch arena as reserved at start (ops may
+    // grow it during the first step), the cuBLASLt workspace
+    int64_t context, scratch, workspace;
     int64_t host_pinned;  // GPU engine: bytes of host master/Adam copies that are page-locked (0: pageable)
 } zt_fsdp_memory;
 

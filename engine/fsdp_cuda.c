@@ -25,7 +25,9 @@
 // full meanwhile; and (b) once per optimizer step, on the all-reduce of the loss, the
 // gradient sums of squares and the stop flag, whose values it must read to clip,
 // decide and log. Nothing is allocated per step: activations, pools and shards are
-// allocated once here; the op layer's scratch grows stream-ordered only on first use.
+// allocated once here, and the op layer's scratch is reserved for the largest op of a step
+// (it would grow stream-ordered on first use; the first step_reduce warns if it did). What
+// each part takes is what memory() reports and `plan --device cuda` predicts (memory_for).
 //
 // Context parallelism (--context-parallel C): the family's model holds this rank's S_local tokens
 // of each block and its attention calls the exchange below (cx_gather, cx_scatter) on the mesh's
@@ -114,6 +116,8 @@ typedef struct {
     double *red_d, *red_h;
     int nred;
     int64_t act_bytes, pool_bytes;
+    size_t scratch_start;            // the scratch arena reserved at start (a step that grows it is warned of once)
+    int scratch_checked;
     // context parallelism: the mesh's device context group, its DATA stream, the two events, and
     // the exchange's collective handles not yet retired (retired after the step's host sync)
     zt_comm *xc;
@@ -384,6 +388,15 @@ static int step_reduce(zt_fsdp *f, int stop_request, zt_fsdp_reduced *r) {
         stall += ms * 1e-3;
     }
     c->ntw = 0;
+    if (!c->scratch_checked) {  // every op of a step has run: the reservation covered them, or run.json understates
+        size_t now = 0;
+        zt_cuda_ctx_device_bytes(c->ctx, NULL, &now);
+        if (now > c->scratch_start)
+            fprintf(stderr, "zerotrain: rank %d: warning: the op layer's scratch arena grew from %zu to %zu bytes in "
+                            "the first step (run.json's memory_per_rank_bytes.scratch is the reservation at start)\n",
+                    f->rank, c->scratch_start, now);
+        c->scratch_checked = 1;
+    }
     for (int s = 0; s < f->np; s++) retire_if_done(f, &c->preq[s]);
     for (int s = 0; s < f->ng; s++) rs_retire(f, s);  // done: the all-reduce came after them on the GPU
     if (c->xc) cx_retire(f, 1);                        // done: compute waited for each before ev_red
@@ -554,7 +567,11 @@ static void memory(const zt_fsdp *f, zt_fsdp_memory *m) {
     m->grads = c->shard_total * 4;
     m->optimizer = c->shard_total * 8;
     m->buffers = c->pool_bytes;
-    m->activations = c->act_bytes;
+    m->context = c->fc->context_bytes ? c->fc->context_bytes(c->fm) : 0;
+    m->activations = c->act_bytes - m->context;
+    size_t ws = 0, sc = 0;
+    zt_cuda_ctx_device_bytes(c->ctx, &ws, &sc);
+    m->workspace = (int64_t)ws, m->scratch = (int64_t)sc;
     m->host_pinned = c->host_pinned ? 3 * c->shard_total * 4 : 0;
 }
 
@@ -801,8 +818,7 @@ static void make_pools(zt_fsdp *f, gpu_state *c, const zt_fsdp_opts *o, int pcap
 static int make_activations(zt_fsdp *f, gpu_state *c, const zt_model_config *cfg, const zt_fsdp_opts *o) {
     const int64_t N = (int64_t)f->micro_batch * f->seq_local;  // this rank's tokens (seq_len without a split)
     c->N = N;
-    size_t free0 = 0, total = 0;
-    ZT_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+    const int64_t asked0 = zt_cuda_malloc_bytes();  // the sizes asked, not the allocator's rounding
     const zt_cuda_attn_kind att = o->attention == ZT_ATTN_CUDNN || o->attention == ZT_FSDP_CUDNN_FORCE ? ZT_CUDA_ATTN_CUDNN
                                   : o->attention == ZT_ATTN_GEMM                                        ? ZT_CUDA_ATTN_GEMM
                                                                                                         : ZT_CUDA_ATTN_TILED;
@@ -822,12 +838,14 @@ static int make_activations(zt_fsdp *f, gpu_state *c, const zt_model_config *cfg
     c->nred = f->grad_accum + f->nunits + 1;
     c->red_d = zt_cuda_malloc((size_t)c->nred * sizeof(double));
     ZT_CUDA_CHECK(cudaMallocHost((void **)&c->red_h, (size_t)c->nred * sizeof(double)));
-    size_t free1 = 0;
-    ZT_CUDA_CHECK(cudaMemGetInfo(&free1, &total));
-    c->act_bytes = (int64_t)(free0 - free1);
-    // The passes' scratch (Qwen3: attention over one KV-head group and the lm_head chunk),
-    // reserved now rather than grown inside the first step.
-    zt_cuda_ctx_reserve(c->ctx, c->fc->scratch_bytes(c->fm), c->cs);
+    c->act_bytes = zt_cuda_malloc_bytes() - asked0;
+    // The passes' scratch (the largest of the attention over one KV-head group, the lm_head chunk, the
+    // norms' partials, ...) and the gradient norm's partials, reserved now rather than grown inside
+    // the first step (step_reduce says when it still grew).
+    const size_t passes = c->fc->scratch_bytes(c->fm);
+    const size_t norm = zt_cuda_sumsq_scratch_bytes(f->max_padded / f->shard_world);
+    zt_cuda_ctx_reserve(c->ctx, passes > norm ? passes : norm, c->cs);
+    zt_cuda_ctx_device_bytes(c->ctx, NULL, &c->scratch_start);
     return 0;
 }
 
@@ -895,6 +913,35 @@ static int comm_init(zt_comm **out, void *mpi_comm, int device, const zt_comm_op
 
 static const void *family(const char *name) { return zt_family_cuda_find(name); }
 
+// What make_activations and the context would allocate for this job (cuda_module.h memory_for): the
+// family's create and scratch by its own count, the staging buffers as make_activations sizes them.
+static int memory_for(const zt_model_config *cfg, int micro_batch, int grad_accum, int64_t seq_len, int64_t S_local,
+                      int C, int recompute, int attention, int64_t max_shard, zt_fsdp_memory *out) {
+    const zt_family_cuda *fc = cfg->family ? zt_family_cuda_find(cfg->family->name) : NULL;
+    if (!fc || !fc->act_bytes_for || !fc->scratch_bytes_for)
+        return zt_err("this CUDA module cannot count the GPU passes' memory of the model family \"%s\"",
+                      cfg->family ? cfg->family->name : "(none)");
+    if (fc->check(cfg, seq_len) != 0) return -1;
+    if (C > 1 && !cfg->family->context_parallel)
+        return zt_err("--context-parallel %d: the %s family does not train with a context split", C,
+                      cfg->family->name);
+    const zt_family_cuda_context cx = {.C = C, .S = seq_len, .S_local = S_local};
+    const zt_family_cuda_opts fo = {.recompute = recompute != 0,
+                                    .attention = attention == ZT_ATTN_GEMM ? ZT_CUDA_ATTN_GEMM : ZT_CUDA_ATTN_TILED,
+                                    .cx = C > 1 ? &cx : NULL};
+    const int64_t N = (int64_t)micro_batch * S_local, nunits = cfg->num_layers + 2;
+    int64_t context = 0;
+    const int64_t family = fc->act_bytes_for(cfg, micro_batch, S_local, &fo, &context);
+    const int64_t staging = 3 * N * 4 + (grad_accum + nunits + 1) * (int64_t)sizeof(double);  // tok, tgt, pos; red
+    out->activations = family - context + staging;
+    out->context = context;
+    const size_t passes = fc->scratch_bytes_for(cfg, micro_batch, S_local, &fo);
+    const size_t norm = zt_cuda_sumsq_scratch_bytes(max_shard);
+    out->scratch = (int64_t)zt_cuda_ctx_scratch_size(passes > norm ? passes : norm);
+    out->workspace = (int64_t)zt_cuda_ctx_workspace_size();
+    return 0;
+}
+
 static const zt_cuda_module module = {
     .api_version = ZT_CUDA_MODULE_API,
     .version = ZT_VERSION,
@@ -904,6 +951,7 @@ static const zt_cuda_module module = {
     .engine_init = zt_fsdp_cuda_engine_init,
     .cudnn_built = zt_cudnn_sdpa_built,
     .family = family,
+    .memory_for = memory_for,
 };
 
 const zt_cuda_module *zt_cuda_module_entry(void) { return &module; }

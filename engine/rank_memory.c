@@ -2,7 +2,7 @@
 // buffer slots and a micro-batch's saved activations, in bytes. It lives beside the engine because
 // the buffers it counts are the engine's (ZT_FSDP_ALIGN, ZT_FSDP_PARAM_SLOTS, ZT_FSDP_GRAD_SLOTS); what a
 // decoder layer keeps is the family's (zt_layer_plan, model/family.h).
-// defines: zt_rank_memory_predict, zt_rank_memory_cpu
+// defines: zt_rank_memory_predict, zt_rank_memory_cpu, zt_rank_memory_cuda
 #include "engine/rank_memory.h"
 
 #include <math.h>
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "engine/cuda_module.h"
 #include "engine/fsdp.h"
 #include "engine/fsdp_internal.h"
 #include "model/family.h"
@@ -154,6 +155,51 @@ int zt_rank_memory_cpu(const zt_model_config *c, const zt_rank_memory_job *job, 
     out->activations = (double)act + 4.0 * (double)(B * Sl) * (double)c->hidden_size;
     out->act_no_recompute = out->activations;
     out->total = out->params + out->grads + out->optimizer + out->buffers + out->activations;
+    zt_model_layout_free(&lay);
+    return 0;
+}
+
+int zt_rank_memory_cuda(const zt_model_config *c, const zt_rank_memory_job *job, zt_rank_memory *out) {
+    memset(out, 0, sizeof *out);
+    if (check_job(job) != 0) return -1;
+    const int C = job->context_parallel > 1 ? job->context_parallel : 1;
+    int32_t *index = NULL;
+    const int64_t S = job->seq_len, Sl = zt_context_split(S, C, &index);
+    free(index);
+    if (Sl < 0) return -1;
+    const zt_cuda_module *mod = zt_cuda_module_load();
+    if (!mod) return -1;
+    zt_model_layout lay;
+    if (zt_model_layout_init(&lay, c) != 0) return -1;
+    // engine/fsdp.c: each unit padded to a multiple of shard group x ZT_FSDP_ALIGN elements
+    const double gs = job->shard_group, q = gs * ZT_FSDP_ALIGN;
+    double shard = 0, max_padded = 0;
+    for (int u = 0; u < lay.nunits; u++) {
+        const double padded = pad_to((double)lay.units[u].numel, q);
+        shard += padded / gs;
+        if (padded > max_padded) max_padded = padded;
+    }
+    zt_fsdp_memory dev = {0};
+    const int attention = job->attention == ZT_ATTN_SCRATCH_TILED ? ZT_ATTN_TILED : ZT_ATTN_GEMM;
+    if (mod->memory_for(c, job->micro_batch, job->grad_accum > 0 ? job->grad_accum : 1, S, Sl, C, job->recompute,
+                        attention, (int64_t)(max_padded / gs), &dev) != 0) {
+        zt_model_layout_free(&lay);
+        return -1;
+    }
+    out->params = 6.0 * shard;  // fp32 master + bf16 all-gather source
+    out->grads = 4.0 * shard;
+    out->optimizer = 8.0 * shard;
+    // engine/fsdp_cuda.c make_pools: bf16 parameter slots (keep-gathered: one per unit), fp32 gradient
+    // slots and each one's fp32 receive buffer of a shard
+    const int np = job->keep_gathered && lay.nunits > ZT_FSDP_PARAM_SLOTS ? lay.nunits : ZT_FSDP_PARAM_SLOTS;
+    out->buffers = 2.0 * np * max_padded + 4.0 * ZT_FSDP_GRAD_SLOTS * (max_padded + max_padded / gs);
+    out->activations = (double)dev.activations;
+    out->act_no_recompute = out->act_recompute = out->activations;
+    out->context = (double)dev.context;
+    out->scratch = (double)dev.scratch;
+    out->workspace = (double)dev.workspace;
+    out->total = out->params + out->grads + out->optimizer + out->buffers + out->activations + out->context +
+                 out->scratch + out->workspace;
     zt_model_layout_free(&lay);
     return 0;
 }

@@ -3,7 +3,7 @@
 // allocates (its slot counts, engine/fsdp.h) and one micro-batch's saved activations. The one
 // memory formula: the planner (ops/plan.c) and the preflight gate's keep-gathered check
 // (train/preflight.c) both call it; docs/plan.md states its assumptions.
-// defines: zt_rank_memory_job, zt_rank_memory, zt_rank_memory_predict, zt_rank_memory_cpu
+// defines: zt_rank_memory_job, zt_rank_memory, zt_rank_memory_predict, zt_rank_memory_cpu, zt_rank_memory_cuda
 #ifndef ZT_RANK_MEMORY_H
 #define ZT_RANK_MEMORY_H
 #include <stdint.h>
@@ -26,6 +26,7 @@ typedef struct {
     // the sharded state is unchanged (sharded over shard group x context ranks as before).
     int context_parallel;
     int attention;       // ZT_ATTN_SCRATCH_*: whose scratch counts in the total (0: none counted)
+    int grad_accum;      // zt_rank_memory_cuda only: micro-batches per step (the step's reduction buffer); 0 means 1
 } zt_rank_memory_job;
 
 // The two GPU attention paths (docs/plan.md): the GEMM one (kernels/cuda/attention.cu) holds the
@@ -50,6 +51,10 @@ typedef struct {
                           // dq (fp32) of its g Sq query rows, fp32 dk and dv of the S keys: g Sq (6 D + 8) + 8 S D
     double attention;     // the counted one (job.attention), 0 when none
     double total;         // params + grads + optimizer + buffers + activations + cp_kv + attention
+    // zt_rank_memory_cuda only (0 elsewhere): the GPU engine's device parts beside the five above
+    double context;       // the context split's buffers (model/qwen3_cuda_context.c)
+    double scratch;       // the op layer's scratch arena as the engine reserves it
+    double workspace;     // the cuBLASLt workspace
 } zt_rank_memory;
 
 // 0, or -1 + zt_err (a job field out of range, a config without a layout).
@@ -63,4 +68,16 @@ int zt_rank_memory_predict(const zt_model_config *c, const zt_rank_memory_job *j
 // and recompute are not read; context_parallel C > 1 splits each block (its whole-block buffers
 // are in the family's count). Fills params, grads, optimizer, buffers, activations, total.
 int zt_rank_memory_cpu(const zt_model_config *c, const zt_rank_memory_job *job, zt_rank_memory *out);
+
+// The GPU engine's device bytes per rank, as engine/fsdp_cuda.c allocates and reports them (run.json's
+// memory_per_rank_bytes of a `train --device cuda` run; `plan --device cuda`): the fp32 master, gradient
+// and Adam m, v shards and the bf16 all-gather source; the bf16 gathered-unit buffers, the fp32
+// full-gradient buffers and their reduce-scatter receive buffers; and, through the CUDA module (loaded
+// here: -1 + zt_err without one), the family's activations and workspaces, the staging buffers, the
+// context split's buffers, the scratch arena and the cuBLASLt workspace (cuda_module.h memory_for).
+// Sizes are those asked of cudaMalloc; the allocator's rounding, the CUDA context, cuBLASLt's and NCCL's
+// own memory are in neither number. job.attention: ZT_ATTN_SCRATCH_GEMM or _TILED (0: GEMM); the
+// dtype fields are not read (the engine gathers bf16 and reduces fp32). Fills params, grads,
+// optimizer, buffers, activations, context, scratch, workspace, total.
+int zt_rank_memory_cuda(const zt_model_config *c, const zt_rank_memory_job *job, zt_rank_memory *out);
 #endif

@@ -47,6 +47,15 @@ typedef struct zt_family_cuda {
                     const zt_family_cuda_opts *o);
     void (*destroy)(void *m);
     size_t (*scratch_bytes)(const void *m);          // the op layer's scratch the passes grow to
+    // Without creating a model (`plan --device cuda`, engine/rank_memory.h): the device bytes `create`
+    // would ask zt_cuda_malloc for, for B rows of S tokens with these options (o->cx: S is S_local, and
+    // only cx's C, S and S_local are read); *context: the part of them the context split's buffers take
+    // (0 without o->cx). And the value scratch_bytes would give that model.
+    int64_t (*act_bytes_for)(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o,
+                             int64_t *context);
+    size_t (*scratch_bytes_for)(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o);
+    // A created model's context-split buffers, as create allocated them (bytes; 0 without a split).
+    int64_t (*context_bytes)(const void *m);
     int (*check_data)(const void *m, int isolated);  // 0, or -1 + zt_err: data it cannot train
     // ids, targets, pos: device [B*S]; pos NULL: plain causal rows (else packed documents; under
     // context parallelism always given: each held token's RoPE position, as zt_family_cpu.set_batch)

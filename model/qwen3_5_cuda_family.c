@@ -295,16 +295,18 @@ int64_t zt_qwen3_5_cuda_layer_bytes(const void *mv, int l) {
     return m->recompute || l < 0 || l >= m->L ? 0 : m->a[l].bytes;
 }
 
-// The largest scratch one op of the passes takes: the attention's, the delta rule's backward
-// (the chunked form's column-block parts of dq, dk, dg, dbeta, or the recurrence's recomputed
-// states: zt_cuda_delta_scratch_bytes is the larger), the conv's dw partials; the lm_head grows its own.
-static size_t scratch_bytes(const void *mv) {
-    const q35_gpu *m = mv;
-    const dims z = m->z;
-    size_t s = m->z.attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(z.S, z.H, z.Hkv, z.D)
-                                                    : zt_cuda_attention_flash_scratch_bytes(z.S, z.H, z.Hkv, z.D);
-    int any_lin = 0;
-    for (int l = 0; l < m->L; l++) any_lin |= m->lin[l] != 0;
+// The largest scratch one op of the passes takes (the engine reserves it before the first step):
+// the attention's, the delta rule's backward (the chunked form's column-block parts of dq, dk, dg,
+// dbeta, or the recurrence's recomputed states: zt_cuda_delta_scratch_bytes is the larger), the
+// conv's dw partials, the head's lm_head chunk, the norms' dw partials.
+static size_t scratch_of(const dims z, int any_lin) {
+    size_t s = z.attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(z.S, z.H, z.Hkv, z.D)
+                                               : zt_cuda_attention_flash_scratch_bytes(z.S, z.H, z.Hkv, z.D);
+    const size_t more[] = {zt_cuda_lmhead_xent_scratch_bytes(z.N, z.V), zt_cuda_rmsnorm_bwd_scratch_bytes(z.N, z.d),
+                           zt_cuda_rmsnorm_bwd_scratch_bytes(z.N * z.H, z.D),
+                           zt_cuda_rmsnorm_bwd_scratch_bytes(z.N * z.Hkv, z.D),
+                           any_lin ? zt_cuda_rmsnorm_gated_bwd_scratch_bytes(z.N * z.Hv, z.Dv) : 0};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) s = more[i] > s ? more[i] : s;
     if (any_lin) {
         const size_t d = zt_cuda_delta_scratch_bytes(z.B, z.S, z.Hv, z.Dk, z.Dv);
         const size_t cv = (size_t)(256 * z.C * z.K) * 4;
@@ -313,6 +315,60 @@ static size_t scratch_bytes(const void *mv) {
     }
     return s;
 }
+
+static size_t scratch_bytes(const void *mv) {
+    const q35_gpu *m = mv;
+    int any_lin = 0;
+    for (int l = 0; l < m->L; l++) any_lin |= m->lin[l] != 0;
+    return scratch_of(m->z, any_lin);
+}
+
+static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_cuda_attn_kind attention) {
+    dims z = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads,
+              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = c->lin_key_heads,
+              .Hv = c->lin_value_heads, .Dk = c->lin_key_dim, .Dv = c->lin_value_dim, .K = c->lin_conv_kernel,
+              .V = c->vocab_size, .eps = (float)c->rms_norm_eps, .attention = attention};
+    z.Kd = z.Hk * z.Dk, z.Vd = z.Hv * z.Dv, z.C = 2 * z.Kd + z.Vd;
+    return z;
+}
+
+static size_t scratch_bytes_for(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o) {
+    int any_lin = 0;
+    for (int l = 0; l < c->num_layers; l++) any_lin |= c->layer_linear[l] != 0;
+    return scratch_of(dims_of(c, B, S, o->attention), any_lin);
+}
+
+// What create allocates, listed again from the shapes (the engine measures create's own calls:
+// plan_cuda_memory holds the two equal): the saved tensors of the file comment per kept layer (all
+// L, or one of each kind present with recompute), the shared workspaces (1 + w; every layer's dh,
+// dg, du, dln, dmid; full attention's q_proj output and its gradient, dgated, datt, dgate, dq, dqp,
+// dk, dv, dkp; DeltaNet's conv output, in_proj_b output, dnormed, dcore, dz, dlv, dlq, dlk, dlqn,
+// dlkn, da, db, dconv, dqkv and the fp32 dg, dbeta), the residual stream X[0..L], dx, the head's
+// xf, dln and rstd, the RoPE tables of the rotary slice. No context split (create refuses it).
+static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o,
+                             int64_t *context) {
+    const dims z = dims_of(c, B, S, o->attention);
+    const int64_t N = z.N, HD = z.H * z.D, KVD = z.Hkv * z.D;
+    const int64_t every = 2 * N * (3 * z.d + 3 * z.F) + 4 * N * 2;
+    const int64_t lin = every + 2 * N * (2 * z.C + 4 * z.Kd + 4 * z.Vd) + 4 * N * (2 * z.Hk + 4 * z.Hv) +
+                        4 * zt_cuda_delta_saved_floats(z.B, z.S, z.Hv, z.Dk, z.Dv);
+    const int64_t full = every + 2 * N * (5 * HD + 3 * KVD) + 4 * N * (z.H + z.Hkv) + 4 * z.B * z.H * z.S;
+    int any_lin = 0, any_full = 0;
+    int64_t kept = 0;
+    for (int l = 0; l < c->num_layers; l++) {
+        any_lin |= c->layer_linear[l] != 0, any_full |= !c->layer_linear[l];
+        kept += c->layer_linear[l] ? lin : full;
+    }
+    if (o->recompute) kept = (any_lin ? lin : 0) + (any_full ? full : 0);
+    int64_t work = 2 * (z.d > z.D ? z.d : z.D) + 2 * N * (3 * z.F + 2 * z.d);
+    if (any_full) work += 2 * N * (9 * HD + 3 * KVD);
+    if (any_lin) work += 2 * N * (3 * z.C + 4 * z.Vd + 4 * z.Kd + 2 * z.Hv) + 4 * N * 3 * z.Hv;
+    const int64_t rest = 2 * N * z.d * (c->num_layers + 1) + 3 * 2 * N * z.d + 4 * N + 2 * 4 * z.S * (z.rd / 2);
+    *context = 0;
+    return kept + work + rest;
+}
+
+static int64_t context_bytes(const void *m) { return (void)m, 0; }
 
 static int check_data(const void *mv, int isolated) {
     if (isolated && ((const q35_gpu *)mv)->z.attention == ZT_CUDA_ATTN_CUDNN)
@@ -521,6 +577,9 @@ const zt_family_cuda zt_qwen3_5_cuda_family = {
     .create = create,
     .destroy = destroy,
     .scratch_bytes = scratch_bytes,
+    .act_bytes_for = act_bytes_for,
+    .scratch_bytes_for = scratch_bytes_for,
+    .context_bytes = context_bytes,
     .check_data = check_data,
     .embed_fwd = embed_fwd,
     .layer_fwd = layer_fwd,

@@ -30,6 +30,7 @@ typedef struct {
     zt_bf16 *dx;                     // activation gradient
     float *rope_cos, *rope_sin;      // [S_block, D/2]
     int64_t S_attn;                  // the keys attention ranges over: S, or the block's S under context parallelism
+    int64_t cx_bytes;                // what the context split's buffers took (zt_cuda_malloc_bytes around them)
 } qwen3_gpu;
 
 static int check(const zt_model_config *c, int64_t S) {
@@ -77,10 +78,12 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
     zt_rope_freqs freqs;  // plain or YaRN, as the CPU model's table (model/rope.h)
     zt_qwen3_rope_freqs(c, &freqs);
     zt_cuda_rope_table_freqs(stream, m->rope_cos, m->rope_sin, S_block, c->head_dim, &freqs);
+    const int64_t before = zt_cuda_malloc_bytes();
     if (o->cx && !(m->dm.cx = zt_qwen3_cuda_cx_create(o->cx, &m->dm, stream))) {
         destroy(m);
         return NULL;
     }
+    m->cx_bytes = zt_cuda_malloc_bytes() - before;
     return m;
 }
 
@@ -98,13 +101,56 @@ static void destroy(void *mv) {
 
 // The attention's scratch: O(H*S) for the tiled kernels (attention_tc.cu, attention_tiled.cu), one KV-head
 // group's S x S scores for the GEMM path (attention.cu); cuDNN grows its own workspace. Under
-// context parallelism S is the whole block's (the attention runs over it).
+// context parallelism S is the whole block's (the attention runs over it). Or the head's or a
+// norm's when larger (scratch_for).
+static size_t scratch_for(const zt_qwen3_cuda_dims *dm, int64_t S_attn, int64_t V);
 static size_t scratch_bytes(const void *mv) {
     const qwen3_gpu *m = mv;
-    if (m->dm.attention == ZT_CUDA_ATTN_GEMM)
-        return zt_cuda_attention_scratch_bytes(m->S_attn, m->dm.H, m->dm.Hkv, m->dm.D);
-    return zt_cuda_attention_flash_scratch_bytes(m->S_attn, m->dm.H, m->dm.Hkv, m->dm.D);
+    return scratch_for(&m->dm, m->S_attn, m->V);
 }
+
+// The largest scratch one op of a step takes (the engine reserves it before the first): the attention
+// over the S_attn keys, the head's lm_head chunk, the norms' dw partials.
+static size_t scratch_for(const zt_qwen3_cuda_dims *dm, int64_t S_attn, int64_t V) {
+    const int64_t N = dm->N, H = dm->H, Hkv = dm->Hkv, D = dm->D;
+    const size_t need[] = {dm->attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(S_attn, H, Hkv, D)
+                                                              : zt_cuda_attention_flash_scratch_bytes(S_attn, H, Hkv, D),
+                           zt_cuda_lmhead_xent_scratch_bytes(N, V), zt_cuda_rmsnorm_bwd_scratch_bytes(N, dm->d),
+                           zt_cuda_rmsnorm_bwd_scratch_bytes(N * H, D), zt_cuda_rmsnorm_bwd_scratch_bytes(N * Hkv, D)};
+    size_t s = 0;
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) s = need[i] > s ? need[i] : s;
+    return s;
+}
+
+static size_t scratch_bytes_for(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o) {
+    const zt_qwen3_cuda_dims dm = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .H = c->num_heads,
+                                   .Hkv = c->num_kv_heads, .D = c->head_dim, .attention = o->attention};
+    return scratch_for(&dm, o->cx ? o->cx->S : S, c->vocab_size);
+}
+
+// What create allocates, listed again from the shapes (the engine measures create's own calls:
+// plan_cuda_memory holds the two equal): per kept layer (all L, or one with recompute) the bf16
+// ln1, q_pre, k_pre, q, k, v, att, x_mid, ln2, gate, up, h and the fp32 rstd1, rstd2, q/k-norm rstds
+// and lse; the backward workspace of one layer; the residual stream X[0..L]; the head's xf, dln and
+// rstd, the activation gradient dx; RoPE's cos and sin over the block; the context split's buffers.
+static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o,
+                             int64_t *context) {
+    const int64_t L = c->num_layers, N = B * S, d = c->hidden_size, F = c->intermediate_size, H = c->num_heads;
+    const int64_t Hkv = c->num_kv_heads, HD = H * c->head_dim, KVD = Hkv * c->head_dim;
+    const int64_t S_block = o->cx ? o->cx->S : S;
+    const int64_t layer = 2 * N * (3 * d + 3 * HD + 3 * KVD + 3 * F) + 4 * N * (2 + H + Hkv) + 4 * B * H * S;
+    const int64_t work = 2 * N * (3 * F + 2 * d + 3 * HD + 3 * KVD);
+    const int64_t head = 2 * N * d * (L + 1) + 3 * 2 * N * d + 4 * N;  // X[0..L]; xf, dln, dx; rstd
+    const int64_t rope = 2 * 4 * (S_block * c->head_dim / 2);
+    *context = 0;
+    if (o->cx) {
+        const zt_qwen3_cuda_dims dm = {.B = B, .S = S, .N = N, .d = d, .F = F, .H = H, .Hkv = Hkv, .D = c->head_dim};
+        *context = zt_qwen3_cuda_cx_bytes(&dm, o->cx->C, o->cx->S);
+    }
+    return (o->recompute ? (L > 0) : L) * layer + work + head + rope + *context;
+}
+
+static int64_t context_bytes(const void *mv) { return ((const qwen3_gpu *)mv)->cx_bytes; }
 
 static int check_data(const void *mv, int isolated) {
     if (isolated && ((const qwen3_gpu *)mv)->dm.attention == ZT_CUDA_ATTN_CUDNN)
@@ -162,6 +208,9 @@ const zt_family_cuda zt_qwen3_cuda_family = {
     .create = create,
     .destroy = destroy,
     .scratch_bytes = scratch_bytes,
+    .act_bytes_for = act_bytes_for,
+    .scratch_bytes_for = scratch_bytes_for,
+    .context_bytes = context_bytes,
     .check_data = check_data,
     .embed_fwd = embed_fwd,
     .layer_fwd = layer_fwd,

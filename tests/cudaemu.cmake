@@ -164,6 +164,13 @@ foreach(case w1_matches_cpu w2_matches_w1 resume_exact w4_hsdp_matches_w1 async_
                        SKIP_RETURN_CODE 77)
 endforeach()
 
+# `plan --device cuda` against the GPU engine's run.json memory_per_rank_bytes, every part (8 jobs:
+# Qwen3 and Qwen3.5, W = 1 and 2, recompute, keep-gathered, context parallel 2, gemm and tiled).
+add_test(NAME plan_cli_cuda_memory
+         COMMAND bash ${ZT_TEST_DIR}/cli/plan_cuda_memory.sh $<TARGET_FILE:zerotrain_cudaemu> ${ZT_EXE}
+                 ${CMAKE_SOURCE_DIR} ${ZT_EMU_WORK}/plan_cuda_memory)
+set_tests_properties(plan_cli_cuda_memory PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" PROCESSORS 2 TIMEOUT 600)
+
 # The GPU engine at W against itself at W = 1 and the fp32 CPU engine (tests/gpu/test_fsdp_cuda_vs.c).
 zt_emu_exe(emu_test_fsdp_cuda_vs SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda_vs.c ${ZT_GPU_DIR}/gpu_test_util.c
            ${ZT_EMU_ENGINE} ${ZT_R}/comm_mpi.c LIBS zt_kernels MPI::MPI_C)

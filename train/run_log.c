@@ -134,6 +134,11 @@ static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_m
     cJSON_AddNumberToObject(m, "optimizer", (double)mem->optimizer);
     cJSON_AddNumberToObject(m, "buffers", (double)mem->buffers);
     cJSON_AddNumberToObject(m, "activations", (double)mem->activations);
+    if (mem->workspace > 0) {  // the GPU engine's other device parts (`plan --device cuda` prints the same)
+        cJSON_AddNumberToObject(m, "context", (double)mem->context);
+        cJSON_AddNumberToObject(m, "scratch", (double)mem->scratch);
+        cJSON_AddNumberToObject(m, "workspace", (double)mem->workspace);
+    }
     add_device(root, o, r);
     add_config(root, o);
     char *text = cJSON_Print(root);
@@ -191,6 +196,10 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
            zt_human_bytes((double)mem->optimizer, 1, b3, sizeof b3), strat.shard_group,
            zt_human_bytes((double)mem->buffers, 1, b4, sizeof b4),
            zt_human_bytes((double)mem->activations, 1, b5, sizeof b5));
+    if (mem->workspace > 0)
+        printf("  on the GPU also: context-split buffers %s, scratch %s, cuBLASLt workspace %s\n",
+               zt_human_bytes((double)mem->context, 1, b1, sizeof b1), zt_human_bytes((double)mem->scratch, 1, b2, sizeof b2),
+               zt_human_bytes((double)mem->workspace, 1, b3, sizeof b3));
     printf("train: %lld steps (%lld per epoch), %d rank%s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "
            "per step, %d thread%s per rank, %s\n",
            (long long)r->total_steps, (long long)r->data.steps_per_epoch, r->world, r->world == 1 ? "" : "s",

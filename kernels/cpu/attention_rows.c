@@ -9,7 +9,7 @@
 // expf is below 2^-125); sums are per column in key order; a max is exact in any order.
 // This file is compiled with -ffp-contract=off (CMakeLists.txt): a multiply and an add stay
 // two roundings unless written as one fused multiply-add.
-// defines: cpu_att_exp, cpu_att_rows
+// defines: cpu_att_exp, cpu_att_rows, cpu_sigmoid
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -79,7 +79,12 @@ static void grad_generic(float *p, float *ds, int64_t n, float m, float inv, flo
     }
 }
 
-static const cpu_att_row_ops rows_generic = {col_step_generic, grad_generic};
+// s[i] = 1 / (1 + exp(0 - x[i])) with the exp above (Gated DeltaNet's SiLU and gates).
+static void sigmoid_generic(float *s, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) s[i] = 1.0f / (1.0f + cpu_att_exp(0.0f - x[i]));
+}
+
+static const cpu_att_row_ops rows_generic = {col_step_generic, grad_generic, sigmoid_generic};
 
 #ifdef ZT_ATT_X86
 // ---- AVX2 + FMA: 8 lanes, the 16 partial sums in two registers -----------------------------
@@ -136,7 +141,16 @@ __attribute__((target("avx2,fma"))) static void grad_avx2(float *p, float *ds, i
     }
 }
 
-static const cpu_att_row_ops rows_avx2 = {col_step_avx2, grad_avx2};
+__attribute__((target("avx2,fma"))) static void sigmoid_avx2(float *s, const float *x, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256i k = lanes8(n - i);
+        const __m256 e = exp8(_mm256_sub_ps(zero, _mm256_maskload_ps(x + i, k)));
+        _mm256_maskstore_ps(s + i, k, _mm256_div_ps(one, _mm256_add_ps(one, e)));
+    }
+}
+
+static const cpu_att_row_ops rows_avx2 = {col_step_avx2, grad_avx2, sigmoid_avx2};
 
 // ---- AVX-512: 16 lanes --------------------------------------------------------------------
 static inline __mmask16 lanes16(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1u); }
@@ -190,7 +204,16 @@ __attribute__((target("avx512f,avx2,fma"))) static void grad_avx512(float *p, fl
     }
 }
 
-static const cpu_att_row_ops rows_avx512 = {col_step_avx512, grad_avx512};
+__attribute__((target("avx512f,avx2,fma"))) static void sigmoid_avx512(float *s, const float *x, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = lanes16(n - i);
+        const __m512 e = exp16(_mm512_sub_ps(zero, _mm512_maskz_loadu_ps(k, x + i)));
+        _mm512_mask_storeu_ps(s + i, k, _mm512_div_ps(one, _mm512_add_ps(one, e)));
+    }
+}
+
+static const cpu_att_row_ops rows_avx512 = {col_step_avx512, grad_avx512, sigmoid_avx512};
 #endif
 
 const cpu_att_row_ops *cpu_att_rows(void) {
@@ -203,3 +226,5 @@ const cpu_att_row_ops *cpu_att_rows(void) {
 #endif
     return &rows_generic;
 }
+
+void cpu_sigmoid(float *s, const float *x, int64_t n) { cpu_att_rows()->sigmoid(s, x, n); }

@@ -35,9 +35,13 @@ int cpu_sgemm_isa_id(void);  // the kernel in use as one of the above
 typedef struct {
     void (*col_step)(float *st, int64_t n, int64_t m, int64_t ld, float *mx, float *sum, float *alpha);
     void (*grad)(float *p, float *ds, int64_t n, float m, float inv, float di, float scale);
+    void (*sigmoid)(float *s, const float *x, int64_t n);  // s = 1 / (1 + exp(0 - x)), exp as below
 } cpu_att_row_ops;
 const cpu_att_row_ops *cpu_att_rows(void);
 float cpu_att_exp(float x);  // the exp of every row operation, for one value
+// s[i] = 1 / (1 + cpu_att_exp(0 - x[i])), vectorised in the sgemm's instruction set, the same bits in
+// each (s may be x): the sigmoid of the Gated DeltaNet's conv1d SiLU and gated RMSNorm.
+void cpu_sigmoid(float *s, const float *x, int64_t n);
 void cpu_matmul_fwd(float *y, const float *x, const float *w, int64_t M, int64_t K, int64_t N);
 void cpu_matmul_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t M, int64_t K,
                     int64_t N, int accumulate_dx);

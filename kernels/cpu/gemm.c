@@ -518,6 +518,8 @@ static float *pack_buffer(size_t floats) {
 #ifndef GEMM_KC
 #define GEMM_KC 512
 #endif
+// K cut: the tiles' accumulators between K's blocks, all of M x nc, at most ~4 MiB (nc shrinks for a tall M).
+#define GEMM_ACC_FLOATS (1024 * 1024)
 #ifndef GEMM_KC_MIN
 #define GEMM_KC_MIN 1536
 #endif
@@ -539,51 +541,6 @@ static void share(int64_t n, int t, int nt, int64_t *lo, int64_t *hi) {
     *hi = n * (t + 1) / nt;
 }
 
-// One (jc, ic) block: for each block of K (one when K is not cut), pack op(B)'s panels (when
-// pack_b, or always when K is cut: the buffer holds one block), op(A)'s, then every tile; thread t
-// of nt takes its share of each phase, with a barrier between phases when nt > 1. A tile's
-// accumulators go to g->acc between K blocks and come back for the next (the one chain over k).
-static void gemm_block(const gemm_job *g, int64_t jc, int64_t ncb, int64_t ic, int64_t mcb, int pack_b, int t,
-                       int nt) {
-    const int MR = g->isa->MR, NR = g->isa->NR;
-    const int64_t K = g->K, npan = (ncb + NR - 1) / NR, mpan = (mcb + MR - 1) / MR, cut = K > g->kc;
-    int64_t pc = 0;
-    do {
-        const int64_t kb = K - pc < g->kc ? K - pc : g->kc;
-        const int first = pc == 0, last = pc + kb >= K;
-        const float *B = g->tB ? g->B + pc : g->B + pc * g->ldb, *A = g->tA ? g->A + pc * g->lda : g->A + pc;
-        int64_t lo, hi;
-        if (pack_b || cut) {
-            share(npan, t, nt, &lo, &hi);
-            for (int64_t p = lo; p < hi; p++) {
-                const int64_t j0 = jc + p * NR, cols = g->N - j0 < NR ? g->N - j0 : NR;
-                g->isa->pack_b(g->bufB + p * NR * kb, g->tB, B, g->ldb, j0, cols, kb, NR);
-            }
-        }
-        share(mpan, t, nt, &lo, &hi);
-        for (int64_t p = lo; p < hi; p++) {
-            const int64_t i0 = ic + p * MR, rows = g->M - i0 < MR ? g->M - i0 : MR;
-            g->isa->pack_a(g->bufA + p * MR * kb, g->tA, A, g->lda, i0, rows, kb, MR);
-        }
-        if (nt > 1) {
-#pragma omp barrier
-        }
-        share(npan * mpan, t, nt, &lo, &hi);
-        for (int64_t x = lo; x < hi; x++) {
-            const int64_t q = x / mpan, p = x % mpan;  // B's panel outer: it stays in L1 over A's panels
-            const int64_t i0 = ic + p * MR, j0 = jc + q * NR;
-            const int mr = (int)(g->M - i0 < MR ? g->M - i0 : MR), nr = (int)(g->N - j0 < NR ? g->N - j0 : NR);
-            float *acc = cut ? g->acc + x * MR * NR : NULL;
-            g->isa->kern(kb, g->bufA + p * MR * kb, MR, g->bufB + q * NR * kb, NR, g->C + i0 * g->ldc + j0, g->ldc, mr,
-                         nr, g->alpha, g->beta, first ? NULL : acc, last ? NULL : acc);
-        }
-        if (nt > 1) {
-#pragma omp barrier
-        }
-        pc += kb;
-    } while (pc < K);
-}
-
 // The AVX2 and AVX-512 kernels can leave the upper halves of the vector registers marked in use
 // on the calling thread; every legacy-SSE instruction after that (the baseline x86-64 code of the
 // other ops) then carries a false dependency on them. Measured: the Gated DeltaNet's conv1d + SiLU
@@ -596,10 +553,88 @@ __attribute__((target("avx"))) static void upper_clear(void) { _mm256_zeroupper(
 static void upper_clear(void) {}
 #endif
 
+// Phases of one (jc, ic) block and one block of K (from pc, kb long); thread t of nt takes its
+// share of each, with a barrier after the tiles' phase (and between packing and tiles) when nt > 1.
+static void pack_b_phase(const gemm_job *g, int64_t jc, int64_t npan, int64_t pc, int64_t kb, int t, int nt) {
+    const int NR = g->isa->NR;
+    const float *B = g->tB ? g->B + pc : g->B + pc * g->ldb;
+    int64_t lo, hi;
+    share(npan, t, nt, &lo, &hi);
+    for (int64_t p = lo; p < hi; p++) {
+        const int64_t j0 = jc + p * NR, cols = g->N - j0 < NR ? g->N - j0 : NR;
+        g->isa->pack_b(g->bufB + p * NR * kb, g->tB, B, g->ldb, j0, cols, kb, NR);
+    }
+}
+
+static void pack_a_phase(const gemm_job *g, int64_t ic, int64_t mpan, int64_t pc, int64_t kb, int t, int nt) {
+    const int MR = g->isa->MR;
+    const float *A = g->tA ? g->A + pc * g->lda : g->A + pc;
+    int64_t lo, hi;
+    share(mpan, t, nt, &lo, &hi);
+    for (int64_t p = lo; p < hi; p++) {
+        const int64_t i0 = ic + p * MR, rows = g->M - i0 < MR ? g->M - i0 : MR;
+        g->isa->pack_a(g->bufA + p * MR * kb, g->tA, A, g->lda, i0, rows, kb, MR);
+    }
+}
+
+// Every tile of the block: B's panel outer (it stays in L1 over A's panels). K cut into blocks:
+// tile (q, p)'s accumulators live at g->acc + (q * apan + a0 + p) * MR * NR between blocks (apan:
+// panels of A the scratch holds per panel of B, a0: this block's first), loaded when not the
+// first block (first) and stored instead of the epilogue when not the last (last).
+static void tiles_phase(const gemm_job *g, int64_t jc, int64_t npan, int64_t ic, int64_t mpan, int64_t kb, int first,
+                        int last, int64_t apan, int64_t a0, int t, int nt) {
+    const int MR = g->isa->MR, NR = g->isa->NR;
+    int64_t lo, hi;
+    share(npan * mpan, t, nt, &lo, &hi);
+    for (int64_t x = lo; x < hi; x++) {
+        const int64_t q = x / mpan, p = x % mpan;
+        const int64_t i0 = ic + p * MR, j0 = jc + q * NR;
+        const int mr = (int)(g->M - i0 < MR ? g->M - i0 : MR), nr = (int)(g->N - j0 < NR ? g->N - j0 : NR);
+        float *acc = g->acc ? g->acc + (q * apan + a0 + p) * MR * NR : NULL;
+        g->isa->kern(kb, g->bufA + p * MR * kb, MR, g->bufB + q * NR * kb, NR, g->C + i0 * g->ldc + j0, g->ldc, mr, nr,
+                     g->alpha, g->beta, first ? NULL : acc, last ? NULL : acc);
+    }
+}
+
+static inline void phase_end(int nt) {
+    if (nt > 1) {
+#pragma omp barrier
+    }
+}
+
+// K whole: for each (jc, ic) block, op(B)'s panels (packed once per jc, at ic == 0), op(A)'s, every tile.
+// K cut into blocks: for each jc and each block of K, op(B)'s panels once, then for each ic op(A)'s
+// panels and every tile, whose accumulators wait in g->acc (all of M's tiles for this jc) for the
+// next block of K: so each block of op(B) is packed once, not once per ic (it was: 27 times for
+// the Gated DeltaNet's in_proj_qkv weight gradient, M = 2,560, K = 2,048).
 static void gemm_blocks(const gemm_job *g, int64_t mc, int64_t nc, int t, int nt) {
-    for (int64_t jc = 0; jc < g->N; jc += nc)
-        for (int64_t ic = 0; ic < g->M; ic += mc)
-            gemm_block(g, jc, g->N - jc < nc ? g->N - jc : nc, ic, g->M - ic < mc ? g->M - ic : mc, ic == 0, t, nt);
+    const int MR = g->isa->MR, NR = g->isa->NR;
+    const int64_t K = g->K, Mpan = (g->M + MR - 1) / MR;
+    for (int64_t jc = 0; jc < g->N; jc += nc) {
+        const int64_t ncb = g->N - jc < nc ? g->N - jc : nc, npan = (ncb + NR - 1) / NR;
+        if (K <= g->kc) {
+            for (int64_t ic = 0; ic < g->M; ic += mc) {
+                const int64_t mpan = ((g->M - ic < mc ? g->M - ic : mc) + MR - 1) / MR;
+                if (ic == 0) pack_b_phase(g, jc, npan, 0, K, t, nt);
+                pack_a_phase(g, ic, mpan, 0, K, t, nt);
+                phase_end(nt);
+                tiles_phase(g, jc, npan, ic, mpan, K, 1, 1, 0, 0, t, nt);
+                phase_end(nt);
+            }
+            continue;
+        }
+        for (int64_t pc = 0; pc < K; pc += g->kc) {
+            const int64_t kb = K - pc < g->kc ? K - pc : g->kc;
+            pack_b_phase(g, jc, npan, pc, kb, t, nt);
+            for (int64_t ic = 0; ic < g->M; ic += mc) {
+                const int64_t mpan = ((g->M - ic < mc ? g->M - ic : mc) + MR - 1) / MR;
+                pack_a_phase(g, ic, mpan, pc, kb, t, nt);
+                phase_end(nt);
+                tiles_phase(g, jc, npan, ic, mpan, kb, pc == 0, pc + kb >= K, Mpan, ic / MR, t, nt);
+                phase_end(nt);
+            }
+        }
+    }
     if (g->isa != &isa_generic) upper_clear();
 }
 
@@ -615,9 +650,13 @@ void cpu_sgemm(int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha, con
     if (nc < NR) nc = NR;
     const int64_t Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR;
     if (mc > Mp) mc = Mp;
+    if (Kp > kc) {  // K cut: the accumulators of every tile of M x nc wait between K's blocks
+        const int64_t cap = GEMM_ACC_FLOATS / Mp / NR * NR;
+        if (nc > cap) nc = cap < NR ? NR : cap;
+    }
     if (nc > Np) nc = Np;
     gemm_job g = {isa, tA, tB, M, N, Kp, lda, ldb, ldc, A, B, C, NULL, NULL, NULL, kc, alpha, beta};
-    const int64_t acc = Kp > kc ? mc * nc : 0;  // padded tiles of one (ic, jc) block
+    const int64_t acc = Kp > kc ? Mp * nc : 0;  // padded tiles of all of M for one jc
     g.bufB = pack_buffer((size_t)((mc + nc) * kc + acc) + 16);
     g.bufA = g.bufB + nc * kc;
     g.acc = acc ? g.bufA + mc * kc : NULL;

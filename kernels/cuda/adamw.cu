@@ -75,12 +75,19 @@ __global__ void sumsq_final_kernel(double *__restrict__ out, const double *__res
     if (threadIdx.x == 0) *out = s;
 }
 
+extern "C" size_t zt_cuda_sumsq_scratch_bytes(int64_t n) {
+    int64_t blocks = (n + SUMSQ_THREADS * 8 - 1) / (SUMSQ_THREADS * 8);
+    if (blocks > SUMSQ_MAX_BLOCKS) blocks = SUMSQ_MAX_BLOCKS;
+    if (blocks < 1) blocks = 1;
+    return (size_t)blocks * sizeof(double);
+}
+
 extern "C" void zt_cuda_sumsq(zt_cuda_ctx *c, void *stream, double *out, const float *x, int64_t n) {
     cudaStream_t st = zt_st(stream);
     int64_t blocks = (n + SUMSQ_THREADS * 8 - 1) / (SUMSQ_THREADS * 8);
     if (blocks > SUMSQ_MAX_BLOCKS) blocks = SUMSQ_MAX_BLOCKS;
     if (blocks < 1) blocks = 1;
-    double *partial = (double *)zt_ctx_scratch(c, (size_t)blocks * sizeof(double), st);
+    double *partial = (double *)zt_ctx_scratch(c, zt_cuda_sumsq_scratch_bytes(n), st);
     ZT_LAUNCH(sumsq_partial_kernel, (unsigned)blocks, SUMSQ_THREADS, 0, st)(partial, x, n);
     ZT_LAUNCHED("sumsq_partial_kernel", st);
     ZT_LAUNCH(sumsq_final_kernel, 1, SUMSQ_MAX_BLOCKS, 0, st)(out, partial, (int)blocks);

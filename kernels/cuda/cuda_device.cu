@@ -109,10 +109,21 @@ extern "C" void zt_cuda_ctx_destroy(zt_cuda_ctx *c) {
     free(c);
 }
 
+extern "C" size_t zt_cuda_ctx_scratch_size(size_t bytes) {
+    const size_t want = bytes + bytes / 8;  // some headroom against repeated growth
+    return (want + 255) & ~(size_t)255;
+}
+
+extern "C" size_t zt_cuda_ctx_workspace_size(void) { return ZT_LT_WORKSPACE; }
+
+extern "C" void zt_cuda_ctx_device_bytes(const zt_cuda_ctx *c, size_t *workspace, size_t *scratch) {
+    if (workspace) *workspace = c->workspace_bytes;
+    if (scratch) *scratch = c->scratch_bytes;
+}
+
 void *zt_ctx_scratch(zt_cuda_ctx *c, size_t bytes, cudaStream_t st) {
     if (bytes <= c->scratch_bytes) return c->scratch;
-    size_t want = bytes + bytes / 8;  // some headroom against repeated growth
-    want = (want + 255) & ~(size_t)255;
+    const size_t want = zt_cuda_ctx_scratch_size(bytes);
     // Stream-ordered: the old area is released after the work already queued on
     // st, and the new one is usable by work queued after this point.
     if (c->scratch) ZT_CUDA_CHECK(cudaFreeAsync(c->scratch, st));
@@ -134,7 +145,14 @@ extern "C" void zt_cuda_ctx_plan_stats(const zt_cuda_ctx *c, int64_t *plans, int
 }
 
 // ---- memory -------------------------------------------------------------------------------------
+// What zt_cuda_malloc was asked for (zt_cuda_malloc_bytes); allocations are made by the host thread
+// that builds an engine or a test, never by two threads at once.
+static int64_t g_malloc_bytes;
+
+extern "C" int64_t zt_cuda_malloc_bytes(void) { return g_malloc_bytes; }
+
 extern "C" void *zt_cuda_malloc(size_t bytes) {
+    g_malloc_bytes += (int64_t)bytes;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e != cudaSuccess) {

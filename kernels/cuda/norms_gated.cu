@@ -141,6 +141,12 @@ extern "C" void zt_cuda_rmsnorm_gated_fwd(void *stream, zt_bf16 *y, float *rstd,
     ZT_LAUNCHED("rmsnorm_gated_fwd_kernel", st);
 }
 
+extern "C" size_t zt_cuda_rmsnorm_gated_bwd_scratch_bytes(int64_t rows, int64_t d) {
+    int64_t rpc = (rows + 1023) / 1024;
+    if (rpc < 64) rpc = 64;
+    return (size_t)((rows + rpc - 1) / rpc * d) * sizeof(float);
+}
+
 extern "C" void zt_cuda_rmsnorm_gated_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, zt_bf16 *dz, float *dw,
                                           const zt_bf16 *dy, const zt_bf16 *x, const zt_bf16 *z, const zt_bf16 *w,
                                           const float *rstd, int64_t rows, int64_t d) {
@@ -151,7 +157,7 @@ extern "C" void zt_cuda_rmsnorm_gated_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 
         int64_t rpc = (rows + 1023) / 1024;
         if (rpc < 64) rpc = 64;
         const int64_t nchunks = (rows + rpc - 1) / rpc;
-        float *partial = (float *)zt_ctx_scratch(c, (size_t)(nchunks * d) * sizeof(float), st);
+        float *partial = (float *)zt_ctx_scratch(c, zt_cuda_rmsnorm_gated_bwd_scratch_bytes(rows, d), st);
         const dim3 grid(zt_blocks(d, 128), (unsigned)nchunks);
         ZT_LAUNCH(rmsnorm_gated_dw_partial_kernel, grid, 128, 0, st)(partial, (const bf16 *)dy, (const bf16 *)x,
                                                                     (const bf16 *)z, rstd, rows, (int)d, rpc);

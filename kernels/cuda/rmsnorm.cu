@@ -126,16 +126,27 @@ extern "C" void zt_cuda_rmsnorm_fwd(void *stream, zt_bf16 *y, float *rstd, const
     ZT_LAUNCHED("rmsnorm_fwd_kernel", st);
 }
 
+// dw's per-chunk partial sums: at most 1024 chunks of at least 64 rows, d floats each
+static int64_t dw_chunks(int64_t rows) {
+    int64_t rpc = (rows + 1023) / 1024;
+    if (rpc < 64) rpc = 64;
+    return (rows + rpc - 1) / rpc;
+}
+
+extern "C" size_t zt_cuda_rmsnorm_bwd_scratch_bytes(int64_t rows, int64_t d) {
+    return (size_t)(dw_chunks(rows) * d) * sizeof(float);
+}
+
 extern "C" void zt_cuda_rmsnorm_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dx, float *dw, const zt_bf16 *dy,
                                     const zt_bf16 *x, const zt_bf16 *w, const float *rstd, int64_t rows, int64_t d) {
     ZT_REQUIRE(rows > 0 && d > 0 && d < (1 << 30), "rmsnorm rows=%lld d=%lld", (long long)rows, (long long)d);
     ZT_REQUIRE(dx != dy || dx == NULL, "rmsnorm_bwd cannot run in place (dx == dy)");
     cudaStream_t st = zt_st(stream);
     if (dw) {
-        int64_t rpc = (rows + 1023) / 1024;  // at most 1024 chunks
+        int64_t rpc = (rows + 1023) / 1024;  // at most 1024 chunks (dw_chunks)
         if (rpc < 64) rpc = 64;
-        const int64_t nchunks = (rows + rpc - 1) / rpc;
-        float *partial = (float *)zt_ctx_scratch(c, (size_t)(nchunks * d) * sizeof(float), st);
+        const int64_t nchunks = dw_chunks(rows);
+        float *partial = (float *)zt_ctx_scratch(c, zt_cuda_rmsnorm_bwd_scratch_bytes(rows, d), st);
         dim3 grid(zt_blocks(d, 128), (unsigned)nchunks);
         ZT_LAUNCH(rmsnorm_bwd_dw_partial_kernel, grid, 128, 0, st)(partial, (const bf16 *)dy, (const bf16 *)x, rstd, rows,
                                                             (int)d, rpc);

@@ -104,6 +104,17 @@ __global__ void xent_loss_sum_kernel(double *__restrict__ out, const double *__r
 
 static size_t r256(size_t x) { return (x + 255) & ~(size_t)255; }
 
+// The scratch one call takes: a chunk's fp32 logits, its bf16 logit gradients (want_grad) and a double per row.
+static size_t xent_scratch(int64_t chunk_rows, int64_t N, int64_t V, int want_grad) {
+    int64_t chunk = chunk_rows ? chunk_rows : XENT_DEFAULT_LOGITS / V;
+    if (chunk < 1) chunk = 1;
+    if (chunk > N) chunk = N;
+    return r256((size_t)(chunk * V) * sizeof(float)) + (want_grad ? r256((size_t)(chunk * V) * sizeof(bf16)) : 0) +
+           (size_t)N * sizeof(double);
+}
+
+extern "C" size_t zt_cuda_lmhead_xent_scratch_bytes(int64_t N, int64_t V) { return xent_scratch(0, N, V, 1); }
+
 extern "C" void zt_cuda_lmhead_xent(zt_cuda_ctx *c, void *stream, double *loss_sum, zt_bf16 *dx, void *dw,
                                     zt_cuda_dtype dwtype, const zt_bf16 *x, const zt_bf16 *w, const int32_t *targets,
                                     int64_t N, int64_t d, int64_t V, float scale) {
@@ -116,7 +127,7 @@ extern "C" void zt_cuda_lmhead_xent(zt_cuda_ctx *c, void *stream, double *loss_s
     const int want_grad = dx != NULL || dw != NULL;
     const size_t lbytes = r256((size_t)(chunk * V) * sizeof(float));
     const size_t gbytes = want_grad ? r256((size_t)(chunk * V) * sizeof(bf16)) : 0;
-    char *base = (char *)zt_ctx_scratch(c, lbytes + gbytes + (size_t)N * sizeof(double), st);
+    char *base = (char *)zt_ctx_scratch(c, xent_scratch(c->xent_chunk_rows, N, V, want_grad), st);
     float *logits = (float *)base;
     bf16 *dlog = (bf16 *)(base + lbytes);
     double *rowloss = (double *)(base + lbytes + gbytes);

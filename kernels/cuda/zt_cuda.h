@@ -35,6 +35,13 @@ void zt_cuda_ctx_destroy(zt_cuda_ctx *c);
 void zt_cuda_ctx_reserve(zt_cuda_ctx *c, size_t bytes, void *stream);
 // Rows of logits per lm_head/cross-entropy chunk (0 = automatic: 2^26 logits).
 void zt_cuda_ctx_set_xent_chunk_rows(zt_cuda_ctx *c, int64_t rows);
+// The context's device bytes now: its cuBLASLt workspace and its scratch arena (the run.json
+// memory parts `workspace` and `scratch`).
+void zt_cuda_ctx_device_bytes(const zt_cuda_ctx *c, size_t *workspace, size_t *scratch);
+// Without a context (`plan --device cuda`): the workspace a context allocates, and the arena a first
+// request (zt_cuda_ctx_reserve) of `bytes` makes: the request plus its headroom, rounded.
+size_t zt_cuda_ctx_workspace_size(void);
+size_t zt_cuda_ctx_scratch_size(size_t bytes);
 // Matmul plan cache statistics (for tests: a repeated shape must hit).
 void zt_cuda_ctx_plan_stats(const zt_cuda_ctx *c, int64_t *plans, int64_t *hits, int64_t *misses);
 // Bytes of scratch the attention ops need for this shape (one KV-head group at a time).
@@ -53,6 +60,9 @@ void zt_cuda_sync(void *stream, const char *what);
 
 // ---- memory helpers (fatal on failure) -----------------------------------------
 void *zt_cuda_malloc(size_t bytes);
+// Bytes asked of zt_cuda_malloc by this process so far (never decreases: the engine reads it before
+// and after allocating a part, so a part's bytes are the sizes asked, not an allocator's rounding).
+int64_t zt_cuda_malloc_bytes(void);
 void zt_cuda_free(void *p);
 void zt_cuda_memcpy_h2d(void *dst, const void *src, size_t bytes);
 void zt_cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
@@ -301,6 +311,13 @@ void zt_cuda_adamw(void *stream, float *p, zt_bf16 *p_bf16, const float *g, floa
 // *out (device double) = sum of x^2: fixed grid, per-block partials, then one
 // block sums them in order, so the result depends only on n and the data.
 void zt_cuda_sumsq(zt_cuda_ctx *c, void *stream, double *out, const float *x, int64_t n);
+// The context scratch these ops take (the engine reserves the largest at start, so none grows in a
+// step): zt_cuda_sumsq of n floats; zt_cuda_lmhead_xent with gradients on N rows at the automatic
+// chunk; the dw partial sums of zt_cuda_rmsnorm_bwd and zt_cuda_rmsnorm_gated_bwd.
+size_t zt_cuda_sumsq_scratch_bytes(int64_t n);
+size_t zt_cuda_lmhead_xent_scratch_bytes(int64_t N, int64_t V);
+size_t zt_cuda_rmsnorm_bwd_scratch_bytes(int64_t rows, int64_t d);
+size_t zt_cuda_rmsnorm_gated_bwd_scratch_bytes(int64_t rows, int64_t d);
 // x *= s
 void zt_cuda_scale(void *stream, void *x, zt_cuda_dtype t, float s, int64_t n);
 // y = a + b (y may alias a or b), computed in fp32
