@@ -296,8 +296,9 @@ int64_t zt_qwen3_5_cuda_layer_bytes(const void *mv, int l) {
 }
 
 // The largest scratch one op of the passes takes (the engine reserves it before the first step):
-// the attention's, the delta rule's backward (a chunk's recomputed states), the conv's dw partials,
-// the head's lm_head chunk, the norms' dw partials.
+// the attention's, the delta rule's backward (the chunked form's column-block parts of dq, dk, dg,
+// dbeta, or the recurrence's recomputed states: zt_cuda_delta_scratch_bytes is the larger), the
+// conv's dw partials, the head's lm_head chunk, the norms' dw partials.
 static size_t scratch_of(const dims z, int any_lin) {
     size_t s = z.attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(z.S, z.H, z.Hkv, z.D)
                                                : zt_cuda_attention_flash_scratch_bytes(z.S, z.H, z.Hkv, z.D);

@@ -8,10 +8,14 @@
 // the reverse recurrence over them; the sums over columns (dq, dk, dg, dbeta) are block
 // reductions in a fixed order, dq and dk per value head into scratch, then summed over the value
 // heads of each key head in order (deterministic, no atomics).
-// A straightforward first form, not the chunked (UT-transform) one: O(S Dk Dv) per head with S
-// sequential steps. Supports Dk <= 128 and Dv <= 128 (zt_cuda_delta_supported).
-// defines: zt_cuda_delta_fwd, zt_cuda_delta_bwd, zt_cuda_delta_saved_floats, zt_cuda_delta_scratch_bytes,
+// O(S Dk Dv) per head with S sequential steps: the reference the chunked (UT-transform) kernels
+// of delta_chunk.cu are tested against, and what zt_cuda_delta_fwd / _bwd run when
+// ZT_CUDA_DELTA_RECUR=1 (default: the chunked form). Supports Dk <= 128 and Dv <= 128.
+// defines: zt_cuda_delta_fwd, zt_cuda_delta_bwd, zt_cuda_delta_recur_fwd, zt_cuda_delta_recur_bwd,
+//          zt_cuda_delta_saved_floats, zt_cuda_delta_scratch_bytes, zt_cuda_delta_recur_scratch_bytes,
 //          zt_cuda_delta_supported
+#include <stdlib.h>
+
 #include "kernels/cuda/cuda_internal.h"
 
 #define DELTA_CHUNK 64    // tokens between checkpoints (kernels/cpu/delta.c's ZT_DELTA_CHUNK)
@@ -29,9 +33,22 @@ extern "C" int64_t zt_cuda_delta_saved_floats(int64_t B, int64_t S, int64_t Hv, 
 
 // Backward's scratch: per (row, value head) the 64 states of a chunk and its u, d; dq and dk per
 // value head before the sum over a key head's value heads.
-extern "C" size_t zt_cuda_delta_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv) {
+extern "C" size_t zt_cuda_delta_recur_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv) {
     const int64_t per_head = DELTA_CHUNK * Dk * Dv + 2 * DELTA_CHUNK * Dv + 2 * S * Dk;
     return (size_t)(B * Hv * per_head) * sizeof(float);
+}
+
+// Enough for either form (the environment picks one per call).
+extern "C" size_t zt_cuda_delta_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv) {
+    const size_t r = zt_cuda_delta_recur_scratch_bytes(B, S, Hv, Dk, Dv);
+    const size_t c = zt_cuda_delta_chunk_scratch_bytes(B, S, Hv, Dk, Dv);
+    return r > c ? r : c;
+}
+
+// ZT_CUDA_DELTA_RECUR=1: the token recurrence instead of the chunked kernels.
+static int use_recurrence(void) {
+    const char *s = getenv("ZT_CUDA_DELTA_RECUR");
+    return s && s[0] == '1';
 }
 
 static __device__ __forceinline__ bool doc_start(const int32_t *pos, int64_t row, int t) {
@@ -209,7 +226,7 @@ static void delta_require(int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t 
                (long long)Dk, (long long)Dv, DELTA_MAX_DK, DELTA_MAX_DV);
 }
 
-extern "C" void zt_cuda_delta_fwd(void *stream, zt_bf16 *o, float *saved, const zt_bf16 *q, const zt_bf16 *k,
+extern "C" void zt_cuda_delta_recur_fwd(void *stream, zt_bf16 *o, float *saved, const zt_bf16 *q, const zt_bf16 *k,
                                   const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B,
                                   int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv) {
     delta_require(B, S, Hk, Hv, Dk, Dv);
@@ -222,14 +239,14 @@ extern "C" void zt_cuda_delta_fwd(void *stream, zt_bf16 *o, float *saved, const 
     ZT_LAUNCHED("delta_fwd_kernel", st);
 }
 
-extern "C" void zt_cuda_delta_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, float *dg,
+extern "C" void zt_cuda_delta_recur_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, float *dg,
                                   float *dbeta, const zt_bf16 *dout, const float *saved, const zt_bf16 *q,
                                   const zt_bf16 *k, const zt_bf16 *v, const float *g, const float *beta,
                                   const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk,
                                   int64_t Dv) {
     delta_require(B, S, Hk, Hv, Dk, Dv);
     cudaStream_t st = zt_st(stream);
-    float *work = (float *)zt_ctx_scratch(c, zt_cuda_delta_scratch_bytes(B, S, Hv, Dk, Dv), st);
+    float *work = (float *)zt_ctx_scratch(c, zt_cuda_delta_recur_scratch_bytes(B, S, Hv, Dk, Dv), st);
     float *dqh = work + B * Hv * (DELTA_CHUNK * Dk * Dv + 2 * DELTA_CHUNK * Dv), *dkh = dqh + B * Hv * S * Dk;
     const dim3 grid((unsigned)Hv, (unsigned)B);
     const unsigned threads = (unsigned)((Dv + 31) / 32 * 32);
@@ -242,4 +259,21 @@ extern "C" void zt_cuda_delta_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_
     ZT_LAUNCH(delta_sum_heads_kernel, zt_blocks(n, 256), 256, 0, st)((bf16 *)dq, (bf16 *)dk, dqh, dkh, B, (int)S,
                                                                      (int)Hk, (int)Hv, (int)Dk);
     ZT_LAUNCHED("delta_sum_heads_kernel", st);
+}
+
+extern "C" void zt_cuda_delta_fwd(void *stream, zt_bf16 *o, float *saved, const zt_bf16 *q, const zt_bf16 *k,
+                                  const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B,
+                                  int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv) {
+    (use_recurrence() ? zt_cuda_delta_recur_fwd : zt_cuda_delta_chunk_fwd)(stream, o, saved, q, k, v, g, beta, pos, B,
+                                                                           S, Hk, Hv, Dk, Dv);
+}
+
+extern "C" void zt_cuda_delta_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, float *dg,
+                                  float *dbeta, const zt_bf16 *dout, const float *saved, const zt_bf16 *q,
+                                  const zt_bf16 *k, const zt_bf16 *v, const float *g, const float *beta,
+                                  const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk,
+                                  int64_t Dv) {
+    (use_recurrence() ? zt_cuda_delta_recur_bwd : zt_cuda_delta_chunk_bwd)(c, stream, dq, dk, dv, dg, dbeta, dout,
+                                                                           saved, q, k, v, g, beta, pos, B, S, Hk, Hv,
+                                                                           Dk, Dv);
 }

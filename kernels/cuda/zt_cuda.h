@@ -162,13 +162,37 @@ int64_t zt_cuda_delta_saved_floats(int64_t B, int64_t S, int64_t Hv, int64_t Dk,
 void zt_cuda_delta_fwd(void *stream, zt_bf16 *o, float *saved, const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
                        const float *g, const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk,
                        int64_t Hv, int64_t Dk, int64_t Dv);
+// The chunked (UT-transform) kernels (delta_chunk.cu) unless ZT_CUDA_DELTA_RECUR=1 (the token
+// recurrence, delta.cu); both keep the same saved layout.
 // All assigned: dq, dk (summed over a key head's value heads), dv bf16; dg, dbeta fp32. Uses
-// zt_cuda_delta_scratch_bytes of the context's scratch (the chunk's recomputed states). Deterministic.
+// zt_cuda_delta_scratch_bytes of the context's scratch (enough for either form). Deterministic.
 void zt_cuda_delta_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, float *dg, float *dbeta,
                        const zt_bf16 *dout, const float *saved, const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
                        const float *g, const float *beta, const int32_t *pos, int64_t B, int64_t S, int64_t Hk,
                        int64_t Hv, int64_t Dk, int64_t Dv);
 size_t zt_cuda_delta_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
+// The two forms by name (the tests hold them together). Backward scratch: the recurrence's
+// 4 B Hv (64 Dk Dv + 128 Dv + 2 S Dk) bytes (a span's recomputed states, per-value-head dq, dk);
+// the chunked form's 4 ceil(Dv / 32) B Hv S (2 Dk + 2) bytes (each 32-column block's parts of dq,
+// dk, dg, dbeta). Shared memory per block of the chunked kernels: zt_cuda_delta_chunk_smem_bytes
+// (Dk = 128: 152,064 B forward, 212,736 B backward).
+void zt_cuda_delta_recur_fwd(void *stream, zt_bf16 *o, float *saved, const zt_bf16 *q, const zt_bf16 *k,
+                             const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B,
+                             int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
+void zt_cuda_delta_recur_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, float *dg,
+                             float *dbeta, const zt_bf16 *dout, const float *saved, const zt_bf16 *q, const zt_bf16 *k,
+                             const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B,
+                             int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
+void zt_cuda_delta_chunk_fwd(void *stream, zt_bf16 *o, float *saved, const zt_bf16 *q, const zt_bf16 *k,
+                             const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B,
+                             int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
+void zt_cuda_delta_chunk_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, float *dg,
+                             float *dbeta, const zt_bf16 *dout, const float *saved, const zt_bf16 *q, const zt_bf16 *k,
+                             const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B,
+                             int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
+size_t zt_cuda_delta_recur_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
+size_t zt_cuda_delta_chunk_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
+size_t zt_cuda_delta_chunk_smem_bytes(int64_t Dk, int bwd);
 // y = att * sigmoid(gate) (the full-attention layers' output gate); backward: datt, dgate assigned.
 void zt_cuda_sigmoid_gate_fwd(void *stream, zt_bf16 *y, const zt_bf16 *att, const zt_bf16 *gate, int64_t n);
 void zt_cuda_sigmoid_gate_bwd(void *stream, zt_bf16 *datt, zt_bf16 *dgate, const zt_bf16 *dy, const zt_bf16 *att,

@@ -30,6 +30,7 @@ TILED = "kernels/cuda/attention_tiled.cu"
 TC = "kernels/cuda/attention_tc.cu"
 TILES = "kernels/cuda/attention_tiles.cuh"
 CXG = "model/qwen3_cuda_context.c"
+DCHUNK = "kernels/cuda/delta_chunk.cu"
 # Tests, fastest-catching first (ctest stops at the first failure).
 T_ENGINE = ["emu_fsdp_cuda", "emu_fsdp_cuda_mpi_w2", "emu_cli_resume_exact", "emu_bench_fsdp_smoke"]
 T_COMM = ["emu_comm_nccl_w1", "emu_comm_nccl_mpi_w2", "emu_fsdp_cuda", "emu_comm_nccl_deadline",
@@ -40,6 +41,7 @@ T_TC = ["emu_attention_tc"]  # the tensor-core attention's shapes (emu_cuda_ops 
 T_SFT = ["emu_fsdp_cuda_sft_w1"]
 T_HSDP = ["emu_fsdp_cuda_hsdp_w4"]
 T_CP = ["emu_fsdp_cuda_cp_w2_c2", "emu_fsdp_cuda_cp_w4_c2"]
+T_DCHUNK = ["emu_delta_chunk"]  # the chunked delta rule vs the CPU (emu_cuda_ops_qwen3_5 runs it too)
 
 OLD_REGISTER = """    c->host_pinned = !bench;
     for (int i = 0; i < U && c->host_pinned; i++) {
@@ -302,6 +304,44 @@ MUTATIONS = [
     ("T22", TC, "            if (span && (span[qt].x > k_last || span[qt].y < k0)) continue;",
      "            if (span && (span[qt].x > k0 || span[qt].y < k0)) continue;  // (mutated)", T_TC,
      "dK/dV: the query tiles whose earliest document starts inside the key tile (skipped)"),
+    # ---- the chunked delta rule (kernels/cuda/delta_chunk.cu): every __syncthreads, removed one at a time ----
+    ("DF1", DCHUNK, "        __syncthreads();  // DF1: every thread is done with the previous span (K, Q, Gam, S0's update)\n", "",
+     T_DCHUNK, "forward: the barrier before the next span's load overwrites K, Q, the gates (and S0 is zeroed) while other threads still update S0"),
+    ("DF2", DCHUNK, '        __syncthreads();  // DF2: K, Q, the gates, a and S0 are in place\n', "",
+     T_DCHUNK, "forward: the barrier after the span's load (K, Q, gates, decays, S0), before the Gram products read it"),
+    ("DF3", DCHUNK, '        __syncthreads();  // DF3: Gam, e, K K^T, Q K^T, KS, QS are in place\n', "",
+     T_DCHUNK, "forward: the barrier after Gam, e, K K^T, Q K^T, K S0, Q S0, before the inverse, P and Y read them"),
+    ("DF4", DCHUNK, '        __syncthreads();  // DF4: T, P, Y are in place\n', "",
+     T_DCHUNK, "forward: the barrier after the inverse T, P and Y, before Vn = T Y"),
+    ("DF5", DCHUNK, '        __syncthreads();  // DF5: Vn is in place\n', "",
+     T_DCHUNK, "forward: the barrier after Vn, before the output and the state update read it"),
+    ("DB1", DCHUNK, "        __syncthreads();  // DB1: every thread is done with the later span (and dS's update is complete)\n", "",
+     T_DCHUNK, "backward: the barrier before the next (earlier) span's load overwrites what other threads still read for dS's update"),
+    ("DB2", DCHUNK, '        __syncthreads();  // DB2: K, Q, the gates, a, S0, dO are in place\n', "",
+     T_DCHUNK, "backward: the barrier after the span's load (K, Q, gates, S0, dO), before the Gram products read it"),
+    ("DB3", DCHUNK, '        __syncthreads();  // DB3: Gam, e, K K^T, Q K^T, KS, QS, K dS are in place\n', "",
+     T_DCHUNK, "backward: the barrier after Gam, e, K K^T, Q K^T, K S0, Q S0, K dS, before the inverse, P and R read them"),
+    ("DB4", DCHUNK, '        __syncthreads();  // DB4: T, P, R are in place\n', "",
+     T_DCHUNK, "backward: the barrier after T, P, R, before Vn = T diag(beta) R"),
+    ("DB5", DCHUNK, '        __syncthreads();  // DB5: Vn is in place\n', "",
+     T_DCHUNK, "backward: the barrier after Vn, before dP, dVn and dF read it"),
+    ("DB6", DCHUNK, '        __syncthreads();  // DB6: dP, dVn, dF are in place (and K dS read)\n', "",
+     T_DCHUNK, "backward: the barrier after dP, dVn, dF, before dY = T^T dVn overwrites K dS"),
+    ("DB7", DCHUNK, '        __syncthreads();  // DB7: dY is in place (and T read)\n', "",
+     T_DCHUNK, "backward: the barrier after dY, before dA overwrites T and dR overwrites dVn"),
+    ("DB8", DCHUNK, "        __syncthreads();  // DB8: dA, dR, dbeta's R part, dE and the <S0, dS> shares are in place\n", "",
+     T_DCHUNK, "backward: the barrier after dA, dR, dE and the <S0, dS> shares, before dbeta, dg, dk, dq read them"),
+    ("DB9", DCHUNK, '        __syncthreads();  // DB9: dS (read above for dk and <S0, dS>) may be overwritten\n', "",
+     T_DCHUNK, "backward: the barrier after dk's reads of dS, before dS's update overwrites it"),
+    # ---- the chunked delta rule's document starts (a start inside a span is a zero decay) ----
+    ("DM1", DCHUNK, "        m.a[i] = m.start[i] ? 0.0 : exp((double)m.g[i]);\n",
+     "        m.a[i] = exp((double)m.g[i]);  // (mutated)\n", T_DCHUNK,
+     "a document start inside a span as a zero decay (instead: exp(g), Gam reaching across documents)"),
+    ("DM2", DCHUNK, "            if (opens) m.S0[r * LDC + c] = 0.0f;\n", "", T_DCHUNK,
+     "forward: the state entering a span that opens a document zeroed (and saved as zero)"),
+    ("DM3", DCHUNK, "        m.e[i] = zero || i >= L || ei < TINY ? 0.0f : (float)ei;\n",
+     "        m.e[i] = i >= L || ei < TINY ? 0.0f : (float)ei;  // (mutated)\n", T_DCHUNK,
+     "e_i zero from the span's first document start on (instead: the incoming state reaches every document)"),
     # ---- regressions of the four defects fixed with the emulation ----
     ("R1", "kernels/cuda/matmul.cu",
      "    if (hs != CUBLAS_STATUS_SUCCESS || nres < 1 || res.state != CUBLAS_STATUS_SUCCESS) {",
