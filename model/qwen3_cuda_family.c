@@ -174,7 +174,8 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, con
     const int64_t rope = 2 * 4 * (S_block * c->head_dim / 2);
     *context = 0;
     if (o->cx) {
-        const zt_qwen3_cuda_dims dm = {.B = B, .S = S, .N = N, .d = d, .F = F, .H = H, .Hkv = Hkv, .D = c->head_dim};
+        const zt_qwen3_cuda_dims dm = {.B = B, .S = S, .N = N, .d = d, .F = F, .H = H, .Hkv = Hkv, .D = c->head_dim,
+                                       .attention = o->attention};
         *context = zt_qwen3_cuda_cx_bytes(&dm, o->cx->C, o->cx->S);
     }
     // cuDNN with packed documents: set_positions' device table (create allocates it for any cuDNN run)
