@@ -23,6 +23,9 @@ static const zt_env_entry g_table[ZT_ENV_COUNT] = {
     SETTING(CUDA_SYNC, ONCE,
             "1: synchronise after every CUDA op, so that an asynchronous fault names its op (tests/gpu/run.sh "
             "reruns a failed program with it)"),
+    SETTING(CUDA_DELTA_RECUR, EACH_USE,
+            "1: Qwen3.5's gated delta rule on the GPU runs the token recurrence instead of the chunked kernels "
+            "(default 0; read at each call: the op test switches it)"),
     SETTING(PROGRESS_INTERVAL, ONCE, "seconds between pack's progress lines (default 1; the tests use 0)"),
     SETTING(WATCHDOG_PERIOD_MS, EACH_USE,
             "the comm watchdog's wake-up period, whole milliseconds in [1, 60000] (default 100); read as each comm "

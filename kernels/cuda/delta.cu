@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "base/env.h"
 
 #define DELTA_CHUNK 64    // tokens between checkpoints (kernels/cpu/delta.c's ZT_DELTA_CHUNK)
 #define DELTA_MAX_DK 128  // a thread's column of St lives in a local array of this size
@@ -47,8 +48,7 @@ extern "C" size_t zt_cuda_delta_scratch_bytes(int64_t B, int64_t S, int64_t Hv, 
 
 // ZT_CUDA_DELTA_RECUR=1: the token recurrence instead of the chunked kernels.
 static int use_recurrence(void) {
-    const char *s = getenv("ZT_CUDA_DELTA_RECUR");
-    return s && s[0] == '1';
+    return zt_env_on(ZT_ENV_CUDA_DELTA_RECUR);
 }
 
 static __device__ __forceinline__ bool doc_start(const int32_t *pos, int64_t row, int t) {
