@@ -548,6 +548,24 @@ static int plan_from_run(const plan_flags *f, zt_plan_assumptions *a, zt_model_c
     return 0;
 }
 
+// The --device plans' common start: the model's config, the mesh (W ranks, shard group G, context
+// parallelism C). 0, or the exit code (2: G does not divide W).
+static int plan_device_start(const plan_flags *f, zt_model_config *cfg, int *W, int *G, int *C) {
+    if (zt_model_config_load(cfg, f->model) != 0) zt_die_on_err();
+    *W = f->world, *G = f->shard_group > 0 ? f->shard_group : *W, *C = f->context_parallel > 0 ? f->context_parallel : 1;
+    if (*G > *W || *W % *G) {
+        fprintf(stderr, "zerotrain: error: --shard-group %d does not divide --world %d\n", *G, *W);
+        return 2;
+    }
+    return 0;
+}
+
+static void print_model_line(const plan_flags *f, const zt_model_config *cfg) {
+    printf("model: %s (%s): %d layers, hidden %lld, vocab %lld, %lld parameters\n", cfg->family->title, f->model,
+           cfg->num_layers, (long long)cfg->hidden_size, (long long)cfg->vocab_size,
+           (long long)zt_model_param_count(cfg));
+}
+
 // --device cpu: the CPU engine's bytes per rank (engine/rank_memory.c zt_rank_memory_cpu), which
 // run.json's memory_per_rank_bytes of a `train --device cpu` run with the same job equals.
 static int plan_cpu(const plan_flags *f) {
@@ -561,12 +579,9 @@ static int plan_cpu(const plan_flags *f) {
         return 2;
     }
     zt_model_config cfg;
-    if (zt_model_config_load(&cfg, f->model) != 0) zt_die_on_err();
-    const int W = f->world, G = f->shard_group > 0 ? f->shard_group : W, C = f->context_parallel > 0 ? f->context_parallel : 1;
-    if (G > W || W % G) {
-        fprintf(stderr, "zerotrain: error: --shard-group %d does not divide --world %d\n", G, W);
-        return 2;
-    }
+    int W, G, C;
+    const int rc = plan_device_start(f, &cfg, &W, &G, &C);
+    if (rc) return rc;
     const zt_rank_memory_job job = {.shard_group = G, .micro_batch = f->micro_batch, .seq_len = f->seq_len,
                                     .reduce_bytes = 4, .param_bytes = 4, .keep_gathered = !f->reshard_after_forward,
                                     .context_parallel = C};
@@ -576,9 +591,7 @@ static int plan_cpu(const plan_flags *f) {
         return 2;
     }
     const double MiB = 1024.0 * 1024.0;
-    printf("model: %s (%s): %d layers, hidden %lld, vocab %lld, %lld parameters\n", cfg.family->title, f->model,
-           cfg.num_layers, (long long)cfg.hidden_size, (long long)cfg.vocab_size,
-           (long long)zt_model_param_count(&cfg));
+    print_model_line(f, &cfg);
     printf("cpu backend (fp32): %d rank%s, shard group %d x %d replica%s, context parallel %d, micro-batch %d x seq "
            "%lld (%s)%s\n",
            W, W == 1 ? "" : "s", G, W / G, W / G == 1 ? "" : "s", C, f->micro_batch, (long long)f->seq_len,
@@ -608,12 +621,9 @@ static int plan_cuda(const plan_flags *f) {
         return 2;
     }
     zt_model_config cfg;
-    if (zt_model_config_load(&cfg, f->model) != 0) zt_die_on_err();
-    const int W = f->world, G = f->shard_group > 0 ? f->shard_group : W, C = f->context_parallel > 0 ? f->context_parallel : 1;
-    if (G > W || W % G) {
-        fprintf(stderr, "zerotrain: error: --shard-group %d does not divide --world %d\n", G, W);
-        return 2;
-    }
+    int W, G, C;
+    const int rc = plan_device_start(f, &cfg, &W, &G, &C);
+    if (rc) return rc;
     const int attention = f->attention == ZT_ATTN_SCRATCH_TILED ? ZT_ATTN_SCRATCH_TILED : ZT_ATTN_SCRATCH_GEMM;
     const zt_rank_memory_job job = {.shard_group = G, .micro_batch = f->micro_batch, .seq_len = f->seq_len,
                                     .reduce_bytes = 4, .keep_gathered = !f->reshard_after_forward,
@@ -625,9 +635,7 @@ static int plan_cuda(const plan_flags *f) {
         return 2;
     }
     const double MiB = 1024.0 * 1024.0;
-    printf("model: %s (%s): %d layers, hidden %lld, vocab %lld, %lld parameters\n", cfg.family->title, f->model,
-           cfg.num_layers, (long long)cfg.hidden_size, (long long)cfg.vocab_size,
-           (long long)zt_model_param_count(&cfg));
+    print_model_line(f, &cfg);
     printf("cuda backend (bf16 gathers, fp32 state): %d rank%s, shard group %d x %d replica%s, context parallel %d, "
            "micro-batch %d x grad-accum %d x seq %lld, %s attention%s%s\n",
            W, W == 1 ? "" : "s", G, W / G, W / G == 1 ? "" : "s", C, f->micro_batch, f->grad_accum,

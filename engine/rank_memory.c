@@ -41,15 +41,22 @@ static int check_job(const zt_rank_memory_job *job) {
     return 0;
 }
 
+// engine/fsdp.c: each unit padded to a multiple of shard group x ZT_FSDP_ALIGN elements; *shard =
+// the elements one rank holds, *max_padded = the largest padded unit.
+static void padded_units(const zt_model_layout *lay, int gs, double *shard, double *max_padded) {
+    *shard = 0, *max_padded = 0;
+    for (int u = 0; u < lay->nunits; u++) {
+        const double padded = pad_to((double)lay->units[u].numel, (double)gs * ZT_FSDP_ALIGN);
+        *shard += padded / gs;
+        if (padded > *max_padded) *max_padded = padded;
+    }
+}
+
 // Sharded state and the engine's full-unit buffers.
 static void state_and_buffers(const zt_rank_memory_job *job, const zt_model_layout *lay, zt_rank_memory *mem) {
     const int gs = job->shard_group;
-    double shard = 0, max_unit = 0;
-    for (int u = 0; u < lay->nunits; u++) {
-        double padded = pad_to((double)lay->units[u].numel, (double)gs * ZT_FSDP_ALIGN);
-        shard += padded / gs;
-        if (padded > max_unit) max_unit = padded;
-    }
+    double shard, max_unit;
+    padded_units(lay, gs, &shard, &max_unit);
     const double n = (double)lay->total_numel;
     const double pb = job->param_bytes > 0 ? job->param_bytes : 2;
     mem->params = (pb == 2 ? 6.0 : 4.0) * shard;  // fp32 master (+ a bf16 all-gather source when bf16)
@@ -136,14 +143,9 @@ int zt_rank_memory_cpu(const zt_model_config *c, const zt_rank_memory_job *job, 
     if (act < 0) return zt_err("the %s family's CPU model takes no context split of %d", c->family->name, C);
     zt_model_layout lay;
     if (zt_model_layout_init(&lay, c) != 0) return -1;
-    // engine/fsdp.c: each unit padded to a multiple of shard group x ZT_FSDP_ALIGN elements
-    const double gs = job->shard_group, q = gs * ZT_FSDP_ALIGN;
-    double shard = 0, max_padded = 0;
-    for (int u = 0; u < lay.nunits; u++) {
-        const double padded = pad_to((double)lay.units[u].numel, q);
-        shard += padded / gs;
-        if (padded > max_padded) max_padded = padded;
-    }
+    const double gs = job->shard_group;
+    double shard, max_padded;
+    padded_units(&lay, job->shard_group, &shard, &max_padded);
     out->params = 4.0 * shard;
     out->grads = 4.0 * shard;
     out->optimizer = 8.0 * shard;
@@ -171,14 +173,9 @@ int zt_rank_memory_cuda(const zt_model_config *c, const zt_rank_memory_job *job,
     if (!mod) return -1;
     zt_model_layout lay;
     if (zt_model_layout_init(&lay, c) != 0) return -1;
-    // engine/fsdp.c: each unit padded to a multiple of shard group x ZT_FSDP_ALIGN elements
-    const double gs = job->shard_group, q = gs * ZT_FSDP_ALIGN;
-    double shard = 0, max_padded = 0;
-    for (int u = 0; u < lay.nunits; u++) {
-        const double padded = pad_to((double)lay.units[u].numel, q);
-        shard += padded / gs;
-        if (padded > max_padded) max_padded = padded;
-    }
+    const double gs = job->shard_group;
+    double shard, max_padded;
+    padded_units(&lay, job->shard_group, &shard, &max_padded);
     zt_fsdp_memory dev = {0};
     const int attention = job->attention == ZT_ATTN_SCRATCH_TILED ? ZT_ATTN_TILED : ZT_ATTN_GEMM;
     if (mod->memory_for(c, job->micro_batch, job->grad_accum > 0 ? job->grad_accum : 1, S, Sl, C, job->recompute,

@@ -373,24 +373,6 @@ static void check_shape(const void *const *ptrs, int n, int64_t B, int64_t Sq, i
         ZT_REQUIRE(zt_aligned16(ptrs[i]), "tiled attention: operand %d is not 16-byte aligned (%p)", i, ptrs[i]);
 }
 
-// The kernel for head_dim D (64, 128 or 256 accumulator columns), with its shared memory allowed.
-template <typename F>
-static void allow_smem(F *kernel, size_t bytes) {
-    ZT_CUDA_CHECK(cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-}
-
-// The query tiles' key spans into the scratch after the row dots; NULL for plain causal attention
-// over the whole block (no positions, no query map: the diagonal bounds each tile).
-static const int2 *tile_spans(cudaStream_t st, char *scratch, const int32_t *pos, const int32_t *qrow, int64_t Sq,
-                              int64_t S, int64_t H) {
-    if (!pos && !qrow) return NULL;
-    int2 *sp = (int2 *)(scratch + round256((size_t)(H * Sq) * sizeof(float)));
-    const int ntiles = (int)((Sq + TQ - 1) / TQ);
-    ZT_LAUNCH(attn_tile_span_kernel, zt_blocks(ntiles, 4), 128, 0, st)(sp, pos, qrow, (int)Sq, (int)S, ntiles);
-    ZT_LAUNCHED("attn_tile_span_kernel", st);
-    return sp;
-}
-
 template <int DM>
 static void fwd_launch(cudaStream_t st, bf16 *o, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                        const int32_t *pos, const int32_t *qrow, const int2 *sp, int Sq, int S, int H, int Hkv, int D,

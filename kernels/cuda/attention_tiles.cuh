@@ -3,7 +3,7 @@
 // document start: the queries may be a subset of the block's rows), each 64-query tile's first and
 // last visible key, and each row's dO . O. Included by both; the kernels are static, one copy per file (device code
 // is not linked across .cu files here). Needs TQ (query rows per tile) defined before it.
-// defines: round256, imin, attn_row_span, attn_tile_span_kernel, attn_rowdot_kernel
+// defines: round256, imin, attn_row_span, attn_tile_span_kernel, attn_rowdot_kernel, allow_smem, tile_spans
 #ifndef ZT_ATTENTION_TILES_CUH
 #define ZT_ATTENTION_TILES_CUH
 static inline size_t round256(size_t x) { return (x + 255) & ~(size_t)255; }
@@ -60,6 +60,25 @@ static __global__ void attn_rowdot_kernel(float *__restrict__ rowdot, const bf16
     for (int e = lane; e < D; e += 32) s += bf2f(a[e]) * bf2f(b[e]);
     s = warp_sum(s);
     if (lane == 0) rowdot[row] = s;
+}
+
+// A kernel's dynamic shared memory allowed up to `bytes` (past the 48 KiB default).
+template <typename F>
+static void allow_smem(F *kernel, size_t bytes) {
+    ZT_CUDA_CHECK(cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+// The query tiles' key spans (attn_tile_span_kernel) into the scratch after the H * Sq row dots;
+// NULL for plain causal attention over the whole block (no positions, no query map: the diagonal
+// bounds each tile).
+static const int2 *tile_spans(cudaStream_t st, char *scratch, const int32_t *pos, const int32_t *qrow, int64_t Sq,
+                              int64_t S, int64_t H) {
+    if (!pos && !qrow) return NULL;
+    int2 *sp = (int2 *)(scratch + round256((size_t)(H * Sq) * sizeof(float)));
+    const int ntiles = (int)((Sq + TQ - 1) / TQ);
+    ZT_LAUNCH(attn_tile_span_kernel, zt_blocks(ntiles, 4), 128, 0, st)(sp, pos, qrow, (int)Sq, (int)S, ntiles);
+    ZT_LAUNCHED("attn_tile_span_kernel", st);
+    return sp;
 }
 
 #endif
