@@ -6,6 +6,9 @@ zt_add_test(test_delta_ops ${ZT_TEST_DIR}/unit/test_delta_ops.c zt_kernels zt_ch
 # cpu_sgemm bit for bit against its defining loop, every kernel this CPU runs
 zt_add_test(test_gemm ${ZT_TEST_DIR}/unit/test_gemm.c zt_kernels)
 target_compile_options(test_gemm PRIVATE -ffp-contract=off)
+# attention's elementwise passes (exp, softmax step, dS, sigmoid): every kernel's bits = the portable C's
+zt_add_test(test_att_rows ${ZT_TEST_DIR}/unit/test_att_rows.c zt_kernels)
+target_compile_options(test_att_rows PRIVATE -ffp-contract=off)
 zt_add_test(test_model_golden ${ZT_TEST_DIR}/unit/test_model_golden.c zt_train zt_test_support)
 zt_add_test(test_hf_io ${ZT_TEST_DIR}/unit/test_hf_io.c zt_checkpoint)
 # Config ranges: values that would wrap or truncate are refused by name (tests/unit/test_config.c).

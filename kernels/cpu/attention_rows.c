@@ -95,8 +95,8 @@ __attribute__((target("avx2,fma"))) static inline __m256i lanes8(int64_t n) {
 __attribute__((target("avx2,fma"))) static inline __m256 exp8(__m256 x) {
     const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_LO), _CMP_LT_OQ);
     x = _mm256_min_ps(_mm256_set1_ps(EXP_HI), x);  // a NaN x stays x
-    const __m256 magic = _mm256_set1_ps(ROUND_MAGIC);
-    const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)), magic), magic);
+    // nearest integer, ties to even: the bits of adding and subtracting ROUND_MAGIC (|n| <= 127)
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_HI), x);
     r = _mm256_fmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
     __m256 y = _mm256_fmadd_ps(_mm256_set1_ps(P0), r, _mm256_set1_ps(P1));
@@ -158,8 +158,8 @@ static inline __mmask16 lanes16(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF 
 __attribute__((target("avx512f,avx2,fma"))) static inline __m512 exp16(__m512 x) {
     const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_LO), _CMP_NLT_UQ);  // not below: x >= lo or NaN
     x = _mm512_min_ps(_mm512_set1_ps(EXP_HI), x);
-    const __m512 magic = _mm512_set1_ps(ROUND_MAGIC);
-    const __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(LOG2E)), magic), magic);
+    // nearest integer, ties to even: the bits of adding and subtracting ROUND_MAGIC (|n| <= 127)
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-LN2_HI), x);
     r = _mm512_fmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
     __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(P0), r, _mm512_set1_ps(P1));
@@ -168,8 +168,9 @@ __attribute__((target("avx512f,avx2,fma"))) static inline __m512 exp16(__m512 x)
     y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(P4));
     y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(P5));
     y = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps(keep, y, _mm512_castsi512_ps(e));
+    // y * 2^n in one rounding, as y times the power of two built from its exponent bits (n is an
+    // integer in [-126, 127], so 2^n is a normal float)
+    return _mm512_maskz_scalef_ps(keep, y, n);
 }
 
 __attribute__((target("avx512f,avx2,fma"))) static void col_step_avx512(float *st, int64_t n, int64_t m, int64_t ld,

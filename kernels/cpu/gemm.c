@@ -212,6 +212,15 @@ __attribute__((target("avx512f"))) static void kern_avx512(int64_t K, const floa
 #undef ZT_STORE
         return;
     }
+    if (mr == 12 && nr == 32 && beta == 0.0f) {  // a whole tile scaled (attention's scores): alpha * t as store_avx512
+        const __m512 av = _mm512_set1_ps(alpha);
+#define ZT_STORE(r)                                                  \
+    _mm512_storeu_ps(C + r * ldc, _mm512_mul_ps(av, c##r##0));       \
+    _mm512_storeu_ps(C + r * ldc + 16, _mm512_mul_ps(av, c##r##1));
+        ZT_ROWS12(ZT_STORE)
+#undef ZT_STORE
+        return;
+    }
 #define ZT_STORE(r)                                                    \
     if (r < mr) {                                                      \
         store_avx512(C + r * ldc, c##r##0, nr, alpha, beta);           \

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Causal GQA attention alone, forward and backward on the CPU: zerotrain's kernel
+(kernels/cpu/attention.c, through build/zt_attention_bench) against PyTorch's
+scaled_dot_product_attention (is_causal=True, enable_gqa=True) + autograd, on the same inputs, one
+thread each by default.
+
+    python3 benchmarks/attention_vs_torch.py [--bench build/zt_attention_bench] [--S 8192 --H 8
+        --Hkv 2 --D 32] [--reps 3] [--threads 1]
+
+The default shape is one attention call of the 8,192-token head-to-head config (docs/benchmarks.md
+§2.6). Each side's forward and backward are timed apart (fastest of --reps); the outputs (o, dq,
+dk, dv) must agree to --tol relative (max |ours - torch| / max |torch| per tensor), or the script
+exits 1. It prints both sides' times, GFLOP/s (useful work: 4·D per visible (query, key) pair and
+head forward, 10·D backward) and the ratios torch / zerotrain. Exit 77: torch or numpy missing.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:
+    print(f"skipped: {e}")
+    sys.exit(77)
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", default=os.path.join(REPO, "build", "zt_attention_bench"))
+    ap.add_argument("--S", type=int, default=8192)
+    ap.add_argument("--H", type=int, default=8)
+    ap.add_argument("--Hkv", type=int, default=2)
+    ap.add_argument("--D", type=int, default=32)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--tol", type=float, default=1e-4)
+    a = ap.parse_args()
+    S, H, Hkv, D = a.S, a.H, a.Hkv, a.D
+
+    torch.manual_seed(0)
+    torch.set_num_threads(a.threads)
+    q, dout = torch.randn(1, S, H, D), torch.randn(1, S, H, D)
+    k, v = torch.randn(1, S, Hkv, D), torch.randn(1, S, Hkv, D)
+
+    # torch: [B, heads, S, D] views of the same [B, S, heads, D] tensors
+    tf, tb = float("inf"), float("inf")
+    for _ in range(a.reps):
+        leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+        t0 = time.perf_counter()
+        o = F.scaled_dot_product_attention(*[x.transpose(1, 2) for x in leaves], is_causal=True, enable_gqa=True)
+        t1 = time.perf_counter()
+        o.backward(dout.transpose(1, 2))
+        t2 = time.perf_counter()
+        tf, tb = min(tf, t1 - t0), min(tb, t2 - t1)
+    ref = [o.detach().transpose(1, 2).contiguous()] + [x.grad for x in leaves]
+
+    with tempfile.TemporaryDirectory() as d:
+        fin, fout = os.path.join(d, "in.bin"), os.path.join(d, "out.bin")
+        with open(fin, "wb") as f:
+            for x in (q, k, v, dout):
+                f.write(x.contiguous().numpy().astype("<f4").tobytes())
+        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+        cmd = [a.bench, "--B", "1", "--S", str(S), "--H", str(H), "--Hkv", str(Hkv), "--D", str(D), "--reps",
+               str(a.reps), "--in", fin, "--out", fout]
+        run = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if run.returncode != 0:
+            print(run.stdout, run.stderr)
+            sys.exit(1)
+        zf = float(run.stdout.split("best_fwd_s")[1].split()[0])
+        zb = float(run.stdout.split("best_bwd_s")[1].split()[0])
+        flat = np.fromfile(fout, dtype="<f4")
+    ours, off = [], 0
+    for r in ref:
+        ours.append(torch.from_numpy(flat[off:off + r.numel()].copy()).reshape(r.shape))
+        off += r.numel()
+
+    ok = True
+    for name, x, r in zip(("o", "dq", "dk", "dv"), ours, ref):
+        err = ((x - r).abs().max() / r.abs().max().clamp_min(1e-30)).item()
+        ok &= err <= a.tol
+        print(f"  {name:3s} rel err {err:.2e} {'ok' if err <= a.tol else 'FAIL'} (tol {a.tol:.0e})")
+    pairs = S * (S + 1) / 2 * H
+    gf = lambda t, c: c * D * pairs / t * 1e-9
+    print(f"shape B=1 S={S} H={H} Hkv={Hkv} D={D}, {a.threads} thread(s), best of {a.reps}")
+    print(f"torch SDPA   forward {tf:.3f} s ({gf(tf, 4):.0f} GFLOP/s), backward {tb:.3f} s ({gf(tb, 10):.0f} GFLOP/s)")
+    print(f"zerotrain    forward {zf:.3f} s ({gf(zf, 4):.0f} GFLOP/s), backward {zb:.3f} s ({gf(zb, 10):.0f} GFLOP/s)")
+    print(f"ratio torch / zerotrain: forward {tf / zf:.2f}x, backward {tb / zb:.2f}x, "
+          f"both {(tf + tb) / (zf + zb):.2f}x")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
