@@ -78,8 +78,8 @@ static inline void row_band(const att_args *a, int64_t b, int64_t i, int64_t j0,
 }
 
 static inline void zero_outside(float *row, int64_t c0, int64_t c1, int64_t n) {
-    memset(row, 0, (size_t)c0 * sizeof(float));
-    memset(row + c1, 0, (size_t)(n - c1) * sizeof(float));
+    if (c0 > 0) memset(row, 0, (size_t)c0 * sizeof(float));
+    if (c1 < n) memset(row + c1, 0, (size_t)(n - c1) * sizeof(float));
 }
 
 // Key block [j0, j1) seen from query rows [i0, i0 + m): -inf where a query may not see a key,
