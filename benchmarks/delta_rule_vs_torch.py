@@ -17,21 +17,17 @@ transformers missing.
 
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 try:
-    import numpy as np
     import torch
     import torch.nn.functional as F
     from transformers.models.qwen3_5 import modeling_qwen3_5 as m
+    from vs_torch import REPO, compare, run_driver, value_after
 except ImportError as e:
     print(f"skipped: {e}")
     sys.exit(77)
-
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 def main():
@@ -69,30 +65,11 @@ def main():
     ref = [o.detach()] + [x.grad for x in leaves]
 
     # zerotrain: the same inputs through the C driver
-    with tempfile.TemporaryDirectory() as d:
-        fin, fout = os.path.join(d, "in.bin"), os.path.join(d, "out.bin")
-        with open(fin, "wb") as f:
-            for x in (q, k, v, g, beta, dout):
-                f.write(x.contiguous().numpy().astype("<f4").tobytes())
-        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-        cmd = [a.bench, "--B", "1", "--S", str(S), "--Hk", str(Hk), "--Hv", str(Hv), "--Dk", str(Dk), "--Dv",
-               str(Dv), "--reps", str(a.reps), "--in", fin, "--out", fout]
-        run = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if run.returncode != 0:
-            print(run.stdout, run.stderr)
-            sys.exit(1)
-        best_z = float(run.stdout.split("best_s")[1].split()[0])
-        flat = np.fromfile(fout, dtype="<f4")
-    ours, off = [], 0
-    for r in ref:
-        ours.append(torch.from_numpy(flat[off:off + r.numel()].copy()).reshape(r.shape))
-        off += r.numel()
-
-    ok = True
-    for name, x, r in zip(("o", "dq", "dk", "dv", "dg", "dbeta"), ours, ref):
-        err = ((x - r).abs().max() / r.abs().max().clamp_min(1e-30)).item()
-        ok &= err <= a.tol
-        print(f"  {name:6s} rel err {err:.2e} {'ok' if err <= a.tol else 'FAIL'} (tol {a.tol:.0e})")
+    cmd = [a.bench, "--B", "1", "--S", str(S), "--Hk", str(Hk), "--Hv", str(Hv), "--Dk", str(Dk), "--Dv", str(Dv),
+           "--reps", str(a.reps)]
+    out, ours = run_driver(cmd, (q, k, v, g, beta, dout), ref, a.threads)
+    best_z = value_after(out, "best_s")
+    ok = compare(("o", "dq", "dk", "dv", "dg", "dbeta"), ours, ref, a.tol)
     print(f"shape B=1 S={S} Hk={Hk} Hv={Hv} Dk={Dk} Dv={Dv}, {a.threads} thread(s), best of {a.reps}")
     print(f"torch_chunk_gated_delta_rule fwd+bwd: {best_t:.3f} s")
     print(f"zerotrain delta_fwd+delta_bwd:        {best_z:.3f} s")

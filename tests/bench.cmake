@@ -31,6 +31,13 @@ if(ZT_PYTHON3)
            COMMAND ${ZT_PYTHON3} ${CMAKE_SOURCE_DIR}/benchmarks/delta_rule_vs_torch.py --bench $<TARGET_FILE:zt_delta_bench>
                    --S 150 --Hk 2 --Hv 6 --Dk 16 --Dv 72 --reps 1)
   set_tests_properties(bench_delta_rule_vs_torch PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # The CPU attention alone against PyTorch's scaled_dot_product_attention (causal, GQA), CI-sized and
+  # off every block edge (S 300 = 3 blocks of 96 + 12, D 48): o, dq, dk, dv must agree to 1e-4 (the
+  # speed ratio is printed, not judged; exit 77 without torch).
+  add_test(NAME bench_attention_vs_torch
+           COMMAND ${ZT_PYTHON3} ${CMAKE_SOURCE_DIR}/benchmarks/attention_vs_torch.py --bench $<TARGET_FILE:zt_attention_bench>
+                   --S 300 --H 6 --Hkv 2 --D 48 --reps 1)
+  set_tests_properties(bench_attention_vs_torch PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
   # One Qwen3.5 Gated DeltaNet decoder layer against transformers' Qwen3_5DecoderLayer, CI-sized:
   # every parameter gradient and d(input) must agree (the ratio is printed, not judged).
   add_test(NAME bench_deltanet_layer_vs_torch
