@@ -9,9 +9,8 @@ thread each by default.
 
 The default shape is one attention call of the 8,192-token head-to-head config (docs/benchmarks.md
 §2.6). Each side's forward and backward are timed apart (fastest of --reps; PyTorch's after one
-untimed call); the outputs (o, dq,
-dk, dv) must agree to --tol relative (max |ours - torch| / max |torch| per tensor), or the script
-exits 1. It prints both sides' times, GFLOP/s (useful work: 4·D per visible (query, key) pair and
+untimed call); the outputs (o, dq, dk, dv) must agree to --tol relative (max |ours - torch| /
+max |torch| per tensor), or the script exits 1. It prints both sides' times, GFLOP/s (useful work: 4·D per visible (query, key) pair and
 head forward, 10·D backward) and the ratios torch / zerotrain. Exit 77: torch or numpy missing.
 """
 
