@@ -1,7 +1,7 @@
 // An experiment, not a kernel of the trainer: can this CPU's AMX-BF16 tile unit make attention's
 // fp32 products faster at fp32's accuracy? One block product of the CPU attention (96 x 96 x 32: a
 // block of scores, Q K^T at head_dim 32) three ways, each repeated from L1:
-//   - the fp32 AVX-512 sgemm kernel the trainer uses (cpu_sgemm_packed, alpha 1/sqrt(32));
+//   - the fp32 sgemm kernel the trainer uses (cpu_sgemm_packed on packed operands);
 //   - AMX with bf16 operands split in two (x = hi + lo: hi*hi + hi*lo + lo*hi, 3 tile products);
 //   - AMX with bf16 operands split in three (x = hi + mid + lo: the 6 products down to 2^-24).
 // Each result's largest error against a double-precision product, its time and GFLOP/s; and the
@@ -376,7 +376,7 @@ int main(int argc, char **argv) {
     const double tf = (zt_now() - t0) / reps;
     double ef = 0;
     for (int i = 0; i < M * N; i++) ef = fmax(ef, fabs(Cf[i] - ref[i]));
-    printf("block %d x %d x %d, max |C| %.1f, best of one run of %d repetitions, one thread\n", M, N, K, maxref, reps);
+    printf("block %d x %d x %d, max |C| %.1f, times the mean of %d repetitions, one thread\n", M, N, K, maxref, reps);
     printf("fp32 sgemm kernel (%s): %.3f us (%.0f GFLOP/s), max abs error %.2e\n", cpu_sgemm_isa(), tf * 1e6, flop / tf * 1e-9, ef);
     tiles_on();
     const int parts[3] = {1, 3, 6};
