@@ -361,16 +361,11 @@ __global__ void __launch_bounds__(DKV_THREADS)
 
 static void check_shape(const void *const *ptrs, int n, int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv,
                         int64_t D, const int32_t *qrow) {
-    ZT_REQUIRE(B > 0 && S > 0 && Sq > 0 && H > 0 && Hkv > 0 && D > 0 && H % Hkv == 0 && S < (1 << 30) &&
-                   Sq < (1 << 30) && (qrow || Sq == S),
-               "attention B=%lld Sq=%lld S=%lld H=%lld Hkv=%lld D=%lld (H must be a multiple of Hkv; Sq != S needs "
-               "the query rows' map)", (long long)B, (long long)Sq, (long long)S, (long long)H, (long long)Hkv,
-               (long long)D);
+    check_attention_dims(B, Sq, S, H, Hkv, D, qrow);
     ZT_REQUIRE(D % 8 == 0 && D <= 256 && H * Sq < (1ll << 31) / 128,
                "tiled attention: head_dim %lld must be a multiple of 8 and at most 256 (H*Sq = %lld)", (long long)D,
                (long long)(H * Sq));
-    for (int i = 0; i < n; i++)
-        ZT_REQUIRE(zt_aligned16(ptrs[i]), "tiled attention: operand %d is not 16-byte aligned (%p)", i, ptrs[i]);
+    check_attention_aligned("tiled attention", ptrs, n);
 }
 
 template <int DM>

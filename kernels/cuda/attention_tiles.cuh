@@ -63,6 +63,24 @@ static __global__ void attn_rowdot_kernel(float *__restrict__ rowdot, const bf16
 }
 
 // A kernel's dynamic shared memory allowed up to `bytes` (past the 48 KiB default).
+// The dimensions both tiled attentions take: B, Sq, S, H, Hkv, D positive, H a multiple of Hkv, S
+// and Sq below 2^30, a query rows' map wherever Sq != S (each kernel checks its own head_dim rule
+// after this, then check_attention_aligned).
+static void check_attention_dims(int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D,
+                                 const int32_t *qrow) {
+    ZT_REQUIRE(B > 0 && S > 0 && Sq > 0 && H > 0 && Hkv > 0 && D > 0 && H % Hkv == 0 && S < (1 << 30) &&
+                   Sq < (1 << 30) && (qrow || Sq == S),
+               "attention B=%lld Sq=%lld S=%lld H=%lld Hkv=%lld D=%lld (H must be a multiple of Hkv; Sq != S needs "
+               "the query rows' map)", (long long)B, (long long)Sq, (long long)S, (long long)H, (long long)Hkv,
+               (long long)D);
+}
+
+// Each of the n operands 16-byte aligned (who: "tiled attention" / "tensor-core attention").
+static void check_attention_aligned(const char *who, const void *const *ptrs, int n) {
+    for (int i = 0; i < n; i++)
+        ZT_REQUIRE(zt_aligned16(ptrs[i]), "%s: operand %d is not 16-byte aligned (%p)", who, i, ptrs[i]);
+}
+
 template <typename F>
 static void allow_smem(F *kernel, size_t bytes) {
     ZT_CUDA_CHECK(cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
