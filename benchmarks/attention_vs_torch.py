@@ -15,14 +15,13 @@ head forward, 10·D backward) and the ratios torch / zerotrain. Exit 77: torch o
 """
 
 import argparse
-import os
 import sys
 import time
 
 try:
     import torch
     import torch.nn.functional as F
-    from vs_torch import REPO, compare, run_driver, value_after
+    from vs_torch import compare, driver_args, run_driver, value_after
 except ImportError as e:
     print(f"skipped: {e}")
     sys.exit(77)
@@ -30,14 +29,11 @@ except ImportError as e:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", default=os.path.join(REPO, "build", "zt_attention_bench"))
+    driver_args(ap, "zt_attention_bench", 1e-4)
     ap.add_argument("--S", type=int, default=8192)
     ap.add_argument("--H", type=int, default=8)
     ap.add_argument("--Hkv", type=int, default=2)
     ap.add_argument("--D", type=int, default=32)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--tol", type=float, default=1e-4)
     a = ap.parse_args()
     S, H, Hkv, D = a.S, a.H, a.Hkv, a.D
 

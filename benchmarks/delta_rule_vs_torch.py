@@ -16,7 +16,6 @@ transformers missing.
 """
 
 import argparse
-import os
 import sys
 import time
 
@@ -24,7 +23,7 @@ try:
     import torch
     import torch.nn.functional as F
     from transformers.models.qwen3_5 import modeling_qwen3_5 as m
-    from vs_torch import REPO, compare, run_driver, value_after
+    from vs_torch import compare, driver_args, run_driver, value_after
 except ImportError as e:
     print(f"skipped: {e}")
     sys.exit(77)
@@ -32,15 +31,12 @@ except ImportError as e:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", default=os.path.join(REPO, "build", "zt_delta_bench"))
+    driver_args(ap, "zt_delta_bench", 1e-3)
     ap.add_argument("--S", type=int, default=2048)
     ap.add_argument("--Hk", type=int, default=4)
     ap.add_argument("--Hv", type=int, default=12)
     ap.add_argument("--Dk", type=int, default=128)
     ap.add_argument("--Dv", type=int, default=128)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--tol", type=float, default=1e-3)
     a = ap.parse_args()
     S, Hk, Hv, Dk, Dv = a.S, a.Hk, a.Hv, a.Dk, a.Dv
 

@@ -12,6 +12,14 @@ import torch
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
+def driver_args(ap, driver, tol):
+    """The options every *_vs_torch.py takes: --bench (default build/<driver>), --reps, --threads, --tol."""
+    ap.add_argument("--bench", default=os.path.join(REPO, "build", driver))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--tol", type=float, default=tol)
+
+
 def run_driver(cmd, inputs, like, threads):
     """Writes `inputs` (tensors) back to back as little-endian fp32, runs `cmd + ["--in", IN, "--out", OUT]`
     with OMP_NUM_THREADS=threads, and returns (its stdout, its outputs as tensors shaped like `like`).
