@@ -6,7 +6,9 @@
 // (cpu_att_exp below: a rounding to the nearest integer by adding and subtracting 1.5 * 2^23, a
 // two-part ln 2, a degree-5 polynomial by fused multiply-adds, the power of two from the
 // exponent bits), the same in every lane, ~1 ulp from expf and exactly 0 below -87 (where
-// expf is below 2^-125); sums are per column in key order; a max is exact in any order.
+// expf is below 2^-125); the vector versions round with one instruction and AVX-512 scales by
+// 2^n with scalef, each of which gives those operations' bits (test_att_rows compares them);
+// sums are per column in key order; a max is exact in any order.
 // This file is compiled with -ffp-contract=off (CMakeLists.txt): a multiply and an add stay
 // two roundings unless written as one fused multiply-add.
 // defines: cpu_att_exp, cpu_att_rows, cpu_sigmoid
