@@ -11,9 +11,9 @@ foreach(case pack_verify per_rank train_on_last too_long bad_lines skip_bad fiel
            COMMAND bash ${ZT_TEST_DIR}/cli/chat_cli.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
                    ${CMAKE_BINARY_DIR}/test-work/chat_cli ${case})
 endforeach()
-add_test(NAME chat_cli_help COMMAND ${ZT_EXE} pack --help)
-set_tests_properties(chat_cli_help PROPERTIES PASS_REGULAR_EXPRESSION
-  "--input KIND.*chat +JSON Lines of conversations.*--field NAME.*chat: the array of messages.*--train-on RULE.*assistant.*last.*all")
+zt_expect_test(chat_cli_help EXIT 0
+  PASS "--input KIND.*chat +JSON Lines of conversations.*--field NAME.*chat: the array of messages.*--train-on RULE.*assistant.*last.*all"
+  COMMAND ${ZT_EXE} pack --help)
 
 # Tools, the OpenAI and ShareGPT formats, mixtures (tests/cli/sft_tools_cli.sh), on
 # examples/sft/tools_{messages,openai,sharegpt}.jsonl; train_world trains the packed tools data

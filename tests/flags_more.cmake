@@ -3,10 +3,13 @@
 # (it was atoi: "2x" ran with 2 threads) and still exits 1 on a usage error; calibrate's
 # --healthy / --idle are the table's FILE... list flags, and an operand before either is
 # refused with exit 2.
+# zt_flags_more_test(NAME REGEX ARGS...): REGEX ends with "exit CODE", the exit code `zerotrain ARGS...`
+# must have (tests/support/expect.cmake appends that line to the output it matches).
 function(zt_flags_more_test name regex)
-  add_test(NAME ${name}
-           COMMAND sh -c [[out=$("$0" "$@" 2>&1); rc=$?; echo "$out"; echo "exit $rc"]] ${ZT_EXE} ${ARGN})
-  set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "${regex}")
+  if(NOT regex MATCHES "exit ([0-9]+)$")
+    message(FATAL_ERROR "${name}: the pattern must end with the exit code")
+  endif()
+  zt_expect_test(${name} EXIT ${CMAKE_MATCH_1} PASS "${regex}" COMMAND ${ZT_EXE} ${ARGN})
 endfunction()
 zt_flags_more_test(tokenize_flags_threads_int
   "zerotrain tokenize: error: --threads: '2x' is not an integer.*exit 1" tokenize --threads 2x /dev/null)

@@ -3,14 +3,17 @@
 # -o, flags that do not go together) exits 2 naming the flag; a failing pack, --verify or
 # export still exits 1; --help lists every flag with its default.
 set(ZT_PACK_FLAGS_WORK ${CMAKE_BINARY_DIR}/test-work/pack_flags)
+# zt_pack_flags_test(NAME REGEX ARGS...): REGEX ends with "exit CODE", the exit code `zerotrain ARGS...`
+# must have (tests/support/expect.cmake appends that line to the output it matches).
 function(zt_pack_flags_test name regex)
-  add_test(NAME ${name}
-           COMMAND sh -c [[out=$("$0" "$@" 2>&1); rc=$?; echo "$out"; echo "exit $rc"]] ${ZT_EXE} ${ARGN})
-  set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "${regex}")
+  if(NOT regex MATCHES "exit ([0-9]+)$")
+    message(FATAL_ERROR "${name}: the pattern must end with the exit code")
+  endif()
+  zt_expect_test(${name} EXIT ${CMAKE_MATCH_1} PASS "${regex}" COMMAND ${ZT_EXE} ${ARGN})
 endfunction()
 
 zt_pack_flags_test(pack_flags_help
-  "-i, --input KIND +what INPUT files hold \\(default ids\\):.*--field NAME.*--train-on RULE.*--skip-bad.*-j, --threads N.*-s, --seq-len N +tokens per block \\(default 2048; at least 2\\).*-V, --vocab-size V.*-e, --eos ID\\|none.*-r, --per-rank W.*-t, --tokenizer ARG.*-o, --output OUT_DIR.*-q, --quiet.*--verify DIR.*--model-vocab V.*-h, --help.*examples:.*exit 0"
+  "-i, --input KIND +what INPUT files hold \\(default ids\\):.*--field NAME.*--train-on RULE.*--skip-bad.*-j, --threads N.*-s, --seq-len N +tokens per block \\(default 2048; at least 2, at most 131072:.*-V, --vocab-size V.*-e, --eos ID\\|none.*-r, --per-rank W.*-t, --tokenizer ARG.*-o, --output OUT_DIR.*-q, --quiet.*--verify DIR.*--model-vocab V.*-h, --help.*examples:.*exit 0"
   pack --help)
 zt_pack_flags_test(pack_flags_unknown
   "unrecognized option '--bogus'\nusage: zerotrain pack .*exit 2" pack --bogus in.txt -o out)

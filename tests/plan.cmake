@@ -6,50 +6,54 @@ target_compile_definitions(test_plan PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}" ZT_SOU
 add_test(NAME plan_model COMMAND test_plan)
 
 # The CLI: the field comparison names full sharding as consistent; bad input is refused clearly.
-add_test(NAME plan_cli_field COMMAND ${ZT_EXE} plan --field --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b/config.json)
-set_tests_properties(plan_cli_field PROPERTIES
-  PASS_REGULAR_EXPRESSION "consistent with the field table \\(every size within 10% and fits in memory\\): full")
-add_test(NAME plan_cli_small_model COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-0.6b --gpu H100
+zt_expect_test(plan_cli_field EXIT 0
+  PASS "consistent with the field table \\(every size within 10% and fits in memory\\): full"
+  COMMAND ${ZT_EXE} plan --field --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b/config.json)
+zt_expect_test(plan_cli_small_model EXIT 0
+  PASS "tok/s per GPU"
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-0.6b --gpu H100
          --world 8 --worlds 1,2,4,8,16)
-set_tests_properties(plan_cli_small_model PROPERTIES PASS_REGULAR_EXPRESSION "tok/s per GPU")
-add_test(NAME plan_cli_bad_gpu COMMAND ${ZT_EXE} plan --field --gpu X999)
-set_tests_properties(plan_cli_bad_gpu PROPERTIES PASS_REGULAR_EXPRESSION "--gpu X999: not a preset \\(presets: B300")
-add_test(NAME plan_cli_bad_world COMMAND ${ZT_EXE} plan --field --world 12)
-set_tests_properties(plan_cli_bad_world PROPERTIES PASS_REGULAR_EXPRESSION "world size 12 spans nodes of 8 GPUs")
-add_test(NAME plan_cli_no_model COMMAND ${ZT_EXE} plan)
-set_tests_properties(plan_cli_no_model PROPERTIES PASS_REGULAR_EXPRESSION "no model: give --model")
+zt_expect_test(plan_cli_bad_gpu EXIT 2
+  PASS "--gpu X999: not a preset \\(presets: B300"
+  COMMAND ${ZT_EXE} plan --field --gpu X999)
+zt_expect_test(plan_cli_bad_world EXIT 2
+  PASS "world size 12 spans nodes of 8 GPUs"
+  COMMAND ${ZT_EXE} plan --field --world 12)
+zt_expect_test(plan_cli_no_model EXIT 2
+  PASS "no model: give --model"
+  COMMAND ${ZT_EXE} plan)
 # A GPU file's numbers are range-checked: 1e400 (inf to cJSON) is refused, naming the file and the key.
-add_test(NAME plan_cli_gpu_file_range COMMAND ${ZT_EXE} plan --field --gpu-file ${ZT_TEST_DIR}/data/plan/gpu_inf.json)
-set_tests_properties(plan_cli_gpu_file_range PROPERTIES PASS_REGULAR_EXPRESSION
-  "gpu_inf\\.json: field \"peak_flops\" is inf, out of range: it must be a finite number in \\[1e\\+09, 1e\\+18\\] FLOP/s")
+zt_expect_test(plan_cli_gpu_file_range EXIT 2
+  PASS "gpu_inf\\.json: field \"peak_flops\" is inf, out of range: it must be a finite number in \\[1e\\+09, 1e\\+18\\] FLOP/s"
+  COMMAND ${ZT_EXE} plan --field --gpu-file ${ZT_TEST_DIR}/data/plan/gpu_inf.json)
 # The checkpoint lines (cli/cmd_plan.c print_checkpoint): Qwen3-32B = 32.76 B parameters x 12 bytes =
 # 393.1 GB; at W = 16 a GPU's share 24.6 GB (the --async-save snapshot), 8 GPUs a node 196.6 GB;
 # 393.1 GB / (4 GB/s x 2 nodes) = 49.1 s.
-add_test(NAME plan_cli_checkpoint COMMAND ${ZT_EXE} plan --field --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b/config.json
+zt_expect_test(plan_cli_checkpoint EXIT 0
+  PASS "size \\(whole job\\) +393\\.1\n  --async-save host snapshot per GPU +24\\.6   \\(196\\.6 GB of host memory for the 8 GPUs of a node\\)\n  write time \\(s\\) +49\\.14[0-9] +at 4 GB/s per node x 2 nodes"
+  COMMAND ${ZT_EXE} plan --field --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b/config.json
          --world 16 --shard full --ckpt-gbps 4)
-set_tests_properties(plan_cli_checkpoint PROPERTIES PASS_REGULAR_EXPRESSION
-  "size \\(whole job\\) +393\\.1\n  --async-save host snapshot per GPU +24\\.6   \\(196\\.6 GB of host memory for the 8 GPUs of a node\\)\n  write time \\(s\\) +49\\.14[0-9] +at 4 GB/s per node x 2 nodes")
 
 # --context-parallel C (docs/plan.md "Context parallelism"): Qwen3-32B on 2 x 8 B300 at 32k with
 # recompute, C = 8: 2 data-parallel ranks, 4096 tokens of each block per GPU, the per-layer K/V
 # all-gathers over NVLink, both attention paths' scratch (GEMM 12 g Sq S + ...: 13.2 GB); the global
 # batch divides among W / C ranks; C must divide the shard group and be at most seq_len.
-add_test(NAME plan_cli_context_parallel COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b --gpu B300
+zt_expect_test(plan_cli_context_parallel EXIT 0
+  PASS "context parallel 8: 2 data-parallel ranks x micro-batch 1 x grad-accum 8 x seq 32768 = 524288 tokens per step, 32768 per GPU \\(its 1/8 of each block\\).*activations \\(recompute\\) +7\\.1 .*context K/V \\(gathered K, V \\+ block dK, dV\\) +0\\.4 .*attention scratch, GEMM path \\(today's\\) +13\\.2 .*counted.*attention scratch, tiled path +0\\.1 .*context K/V all-gather +NVLink +8 +1024 .*context dK/dV reduce-scatter +NVLink +8 +512 .*\n +4 +- +\\(context parallel 8 does not divide 4 GPUs\\)"
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b --gpu B300
          --world 16 --seq-len 32768 --recompute --context-parallel 8 --shard full)
-set_tests_properties(plan_cli_context_parallel PROPERTIES PASS_REGULAR_EXPRESSION
-  "context parallel 8: 2 data-parallel ranks x micro-batch 1 x grad-accum 8 x seq 32768 = 524288 tokens per step, 32768 per GPU \\(its 1/8 of each block\\).*activations \\(recompute\\) +7\\.1 .*context K/V \\(gathered K, V \\+ block dK, dV\\) +0\\.4 .*attention scratch, GEMM path \\(today's\\) +13\\.2 .*counted.*attention scratch, tiled path +0\\.1 .*context K/V all-gather +NVLink +8 +1024 .*context dK/dV reduce-scatter +NVLink +8 +512 .*\n +4 +- +\\(context parallel 8 does not divide 4 GPUs\\)")
-add_test(NAME plan_cli_context_parallel_batch COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
+zt_expect_test(plan_cli_context_parallel_batch EXIT 0
+  PASS "2 data-parallel ranks x micro-batch 1 x grad-accum 16 x seq 32768 = 1048576 tokens per step.*attention scratch, GEMM path \\(today's\\) +13\\.2 +\\(12 g Sq S \\+ 8 g S D \\+ 4 g Sq; not counted: --attention tiled\\)"
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
          --world 16 --seq-len 32768 --context-parallel 8 --shard full --global-batch 1048576 --attention tiled)
-set_tests_properties(plan_cli_context_parallel_batch PROPERTIES PASS_REGULAR_EXPRESSION
-  "2 data-parallel ranks x micro-batch 1 x grad-accum 16 x seq 32768 = 1048576 tokens per step.*attention scratch, GEMM path \\(today's\\) +13\\.2 +\\(12 g Sq S \\+ 8 g S D \\+ 4 g Sq; not counted: --attention tiled\\)")
-add_test(NAME plan_cli_context_parallel_divide COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
+zt_expect_test(plan_cli_context_parallel_divide EXIT 2
+  PASS "error: --context-parallel 16 does not divide the hsdp shard group of 8 ranks"
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
          --world 16 --shard hsdp --context-parallel 16)
-set_tests_properties(plan_cli_context_parallel_divide PROPERTIES PASS_REGULAR_EXPRESSION
-  "error: --context-parallel 16 does not divide the hsdp shard group of 8 ranks")
-add_test(NAME plan_cli_context_parallel_seq COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
+zt_expect_test(plan_cli_context_parallel_seq EXIT 2
+  PASS "error: --context-parallel 8 is more ranks than the 4 tokens of a block"
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
          --world 16 --shard full --seq-len 4 --context-parallel 8)
-set_tests_properties(plan_cli_context_parallel_seq PROPERTIES PASS_REGULAR_EXPRESSION
-  "error: --context-parallel 8 is more ranks than the 4 tokens of a block")
 
 # Qwen3.5 (docs/plan.md "Qwen3.5"): each layer kind's saved activations against the CPU model's own
 # allocations, the 27B's memory terms and FLOPs against a hand count and the family's, the compute
@@ -58,14 +62,14 @@ add_executable(test_plan_qwen3_5 ${ZT_TEST_DIR}/unit/test_plan_qwen3_5.c ${CMAKE
 target_link_libraries(test_plan_qwen3_5 PRIVATE zt_train)
 target_compile_definitions(test_plan_qwen3_5 PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}" ZT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 add_test(NAME plan_qwen3_5 COMMAND test_plan_qwen3_5)
-add_test(NAME plan_cli_qwen3_5 COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b --gpu B300
+zt_expect_test(plan_cli_qwen3_5 EXIT 0
+  PASS "model: Qwen3\\.5 \\([^)]*\\): 64 layers \\(48 linear attention \\(Gated DeltaNet, heads 16/48 x 128/128\\) \\+ 16 full attention \\(gated, heads 24/4 x 256\\)\\).*parameters 26895998464 .*FLOPs per token at seq 8192: 169\\.4 G = 6 N \\+ 12 L_attn S hidden, L_attn = the 16 layers.*activations \\(recompute\\) +18\\.2 +\\(without recompute 168\\.2, with 18\\.2\\)\n  total +76\\.4 .*fits.*step +21\\.790 "
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b --gpu B300
          --world 16 --seq-len 8192 --recompute --shard full)
-set_tests_properties(plan_cli_qwen3_5 PROPERTIES PASS_REGULAR_EXPRESSION
-  "model: Qwen3\\.5 \\([^)]*\\): 64 layers \\(48 linear attention \\(Gated DeltaNet, heads 16/48 x 128/128\\) \\+ 16 full attention \\(gated, heads 24/4 x 256\\)\\).*parameters 26895998464 .*FLOPs per token at seq 8192: 169\\.4 G = 6 N \\+ 12 L_attn S hidden, L_attn = the 16 layers.*activations \\(recompute\\) +18\\.2 +\\(without recompute 168\\.2, with 18\\.2\\)\n  total +76\\.4 .*fits.*step +21\\.790 ")
-add_test(NAME plan_cli_qwen3_5_context_parallel COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b
+zt_expect_test(plan_cli_qwen3_5_context_parallel EXIT 2
+  PASS "error: --context-parallel 2: the qwen3_5 family does not train with context parallelism"
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b
          --world 16 --context-parallel 2)
-set_tests_properties(plan_cli_qwen3_5_context_parallel PROPERTIES PASS_REGULAR_EXPRESSION
-  "error: --context-parallel 2: the qwen3_5 family does not train with context parallelism")
 
 # `plan --device cpu` prints, part by part, the bytes per rank that `train --device cpu` allocates and
 # writes to run.json (Qwen3 at W = 1, 2, keep-gathered, context parallel 2 and 3 on uneven blocks,

@@ -157,7 +157,7 @@ missing_interface)
 cuda_without_gpu)
     data 0
     "$ZT" preflight --data "$W/data" --device cuda >"$W/out.txt" 2>&1; rc=$?
-    if nvidia-smi >/dev/null 2>&1; then echo "skip: a GPU is present"; exit 0; fi
+    if nvidia-smi >/dev/null 2>&1; then echo "SKIP [$CASE]: a GPU is present"; exit 77; fi
     expect 1 "\[FAIL\] 3 devices"
     ;;
 probe)
