@@ -1,7 +1,6 @@
 // Error buffer, checked allocation, clocks, RNG and small file helpers.
 #define _GNU_SOURCE
 #include "common.h"
-#include "base/out_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -135,10 +134,6 @@ uint64_t zt_rng_below(zt_rng *r, uint64_t n) {
     while (x >= limit);
     return x % n;
 }
-
-// The temporary file is created new (O_EXCL | O_NOFOLLOW) and a link or special file at path is
-// refused: base/out_file.c.
-int zt_write_file_atomic(const char *path, const void *data, size_t n) { return zt_replace_file(path, data, n, 1); }
 
 // A stream (FIFO, character device, /proc file) is read to its end, up to this much.
 #define ZT_READ_STREAM_MAX ((size_t)1 << 30)

@@ -49,9 +49,6 @@ double zt_rng_uniform(zt_rng *r);  // [0, 1)
 double zt_rng_normal(zt_rng *r);   // N(0, 1), Box-Muller
 uint64_t zt_rng_below(zt_rng *r, uint64_t n);  // uniform in [0, n), unbiased
 
-// Write `data` to `path` atomically (tmp file + fsync + rename); a link or special file at
-// path, or at the tmp name, is refused (base/out_file.h). 0 on success.
-int zt_write_file_atomic(const char *path, const void *data, size_t n);
 // Read a whole file into a malloc'd, NUL-terminated buffer. NULL + zt_err on failure,
 // naming the path: a directory, block device or socket is refused as what it is; a FIFO,
 // character device or /proc file is read to its end (at most 1 GiB).

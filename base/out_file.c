@@ -185,3 +185,5 @@ int zt_replace_file(const char *path, const void *data, size_t n, int durable) {
     }
     return 0;
 }
+
+int zt_write_file_atomic(const char *path, const void *data, size_t n) { return zt_replace_file(path, data, n, 1); }

@@ -8,7 +8,7 @@
 // export's OUT) is the user's path and is followed; the directories zerotrain makes inside it
 // (RUN/ranks, RUN/tb/..., RUN/checkpoints) must be real directories.
 // defines: zt_out_mode, zt_out_open, zt_out_fopen, zt_out_check, zt_out_check_dir, zt_out_create_fresh, zt_out_mkdir,
-//          zt_out_mkdirs, zt_replace_file
+//          zt_out_mkdirs, zt_replace_file, zt_write_file_atomic
 #ifndef ZT_OUT_FILE_H
 #define ZT_OUT_FILE_H
 
@@ -47,6 +47,9 @@ int zt_out_mkdirs(const char *root, const char *path);
 // Replaces path with data (n bytes) atomically: PATH.tmp.PID (zt_out_create_fresh), written,
 // fsync'd when durable, renamed over path. A link or special file at path is refused first.
 int zt_replace_file(const char *path, const void *data, size_t n, int durable);
+// zt_replace_file, durable: `data` at `path` atomically (tmp file + fsync + rename); a link or
+// special file at path, or at the tmp name, is refused. 0 on success.
+int zt_write_file_atomic(const char *path, const void *data, size_t n);
 
 #ifdef __cplusplus
 }

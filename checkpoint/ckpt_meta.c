@@ -11,6 +11,7 @@
 #include "checkpoint/ckpt_internal.h"
 #include "model/family.h"
 #include "base/common.h"
+#include "base/out_file.h"
 
 #ifndef ZT_VERSION
 #define ZT_VERSION "dev"

@@ -15,6 +15,7 @@
 #include "model/family.h"
 #include "model/qwen3.h"
 #include "base/common.h"
+#include "base/out_file.h"
 #include "checkpoint/hf.h"
 
 static int is_file(const char *p) {

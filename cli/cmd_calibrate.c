@@ -9,6 +9,7 @@
 #include "ops/triage.h"
 #include "ops/triage_defaults.h"
 #include "base/common.h"
+#include "base/out_file.h"
 
 static const char synopsis[] =
             "usage: zerotrain calibrate --healthy FILE... --idle FILE... -o BANDS.json [options]\n"

@@ -10,6 +10,7 @@
 #include "ops/power_view.h"
 #include "ops/svg.h"
 #include "base/common.h"
+#include "base/out_file.h"
 #include "ops/fmt.h"
 
 #define POWER_AREA_H 300

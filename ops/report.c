@@ -23,6 +23,7 @@
 #include "ops/svg.h"
 #include "ops/watch.h"
 #include "base/common.h"
+#include "base/out_file.h"
 #include "engine/flight.h"
 #include "ops/fmt.h"
 

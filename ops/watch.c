@@ -21,6 +21,7 @@
 
 #include "engine/comm.h"
 #include "base/common.h"
+#include "base/out_file.h"
 #include "engine/flight.h"
 #include "train/train_defaults.h"
 #include "ops/fmt.h"

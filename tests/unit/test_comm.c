@@ -14,6 +14,7 @@
 #include "engine/comm.h"
 #include "engine/comm_mpi.h"
 #include "base/common.h"
+#include "base/out_file.h"
 #include "engine/flight.h"
 #include "tests/support/comm_suite.h"
 #include "tests/support/test_util.h"

@@ -20,6 +20,7 @@
 #include "model/family.h"
 #include "model/qwen3.h"
 #include "base/common.h"
+#include "base/out_file.h"
 #include "tests/support/test_util.h"
 #include "checkpoint/hf.h"
 

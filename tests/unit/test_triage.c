@@ -22,6 +22,7 @@
 #include "ops/triage.h"
 #include "ops/watch.h"
 #include "base/common.h"
+#include "base/out_file.h"
 #include "engine/flight.h"
 #include "tests/support/test_util.h"
 
