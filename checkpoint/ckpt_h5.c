@@ -575,21 +575,8 @@ int zt_ckpt_config_diff(const zt_model_config *a, const zt_model_config *b, char
     const char *fa = a->family ? a->family->name : "qwen3", *fb = b->family ? b->family->name : "qwen3";
     if (strcmp(fa, fb) != 0)
         appendf(out, n, "%scheckpoint has model family %s, the run has %s", k++ ? "; " : "", fa, fb);
-    else if (strcmp(fa, "qwen3_5") == 0) {
-        DI(rotary_dim, "rotary dims (head_dim x partial_rotary_factor)")
-        DI(lin_conv_kernel, "linear_conv_kernel_dim")
-        DI(lin_key_heads, "linear_num_key_heads")
-        DI(lin_value_heads, "linear_num_value_heads")
-        DI(lin_key_dim, "linear_key_head_dim")
-        DI(lin_value_dim, "linear_value_head_dim")
-        for (int l = 0; l < a->num_layers && l < b->num_layers; l++)
-            if (a->layer_linear[l] != b->layer_linear[l]) {
-                appendf(out, n, "%scheckpoint has layer %d as %s, the run as %s", k++ ? "; " : "", l,
-                        a->layer_linear[l] ? "linear_attention" : "full_attention",
-                        b->layer_linear[l] ? "linear_attention" : "full_attention");
-                break;
-            }
-    }
+    else if (a->family && a->family->config_diff)  // what the family adds (model/family.h)
+        k = a->family->config_diff(a, b, out, n, k);
 #undef DI
 #undef DF
     return k;

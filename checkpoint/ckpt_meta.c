@@ -78,7 +78,7 @@ int zt_ckpt_write_metadata(zt_ckpt_save_ctx *c, const zt_ckpt_meta *m, const cha
     rc |= zt_h5_put_i64(g, "max_position_embeddings", cfg->max_position_embeddings);
     rc |= zt_h5_put_i64(g, "bos_token_id", cfg->bos_token_id);
     rc |= zt_h5_put_i64(g, "eos_token_id", cfg->eos_token_id);
-    if (cfg->family && strcmp(cfg->family->name, "qwen3") != 0) {  // another family: its whole config.json
+    if (cfg->family && cfg->family->ckpt_config_json) {  // a family whose fields these do not cover: its config.json
         char *cj = zt_model_config_json(cfg);
         rc |= zt_h5_put_str(g, "config_json", cj);
         free(cj);

@@ -5,7 +5,8 @@
 // (comm.c) polls test() and enforces the deadline; its watchdog thread polls
 // async_error() (ncclCommGetAsyncError) every period; abort() releases hung NCCL
 // kernels with ncclCommAbort before taking the job down, from either thread.
-// UNVERIFIED: compiled only, never run on a GPU (see docs/cuda.md, "NCCL process group").
+// Ran on one GPU (an H200, world 1: test_comm_nccl, 2026-12-04); more than one GPU never ran: the
+// multi-rank paths ran only on the CPU execution of CUDA (emu_comm_nccl_*; docs/cuda.md).
 #define _GNU_SOURCE
 #include "engine/comm_nccl.h"
 

@@ -13,6 +13,7 @@
 //          zt_model_max_positions (model/hf_config.h), the FLOP counts (model/flops.h))
 #ifndef ZT_FAMILY_H
 #define ZT_FAMILY_H
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/ops.h"
@@ -121,6 +122,17 @@ struct zt_family {
     const char *const *carry_prefixes;
     // 1: its `create` takes a zt_family_context (--context-parallel); 0: refused at start.
     int context_parallel;
+    // What a checkpoint of this family must agree on beyond the fields every family has (resume
+    // compares the checkpoint's config `a` with the run's `b`): appends to out (NUL-terminated, n
+    // bytes), which holds k phrases already, one "; "-separated phrase per difference ("checkpoint
+    // has X, the run has Y"), and returns k plus their count. NULL: nothing more.
+    int (*config_diff)(const zt_model_config *a, const zt_model_config *b, char *out, size_t n, int k);
+    // How many decoder layers of each kind, for the start line ("48 linear + 16 full"), into out;
+    // NULL or "": one kind, nothing said.
+    void (*layer_mix)(const zt_model_config *c, char *out, size_t n);
+    // 1: a checkpoint keeps the family's whole config.json (a family whose fields the checkpoint's
+    // fixed attributes do not cover); 0: those attributes are the whole config (Qwen3).
+    int ckpt_config_json;
 };
 
 // Decoder layers of a config by kind (through its table): n[k] layers of kind k; returns the number

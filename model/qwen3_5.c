@@ -6,6 +6,7 @@
 #include "model/qwen3_5.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -707,6 +708,45 @@ static const zt_family_cpu qwen3_5_cpu = {
 
 static const char *const carried[] = {"mtp.", "model.visual.", NULL};
 
+// What a checkpoint must agree on beyond the common fields (zt_family.config_diff).
+static void appendf(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void appendf(char *out, size_t n, const char *fmt, ...) {
+    size_t len = strlen(out);
+    if (len + 1 >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out + len, n - len, fmt, ap);
+    va_end(ap);
+}
+static int config_diff(const zt_model_config *a, const zt_model_config *b, char *out, size_t n, int k) {
+#define DI(field, name)                                                                                        \
+    if ((int64_t)a->field != (int64_t)b->field)                                                                \
+        appendf(out, n, "%scheckpoint has %s %lld, the run has %lld", k++ ? "; " : "", name, (long long)a->field, \
+                (long long)b->field);
+    DI(rotary_dim, "rotary dims (head_dim x partial_rotary_factor)")
+    DI(lin_conv_kernel, "linear_conv_kernel_dim")
+    DI(lin_key_heads, "linear_num_key_heads")
+    DI(lin_value_heads, "linear_num_value_heads")
+    DI(lin_key_dim, "linear_key_head_dim")
+    DI(lin_value_dim, "linear_value_head_dim")
+#undef DI
+    for (int l = 0; l < a->num_layers && l < b->num_layers; l++)
+        if (a->layer_linear[l] != b->layer_linear[l]) {
+            appendf(out, n, "%scheckpoint has layer %d as %s, the run as %s", k++ ? "; " : "", l,
+                    a->layer_linear[l] ? "linear_attention" : "full_attention",
+                    b->layer_linear[l] ? "linear_attention" : "full_attention");
+            break;
+        }
+    return k;
+}
+
+static void layer_mix(const zt_model_config *c, char *out, size_t n) {
+    int linear = 0;
+    for (int l = 0; l < c->num_layers; l++) linear += c->layer_linear[l] != 0;
+    if (n) out[0] = 0;
+    if (linear) snprintf(out, n, " (%d linear + %d full)", linear, c->num_layers - linear);
+}
+
 const zt_family zt_qwen3_5_family = {
     .name = "qwen3_5",
     .title = "Qwen3.5",
@@ -722,6 +762,9 @@ const zt_family zt_qwen3_5_family = {
     .layer_plan = layer_plan,
     .cpu = &qwen3_5_cpu,
     .carry_prefixes = carried,
+    .config_diff = config_diff,
+    .layer_mix = layer_mix,
+    .ckpt_config_json = 1,
 };
 
 void zt_qwen3_5_27b_config(zt_model_config *c) {

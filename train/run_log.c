@@ -181,11 +181,9 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     zt_fsdp_strategy strat;  // the state is sharded over the shard group (G), replicated W/G times
     zt_fsdp_get_strategy(r->f, &strat);
-    // the layer mix of a family with two kinds of layers (Qwen3.5: "48 linear + 16 full"); Qwen3's line as it was
-    int linear = 0;
-    for (int l = 0; l < cfg->num_layers; l++) linear += cfg->layer_linear[l] != 0;
-    char mix[64] = "";
-    if (linear) snprintf(mix, sizeof mix, " (%d linear + %d full)", linear, cfg->num_layers - linear);
+    // the layer mix of a family with two kinds of layers (Qwen3.5: " (48 linear + 16 full)"); Qwen3's line as it was
+    char mix[96] = "";
+    if (cfg->family && cfg->family->layer_mix) cfg->family->layer_mix(cfg, mix, sizeof mix);
     printf("model: %s %d layers%s, d=%lld, ffn=%lld, heads %d/%d, head_dim %d, vocab %lld, %s, %.2f M params\n",
            zt_model_title(cfg), cfg->num_layers, mix, (long long)cfg->hidden_size, (long long)cfg->intermediate_size, cfg->num_heads,
            cfg->num_kv_heads, cfg->head_dim, (long long)cfg->vocab_size, cfg->tie_word_embeddings ? "tied" : "untied",

@@ -258,7 +258,7 @@ void zt_cuda_attention_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *d
 // style): the same layouts, pos, lse and results to the GPU tolerances, without any S x S
 // buffer: the online softmax keeps o and lse, backward recomputes P per tile. Tiles above
 // the diagonal and (with pos) before a query tile's first document are skipped. Needs
-// D % 8 == 0, D <= 128 and 16-byte aligned q, k, v, o, dout, dq, dk, dv. Deterministic.
+// D % 8 == 0, D <= 256 and 16-byte aligned q, k, v, o, dout, dq, dk, dv. Deterministic.
 void zt_cuda_attention_tiled_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
                                  const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
                                  int64_t H, int64_t Hkv, int64_t D);

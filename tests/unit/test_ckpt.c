@@ -217,6 +217,32 @@ static void test_unit(const char *work) {
     CHECK(has(msg, "checkpoint has hidden_size 48, the run has 64") && has(msg, "rope_theta") &&
               has(msg, "checkpoint has tie_word_embeddings false, the run has true"),
           "%s", msg);
+    // a Qwen3.5 checkpoint also agrees on what its family adds (zt_family.config_diff), and the start
+    // line's layer mix is the family's (zt_family.layer_mix)
+    zt_model_config qa, qb;
+    snprintf(p, sizeof p, "%s/q35_tied", ZT_GOLDEN_DIR);
+    if (zt_model_config_load(&qa, p) != 0) zt_die_on_err();
+    qb = qa;
+    CHECK(zt_ckpt_config_diff(&qa, &qb, msg, sizeof msg) == 0, "identical Qwen3.5 configs differ: %s", msg);
+    char mix[96];
+    CHECK(qa.family && qa.family->layer_mix, "Qwen3.5 has a layer mix");
+    qa.family->layer_mix(&qa, mix, sizeof mix);
+    int nlin = 0;
+    for (int l = 0; l < qa.num_layers; l++) nlin += qa.layer_linear[l] != 0;
+    char want[96];
+    snprintf(want, sizeof want, " (%d linear + %d full)", nlin, qa.num_layers - nlin);
+    CHECK(nlin > 0 && nlin < qa.num_layers && strcmp(mix, want) == 0, "layer mix '%s', expected '%s'", mix, want);
+    qb.lin_key_heads += 1;
+    qb.layer_linear[1] = !qb.layer_linear[1];
+    qb.hidden_size += 8;
+    nd = zt_ckpt_config_diff(&qa, &qb, msg, sizeof msg);
+    snprintf(want, sizeof want, "checkpoint has layer 1 as %s, the run as %s",
+             qa.layer_linear[1] ? "linear_attention" : "full_attention", qb.layer_linear[1] ? "linear_attention" : "full_attention");
+    CHECK(nd == 3 && has(msg, "checkpoint has hidden_size") && has(msg, "; checkpoint has linear_num_key_heads") &&
+              has(msg, want),
+          "3 differing Qwen3.5 fields, got %d: %s", nd, msg);
+    CHECK(zt_ckpt_config_diff(&a, &qa, msg, sizeof msg) >= 1 && has(msg, "checkpoint has model family qwen3, the run has qwen3_5"),
+          "another family: %s", msg);
     // training settings
     const char *ign[] = {"steps", NULL};
     CHECK(zt_ckpt_check_train_json("{\"lr\":1,\"steps\":5}", "{\"lr\":1,\"steps\":9}", ign) == 0, "%s", zt_errmsg());
