@@ -238,6 +238,77 @@ __global__ void __launch_bounds__(NT) delta_chunk_fwd_kernel(bf16 *__restrict__ 
     }
 }
 
+// Backward, after DB8: dbeta (its dA part added) and dg of the span's rows into this block's partials.
+static __device__ void span_bwd_gates(const chunk_smem &m, float *__restrict__ dgp, float *__restrict__ dbp,
+                                      int64_t part, int t0, int L) {
+    const int tid = threadIdx.x;
+    if (tid < CH) {
+        const int i = tid, s_ = tid;
+        float sd = 0.0f;
+        for (int x = 0; x < NT; x++) sd += m.red[x];
+        // dbeta_i += dA_i . (Gam . K K^T)_i
+        float db = m.db[i];
+        for (int j = 0; j < i; j++) db += m.T[i * LDL + j] * (m.Gam[i * LDL + j] * m.KK[i * LDL + j]);
+        // dg_s = sum_{i >= s} dE_i + sum_{j < s} dF_j + sum_{i >= s, j < s} M_ij
+        float pe = 0.0f, pf = 0.0f, pm = 0.0f;
+        for (int r = CH - 1; r >= s_; r--) pe += r == L - 1 ? m.dE[r] + m.e[L - 1] * sd : m.dE[r];
+        for (int j = 0; j < s_; j++) pf += m.dF[j];
+        for (int r = s_; r < CH; r++)
+            for (int j = 0; j < s_; j++)
+                pm += m.T[r * LDL + j] * A_at(m, r, j) + m.dP[r * LDL + j] * m.P[r * LDL + j];
+        if (i < L) {
+            dbp[part + t0 + i] = db;
+            dgp[part + t0 + s_] = pe + pf + pm;
+        }
+    }
+}
+
+// Backward, after DB8: this block's parts of dk and dq for the span's rows.
+static __device__ void span_bwd_dkdq(const chunk_smem &m, float *__restrict__ dkp, float *__restrict__ dqp,
+                                     int64_t part, int t0, int L, int Dk, int nc, float scale) {
+    const int tid = threadIdx.x, LK = Dk + 2;
+    for (int x = tid; x < CH * Dk; x += NT) {  // the block's parts of dk, dq
+        const int i = x / Dk, r = x % Dk;
+        if (i >= L) continue;
+        float sk = 0.0f, sq = 0.0f;
+        for (int j = 0; j < CH; j++) {
+            const float kj = bf2f(m.K[j * LK + r]), qj = bf2f(m.Q[j * LK + r]);
+            if (j < i) {
+                sk += (m.T[i * LDL + j] * (m.beta[i] * m.Gam[i * LDL + j])) * kj;
+            } else if (j > i) {
+                sk += (m.T[j * LDL + i] * (m.beta[j] * m.Gam[j * LDL + i])) * kj;
+            }
+            if (j >= i) sk += (m.dP[j * LDL + i] * m.Gam[j * LDL + i]) * (scale * qj);
+            if (j <= i) sq += (m.dP[i * LDL + j] * m.Gam[i * LDL + j]) * kj;
+        }
+        const float ei = m.e[i], fi = m.Gam[(L - 1) * LDL + i];
+        float zk = 0.0f, zq = 0.0f, zs = 0.0f;
+        for (int c = 0; c < nc; c++) {
+            const float s0 = m.S0[r * LDC + c];
+            zk += m.X2[i * LDC + c] * s0;
+            zq += m.dO[i * LDC + c] * s0;
+            zs += m.Vn[i * LDC + c] * m.dS[r * LDC + c];
+        }
+        dkp[(part + t0 + i) * Dk + r] = sk - ei * zk + fi * zs;
+        dqp[(part + t0 + i) * Dk + r] = scale * (sq + ei * zq);
+    }
+}
+
+// Backward, after DB9: the state's gradient carried to the span before,
+// dS <- e_{L-1} dS + Qs^T diag(e) dO - K^T diag(e) dR: each thread its elements.
+static __device__ void span_bwd_state(const chunk_smem &m, int L, int Dk, float scale) {
+    const int tid = threadIdx.x, LK = Dk + 2;
+    const float eL = m.e[L - 1];
+    for (int x = tid; x < Dk * DC; x += NT) {
+        const int r = x / DC, c = x % DC;
+        float s = 0.0f;
+        for (int i = 0; i < L; i++)
+            s += m.e[i] * ((scale * bf2f(m.Q[i * LK + r])) * m.dO[i * LDC + c] -
+                           bf2f(m.K[i * LK + r]) * m.X2[i * LDC + c]);
+        m.dS[r * LDC + c] = eL * m.dS[r * LDC + c] + s;
+    }
+}
+
 // Backward, grid and block as the forward. dv assigned (the block's columns); the block's parts of
 // dq, dk [ncb, B, Hv, S, Dk] and dg, dbeta [ncb, B, Hv, S] assigned into scratch. Per span, with
 // Y = diag(beta) R, Vn = T Y, P = Gam . Qs K^T and dS the gradient of the state leaving the span:
@@ -364,62 +435,10 @@ __global__ void __launch_bounds__(NT) delta_chunk_bwd_kernel(float *__restrict__
             m.red[tid] = s;
         }
         __syncthreads();  // DB8: dA, dR, dbeta's R part, dE and the <S0, dS> shares are in place
-        if (tid < CH) {
-            const int i = tid, s_ = tid;
-            float sd = 0.0f;
-            for (int x = 0; x < NT; x++) sd += m.red[x];
-            // dbeta_i += dA_i . (Gam . K K^T)_i
-            float db = m.db[i];
-            for (int j = 0; j < i; j++) db += m.T[i * LDL + j] * (m.Gam[i * LDL + j] * m.KK[i * LDL + j]);
-            // dg_s = sum_{i >= s} dE_i + sum_{j < s} dF_j + sum_{i >= s, j < s} M_ij
-            float pe = 0.0f, pf = 0.0f, pm = 0.0f;
-            for (int r = CH - 1; r >= s_; r--) pe += r == L - 1 ? m.dE[r] + m.e[L - 1] * sd : m.dE[r];
-            for (int j = 0; j < s_; j++) pf += m.dF[j];
-            for (int r = s_; r < CH; r++)
-                for (int j = 0; j < s_; j++)
-                    pm += m.T[r * LDL + j] * A_at(m, r, j) + m.dP[r * LDL + j] * m.P[r * LDL + j];
-            if (i < L) {
-                dbp[part + t0 + i] = db;
-                dgp[part + t0 + s_] = pe + pf + pm;
-            }
-        }
-        for (int x = tid; x < CH * Dk; x += NT) {  // the block's parts of dk, dq
-            const int i = x / Dk, r = x % Dk;
-            if (i >= L) continue;
-            float sk = 0.0f, sq = 0.0f;
-            for (int j = 0; j < CH; j++) {
-                const float kj = bf2f(m.K[j * LK + r]), qj = bf2f(m.Q[j * LK + r]);
-                if (j < i) {
-                    sk += (m.T[i * LDL + j] * (m.beta[i] * m.Gam[i * LDL + j])) * kj;
-                } else if (j > i) {
-                    sk += (m.T[j * LDL + i] * (m.beta[j] * m.Gam[j * LDL + i])) * kj;
-                }
-                if (j >= i) sk += (m.dP[j * LDL + i] * m.Gam[j * LDL + i]) * (scale * qj);
-                if (j <= i) sq += (m.dP[i * LDL + j] * m.Gam[i * LDL + j]) * kj;
-            }
-            const float ei = m.e[i], fi = m.Gam[(L - 1) * LDL + i];
-            float zk = 0.0f, zq = 0.0f, zs = 0.0f;
-            for (int c = 0; c < nc; c++) {
-                const float s0 = m.S0[r * LDC + c];
-                zk += m.X2[i * LDC + c] * s0;
-                zq += m.dO[i * LDC + c] * s0;
-                zs += m.Vn[i * LDC + c] * m.dS[r * LDC + c];
-            }
-            dkp[(part + t0 + i) * Dk + r] = sk - ei * zk + fi * zs;
-            dqp[(part + t0 + i) * Dk + r] = scale * (sq + ei * zq);
-        }
+        span_bwd_gates(m, dgp, dbp, part, t0, L);
+        span_bwd_dkdq(m, dkp, dqp, part, t0, L, Dk, nc, scale);
         __syncthreads();  // DB9: dS (read above for dk and <S0, dS>) may be overwritten
-        {  // dS <- e_{L-1} dS + Qs^T diag(e) dO - K^T diag(e) dR: each thread its elements
-            const float eL = m.e[L - 1];
-            for (int x = tid; x < Dk * DC; x += NT) {
-                const int r = x / DC, c = x % DC;
-                float s = 0.0f;
-                for (int i = 0; i < L; i++)
-                    s += m.e[i] * ((scale * bf2f(m.Q[i * LK + r])) * m.dO[i * LDC + c] -
-                                   bf2f(m.K[i * LK + r]) * m.X2[i * LDC + c]);
-                m.dS[r * LDC + c] = eL * m.dS[r * LDC + c] + s;
-            }
-        }
+        span_bwd_state(m, L, Dk, scale);
     }
 }
 
