@@ -735,7 +735,7 @@ int zt_st_metadata(const zt_st_file *f, const char *key, char *out, size_t out_l
 
 // ---- fingerprint ---------------------------------------------------------------
 // Read with pread, not through the mapping: a page fault on a mapped file reads ahead around
-// it (128 KiB and more), which on 700 tensors would turn 8 MB of samples into 100s of MB.
+// it (128 KiB and more), which on 700 tensors would turn 7 MB of samples into 100s of MB.
 
 static int sample_crc(const zt_st_file *f, uint64_t at, uint64_t n, uint8_t *buf, uint32_t *crc) {
     while (n > 0) {
@@ -756,8 +756,12 @@ int zt_st_fingerprint_file(const char *path, zt_st_fingerprint *fp) {
     if (zt_st_open(&f, path) != 0) return -1;
     fp->bytes = f.size;
     fp->ntensors = f.ntensors;
-    // The table as parsed (file order: sorted by offset), not the header's bytes: the same
-    // tensors written with other padding or key order agree; __metadata__ is not part of it.
+    uint64_t hlen;
+    memcpy(&hlen, f.map, 8);  // validated by zt_st_open
+    const uint64_t base = 8 + hlen;
+    fp->data_bytes = f.ntensors ? f.tensors[f.ntensors - 1].end - base : 0;
+    // The table as parsed (file order: sorted by offset; offsets from the data's start), not the
+    // header's bytes: the same tensors written with other padding, key order or __metadata__ agree.
     uint32_t tc = 0;
     for (int i = 0; i < f.ntensors; i++) {
         const zt_st_tensor *t = &f.tensors[i];
@@ -766,7 +770,7 @@ int zt_st_fingerprint_file(const char *path, zt_st_fingerprint *fp) {
         for (int d = 0; d < t->ndim && n < (int)sizeof line; d++)
             n += snprintf(line + n, sizeof line - (size_t)n, "%s%lld", d ? "," : "", (long long)t->shape[d]);
         if (n < (int)sizeof line)
-            n += snprintf(line + n, sizeof line - (size_t)n, "] %" PRIu64 " %" PRIu64 "\n", t->begin, t->end);
+            n += snprintf(line + n, sizeof line - (size_t)n, "] %" PRIu64 " %" PRIu64 "\n", t->begin - base, t->end - base);
         tc = zt_crc32c(tc, line, strlen(line));
     }
     fp->table_crc32c = tc;

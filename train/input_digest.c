@@ -104,12 +104,13 @@ static char *init_lines(const char *path, cJSON *rec) {
         const char *slash = strrchr(files[i], '/'), *name = slash ? slash + 1 : files[i];
         char key[320];
         snprintf(key, sizeof key, "--init %s", name);
-        add_line(&b, key, "%llu bytes, %d tensors, table crc32c %08x, samples crc32c %08x",
-                 (unsigned long long)fp.bytes, fp.ntensors, fp.table_crc32c, fp.sample_crc32c);
+        add_line(&b, key, "%d tensors of %llu bytes, table crc32c %08x, samples crc32c %08x", fp.ntensors,
+                 (unsigned long long)fp.data_bytes, fp.table_crc32c, fp.sample_crc32c);
         cJSON *f = cJSON_CreateObject();
         char hex[16];
         cJSON_AddStringToObject(f, "file", name);
         cJSON_AddNumberToObject(f, "bytes", (double)fp.bytes);
+        cJSON_AddNumberToObject(f, "data_bytes", (double)fp.data_bytes);
         cJSON_AddNumberToObject(f, "tensors", fp.ntensors);
         snprintf(hex, sizeof hex, "%08x", fp.table_crc32c);
         cJSON_AddStringToObject(f, "table_crc32c", hex);

@@ -104,7 +104,7 @@ open(p, "wb").write(b)
 EOF
     cp -r "$W/data" "$W/a/data" && cp -r "$W/data" "$W/b/data"
     ns_mpmd "$W/out.txt" "$W/a" "$W/b" "$ZT" train "${COMMON[@]}" --init "$IN/model" --data "$IN/data" --run-dir "$W/run"
-    refused $? "$W/out.txt" train "\(1 difference\): --init model\.safetensors: 206496 bytes, 25 tensors, table crc32c ([0-9a-f]{8}), samples crc32c [0-9a-f]{8} on rank 0, 206496 bytes, 25 tensors, table crc32c \1, samples crc32c [0-9a-f]{8} on rank 1\. "
+    refused $? "$W/out.txt" train "\(1 difference\): --init model\.safetensors: 25 tensors of 203968 bytes, table crc32c ([0-9a-f]{8}), samples crc32c [0-9a-f]{8} on rank 0, 25 tensors of 203968 bytes, table crc32c \1, samples crc32c [0-9a-f]{8} on rank 1\. "
     # the same --init directory on both ranks (bound on each) trains
     ns_mpmd "$W/out2.txt" "$W/a" "$W/a" "$ZT" train "${COMMON[@]}" --init "$IN/model" --data "$IN/data" --run-dir "$W/run"
     trains $? "$W/out2.txt" "the same --init directory on both ranks must train"
