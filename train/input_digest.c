@@ -52,6 +52,7 @@ static void add_line(lines_buf *b, const char *key, const char *fmt, ...) {
 // The model config's fields, flattened ("rope_scaling.factor", "layer_types[3]"), each its
 // compact JSON: a difference names the field.
 static void add_config_fields(lines_buf *b, const cJSON *it, const char *prefix) {
+    // the top level's prefix ends in a space ("model config "): its fields follow it without a dot
     for (int i = 0; it; it = it->next, i++) {
         char key[320];
         if (it->string) snprintf(key, sizeof key, "%s%s%s", prefix, prefix[strlen(prefix) - 1] == ' ' ? "" : ".", it->string);

@@ -122,6 +122,11 @@ inputs_data)
     mkdir -p "$W/c" && cp -r "$W/data" "$W/c/data"
     ns_mpmd "$W/out2.txt" "$W/a" "$W/c" "$ZT" train "${COMMON[@]}" "${M[@]}" --data "$IN/data" --run-dir "$W/run"
     trains $? "$W/out2.txt" "the same dataset in another copy must train"
+    # --eval-data is read the same way: the same training data, another evaluation set on rank 1
+    cp -r "$W/data" "$W/a/eval" && cp -r "$W/b/data" "$W/c/eval"
+    ns_mpmd "$W/out3.txt" "$W/a" "$W/c" "$ZT" train "${COMMON[@]}" "${M[@]}" --data "$IN/data" --eval-data "$IN/eval" \
+        --run-dir "$W/run"
+    refused $? "$W/out3.txt" train "\(1 difference\): --eval-data dataset\.json: crc32c [0-9a-f]{8}, [^;]* on rank 0, crc32c [0-9a-f]{8}, [^;]* on rank 1\. "
     echo "ok [$CASE]: $(grep -m1 -o "the ranks read different inputs.*rank 1\. " "$W/out.txt")"
     ;;
 inputs_data_per_rank)
