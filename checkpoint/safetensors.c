@@ -770,7 +770,8 @@ int zt_st_fingerprint_file(const char *path, zt_st_fingerprint *fp) {
         for (int d = 0; d < t->ndim && n < (int)sizeof line; d++)
             n += snprintf(line + n, sizeof line - (size_t)n, "%s%lld", d ? "," : "", (long long)t->shape[d]);
         if (n < (int)sizeof line)
-            n += snprintf(line + n, sizeof line - (size_t)n, "] %" PRIu64 " %" PRIu64 "\n", t->begin - base, t->end - base);
+            n += snprintf(line + n, sizeof line - (size_t)n, "] %" PRIu64 " %" PRIu64 "\n", t->begin - base,
+                          t->end - base);
         tc = zt_crc32c(tc, line, strlen(line));
     }
     fp->table_crc32c = tc;

@@ -65,12 +65,13 @@ void zt_st_writer_free(zt_st_writer *w);
 
 // A cheap fingerprint of a safetensors file, to tell two copies apart without reading either whole
 // (a 32B model's --init is ~65 GB): its tensors' bytes; the CRC-32C of its tensor table (each
-// tensor's name, dtype, shape and offsets in the data, in file order; __metadata__ and the header's
-// layout are not part of it, so the same tensors written by another tool agree); and the CRC-32C of samples of every tensor's bytes, its first, middle and last
-// ZT_ST_SAMPLE_BYTES (a tensor of at most 3 x that, whole), read with pread. Two fine-tunes of one
-// model share the table but differ in nearly every element, so the samples tell them apart; an
-// edit confined to bytes between the samples is not seen (docs/operations.md, "Ranks that read
-// different files"). Qwen3-32B (bf16): 707 tensors, about 6.9 MB read in about 1,600 reads.
+// tensor's name, dtype, shape and offsets in the data, in file order; __metadata__ and the
+// header's layout are not part of it, so the same tensors written by another tool agree); and
+// the CRC-32C of samples of every tensor's bytes, its first, middle and last ZT_ST_SAMPLE_BYTES
+// (a tensor of at most 3 x that, whole), read with pread. Two fine-tunes of one model share the
+// table but differ in nearly every element, so the samples tell them apart; an edit confined to
+// bytes between the samples is not seen (docs/operations.md, "Ranks that read different files").
+// Qwen3-32B (bf16): 707 tensors, about 6.9 MB read in about 1,600 reads.
 #define ZT_ST_SAMPLE_BYTES 4096
 typedef struct {
     uint64_t bytes;           // the file's size

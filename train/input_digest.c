@@ -55,7 +55,8 @@ static void add_config_fields(lines_buf *b, const cJSON *it, const char *prefix)
     // the top level's prefix ends in a space ("model config "): its fields follow it without a dot
     for (int i = 0; it; it = it->next, i++) {
         char key[320];
-        if (it->string) snprintf(key, sizeof key, "%s%s%s", prefix, prefix[strlen(prefix) - 1] == ' ' ? "" : ".", it->string);
+        const int top = prefix[strlen(prefix) - 1] == ' ';
+        if (it->string) snprintf(key, sizeof key, "%s%s%s", prefix, top ? "" : ".", it->string);
         else snprintf(key, sizeof key, "%s[%d]", prefix, i);
         if ((cJSON_IsObject(it) || cJSON_IsArray(it)) && it->child) {
             add_config_fields(b, it->child, key);
@@ -141,18 +142,23 @@ static char *data_lines(const char *flag, const char *dir, cJSON *rec, const cha
     lines_buf b = {0};
     char key[64], shape[512];
     snprintf(key, sizeof key, "%s dataset.json", flag);
-    snprintf(shape, sizeof shape, "%d file%s, seq_len %d, vocab_size %lld, eos_id %lld, tokenizer \"%.60s\", version %d, "
-             "doc_attention %s", ds.nfiles, ds.nfiles == 1 ? "" : "s", ds.seq_len, (long long)ds.vocab_size,
-             (long long)ds.eos_id, ds.tokenizer, ds.version, ds.doc_isolated ? "isolated" : "full");
-    if (ds.per_rank) add_line(&b, key, "per-rank layout, %s", shape);
-    else add_line(&b, key, "crc32c %08x, single layout, %lld blocks, %s", ds.json_crc32c, (long long)ds.total_blocks, shape);
+    snprintf(shape, sizeof shape,
+             "%d file%s, seq_len %d, vocab_size %lld, eos_id %lld, tokenizer \"%.60s\", version %d, doc_attention %s",
+             ds.nfiles, ds.nfiles == 1 ? "" : "s", ds.seq_len, (long long)ds.vocab_size, (long long)ds.eos_id,
+             ds.tokenizer, ds.version, ds.doc_isolated ? "isolated" : "full");
+    if (ds.per_rank)
+        add_line(&b, key, "per-rank layout, %s", shape);
+    else
+        add_line(&b, key, "crc32c %08x, single layout, %lld blocks, %s", ds.json_crc32c, (long long)ds.total_blocks,
+                 shape);
     cJSON *o = cJSON_AddObjectToObject(rec, rec_key);
     char hex[16];
     snprintf(hex, sizeof hex, "%08x", ds.json_crc32c);
     cJSON_AddStringToObject(o, "dataset_json_crc32c", hex);
     cJSON_AddStringToObject(o, "layout", ds.per_rank ? "per-rank" : "single");
-    cJSON_AddStringToObject(o, "compared", ds.per_rank ? "seq_len, vocabulary, eos, tokenizer, version, files (each rank's "
-                                                         "own file by design)" : "dataset.json's bytes");
+    cJSON_AddStringToObject(o, "compared", ds.per_rank ? "the files' count, seq_len, vocabulary, eos, tokenizer, "
+                                                         "version, doc_attention (each rank trains on its own file)"
+                                                       : "dataset.json's bytes");
     zt_dataset_close(&ds);
     return b.s;
 }
