@@ -11,6 +11,7 @@
 #include "engine/comm_mpi.h"
 #include "engine/fsdp.h"
 #include "base/common.h"
+#include "train/input_digest.h"
 #include "train/preflight.h"
 #include "train/settings_agree.h"
 
@@ -81,8 +82,14 @@ int zt_cmd_preflight(int argc, char **argv) {
         const char *cfile = NULL;
         uint32_t crc = 0;
         const int has_file = zt_flags_config_file(&o, &cfile, &crc);
-        const int arc = zt_settings_agree(zt_comm_mpi_base(comm), cj, has_file ? cfile : NULL, crc, per_rank);
+        int arc = zt_settings_agree(zt_comm_mpi_base(comm), cj, has_file ? cfile : NULL, crc, per_rank);
         free(cj);
+        if (arc == 0) {  // and what each rank reads at those paths (train/input_digest.h), as `train` does
+            zt_input_digest d;
+            zt_input_digest_make(&d, &(zt_input_paths){.model = o.model, .data = o.data});
+            arc = zt_input_digest_agree(zt_comm_mpi_base(comm), &d);
+            zt_input_digest_free(&d);
+        }
         if (arc != 0) {
             if (info.rank == 0) fprintf(stderr, "zerotrain preflight: error: %s\n", zt_errmsg());
             zt_comm_finalize(comm);

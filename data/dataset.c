@@ -593,14 +593,15 @@ int zt_dataset_open(zt_dataset *ds, const char *dir, const zt_dataset_opts *opts
     size_t len = 0;
     char *text = zt_read_file(jpath, &len);
     if (!text) return -1;
+    ds->json_crc32c = zt_crc32c(0, text, len);
     int rc = parse_json(ds, jpath, text, len);
     free(text);
     for (int i = 0; rc == 0 && i < ds->nfiles; i++) {
-        rc = map_file(ds, &ds->files[i]);
+        if (!opts->json_only) rc = map_file(ds, &ds->files[i]);
         ds->total_blocks += ds->files[i].blocks;
     }
-    if (rc == 0 && opts->verify_crc) rc = verify_crcs(ds, opts);
-    if (rc == 0 && opts->check_tokens) rc = check_tokens(ds, opts);
+    if (rc == 0 && opts->verify_crc && !opts->json_only) rc = verify_crcs(ds, opts);
+    if (rc == 0 && opts->check_tokens && !opts->json_only) rc = check_tokens(ds, opts);
     if (rc != 0) {
         char msg[ZT_ERR_MAX];
         snprintf(msg, sizeof msg, "%s", zt_errmsg());

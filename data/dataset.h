@@ -54,6 +54,7 @@ typedef struct {
     int nfiles;
     zt_data_file *files;
     int64_t total_blocks;
+    uint32_t json_crc32c;    // CRC-32C of dataset.json's bytes (it records every file's blocks and crc32c)
 } zt_dataset;
 
 typedef struct {
@@ -62,6 +63,8 @@ typedef struct {
     int64_t model_vocab;     // model's vocab_size; 0 = use dataset.json vocab_size
     int part, nparts;        // nparts > 1: crc/token checks only for files with index % nparts == part
                              // (ranks split the work); structure and sizes are always checked
+    int json_only;           // read and check dataset.json only: no block file is opened or mapped (the
+                             // dataset's description and json_crc32c, for comparing ranks at start)
 } zt_dataset_opts;
 
 // Open and validate. Errors (returned as -1 with zt_err) name the file and the

@@ -94,6 +94,9 @@ static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_m
     cJSON_AddNumberToObject(root, "param_count", (double)zt_model_param_count(cfg));
     cJSON_AddStringToObject(root, "model", o->model ? o->model : "");
     cJSON_AddStringToObject(root, "init", o->init ? o->init : "random");
+    // what rank 0 read at those paths, as every rank's agreed at start (train/input_digest.h)
+    cJSON *inputs = r->inputs_json ? cJSON_Parse(r->inputs_json) : NULL;
+    if (inputs) cJSON_AddItemToObject(root, "inputs", inputs);
     cJSON *data = cJSON_AddObjectToObject(root, "data");
     cJSON_AddStringToObject(data, "dir", o->data);
     cJSON_AddStringToObject(data, "layout", ds->per_rank ? "per-rank" : "single");

@@ -64,6 +64,7 @@ typedef struct {
     int64_t total_steps;
     zt_hparams hp;
     char carry[64];           // RUN/carry's record in the training settings ("" when nothing is carried)
+    const char *inputs_json;  // what this rank read at start (train/input_digest.h): run.json's "inputs"
 
     data_cursor data;
     eval_state eval;

@@ -20,6 +20,7 @@
 #include "engine/comm_mpi.h"
 #include "kernels/ops.h"
 #include "train/agree.h"
+#include "train/input_digest.h"
 #include "train/loop.h"
 #include "train/preflight.h"
 #include "train/run_log.h"
@@ -194,13 +195,26 @@ int zt_train_run(const zt_train_opts *opts) {
     // that differs (a stale run file on one node) would train silently wrong or hang. The
     // CPU threads per rank are a node's own resource and change no result.
     static const char *const per_rank[] = {"threads", NULL};
-    if (zt_settings_agree(MPI_COMM_WORLD, o->config_json, o->has_config_file ? o->config_file : NULL,
-                          o->config_crc32c, per_rank) != 0) {
+    // Then what each rank reads at those paths (train/input_digest.h): the same flags can name
+    // other files on another node, or under another mount.
+    zt_input_digest inputs;
+    memset(&inputs, 0, sizeof inputs);
+    int agreed = zt_settings_agree(MPI_COMM_WORLD, o->config_json, o->has_config_file ? o->config_file : NULL,
+                                   o->config_crc32c, per_rank) == 0;
+    if (agreed) {
+        const zt_input_paths ip = {.model = o->model ? o->model : o->init, .init = o->init, .data = o->data,
+                                   .eval_data = o->eval_data};
+        zt_input_digest_make(&inputs, &ip);
+        agreed = zt_input_digest_agree(MPI_COMM_WORLD, &inputs) == 0;
+    }
+    if (!agreed) {
         char msg[ZT_ERR_MAX];
         snprintf(msg, sizeof msg, "%s", zt_errmsg());
+        zt_input_digest_free(&inputs);
         zt_mpi_finalize_once();
         return zt_err("%s", msg);
     }
+    r.inputs_json = inputs.json;  // rank 0's goes into run.json
     // One job per run directory: rank 0 holds RUN/lock until the job ends, before anything in
     // RUN is read for a decision or written (train/run_lock.h).
     zt_run_lock *lock = NULL;
@@ -215,6 +229,7 @@ int zt_train_run(const zt_train_opts *opts) {
     char msg[ZT_ERR_MAX];
     snprintf(msg, sizeof msg, "%s", zt_errmsg());
     zt_run_lock_release(lock);
+    zt_input_digest_free(&inputs);
     zt_signals_exit_on_stop(0);
     zt_mpi_finalize_once();
     if (rc != 0) zt_err("%s", msg);

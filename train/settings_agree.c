@@ -112,6 +112,11 @@ static const char *same_value(const char *const *texts, int n, const char *key, 
 
 int zt_settings_diff(const char *const *texts, int n, const char *const *per_rank, char *out, size_t cap) {
     out[0] = 0;
+    // The common case in one pass: every rank sent rank 0's text (the key-by-key search below
+    // grows as ranks^2 x keys, which a large job with long texts would feel).
+    int same = 1;
+    for (int r = 1; r < n && same; r++) same = !strcmp(texts[r], texts[0]);
+    if (same) return 0;
     int differ = 0;
     unsigned char *done = zt_xcalloc((size_t)n, 1), *mark = zt_xcalloc((size_t)n, 1);
     // every key any rank has, in the order of the first rank that has it
@@ -119,7 +124,7 @@ int zt_settings_diff(const char *const *texts, int n, const char *const *per_ran
         for (const char *p = texts[kr]; *p;) {
             const char *eq = strchr(p, '='), *eol = strchr(p, '\n');
             if (!eol) eol = p + strlen(p);
-            char key[128] = "";
+            char key[320] = "";
             if (eq && eq < eol) snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
             p = *eol ? eol + 1 : eol;
             if (!key[0] || is_per_rank(key, per_rank)) continue;
@@ -152,13 +157,12 @@ int zt_settings_diff(const char *const *texts, int n, const char *const *per_ran
     return differ;
 }
 
-int zt_settings_agree(MPI_Comm comm, const char *settings_json, const char *config_file, unsigned config_crc32c,
-                      const char *const *per_rank) {
+int zt_settings_gather_diff(MPI_Comm comm, const char *mine, const char *const *per_rank, char *msg, size_t cap) {
     int rank = 0, world = 1;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &world);
+    msg[0] = 0;
     if (world == 1) return 0;
-    char *mine = settings_text(settings_json, config_file, config_crc32c, per_rank);
     int len = (int)strlen(mine) + 1;
     int *lens = NULL, *displs = NULL;
     char *all = NULL;
@@ -176,20 +180,30 @@ int zt_settings_agree(MPI_Comm comm, const char *settings_json, const char *conf
         all = zt_xmalloc(total);
     }
     MPI_Gatherv(mine, len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, comm);
-    char msg[ZT_ERR_MAX - 256] = "";
     int differ = 0;
     if (rank == 0) {
         const char **texts = zt_xcalloc((size_t)world, sizeof *texts);
         for (int r = 0; r < world; r++) texts[r] = all + displs[r];
-        differ = zt_settings_diff(texts, world, per_rank, msg, sizeof msg);
+        differ = zt_settings_diff(texts, world, per_rank, msg, cap);
         free(texts);
     }
     MPI_Bcast(&differ, 1, MPI_INT, 0, comm);
-    if (differ) MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, 0, comm);
-    free(mine);
+    if (differ) MPI_Bcast(msg, (int)cap, MPI_CHAR, 0, comm);
     free(all);
     free(lens);
     free(displs);
+    return differ;
+}
+
+int zt_settings_agree(MPI_Comm comm, const char *settings_json, const char *config_file, unsigned config_crc32c,
+                      const char *const *per_rank) {
+    int world = 1;
+    MPI_Comm_size(comm, &world);
+    if (world == 1) return 0;
+    char *mine = settings_text(settings_json, config_file, config_crc32c, per_rank);
+    char msg[ZT_ERR_MAX - 256];
+    const int differ = zt_settings_gather_diff(comm, mine, per_rank, msg, sizeof msg);
+    free(mine);
     if (!differ) return 0;
     return zt_err("the ranks' settings differ (%d setting%s): %s. Every rank resolves its own flags and reads its own "
                   "--config file (a stale copy of a run file on one node does this); start every rank with the same "

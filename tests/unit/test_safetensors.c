@@ -1,6 +1,7 @@
 // safetensors reader/writer: (a) a file written by Hugging Face's Python library,
 // (b) writer -> reader round trips and the bf16/f16 conversions bit by bit,
-// (c) corrupt files (made here from a good one in a temp dir) each refused with the rule named.
+// (c) corrupt files (made here from a good one in a temp dir) each refused with the rule named,
+// (d) the fingerprint ranks compare of --init files.
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -528,6 +529,78 @@ static void test_corrupt(void) {
     free(good_file);
 }
 
+// zt_st_fingerprint_file (what ranks compare of --init, train/input_digest.c): the same tensors
+// under another header agree; another element in a sampled region, another shape or name differ;
+// an element between the samples of a large tensor is not seen (the documented limit, pinned so
+// that docs/operations.md stays true).
+#define FP_N 8192  // 32 KiB of F32: sampled at [0, 4K), [14K, 18K), [28K, 32K)
+static void write_fp_file(const char *path, const char *note, const float *w, int64_t w_rows, const char *wname) {
+    static float n[16];
+    for (int i = 0; i < 16; i++) n[i] = 1.0f + 0.01f * (float)i;
+    zt_st_writer *wr = zt_st_writer_new();
+    const int64_t sw[2] = {w_rows, FP_N / w_rows}, sn[1] = {16};
+    CHECK(zt_st_writer_metadata(wr, "format", "pt") == 0, "metadata");
+    if (note) CHECK(zt_st_writer_metadata(wr, "note", note) == 0, "metadata");
+    CHECK(zt_st_writer_add_f32(wr, wname, w, 2, sw, ZT_ST_F32) == 0, "add w: %s", zt_errmsg());
+    CHECK(zt_st_writer_add_f32(wr, "model.norm.weight", n, 1, sn, ZT_ST_F32) == 0, "add n: %s", zt_errmsg());
+    CHECK(zt_st_write(wr, path) == 0, "write %s: %s", path, zt_errmsg());
+    zt_st_writer_free(wr);
+}
+
+static zt_st_fingerprint fp_of(const char *name, const char *note, const float *w, int64_t rows, const char *wname) {
+    const char *path = tmp_path(name);
+    write_fp_file(path, note, w, rows, wname);
+    zt_st_fingerprint fp;
+    CHECK(zt_st_fingerprint_file(path, &fp) == 0, "fingerprint %s: %s", name, zt_errmsg());
+    unlink(path);
+    return fp;
+}
+
+static void test_fingerprint(void) {
+    static float w[FP_N];
+    for (int i = 0; i < FP_N; i++) w[i] = ramp(i);
+    const char *W = "model.embed_tokens.weight";
+    const zt_st_fingerprint a = fp_of("fp_a.safetensors", NULL, w, 64, W);
+    CHECK(a.ntensors == 2 && a.data_bytes == 4 * (FP_N + 16), "tensors %d, data bytes %llu", a.ntensors,
+          (unsigned long long)a.data_bytes);
+    CHECK(a.sampled == 3 * ZT_ST_SAMPLE_BYTES + 64, "sampled %llu bytes", (unsigned long long)a.sampled);
+    // another header (metadata, so another length and padding): the same tensors agree
+    const zt_st_fingerprint b = fp_of("fp_b.safetensors", "written by another tool", w, 64, W);
+    CHECK(b.bytes != a.bytes, "the second header should be longer");
+    CHECK(b.data_bytes == a.data_bytes && b.table_crc32c == a.table_crc32c && b.sample_crc32c == a.sample_crc32c,
+          "the same tensors under another header must agree");
+    // one element changed in each sampled region: the samples differ, the table does not
+    const int64_t sampled_at[3] = {3, (14 * 1024 + 100) / 4, FP_N - 1};
+    for (int k = 0; k < 3; k++) {
+        const float keep = w[sampled_at[k]];
+        w[sampled_at[k]] = nextafterf(keep, INFINITY);
+        const zt_st_fingerprint c = fp_of("fp_c.safetensors", NULL, w, 64, W);
+        w[sampled_at[k]] = keep;
+        CHECK(c.table_crc32c == a.table_crc32c && c.sample_crc32c != a.sample_crc32c,
+              "element %lld changed: table %08x/%08x, samples %08x/%08x", (long long)sampled_at[k], c.table_crc32c,
+              a.table_crc32c, c.sample_crc32c, a.sample_crc32c);
+    }
+    // between the head and the middle sample (byte 8 KiB of 32): not seen
+    const float keep = w[2048];
+    w[2048] = nextafterf(keep, INFINITY);
+    const zt_st_fingerprint d = fp_of("fp_d.safetensors", NULL, w, 64, W);
+    w[2048] = keep;
+    CHECK(d.table_crc32c == a.table_crc32c && d.sample_crc32c == a.sample_crc32c,
+          "an element between the samples is not read, so it cannot change the fingerprint");
+    // another shape or another name: the table differs
+    const zt_st_fingerprint e = fp_of("fp_e.safetensors", NULL, w, 128, W);
+    CHECK(e.table_crc32c != a.table_crc32c && e.sample_crc32c == a.sample_crc32c, "another shape");
+    const zt_st_fingerprint f = fp_of("fp_f.safetensors", NULL, w, 64, "lm_head.weight");
+    CHECK(f.table_crc32c != a.table_crc32c, "another name");
+    // a file that is not safetensors: refused with zt_st_open's reason
+    const char *bad = tmp_path("fp_bad.safetensors");
+    write_bytes(bad, "abc", 3);
+    zt_st_fingerprint g;
+    CHECK(zt_st_fingerprint_file(bad, &g) == -1 && strstr(zt_errmsg(), "shorter than the 8-byte header"), "bad: %s",
+          zt_errmsg());
+    unlink(bad);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_st_XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -539,6 +612,7 @@ int main(void) {
     test_round_trip();
     test_full_disk();
     test_corrupt();
+    test_fingerprint();
 
     // Remove what the tests left (every other file was already unlinked).
     const char *left[] = {"rt.safetensors", "full.safetensors", "good.safetensors", "ok.safetensors",
