@@ -42,7 +42,7 @@ variant() {
 train_one() {
     local in=$1 run=$2
     shift 2
-    "$ZT" train --init "$in" "${T[@]}" --run-dir "$run" --steps 1 "$@" >"$run.out" 2>&1 || { cat "$run.out"; fail "train $in"; }
+    "$ZT" train --init "$in" "${T[@]}" --run-dir "$run" --steps 1 "$@" >"$run.out" 2>&1 || { cat "$run.out" >&2; fail "train $in" >&2; }
     grep -o '"loss":[^,]*' "$run/metrics.jsonl" | head -1
 }
 # outputs IN RUN: RUN/final and an export of RUN both hold IN's tensors (config.json: the input's when
@@ -58,8 +58,8 @@ outputs() {
 case "$CASE" in
 tie_vlm_untied)
     variant vlm qwen3_5_vlm text_config.tie_word_embeddings=true
-    want=$(train_one "$GOLD/qwen3_5_vlm" "$W/ref")
-    got=$(train_one "$W/vlm" "$W/run")
+    want=$(train_one "$GOLD/qwen3_5_vlm" "$W/ref") || exit 1
+    got=$(train_one "$W/vlm" "$W/run") || exit 1
     [ "$got" = "$want" ] || fail "step 1 $got, but the same untied model from the unchanged fixture gives $want"
     grep -q "tie_word_embeddings is false but text_config.tie_word_embeddings is true; transformers 5's Qwen3_5ForConditionalGeneration reads the top-level one" \
         "$W/run.out" || { cat "$W/run.out"; fail "the two flags disagreeing is not said"; }
@@ -76,8 +76,8 @@ tie_vlm_tied)
         text_config.tie_word_embeddings=false || fail "config"
     $FIX config "$GOLD/qwen3_5_vlm/config.json" "$W/both/config.json" tie_word_embeddings=true \
         text_config.tie_word_embeddings=true || fail "config"
-    want=$(train_one "$W/both" "$W/ref")
-    got=$(train_one "$W/vlm" "$W/run")
+    want=$(train_one "$W/both" "$W/ref") || exit 1
+    got=$(train_one "$W/vlm" "$W/run") || exit 1
     [ "$got" = "$want" ] || fail "step 1 $got, but the tied model (both flags true) gives $want"
     grep -q "tied" "$W/run.out" || fail "the model line does not say tied"
     outputs "$W/vlm" "$W/run"
@@ -86,9 +86,10 @@ tie_vlm_tied)
 tie_distinct)
     # Qwen3: tiny_untied_gqa's own lm_head.weight under a tied config
     variant q3 tiny_untied_gqa tie_word_embeddings=true
-    want=$(train_one "$GOLD/tiny_untied_gqa" "$W/ref")
-    got=$(train_one "$W/q3" "$W/run")
+    want=$(train_one "$GOLD/tiny_untied_gqa" "$W/ref") || exit 1
+    got=$(train_one "$W/q3" "$W/run") || exit 1
     [ "$got" = "$want" ] || fail "step 1 $got, but the untied model gives $want (lm_head.weight was not the one stored)"
+    q3=$got
     grep -q "says tie_word_embeddings true, but lm_head.weight differs from model.embed_tokens.weight, first at \[0, 0\]" \
         "$W/run.out" || { cat "$W/run.out"; fail "untying is not said, naming both tensors"; }
     outputs "$W/q3" "$W/run"
@@ -98,7 +99,7 @@ tie_distinct)
         >"$W/resume.out" 2>&1 || { cat "$W/resume.out"; fail "resume"; }
     # Qwen3.5 text with an MTP head: carried, config.json the input's
     variant q35 qwen3_5_text_mtp tie_word_embeddings=true
-    train_one "$W/q35" "$W/run35" >/dev/null
+    train_one "$W/q35" "$W/run35" >/dev/null || exit 1
     grep -q "but lm_head.weight differs from model.embed_tokens.weight" "$W/run35.out" || fail "Qwen3.5: not said"
     outputs "$W/q35" "$W/run35"
     # a stored copy of the embedding is the tied model's: nothing said, nothing kept apart
@@ -108,11 +109,11 @@ import sys; sys.path.insert(0, '$SRC/tests/cli'); import hf_fixture as h
 meta, t = h.read_st('$GOLD/tiny_yarn_params/model.safetensors'); t['lm_head.weight'] = t['model.embed_tokens.weight']
 h.write_st('$W/copy/model.safetensors', meta, t)" || fail "copy"
     cp "$GOLD/tiny_yarn_params/config.json" "$W/copy/"
-    want=$(train_one "$GOLD/tiny_yarn_params" "$W/ref-tied")
-    got=$(train_one "$W/copy" "$W/run-copy")
+    want=$(train_one "$GOLD/tiny_yarn_params" "$W/ref-tied") || exit 1
+    got=$(train_one "$W/copy" "$W/run-copy") || exit 1
     [ "$got" = "$want" ] || fail "a stored copy: step 1 $got, tied $want"
     grep -q "differs from" "$W/run-copy.out" && fail "a copy of the embedding called different"
-    echo "ok [$CASE]: Qwen3 $got as the untied model; Qwen3.5 carried; a copy stays tied"
+    echo "ok [$CASE]: Qwen3 $q3 as the untied model; Qwen3.5 carried; a copy stays tied ($got)"
     ;;
 tie_transformers)
     python3 -c "import torch, transformers" 2>/dev/null || { echo "SKIP [$CASE]: torch and transformers not installed"; exit 77; }
@@ -125,7 +126,7 @@ tie_transformers)
     variant c35 qwen3_5_text_mtp tie_word_embeddings=true
     groups=()
     for v in a b c c35; do
-        train_one "$W/$v" "$W/run-$v" >/dev/null
+        train_one "$W/$v" "$W/run-$v" >/dev/null || exit 1
         "$ZT" export --dtype fp32 "$W/run-$v" "$W/run-$v-hf" >/dev/null 2>&1 || fail "export $v"
         groups+=("$W/$v" "$W/run-$v/final" "$W/run-$v-hf" --)
     done
@@ -139,8 +140,8 @@ rope_disagree)
     $FIX config "$GOLD/tiny_yarn/config.json" "$W/model/config.json" \
         'rope_parameters={"rope_type": "yarn", "factor": 2.0, "rope_theta": 20000.0, "original_max_position_embeddings": 4096}' ||
         fail "config"
-    want=$(train_one "$GOLD/tiny_yarn" "$W/ref")
-    got=$(train_one "$GOLD/tiny_yarn" "$W/run" --model "$W/model")
+    want=$(train_one "$GOLD/tiny_yarn" "$W/ref") || exit 1
+    got=$(train_one "$GOLD/tiny_yarn" "$W/run" --model "$W/model") || exit 1
     [ "$got" = "$want" ] || fail "step 1 $got, but rope_scaling's YaRN (factor 4) gives $want"
     grep -q "rope_scaling (YaRN, rope_theta 10000, factor 4, original_max_position_embeddings 4096) and rope_parameters (YaRN, rope_theta 20000, factor 2, original_max_position_embeddings 4096) disagree; transformers 5 reads rope_scaling" \
         "$W/run.out" || { cat "$W/run.out"; fail "the disagreement is not said naming both"; }
