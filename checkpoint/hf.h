@@ -4,8 +4,8 @@
 // A family may carry tensors it does not train (zt_family.carry_prefixes: Qwen3.5's MTP head and
 // vision tower): --init skips them, and the trainer copies them byte for byte into RUN/carry
 // (checkpoint/hf_carry.c), from where export and RUN/final write them back.
-// defines: zt_hf_load, zt_hf_load_slices, zt_hf_save, zt_hf_list_files, zt_hf_is_carried, zt_hf_export_name,
-//          zt_hf_carry (zt_hf_carry_write, zt_hf_carry_open, zt_hf_carry_close, zt_hf_carry_of_checkpoint)
+// defines: zt_hf_load, zt_hf_load_slices, zt_hf_tied_head_differs, zt_hf_save, zt_hf_list_files, zt_hf_is_carried,
+//          zt_hf_export_name, zt_hf_carry (zt_hf_carry_write, zt_hf_carry_open, zt_hf_carry_close, zt_hf_carry_of_checkpoint)
 #ifndef ZT_CHECKPOINT_HF_H
 #define ZT_CHECKPOINT_HF_H
 #include <stddef.h>
@@ -27,6 +27,13 @@ int zt_hf_load(const zt_model_layout *lay, const char *path, float *const *param
 // shard without ever holding the whole model.
 int zt_hf_load_slices(const zt_model_layout *lay, const char *path, const int64_t *lo, const int64_t *valid,
                             float *const *dst);
+// A tied config (cfg->tie_word_embeddings) whose checkpoint at `path` also stores an lm_head.weight
+// that is not the embedding's copy: *distinct = 1 and `detail` says where they first differ.
+// transformers 5 then does not tie the two (PreTrainedModel.tie_weights: both present with
+// different values, "we will NOT tie them", with a warning) and keeps the stored head; a loader
+// that took the config's word would drop it. 0 when the config is untied, the head absent, or equal
+// values (a copy, which the load passes over); -1 + zt_err on a read error.
+int zt_hf_tied_head_differs(const zt_model_config *cfg, const char *path, int *distinct, char *detail, size_t n);
 // Write config.json + model.safetensors (dtype: ZT_ST_BF16 or ZT_ST_F32) into dir (names as
 // zt_hf_export_name with the VLM prefix when lay->cfg.vlm).
 int zt_hf_save(const zt_model_layout *lay, float *const *params, const char *dir, int dtype);

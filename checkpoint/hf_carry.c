@@ -146,6 +146,16 @@ int zt_hf_carry_write(const zt_model_layout *lay, const char *init, const char *
     int n = 0;
     for (int i = 0; i < opened && rc == 0; i++)
         for (int k = 0; k < st[i].ntensors; k++) n += zt_hf_is_carried(&lay->cfg, st[i].tensors[k].name);
+    if (rc == 0 && n > 0 && lay->cfg.family->check_carried) {  // what is carried is what the config says
+        const char **names = zt_xcalloc((size_t)n, sizeof *names);
+        int j = 0;
+        for (int i = 0; i < opened; i++)
+            for (int k = 0; k < st[i].ntensors; k++)
+                if (zt_hf_is_carried(&lay->cfg, st[i].tensors[k].name)) names[j++] = st[i].tensors[k].name;
+        rc = lay->cfg.family->check_carried(&lay->cfg, names, n);
+        if (rc != 0) zt_err_prefix("%s", config_path);
+        free(names);
+    }
     if (rc == 0 && n > 0) {
         rc = zt_out_mkdir(tmp);
         if (rc == 0) rc = write_carry_files(lay, init, config_path, tmp, st, nfiles, n);

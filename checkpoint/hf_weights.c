@@ -3,7 +3,8 @@
 // of the layout must be present exactly once with the config's shape; a tensor the family
 // carries (checkpoint/hf_carry.c) is passed over; a VLM wrapper's text tensors are read
 // under model.language_model.
-// defines: zt_hf_load, zt_hf_load_slices, zt_hf_save, zt_hf_list_files, zt_hf_is_carried, zt_hf_export_name
+// defines: zt_hf_load, zt_hf_load_slices, zt_hf_tied_head_differs, zt_hf_save, zt_hf_list_files, zt_hf_is_carried,
+//          zt_hf_export_name
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,8 @@ static int ignorable(const zt_model_layout *lay, const char *name) {
     size_t n = strlen(name);
     const char *suffix = "rotary_emb.inv_freq";
     if (n >= strlen(suffix) && !strcmp(name + n - strlen(suffix), suffix)) return 1;
-    // Some tied checkpoints still store lm_head.weight (a copy of the embedding).
+    // Some tied checkpoints still store lm_head.weight, a copy of the embedding (one that is not a
+    // copy makes the model untied: zt_hf_tied_head_differs).
     return lay->cfg.tie_word_embeddings && !strcmp(name, "lm_head.weight");
 }
 
@@ -236,7 +238,83 @@ static int load_hf(const zt_model_layout *lay, const char *path, const slice_sin
     return rc;
 }
 
+// The first element where two tensors of the same shape differ, compared chunk by chunk as fp32
+// (nothing larger than a chunk is held): -1 when equal everywhere, -2 + zt_err on a read error.
+static int64_t first_difference(const zt_st_file *fa, const zt_st_tensor *a, const zt_st_file *fb,
+                                const zt_st_tensor *b, float *va, float *vb) {
+    enum { CHUNK = 1 << 16 };
+    float *x = zt_xmalloc(CHUNK * sizeof(float)), *y = zt_xmalloc(CHUNK * sizeof(float));
+    int64_t at = -1;
+    for (int64_t i = 0; i < a->numel && at == -1; i += CHUNK) {
+        const int64_t n = a->numel - i < CHUNK ? a->numel - i : CHUNK;
+        if (zt_st_read_f32_range(fa, a, i, n, x) != 0 || zt_st_read_f32_range(fb, b, i, n, y) != 0) {
+            at = -2;
+            break;
+        }
+        for (int64_t k = 0; k < n; k++)
+            if (x[k] != y[k]) {  // torch.equal's rule: values, not bits (-0 == 0; NaN never equal)
+                at = i + k, *va = x[k], *vb = y[k];
+                break;
+            }
+    }
+    free(x);
+    free(y);
+    return at;
+}
+
+int zt_hf_tied_head_differs(const zt_model_config *cfg, const char *path, int *distinct, char *detail, size_t n) {
+    *distinct = 0;
+    if (n) detail[0] = 0;
+    if (!cfg->tie_word_embeddings) return 0;
+    char **files = NULL;
+    int nfiles = 0;
+    if (zt_hf_list_files(path, &files, &nfiles) != 0) return -1;
+    char emb_name[128];
+    zt_hf_export_name(cfg->vlm ? ZT_HF_VLM_TEXT_PREFIX : NULL, "model.embed_tokens.weight", emb_name, sizeof emb_name);
+    zt_st_file *st = zt_xcalloc((size_t)nfiles, sizeof *st);
+    int opened = 0, rc = 0, hf = -1, ef = -1;
+    const zt_st_tensor *head = NULL, *emb = NULL;
+    for (; opened < nfiles && rc == 0; opened++) {
+        rc = zt_st_open(&st[opened], files[opened]);
+        if (rc != 0) break;
+        const zt_st_tensor *t;
+        if (!head && (t = zt_st_find(&st[opened], "lm_head.weight"))) head = t, hf = opened;
+        if (!emb && (t = zt_st_find(&st[opened], emb_name))) emb = t, ef = opened;
+    }
+    // Without lm_head.weight there is nothing to tell apart; without the embedding the load refuses
+    // the checkpoint by name.
+    if (rc == 0 && head && emb) {
+        int same_shape = head->ndim == emb->ndim;
+        for (int j = 0; j < head->ndim && same_shape; j++) same_shape = head->shape[j] == emb->shape[j];
+        float a = 0, b = 0;
+        const int64_t at = same_shape ? first_difference(&st[hf], head, &st[ef], emb, &a, &b) : 0;
+        if (at == -2) {
+            rc = -1;
+        } else if (!same_shape) {
+            *distinct = 1;
+            snprintf(detail, n, "lm_head.weight's shape is not %s's", emb_name);
+        } else if (at >= 0) {
+            *distinct = 1;
+            const int64_t cols = head->ndim == 2 ? head->shape[1] : 1;
+            snprintf(detail, n, "lm_head.weight differs from %s, first at [%lld, %lld]: %.9g against %.9g", emb_name,
+                     (long long)(at / cols), (long long)(at % cols), (double)a, (double)b);
+        }
+    }
+    for (int i = 0; i < opened; i++) zt_st_close(&st[i]);
+    free(st);
+    for (int i = 0; i < nfiles; i++) free(files[i]);
+    free(files);
+    return rc;
+}
+
 int zt_hf_load(const zt_model_layout *lay, const char *path, float *const *params) {
+    int distinct = 0;
+    char detail[400];
+    if (zt_hf_tied_head_differs(&lay->cfg, path, &distinct, detail, sizeof detail) != 0) return -1;
+    if (distinct)
+        return zt_err("%s: the config ties lm_head.weight to the embedding (tie_word_embeddings true), but %s: "
+                      "transformers keeps the two apart; load it with an untied config (tie_word_embeddings false)",
+                      path, detail);
     int64_t *lo = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t)), *valid = zt_xcalloc((size_t)lay->nunits, sizeof(int64_t));
     for (int u = 0; u < lay->nunits; u++) valid[u] = lay->units[u].numel;
     const slice_sink sink = {lo, valid, params};

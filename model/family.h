@@ -120,6 +120,10 @@ struct zt_family {
     // "model.visual."): names starting with one of these prefixes (NULL-terminated; NULL: none)
     // are carried bit-identically from --init to export and RUN/final.
     const char *const *carry_prefixes;
+    // Optional (NULL: none): the names of the n tensors of a checkpoint it carries, against the config
+    // (Qwen3.5: the MTP head's layers against mtp_num_hidden_layers), so that what is carried to export
+    // is what the config says it is. 0, or -1 + zt_err naming the tensor and the field.
+    int (*check_carried)(const zt_model_config *c, const char *const *names, int n);
     // 1: its `create` takes a zt_family_context (--context-parallel); 0: refused at start.
     int context_parallel;
     // What a checkpoint of this family must agree on beyond the fields every family has (resume

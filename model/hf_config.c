@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,14 +77,20 @@ static int get_pos_num(const cJSON *o, const char *key, double *out, const char 
 }
 
 // rope_scaling / rope_parameters: "default" (plain) or "yarn" with transformers'
-// fields (_compute_yarn_parameters); every other kind is refused by name.
+// fields (_compute_yarn_parameters); every other kind is refused by name. An object without a
+// type is "default" (transformers' setdefault), unless it names a factor: a scaling of unknown kind.
 static int parse_rope_scaling(zt_model_config *c, const cJSON *rs, const char *what, const char *origin) {
     if (!cJSON_IsObject(rs)) return zt_err("%s: %s must be an object or null", origin, what);
     const char *type = rope_type_of(rs);
-    if (!type) return zt_err("%s: %s has no rope_type", origin, what);
-    if (!strcmp(type, "default")) return 0;
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (rt && !cJSON_IsString(rt)) return zt_err("%s: %s.rope_type must be a string", origin, what);
+    if (!type && cJSON_GetObjectItemCaseSensitive(rs, "factor")) return zt_err("%s: %s has no rope_type", origin, what);
+    if (!type || !strcmp(type, "default")) return 0;
     if (strcmp(type, "yarn") != 0)
         return zt_err("%s: %s.rope_type \"%s\" is not supported (plain RoPE or \"yarn\")", origin, what, type);
+    if (c->family && !strcmp(c->family->name, "qwen3_5"))  // before Qwen3's rules, which are not Qwen3.5's
+        return zt_err("%s: %s.rope_type is \"yarn\": YaRN is not implemented for Qwen3.5 (its rope_type must be "
+                      "\"default\")", origin, what);
     c->rope_yarn = 1;
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(rs, "factor");
     if (!f || cJSON_IsNull(f))
@@ -98,6 +105,15 @@ static int parse_rope_scaling(zt_model_config *c, const cJSON *rs, const char *w
     if (get_int(rs, "original_max_position_embeddings", &c->rope_original_max_positions, 0, 1, LIM_POSITIONS,
                 origin) < 0)
         return -1;
+    // The scaled range is what the gate holds seq_len to: it must be a number of positions this
+    // trainer can count (a factor of 1e30 once overflowed it, and the gate reported the unscaled 64).
+    const double range = c->rope_factor * (double)c->rope_original_max_positions;
+    if (range > (double)LIM_POSITIONS)
+        return zt_err("%s: %s.factor %g x original_max_position_embeddings %lld = %.4g positions, beyond the %lld this "
+                      "trainer supports (as for max_position_embeddings): YaRN's factor is the context length over "
+                      "the original one (Qwen3: 4.0 with 32768)",
+                      origin, what, c->rope_factor, (long long)c->rope_original_max_positions, range,
+                      (long long)LIM_POSITIONS);
     if (get_pos_num(rs, "attention_factor", &c->rope_attention_factor, what, origin) < 0 ||
         get_pos_num(rs, "beta_fast", &c->rope_beta_fast, what, origin) < 0 ||
         get_pos_num(rs, "beta_slow", &c->rope_beta_slow, what, origin) < 0 ||
@@ -137,15 +153,14 @@ static int get_dim(const cJSON *root, const char *key, int *out, int dflt, int64
     return 0;
 }
 
-// Qwen3.5's text fields (transformers' Qwen3_5TextConfig, its defaults where a field is absent).
-static int parse_qwen3_5(zt_model_config *c, const cJSON *root, const cJSON *rp, const char *origin) {
-    if (c->rope_yarn)
-        return zt_err("%s: RoPE scaling (\"yarn\") is not implemented for Qwen3.5 (its rope_type must be \"default\")",
-                      origin);
-    // partial rotary: rope_parameters' (transformers 5), else the top level, else 0.25
+// Qwen3.5's RoPE fields: partial_rotary_factor (the RoPE object's, else the top level's, else
+// 0.25: Qwen3_5TextConfig's default) and the MRoPE sections, from rd, the RoPE object
+// transformers reads (read_rope), or NULL.
+static int read_qwen3_5_rope(zt_model_config *c, const cJSON *root, const cJSON *rd, const char *what,
+                             const char *origin) {
     double prf = 0.25;
     if (get_num(root, "partial_rotary_factor", &prf, 0, origin) < 0) return -1;
-    if (rp && cJSON_IsObject(rp) && get_num(rp, "partial_rotary_factor", &prf, 0, origin) < 0) return -1;
+    if (rd && get_num(rd, "partial_rotary_factor", &prf, 0, origin) < 0) return -1;
     if (!(prf > 0 && prf <= 1))
         return zt_err("%s: partial_rotary_factor must be in (0, 1] (got %g)", origin, prf);
     c->partial_rotary_factor = prf;
@@ -154,25 +169,31 @@ static int parse_qwen3_5(zt_model_config *c, const cJSON *root, const cJSON *rp,
         return zt_err("%s: head_dim %d x partial_rotary_factor %g = %d rotated dims; RoPE needs an even number >= 2",
                       origin, c->head_dim, prf, c->rotary_dim);
     c->mrope_section[0] = 11, c->mrope_section[1] = 11, c->mrope_section[2] = 10;
-    if (rp && cJSON_IsObject(rp)) {
-        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(rp, "mrope_section");
-        if (ms && !cJSON_IsNull(ms)) {
-            if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) != 3)
-                return zt_err("%s: rope_parameters.mrope_section must be an array of 3 integers", origin);
-            for (int i = 0; i < 3; i++) {
-                const cJSON *e = cJSON_GetArrayItem(ms, i);
-                if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
-                    e->valuedouble > LIM_HEAD_DIM)
-                    return zt_err("%s: rope_parameters.mrope_section[%d] must be an integer in [0, %d]", origin, i,
-                                  LIM_HEAD_DIM);
-                c->mrope_section[i] = (int)e->valuedouble;
-            }
+    c->mrope_interleaved = 0;
+    if (!rd) return 0;
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(rd, "mrope_section");
+    if (ms && !cJSON_IsNull(ms)) {
+        if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) != 3)
+            return zt_err("%s: %s.mrope_section must be an array of 3 integers", origin, what);
+        for (int i = 0; i < 3; i++) {
+            const cJSON *e = cJSON_GetArrayItem(ms, i);
+            if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+                e->valuedouble > LIM_HEAD_DIM)
+                return zt_err("%s: %s.mrope_section[%d] must be an integer in [0, %d]", origin, what, i,
+                              LIM_HEAD_DIM);
+            c->mrope_section[i] = (int)e->valuedouble;
         }
-        const cJSON *mi = cJSON_GetObjectItemCaseSensitive(rp, "mrope_interleaved");
-        if (mi && !cJSON_IsNull(mi) && !cJSON_IsBool(mi))
-            return zt_err("%s: rope_parameters.mrope_interleaved must be true or false", origin);
-        c->mrope_interleaved = mi && cJSON_IsTrue(mi);
     }
+    const cJSON *mi = cJSON_GetObjectItemCaseSensitive(rd, "mrope_interleaved");
+    if (mi && !cJSON_IsNull(mi) && !cJSON_IsBool(mi))
+        return zt_err("%s: %s.mrope_interleaved must be true or false", origin, what);
+    c->mrope_interleaved = mi && cJSON_IsTrue(mi);
+    return 0;
+}
+
+// Qwen3.5's text fields (transformers' Qwen3_5TextConfig, its defaults where a field is absent;
+// its RoPE fields are read_qwen3_5_rope's).
+static int parse_qwen3_5(zt_model_config *c, const cJSON *root, const char *origin) {
     const cJSON *gate = cJSON_GetObjectItemCaseSensitive(root, "attn_output_gate");
     if (gate && !cJSON_IsNull(gate) && !cJSON_IsBool(gate))
         return zt_err("%s: attn_output_gate must be true or false", origin);
@@ -212,6 +233,90 @@ static int parse_qwen3_5(zt_model_config *c, const cJSON *root, const cJSON *rp,
         if (get_int(root, "full_attention_interval", &every, 0, 1, LIM_LAYERS, origin) < 0) return -1;
         for (int l = 0; l < c->num_layers; l++) c->layer_linear[l] = (l + 1) % every != 0;
     }
+    return 0;
+}
+
+// The RoPE settings of rd, the object transformers reads (NULL: none), named `what`: rope_theta
+// (rd's, else the top level's, else 10000), the scaling, and Qwen3.5's rotary fields.
+static int read_rope(zt_model_config *c, const cJSON *root, const cJSON *rd, const char *what, const char *origin) {
+    c->rope_theta = 10000.0;
+    c->rope_yarn = c->rope_no_truncate = 0;
+    c->rope_factor = c->rope_attention_factor = c->rope_beta_fast = c->rope_beta_slow = 0;
+    c->rope_mscale = c->rope_mscale_all_dim = 0;
+    c->rope_original_max_positions = 0;
+    if (get_num(root, "rope_theta", &c->rope_theta, 0, origin) < 0) return -1;
+    if (rd && get_num(rd, "rope_theta", &c->rope_theta, 0, origin) < 0) return -1;
+    if (!(c->rope_theta > 0) || !isfinite(c->rope_theta))
+        return zt_err("%s: rope_theta must be a finite number > 0", origin);
+    if (rd && parse_rope_scaling(c, rd, what, origin) != 0) return -1;
+    if (!strcmp(c->family->name, "qwen3_5")) return read_qwen3_5_rope(c, root, rd, what, origin);
+    c->rotary_dim = c->head_dim;
+    return 0;
+}
+
+// One RoPE reading in words, for the note on two that disagree.
+static void rope_words(const zt_model_config *c, char *out, size_t n) {
+    size_t o = (size_t)snprintf(out, n, "%s, rope_theta %g", c->rope_yarn ? "YaRN" : "plain RoPE", c->rope_theta);
+    if (c->rope_yarn && o < n)
+        o += (size_t)snprintf(out + o, n - o, ", factor %g, original_max_position_embeddings %lld", c->rope_factor,
+                              (long long)c->rope_original_max_positions);
+    if (c->partial_rotary_factor > 0 && o < n)
+        snprintf(out + o, n - o, ", partial_rotary_factor %g", c->partial_rotary_factor);
+}
+
+static int same_rope(const zt_model_config *a, const zt_model_config *b) {
+    return a->rope_theta == b->rope_theta && a->rope_yarn == b->rope_yarn && a->rope_factor == b->rope_factor &&
+           a->rope_original_max_positions == b->rope_original_max_positions &&
+           a->rope_attention_factor == b->rope_attention_factor && a->rope_beta_fast == b->rope_beta_fast &&
+           a->rope_beta_slow == b->rope_beta_slow && a->rope_mscale == b->rope_mscale &&
+           a->rope_mscale_all_dim == b->rope_mscale_all_dim && a->rope_no_truncate == b->rope_no_truncate &&
+           a->partial_rotary_factor == b->partial_rotary_factor && a->rotary_dim == b->rotary_dim &&
+           !memcmp(a->mrope_section, b->mrope_section, sizeof a->mrope_section) &&
+           a->mrope_interleaved == b->mrope_interleaved;
+}
+
+static void add_note(zt_model_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_note(zt_model_config *c, const char *fmt, ...) {
+    size_t o = strlen(c->note);
+    if (o && o + 2 < sizeof c->note) o += (size_t)snprintf(c->note + o, sizeof c->note - o, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    if (o < sizeof c->note) vsnprintf(c->note + o, sizeof c->note - o, fmt, ap);
+    va_end(ap);
+}
+
+// Where transformers 5 (5.25: PreTrainedConfig.convert_rope_params_to_dict) takes RoPE from: a
+// rope_scaling object that is not empty replaces rope_parameters whole, which is then not read at
+// all (its rope_theta neither); else rope_parameters. When both are given and read differently,
+// the note says so, naming both: a file that contradicts itself is read as transformers reads it,
+// never silently.
+static int read_rope_fields(zt_model_config *c, const cJSON *root, const char *origin) {
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (rp && !cJSON_IsNull(rp) && !cJSON_IsObject(rp)) return zt_err("%s: rope_parameters must be an object", origin);
+    if (rs && !cJSON_IsNull(rs) && !cJSON_IsObject(rs))
+        return zt_err("%s: rope_scaling must be an object or null", origin);
+    const int rs_wins = cJSON_IsObject(rs) && rs->child;
+    const cJSON *rd = rs_wins ? rs : cJSON_IsObject(rp) ? rp : NULL;
+    if (read_rope(c, root, rd, rs_wins ? "rope_scaling" : "rope_parameters", origin) != 0) return -1;
+    if (!rs_wins || !cJSON_IsObject(rp) || !rp->child) return 0;
+    zt_model_config *other = zt_xmalloc(sizeof *other);
+    *other = *c;
+    char won[200], lost[400];
+    const int readable = read_rope(other, root, rp, "rope_parameters", origin) == 0;
+    if (readable) {
+        rope_words(other, lost, sizeof lost);
+    } else {
+        snprintf(lost, sizeof lost, "which zerotrain cannot read: %s", zt_errmsg());
+        zt_err_clear();
+    }
+    const int same = readable && same_rope(c, other);
+    free(other);
+    if (same) return 0;
+    rope_words(c, won, sizeof won);
+    add_note(c, "%s: rope_scaling (%s) and rope_parameters (%s) disagree; transformers 5 reads rope_scaling and not "
+                "rope_parameters, and so does zerotrain: remove the one that is wrong",
+             origin, won, lost);
     return 0;
 }
 
@@ -274,21 +379,6 @@ static int parse_object(zt_model_config *c, const cJSON *root, const char *origi
         zt_err("%s: rms_norm_eps must be a finite number > 0 (got %g)", origin, c->rms_norm_eps);
         goto out;
     }
-    // transformers >= 5 nests RoPE settings under rope_parameters; older files use rope_theta/rope_scaling.
-    c->rope_theta = 10000.0;
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-    if (rp && !cJSON_IsNull(rp) && !cJSON_IsObject(rp)) {
-        zt_err("%s: rope_parameters must be an object", origin);
-        goto out;
-    }
-    // both given: rope_parameters' wins, as in transformers 5 (its standardize_rope_params)
-    if (get_num(root, "rope_theta", &c->rope_theta, 0, origin) < 0) goto out;
-    if (rp && cJSON_IsObject(rp) && get_num(rp, "rope_theta", &c->rope_theta, 0, origin) < 0) goto out;
-    if (!(c->rope_theta > 0) || !isfinite(c->rope_theta)) {
-        zt_err("%s: rope_theta must be a finite number > 0", origin);
-        goto out;
-    }
-
     it = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     if (it && !cJSON_IsNull(it) && !cJSON_IsBool(it)) {  // "yes" is not false
         zt_err("%s: tie_word_embeddings must be true or false", origin);
@@ -303,15 +393,8 @@ static int parse_object(zt_model_config *c, const cJSON *root, const char *origi
     }
     c->max_position_embeddings = q35 ? 32768 : 40960;
     if (get_int(root, "max_position_embeddings", &c->max_position_embeddings, 0, 1, LIM_POSITIONS, origin) < 0) goto out;
-    // The scaling (after max_position_embeddings, YaRN's default original range): rope_parameters'
-    // rope_type when it is not "default", else rope_scaling's.
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    const char *rs_name = "rope_scaling";
-    if (rp && cJSON_IsObject(rp) && rope_type_of(rp) && strcmp(rope_type_of(rp), "default") != 0) {
-        rs = rp;
-        rs_name = "rope_parameters";
-    }
-    if (rs && !cJSON_IsNull(rs) && parse_rope_scaling(c, rs, rs_name, origin) != 0) goto out;
+    // RoPE (after max_position_embeddings, YaRN's default original range, and head_dim)
+    if (read_rope_fields(c, root, origin) != 0) goto out;
     c->bos_token_id = c->eos_token_id = -1;
     if (get_int(root, "bos_token_id", &c->bos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) goto out;
     it = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
@@ -329,8 +412,7 @@ static int parse_object(zt_model_config *c, const cJSON *root, const char *origi
     } else if (get_int(root, "eos_token_id", &c->eos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) {
         goto out;
     }
-    if (q35 && parse_qwen3_5(c, root, rp, origin) != 0) goto out;
-    if (!q35) c->rotary_dim = c->head_dim;
+    if (q35 && parse_qwen3_5(c, root, origin) != 0) goto out;
     if (zt_model_param_count(c) < 0) {
         zt_err("%s: the parameter count of this config overflows a 64-bit integer", origin);
         goto out;
@@ -375,14 +457,32 @@ int zt_model_config_parse(zt_model_config *c, const char *json, const char *orig
             cJSON_Delete(root);
             return zt_err("%s: text_config.model_type must be \"qwen3_5_text\"", origin);
         }
-        // the wrapper's tie_word_embeddings is transformers' when the text config has none
+        // Tied or not is the wrapper's own tie_word_embeddings (Qwen3_5Config's; absent: false):
+        // transformers 5 ties lm_head.weight by the config of the model that declares the tie
+        // (PreTrainedModel.get_expanded_tied_weights_keys reads self.config.tie_word_embeddings,
+        // and Qwen3_5ForConditionalGeneration's config is the wrapper's). text_config's is not read.
         const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
-        if (tie && !cJSON_GetObjectItemCaseSensitive(text, "tie_word_embeddings"))
-            cJSON_AddItemToObject(text, "tie_word_embeddings", cJSON_Duplicate(tie, 1));
+        const cJSON *ttie = cJSON_GetObjectItemCaseSensitive(text, "tie_word_embeddings");
+        if ((tie && !cJSON_IsNull(tie) && !cJSON_IsBool(tie)) || (ttie && !cJSON_IsNull(ttie) && !cJSON_IsBool(ttie))) {
+            cJSON_Delete(text);
+            cJSON_Delete(root);
+            return zt_err("%s: %stie_word_embeddings must be true or false", origin,
+                          tie && !cJSON_IsNull(tie) && !cJSON_IsBool(tie) ? "" : "text_config.");
+        }
+        const int tied = tie && cJSON_IsTrue(tie);
+        const int text_says = ttie && cJSON_IsBool(ttie) ? cJSON_IsTrue(ttie) : -1;
+        cJSON_DeleteItemFromObjectCaseSensitive(text, "tie_word_embeddings");
+        cJSON_AddBoolToObject(text, "tie_word_embeddings", tied);
         char where[600];
         snprintf(where, sizeof where, "%s (text_config)", origin);
         rc = parse_object(c, text, where);
         c->vlm = 1;
+        if (rc == 0 && text_says >= 0 && text_says != tied)
+            add_note(c, "%s: tie_word_embeddings is %s but text_config.tie_word_embeddings is %s; transformers 5's "
+                        "Qwen3_5ForConditionalGeneration reads the top-level one, and so does zerotrain: lm_head.weight "
+                        "is %s",
+                     origin, tied ? "true" : "false", text_says ? "true" : "false",
+                     tied ? "the embedding (tied)" : "a matrix of its own (untied), read from the checkpoint");
         cJSON_Delete(text);
     } else {
         rc = parse_object(c, root, origin);

@@ -52,6 +52,11 @@ typedef struct {
     int vlm;                            // read from a Qwen3_5ForConditionalGeneration config (text under
                                         // "text_config", weights under "model.language_model.")
     unsigned char layer_linear[4096];   // per layer (LIM_LAYERS in hf_config.c)
+    // What the codec chose where the file contradicts itself and transformers reads one side
+    // (rope_scaling against rope_parameters; a wrapper's tie_word_embeddings against its
+    // text_config's): one line for the caller to show as a warning, "" when nothing was. Only
+    // the parse of a file sets it; it is no part of the model (never written, never compared).
+    char note[1024];
 } zt_model_config;
 
 // Parse from JSON text; `origin` names the source in error messages.

@@ -745,6 +745,32 @@ static void layer_mix(const zt_model_config *c, char *out, size_t n) {
     for (int l = 0; l < c->num_layers; l++) linear += c->layer_linear[l] != 0;
     if (n) out[0] = 0;
     if (linear) snprintf(out, n, " (%d linear + %d full)", linear, c->num_layers - linear);
+// The MTP head carried against mtp_num_hidden_layers: when any mtp.* tensor is there, its layers
+// (mtp.layers.N.*) must be exactly 0 .. mtp_num_hidden_layers - 1, the head the config describes
+// and an inference engine builds from it. None at all is what transformers saves (it drops mtp.* on
+// load and keeps the config's count): nothing is carried then, and nothing disagrees.
+static int check_carried(const zt_model_config *c, const char *const *names, int n) {
+    unsigned char seen[65] = {0};  // mtp_num_hidden_layers <= 64 (hf_config.c)
+    const char *any = NULL;
+    for (int i = 0; i < n; i++) {
+        if (strncmp(names[i], "mtp.", 4) != 0) continue;
+        if (!any) any = names[i];
+        int l = -1, k = 0;
+        if (sscanf(names[i], "mtp.layers.%d.%n", &l, &k) < 1 || k == 0) continue;
+        if (l < 0 || l >= c->mtp_layers)
+            return zt_err("tensor %s belongs to MTP layer %d, but the config has mtp_num_hidden_layers = %d: the "
+                          "carried head would not be the one the config describes (set mtp_num_hidden_layers to the "
+                          "head's layer count, or leave its mtp.* tensors out)",
+                          names[i], l, c->mtp_layers);
+        seen[l] = 1;
+    }
+    for (int l = 0; any && l < c->mtp_layers; l++)
+        if (!seen[l])
+            return zt_err("the config has mtp_num_hidden_layers = %d, but the checkpoint's MTP head (%s, ...) has no "
+                          "tensor of layer %d (mtp.layers.%d.*): the carried head would not be the one the config "
+                          "describes (set mtp_num_hidden_layers to the head's layer count)",
+                          c->mtp_layers, any, l, l);
+    return 0;
 }
 
 const zt_family zt_qwen3_5_family = {
@@ -765,6 +791,7 @@ const zt_family zt_qwen3_5_family = {
     .config_diff = config_diff,
     .layer_mix = layer_mix,
     .ckpt_config_json = 1,
+    .check_carried = check_carried,
 };
 
 void zt_qwen3_5_27b_config(zt_model_config *c) {

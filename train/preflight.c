@@ -511,8 +511,13 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
     zt_model_config cfg;
     int64_t vocab = 0, params = 0, max_pos = 0;
     int yarn = 0;
-    if (o->model) {
+    if (o->cfg) {
+        cfg = *o->cfg;
+    } else if (o->model) {
         if (zt_model_config_load(&cfg, o->model) != 0) return zt_err_prefix("preflight");
+        if (g.rank == 0 && cfg.note[0]) fprintf(out, "preflight: warning: %s\n", cfg.note);
+    }
+    if (o->cfg || o->model) {
         vocab = cfg.vocab_size;
         params = zt_model_param_count(&cfg);
         max_pos = zt_model_max_positions(&cfg);  // YaRN: the scaled range

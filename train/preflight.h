@@ -14,6 +14,8 @@
 typedef struct {
     const char *data;          // dataset directory (required)
     const char *model;         // config.json / HF dir (for vocab and checkpoint size; optional)
+    const zt_model_config *cfg;  // the config as train settled it (an --init head that unties it); NULL:
+                                 // read from `model`
     const char *run_dir;       // checkpoint filesystem is the one holding this path (optional)
     int world;                 // ranks the job will run with (0: the comm's world)
     int micro_batch, grad_accum;

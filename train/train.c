@@ -124,12 +124,43 @@ static int choose_device(const zt_train_opts *o, run_state *r) {
 }
 
 // The gate: data integrity and balance, token ids, disk, devices, network.
+// The model config as this run trains it. What the file contradicts itself on (read as
+// transformers reads it) is said once. A tied config whose --init checkpoint stores an
+// lm_head.weight of its own trains untied, as transformers 5 loads it (both present with
+// different values: "we will NOT tie them", and it warns), so the stored head is neither dropped
+// nor replaced by the embedding; the checkpoints, RUN/final and export then hold it. Rank 0 reads
+// the two tensors; every rank takes its word.
+static int settle_config(const zt_train_opts *o, run_state *r, const char *cfg_src) {
+    if (r->rank == 0 && r->cfg.note[0]) fprintf(stderr, "zerotrain: warning: %s\n", r->cfg.note);
+    if (!o->init || !r->cfg.tie_word_embeddings) return 0;
+    int64_t word = 0;
+    int ok = 1;
+    if (r->rank == 0) {
+        int distinct = 0;
+        char detail[400];
+        ok = zt_hf_tied_head_differs(&r->cfg, o->init, &distinct, detail, sizeof detail) == 0;
+        if (!ok) zt_err_prefix("--init %s", o->init);
+        if (ok && distinct) {
+            word = 1;
+            fprintf(stderr, "zerotrain: warning: --init %s: %s says tie_word_embeddings true, but %s; as transformers 5 "
+                    "does, the two are not tied: lm_head.weight is loaded and trained as a matrix of its own (set "
+                    "tie_word_embeddings false in the config to say so)\n",
+                    o->init, cfg_src, detail);
+        }
+    }
+    if (zt_train_agree(r->comm, ok, "comparing --init's lm_head.weight with its embedding") != 0) return -1;
+    if (zt_allreduce(r->comm, &word, &word, 1, ZT_DT_I64, ZT_RED_MAX, "tied head") != 0) return -1;
+    if (word) r->cfg.tie_word_embeddings = 0;
+    return 0;
+}
+
 static int run_gate(const zt_train_opts *o, run_state *r, const char *cfg_src) {
     if (!o->preflight) return 0;
     zt_preflight_opts po;
     zt_preflight_defaults(&po);
     po.data = o->data;
     po.model = cfg_src;
+    po.cfg = &r->cfg;  // as settled (settle_config): an --init head that unties it counts
     po.run_dir = o->run_dir;
     po.micro_batch = o->micro_batch;
     po.grad_accum = o->grad_accum;
@@ -377,7 +408,7 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
 }
 
 // A step's outcome the loop stops on: a non-finite loss or gradient norm (all-reduced).
-static int check_finite(const run_state *r, int64_t step, const zt_fsdp_stats *s) {
+static int check_finite(const zt_train_opts *o, const run_state *r, int64_t step, const zt_fsdp_stats *s) {
     if (!s->nonfinite) return 0;
     char what[96];
     if (s->nonfinite_ranks > 0)
@@ -392,6 +423,19 @@ static int check_finite(const run_state *r, int64_t step, const zt_fsdp_stats *s
         snprintf(ckpt, sizeof ckpt, "the last checkpoint (step %lld) is untouched", (long long)r->ckpt.saved_step);
     else
         snprintf(ckpt, sizeof ckpt, "no checkpoint of this run exists yet");
+    if (step == 0) {  // no update was ever made: the model as it starts overflows, whatever --lr is
+        const char *cfg_src = o->model ? o->model : o->init;
+        char init[4300];
+        if (o->init)
+            snprintf(init, sizeof init, "the --init weights (%s: a value too large for the op it feeds, e.g. a Qwen3.5 "
+                     "A_log whose exponential overflows)", o->init);
+        else
+            snprintf(init, sizeof init, "the weights' random start (initializer_range)");
+        return zt_err("step 1: %s; stopping before the update, and before any update: --lr plays no part yet, the "
+                      "model as it starts overflows on this data. Check its config (%s: e.g. YaRN's mscale or "
+                      "attention_factor) and %s; %s",
+                      what, cfg_src, init, ckpt);
+    }
     return zt_err("step %lld: %s; stopping before the update (the parameters are those of step %lld, finite). Lower "
                   "--lr or check the data; %s",
                   (long long)step + 1, what, (long long)step, ckpt);
@@ -452,7 +496,7 @@ static int run_steps(const zt_train_opts *o, run_state *r, int *stopped) {
             zt_comm_mark_warm(r->comm);
             if (r->dcomm) zt_comm_mark_warm(r->dcomm);
         }
-        if (check_finite(r, step, &s) != 0) return -1;
+        if (check_finite(o, r, step, &s) != 0) return -1;
         account_step(&r->progress, step, &s);
         zt_liveness_set_step(r->alive, r->progress.step);
         zt_flops_account(&r->flops, r->rank, s.t_step);
@@ -517,6 +561,7 @@ int zt_train_body(const zt_train_opts *o, run_state *r) {
     set_threads(o, r);
     const char *cfg_src = o->model ? o->model : o->init;  // every rank reads it; they must agree
     if (zt_train_agree(r->comm, zt_model_config_load(&r->cfg, cfg_src) == 0, "reading the model config") != 0) return -1;
+    if (settle_config(o, r, cfg_src) != 0) return -1;
     if (choose_device(o, r) != 0) return -1;
     if (run_gate(o, r, cfg_src) != 0) return -1;
     if (open_data(o, r) != 0) return -1;
