@@ -745,6 +745,8 @@ static void layer_mix(const zt_model_config *c, char *out, size_t n) {
     for (int l = 0; l < c->num_layers; l++) linear += c->layer_linear[l] != 0;
     if (n) out[0] = 0;
     if (linear) snprintf(out, n, " (%d linear + %d full)", linear, c->num_layers - linear);
+}
+
 // The MTP head carried against mtp_num_hidden_layers: when any mtp.* tensor is there, its layers
 // (mtp.layers.N.*) must be exactly 0 .. mtp_num_hidden_layers - 1, the head the config describes
 // and an inference engine builds from it. None at all is what transformers saves (it drops mtp.* on
