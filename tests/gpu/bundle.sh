@@ -4,7 +4,8 @@
 # those libraries and no package registry (tests/gpu/README.md). On this machine (Debian 12,
 # glibc 2.36; a newer glibc runs what is built here, not the reverse) it
 #   1. builds the normal configuration with the CUDA module for sm_90 and sm_100 in
-#      build-bundle/ (zerotrain, libzerotrain_cuda.so; bench_layer with --bench),
+#      build-bundle/ (zerotrain, libzerotrain_cuda.so, and bench_layer: the layer benchmark
+#      without the GPU-only build there),
 #   2. gathers under one prefix tree: the binaries; Open MPI's orterun/orted, the plugins a
 #      world-1 run (singleton or `mpirun -n 1`) can load, its help files and config; PMIx's
 #      plugins and help files; every shared library ldd names for all of them, except glibc's
@@ -21,16 +22,16 @@
 #   bash tests/gpu/bundle.sh                  build, gather, pack into ./gpu-bundle (minutes)
 #   bash tests/gpu/bundle.sh --from build     gather from a build that exists (its arches)
 # Options: --from BUILD (no build: gather from BUILD), --out DIR (default ROOT/gpu-bundle),
-# --bench (also build and bundle bench_layer), --no-wheels, --gzip N (level, default 9),
+# --no-bench (leave bench_layer out: 2.2 MiB less), --no-wheels, --gzip N (level, default 9),
 # --no-size-check (the 64 MiB check: for a bundle that will not travel, as the ctest's).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-FROM='' OUT=$ROOT/gpu-bundle WHEELS=1 BENCH=0 GZ=9 SIZE_CHECK=1
+FROM='' OUT=$ROOT/gpu-bundle WHEELS=1 BENCH=1 GZ=9 SIZE_CHECK=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --from) FROM=$(cd "$2" && pwd); shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    --bench) BENCH=1; shift ;;
+    --no-bench) BENCH=0; shift ;;
     --no-wheels) WHEELS=0; shift ;;
     --gzip) GZ=$2; shift 2 ;;
     --no-size-check) SIZE_CHECK=0; shift ;;
@@ -54,14 +55,15 @@ if [ -z "$FROM" ]; then
     say "configure $BUILD (sm_90, sm_100)"
     # ZT_TEST_FILTER=^gpu$: of the test fragments only tests/gpu.cmake (bench_layer's target)
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="90;100" \
-        -DZT_CUDA=ON -DZT_TEST_FILTER='^gpu$' >"$BUILD.log" 2>&1 ||
-        { tail -30 "$BUILD.log"; die "configure failed ($BUILD.log)"; }
+        -DZT_CUDA=ON -DZT_TEST_FILTER='^gpu$' >"$ROOT/build-bundle.log.tmp" 2>&1 ||
+        { tail -30 "$ROOT/build-bundle.log.tmp"; die "configure failed (build-bundle.log.tmp)"; }
+    mv "$ROOT/build-bundle.log.tmp" "$BUILD/bundle-build.log"  # inside the ignored build folder
     targets=(zerotrain)
     [ "$BENCH" = 1 ] && targets+=(bench_layer)
     say "build ${targets[*]} (the module comes with zerotrain; many minutes on 2 cores)"
-    cmake --build "$BUILD" --target "${targets[@]}" >>"$BUILD.log" 2>&1 ||
-        { tail -30 "$BUILD.log"; die "build failed ($BUILD.log)"; }
-    [ -f "$BUILD/libzerotrain_cuda.so" ] || die "no libzerotrain_cuda.so: configure found no NCCL ($BUILD.log)"
+    cmake --build "$BUILD" --target "${targets[@]}" >>"$BUILD/bundle-build.log" 2>&1 ||
+        { tail -30 "$BUILD/bundle-build.log"; die "build failed ($BUILD/bundle-build.log)"; }
+    [ -f "$BUILD/libzerotrain_cuda.so" ] || die "no libzerotrain_cuda.so: configure found no NCCL ($BUILD/bundle-build.log)"
 else
     BUILD=$FROM
 fi
@@ -92,9 +94,10 @@ if [ -f "$BUILD/libzerotrain_cuda.so" ]; then
 else
     say "warning: $BUILD has no libzerotrain_cuda.so: this bundle cannot train on a GPU"
 fi
-if [ "$BENCH" = 1 ]; then
-    [ -x "$BUILD/tests/bench_layer" ] || die "--bench: $BUILD/tests/bench_layer was not built"
+if [ "$BENCH" = 1 ] && [ -x "$BUILD/tests/bench_layer" ]; then
     take "$BUILD/tests/bench_layer" usr/bin/bench_layer strip
+elif [ "$BENCH" = 1 ] && [ -z "$FROM" ]; then
+    die "$BUILD/tests/bench_layer was not built"
 fi
 take "$(command -v orterun)" usr/bin/orterun strip
 take "$(command -v orted)" usr/bin/orted strip

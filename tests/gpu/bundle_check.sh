@@ -22,6 +22,7 @@ case "$1" in
 *) BUILD=$(cd "$1" && pwd) TGZ='' ;;
 esac
 mkdir -p "$WORK" && WORK=$(cd "$WORK" && pwd)
+[ "$INSIDE" = 1 ] && [ -z "$TGZ" ] && TGZ=$WORK/out/bundle.tgz  # gathered from BUILD before the re-exec
 PFX=$WORK/prefix/zt
 fail() { echo "FAIL: $*"; exit 1; }
 SYS=/usr/lib/x86_64-linux-gnu
@@ -79,11 +80,11 @@ ldd "${elves[@]}" >"$WORK/ldd.txt" 2>&1
 bad=$(G=$glibc C=$cuda awk -v pfx="$PFX/" '
     /:$/ { obj = $1; next }
     $2 == "=>" && $3 == "not" { print obj " " $1 " not found"; next }
-    $2 == "=>" && index($3, pfx) != 1 && $1 !~ ENVIRON["G"] && !($1 ~ ENVIRON["C"] && obj ~ /libzerotrain_cuda/) {
+    $2 == "=>" && index($3, pfx) != 1 && $1 !~ ENVIRON["G"] && !($1 ~ ENVIRON["C"] && obj ~ /libzerotrain_cuda|bench_layer/) {
         print obj " " $1 " => " $3 }
     /file too short|not a dynamic/ { print obj " " $0 }' "$WORK/ldd.txt")
 [ -z "$bad" ] || { echo "$bad" | head -20; fail "resolved outside the bundle or missing (above)"; }
-echo "ok: ldd resolves ${#elves[@]} bundled binaries and plugins to the bundle and glibc (the module: CUDA too)"
+echo "ok: ldd resolves ${#elves[@]} bundled binaries and plugins to the bundle and glibc (the module and bench_layer: CUDA too)"
 
 W=$WORK/run
 mkdir -p "$W"
@@ -118,6 +119,18 @@ if [ -f "$PFX/usr/bin/libzerotrain_cuda.so" ]; then
     [ "$rc" != 0 ] || { cat c.txt; fail "train --device cuda ran without a GPU?"; }
     echo "ok: train --device cuda loaded the bundle's module and stopped (exit $rc): $(grep -m1 -i 'error' c.txt)"
 fi
+# run.sh's own use of the bundle (unpack under its build folder, the in-bundle wrapper, the module's
+# libraries): its `trainer` step must get as far as this machine allows, "no CUDA device", and its
+# `bench` step must take the bundle's bench_layer (no GPU-only build), which skips (77) here
+env -u LD_LIBRARY_PATH -u OPAL_PREFIX -u OPAL_SYSCONFDIR -u PMIX_PREFIX -u PMIX_LIBDIR -u PMIX_DATADIR \
+    PATH="${PATH#"$PFX/usr/bin:"}" ZT_BUILD_DIR="$WORK/runsh" ZT_BUNDLE_DIR="$(dirname "$TGZ")" ZT_STEPS=trainer,bench \
+    ZT_BUDGET_S=120 bash "$SRC/tests/gpu/run.sh" >runsh.txt 2>&1
+grep -q "no GPU-only build" runsh.txt && grep -q "bundle: $(dirname "$TGZ")/bundle.tgz, zerotrain " runsh.txt &&
+    grep -q "sees no CUDA device" "$WORK/runsh/logs/trainer.log" &&
+    { [ ! -x "$PFX/usr/bin/bench_layer" ] || grep -q "bench: .*in-bundle .*bench_layer --seq 2048" runsh.txt &&
+      grep -q "SKIPPED: no CUDA device" "$WORK/runsh/logs/bench.log"; } ||
+    { tail -30 runsh.txt; fail "run.sh did not run the bundle's zerotrain up to the missing GPU"; }
+echo "ok: run.sh unpacked the bundle and ran its zerotrain --device cuda up to: $(grep -m1 -o 'rank 0 sees no CUDA device' "$WORK/runsh/logs/trainer.log")"
 # a plugin or help file looked for where this machine keeps it: Open MPI and PMIx print this and go on
 if grep -l "couldn't open the help file\|Sorry!  You were supposed to get help\|unable to be opened\|unable to open" ./*.txt; then
     grep -h -A4 "Sorry\|unable to open" ./*.txt | head -20

@@ -197,6 +197,7 @@ EOF
 . "$B/zt/env.sh"
 export LD_LIBRARY_PATH="\$LD_LIBRARY_PATH:$cuda_libs"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NCCL_SOCKET_IFNAME=\${NCCL_SOCKET_IFNAME:-lo}  # world 1 on one machine, as the engine tests run NCCL there
 exec "\$@"
 EOF
     printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$B/in-bundle" "$B/zt/usr/bin/zerotrain" >"$B/zerotrain"
