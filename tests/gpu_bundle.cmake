@@ -10,7 +10,7 @@
 add_test(NAME gpu_bundle_hidden
          COMMAND bash ${ZT_TEST_DIR}/gpu/bundle_check.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR}
                  ${CMAKE_BINARY_DIR}/test-work/gpu_bundle)
-set_tests_properties(gpu_bundle_hidden PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 PROCESSORS 2
+set_tests_properties(gpu_bundle_hidden PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 PROCESSORS 2 LABELS gpu_prep
                      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 
 # gpu_run_trainer_*: run.sh's trainer steps (tests/gpu/trainer.sh: the tiny run's train / stop /
@@ -26,6 +26,6 @@ if(TARGET zerotrain_cudaemu)  # tests/cudaemu.cmake (before this file); fakenvml
     add_test(NAME gpu_run_trainer_${tag}
              COMMAND bash ${ZT_TEST_DIR}/gpu/test_trainer_steps.sh $<TARGET_FILE:zerotrain_cudaemu>
                      ${CMAKE_BINARY_DIR}/fakenvml ${CMAKE_BINARY_DIR}/test-work/gpu_run_trainer_${tag} ${steps})
-    set_tests_properties(gpu_run_trainer_${tag} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+    set_tests_properties(gpu_run_trainer_${tag} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu_prep)
   endforeach()
 endif()

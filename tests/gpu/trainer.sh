@@ -224,10 +224,10 @@ q3_32b_step() {
 }
 
 torch_step() {  # TAG CONFIG SEQS DEPTHS
-    local c=()
-    [ "$TINY" = 1 ] && c=(--no-compile)
+    local c=(--steps "$((NSTEPS - 2))" --warmup 2)
+    [ "$TINY" = 1 ] && c=(--no-compile --steps 1 --warmup 1)  # the CPU proof: the code path, not a time
     PYTHONUNBUFFERED=1 "$PY" "$SRC/tests/gpu/train_torch.py" --tag "$1" --config "$2" --seqs "${3// /,}" \
-        --depths "${4// /,}" --steps "$((NSTEPS - 2))" --warmup 2 "${c[@]}" --budget-s "${ZT_TORCH_BUDGET:-150}" ||
+        --depths "${4// /,}" "${c[@]}" --budget-s "${ZT_TORCH_BUDGET:-150}" ||
         fail "train_torch.py"
     echo "ok [$STEP]"
 }
