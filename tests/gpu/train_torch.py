@@ -124,6 +124,9 @@ def main():
     a = ap.parse_args()
     t0 = time.time()
     src = json.load(open(a.config))
+    if a.device == "cuda" and not torch.cuda.is_available():  # never the 32B shapes on a CPU by accident
+        print("RESULT %s error=no_cuda_device" % a.tag, flush=True)
+        sys.exit(1)
     import transformers
 
     info = "torch %s, transformers %s" % (torch.__version__, transformers.__version__)

@@ -224,7 +224,7 @@ q3_32b_step() {
 }
 
 torch_step() {  # TAG CONFIG SEQS DEPTHS
-    local c=(--steps "$((NSTEPS - 2))" --warmup 2)
+    local c=(--steps "$((NSTEPS - 2))" --warmup 2 --device cuda)
     [ "$TINY" = 1 ] && c=(--no-compile --steps 1 --warmup 1)  # the CPU proof: the code path, not a time
     PYTHONUNBUFFERED=1 "$PY" "$SRC/tests/gpu/train_torch.py" --tag "$1" --config "$2" --seqs "${3// /,}" \
         --depths "${4// /,}" "${c[@]}" --budget-s "${ZT_TORCH_BUDGET:-150}" ||
