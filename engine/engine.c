@@ -19,13 +19,13 @@ int zt_fsdp_create(const zt_fsdp_config *c, zt_fsdp **out) {
     int rc;
     if (!strcmp(c->backend, "cpu")) {
         const zt_fsdp_opts o = {.shard_group = c->shard_group, .mesh = c->mesh, .keep_gathered = c->keep_gathered,
-                                .context = c->context};
+                                .context = c->context, .no_seed_init = c->no_seed_init};
         rc = zt_fsdp_init_opts(f, c->comm, c->cfg, &zt_cpu_ops, c->micro_batch, c->grad_accum, c->seq_len, &c->hp,
                                c->seed, &o);
     } else if (!strcmp(c->backend, "cuda")) {
         const zt_fsdp_opts o = {.recompute = c->recompute, .attention = c->attention,
                                 .shard_group = c->shard_group, .mesh = c->mesh, .keep_gathered = c->keep_gathered,
-                                .context = c->context};
+                                .context = c->context, .no_seed_init = c->no_seed_init};
         rc = zt_fsdp_init_cuda(f, c->comm, c->dcomm, c->cfg, c->micro_batch, c->grad_accum, c->seq_len, &c->hp,
                                c->seed, &o);
     } else {

@@ -489,8 +489,8 @@ int zt_fsdp_eval(zt_fsdp *f, const uint32_t *const *blocks, int nmicro, double *
 // ---- lifetime ------------------------------------------------------------------------------
 
 // flags: ZT_FSDP_HOST_MODEL (the CPU backend: the CPU model's activations; without it only
-// the layout) and ZT_FSDP_NO_INIT (benchmarks: leave the master shards zero; seeded init of
-// billions of parameters on one host thread takes a minute).
+// the layout) and ZT_FSDP_NO_INIT (benchmarks, and --init, which writes every value: leave the
+// master shards zero; seeded init of billions of parameters on one host thread takes minutes).
 // The shard group and replica comms of hybrid sharding (G < W), the mesh's (engine/mesh.h):
 // groups of G consecutive ranks; replica group = the ranks at the same position of every group.
 static int take_groups(zt_fsdp *f, zt_comm *comm, const zt_mesh *mesh, int G, int C) {

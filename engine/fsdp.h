@@ -83,6 +83,10 @@ typedef struct {
                                    // backward re-gather; --reshard-after-forward false)
     int context;                   // C: context parallelism over the mesh's context groups (C consecutive
                                    // ranks share each block; C divides G); 0 or 1: none. cpu only
+    int no_seed_init;              // 1: leave the master shards zero instead of drawing the seeded init: the
+                                   // caller writes every value before the first step (--init). The draw is
+                                   // serial per tensor (its streams fix the values): minutes at 32B shapes
+                                   // on one rank, all of it overwritten
 } zt_fsdp_config;
 
 // 0, or -1 + zt_err when G (0 = the world) does not divide the world.

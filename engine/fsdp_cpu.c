@@ -257,7 +257,8 @@ int zt_fsdp_init(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, const zt
 
 int zt_fsdp_init_opts(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, const zt_ops *ops, int micro_batch,
                       int grad_accum, int64_t seq_len, const zt_hparams *hp, uint64_t seed, const zt_fsdp_opts *opts) {
-    if (zt_fsdp_init_host(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, ZT_FSDP_HOST_MODEL, opts) != 0)
+    const int flags = ZT_FSDP_HOST_MODEL | (opts && opts->no_seed_init ? ZT_FSDP_NO_INIT : 0);
+    if (zt_fsdp_init_host(f, comm, cfg, ops, micro_batch, grad_accum, seq_len, hp, seed, flags, opts) != 0)
         return -1;
     cpu_state *c = zt_xcalloc(1, sizeof *c);
     f->be = &zt_fsdp_cpu_backend;

@@ -880,7 +880,7 @@ int zt_fsdp_cuda_engine_init(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt
     const zt_fsdp_opts host_opts = {.keep_gathered = o.keep_gathered, .shard_group = o.shard_group, .mesh = o.mesh,
                                     .context = o.context};
     if (zt_fsdp_init_host(f, comm, cfg, NULL, micro_batch, grad_accum, seq_len, hp, seed,
-                          bench ? ZT_FSDP_NO_INIT : 0, &host_opts) != 0)
+                          bench || o.no_seed_init ? ZT_FSDP_NO_INIT : 0, &host_opts) != 0)
         return -1;
     gpu_state *c = zt_xcalloc(1, sizeof *c);
     f->be = &gpu_backend;

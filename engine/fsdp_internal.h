@@ -62,6 +62,7 @@ typedef struct zt_fsdp_opts {
     int context;            // C: context parallelism, C consecutive ranks share each block (the mesh's
                             // context groups; C must divide G and equal the mesh's); 0 or 1: none. Both
                             // backends (the GPU one takes the mesh's device context group)
+    int no_seed_init;       // 1: master shards left zero, no seeded draw (zt_fsdp_config.no_seed_init). Both
 } zt_fsdp_opts;
 
 struct zt_fsdp {

@@ -391,7 +391,8 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
                                .micro_batch = o->micro_batch, .grad_accum = o->grad_accum, .seq_len = ds->seq_len,
                                .hp = hp, .seed = o->seed, .recompute = o->recompute,
                                .attention = attention, .shard_group = G,
-                               .keep_gathered = !o->reshard_after_forward, .context = r->context};
+                               .keep_gathered = !o->reshard_after_forward, .context = r->context,
+                               .no_seed_init = o->init != NULL};  // load_init_weights writes every value
     ok = zt_fsdp_create(&ec, &r->f) == 0;
     if (ok) ok = zt_fsdp_set_data(r->f, ds->token_flags, r->data.isolated) == 0;
     if (zt_train_agree(r->comm, ok, "building the model") != 0) return -1;

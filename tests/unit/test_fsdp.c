@@ -118,6 +118,20 @@ int main(int argc, char **argv) {
                                   .context = context};
     if (companion && zt_fsdp_init_opts(&c, comm, &cfg, &zt_cpu_ops, B, G, S, &hp, seed, &co_opts) != 0)
         zt_die_on_err();
+    {  // no_seed_init (the trainer's --init, which then writes every value): no seeded draw, shards zero
+        zt_fsdp z;
+        zt_fsdp_opts zo = fo;
+        zo.no_seed_init = 1;
+        if (zt_fsdp_init_opts(&z, comm, &cfg, &zt_cpu_ops, B, G, S, &hp, seed, &zo) != 0) zt_die_on_err();
+        long long drawn = 0, seeded = 0;
+        for (int u = 0; u < z.nunits; u++)
+            for (int64_t i = 0; i < z.units[u].shard; i++) drawn += z.units[u].master[i] != 0.0f;
+        for (int u = 0; u < f.nunits; u++)
+            for (int64_t i = 0; i < f.units[u].valid; i++) seeded += f.units[u].master[i] != 0.0f;
+        CHECK(drawn == 0 && seeded > 0, "rank %d: no_seed_init left %lld master values drawn (the seeded engine: %lld)",
+              rank, drawn, seeded);
+        zt_fsdp_free(&z);
+    }
     if (rank == 0)
         printf("W=%d: shard groups of %d x %d replicas, context groups of %d (%lld of %lld tokens per block "
                "each)%s%s\n", W, GS, f.replicas, context, (long long)f.seq_local, (long long)S,
