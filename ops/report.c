@@ -409,7 +409,8 @@ static const char *fmt_count(double v, char *buf, size_t n) {
 }
 
 // The run's state: complete.json > the trainer's own failed/stopped > a rank that hit
-// the collective deadline > the watcher's final verdict > running (or starting).
+// the collective deadline (heartbeat.json "aborted", else the flight dumps) > the watcher's
+// final verdict > running (or starting).
 static void decide_state(run_data *r) {
     const char *hbs = jstr(r->hb, "state");
     const char *ws = jstr(r->watch, "state");
@@ -432,6 +433,13 @@ static void decide_state(run_data *r) {
                      "heartbeat.json: stopped on a signal at step %s after committing a checkpoint; continue with "
                      "`zerotrain train ... --resume`",
                      fmt_count(jnum(r->hb, "step"), b1, sizeof b1));
+        return;
+    }
+    if (hbs && !strcmp(hbs, "aborted")) {  // the job's own deadline caught a hang (train/liveness.h)
+        const char *err = jstr(r->hb, "error");
+        r->state = run_state("hung");
+        snprintf(r->state_why, sizeof r->state_why, "heartbeat.json: a collective deadline aborted the job at step "
+                 "%s: %s", fmt_count(jnum(r->hb, "step"), b1, sizeof b1), err && err[0] ? err : "(no reason recorded)");
         return;
     }
     int aborted = 0;

@@ -124,6 +124,9 @@ static void jstr(const cJSON *o, const char *k, char *dst, size_t n) {
     snprintf(dst, n, "%s", cJSON_IsString(v) ? v->valuestring : "");
 }
 
+// A rank index above any job's: plan's --world limit. A file named beyond it is no rank's.
+#define ZT_WATCH_MAX_RANK ((1 << 20) - 1)
+
 static void read_heartbeat(zt_watch *w) {
     char path[4200];
     int exists;
@@ -142,6 +145,20 @@ static void read_heartbeat(zt_watch *w) {
     jstr(j, "run_id", h->run_id, sizeof h->run_id);
     jstr(j, "state", h->state, sizeof h->state);
     jstr(j, "error", h->error, sizeof h->error);
+    h->stopped_by_rank = (int)jint(j, "stopped_by_rank", -1);
+    const cJSON *nt = cJSON_GetObjectItemCaseSensitive(j, "ranks_not_ticking");
+    h->not_ticking_n = -1;
+    h->not_ticking[0] = 0;
+    if (cJSON_IsArray(nt)) {  // the aborting rank's view of the ticks at the abort (train/liveness.h)
+        int n = 0, cap = 0, *rs = NULL;
+        for (const cJSON *x = nt->child; x; x = x->next)
+            if (cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= ZT_WATCH_MAX_RANK)
+                zt_int_push(&rs, &n, &cap, (int)x->valuedouble);
+        h->not_ticking_n = n;
+        zt_rank_list(rs, n, h->not_ticking, sizeof h->not_ticking);
+        free(rs);
+        h->ticks_older_than_s = jnum(j, "ticks_older_than_s", 0);
+    }
     h->step = jint(j, "step", -1);
     h->total_steps = jint(j, "total_steps", 0);
     h->epoch = jint(j, "epoch", 0);
@@ -158,8 +175,6 @@ static void read_heartbeat(zt_watch *w) {
     cJSON_Delete(j);
 }
 
-// A rank index above any job's: plan's --world limit. A file named beyond it is no rank's.
-#define ZT_WATCH_MAX_RANK ((1 << 20) - 1)
 
 static int cmp_int(const void *a, const void *b) {
     const int x = *(const int *)a, y = *(const int *)b;
@@ -520,6 +535,11 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
                  w->hb.step, w->hb.error[0] ? ": " : "", w->hb.error);
         return w->state = ZT_WS_FAILED;
     }
+    if (w->hb.have && !strcmp(w->hb.state, "aborted")) {  // a hang the job's own deadline caught (exit 3)
+        snprintf(w->reason, sizeof w->reason, "heartbeat.json: a collective deadline aborted the job at step %lld: "
+                 "%.900s", w->hb.step, w->hb.error[0] ? w->hb.error : "(no reason recorded)");
+        return w->state = ZT_WS_HUNG;
+    }
     if (w->hb.have && !strcmp(w->hb.state, "stopped")) {
         snprintf(w->reason, sizeof w->reason,
                  "heartbeat.json: the trainer stopped on a signal at step %lld after committing a checkpoint; "
@@ -857,6 +877,63 @@ static int stale_verdict(const zt_watch *w, int world, char *buf, size_t n) {
     return lead;
 }
 
+// A job its own collective deadline aborted (heartbeat.json "aborted", stopped_by_rank A): every
+// process is gone, so every tick stopped within the abort's grace and the oldest names no one.
+// What tells is which ranks had stopped ticking well before the abort (at heartbeat.json's time):
+// a stopped process, or one hung with its tick thread, is the rank the others waited for; failing
+// that, the ranks that were not in A's collective. The verdict in buf.
+static void abort_verdict(const zt_watch *w, int world, const positions *ps, char *buf, size_t n) {
+    const int A = w->hb.stopped_by_rank;
+    size_t at = A >= 0 ? (size_t)snprintf(buf, n, " \xe2\x80\x94 rank %d hit the collective deadline and aborted "
+                                          "the job", A)
+                       : (size_t)snprintf(buf, n, " \xe2\x80\x94 a rank hit the collective deadline and aborted "
+                                          "the job");
+    char rl[256];
+    if (w->hb.not_ticking_n > 0) {  // what the aborting rank saw of the ticks at the abort
+        snprintf(buf + at, n - at, "; rank%s %s had stopped ticking by then (a tick older than %.3g s: a process "
+                 "stopped, or hung with its tick thread): the rank%s the others waited for",
+                 w->hb.not_ticking_n > 1 ? "s" : "", w->hb.not_ticking, w->hb.ticks_older_than_s,
+                 w->hb.not_ticking_n > 1 ? "s" : "");
+        return;
+    }
+    // not recorded: the ticks' own times against the abort's (heartbeat.json's time). A tick is
+    // rewritten every alive interval: one more than two intervals older than the abort stopped before it
+    const double slack = 2 * w->o.alive_interval + 1;
+    int *quiet = zt_xmalloc((size_t)world * sizeof(int)), nq = 0;
+    double most = 0;
+    for (int r = 0; r < world && r < w->ranks_cap && w->hb.not_ticking_n < 0; r++)
+        if (w->ranks[r].seen && w->hb.time - w->ranks[r].value > slack) {
+            quiet[nq++] = r;
+            most = fmax(most, w->hb.time - w->ranks[r].value);
+        }
+    if (nq && at < n) {
+        zt_rank_list(quiet, nq, rl, sizeof rl);
+        snprintf(buf + at, n - at, "; rank%s %s had stopped ticking before it (up to %.1f s before the abort: a "
+                 "process stopped, or hung with its tick thread): the rank%s the others waited for",
+                 nq > 1 ? "s" : "", rl, most, nq > 1 ? "s" : "");
+        free(quiet);
+        return;
+    }
+    free(quiet);
+    int mine = -1;  // A's position group
+    for (int i = 0; i < ps->ng && mine < 0; i++)
+        for (int k = 0; k < ps->g[i].n; k++)
+            if (ps->g[i].ranks[k] == A) mine = i;
+    for (int i = 0, first = 1; mine >= 0 && i < ps->ng && at < n; i++) {
+        if (i == mine) continue;
+        zt_rank_list(ps->g[i].ranks, ps->g[i].n, rl, sizeof rl);
+        at += (size_t)snprintf(buf + at, n - at, "%s%s %s %s (%s)", first ? "; not in its collective: " : ", ",
+                               ps->g[i].n > 1 ? "ranks" : "rank", rl, ps->g[i].n > 1 ? "were" : "was", ps->g[i].text);
+        first = 0;
+    }
+    if (mine >= 0 && ps->ng == 1 && at < n)
+        snprintf(buf + at, n - at, ps->g[0].incoll
+                     ? "; every rank ticked to the end in the same collective: the transport is stuck (network, "
+                       "NCCL), not a rank"
+                     : "; every rank ticked to the end in no collective: a wait outside the collectives (its "
+                       "report, heartbeat.json's error, names it)");
+}
+
 // Details: each rank's tick, then the flight recorder summary (and the NCCL comm's).
 static void write_details(const zt_watch *w, int world, int nrec, const watch_group *mg, int nmg,
                           const group_pos *gpos, FILE *d) {
@@ -926,8 +1003,13 @@ void zt_watch_diagnose(zt_watch *w, double now) {
     snprintf(stopped_verdict, sizeof stopped_verdict,
              " \xe2\x80\x94 the run stopped cleanly on a signal at step %lld after committing a checkpoint: nothing is "
              "stuck", w->hb.step);
+    char aborted_why[1024];
+    const int was_aborted = w->hb.have && !strcmp(w->hb.state, "aborted");
+    if (was_aborted) abort_verdict(w, world, &ps, aborted_why, sizeof aborted_why);
     const char *verdict;
-    if (w->state == ZT_WS_STOPPED)
+    if (was_aborted)
+        verdict = aborted_why;
+    else if (w->state == ZT_WS_STOPPED)
         verdict = stopped_verdict;
     else if (w->state == ZT_WS_FAILED)
         verdict = " \xe2\x80\x94 the trainer reported the failure itself (its error output says why); these are the "

@@ -16,7 +16,8 @@ typedef enum {
     ZT_WS_RUNNING,
     ZT_WS_COMPLETE,      // RUN/complete.json exists
     ZT_WS_CRASHED,       // a rank's liveness tick stopped, no complete.json
-    ZT_WS_HUNG,          // ticks fresh, but the step stalled or the deadlock power signature
+    ZT_WS_HUNG,          // ticks fresh, but the step stalled or the deadlock power signature; or a
+                         // rank's collective deadline aborted the job (heartbeat.json "aborted")
     ZT_WS_FAILED,        // the trainer reported "failed" (heartbeat or a rank's tick)
     ZT_WS_STOPPED,       // the trainer stopped on SIGUSR1/SIGTERM after committing a checkpoint (resumable)
 } zt_watch_state;
@@ -59,7 +60,11 @@ double zt_watch_stale_after(const zt_watch_opts *o);
 typedef struct {
     int have;
     char run_id[80], state[16];
-    char error[600];  // state failed: the trainer's error, when it recorded one ("" otherwise)
+    char error[600];  // state failed or aborted: the trainer's error, when it recorded one ("" otherwise)
+    int stopped_by_rank;  // state aborted: the rank whose deadline took the job down (-1: not recorded)
+    int not_ticking_n;    // state aborted: how many ranks' ticks had stopped then (-1: not recorded)
+    char not_ticking[256];  // ... as a rank list ("1", "4-7")
+    double ticks_older_than_s;
     long long step, total_steps, epoch, tokens;
     double time, elapsed_s, step_time_s, tok_per_s, loss;
     double world_size;        // as written (NAN: absent); zt_watch_world decides what is used

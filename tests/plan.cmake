@@ -49,7 +49,7 @@ set_tests_properties(plan_cli_context_parallel_divide PROPERTIES PASS_REGULAR_EX
 add_test(NAME plan_cli_context_parallel_seq COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
          --world 16 --shard full --seq-len 4 --context-parallel 8)
 set_tests_properties(plan_cli_context_parallel_seq PROPERTIES PASS_REGULAR_EXPRESSION
-  "error: --context-parallel 8 is more ranks than the 4 tokens of a block")
+  "error: --context-parallel 8: blocks of 4 tokens cannot be split into 2 x 8 chunks")
 
 # Qwen3.5 (docs/plan.md "Qwen3.5"): each layer kind's saved activations against the CPU model's own
 # allocations, the 27B's memory terms and FLOPs against a hand count and the family's, the compute

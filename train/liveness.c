@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "train/liveness.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -137,4 +138,66 @@ int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h) {
     const size_t n = strlen(text);
     snprintf(text + n, sizeof text - n, "}\n");
     return replace_file(path, text);
+}
+
+int zt_heartbeat_mark(const char *run_dir, const zt_heartbeat_end *e) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/heartbeat.json", run_dir);
+    char *text = zt_read_file(path, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    zt_err_clear();
+    if (!cJSON_IsObject(j)) {  // none yet (or unreadable): what the watcher needs to read it
+        cJSON_Delete(j);
+        j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "run_id", e->run_id ? e->run_id : "");
+        cJSON_AddNumberToObject(j, "step", 0);
+        if (e->world > 0) cJSON_AddNumberToObject(j, "world_size", e->world);
+    }
+    // The first record of an ending stays (the first error is the one reported): a second rank
+    // aborting at its own deadline moments later, or a stopped rank resumed after the job ended.
+    const cJSON *was = cJSON_GetObjectItemCaseSensitive(j, "state");
+    if (cJSON_IsString(was) && !strcmp(was->valuestring, e->state)) {
+        cJSON_Delete(j);
+        return 0;
+    }
+    static const char *const keys[] = {"state", "time", "error", "stopped_by_rank", "ranks_not_ticking",
+                                       "ticks_older_than_s"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) cJSON_DeleteItemFromObjectCaseSensitive(j, keys[i]);
+    cJSON_AddStringToObject(j, "state", e->state);
+    cJSON_AddNumberToObject(j, "time", zt_wall_now());
+    if (e->error && *e->error) cJSON_AddStringToObject(j, "error", e->error);
+    if (e->stopped_by_rank >= 0) cJSON_AddNumberToObject(j, "stopped_by_rank", e->stopped_by_rank);
+    if (e->not_ticking) {
+        cJSON_AddItemToObject(j, "ranks_not_ticking", cJSON_CreateIntArray(e->not_ticking, e->n_not_ticking));
+        cJSON_AddNumberToObject(j, "ticks_older_than_s", e->ticks_older_than_s);
+    }
+    char *out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!out) return zt_err("%s: out of memory", path);
+    const size_t n = strlen(out);
+    char *line = zt_xmalloc(n + 2);
+    memcpy(line, out, n);
+    memcpy(line + n, "\n", 2);
+    cJSON_free(out);
+    const int rc = replace_file(path, line);
+    free(line);
+    return rc;
+}
+
+int zt_liveness_not_ticking(const char *run_dir, int world, double older_than_s, int *out) {
+    const double now = zt_wall_now();
+    int n = 0;
+    for (int r = 0; r < world; r++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/ranks/rank-%05d.alive", run_dir, r);
+        char *text = zt_read_file(path, NULL);
+        cJSON *j = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "time");
+        if (cJSON_IsNumber(t) && now - t->valuedouble > older_than_s) out[n++] = r;
+        cJSON_Delete(j);
+    }
+    zt_err_clear();
+    return n;
 }
