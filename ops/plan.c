@@ -669,8 +669,8 @@ int zt_plan_read_run(const char *run_dir, zt_plan_run *out) {
     }
     // the mesh it ran on; a run.json from before train recorded it: the flags as given (config.settings;
     // --shard-group node, resolved on the job's nodes, reads as full shard there)
-    const cJSON *set = member(member(run, "config"), "settings");
-    double g = member_num(tr, "shard_group"), cp = member_num(tr, "context_parallel");
+    const cJSON *set = member(member(run, "config"), "settings"), *mesh = member(run, "mesh");
+    double g = member_num(mesh, "shard_group"), cp = member_num(mesh, "context_parallel");
     if (!isfinite(cp)) cp = member_num(set, "context_parallel");
     if (!isfinite(g)) {
         const cJSON *sg = member(set, "shard_group");
@@ -682,7 +682,7 @@ int zt_plan_read_run(const char *run_dir, zt_plan_run *out) {
     if (out->shard_group < 1 || out->shard_group > out->world || out->world % out->shard_group ||
         zt_context_check(&(zt_context_job){.context = out->context_parallel, .shard_group = out->shard_group,
                                            .world = out->world, .seq_len = out->seq_len}) != 0) {
-        zt_err("--from-run: %s: train.shard_group %d and train.context_parallel %d do not lay out world_size %d",
+        zt_err("--from-run: %s: mesh.shard_group %d and mesh.context_parallel %d do not lay out world_size %d",
                path, out->shard_group, out->context_parallel, out->world);
         goto done;
     }

@@ -146,6 +146,7 @@ static void read_heartbeat(zt_watch *w) {
     jstr(j, "state", h->state, sizeof h->state);
     jstr(j, "error", h->error, sizeof h->error);
     h->stopped_by_rank = (int)jint(j, "stopped_by_rank", -1);
+    h->state_time = jnum(j, "state_time", 0);
     const cJSON *nt = cJSON_GetObjectItemCaseSensitive(j, "ranks_not_ticking");
     h->not_ticking_n = -1;
     h->not_ticking[0] = 0;
@@ -896,15 +897,15 @@ static void abort_verdict(const zt_watch *w, int world, const positions *ps, cha
                  w->hb.not_ticking_n > 1 ? "s" : "");
         return;
     }
-    // not recorded: the ticks' own times against the abort's (heartbeat.json's time). A tick is
+    // not recorded: the ticks' own times against the abort's (heartbeat.json's state_time). A tick is
     // rewritten every alive interval: one more than two intervals older than the abort stopped before it
-    const double slack = 2 * w->o.alive_interval + 1;
+    const double slack = 2 * w->o.alive_interval + 1, t_abort = w->hb.state_time;
     int *quiet = zt_xmalloc((size_t)world * sizeof(int)), nq = 0;
     double most = 0;
-    for (int r = 0; r < world && r < w->ranks_cap && w->hb.not_ticking_n < 0; r++)
-        if (w->ranks[r].seen && w->hb.time - w->ranks[r].value > slack) {
+    for (int r = 0; r < world && r < w->ranks_cap && w->hb.not_ticking_n < 0 && t_abort > 0; r++)
+        if (w->ranks[r].seen && t_abort - w->ranks[r].value > slack) {
             quiet[nq++] = r;
-            most = fmax(most, w->hb.time - w->ranks[r].value);
+            most = fmax(most, t_abort - w->ranks[r].value);
         }
     if (nq && at < n) {
         zt_rank_list(quiet, nq, rl, sizeof rl);

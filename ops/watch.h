@@ -65,6 +65,7 @@ typedef struct {
     int not_ticking_n;    // state aborted: how many ranks' ticks had stopped then (-1: not recorded)
     char not_ticking[256];  // ... as a rank list ("1", "4-7")
     double ticks_older_than_s;
+    double state_time;    // state aborted or failed as marked (train/liveness.h): when (0: not recorded)
     long long step, total_steps, epoch, tokens;
     double time, elapsed_s, step_time_s, tok_per_s, loss;
     double world_size;        // as written (NAN: absent); zt_watch_world decides what is used

@@ -152,6 +152,7 @@ int zt_heartbeat_mark(const char *run_dir, const zt_heartbeat_end *e) {
         j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "run_id", e->run_id ? e->run_id : "");
         cJSON_AddNumberToObject(j, "step", 0);
+        cJSON_AddNumberToObject(j, "time", zt_wall_now());
         if (e->world > 0) cJSON_AddNumberToObject(j, "world_size", e->world);
     }
     // The first record of an ending stays (the first error is the one reported): a second rank
@@ -161,25 +162,35 @@ int zt_heartbeat_mark(const char *run_dir, const zt_heartbeat_end *e) {
         cJSON_Delete(j);
         return 0;
     }
-    static const char *const keys[] = {"state", "time", "error", "stopped_by_rank", "ranks_not_ticking",
+    // "time" stays the last step's (what the watcher times the steps by); "state_time" is this record's
+    static const char *const keys[] = {"state", "state_time", "error", "stopped_by_rank", "ranks_not_ticking",
                                        "ticks_older_than_s"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) cJSON_DeleteItemFromObjectCaseSensitive(j, keys[i]);
     cJSON_AddStringToObject(j, "state", e->state);
-    cJSON_AddNumberToObject(j, "time", zt_wall_now());
+    cJSON_AddNumberToObject(j, "state_time", zt_wall_now());
     if (e->error && *e->error) cJSON_AddStringToObject(j, "error", e->error);
     if (e->stopped_by_rank >= 0) cJSON_AddNumberToObject(j, "stopped_by_rank", e->stopped_by_rank);
     if (e->not_ticking) {
         cJSON_AddItemToObject(j, "ranks_not_ticking", cJSON_CreateIntArray(e->not_ticking, e->n_not_ticking));
         cJSON_AddNumberToObject(j, "ticks_older_than_s", e->ticks_older_than_s);
     }
-    char *out = cJSON_PrintUnformatted(j);
+    // one line in zt_heartbeat_write's layout ("key": value, ...), which readers of the file may grep
+    char *line = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&line, &len);
+    if (!f) zt_fatal("out of host memory for %s", path);
+    fputc('{', f);
+    for (const cJSON *m = j->child; m; m = m->next) {
+        cJSON *key = cJSON_CreateString(m->string ? m->string : "");  // escaped as JSON text
+        char *v = cJSON_PrintUnformatted(m), *k = key ? cJSON_PrintUnformatted(key) : NULL;
+        fprintf(f, "%s%s: %s", m == j->child ? "" : ", ", k ? k : "\"\"", v ? v : "null");
+        cJSON_free(v);
+        cJSON_free(k);
+        cJSON_Delete(key);
+    }
+    fputs("}\n", f);
+    fclose(f);
     cJSON_Delete(j);
-    if (!out) return zt_err("%s: out of memory", path);
-    const size_t n = strlen(out);
-    char *line = zt_xmalloc(n + 2);
-    memcpy(line, out, n);
-    memcpy(line + n, "\n", 2);
-    cJSON_free(out);
     const int rc = replace_file(path, line);
     free(line);
     return rc;

@@ -36,9 +36,10 @@ int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h);
 
 // The job ended in a way that skips the trainer's own last heartbeat (a rank's collective deadline
 // took it down with exit 3, or MPI never started): RUN/heartbeat.json's state becomes e->state
-// ("aborted", "failed") with the error, the rank that wrote it (stopped_by_rank) and the ranks whose
-// liveness tick had stopped by then (ranks_not_ticking), every other member kept as the last
-// heartbeat had it (none yet: a minimal one with step 0, e->run_id and world_size e->world when > 0).
+// ("aborted", "failed") with the error, the time of this record (state_time), the rank that wrote it
+// (stopped_by_rank) and the ranks whose liveness tick had stopped by then (ranks_not_ticking), every
+// other member kept as the last heartbeat had it ("time" stays the last step's; none yet: a minimal
+// one with step 0, e->run_id and world_size e->world when > 0).
 // Atomic like every heartbeat; any rank may call it. A heartbeat that already says e->state is kept
 // as it is (the first rank to abort is the one named, not a later one). 0, or -1 + zt_err.
 typedef struct {

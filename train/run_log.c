@@ -126,18 +126,21 @@ static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_m
     }
     cJSON_AddNumberToObject(tr, "micro_batch", o->micro_batch);
     cJSON_AddNumberToObject(tr, "grad_accum", o->grad_accum);
-    // how the world is laid out (the mesh's; `node` resolved): `plan --from-run` plans this job
-    zt_fsdp_strategy strat;
-    zt_fsdp_get_strategy(r->f, &strat);
-    cJSON_AddNumberToObject(tr, "shard_group", strat.shard_group);
-    cJSON_AddNumberToObject(tr, "context_parallel", r->context);
-    cJSON_AddNumberToObject(tr, "data_parallel_ranks", zt_data_parallel_ranks(world, r->context));
     // C ranks of a context group share each block: the data-parallel ranks' blocks (engine/job_shape.h)
     cJSON_AddNumberToObject(tr, "tokens_per_step",
                             (double)zt_tokens_per_step(world, r->context, o->micro_batch, o->grad_accum,
                                                        ds->seq_len));
     cJSON_AddNumberToObject(tr, "save_every", (double)o->save_every);
     cJSON_AddNumberToObject(tr, "keep_last", o->keep_last);
+    // how the world is laid out (the mesh's; `node` resolved): `plan --from-run` plans this job
+    zt_fsdp_strategy strat;
+    zt_fsdp_get_strategy(r->f, &strat);
+    cJSON *mesh = cJSON_AddObjectToObject(root, "mesh");
+    cJSON_AddNumberToObject(mesh, "world", world);
+    cJSON_AddNumberToObject(mesh, "shard_group", strat.shard_group);
+    cJSON_AddNumberToObject(mesh, "replicas", world / strat.shard_group);
+    cJSON_AddNumberToObject(mesh, "context_parallel", r->context);
+    cJSON_AddNumberToObject(mesh, "data_parallel_ranks", zt_data_parallel_ranks(world, r->context));
     cJSON *m = cJSON_AddObjectToObject(root, "memory_per_rank_bytes");
     cJSON_AddNumberToObject(m, "params", (double)mem->params);
     cJSON_AddNumberToObject(m, "grads", (double)mem->grads);

@@ -32,9 +32,9 @@ tokens_per_step)
     py "$W/run" "$W/plan.txt" "$GOLD/tiny_untied_gqa/config.json" <<'P' || fail "run.json or plan --from-run"
 import json, re, sys
 run = json.load(open(sys.argv[1] + "/run.json")); out = open(sys.argv[2]).read(); c = json.load(open(sys.argv[3]))
-tr, S, W = run["train"], run["data"]["seq_len"], run["world_size"]
-assert (W, tr["shard_group"], tr["context_parallel"], tr["data_parallel_ranks"]) == (4, 2, 2, 2), tr
-want = W // tr["context_parallel"] * tr["micro_batch"] * tr["grad_accum"] * S
+tr, m, S, W = run["train"], run["mesh"], run["data"]["seq_len"], run["world_size"]
+assert (m["world"], m["shard_group"], m["replicas"], m["context_parallel"], m["data_parallel_ranks"]) == (4, 2, 2, 2, 2), m
+want = W // m["context_parallel"] * tr["micro_batch"] * tr["grad_accum"] * S
 assert tr["tokens_per_step"] == want == 64, (tr["tokens_per_step"], want)
 assert "4 ranks, shard group 2 x 2 replicas, context parallel 2 (2 data-parallel ranks, each rank 1/2 of each block)" in out
 assert re.search(r"seq 16: 16 tokens per rank per step", out), "plan --from-run: each rank's 16 tokens"
