@@ -249,14 +249,15 @@ static void print_detail(const zt_plan_result *r) {
                "micro-batch %d x grad-accum %d x seq %lld = %.0f tokens per step, %.0f per GPU (%s of each block)\n",
                zt_shard_names[j->choice], j->keep_gathered ? " + keep-gathered" : "", choice_text(j->choice), j->world,
                r->shard_group, r->replicas, r->replicas == 1 ? "" : "s", r->context, r->data_parallel, j->micro_batch,
-               j->grad_accum, (long long)j->seq_len, r->tokens_per_gpu * j->world, r->tokens_per_gpu,
-               share);
+               j->grad_accum, (long long)j->seq_len,
+               (double)zt_tokens_per_step(j->world, r->context, j->micro_batch, j->grad_accum, j->seq_len),
+               r->tokens_per_gpu, share);
     else
     printf("\n== %s%s (%s): %d GPUs, shard group %d x %d replica%s, micro-batch %d x grad-accum %d x seq %lld = %.0f "
            "tokens per GPU per step, %.0f per step\n",
            zt_shard_names[j->choice], j->keep_gathered ? " + keep-gathered" : "", choice_text(j->choice), j->world, r->shard_group, r->replicas,
            r->replicas == 1 ? "" : "s", j->micro_batch, j->grad_accum, (long long)j->seq_len, r->tokens_per_gpu,
-           r->tokens_per_gpu * j->world);
+           (double)zt_tokens_per_step(j->world, 1, j->micro_batch, j->grad_accum, j->seq_len));
     printf("memory per GPU (GB):\n");
     row_gb(j->param_bytes == 4 ? "parameters (fp32 master, gathered as is)" : "parameters (fp32 master + bf16 shard)",
            m->params, NULL);
