@@ -458,10 +458,11 @@ static void context_model(const zt_model_config *c, const zt_gpu_spec *g, const 
 
 // ---- prediction ----------------------------------------------------------------------
 
-int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
-                    const zt_plan_job *job, zt_plan_result *r) {
-    memset(r, 0, sizeof *r);
-    r->job = *job;
+// The job's own rules, before anything is modelled: sizes and dtypes in range, whole nodes, the
+// shard group (r->shard_group, r->replicas) and the context split (engine/job_shape.h, said with the
+// choice's words: r->context, r->data_parallel). 0, or -1 + zt_err.
+static int check_job(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                     const zt_plan_job *job, zt_plan_result *r) {
     const int W = job->world, gpn = g->gpus_per_node;
     if (W < 1) return zt_err("world size %d must be >= 1", W);
     if (job->micro_batch < 1 || job->grad_accum < 1 || job->seq_len < 2)
@@ -506,7 +507,15 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     }
     r->context = C;
     r->data_parallel = zt_data_parallel_ranks(W, C);
+    return 0;
+}
 
+int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                    const zt_plan_job *job, zt_plan_result *r) {
+    memset(r, 0, sizeof *r);
+    r->job = *job;
+    if (check_job(c, g, a, job, r) != 0) return -1;
+    const int W = job->world, gpn = g->gpus_per_node, gs = r->shard_group, C = r->context;
     if (plan_memory(c, g, a, job, gs, &r->mem) != 0) return -1;
     zt_model_layout lay;
     if (zt_model_layout_init(&lay, c) != 0) return -1;
