@@ -437,9 +437,13 @@ static void decide_state(run_data *r) {
     }
     if (hbs && !strcmp(hbs, "aborted")) {  // the job's own deadline caught a hang (train/liveness.h)
         const char *err = jstr(r->hb, "error");
+        const double by = jnum(r->hb, "stopped_by_rank");
+        char who[48] = "a rank", b2[32];
+        if (isfinite(by) && by >= 0) snprintf(who, sizeof who, "rank %s", fmt_count(by, b2, sizeof b2));
         r->state = run_state("hung");
-        snprintf(r->state_why, sizeof r->state_why, "heartbeat.json: a collective deadline aborted the job at step "
-                 "%s: %s", fmt_count(jnum(r->hb, "step"), b1, sizeof b1), err && err[0] ? err : "(no reason recorded)");
+        snprintf(r->state_why, sizeof r->state_why, "heartbeat.json: %s hit the collective deadline and aborted the job "
+                 "after step %s: %s", who, fmt_count(jnum(r->hb, "step"), b1, sizeof b1),
+                 err && err[0] ? err : "(no reason recorded)");
         return;
     }
     int aborted = 0;
@@ -726,7 +730,8 @@ static void header(FILE *f, const run_data *r) {
 }
 
 // The flight recorders' diagnosis, computed now from RUN/ranks/rank-N.flight (the
-// watcher's grouping; ticks are left out: the job is over or the watcher has its say).
+// watcher's grouping; ticks are left out: the job is over or the watcher has its say),
+// with heartbeat.json's record of a deadline abort (the ranks that had stopped ticking then).
 // The world size is run.json's (else heartbeat.json's), as far as the files allow it.
 static void flight_diagnosis(run_data *r, char **diag, char **details) {
     *diag = *details = NULL;
@@ -740,6 +745,7 @@ static void flight_diagnosis(run_data *r, char **diag, char **details) {
     w.world = zt_watch_world(r->dir, src, world, why, sizeof why);
     if (why[0]) note(r, "%s", why);
     w.state = ZT_WS_HUNG;
+    zt_watch_read_heartbeat(&w);  // a deadline abort's record (heartbeat.json "aborted") names the ranks
     zt_watch_diagnose(&w, (double)time(NULL));
     *diag = strdup(w.diagnosis);
     *details = w.details ? strdup(w.details) : NULL;

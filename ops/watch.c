@@ -127,7 +127,7 @@ static void jstr(const cJSON *o, const char *k, char *dst, size_t n) {
 // A rank index above any job's: plan's --world limit. A file named beyond it is no rank's.
 #define ZT_WATCH_MAX_RANK ((1 << 20) - 1)
 
-static void read_heartbeat(zt_watch *w) {
+void zt_watch_read_heartbeat(zt_watch *w) {
     char path[4200];
     int exists;
     snprintf(path, sizeof path, "%s/heartbeat.json", w->run_dir);
@@ -501,10 +501,10 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
         snprintf(w->reason, sizeof w->reason, "complete.json: step %lld, final %s", jint(c, "step", -1),
                  w->complete_final[0] ? w->complete_final : "(none)");
         cJSON_Delete(c);
-        read_heartbeat(w);
+        zt_watch_read_heartbeat(w);
         return w->state = ZT_WS_COMPLETE;
     }
-    read_heartbeat(w);
+    zt_watch_read_heartbeat(w);
     char hb_path[4200], why[8192];
     snprintf(hb_path, sizeof hb_path, "%s/heartbeat.json", w->run_dir);
     // The heartbeat's world bounds the work of every poll: checked against the files present.
@@ -537,8 +537,10 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
         return w->state = ZT_WS_FAILED;
     }
     if (w->hb.have && !strcmp(w->hb.state, "aborted")) {  // a hang the job's own deadline caught (exit 3)
-        snprintf(w->reason, sizeof w->reason, "heartbeat.json: a collective deadline aborted the job at step %lld: "
-                 "%.900s", w->hb.step, w->hb.error[0] ? w->hb.error : "(no reason recorded)");
+        char who[32] = "a rank";
+        if (w->hb.stopped_by_rank >= 0) snprintf(who, sizeof who, "rank %d", w->hb.stopped_by_rank);
+        snprintf(w->reason, sizeof w->reason, "heartbeat.json: %s hit the collective deadline and aborted the job "
+                 "after step %lld: %.900s", who, w->hb.step, w->hb.error[0] ? w->hb.error : "(no reason recorded)");
         return w->state = ZT_WS_HUNG;
     }
     if (w->hb.have && !strcmp(w->hb.state, "stopped")) {
@@ -879,60 +881,42 @@ static int stale_verdict(const zt_watch *w, int world, char *buf, size_t n) {
 }
 
 // A job its own collective deadline aborted (heartbeat.json "aborted", stopped_by_rank A): every
-// process is gone, so every tick stopped within the abort's grace and the oldest names no one.
-// What tells is which ranks had stopped ticking well before the abort (at heartbeat.json's time):
-// a stopped process, or one hung with its tick thread, is the rank the others waited for; failing
-// that, the ranks that were not in A's collective. The verdict in buf.
-static void abort_verdict(const zt_watch *w, int world, const positions *ps, char *buf, size_t n) {
+// process is gone, so every tick stopped within the abort's grace and the oldest names no one (a
+// launcher even resumes a stopped process to end it). What tells is which ranks had stopped ticking
+// well before the abort: a stopped process, or one hung with its tick thread, is the rank the others
+// waited for. A recorded, A's own view at the abort (ranks_not_ticking); else the ticks' times
+// against the abort's (state_time). 1 and the verdict in buf when some rank had; 0 when none had
+// (the flight recorders' verdict applies: a mismatch, a rank outside collectives, the transport).
+static int abort_verdict(const zt_watch *w, int world, char *buf, size_t n) {
     const int A = w->hb.stopped_by_rank;
-    size_t at = A >= 0 ? (size_t)snprintf(buf, n, " \xe2\x80\x94 rank %d hit the collective deadline and aborted "
-                                          "the job", A)
-                       : (size_t)snprintf(buf, n, " \xe2\x80\x94 a rank hit the collective deadline and aborted "
-                                          "the job");
-    char rl[256];
-    if (w->hb.not_ticking_n > 0) {  // what the aborting rank saw of the ticks at the abort
-        snprintf(buf + at, n - at, "; rank%s %s had stopped ticking by then (a tick older than %.3g s: a process "
-                 "stopped, or hung with its tick thread): the rank%s the others waited for",
-                 w->hb.not_ticking_n > 1 ? "s" : "", w->hb.not_ticking, w->hb.ticks_older_than_s,
-                 w->hb.not_ticking_n > 1 ? "s" : "");
-        return;
+    char who[32] = "a rank";
+    if (A >= 0) snprintf(who, sizeof who, "rank %d", A);
+    if (w->hb.not_ticking_n > 0) {
+        snprintf(buf, n, " \xe2\x80\x94 %s hit the collective deadline and aborted the job; rank%s %s had stopped "
+                 "ticking by then (a tick older than %.3g s: a process stopped, or hung with its tick thread): the "
+                 "rank%s the others waited for", who, w->hb.not_ticking_n > 1 ? "s" : "", w->hb.not_ticking,
+                 w->hb.ticks_older_than_s, w->hb.not_ticking_n > 1 ? "s" : "");
+        return 1;
     }
-    // not recorded: the ticks' own times against the abort's (heartbeat.json's state_time). A tick is
-    // rewritten every alive interval: one more than two intervals older than the abort stopped before it
+    // A tick is rewritten every alive interval: one more than two intervals older than the abort stopped before it
     const double slack = 2 * w->o.alive_interval + 1, t_abort = w->hb.state_time;
-    int *quiet = zt_xmalloc((size_t)world * sizeof(int)), nq = 0;
+    if (w->hb.not_ticking_n == 0 || !(t_abort > 0)) return 0;
+    int *quiet = zt_xmalloc((size_t)(world > 0 ? world : 1) * sizeof(int)), nq = 0;
     double most = 0;
-    for (int r = 0; r < world && r < w->ranks_cap && w->hb.not_ticking_n < 0 && t_abort > 0; r++)
+    for (int r = 0; r < world && r < w->ranks_cap; r++)
         if (w->ranks[r].seen && t_abort - w->ranks[r].value > slack) {
             quiet[nq++] = r;
             most = fmax(most, t_abort - w->ranks[r].value);
         }
-    if (nq && at < n) {
+    char rl[256];
+    if (nq) {
         zt_rank_list(quiet, nq, rl, sizeof rl);
-        snprintf(buf + at, n - at, "; rank%s %s had stopped ticking before it (up to %.1f s before the abort: a "
-                 "process stopped, or hung with its tick thread): the rank%s the others waited for",
-                 nq > 1 ? "s" : "", rl, most, nq > 1 ? "s" : "");
-        free(quiet);
-        return;
+        snprintf(buf, n, " \xe2\x80\x94 %s hit the collective deadline and aborted the job; rank%s %s had stopped "
+                 "ticking before it (up to %.1f s before the abort: a process stopped, or hung with its tick thread): "
+                 "the rank%s the others waited for", who, nq > 1 ? "s" : "", rl, most, nq > 1 ? "s" : "");
     }
     free(quiet);
-    int mine = -1;  // A's position group
-    for (int i = 0; i < ps->ng && mine < 0; i++)
-        for (int k = 0; k < ps->g[i].n; k++)
-            if (ps->g[i].ranks[k] == A) mine = i;
-    for (int i = 0, first = 1; mine >= 0 && i < ps->ng && at < n; i++) {
-        if (i == mine) continue;
-        zt_rank_list(ps->g[i].ranks, ps->g[i].n, rl, sizeof rl);
-        at += (size_t)snprintf(buf + at, n - at, "%s%s %s %s (%s)", first ? "; not in its collective: " : ", ",
-                               ps->g[i].n > 1 ? "ranks" : "rank", rl, ps->g[i].n > 1 ? "were" : "was", ps->g[i].text);
-        first = 0;
-    }
-    if (mine >= 0 && ps->ng == 1 && at < n)
-        snprintf(buf + at, n - at, ps->g[0].incoll
-                     ? "; every rank ticked to the end in the same collective: the transport is stuck (network, "
-                       "NCCL), not a rank"
-                     : "; every rank ticked to the end in no collective: a wait outside the collectives (its "
-                       "report, heartbeat.json's error, names it)");
+    return nq > 0;
 }
 
 // Details: each rank's tick, then the flight recorder summary (and the NCCL comm's).
@@ -1004,18 +988,19 @@ void zt_watch_diagnose(zt_watch *w, double now) {
     snprintf(stopped_verdict, sizeof stopped_verdict,
              " \xe2\x80\x94 the run stopped cleanly on a signal at step %lld after committing a checkpoint: nothing is "
              "stuck", w->hb.step);
+    // after a deadline abort every tick stopped with the job: the oldest says nothing (abort_verdict)
     char aborted_why[1024];
     const int was_aborted = w->hb.have && !strcmp(w->hb.state, "aborted");
-    if (was_aborted) abort_verdict(w, world, &ps, aborted_why, sizeof aborted_why);
+    const int named = was_aborted && abort_verdict(w, world, aborted_why, sizeof aborted_why);
     const char *verdict;
-    if (was_aborted)
+    if (named)
         verdict = aborted_why;
     else if (w->state == ZT_WS_STOPPED)
         verdict = stopped_verdict;
     else if (w->state == ZT_WS_FAILED)
         verdict = " \xe2\x80\x94 the trainer reported the failure itself (its error output says why); these are the "
                   "positions it left";
-    else if (lead >= 0)
+    else if (lead >= 0 && !was_aborted)
         verdict = stale_why;
     else if (ps.nrec == 0)
         verdict = " \xe2\x80\x94 no flight recorders: the job died before its process group started, or RUN/ranks is not shared";

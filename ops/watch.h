@@ -3,7 +3,7 @@
 // job is starting, running, complete, crashed, failed or hung; on a bad outcome it
 // names the culprit from the flight recorders. The CLI loop is cli/cmd_watch.c.
 // defines: zt_watch, zt_watch_opts, zt_watch_state, zt_watch_poll, zt_watch_diagnose,
-//          zt_watch_world, zt_watch_write_json, zt_watch_status_line
+//          zt_watch_world, zt_watch_read_heartbeat, zt_watch_write_json, zt_watch_status_line
 #ifndef ZT_WATCH_H
 #define ZT_WATCH_H
 
@@ -127,6 +127,9 @@ void zt_watch_free(zt_watch *w);
 // the watcher's clock from the first time it saw a value; the first sight of a value
 // is dated by the time written inside it (so --once works on the files alone).
 zt_watch_state zt_watch_poll(zt_watch *w, double now);
+// Reads RUN/heartbeat.json into w->hb (zt_watch_poll does it each poll; for a diagnosis without a
+// poll: `report`). An absent or unreadable one leaves w->hb as it was.
+void zt_watch_read_heartbeat(zt_watch *w);
 // Fill w->diagnosis (one line) and w->details from the flight recorders and ticks.
 void zt_watch_diagnose(zt_watch *w, double now);
 // RUN/watch.json, atomically. 0 or -1 + zt_err.

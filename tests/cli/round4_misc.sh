@@ -223,9 +223,16 @@ P
     wrc=$?
     cat "$W/watch.txt"
     [ "$wrc" -eq 4 ] || fail "watch: exit $wrc, want 4 (HUNG)"
-    grep -q "a collective deadline aborted the job at step" "$W/watch.txt" || fail "watch: the reason"
+    grep -q "HUNG: heartbeat.json: rank 0 hit the collective deadline and aborted the job after step" "$W/watch.txt" ||
+        fail "watch: the reason"
     grep -q "rank 0 hit the collective deadline and aborted the job; rank 1 had stopped ticking by then" \
         "$W/watch.txt" || fail "watch: the post-mortem must name rank 1"
+    "$ZT" report "$W/run" >"$W/report.txt" 2>&1 || { cat "$W/report.txt"; fail "report"; }
+    cat "$W/report.txt"
+    grep -q "state hung;.* rank 0 hit the collective deadline and aborted the job; rank 1 had stopped ticking" \
+        "$W/report.txt" || fail "report: the state and the diagnosis"
+    grep -q "heartbeat.json: rank 0 hit the collective deadline and aborted the job after step" "$W/run/report.html" ||
+        fail "report.html: the reason"
     echo "ok [$CASE]"
     ;;
 *) fail "unknown case" ;;
