@@ -501,7 +501,7 @@ static int take_groups(zt_fsdp *f, zt_comm *comm, const zt_mesh *mesh, int G, in
     f->ctx_world = C;
     f->ctx_rank = f->rank % C;
     f->data_rank = f->rank / C;
-    f->data_world = f->world / C;
+    f->data_world = zt_data_parallel_ranks(f->world, C);
     if (C > 1) {
         if (zt_context_check(&(zt_context_job){.context = C, .shard_group = G, .world = f->world}) != 0) return -1;
         if (!mesh || zt_mesh_group(mesh, ZT_MESH_WORLD) != comm || zt_mesh_size(mesh, ZT_MESH_CONTEXT) != C)
