@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/common.h"
+#include "model/family.h"
 
 int zt_arg_i64(const char *flag, const char *s, int64_t min, int64_t max, int64_t *out) {
     char *end;
@@ -26,4 +28,16 @@ int zt_arg_f64(const char *flag, const char *s, double min, double max, double *
     if (v < min || v > max) return zt_err("%s: %g is out of range [%g, %g]", flag, v, min, max);
     *out = v;
     return 0;
+}
+
+const char *zt_family_titles(char *buf, size_t n, const char *last) {
+    const zt_family *const *f = zt_family_list();
+    int count = 0;
+    while (f[count]) count++;
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < count && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%s", i == 0 ? "" : i == count - 1 ? last : ", ",
+                               f[i]->title ? f[i]->title : f[i]->name);
+    return buf;
 }

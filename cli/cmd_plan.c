@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "engine/device_peak.h"
+#include "engine/job_shape.h"
 #include "engine/rank_memory.h"
 #include "model/family.h"
 #include "ops/plan.h"
@@ -248,14 +249,15 @@ static void print_detail(const zt_plan_result *r) {
                "micro-batch %d x grad-accum %d x seq %lld = %.0f tokens per step, %.0f per GPU (%s of each block)\n",
                zt_shard_names[j->choice], j->keep_gathered ? " + keep-gathered" : "", choice_text(j->choice), j->world,
                r->shard_group, r->replicas, r->replicas == 1 ? "" : "s", r->context, r->data_parallel, j->micro_batch,
-               j->grad_accum, (long long)j->seq_len, r->tokens_per_gpu * j->world, r->tokens_per_gpu,
-               share);
+               j->grad_accum, (long long)j->seq_len,
+               (double)zt_tokens_per_step(j->world, r->context, j->micro_batch, j->grad_accum, j->seq_len),
+               r->tokens_per_gpu, share);
     else
     printf("\n== %s%s (%s): %d GPUs, shard group %d x %d replica%s, micro-batch %d x grad-accum %d x seq %lld = %.0f "
            "tokens per GPU per step, %.0f per step\n",
            zt_shard_names[j->choice], j->keep_gathered ? " + keep-gathered" : "", choice_text(j->choice), j->world, r->shard_group, r->replicas,
            r->replicas == 1 ? "" : "s", j->micro_batch, j->grad_accum, (long long)j->seq_len, r->tokens_per_gpu,
-           r->tokens_per_gpu * j->world);
+           (double)zt_tokens_per_step(j->world, 1, j->micro_batch, j->grad_accum, j->seq_len));
     printf("memory per GPU (GB):\n");
     row_gb(j->param_bytes == 4 ? "parameters (fp32 master, gathered as is)" : "parameters (fp32 master + bf16 shard)",
            m->params, NULL);
@@ -313,9 +315,7 @@ typedef struct {
 } job_tmpl;
 
 // Data-parallel ranks of world W: W / C with context parallelism (C ranks share a block).
-static int data_ranks(const job_tmpl *t, int W) {
-    return t->job.context_parallel > 1 ? W / t->job.context_parallel : W;
-}
+static int data_ranks(const job_tmpl *t, int W) { return zt_data_parallel_ranks(W, t->job.context_parallel); }
 
 // grad-accum for world W under a fixed global batch; 0 when W cannot hold it.
 static int accum_for(const job_tmpl *t, int W) {
@@ -364,7 +364,8 @@ static void print_scaling(const zt_model_config *c, const zt_gpu_spec *g, const 
             printf("%6d %10s   (the global batch does not divide into %d GPUs)\n", worlds[i], "-", worlds[i]);
             continue;
         }
-        printf("%6d %10.0f", worlds[i], (double)data_ranks(t, worlds[i]) * t->job.micro_batch * ga * t->job.seq_len);
+        printf("%6d %10.0f", worlds[i],
+               (double)zt_tokens_per_step(worlds[i], t->job.context_parallel, t->job.micro_batch, ga, t->job.seq_len));
         for (int k = 0; k < nch; k++) {
             zt_plan_result r;
             if (predict_at(c, g, a, t, (zt_shard_choice)choices[k], worlds[i], &r) != 0) {
@@ -490,27 +491,39 @@ static int plan_from_run(const plan_flags *f, zt_plan_assumptions *a, zt_model_c
         size_t k = strlen(g->source);
         snprintf(g->source + k, sizeof g->source - k, "; peak as the run measured MFU against it");
     }
-    const double S = (double)run.seq_len, tokens = (double)run.micro_batch * run.grad_accum * S;
+    // Each rank computed its share of its blocks: under --context-parallel C the W / C data-parallel
+    // ranks' blocks are split C ways, so a rank's tokens are the step's tokens over W (engine/job_shape.h)
+    const int C = run.context_parallel, G = run.shard_group;
+    const double tokens = (double)zt_tokens_per_step(run.world, C, run.micro_batch, run.grad_accum, run.seq_len) /
+                          run.world;
     const double f_field = zt_plan_flops_per_token(cfg, run.seq_len);
     a->mfu = tokens * f_field / (run.peak_flops * run.compute_s);
     t->job = (zt_plan_job){.micro_batch = run.micro_batch, .grad_accum = run.grad_accum, .seq_len = run.seq_len,
-                           .shard_group = f->shard_group, .reduce_bytes = f->reduce_bytes,
-                           .accum_bytes = f->accum_bytes, .recompute = run.recompute,
+                           .shard_group = f->shard_group > 0 ? f->shard_group : G < run.world ? G : 0,
+                           .reduce_bytes = f->reduce_bytes, .accum_bytes = f->accum_bytes, .recompute = run.recompute,
                            .param_bytes = f->param_bytes, .keep_gathered = !f->reshard_after_forward,
-                           .colls = (zt_plan_colls)f->colls};
+                           .colls = (zt_plan_colls)f->colls, .context_parallel = C > 1 ? C : 0};
     t->global_batch = 0;
     zt_plan_job j = t->job;
     j.world = run.world;
-    j.choice = ZT_SHARD_FULL;
+    j.choice = G < run.world ? ZT_SHARD_HSDP : ZT_SHARD_FULL;  // the run's own sharding
+    j.shard_group = G < run.world ? G : 0;
     zt_plan_result r;
     if (zt_plan_predict(cfg, g, a, &j, &r) != 0) {  // before any output: a refused job prints nothing
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
         return 2;
     }
-    printf("from run %s (%s): %s backend on %s, %d rank%s, micro-batch %d x grad-accum %d x seq %lld = %.0f tokens per "
+    char shape[160] = "";
+    if (G < run.world) snprintf(shape, sizeof shape, ", shard group %d x %d replicas", G, run.world / G);
+    if (C > 1) {
+        const size_t n = strlen(shape);
+        snprintf(shape + n, sizeof shape - n, ", context parallel %d (%d data-parallel ranks, each rank 1/%d of each "
+                 "block)", C, zt_data_parallel_ranks(run.world, C), C);
+    }
+    printf("from run %s (%s): %s backend on %s, %d rank%s%s, micro-batch %d x grad-accum %d x seq %lld: %.0f tokens per "
            "rank per step%s%s\n",
-           f->from_run, run.run_id, run.backend, run.device, run.world, run.world == 1 ? "" : "s", run.micro_batch,
-           run.grad_accum, (long long)run.seq_len, tokens, run.isolated ? ", isolated documents" : "",
+           f->from_run, run.run_id, run.backend, run.device, run.world, run.world == 1 ? "" : "s", shape,
+           run.micro_batch, run.grad_accum, (long long)run.seq_len, tokens, run.isolated ? ", isolated documents" : "",
            run.recompute ? ", --recompute" : "");
     printf("measured (rank 0, the mean of steps %lld..%lld%s):\n", (long long)run.first_step,
            (long long)run.last_step, run.first_step > 1 ? "; step 1, with the warm-up, left out" : "");
@@ -532,7 +545,8 @@ static int plan_from_run(const plan_flags *f, zt_plan_assumptions *a, zt_model_c
     const double comm = is_preset ? r.t_exposed_comm : run.comm_wait_s;
     const double opt = is_preset ? r.t_optimizer : 0;
     const double pred = r.t_compute + comm + opt;
-    printf("predicted against measured at W = %d (full shard, as zerotrain trains):\n", run.world);
+    printf("predicted against measured at W = %d (%s, as the run trained):\n", run.world,
+           G < run.world ? "hsdp" : "full shard");
     printf("  %-16s %12.6g s   measured %.6g s\n", "compute", r.t_compute, run.compute_s);
     printf("  %-16s %12.6g s   measured comm wait %.6g s%s\n", "exposed comm", comm, run.comm_wait_s,
            is_preset ? " (the planner's collective model)" : " (taken from the run: the planner models GPU links)");

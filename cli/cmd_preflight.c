@@ -69,10 +69,14 @@ int zt_cmd_preflight(int argc, char **argv) {
         return 2;
     }
     if (!strcmp(o.device, "auto")) o.device = zt_fsdp_cuda_devices(0) > 0 ? "cuda" : "cpu";
-    if (zt_mpi_init_once() != 0) zt_die_on_err();
+    // The gate's deadline (120 s) for its collectives and for MPI's own start, which waits for
+    // every rank of the job (engine/comm_mpi.h zt_mpi_init_guarded)
+    const double deadline = 120;
+    const zt_mpi_start_deadline sd = {.deadline_s = deadline, .source = "preflight's deadline"};
+    if (zt_mpi_init_guarded(MPI_THREAD_FUNNELED, &sd) != 0) zt_die_on_err();
     zt_comm *comm;  // the world's process group (the checks' collectives run on it)
     zt_comm_opts co = zt_comm_opts_default();
-    co.timeout_s = co.first_timeout_s = 120;
+    co.timeout_s = co.first_timeout_s = deadline;
     if (zt_comm_init_world(&comm, &co) != 0) zt_die_on_err();
     zt_comm_info info;
     zt_comm_get_info(comm, &info);

@@ -7,6 +7,7 @@
 
 #include "checkpoint/ckpt.h"
 #include "checkpoint/safetensors.h"
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/tables.h"
@@ -174,12 +175,20 @@ const zt_flag zt_train_flags[] = {
     {.type = ZT_FLAG_END, .config_also = zt_preflight_flags}};
 #undef T
 
-static const char synopsis[] =
-    "usage: zerotrain train --data DIR --run-dir RUN (--model CONFIG|HF_DIR | --init HF_DIR) [options]\n"
-    "\n"
-    "Trains a Qwen3 dense model on a token dataset made by `zerotrain pack`.\n";
+// The families named from their tables (model/family.h), so a new family is named here too.
+static char synopsis[512];
+static void make_synopsis(void) {
+    char fam[160];
+    snprintf(synopsis, sizeof synopsis,
+             "usage: zerotrain train --data DIR --run-dir RUN (--model CONFIG|HF_DIR | --init HF_DIR) [options]\n"
+             "\n"
+             "Trains a %s model (the families this build knows; config.json's model_type says\n"
+             "which) on a token dataset made by `zerotrain pack`.\n",
+             zt_family_titles(fam, sizeof fam, " or "));
+}
 
 int zt_cmd_train(int argc, char **argv) {
+    make_synopsis();
     zt_train_opts o;
     zt_train_defaults(&o);
     const int prc = zt_flags_parse("train", zt_train_flags, &o, argc, argv, synopsis, NULL);

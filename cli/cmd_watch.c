@@ -33,7 +33,9 @@ static const char synopsis[] =
             "  HUNG      every tick fresh, but heartbeat.json's step has not advanced for\n"
             "            max(--min-stall, --stall-factor x median recent step time), or the last\n"
             "            --power-samples power snapshots (RUN/ranks/*.power.csv) all show the\n"
-            "            deadlock signature (busy GPUs at hang-band power; see zerotrain triage)\n"
+            "            deadlock signature (busy GPUs at hang-band power; see zerotrain triage); or\n"
+            "            heartbeat.json says \"aborted\": a rank's collective deadline caught the hang\n"
+            "            and took the job down (exit 3), naming the ranks that had stopped ticking\n"
             "  RUNNING / STARTING otherwise\n"
             "On HUNG, CRASHED and FAILED it names who is in which collective from the flight\n"
             "recorders (RUN/ranks/rank-N.flight), writes RUN/watch.json and runs the hook.\n";

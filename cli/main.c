@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "engine/cuda_module.h"
 
@@ -30,10 +31,11 @@ static const zt_command commands[] = {
 };
 
 static void usage(FILE *out) {
+    char fam[160];
     fprintf(out,
-            "zerotrain %s: native FSDP/ZeRO-3 trainer for Qwen3 dense models\n\n"
+            "zerotrain %s: native FSDP/ZeRO-3 trainer for %s models\n\n"
             "usage: zerotrain <command> [options]\n       zerotrain <command> --help\n\ncommands:\n",
-            ZT_VERSION);
+            ZT_VERSION, zt_family_titles(fam, sizeof fam, " and "));
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
     char mod[4200];

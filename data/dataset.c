@@ -628,3 +628,19 @@ void zt_dataset_close(zt_dataset *ds) {
     memset(ds, 0, sizeof *ds);
     ds->eos_id = -1;
 }
+
+int64_t zt_dataset_peek_seq_len(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/dataset.json", dir ? dir : ".");
+    char *text = zt_read_file(path, NULL);
+    if (!text) {
+        zt_err_clear();
+        return 0;
+    }
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "seq_len");
+    const int64_t s = cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= 1e15 ? (int64_t)v->valuedouble : 0;
+    cJSON_Delete(j);
+    return s;
+}

@@ -90,6 +90,10 @@ int zt_copy_guarded(void *dst, const void *src, size_t n);
 // 0 when file `file` is still the one opened, with its size and times of open; -1 + zt_err.
 int zt_dataset_check_unchanged(const zt_dataset *ds, int file);
 void zt_dataset_close(zt_dataset *ds);
+// dataset.json's seq_len without opening the dataset (the start-up checks that need the block
+// length before the data is opened and validated): 0 when the file does not read or names none
+// (zt_err cleared: zt_dataset_open reports it where the data is opened).
+int64_t zt_dataset_peek_seq_len(const char *dir);
 
 // ---- pack: token ids -> dataset directory ----
 typedef enum {

@@ -709,6 +709,32 @@ static int check_inputs_not_outputs(const char *const *inputs, int ninputs, cons
     return 0;
 }
 
+// A dataset is for training on its blocks: a pack that yields none (every document together shorter
+// than one block, its tail dropped; every conversation longer than a block, skipped) or a per-rank
+// file without one (more files than the documents fill) is refused, as a mixture that yields none
+// is, instead of written for `train` to refuse later. 0, or -1 + zt_err saying why and what to do.
+static int check_every_file_trains(const zt_pack_opts *o, const pack_writer *w, int nw, const zt_pack_stats *st) {
+    const int chat = o->input == ZT_PACK_CHAT;
+    if (st->blocks == 0) {
+        if (chat && st->documents == 0 && st->conversations_too_long > 0)
+            return zt_err("pack: no block: every conversation (%lld) is longer than a block of %d tokens (--seq-len) "
+                          "and was skipped (a conversation never straddles two blocks); pack with a --seq-len that "
+                          "holds them", (long long)st->conversations_too_long, o->seq_len);
+        return zt_err("pack: no block: the inputs gave %lld %s%s of %lld tokens in all, fewer than one block of %d "
+                      "(--seq-len; a tail shorter than a block is dropped)%s; give more data or a shorter --seq-len",
+                      (long long)st->documents, chat ? "conversation" : "document", st->documents == 1 ? "" : "s",
+                      (long long)st->tokens, o->seq_len,
+                      st->conversations_too_long > 0 ? ", conversations longer than a block skipped" : "");
+    }
+    for (int i = 0; i < nw && o->per_rank > 0; i++)
+        if (w[i].blocks == 0)
+            return zt_err("pack: --per-rank %d: %s gets no block (%lld tokens, fewer than one block of %d): documents "
+                          "are dealt to the files round-robin, so each of the %d files needs a block's worth; pack "
+                          "fewer files (--per-rank) or more documents", o->per_rank, w[i].path,
+                          (long long)w[i].tokens, o->seq_len, nw);
+    return 0;
+}
+
 int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const zt_pack_opts *opts,
             zt_pack_stats *stats) {
     zt_pack_stats local;
@@ -811,6 +837,7 @@ int zt_pack(const char *const *inputs, int ninputs, const char *out_dir, const z
                     (long long)docs, opts->input == ZT_PACK_CHAT ? "conversations" : "documents", (long long)tokens,
                     opts->seq_len, opts->seq_len);
     }
+    if (rc == 0 && !opts->weights) rc = check_every_file_trains(opts, w, nw, stats);
     for (int i = 0; i < opened; i++) {
         if (w[i].fd >= 0 && close(w[i].fd) != 0 && rc == 0)
             rc = zt_err("%s: close failed: %s", w[i].tmp, strerror(errno));

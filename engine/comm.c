@@ -724,6 +724,49 @@ static void deadline_abort(zt_comm *c, zt_req *r) {
     report_and_abort(c, r, head ? head : reason, NULL, reason, r->timeout);
 }
 
+// zt_comm_set_abort_hook's function and its context: set before the job's collectives start,
+// read once by the first abort in the process (hook_fired).
+static _Atomic(zt_comm_abort_hook) abort_hook;
+static _Atomic(void *) abort_hook_ctx;
+static atomic_int hook_fired;
+
+void zt_comm_set_abort_hook(zt_comm_abort_hook fn, void *ctx) {
+    atomic_store(&abort_hook_ctx, ctx);
+    atomic_store(&abort_hook, fn);
+}
+
+typedef struct {
+    zt_comm_abort_hook fn;
+    void *ctx;
+    int rank;
+    char headline[1024];
+} hook_call;
+
+static void *hook_thread(void *arg) {
+    hook_call *h = arg;
+    h->fn(h->ctx, h->rank, h->headline);
+    free(h);
+    return NULL;
+}
+
+// On its own detached thread: a hook that blocks (a file write on the hung file system that may be
+// why the job hangs) must not hold up the abort, which follows the grace period whatever it does.
+static void call_abort_hook(int rank, const char *headline) {
+    const zt_comm_abort_hook fn = atomic_load(&abort_hook);
+    int expected = 0;
+    if (!fn || !atomic_compare_exchange_strong(&hook_fired, &expected, 1)) return;
+    hook_call *h = malloc(sizeof *h);
+    if (!h) return;
+    *h = (hook_call){.fn = fn, .ctx = atomic_load(&abort_hook_ctx), .rank = rank};
+    snprintf(h->headline, sizeof h->headline, "%s", headline);
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, hook_thread, h) != 0) free(h);
+    pthread_attr_destroy(&at);
+}
+
 // The one report of every abort path: a collective past its deadline (stuck != NULL,
 // main thread), a watched host wait past its deadline or a backend's asynchronous
 // error (stuck == NULL, watchdog thread). headline is the first line after the rank
@@ -828,6 +871,7 @@ static void report_and_abort(zt_comm *c, zt_req *stuck, const char *headline, co
         free(buf);
     }
     fflush(stderr);
+    call_abort_hook(rank, headline);  // the trainer's record of the abort (heartbeat.json), during the grace
     struct timespec ts = {(time_t)grace, (long)((grace - floor(grace)) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }

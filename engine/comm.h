@@ -135,6 +135,15 @@ const char *zt_comm_title(const zt_comm *c);
 void zt_comm_watch_begin(zt_comm *c, const char *label);
 void zt_comm_watch_end(zt_comm *c);
 
+// The job's owner (the trainer) is told of an abort before it happens, so that what it shows an
+// outside watcher (RUN/heartbeat.json) says the job stopped and why: fn is called once per process,
+// by whichever abort path runs first (a collective past its deadline, a watched host wait, an
+// asynchronous error; the main or the watchdog thread), after the report and the flight dump and
+// before the grace period, with this process's world rank and the report's headline. It runs in a
+// dying process: no comm or MPI call, no lock the main thread may hold. NULL: none. Process-wide.
+typedef void (*zt_comm_abort_hook)(void *ctx, int world_rank, const char *headline);
+void zt_comm_set_abort_hook(zt_comm_abort_hook fn, void *ctx);
+
 // ---- collectives -----------------------------------------------------------
 // The i* forms start a collective and return a handle (NULL + zt_err on bad
 // arguments or a backend error). Every handle is released by exactly one zt_wait,

@@ -1,6 +1,7 @@
 // MPI entry points of the process group: the only header that shows MPI types, so
 // callers of engine/comm.h stay backend-neutral.
-// defines: zt_comm_init_mpi, zt_comm_init_world, zt_comm_mpi_base, zt_mpi_node_layout, zt_mpi_init_once, zt_mpi_init_threads, zt_mpi_finalize_once
+// defines: zt_comm_init_mpi, zt_comm_init_world, zt_comm_mpi_base, zt_mpi_node_layout, zt_mpi_init_once, zt_mpi_init_threads, zt_mpi_finalize_once,
+//          zt_mpi_start_deadline, zt_mpi_init_guarded, zt_mpi_env_rank, zt_mpi_env_world
 #ifndef ZT_COMM_MPI_H
 #define ZT_COMM_MPI_H
 
@@ -40,6 +41,27 @@ int zt_mpi_init_once(void);
 // than FUNNELED provided is an error, less than asked is left to the caller (MPI_Query_thread).
 int zt_mpi_init_threads(int level);
 int zt_mpi_finalize_once(void);
+
+// The start-up deadline. MPI_Init_thread returns only once every rank of the job has started MPI
+// (Open MPI's start-up exchange), so a rank that stalls or dies before it (a slow node, a stuck
+// file system, a launcher that never started it) holds every other rank inside MPI_Init_thread,
+// before any collective and its deadline exist. With a deadline, zt_mpi_init_guarded arms a
+// thread first: if MPI_Init_thread has not returned within deadline_s it prints that this rank
+// waited that long and a rank never joined (the rank from the launcher's environment:
+// OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID), calls on_expiry (given at most 5 s:
+// what the job's owner writes, e.g. its heartbeat) and exits with the collective deadline's code 3;
+// the launcher then ends the job. deadline_s <= 0 or d NULL: no deadline (zt_mpi_init_threads).
+typedef struct {
+    double deadline_s;
+    const char *source;  // what set it, for the message ("--first-collective-timeout")
+    void (*on_expiry)(void *ctx, int rank, int world, const char *message);  // rank, world: -1 when unknown
+    void *ctx;
+} zt_mpi_start_deadline;
+int zt_mpi_init_guarded(int level, const zt_mpi_start_deadline *d);
+// This process's rank and the job's size from the launcher's environment, before MPI is up
+// (-1: no launcher variable says).
+int zt_mpi_env_rank(void);
+int zt_mpi_env_world(void);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@
 #include "base/common.h"
 #include "engine/cuda_module.h"
 #include "engine/fsdp_internal.h"
+#include "engine/job_shape.h"
 #include "model/family_cuda.h"  // zt_family_cuda.no_cudnn (the table is the module's)
 #include "data/batch.h"
 #include "data/dataset.h"  // ZT_TOK_ID_MASK
@@ -247,10 +248,7 @@ int64_t zt_fsdp_stage_rows_context(zt_fsdp *f, const uint32_t *const *blocks, ui
 int64_t zt_context_split(int64_t S, int C, int32_t **index) {
     *index = NULL;
     if (C < 2) return S;
-    if (2 * (int64_t)C > S)
-        return zt_err("--context-parallel %d: blocks of %lld tokens cannot be split into 2 x %d chunks (each rank holds "
-                      "an early and a late chunk); C must be at most seq_len / 2 = %lld",
-                      C, (long long)S, C, (long long)(S / 2)), -1;
+    if (zt_context_check(&(zt_context_job){.context = C, .seq_len = S}) != 0) return -1;  // 2C <= S
     const int64_t K = 2 * (int64_t)C;
 #define CHUNK_AT(k) ((k) * S / K)
     int64_t Sl = 0;
@@ -503,9 +501,9 @@ static int take_groups(zt_fsdp *f, zt_comm *comm, const zt_mesh *mesh, int G, in
     f->ctx_world = C;
     f->ctx_rank = f->rank % C;
     f->data_rank = f->rank / C;
-    f->data_world = f->world / C;
+    f->data_world = zt_data_parallel_ranks(f->world, C);
     if (C > 1) {
-        if (zt_mesh_check_context(C, G, f->world) != 0) return -1;
+        if (zt_context_check(&(zt_context_job){.context = C, .shard_group = G, .world = f->world}) != 0) return -1;
         if (!mesh || zt_mesh_group(mesh, ZT_MESH_WORLD) != comm || zt_mesh_size(mesh, ZT_MESH_CONTEXT) != C)
             return zt_err("context parallelism (C = %d) takes its context groups from the process-group mesh "
                           "(zt_fsdp_opts.mesh, engine/mesh.h) of the engine's world with context groups of %d", C, C);
@@ -544,8 +542,9 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
     if (zt_fsdp_check_shard_group(G, info.world) != 0) return -1;
     if (!cfg->family) return zt_err("FSDP engine: the model config names no model family");
     f->fam = cfg->family;
-    if (zt_model_layout_init(&f->lay, cfg) != 0) return -1;
     const int C = opts && opts->context > 1 ? opts->context : 1;
+    if (zt_context_check(&(zt_context_job){.context = C, .seq_len = seq_len, .family = cfg->family}) != 0) return -1;
+    if (zt_model_layout_init(&f->lay, cfg) != 0) return -1;
     f->seq_local = zt_context_split(seq_len, C, &f->ctx_index);
     if (f->seq_local < 0) return -1;
     f->comm = f->dcomm = comm;
@@ -666,9 +665,7 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_
     if (!m->family(cfg->family->name))
         return zt_err("the CUDA module has no GPU passes for the model family \"%s\" (model/family_cuda.c)",
                       cfg->family->name);
-    if (opts && opts->context > 1 && !cfg->family->context_parallel)
-        return zt_err("--context-parallel %d: context parallelism is not implemented for %s", opts->context,
-                      cfg->family->title);
+    if (opts && zt_context_check(&(zt_context_job){.context = opts->context, .family = cfg->family}) != 0) return -1;
     zt_fsdp_opts o = {0};
     if (opts) o = *opts;
     return m->engine_init(f, comm, dcomm, cfg, micro_batch, grad_accum, seq_len, hp, seed, &o);

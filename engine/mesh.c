@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "engine/job_shape.h"
 
 // The dimensions, outermost first: a new one is a row here, an enumerator in mesh.h and its
 // size and stride in dims_sizes. A group of a dimension is `size` ranks `stride` apart.
@@ -30,14 +31,6 @@ struct zt_mesh {
     char title[ZT_MESH_NDIMS_][128];
 };
 
-int zt_mesh_check_context(int C, int G, int world) {
-    if (C < 0 || C > world || (C > 1 && (world % C != 0 || G % C != 0)))
-        return zt_err("--context-parallel %d does not divide the shard group of %d ranks (--shard-group; W = %d): "
-                      "a context group is C consecutive ranks inside a shard group, so C must divide G (and W)",
-                      C, G, world);
-    return 0;
-}
-
 // Sizes and strides: replicate W / G ranks G apart, shard G consecutive, context C consecutive.
 static int dims_sizes(const zt_mesh_dims *d, int world, int size[ZT_MESH_NDIMS_], int stride[ZT_MESH_NDIMS_]) {
     const int G = d && d->shard > 0 ? d->shard : world;
@@ -46,7 +39,7 @@ static int dims_sizes(const zt_mesh_dims *d, int world, int size[ZT_MESH_NDIMS_]
         return zt_err("--shard-group %d does not divide the world of %d ranks: the shards are held by groups of G "
                       "consecutive ranks and replicated W/G times, so G must be a divisor of %d (or 0 / the world: "
                       "full shard)", G, world, world);
-    if (zt_mesh_check_context(C, G, world) != 0) return -1;
+    if (zt_context_check(&(zt_context_job){.context = C, .shard_group = G, .world = world}) != 0) return -1;
     size[ZT_MESH_WORLD] = world;
     size[ZT_MESH_SHARD] = G;
     size[ZT_MESH_REPLICATE] = world / G;

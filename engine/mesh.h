@@ -4,7 +4,7 @@
 // carries communicators of its own making. Backend-neutral (engine/comm.h); it owns every
 // comm it makes, and the world comms handed to it when told to.
 // defines: zt_mesh, zt_mesh_dim, zt_mesh_dims, zt_mesh_create, zt_mesh_attach_device, zt_mesh_group,
-//          zt_mesh_check_context, zt_mesh_device_group, zt_mesh_size, zt_mesh_rank, zt_mesh_index, zt_mesh_title, zt_mesh_free
+//          zt_mesh_device_group, zt_mesh_size, zt_mesh_rank, zt_mesh_index, zt_mesh_title, zt_mesh_free
 #ifndef ZT_MESH_H
 #define ZT_MESH_H
 
@@ -38,14 +38,10 @@ typedef enum {
 
 typedef struct {
     int shard;    // G; 0 = W (full shard). Must divide W. replicate is what W leaves: W / G
-    int context;  // C; 0 or 1 = none. Must divide G
+    int context;  // C; 0 or 1 = none. Must divide G (engine/job_shape.h zt_context_check)
 } zt_mesh_dims;
 
 typedef struct zt_mesh zt_mesh;
-
-// 0, or -1 + zt_err naming both numbers when C (0 or 1: none) does not divide the shard group G
-// (or the world). Pure: callers check it on every rank before anything is written.
-int zt_mesh_check_context(int C, int G, int world);
 
 // Collective over `world`: the groups of every dimension of size n < W (but replicate of size 1), each a
 // zt_comm_split_group of world named "<dim> group <i> (ranks ...)" (flight recorders in

@@ -13,6 +13,7 @@
 #include "engine/cuda_module.h"
 #include "engine/fsdp.h"
 #include "engine/fsdp_internal.h"
+#include "engine/job_shape.h"
 #include "model/family.h"
 #include "model/layout.h"
 
@@ -28,14 +29,9 @@ static int check_job(const zt_rank_memory_job *job) {
         return zt_err("accumulator dtype must be bf16 (2 bytes) or fp32 (4 bytes), got %d bytes", job->accum_bytes);
     if (job->param_bytes != 0 && job->param_bytes != 2 && job->param_bytes != 4)
         return zt_err("parameter dtype must be bf16 (2 bytes) or fp32 (4 bytes), got %d bytes", job->param_bytes);
-    const int C = job->context_parallel;
-    if (C < 0) return zt_err("context parallel %d must be >= 1 (or 0: none)", C);
-    if (C > 1 && job->shard_group % C)
-        return zt_err("--context-parallel %d does not divide the shard group of %d ranks (C consecutive ranks of a "
-                      "shard group share each block)", C, job->shard_group);
-    if (C > job->seq_len)
-        return zt_err("--context-parallel %d is more ranks than the %lld tokens of a block (--seq-len): each rank "
-                      "needs at least one", C, (long long)job->seq_len);
+    const zt_context_job cj = {.context = job->context_parallel, .shard_group = job->shard_group,
+                               .seq_len = job->seq_len};
+    if (zt_context_check(&cj) != 0) return -1;  // the rule train and preflight apply (2C <= S among it)
     if (job->attention < ZT_ATTN_SCRATCH_NONE || job->attention > ZT_ATTN_SCRATCH_TILED)
         return zt_err("attention scratch kind %d is not gemm (1) or tiled (2)", job->attention);
     return 0;
@@ -133,8 +129,7 @@ int zt_rank_memory_cpu(const zt_model_config *c, const zt_rank_memory_job *job, 
     if (!c->family || !c->family->cpu || !c->family->cpu->act_bytes_for)
         return zt_err("the %s family does not state its CPU activation bytes", c->family ? c->family->name : "(none)");
     const int C = job->context_parallel > 1 ? job->context_parallel : 1;
-    if (C > 1 && !c->family->context_parallel)
-        return zt_err("--context-parallel %d: the %s family does not train with a context split", C, c->family->name);
+    if (zt_context_check(&(zt_context_job){.context = C, .family = c->family}) != 0) return -1;
     int32_t *index = NULL;
     const int64_t S = job->seq_len, Sl = zt_context_split(S, C, &index);
     free(index);

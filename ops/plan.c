@@ -20,6 +20,7 @@
 #include "model/flops.h"
 #include "base/common.h"
 #include "engine/fsdp.h"
+#include "engine/job_shape.h"
 #include "engine/rank_memory.h"
 
 const char *const zt_shard_names[ZT_SHARD_NCHOICES] = {"full", "nosync", "hsdp"};
@@ -457,10 +458,11 @@ static void context_model(const zt_model_config *c, const zt_gpu_spec *g, const 
 
 // ---- prediction ----------------------------------------------------------------------
 
-int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
-                    const zt_plan_job *job, zt_plan_result *r) {
-    memset(r, 0, sizeof *r);
-    r->job = *job;
+// The job's own rules, before anything is modelled: sizes and dtypes in range, whole nodes, the
+// shard group (r->shard_group, r->replicas) and the context split (engine/job_shape.h, said with the
+// choice's words: r->context, r->data_parallel). 0, or -1 + zt_err.
+static int check_job(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                     const zt_plan_job *job, zt_plan_result *r) {
     const int W = job->world, gpn = g->gpus_per_node;
     if (W < 1) return zt_err("world size %d must be >= 1", W);
     if (job->micro_batch < 1 || job->grad_accum < 1 || job->seq_len < 2)
@@ -492,16 +494,28 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     if (job->context_parallel < 0) return zt_err("--context-parallel %d must be >= 1", job->context_parallel);
     if (job->attention && job->context_parallel < 1)
         return zt_err("the attention scratch is modelled with context parallelism: give --context-parallel C (1: none)");
-    if (gs % C)  // rank_memory checks it too; said here with the choice's words
-        return zt_err("--context-parallel %d does not divide the %s shard group of %d ranks (C consecutive ranks of a "
-                      "shard group share each block)", C, zt_shard_names[job->choice], gs);
-    if (C > 1 && !c->family->context_parallel)
-        return zt_err("--context-parallel %d: the %s family does not train with context parallelism (its layers' "
-                      "sequence mixing across the split is not implemented); plan it without, or with "
-                      "--context-parallel 1 for the attention scratch alone", C, c->family->name);
+    // the rule train, preflight and the engines apply (rank_memory checks it too): said here with the choice's words
+    const zt_context_job cj = {.context = C, .shard_group = gs, .world = W, .seq_len = job->seq_len,
+                               .family = c->family, .shard_name = zt_shard_names[job->choice]};
+    if (zt_context_check(&cj) != 0) {
+        if (C > 1 && c->family && !c->family->context_parallel) {
+            char why[ZT_ERR_MAX];
+            snprintf(why, sizeof why, "%s", zt_errmsg());
+            zt_err("%.1500s; plan it without, or with --context-parallel 1 for the attention scratch alone", why);
+        }
+        return -1;
+    }
     r->context = C;
-    r->data_parallel = W / C;
+    r->data_parallel = zt_data_parallel_ranks(W, C);
+    return 0;
+}
 
+int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_plan_assumptions *a,
+                    const zt_plan_job *job, zt_plan_result *r) {
+    memset(r, 0, sizeof *r);
+    r->job = *job;
+    if (check_job(c, g, a, job, r) != 0) return -1;
+    const int W = job->world, gpn = g->gpus_per_node, gs = r->shard_group, C = r->context;
     if (plan_memory(c, g, a, job, gs, &r->mem) != 0) return -1;
     zt_model_layout lay;
     if (zt_model_layout_init(&lay, c) != 0) return -1;
@@ -662,6 +676,25 @@ int zt_plan_read_run(const char *run_dir, zt_plan_run *out) {
         zt_err("--from-run: %s: world_size, train.micro_batch, train.grad_accum or data.seq_len missing", path);
         goto done;
     }
+    // the mesh it ran on; a run.json from before train recorded it: the flags as given (config.settings;
+    // --shard-group node, resolved on the job's nodes, reads as full shard there)
+    const cJSON *set = member(member(run, "config"), "settings"), *mesh = member(run, "mesh");
+    double g = member_num(mesh, "shard_group"), cp = member_num(mesh, "context_parallel");
+    if (!isfinite(cp)) cp = member_num(set, "context_parallel");
+    if (!isfinite(g)) {
+        const cJSON *sg = member(set, "shard_group");
+        g = cJSON_IsNumber(sg) ? sg->valuedouble : cJSON_IsString(sg) ? atof(sg->valuestring) : NAN;
+        if (!(g >= 1)) g = NAN;
+    }
+    out->shard_group = isfinite(g) ? (int)g : out->world;
+    out->context_parallel = isfinite(cp) && cp >= 1 ? (int)cp : 1;
+    if (out->shard_group < 1 || out->shard_group > out->world || out->world % out->shard_group ||
+        zt_context_check(&(zt_context_job){.context = out->context_parallel, .shard_group = out->shard_group,
+                                           .world = out->world, .seq_len = out->seq_len}) != 0) {
+        zt_err("--from-run: %s: mesh.shard_group %d and mesh.context_parallel %d do not lay out world_size %d",
+               path, out->shard_group, out->context_parallel, out->world);
+        goto done;
+    }
     char doc[32];
     member_str(data, "doc_attention", doc, sizeof doc);
     out->isolated = !strcmp(doc, "isolated");
@@ -671,7 +704,6 @@ int zt_plan_read_run(const char *run_dir, zt_plan_run *out) {
     member_str(dev, "peak_kind", out->peak_kind, sizeof out->peak_kind);
     member_str(dev, "peak_source", out->peak_source, sizeof out->peak_source);
     out->peak_flops = member_num(dev, "peak_tflops_per_rank") * 1e12;
-    const cJSON *set = member(member(run, "config"), "settings");
     out->recompute = !strcmp(out->backend, "cuda") && cJSON_IsTrue(member(set, "recompute"));
     if (!dev) {
         zt_err("--from-run: %s has no \"device\" object: a run of a zerotrain without MFU (run it again)", path);

@@ -170,6 +170,8 @@ typedef struct {
     zt_model_config cfg;
     char run_id[96], backend[16], device[160], peak_kind[32], peak_source[400];
     int world, micro_batch, grad_accum, recompute, isolated;
+    int shard_group;             // the run's shard group G (run.json "mesh"; before it: config.settings, else W)
+    int context_parallel;        // C ranks shared each block (the same; 1: none)
     int64_t seq_len;
     double peak_flops;           // per rank (NAN: the run had none)
     int steps;                   // step lines averaged

@@ -410,7 +410,8 @@ static const char *fmt_count(double v, char *buf, size_t n) {
 }
 
 // The run's state: complete.json > the trainer's own failed/stopped > a rank that hit
-// the collective deadline > the watcher's final verdict > running (or starting).
+// the collective deadline (heartbeat.json "aborted", else the flight dumps) > the watcher's
+// final verdict > running (or starting).
 static void decide_state(run_data *r) {
     const char *hbs = jstr(r->hb, "state");
     const char *ws = jstr(r->watch, "state");
@@ -433,6 +434,17 @@ static void decide_state(run_data *r) {
                      "heartbeat.json: stopped on a signal at step %s after committing a checkpoint; continue with "
                      "`zerotrain train ... --resume`",
                      fmt_count(jnum(r->hb, "step"), b1, sizeof b1));
+        return;
+    }
+    if (hbs && !strcmp(hbs, "aborted")) {  // the job's own deadline caught a hang (train/liveness.h)
+        const char *err = jstr(r->hb, "error");
+        const double by = jnum(r->hb, "stopped_by_rank");
+        char who[48] = "a rank", b2[32];
+        if (isfinite(by) && by >= 0) snprintf(who, sizeof who, "rank %s", fmt_count(by, b2, sizeof b2));
+        r->state = run_state("hung");
+        snprintf(r->state_why, sizeof r->state_why, "heartbeat.json: %s hit the collective deadline and aborted the job "
+                 "after step %s: %s", who, fmt_count(jnum(r->hb, "step"), b1, sizeof b1),
+                 err && err[0] ? err : "(no reason recorded)");
         return;
     }
     int aborted = 0;
@@ -719,7 +731,8 @@ static void header(FILE *f, const run_data *r) {
 }
 
 // The flight recorders' diagnosis, computed now from RUN/ranks/rank-N.flight (the
-// watcher's grouping; ticks are left out: the job is over or the watcher has its say).
+// watcher's grouping; ticks are left out: the job is over or the watcher has its say),
+// with heartbeat.json's record of a deadline abort (the ranks that had stopped ticking then).
 // The world size is run.json's (else heartbeat.json's), as far as the files allow it.
 static void flight_diagnosis(run_data *r, char **diag, char **details) {
     *diag = *details = NULL;
@@ -733,6 +746,7 @@ static void flight_diagnosis(run_data *r, char **diag, char **details) {
     w.world = zt_watch_world(r->dir, src, world, why, sizeof why);
     if (why[0]) note(r, "%s", why);
     w.state = ZT_WS_HUNG;
+    zt_watch_read_heartbeat(&w);  // a deadline abort's record (heartbeat.json "aborted") names the ranks
     zt_watch_diagnose(&w, (double)time(NULL));
     *diag = strdup(w.diagnosis);
     *details = w.details ? strdup(w.details) : NULL;

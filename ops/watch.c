@@ -125,7 +125,10 @@ static void jstr(const cJSON *o, const char *k, char *dst, size_t n) {
     snprintf(dst, n, "%s", cJSON_IsString(v) ? v->valuestring : "");
 }
 
-static void read_heartbeat(zt_watch *w) {
+// A rank index above any job's: plan's --world limit. A file named beyond it is no rank's.
+#define ZT_WATCH_MAX_RANK ((1 << 20) - 1)
+
+void zt_watch_read_heartbeat(zt_watch *w) {
     char path[4200];
     int exists;
     snprintf(path, sizeof path, "%s/heartbeat.json", w->run_dir);
@@ -143,6 +146,21 @@ static void read_heartbeat(zt_watch *w) {
     jstr(j, "run_id", h->run_id, sizeof h->run_id);
     jstr(j, "state", h->state, sizeof h->state);
     jstr(j, "error", h->error, sizeof h->error);
+    h->stopped_by_rank = (int)jint(j, "stopped_by_rank", -1);
+    h->state_time = jnum(j, "state_time", 0);
+    const cJSON *nt = cJSON_GetObjectItemCaseSensitive(j, "ranks_not_ticking");
+    h->not_ticking_n = -1;
+    h->not_ticking[0] = 0;
+    if (cJSON_IsArray(nt)) {  // the aborting rank's view of the ticks at the abort (train/liveness.h)
+        int n = 0, cap = 0, *rs = NULL;
+        for (const cJSON *x = nt->child; x; x = x->next)
+            if (cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= ZT_WATCH_MAX_RANK)
+                zt_int_push(&rs, &n, &cap, (int)x->valuedouble);
+        h->not_ticking_n = n;
+        zt_rank_list(rs, n, h->not_ticking, sizeof h->not_ticking);
+        free(rs);
+        h->ticks_older_than_s = jnum(j, "ticks_older_than_s", 0);
+    }
     h->step = jint(j, "step", -1);
     h->total_steps = jint(j, "total_steps", 0);
     h->epoch = jint(j, "epoch", 0);
@@ -159,8 +177,6 @@ static void read_heartbeat(zt_watch *w) {
     cJSON_Delete(j);
 }
 
-// A rank index above any job's: plan's --world limit. A file named beyond it is no rank's.
-#define ZT_WATCH_MAX_RANK ((1 << 20) - 1)
 
 static int cmp_int(const void *a, const void *b) {
     const int x = *(const int *)a, y = *(const int *)b;
@@ -486,10 +502,10 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
         snprintf(w->reason, sizeof w->reason, "complete.json: step %lld, final %s", jint(c, "step", -1),
                  w->complete_final[0] ? w->complete_final : "(none)");
         cJSON_Delete(c);
-        read_heartbeat(w);
+        zt_watch_read_heartbeat(w);
         return w->state = ZT_WS_COMPLETE;
     }
-    read_heartbeat(w);
+    zt_watch_read_heartbeat(w);
     char hb_path[4200], why[8192];
     snprintf(hb_path, sizeof hb_path, "%s/heartbeat.json", w->run_dir);
     // The heartbeat's world bounds the work of every poll: checked against the files present.
@@ -520,6 +536,13 @@ zt_watch_state zt_watch_poll(zt_watch *w, double now) {
         snprintf(w->reason, sizeof w->reason, "heartbeat.json: the trainer reported failure at step %lld%s%.900s",
                  w->hb.step, w->hb.error[0] ? ": " : "", w->hb.error);
         return w->state = ZT_WS_FAILED;
+    }
+    if (w->hb.have && !strcmp(w->hb.state, "aborted")) {  // a hang the job's own deadline caught (exit 3)
+        char who[32] = "a rank";
+        if (w->hb.stopped_by_rank >= 0) snprintf(who, sizeof who, "rank %d", w->hb.stopped_by_rank);
+        snprintf(w->reason, sizeof w->reason, "heartbeat.json: %s hit the collective deadline and aborted the job "
+                 "after step %lld: %.900s", who, w->hb.step, w->hb.error[0] ? w->hb.error : "(no reason recorded)");
+        return w->state = ZT_WS_HUNG;
     }
     if (w->hb.have && !strcmp(w->hb.state, "stopped")) {
         snprintf(w->reason, sizeof w->reason,
@@ -858,6 +881,45 @@ static int stale_verdict(const zt_watch *w, int world, char *buf, size_t n) {
     return lead;
 }
 
+// A job its own collective deadline aborted (heartbeat.json "aborted", stopped_by_rank A): every
+// process is gone, so every tick stopped within the abort's grace and the oldest names no one (a
+// launcher even resumes a stopped process to end it). What tells is which ranks had stopped ticking
+// well before the abort: a stopped process, or one hung with its tick thread, is the rank the others
+// waited for. A recorded, A's own view at the abort (ranks_not_ticking); else the ticks' times
+// against the abort's (state_time). 1 and the verdict in buf when some rank had; 0 when none had
+// (the flight recorders' verdict applies: a mismatch, a rank outside collectives, the transport).
+static int abort_verdict(const zt_watch *w, int world, char *buf, size_t n) {
+    const int A = w->hb.stopped_by_rank;
+    char who[32] = "a rank";
+    if (A >= 0) snprintf(who, sizeof who, "rank %d", A);
+    if (w->hb.not_ticking_n > 0) {
+        snprintf(buf, n, " \xe2\x80\x94 %s hit the collective deadline and aborted the job; rank%s %s had stopped "
+                 "ticking by then (a tick older than %.3g s: a process stopped, or hung with its tick thread): the "
+                 "rank%s the others waited for", who, w->hb.not_ticking_n > 1 ? "s" : "", w->hb.not_ticking,
+                 w->hb.ticks_older_than_s, w->hb.not_ticking_n > 1 ? "s" : "");
+        return 1;
+    }
+    // A tick is rewritten every alive interval: one more than two intervals older than the abort stopped before it
+    const double slack = 2 * w->o.alive_interval + 1, t_abort = w->hb.state_time;
+    if (w->hb.not_ticking_n == 0 || !(t_abort > 0)) return 0;
+    int *quiet = zt_xmalloc((size_t)(world > 0 ? world : 1) * sizeof(int)), nq = 0;
+    double most = 0;
+    for (int r = 0; r < world && r < w->ranks_cap; r++)
+        if (w->ranks[r].seen && t_abort - w->ranks[r].value > slack) {
+            quiet[nq++] = r;
+            most = fmax(most, t_abort - w->ranks[r].value);
+        }
+    char rl[256];
+    if (nq) {
+        zt_rank_list(quiet, nq, rl, sizeof rl);
+        snprintf(buf, n, " \xe2\x80\x94 %s hit the collective deadline and aborted the job; rank%s %s had stopped "
+                 "ticking before it (up to %.1f s before the abort: a process stopped, or hung with its tick thread): "
+                 "the rank%s the others waited for", who, nq > 1 ? "s" : "", rl, most, nq > 1 ? "s" : "");
+    }
+    free(quiet);
+    return nq > 0;
+}
+
 // Details: each rank's tick, then the flight recorder summary (and the NCCL comm's).
 static void write_details(const zt_watch *w, int world, int nrec, const watch_group *mg, int nmg,
                           const group_pos *gpos, FILE *d) {
@@ -927,13 +989,19 @@ void zt_watch_diagnose(zt_watch *w, double now) {
     snprintf(stopped_verdict, sizeof stopped_verdict,
              " \xe2\x80\x94 the run stopped cleanly on a signal at step %lld after committing a checkpoint: nothing is "
              "stuck", w->hb.step);
+    // after a deadline abort every tick stopped with the job: the oldest says nothing (abort_verdict)
+    char aborted_why[1024];
+    const int was_aborted = w->hb.have && !strcmp(w->hb.state, "aborted");
+    const int named = was_aborted && abort_verdict(w, world, aborted_why, sizeof aborted_why);
     const char *verdict;
-    if (w->state == ZT_WS_STOPPED)
+    if (named)
+        verdict = aborted_why;
+    else if (w->state == ZT_WS_STOPPED)
         verdict = stopped_verdict;
     else if (w->state == ZT_WS_FAILED)
         verdict = " \xe2\x80\x94 the trainer reported the failure itself (its error output says why); these are the "
                   "positions it left";
-    else if (lead >= 0)
+    else if (lead >= 0 && !was_aborted)
         verdict = stale_why;
     else if (ps.nrec == 0)
         verdict = " \xe2\x80\x94 no flight recorders: the job died before its process group started, or RUN/ranks is not shared";

@@ -3,7 +3,7 @@
 // job is starting, running, complete, crashed, failed or hung; on a bad outcome it
 // names the culprit from the flight recorders. The CLI loop is cli/cmd_watch.c.
 // defines: zt_watch, zt_watch_opts, zt_watch_state, zt_watch_poll, zt_watch_diagnose,
-//          zt_watch_world, zt_watch_write_json, zt_watch_status_line
+//          zt_watch_world, zt_watch_read_heartbeat, zt_watch_write_json, zt_watch_status_line
 #ifndef ZT_WATCH_H
 #define ZT_WATCH_H
 
@@ -16,7 +16,8 @@ typedef enum {
     ZT_WS_RUNNING,
     ZT_WS_COMPLETE,      // RUN/complete.json exists
     ZT_WS_CRASHED,       // a rank's liveness tick stopped, no complete.json
-    ZT_WS_HUNG,          // ticks fresh, but the step stalled or the deadlock power signature
+    ZT_WS_HUNG,          // ticks fresh, but the step stalled or the deadlock power signature; or a
+                         // rank's collective deadline aborted the job (heartbeat.json "aborted")
     ZT_WS_FAILED,        // the trainer reported "failed" (heartbeat or a rank's tick)
     ZT_WS_STOPPED,       // the trainer stopped on SIGUSR1/SIGTERM after committing a checkpoint (resumable)
 } zt_watch_state;
@@ -59,7 +60,12 @@ double zt_watch_stale_after(const zt_watch_opts *o);
 typedef struct {
     int have;
     char run_id[80], state[16];
-    char error[600];  // state failed: the trainer's error, when it recorded one ("" otherwise)
+    char error[600];  // state failed or aborted: the trainer's error, when it recorded one ("" otherwise)
+    int stopped_by_rank;  // state aborted: the rank whose deadline took the job down (-1: not recorded)
+    int not_ticking_n;    // state aborted: how many ranks' ticks had stopped then (-1: not recorded)
+    char not_ticking[256];  // ... as a rank list ("1", "4-7")
+    double ticks_older_than_s;
+    double state_time;    // state aborted or failed as marked (train/liveness.h): when (0: not recorded)
     long long step, total_steps, epoch, tokens;
     double time, elapsed_s, step_time_s, tok_per_s, loss;
     double world_size;        // as written (NAN: absent); zt_watch_world decides what is used
@@ -121,6 +127,9 @@ void zt_watch_free(zt_watch *w);
 // the watcher's clock from the first time it saw a value; the first sight of a value
 // is dated by the time written inside it (so --once works on the files alone).
 zt_watch_state zt_watch_poll(zt_watch *w, double now);
+// Reads RUN/heartbeat.json into w->hb (zt_watch_poll does it each poll; for a diagnosis without a
+// poll: `report`). An absent or unreadable one leaves w->hb as it was.
+void zt_watch_read_heartbeat(zt_watch *w);
 // Fill w->diagnosis (one line) and w->details from the flight recorders and ticks.
 void zt_watch_diagnose(zt_watch *w, double now);
 // RUN/watch.json, atomically. 0 or -1 + zt_err.

@@ -51,7 +51,7 @@ zt_expect_test(plan_cli_context_parallel_divide EXIT 2
   COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
          --world 16 --shard hsdp --context-parallel 16)
 zt_expect_test(plan_cli_context_parallel_seq EXIT 2
-  PASS "error: --context-parallel 8 is more ranks than the 4 tokens of a block"
+  PASS "error: --context-parallel 8: blocks of 4 tokens cannot be split into 2 x 8 chunks"
   COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3-32b
          --world 16 --shard full --seq-len 4 --context-parallel 8)
 

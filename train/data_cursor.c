@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "engine/job_shape.h"
 #include "train/agree.h"
 #include "train/data_cursor.h"
 
@@ -28,7 +29,7 @@ int zt_cursor_deal(data_cursor *c, const zt_train_opts *o, zt_comm *comm, int ra
     const zt_dataset *ds = &c->ds;
     const int wrank = rank;  // in the world; below, rank and world are the data-parallel ones
     rank /= C;
-    world /= C;
+    world = zt_data_parallel_ranks(world, C);  // global_step_blocks x seq_len = zt_tokens_per_step
     c->per_rank_step = (int64_t)o->micro_batch * o->grad_accum;
     c->global_step_blocks = c->per_rank_step * world;
     int64_t *file_blocks = zt_xcalloc((size_t)(ds->nfiles > 0 ? ds->nfiles : 1), sizeof(int64_t));

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "train/liveness.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -137,4 +138,77 @@ int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h) {
     const size_t n = strlen(text);
     snprintf(text + n, sizeof text - n, "}\n");
     return replace_file(path, text);
+}
+
+int zt_heartbeat_mark(const char *run_dir, const zt_heartbeat_end *e) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/heartbeat.json", run_dir);
+    char *text = zt_read_file(path, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    zt_err_clear();
+    if (!cJSON_IsObject(j)) {  // none yet (or unreadable): what the watcher needs to read it
+        cJSON_Delete(j);
+        j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "run_id", e->run_id ? e->run_id : "");
+        cJSON_AddNumberToObject(j, "step", 0);
+        cJSON_AddNumberToObject(j, "time", zt_wall_now());
+        if (e->world > 0) cJSON_AddNumberToObject(j, "world_size", e->world);
+    }
+    // The first record of an ending stays (the first error is the one reported): a second rank
+    // aborting at its own deadline moments later, or a stopped rank resumed after the job ended.
+    const cJSON *was = cJSON_GetObjectItemCaseSensitive(j, "state");
+    if (cJSON_IsString(was) && !strcmp(was->valuestring, e->state)) {
+        cJSON_Delete(j);
+        return 0;
+    }
+    // "time" stays the last step's (what the watcher times the steps by); "state_time" is this record's
+    static const char *const keys[] = {"state", "state_time", "error", "stopped_by_rank", "ranks_not_ticking",
+                                       "ticks_older_than_s"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) cJSON_DeleteItemFromObjectCaseSensitive(j, keys[i]);
+    cJSON_AddStringToObject(j, "state", e->state);
+    cJSON_AddNumberToObject(j, "state_time", zt_wall_now());
+    if (e->error && *e->error) cJSON_AddStringToObject(j, "error", e->error);
+    if (e->stopped_by_rank >= 0) cJSON_AddNumberToObject(j, "stopped_by_rank", e->stopped_by_rank);
+    if (e->not_ticking) {
+        cJSON_AddItemToObject(j, "ranks_not_ticking", cJSON_CreateIntArray(e->not_ticking, e->n_not_ticking));
+        cJSON_AddNumberToObject(j, "ticks_older_than_s", e->ticks_older_than_s);
+    }
+    // one line in zt_heartbeat_write's layout ("key": value, ...), which readers of the file may grep
+    char *line = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&line, &len);
+    if (!f) zt_fatal("out of host memory for %s", path);
+    fputc('{', f);
+    for (const cJSON *m = j->child; m; m = m->next) {
+        cJSON *key = cJSON_CreateString(m->string ? m->string : "");  // escaped as JSON text
+        char *v = cJSON_PrintUnformatted(m), *k = key ? cJSON_PrintUnformatted(key) : NULL;
+        fprintf(f, "%s%s: %s", m == j->child ? "" : ", ", k ? k : "\"\"", v ? v : "null");
+        cJSON_free(v);
+        cJSON_free(k);
+        cJSON_Delete(key);
+    }
+    fputs("}\n", f);
+    fclose(f);
+    cJSON_Delete(j);
+    const int rc = replace_file(path, line);
+    free(line);
+    return rc;
+}
+
+int zt_liveness_not_ticking(const char *run_dir, int world, double older_than_s, int *out) {
+    const double now = zt_wall_now();
+    int n = 0;
+    for (int r = 0; r < world; r++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/ranks/rank-%05d.alive", run_dir, r);
+        char *text = zt_read_file(path, NULL);
+        cJSON *j = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "time");
+        if (cJSON_IsNumber(t) && now - t->valuedouble > older_than_s) out[n++] = r;
+        cJSON_Delete(j);
+    }
+    zt_err_clear();
+    return n;
 }

@@ -2,7 +2,8 @@
 // each rank's side thread rewrites RUN/ranks/rank-NNNNN.alive every few seconds
 // (even while the main thread is blocked in a collective), and rank 0 rewrites
 // RUN/heartbeat.json after every step. Both are replaced atomically (tmp + rename).
-// defines: zt_liveness_start, zt_liveness_set_step, zt_liveness_stop, zt_heartbeat, zt_heartbeat_write
+// defines: zt_liveness_start, zt_liveness_set_step, zt_liveness_stop, zt_heartbeat, zt_heartbeat_write,
+//          zt_heartbeat_end, zt_heartbeat_mark, zt_liveness_not_ticking
 #ifndef ZT_LIVENESS_H
 #define ZT_LIVENESS_H
 #include <stdint.h>
@@ -32,5 +33,29 @@ typedef struct {
 // RUN/heartbeat.json, replaced atomically (no fsync: it is rewritten every step); a link or
 // special file there is refused (base/out_file.h).
 int zt_heartbeat_write(const char *run_dir, const zt_heartbeat *h);
+
+// The job ended in a way that skips the trainer's own last heartbeat (a rank's collective deadline
+// took it down with exit 3, or MPI never started): RUN/heartbeat.json's state becomes e->state
+// ("aborted", "failed") with the error, the time of this record (state_time), the rank that wrote it
+// (stopped_by_rank) and the ranks whose liveness tick had stopped by then (ranks_not_ticking), every
+// other member kept as the last heartbeat had it ("time" stays the last step's; none yet: a minimal
+// one with step 0, e->run_id and world_size e->world when > 0).
+// Atomic like every heartbeat; any rank may call it. A heartbeat that already says e->state is kept
+// as it is (the first rank to abort is the one named, not a later one). 0, or -1 + zt_err.
+typedef struct {
+    const char *state, *error;
+    int stopped_by_rank;     // -1: not recorded
+    const char *run_id;      // for a heartbeat written before the first step (NULL: "")
+    int world;               // the same (0: not written)
+    const int *not_ticking;  // ranks whose tick had stopped (NULL / 0: none recorded)
+    int n_not_ticking;
+    double ticks_older_than_s;  // what "stopped" meant: a tick older than this
+} zt_heartbeat_end;
+int zt_heartbeat_mark(const char *run_dir, const zt_heartbeat_end *e);
+
+// The ranks of 0..world-1 whose RUN/ranks/rank-N.alive says its last tick is older than older_than_s
+// (a missing or unreadable tick is not counted: it says nothing of when it stopped), into out
+// (world entries); returns how many.
+int zt_liveness_not_ticking(const char *run_dir, int world, double older_than_s, int *out);
 
 #endif

@@ -19,6 +19,7 @@
 
 #include "data/dataset.h"
 #include "engine/fsdp.h"
+#include "engine/job_shape.h"
 #include "engine/rank_memory.h"
 #include "model/config.h"
 #include "base/common.h"
@@ -437,22 +438,6 @@ static int read_mem_available(double *bytes) {
 }
 
 // DIR/dataset.json's seq_len, or 0 when it cannot be read (check 1 then names the problem).
-static int64_t read_seq_len(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/dataset.json", dir ? dir : ".");
-    char *text = zt_read_file(path, NULL);
-    if (!text) {
-        zt_err_clear();
-        return 0;
-    }
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "seq_len");
-    const int64_t s = cJSON_IsNumber(v) && v->valuedouble >= 1 ? (int64_t)v->valuedouble : 0;
-    cJSON_Delete(j);
-    return s;
-}
-
 static int check_keep_memory(gate *g, const zt_preflight_opts *o, const zt_model_config *cfg, int G,
                              int64_t seq_len) {
     char what[384] = "", msg[1024], h1[32], h2[32];
@@ -536,26 +521,19 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
     }
     if (o->context_parallel > 1) {  // before the six checks too: a split that cannot run
         const int C = o->context_parallel;
-        const int64_t seq_len = read_seq_len(o->data);
-        int bad = zt_mesh_check_context(C, G, W);
-        if (!bad && seq_len > 0 && 2 * (int64_t)C > seq_len)
-            bad = zt_err("--context-parallel %d: blocks of %lld tokens cannot be split into 2 x %d chunks (each rank "
-                         "holds an early and a late chunk); C must be at most seq_len / 2 = %lld", C,
-                         (long long)seq_len, C, (long long)(seq_len / 2));
-        if (!bad && o->model && !cfg.family->context_parallel)
-            bad = zt_err("--context-parallel %d: context parallelism is not implemented for %s (%s): its Gated "
-                         "DeltaNet layers would need each document's recurrent state passed across the context group; "
-                         "train it without --context-parallel", C, cfg.family->name, o->model);
-        if (bad) {
+        const int64_t seq_len = zt_dataset_peek_seq_len(o->data);
+        const zt_context_job cj = {.context = C, .shard_group = G, .world = W, .seq_len = seq_len,
+                                   .family = o->model ? cfg.family : NULL};
+        if (zt_context_check(&cj) != 0) {
             if (g.rank == 0) fprintf(out, "[FAIL] context parallelism: %s\n", zt_errmsg());
             return zt_err_prefix("preflight gate");
         }
         if (g.rank == 0)
             fprintf(out, "[PASS] context parallelism: groups of %d consecutive ranks share each block, %d data-parallel "
-                    "group%s\n", C, W / C, W / C == 1 ? "" : "s");
+                    "group%s\n", C, zt_data_parallel_ranks(W, C), zt_data_parallel_ranks(W, C) == 1 ? "" : "s");
     }
     if (!o->reshard_after_forward && o->model) {
-        const int64_t seq_len = read_seq_len(o->data);
+        const int64_t seq_len = zt_dataset_peek_seq_len(o->data);
         if (seq_len > 0 && check_keep_memory(&g, o, &cfg, G, seq_len) != 0) return zt_err_prefix("preflight gate");
     }
     int64_t total_tokens = 0;

@@ -148,6 +148,13 @@ static int resume_one(const zt_train_opts *o, run_state *r, const char *from, in
         ok = zt_err("--resume %s: its data cursor (epoch %lld, step %lld of the epoch) does not match %lld steps "
                     "per epoch of this run", ckpt_path, (long long)meta.epoch, (long long)meta.epoch_step,
                     (long long)r->data.steps_per_epoch) == 0;
+    // A run cannot end before the steps it has taken (--allow-new-schedule lets --steps change, not
+    // go back): it would record the run complete at that earlier step over a later checkpoint.
+    if (ok && meta.step > r->total_steps)
+        ok = zt_err("--resume %s: the checkpoint is at step %lld, past this run's %lld total steps (--steps/--epochs): "
+                    "a run cannot end before the steps it has already taken; give --steps %lld or more (to continue "
+                    "it, with --allow-new-schedule), or resume an earlier checkpoint",
+                    ckpt_path, (long long)meta.step, (long long)r->total_steps, (long long)meta.step) == 0;
     // Every rank learns the lowest failing rank's reason, and whether any rank could not read it.
     const int agreed = zt_train_agree_named(r, ok, "reading the checkpoint to resume");
     if (agreed < 0) return -1;

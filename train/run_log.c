@@ -15,6 +15,7 @@
 
 #include "base/common.h"
 #include "base/out_file.h"
+#include "engine/job_shape.h"
 #include "model/family.h"
 #include "model/flops.h"
 #include "train/agree.h"
@@ -128,9 +129,21 @@ static int write_run_json(const zt_train_opts *o, const run_state *r, const zt_m
     }
     cJSON_AddNumberToObject(tr, "micro_batch", o->micro_batch);
     cJSON_AddNumberToObject(tr, "grad_accum", o->grad_accum);
-    cJSON_AddNumberToObject(tr, "tokens_per_step", (double)world * o->micro_batch * o->grad_accum * ds->seq_len);
+    // C ranks of a context group share each block: the data-parallel ranks' blocks (engine/job_shape.h)
+    cJSON_AddNumberToObject(tr, "tokens_per_step",
+                            (double)zt_tokens_per_step(world, r->context, o->micro_batch, o->grad_accum,
+                                                       ds->seq_len));
     cJSON_AddNumberToObject(tr, "save_every", (double)o->save_every);
     cJSON_AddNumberToObject(tr, "keep_last", o->keep_last);
+    // how the world is laid out (the mesh's; `node` resolved): `plan --from-run` plans this job
+    zt_fsdp_strategy strat;
+    zt_fsdp_get_strategy(r->f, &strat);
+    cJSON *mesh = cJSON_AddObjectToObject(root, "mesh");
+    cJSON_AddNumberToObject(mesh, "world", world);
+    cJSON_AddNumberToObject(mesh, "shard_group", strat.shard_group);
+    cJSON_AddNumberToObject(mesh, "replicas", world / strat.shard_group);
+    cJSON_AddNumberToObject(mesh, "context_parallel", r->context);
+    cJSON_AddNumberToObject(mesh, "data_parallel_ranks", zt_data_parallel_ranks(world, r->context));
     cJSON *m = cJSON_AddObjectToObject(root, "memory_per_rank_bytes");
     cJSON_AddNumberToObject(m, "params", (double)mem->params);
     cJSON_AddNumberToObject(m, "grads", (double)mem->grads);
@@ -201,11 +214,19 @@ void zt_runlog_plan(const zt_train_opts *o, const run_state *r, const zt_fsdp_me
         printf("  on the GPU also: context-split buffers %s, scratch %s, cuBLASLt workspace %s\n",
                zt_human_bytes((double)mem->context, 1, b1, sizeof b1), zt_human_bytes((double)mem->scratch, 1, b2, sizeof b2),
                zt_human_bytes((double)mem->workspace, 1, b3, sizeof b3));
-    printf("train: %lld steps (%lld per epoch), %d rank%s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "
+    // the factors multiply to the total: under --context-parallel C the W / C data-parallel ranks'
+    char ranks[96];
+    const int C = r->context, dp = zt_data_parallel_ranks(r->world, C);
+    if (C > 1)
+        snprintf(ranks, sizeof ranks, "%d data-parallel rank%s (%d ranks / context parallel %d)", dp,
+                 dp == 1 ? "" : "s", r->world, C);
+    else
+        snprintf(ranks, sizeof ranks, "%d rank%s", r->world, r->world == 1 ? "" : "s");
+    printf("train: %lld steps (%lld per epoch), %s x micro-batch %d x grad-accum %d x seq %d = %lld tokens "
            "per step, %d thread%s per rank, %s\n",
-           (long long)r->total_steps, (long long)r->data.steps_per_epoch, r->world, r->world == 1 ? "" : "s",
-           o->micro_batch, o->grad_accum, r->data.ds.seq_len,
-           (long long)(r->data.global_step_blocks * r->data.ds.seq_len), threads,
+           (long long)r->total_steps, (long long)r->data.steps_per_epoch, ranks, o->micro_batch, o->grad_accum,
+           r->data.ds.seq_len,
+           (long long)zt_tokens_per_step(r->world, C, o->micro_batch, o->grad_accum, r->data.ds.seq_len), threads,
            threads == 1 ? "" : "s", r->backend);
     const double S = r->data.ds.seq_len, per_token = zt_model_train_flops(cfg, S, S * S) / S;
     printf("flops: %.4g per token, %.4g per step (model/flops.h%s)\n", per_token,

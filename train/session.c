@@ -17,12 +17,16 @@
 
 #include "base/common.h"
 #include "base/out_file.h"
+#include "data/dataset.h"
 #include "engine/comm_mpi.h"
+#include "engine/job_shape.h"
 #include "kernels/ops.h"
 #include "train/agree.h"
 #include "train/input_digest.h"
+#include "train/liveness.h"
 #include "train/loop.h"
 #include "train/preflight.h"
+#include "train/run_lock.h"
 #include "train/run_log.h"
 #include "train/settings_agree.h"
 #include "train/signals.h"
@@ -44,6 +48,86 @@ static int agree_start(int ok) {
     MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD);
     if (first != rank && world > 1) return zt_err("rank %d: %.2000s", first, msg);
     return zt_err("%s", msg);
+}
+
+// The comm layer's deadlines from the flags: the start-up one as given; left at its default it is
+// never shorter than the steady-state one (a longer --collective-timeout raises it too). The same
+// start-up deadline guards MPI's own start (zt_train_run).
+static zt_comm_opts comm_opts(const zt_train_opts *o) {
+    zt_comm_opts co = zt_comm_opts_default();
+    if (o->collective_timeout > 0) co.timeout_s = o->collective_timeout;
+    if (o->first_collective_timeout > 0) co.first_timeout_s = o->first_collective_timeout;
+    if (o->first_collective_timeout == ZT_DEF_FIRST_COLLECTIVE_TIMEOUT && co.first_timeout_s < co.timeout_s)
+        co.first_timeout_s = co.timeout_s;
+    co.run_dir = o->run_dir;
+    return co;
+}
+
+// MPI never started within the start-up deadline (a rank never joined; engine/comm_mpi.h): rank 0
+// records it in RUN/heartbeat.json for the watcher, only while it can hold RUN/lock (a run
+// directory another job holds is that job's), and the process then exits with code 3.
+static void on_start_expired(void *ctx, int rank, int world, const char *message) {
+    const zt_train_opts *o = ctx;
+    (void)world;
+    if (rank != 0) return;  // the heartbeat is rank 0's; unknown (-1): no launcher says who writes
+    zt_run_lock *lock = NULL;
+    if (o->run_lock ? zt_run_lock_acquire(o->run_dir, &lock) != 0 : zt_mkdirs(o->run_dir) != 0) return;
+    // no world_size: no rank started its files in RUN/ranks, which a watcher would then look for
+    const zt_heartbeat_end e = {.state = "failed", .error = message, .stopped_by_rank = -1};
+    if (zt_heartbeat_mark(o->run_dir, &e) != 0)
+        fprintf(stderr, "zerotrain: warning: rank 0: recording the failed start: %s\n", zt_errmsg());
+    zt_run_lock_release(lock);
+}
+
+// A rank's collective deadline (or an asynchronous backend error) takes the job down with exit 3,
+// past the trainer's own last heartbeat: heartbeat.json says the job was aborted, by which rank and
+// why (engine/comm.h zt_comm_set_abort_hook), for `zerotrain watch` and `report`.
+// With the ranks whose liveness tick had stopped by then (a process stopped, or hung with its tick
+// thread): the ones the others waited for, which a post-mortem cannot tell once every process is
+// gone (a launcher resumes a stopped process to end it). Read on jobs of up to 4096 ranks.
+typedef struct {
+    const char *run_dir;
+    double alive_interval;
+    const run_state *r;
+} abort_ctx;
+
+static void on_abort(void *ctx, int world_rank, const char *headline) {
+    const abort_ctx *a = ctx;
+    char err[1400];
+    snprintf(err, sizeof err, "rank %d: %.1200s (aborted the job, exit code 3)", world_rank, headline);
+    const int W = a->r->world, scan = W <= 4096;
+    int *quiet = scan ? zt_xcalloc((size_t)W, sizeof(int)) : NULL;
+    const double older = 2 * a->alive_interval + 1;  // a tick is rewritten every interval
+    const zt_heartbeat_end e = {.state = "aborted", .error = err, .stopped_by_rank = world_rank,
+                                .run_id = a->r->run_id, .world = W, .not_ticking = quiet,
+                                .n_not_ticking = scan ? zt_liveness_not_ticking(a->run_dir, W, older, quiet) : 0,
+                                .ticks_older_than_s = older};
+    const int rc = zt_heartbeat_mark(a->run_dir, &e);
+    free(quiet);
+    if (rc != 0)
+        fprintf(stderr, "zerotrain: rank %d: recording the abort in heartbeat.json: %s\n", world_rank, zt_errmsg());
+}
+
+// --context-parallel, checked on every rank before RUN is created or locked, so that a split that
+// cannot run leaves nothing behind (engine/job_shape.h: C against the shard group, a number here
+// and `node` once its layout is read when the mesh is made; the block length and the family when
+// dataset.json and the config read, else where they are read) and the cuDNN attention, which
+// takes no positions. 1, or 0 + zt_err.
+static int context_ok(const zt_train_opts *o, int world) {
+    if (o->context_parallel <= 1) return 1;
+    const char *sg = o->shard_group;
+    zt_context_job cj = {.context = o->context_parallel, .world = world,
+                         .shard_group = sg && *sg && strcmp(sg, "node") && atoi(sg) > 0 ? atoi(sg) : world,
+                         .seq_len = zt_dataset_peek_seq_len(o->data)};
+    zt_model_config cfg;
+    if (zt_model_config_load(&cfg, o->model ? o->model : o->init) == 0) cj.family = cfg.family;
+    zt_err_clear();
+    if (zt_context_check(&cj) != 0) return 0;
+    if (o->device != ZT_DEVICE_CPU && o->attention == ZT_ATTN_CUDNN)
+        return zt_err("--context-parallel %d with --attention cudnn: the cuDNN attention takes no positions, and "
+                      "the split needs them (a query sees the keys of its block rows g - p .. g, a row held "
+                      "elsewhere only its own key); use --attention tiled or gemm", o->context_parallel), 0;
+    return 1;
 }
 
 // Everything between taking the run directory and handing it back: --resume auto's choice,
@@ -82,17 +166,6 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
     // Every name this rank writes in RUN: a link or special file there is refused first, before
     // anything is written or removed (the prune below would follow a linked checkpoints/).
     int ok = zt_runlog_check_outputs(o, r->rank) == 0;
-    // --context-parallel against the shard group (a number here; `node` once its layout is read,
-    // when the mesh is made) and the world, every rank alike.
-    if (ok && o->context_parallel > 1) {
-        const char *sg = o->shard_group;
-        const int G = sg && *sg && strcmp(sg, "node") && atoi(sg) > 0 ? atoi(sg) : r->world;  // node: W for now
-        ok = zt_mesh_check_context(o->context_parallel, G, r->world) == 0;
-        if (ok && o->device != ZT_DEVICE_CPU && o->attention == ZT_ATTN_CUDNN)
-            ok = zt_err("--context-parallel %d with --attention cudnn: the cuDNN attention takes no positions, and "
-                        "the split needs them (a query sees the keys of its block rows g - p .. g, a row held "
-                        "elsewhere only its own key); use --attention tiled or gemm", o->context_parallel) == 0;
-    }
     if (ok && !o->overwrite && !o->resume && stat(path, &st) == 0)
         ok = zt_err("%s already exists: this run directory holds a run; continue it with --resume, pick a new "
                     "--run-dir, or pass --overwrite",
@@ -108,14 +181,7 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
     if (ok && r->rank == 0) ok = zt_ckpt_clear_removing(o->run_dir, stdout) == 0;
     if (agree_start(ok) != 0) return -1;
 
-    zt_comm_opts co = zt_comm_opts_default();
-    if (o->collective_timeout > 0) co.timeout_s = o->collective_timeout;
-    // The start-up deadline as given; left at its default it is never shorter than the
-    // steady-state one (a longer --collective-timeout raises it too).
-    if (o->first_collective_timeout > 0) co.first_timeout_s = o->first_collective_timeout;
-    if (o->first_collective_timeout == ZT_DEF_FIRST_COLLECTIVE_TIMEOUT && co.first_timeout_s < co.timeout_s)
-        co.first_timeout_s = co.timeout_s;
-    co.run_dir = o->run_dir;
+    const zt_comm_opts co = comm_opts(o);
     r->copts = co;
     // The process groups, once for the job: the world, --shard-group resolved on it (`node` reads
     // its node layout), then the mesh of shard, replica and context groups (engine/mesh.h), which owns them
@@ -135,6 +201,8 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
         return zt_err("%s", msg);
     }
     r->comm = zt_mesh_group(r->mesh, ZT_MESH_WORLD);
+    const abort_ctx actx = {o->run_dir, o->alive_interval > 0 ? o->alive_interval : 5.0, r};
+    zt_comm_set_abort_hook(on_abort, (void *)&actx);  // until the comms are finalized below
     zt_comm_info info;
     zt_comm_get_info(r->comm, &info);
     r->alive = zt_liveness_start(o->run_dir, r->rank, o->alive_interval);
@@ -171,6 +239,7 @@ static int train_locked(zt_train_opts *eff, run_state *r, char ***candidates) {
     // creation failed on another rank) is finalized on its own.
     if (r->dcomm && zt_mesh_device_group(r->mesh, ZT_MESH_WORLD) != r->dcomm) zt_comm_finalize(r->dcomm);
     zt_mesh_free(r->mesh);
+    zt_comm_set_abort_hook(NULL, NULL);
     return rc;
 }
 
@@ -184,8 +253,12 @@ int zt_train_run(const zt_train_opts *opts) {
     // SIGUSR1 / SIGTERM: a checkpoint at the next step boundary once training runs; before
     // that (the module, the data, the checkpoint still loading) the process exits at once.
     zt_signals_install();
-    // --async-save: the checkpoint writer thread calls MPI-IO beside the training thread.
-    if ((o->async_save ? zt_mpi_init_threads(MPI_THREAD_MULTIPLE) : zt_mpi_init_once()) != 0) return -1;
+    // --async-save: the checkpoint writer thread calls MPI-IO beside the training thread. MPI's own
+    // start waits for every rank of the job: under the start-up deadline.
+    const zt_mpi_start_deadline sd = {.deadline_s = comm_opts(o).first_timeout_s,
+                                      .source = "--first-collective-timeout", .on_expiry = on_start_expired,
+                                      .ctx = (void *)o};
+    if (zt_mpi_init_guarded(o->async_save ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED, &sd) != 0) return -1;
 
     run_state r;
     memset(&r, 0, sizeof r);
@@ -208,6 +281,13 @@ int zt_train_run(const zt_train_opts *opts) {
         agreed = zt_input_digest_agree(MPI_COMM_WORLD, &inputs) == 0;
     }
     if (!agreed) {
+        char msg[ZT_ERR_MAX];
+        snprintf(msg, sizeof msg, "%s", zt_errmsg());
+        zt_input_digest_free(&inputs);
+        zt_mpi_finalize_once();
+        return zt_err("%s", msg);
+    }
+    if (agree_start(context_ok(o, r.world)) != 0) {
         char msg[ZT_ERR_MAX];
         snprintf(msg, sizeof msg, "%s", zt_errmsg());
         zt_input_digest_free(&inputs);

@@ -27,6 +27,7 @@
 #include "checkpoint/safetensors.h"
 #include "engine/comm_mpi.h"
 #include "engine/cuda_module.h"
+#include "engine/job_shape.h"
 #include "train/agree.h"
 #include "train/device_info.h"
 #include "train/eval.h"
@@ -558,7 +559,7 @@ int zt_train_body(const zt_train_opts *o, run_state *r) {
     r->t_start = zt_now();
     r->context = zt_mesh_size(r->mesh, ZT_MESH_CONTEXT);  // the session made the mesh with --context-parallel
     r->data_rank = r->rank / r->context;
-    r->data_world = r->world / r->context;
+    r->data_world = zt_data_parallel_ranks(r->world, r->context);
     set_threads(o, r);
     const char *cfg_src = o->model ? o->model : o->init;  // every rank reads it; they must agree
     if (zt_train_agree(r->comm, zt_model_config_load(&r->cfg, cfg_src) == 0, "reading the model config") != 0) return -1;

@@ -222,8 +222,19 @@ eval_no_targets)
     ;;
 eval_empty)
     # an evaluation set of 0 blocks (shorter than one block): refused, not "evaluated every 1 steps"
+    # pack refuses to make one (issue 47: exit 1, no dataset.json), so the set is written by hand: one
+    # empty block file and the dataset.json a pack of it would have (as an older pack or another tool
+    # could leave it)
     echo "1 2 3" >"$W/short.txt"
-    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/empty" "$W/short.txt" >/dev/null 2>&1 || fail "pack"
+    "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 -o "$W/empty" "$W/short.txt" >/dev/null 2>&1 &&
+        fail "pack made a dataset of 0 blocks"
+    [ ! -e "$W/empty/dataset.json" ] || fail "pack left a dataset.json of 0 blocks"
+    mkdir -p "$W/empty" && : >"$W/empty/data.u32"
+    cat >"$W/empty/dataset.json" <<'J'
+{"format": "zerotrain-tokens", "version": 1, "seq_len": 16, "vocab_size": 96, "tokenizer": "ids", "input": "ids",
+ "layout": "single", "documents": 1, "dropped_tokens": 3,
+ "files": [{"name": "data.u32", "blocks": 0, "tokens": 0, "crc32c": "0x00000000", "documents": 1, "dropped_tokens": 3}]}
+J
     "$ZT" pack --verify "$W/empty" >"$W/verify.txt" 2>&1
     grep -q "warning: .*empty holds no blocks" "$W/verify.txt" || { cat "$W/verify.txt"; fail "pack --verify does not warn"; }
     expect_error "--eval-data .*empty: the dataset holds no blocks, so there is nothing to evaluate" -- \

@@ -462,8 +462,14 @@ static void test_context_parallel(const zt_model_config *c) {
     CHECK_ERR(zt_plan_predict(c, &g, &a, &j, &r), "--context-parallel 3 does not divide the full shard group of 16");
     j.context_parallel = 8, j.choice = ZT_SHARD_HSDP, j.shard_group = 4;
     CHECK_ERR(zt_plan_predict(c, &g, &a, &j, &r), "--context-parallel 8 does not divide the hsdp shard group of 4");
+    // 2C <= S, the rule train, preflight and `plan --device cpu|cuda` apply (engine/job_shape.h): 8 ranks
+    // need 16 chunks of a block, so 10 tokens are refused as 4 are (issue 47: C <= S passed)
     j.choice = ZT_SHARD_FULL, j.shard_group = 0, j.seq_len = 4;
-    CHECK_ERR(zt_plan_predict(c, &g, &a, &j, &r), "--context-parallel 8 is more ranks than the 4 tokens of a block");
+    CHECK_ERR(zt_plan_predict(c, &g, &a, &j, &r), "--context-parallel 8: blocks of 4 tokens cannot be split into 2 x 8");
+    j.seq_len = 10;
+    CHECK_ERR(zt_plan_predict(c, &g, &a, &j, &r), "--context-parallel 8: blocks of 10 tokens cannot be split into 2 x 8");
+    j.seq_len = 16;  // the shortest block 8 ranks can share
+    CHECK(zt_plan_predict(c, &g, &a, &j, &r) == 0, "C = 8 at seq 16: %s", zt_errmsg());
     j.seq_len = 32768, j.context_parallel = 0, j.attention = ZT_ATTN_SCRATCH_TILED;
     CHECK_ERR(zt_plan_predict(c, &g, &a, &j, &r), "give --context-parallel");
 }
