@@ -73,16 +73,19 @@ set_tests_properties(cudaemu_nccl PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT
 # ---- tests/gpu on the emulator -----------------------------------------------------------------------
 set(ZT_GPU_DIR ${ZT_TEST_DIR}/gpu)
 zt_emu_exe(emu_test_cuda_ops SOURCES ${ZT_GPU_DIR}/test_cuda_ops.c ${ZT_GPU_DIR}/gpu_test_util.c LIBS zt_kernels)
-add_test(NAME emu_cuda_ops COMMAND emu_test_cuda_ops --emu)
+# The tiled and tensor-core attentions' shapes run in the two tests below (all of them there), not
+# here: each shape once, and the three tests side by side under ctest -j.
+add_test(NAME emu_cuda_ops COMMAND emu_test_cuda_ops --emu --no-tiles)
 set_tests_properties(emu_cuda_ops PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
-# The tiled attention's quick shapes alone: what tests/cudaemu/mutate.py's A rows run.
-add_test(NAME emu_attention_tiled COMMAND emu_test_cuda_ops --emu --tiled)
+# The tiled attention's shapes alone, all of them: what tests/cudaemu/mutate.py's A rows run
+# (--tiled without --full: its quick shapes only, for a shorter run by hand).
+add_test(NAME emu_attention_tiled COMMAND emu_test_cuda_ops --emu --tiled --full)
 set_tests_properties(emu_attention_tiled PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 # The tensor-core attention's shapes alone (kernels/cuda/attention_tc.cu on the emulated WMMA):
-# what mutate.py's T rows run.
+# what mutate.py's T rows run (--tc without --full: its quick shapes only).
 # ZT_EMU_WARP_AHEAD: each warp runs ahead to its next block barrier (kernel.cpp), which the
 # block barriers' mutation rows need.
-add_test(NAME emu_attention_tc COMMAND emu_test_cuda_ops --emu --tc)
+add_test(NAME emu_attention_tc COMMAND emu_test_cuda_ops --emu --tc --full)
 set_tests_properties(emu_attention_tc PROPERTIES ENVIRONMENT "${ZT_EMU_ENV};ZT_EMU_WARP_AHEAD=1" TIMEOUT 600)
 
 zt_emu_exe(emu_train_tiny SOURCES ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_M}/layout.c

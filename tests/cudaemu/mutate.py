@@ -36,8 +36,8 @@ T_ENGINE = ["emu_fsdp_cuda", "emu_fsdp_cuda_mpi_w2", "emu_cli_resume_exact", "em
 T_COMM = ["emu_comm_nccl_w1", "emu_comm_nccl_mpi_w2", "emu_fsdp_cuda", "emu_comm_nccl_deadline",
           "emu_comm_nccl_finalize_busy"]
 T_OPS = ["emu_cuda_ops", "emu_train_tiny"]
-T_TILED = ["emu_attention_tiled"]  # the tiled attention's quick shapes (emu_cuda_ops runs them too)
-T_TC = ["emu_attention_tc"]  # the tensor-core attention's shapes (emu_cuda_ops runs them too)
+T_TILED = ["emu_attention_tiled"]  # every shape of the tiled attention (emu_cuda_ops runs none of them)
+T_TC = ["emu_attention_tc"]  # every shape of the tensor-core attention (emu_cuda_ops runs none of them)
 T_SFT = ["emu_fsdp_cuda_sft_w1"]
 T_HSDP = ["emu_fsdp_cuda_hsdp_w4"]
 T_CP = ["emu_fsdp_cuda_cp_w2_c2", "emu_fsdp_cuda_cp_w4_c2"]

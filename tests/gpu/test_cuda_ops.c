@@ -996,21 +996,26 @@ int main(int argc, char **argv) {
     char dev[256];
     zt_cuda_device_describe(dev, sizeof dev);
     printf("test_cuda_ops on %s\n", dev);
-    int quick = 0, tiled_only = 0, tc_only = 0;  // --tiled / --tc: only that attention's quick shapes (mutations)
+    // --tiled / --tc: only that attention's shapes, the quick ones (mutate.py's rows) or with --full
+    // all of them; --no-tiles: everything but those two attentions (the CPU execution of CUDA runs
+    // the three as separate tests, so no shape runs twice and they can run side by side)
+    int quick = 0, tiled_only = 0, tc_only = 0, full = 0, no_tiles = 0;
     for (int i = 1; i < argc; i++) {
         quick |= !strcmp(argv[i], "--quick");
         tiled_only |= !strcmp(argv[i], "--tiled");
         tc_only |= !strcmp(argv[i], "--tc");
+        full |= !strcmp(argv[i], "--full");
+        no_tiles |= !strcmp(argv[i], "--no-tiles");
     }
     zt_cuda_ctx *c = zt_cuda_ctx_create();
     double t0 = zt_now();
     const char *cudnn_skip = "not run (--tiled / --tc)";
     if (tiled_only) {
-        test_attention_tiled_all(c, 1);
+        test_attention_tiled_all(c, !full);
         goto done;
     }
     if (tc_only) {
-        test_attention_tc_all(c, 1);
+        test_attention_tc_all(c, !full);
         goto done;
     }
 
@@ -1042,8 +1047,10 @@ int main(int argc, char **argv) {
     test_rope(3, 40, 4, 64, 1e6, 1);
     test_attention(c, 2, 40, 4, 2, 16, 1);
     test_attention(c, 3, 33, 4, 1, 8, 1);
-    test_attention_tiled_all(c, quick);
-    test_attention_tc_all(c, quick);
+    if (!no_tiles) {
+        test_attention_tiled_all(c, quick);
+        test_attention_tc_all(c, quick);
+    }
     test_xent(c, 37, 48, 1003, 8);
     // The optional cuDNN SDPA path (not the default attention; see docs/cuda.md).
     cudnn_skip = cudnn_skip_reason();
