@@ -50,11 +50,19 @@ mount --make-rprivate / || fail "mount --make-rprivate /"
 for d in $SYS/openmpi $SYS/pmix2 $SYS/hdf5 $SYS/hwloc /usr/share/openmpi /etc/openmpi; do
     [ -d "$d" ] && { mount -t tmpfs none "$d" || fail "tmpfs over $d"; }
 done
+# The base system's own tools keep their libraries: the GPU image has a base system (awk, sed, tar,
+# python3, ...) that run.sh uses; it lacks MPI, HDF5 and their kin. Hiding gawk's libgmp (which the
+# bundle also carries, for libhogweed) broke awk here, so run.sh's data went missing.
+declare -A keep=()
+for t in awk sed grep tar gzip sort python3 bash; do
+    p=$(command -v "$t") || continue
+    while read -r lib; do keep[$(readlink -f "$lib")]=1; done < <(ldd "$p" 2>/dev/null | awk '/=> \//{print $3}')
+done
 declare -A hide=()
 for f in "$PFX/$SYS"/*; do
     n=$(basename "$f")
     for d in $SYS /usr/local/lib; do
-        [ -e "$d/$n" ] && hide[$(readlink -f "$d/$n")]=1
+        [ -e "$d/$n" ] && [ -z "${keep[$(readlink -f "$d/$n")]:-}" ] && hide[$(readlink -f "$d/$n")]=1
     done
 done
 for b in orterun orted mpirun mpiexec; do
@@ -63,7 +71,7 @@ done
 for f in "${!hide[@]}"; do
     [ -f "$f" ] && { mount --bind /dev/null "$f" || fail "hide $f"; }
 done
-echo "hidden: ${#hide[@]} files of this machine (Open MPI, PMIx, HDF5 and every bundled library) and 6 folders"
+echo "hidden: ${#hide[@]} files of this machine (Open MPI, PMIx, HDF5 and every bundled library but the ${#keep[@]} the base tools use) and 6 folders"
 [ "$(stat -c %s "$(readlink -f $SYS/libmpi.so.40)")" = 0 ] || fail "the system's libmpi is still visible"
 ! /usr/bin/orterun --version >/dev/null 2>&1 || fail "the system's orterun still runs"
 
