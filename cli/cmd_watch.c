@@ -158,6 +158,13 @@ int zt_cmd_watch(int argc, char **argv) {
             else
                 printf("  wrote %s/watch.json\n", w.run_dir);
             const char *hook = st == ZT_WS_HUNG ? on_hang : (st == ZT_WS_CRASHED || st == ZT_WS_FAILED) ? on_crash : NULL;
+            // A job whose own collective deadline fired is already taking itself down (MPI_Abort, exit
+            // 3, after a short grace): killing it now would put the launcher's exit code in place of
+            // the job's, and it needs no help to end.
+            if (hook && st == ZT_WS_HUNG && w.hb.have && !strcmp(w.hb.state, "aborted")) {
+                printf("  not running --on-hang: the job's own deadline is aborting it (exit code 3)\n");
+                hook = NULL;
+            }
             if (hook) {
                 printf("  running %s: %s\n", st == ZT_WS_HUNG ? "--on-hang" : "--on-crash", hook);
                 int hrc = run_hook(hook, &w);
