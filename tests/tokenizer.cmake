@@ -2,8 +2,12 @@
 # corpus, and the split matcher against PCRE2 running the regex itself.
 find_package(ZLIB REQUIRED)
 zt_add_test(test_tokenizer ${ZT_TEST_DIR}/unit/test_tokenizer.c zt_data ZLIB::ZLIB)
-pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 zt_add_test(test_tokenizer_regex ${ZT_TEST_DIR}/unit/test_tokenizer_regex.c zt_data PkgConfig::PCRE2)
+# Qwen3.5's tokenizer.json (hand matcher with \p{M}) and a regex only PCRE2 runs (GPT-2's on
+# Qwen3's vocabulary), ids against tokenizers (tests/reference/make_tokenizer_golden_more.py)
+zt_add_test_exe(test_tokenizer_more ${ZT_TEST_DIR}/unit/test_tokenizer_more.c zt_data ZLIB::ZLIB)
+add_test(NAME test_tokenizer_qwen3_5 COMMAND test_tokenizer_more qwen3_5)
+add_test(NAME test_tokenizer_pcre2 COMMAND test_tokenizer_more pcre2)
 # pack on text (JSON Lines, lines, files; single and per-rank) against a Python packer
 zt_add_test(test_pack_text ${ZT_TEST_DIR}/unit/test_pack_text.c zt_data ZLIB::ZLIB)
 
