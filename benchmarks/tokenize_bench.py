@@ -17,9 +17,11 @@ What is timed (the two alternate, --repeat times, best of each kept):
               file and dataset.json (wall clock); its own
               summary line (pack time without the tokenizer load) is reported too.
 Token totals must agree (pack adds one <|endoftext|> per document).
+--tokenizer picks the tokenizer.json (default: the shipped Qwen3 one); a .gz path
+is unpacked first (Qwen3.5's: tests/data/tokenizer/qwen3_5/tokenizer.json.gz).
 
 usage: python3 benchmarks/tokenize_bench.py [--mb 64] [--threads 1,2] [--repeat 3]
-                                            [--zerotrain build/zerotrain]
+                                            [--zerotrain build/zerotrain] [--tokenizer PATH]
 """
 import argparse
 import gzip
@@ -142,13 +144,16 @@ def zt_run(exe, texts_path, threads, repeat, workdir):
 
 
 def main():
+    global TOKENIZER
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=64, help="corpus size in MB (default 64)")
     ap.add_argument("--threads", default="1,%d" % os.cpu_count(), help="thread counts, comma-separated")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build/zerotrain"))
     ap.add_argument("--keep", help="write the corpus here and keep it")
+    ap.add_argument("--tokenizer", default=TOKENIZER, help="tokenizer.json (or .json.gz) to compare with")
     a = ap.parse_args()
+    TOKENIZER = a.tokenizer
     rng = random.Random(1234)
     limit = int(a.mb * 1e6)
     local, lb = local_texts(int(limit * 0.75), rng)
@@ -157,6 +162,13 @@ def main():
     rng.shuffle(texts)
     workdir = tempfile.mkdtemp(prefix="zt_tokbench_")
     path = a.keep or os.path.join(workdir, "corpus.jsonl")
+    if TOKENIZER.endswith(".gz"):
+        os.makedirs(os.path.join(workdir, "tok"), exist_ok=True)
+        plain = os.path.join(workdir, "tok", "tokenizer.json")
+        with gzip.open(TOKENIZER, "rb") as src, open(plain, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        TOKENIZER = plain
+    print("tokenizer: %s" % a.tokenizer)
     with open(path, "w", encoding="utf-8") as f:
         for t in texts:
             f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")

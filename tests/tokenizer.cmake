@@ -64,3 +64,9 @@ add_test(NAME tok_cli_pack_progress COMMAND bash -c "
   awk 'BEGIN{srand(1); for(i=0;i<30000;i++){ l=\"\"; for(j=0;j<12;j++) l=l \"word\" int(rand()*5000) \" \"; print l }}' >$d/in.txt
   ZT_PROGRESS_INTERVAL=0 ${ZT_EXE} pack --input lines $d/in.txt -o $d/out 2>$d/err.txt
   grep -E 'MB read of [0-9.]+ MB \\([0-9]+%\\), ETA [0-9]+ s .* documents' $d/err.txt || { cat $d/err.txt; exit 1; }")
+
+# A dataset packed with another tokenizer than the --init directory's tokenizer.json is refused at
+# start naming both digests; the matching one trains (tests/cli/tokenizer_digest.sh).
+zt_expect_test(tok_cli_dataset_tokenizer_digest EXIT 0 PASS "ok \\[tokenizer_digest\\]"
+  COMMAND bash ${ZT_TEST_DIR}/cli/tokenizer_digest.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/test-work)
+set_tests_properties(tok_cli_dataset_tokenizer_digest PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
