@@ -210,6 +210,14 @@ static void test_qwen35(const char *dir) {
           (long long)zt_tokenizer_token_id(tk, "<|endoftext|>"));
     CHECK(zt_tokenizer_token_id(tk, "<|audio_pad|>") == 248076, "<|audio_pad|>");
     CHECK(zt_tokenizer_added_count(tk) == 33, "%d added tokens", zt_tokenizer_added_count(tk));
+    {  // invalid UTF-8 is refused with its byte offset, as for Qwen3 (before any split)
+        zt_encoder *e = zt_encoder_new(tk);
+        zt_ids ids = {0};
+        int rc = zt_encode(e, "a\xcc\x81\xff", 4, &ids);
+        CHECK(rc == -1 && ids.n == 0 && strstr(zt_errmsg(), "at byte 3"), "bad UTF-8: rc %d, %s", rc, zt_errmsg());
+        zt_ids_free(&ids);
+        zt_encoder_free(e);
+    }
     test_golden(tk, ZT_TEST_DIR "/data/tokenizer/golden_qwen3_5.bin.gz");
     zt_tokenizer_free(tk);
 }
