@@ -248,6 +248,54 @@ static void test_pcre2(const char *dir) {
     zt_tokenizer_free(tk);
 }
 
+// model.ignore_merges on a tiny byte-level vocabulary (the 256 bytes, "xyz" = 256, "xy" = 257,
+// one merge x+y) split by \s+|\S+ (PCRE2): a word that is a vocab entry is its id, else merges
+// apply. Expected ids from tokenizers 0.23.3 on the same JSON: "xyz xyzz" -> 256 32 257 122 122
+// with ignore_merges, 257 122 32 257 122 122 without.
+static void test_ignore_merges(const char *dir) {
+    int n = 0, cp[256];
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        cp[b] = printable ? b : 256 + n++;
+    }
+    for (int im = 0; im < 2; im++) {
+        zt_buf j = {0};
+        char tmp[160];
+        const char *head = "{\"added_tokens\": [], \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Sequence\", "
+                           "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+|\\\\S+\"}, "
+                           "\"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": "
+                           "false, \"use_regex\": false}]}, \"decoder\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": "
+                           "\"BPE\", \"ignore_merges\": ";
+        zt_buf_append(&j, head, strlen(head));
+        zt_buf_append(&j, im ? "true" : "false", im ? 4 : 5);
+        zt_buf_append(&j, ", \"vocab\": {", 12);
+        for (int b = 0; b < 256; b++) {
+            int c = cp[b], k;
+            if (c == '"' || c == '\\') k = snprintf(tmp, sizeof tmp, "\"\\%c\": %d, ", c, b);
+            else if (c < 0x80) k = snprintf(tmp, sizeof tmp, "\"%c\": %d, ", c, b);
+            else k = snprintf(tmp, sizeof tmp, "\"%c%c\": %d, ", 0xC0 | (c >> 6), 0x80 | (c & 0x3F), b);
+            zt_buf_append(&j, tmp, (size_t)k);
+        }
+        const char *tail = "\"xyz\": 256, \"xy\": 257}, \"merges\": [[\"x\", \"y\"]]}}";
+        zt_buf_append(&j, tail, strlen(tail));
+        char path[512];
+        zt_tokenizer *tk = load_written(dir, j.p, j.n, path, sizeof path);
+        free(j.p);
+        if (!tk) return;
+        zt_encoder *e = zt_encoder_new(tk);
+        zt_ids ids = {0};
+        zt_encode(e, "xyz xyzz", 8, &ids);
+        static const uint32_t want_im[] = {256, 32, 257, 122, 122}, want_no[] = {257, 122, 32, 257, 122, 122};
+        const uint32_t *want = im ? want_im : want_no;
+        size_t nw = im ? 5 : 6;
+        CHECK(ids.n == nw && !memcmp(ids.ids, want, nw * sizeof *want), "ignore_merges %d: %zu ids (first %u)", im,
+              ids.n, ids.n ? ids.ids[0] : 0);
+        zt_ids_free(&ids);
+        zt_encoder_free(e);
+        zt_tokenizer_free(tk);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 || (strcmp(argv[1], "qwen3_5") && strcmp(argv[1], "pcre2"))) {
         fprintf(stderr, "usage: test_tokenizer_more qwen3_5|pcre2\n");
@@ -256,7 +304,10 @@ int main(int argc, char **argv) {
     char dir[] = "/tmp/zt_tok_more_XXXXXX";
     if (!mkdtemp(dir)) return 1;
     if (!strcmp(argv[1], "qwen3_5")) test_qwen35(dir);
-    else test_pcre2(dir);
+    else {
+        test_pcre2(dir);
+        test_ignore_merges(dir);
+    }
     char path[600];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     remove(path);
