@@ -689,10 +689,10 @@ static inline __attribute__((always_inline)) size_t split_next_impl(const unsign
 static size_t split_next(const unsigned char *s, size_t n, size_t i) { return split_next_impl(s, n, i, 0); }
 static size_t split_next_marks(const unsigned char *s, size_t n, size_t i) { return split_next_impl(s, n, i, 1); }
 
-size_t zt_pretokenize(const char *text, size_t len, size_t **ends, size_t *cap) {
+static size_t pretokenize(const char *text, size_t len, size_t **ends, size_t *cap, int marks) {
     size_t np = 0;
     for (size_t i = 0; i < len;) {
-        size_t e = split_next((const unsigned char *)text, len, i);
+        size_t e = marks ? split_next_marks((const unsigned char *)text, len, i) : split_next((const unsigned char *)text, len, i);
         if (np == *cap) {
             *cap = *cap ? 2 * *cap : 256;
             *ends = realloc(*ends, *cap * sizeof **ends);
@@ -702,6 +702,13 @@ size_t zt_pretokenize(const char *text, size_t len, size_t **ends, size_t *cap) 
         i = e;
     }
     return np;
+}
+
+size_t zt_pretokenize(const char *text, size_t len, size_t **ends, size_t *cap) {
+    return pretokenize(text, len, ends, cap, 0);
+}
+size_t zt_pretokenize_qwen35(const char *text, size_t len, size_t **ends, size_t *cap) {
+    return pretokenize(text, len, ends, cap, 1);
 }
 
 // ---------------------------------------------------------------------------

@@ -60,6 +60,8 @@ void zt_bpe_word(zt_encoder *enc, const unsigned char *word, size_t len, zt_ids 
 // Split text (valid UTF-8, already NFC) the way the Qwen2/3 regex does: writes the end
 // offset of each piece to ends (grown as needed), returns the number of pieces.
 size_t zt_pretokenize(const char *text, size_t len, size_t **ends, size_t *cap);
+// The same with Qwen3.5's regex (combining marks, \p{M}, go with letters).
+size_t zt_pretokenize_qwen35(const char *text, size_t len, size_t **ends, size_t *cap);
 
 // First position >= from (and > 0) where text may be cut into two pieces that
 // encode, one after the other, to the ids of the whole: just after a '\n' that is
