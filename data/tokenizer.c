@@ -692,7 +692,8 @@ static size_t split_next_marks(const unsigned char *s, size_t n, size_t i) { ret
 static size_t pretokenize(const char *text, size_t len, size_t **ends, size_t *cap, int marks) {
     size_t np = 0;
     for (size_t i = 0; i < len;) {
-        size_t e = marks ? split_next_marks((const unsigned char *)text, len, i) : split_next((const unsigned char *)text, len, i);
+        const unsigned char *u = (const unsigned char *)text;
+        size_t e = marks ? split_next_marks(u, len, i) : split_next(u, len, i);
         if (np == *cap) {
             *cap = *cap ? 2 * *cap : 256;
             *ends = realloc(*ends, *cap * sizeof **ends);
