@@ -19,6 +19,7 @@
 #include "checkpoint/safetensors.h"
 #include "model/family.h"
 #include "model/qwen3.h"
+#include "model/qwen3_5.h"
 #include "base/common.h"
 #include "base/out_file.h"
 #include "tests/support/test_util.h"
@@ -82,7 +83,7 @@ static void write_vlm(const zt_model_layout *lay, float *const *p, const char *p
         for (int k = 0; k < lay->units[u].ntensors; k++) {
             const zt_tensor_desc *d = &lay->units[u].t[k];
             char name[300];
-            zt_hf_export_name(plain ? NULL : ZT_HF_VLM_TEXT_PREFIX, d->name, name, sizeof name);
+            zt_hf_export_name(plain ? NULL : ZT_QWEN3_5_VLM_PREFIX, d->name, name, sizeof name);
             if (zt_st_writer_add_f32(w, name, p[u] + d->offset, d->ndim, d->shape, ZT_ST_F32) != 0) zt_die_on_err();
         }
     }
@@ -175,7 +176,7 @@ static void test_carry(const char *dir, const zt_model_config *base, float *cons
     fam.carry_prefixes = test_carry_prefixes;
     zt_model_config cfg = *base;
     cfg.family = &fam;
-    cfg.vlm = 1;
+    zt_q35_set(&cfg)->vlm = 1;
     zt_model_layout lay;
     zt_model_layout_init(&lay, &cfg);
     char src[4200], file[4300], cfgp[4300], run[4200], out[4300], sub[4600];
@@ -206,7 +207,7 @@ static void test_carry(const char *dir, const zt_model_config *base, float *cons
     CHECK(zt_hf_carry_open(&c, sub) == 0, "carry open: %s", zt_errmsg());
     char record[64];
     snprintf(record, sizeof record, "%s", c.record);
-    CHECK(c.st.ntensors == 3 && !strcmp(c.text_prefix, ZT_HF_VLM_TEXT_PREFIX), "carry: %d tensors, prefix %s",
+    CHECK(c.st.ntensors == 3 && !strcmp(c.text_prefix, ZT_QWEN3_5_VLM_PREFIX), "carry: %d tensors, prefix %s",
           c.st.ntensors, c.text_prefix);
     zt_hf_carry_close(&c);
 
