@@ -45,7 +45,7 @@ typedef struct zt_config_codec {
 } zt_config_codec;
 
 // Every codec this build knows (NULL-terminated; the first is the one of a config without a
-// model_type or without a family), and the codec of a family (NULL: none).
+// model_type or without a family), and the codec of a family, by its name (NULL: none).
 const zt_config_codec *const *zt_config_codecs(void);
 const zt_config_codec *zt_config_codec_of(const zt_family *f);
 

@@ -168,15 +168,19 @@ static void expect_export_error(const char *run, const char *out, const char *pa
     CHECK(stat(out, &st) != 0, "a refused export wrote %s", out);
 }
 
+// A VLM wrapper's name adapter (zt_family.hf_prefix), as Qwen3.5's read from its wrapper config.
+static const char *vlm_prefix(const zt_model_config *c) { return ZT_QWEN3_5_VLM_PREFIX; }
+
 static void test_carry(const char *dir, const zt_model_config *base, float *const *p) {
     for (size_t i = 0; i < sizeof carried_bf16; i++) carried_bf16[i] = (uint8_t)(i * 37 + 11);
     for (size_t i = 0; i < sizeof carried_f32; i++) carried_f32[i] = (uint8_t)(i * 91 + 3);
     for (size_t i = 0; i < sizeof carried_f8; i++) carried_f8[i] = (uint8_t)(0xf0 + i);
-    zt_family fam = *base->family;  // Qwen3's table, with the carry prefixes a family like Qwen3.5 sets
+    // Qwen3's table, with the carry prefixes and the VLM name adapter a family like Qwen3.5 sets
+    zt_family fam = *base->family;
     fam.carry_prefixes = test_carry_prefixes;
+    fam.hf_prefix = vlm_prefix;
     zt_model_config cfg = *base;
     cfg.family = &fam;
-    zt_q35_set(&cfg)->vlm = 1;
     zt_model_layout lay;
     zt_model_layout_init(&lay, &cfg);
     char src[4200], file[4300], cfgp[4300], run[4200], out[4300], sub[4600];
