@@ -8,8 +8,8 @@
 // (model/hf_config_codec.h) in model/hf_config.c's list instead. A family's own config fields
 // live in zt_model_config.own, read only by its code. docs/design.md "The model seam" is the how-to.
 // defines: zt_family, zt_family_cpu, zt_family_context, zt_layer_plan, zt_family_find, zt_family_list, zt_model_preset,
-//          zt_model_title, zt_model_family_name, zt_model_hf_prefix, zt_model_layer_kinds, zt_model_layer_plan (model/family.c also defines the
-//          zt_model_* functions that dispatch through a config's table: zt_model_layout_init and
+//          zt_model_title, zt_model_family_name, zt_model_hf_prefix, zt_model_layer_kinds, zt_model_layer_plan
+//          (model/family.c also defines the zt_model_* functions that dispatch through a config's table: zt_model_layout_init and
 //          zt_model_init_unit (declared in model/layout.h), zt_model_param_count and
 //          zt_model_max_positions (model/hf_config.h), the FLOP counts (model/flops.h))
 #ifndef ZT_FAMILY_H

@@ -348,7 +348,9 @@ static int parse_object(zt_model_config *c, const cJSON *root, const char *origi
         goto out;
     }
     c->max_position_embeddings = codec->max_positions_default;
-    if (zt_codec_get_int(root, "max_position_embeddings", &c->max_position_embeddings, 0, 1, ZT_LIM_POSITIONS, origin) < 0) goto out;
+    if (zt_codec_get_int(root, "max_position_embeddings", &c->max_position_embeddings, 0, 1, ZT_LIM_POSITIONS,
+                         origin) < 0)
+        goto out;
     // RoPE (after max_position_embeddings, YaRN's default original range, and head_dim)
     if (read_rope_fields(c, root, origin) != 0) goto out;
     c->bos_token_id = c->eos_token_id = -1;

@@ -3,7 +3,8 @@
 // decoder layers; unit L+1 = the head. The family builds it (model/family.h); the passes,
 // the engines and the checkpoints all read it. Qwen3's layout: model/layout.c.
 // defines: zt_model_layout, zt_unit_layout, zt_tensor_desc, ZT_L_*, zt_qwen3_layer_shapes,
-//          zt_layout_add_tensor (a unit's tensor list grows: any count), zt_model_layout_init/free/find, zt_model_init_unit, zt_qwen3_layout_init, zt_qwen3_init_unit,
+//          zt_layout_add_tensor (a unit's tensor list grows: any count), zt_model_layout_init/free/find,
+//          zt_model_init_unit, zt_qwen3_layout_init, zt_qwen3_init_unit,
 //          zt_qwen3_param_count, zt_qwen3_max_positions
 #ifndef ZT_LAYOUT_H
 #define ZT_LAYOUT_H

@@ -33,9 +33,10 @@ typedef struct {
 } dims;
 
 static dims dims_of(const zt_model_config *c) {
+    const zt_qwen3_5_fields *q = zt_q35(c);
     dims x = {.d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads, .Hkv = c->num_kv_heads,
-              .D = c->head_dim, .rd = c->rotary_dim, .Hk = zt_q35(c)->lin_key_heads, .Hv = zt_q35(c)->lin_value_heads,
-              .Dk = zt_q35(c)->lin_key_dim, .Dv = zt_q35(c)->lin_value_dim, .K = zt_q35(c)->lin_conv_kernel, .V = c->vocab_size};
+              .D = c->head_dim, .rd = c->rotary_dim, .Hk = q->lin_key_heads, .Hv = q->lin_value_heads,
+              .Dk = q->lin_key_dim, .Dv = q->lin_value_dim, .K = q->lin_conv_kernel, .V = c->vocab_size};
     x.Kd = x.Hk * x.Dk;
     x.Vd = x.Hv * x.Dv;
     x.C = 2 * x.Kd + x.Vd;

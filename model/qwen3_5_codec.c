@@ -69,7 +69,8 @@ static int parse_fields(zt_model_config *c, const cJSON *root, const char *origi
         return -1;
     if (zt_q35(c)->lin_value_heads % zt_q35(c)->lin_key_heads)
         return zt_err("%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d (each key head "
-                      "serves a whole number of value heads)", origin, zt_q35(c)->lin_value_heads, zt_q35(c)->lin_key_heads);
+                      "serves a whole number of value heads)",
+                      origin, zt_q35(c)->lin_value_heads, zt_q35(c)->lin_key_heads);
     int64_t v = 0;
     if (zt_codec_get_int(root, "mtp_num_hidden_layers", &v, 0, 0, 64, origin) < 0) return -1;
     zt_q35_set(c)->mtp_layers = (int)v;

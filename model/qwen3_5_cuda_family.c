@@ -223,9 +223,10 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
     q35_gpu *m = zt_xcalloc(1, sizeof *m);
     const int L = c->num_layers;
     m->ctx = ctx, m->cs = stream, m->L = L, m->recompute = o->recompute != 0, m->tied = c->tie_word_embeddings;
+    const zt_qwen3_5_fields *q = zt_q35(c);
     dims z = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads,
-              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = zt_q35(c)->lin_key_heads,
-              .Hv = zt_q35(c)->lin_value_heads, .Dk = zt_q35(c)->lin_key_dim, .Dv = zt_q35(c)->lin_value_dim, .K = zt_q35(c)->lin_conv_kernel,
+              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = q->lin_key_heads,
+              .Hv = q->lin_value_heads, .Dk = q->lin_key_dim, .Dv = q->lin_value_dim, .K = q->lin_conv_kernel,
               .V = c->vocab_size, .eps = (float)c->rms_norm_eps, .attention = o->attention};
     z.Kd = z.Hk * z.Dk, z.Vd = z.Hv * z.Dv, z.C = 2 * z.Kd + z.Vd;
     m->z = z;
@@ -325,9 +326,10 @@ static size_t scratch_bytes(const void *mv) {
 }
 
 static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_cuda_attn_kind attention) {
+    const zt_qwen3_5_fields *q = zt_q35(c);
     dims z = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads,
-              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = zt_q35(c)->lin_key_heads,
-              .Hv = zt_q35(c)->lin_value_heads, .Dk = zt_q35(c)->lin_key_dim, .Dv = zt_q35(c)->lin_value_dim, .K = zt_q35(c)->lin_conv_kernel,
+              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = q->lin_key_heads,
+              .Hv = q->lin_value_heads, .Dk = q->lin_key_dim, .Dv = q->lin_value_dim, .K = q->lin_conv_kernel,
               .V = c->vocab_size, .eps = (float)c->rms_norm_eps, .attention = attention};
     z.Kd = z.Hk * z.Dk, z.Vd = z.Hv * z.Dv, z.C = 2 * z.Kd + z.Vd;
     return z;
