@@ -430,14 +430,16 @@ static void update(zt_fsdp *f, int i, double coef, double lr) {
         c->snap_pending = 0;
     }
     if (coef < 1.0) zt_cuda_scale(c->cs, c->grad[i], ZT_F32, (float)coef, u->valid);
-    zt_tensor_span sp[ZT_UNIT_MAX_TENSORS];  // per tensor: no weight decay on norm weights
-    const int ns = zt_unit_spans(&f->lay.units[i], u->lo, u->valid, sp);
+    const zt_unit_layout *ul = &f->lay.units[i];  // per tensor: no weight decay on norm weights
+    zt_tensor_span *sp = zt_xmalloc((size_t)(ul->ntensors > 0 ? ul->ntensors : 1) * sizeof *sp);
+    const int ns = zt_unit_spans(ul, u->lo, u->valid, sp);
     for (int t = 0; t < ns; t++) {
         const int64_t k = sp[t].k;
         zt_cuda_adamw(c->cs, c->master[i] + k, c->pshard[i] + k, c->grad[i] + k, c->m[i] + k, c->v[i] + k, sp[t].len,
                       (float)lr, (float)f->hp.beta1, (float)f->hp.beta2, (float)f->hp.eps,
                       sp[t].decay ? (float)f->hp.weight_decay : 0.0f, f->step);
     }
+    free(sp);  // the launches took the spans by value
 }
 
 // The next step's (or evaluation's) gathers wait for the update (or for nothing new).

@@ -31,6 +31,7 @@
 #include "kernels/cuda/zt_cuda.h"
 #include "model/family.h"
 #include "model/layout.h"
+#include "model/qwen3_5.h"
 #include "model/qwen3_cuda_layer.h"
 
 // Tensor order inside a layer unit (model/qwen3_5.c's layout; checked by name in create).
@@ -102,20 +103,20 @@ static int check(const zt_model_config *c, int64_t S) {
         return zt_err("%s: head_dim (%d) and rotary_dim (%d) must be even, 0 < rotary_dim <= head_dim, and seq_len "
                       "(%lld) >= 2",
                       what, c->head_dim, c->rotary_dim, (long long)S);
-    if (!c->attn_output_gate)
+    if (!zt_q35(c)->attn_output_gate)
         return zt_err("%s: only the gated attention (attn_output_gate true) is implemented", what);
     int any_lin = 0;
-    for (int l = 0; l < c->num_layers; l++) any_lin |= c->layer_linear[l] != 0;
+    for (int l = 0; l < c->num_layers; l++) any_lin |= zt_q35(c)->layer_linear[l] != 0;
     if (any_lin) {
-        if (c->lin_key_heads <= 0 || c->lin_value_heads % c->lin_key_heads)
+        if (zt_q35(c)->lin_key_heads <= 0 || zt_q35(c)->lin_value_heads % zt_q35(c)->lin_key_heads)
             return zt_err("%s: linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)", what,
-                          c->lin_value_heads, c->lin_key_heads);
-        if (!zt_cuda_delta_supported(c->lin_key_dim, c->lin_value_dim))
+                          zt_q35(c)->lin_value_heads, zt_q35(c)->lin_key_heads);
+        if (!zt_cuda_delta_supported(zt_q35(c)->lin_key_dim, zt_q35(c)->lin_value_dim))
             return zt_err("%s: the GPU delta rule (kernels/cuda/delta.cu) takes linear key and value head dims up "
                           "to 128; this config has %d and %d",
-                          what, c->lin_key_dim, c->lin_value_dim);
-        if (c->lin_conv_kernel <= 0 || c->lin_conv_kernel > 8)
-            return zt_err("%s: linear_conv_kernel_dim %d: the GPU conv1d takes 1..8", what, c->lin_conv_kernel);
+                          what, zt_q35(c)->lin_key_dim, zt_q35(c)->lin_value_dim);
+        if (zt_q35(c)->lin_conv_kernel <= 0 || zt_q35(c)->lin_conv_kernel > 8)
+            return zt_err("%s: linear_conv_kernel_dim %d: the GPU conv1d takes 1..8", what, zt_q35(c)->lin_conv_kernel);
     }
     return 0;
 }
@@ -222,13 +223,14 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
     q35_gpu *m = zt_xcalloc(1, sizeof *m);
     const int L = c->num_layers;
     m->ctx = ctx, m->cs = stream, m->L = L, m->recompute = o->recompute != 0, m->tied = c->tie_word_embeddings;
+    const zt_qwen3_5_fields *q = zt_q35(c);
     dims z = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads,
-              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = c->lin_key_heads,
-              .Hv = c->lin_value_heads, .Dk = c->lin_key_dim, .Dv = c->lin_value_dim, .K = c->lin_conv_kernel,
+              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = q->lin_key_heads,
+              .Hv = q->lin_value_heads, .Dk = q->lin_key_dim, .Dv = q->lin_value_dim, .K = q->lin_conv_kernel,
               .V = c->vocab_size, .eps = (float)c->rms_norm_eps, .attention = o->attention};
     z.Kd = z.Hk * z.Dk, z.Vd = z.Hv * z.Dv, z.C = 2 * z.Kd + z.Vd;
     m->z = z;
-    memcpy(m->lin, c->layer_linear, (size_t)L);
+    memcpy(m->lin, zt_q35(c)->layer_linear, (size_t)L);
     m->linear = m->lin;
     // the offsets of every layer's tensors, from the family's own layout, checked by name
     zt_model_layout lay;
@@ -324,9 +326,10 @@ static size_t scratch_bytes(const void *mv) {
 }
 
 static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_cuda_attn_kind attention) {
+    const zt_qwen3_5_fields *q = zt_q35(c);
     dims z = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads,
-              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = c->lin_key_heads,
-              .Hv = c->lin_value_heads, .Dk = c->lin_key_dim, .Dv = c->lin_value_dim, .K = c->lin_conv_kernel,
+              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = q->lin_key_heads,
+              .Hv = q->lin_value_heads, .Dk = q->lin_key_dim, .Dv = q->lin_value_dim, .K = q->lin_conv_kernel,
               .V = c->vocab_size, .eps = (float)c->rms_norm_eps, .attention = attention};
     z.Kd = z.Hk * z.Dk, z.Vd = z.Hv * z.Dv, z.C = 2 * z.Kd + z.Vd;
     return z;
@@ -334,7 +337,7 @@ static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_cuda_attn
 
 static size_t scratch_bytes_for(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o) {
     int any_lin = 0;
-    for (int l = 0; l < c->num_layers; l++) any_lin |= c->layer_linear[l] != 0;
+    for (int l = 0; l < c->num_layers; l++) any_lin |= zt_q35(c)->layer_linear[l] != 0;
     return scratch_of(dims_of(c, B, S, o->attention), any_lin);
 }
 
@@ -356,8 +359,8 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, con
     int any_lin = 0, any_full = 0;
     int64_t kept = 0;
     for (int l = 0; l < c->num_layers; l++) {
-        any_lin |= c->layer_linear[l] != 0, any_full |= !c->layer_linear[l];
-        kept += c->layer_linear[l] ? lin : full;
+        any_lin |= zt_q35(c)->layer_linear[l] != 0, any_full |= !zt_q35(c)->layer_linear[l];
+        kept += zt_q35(c)->layer_linear[l] ? lin : full;
     }
     if (o->recompute) kept = (any_lin ? lin : 0) + (any_full ? full : 0);
     int64_t work = 2 * (z.d > z.D ? z.d : z.D) + 2 * N * (3 * z.F + 2 * z.d);
