@@ -312,7 +312,7 @@ static jv str_method(jstate *S, jv s, const char *m, jv *a, int na, const char *
         }
         return jv_bool(ok);
     }
-    return jerr(S, ZT_JINJA_ERROR, "'str' object has no attribute '%s'", m), jv_undef(NULL);
+    return jfail_undef(S, missing_attr(S, s, m, strlen(m)));
 }
 
 jv jmethod(jstate *S, jv obj, const char *m, jv *a, int na, const char **kwn, jv *kwv, int nkw) {
@@ -341,7 +341,7 @@ jv jmethod(jstate *S, jv obj, const char *m, jv *a, int na, const char **kwn, jv
         if (m[0] == 'i') return bad(S, "value is not in list");
         return jv_int(c);
     }
-    return jerr(S, ZT_JINJA_ERROR, "'%s' object has no attribute '%s'", jv_typename(obj), m), jv_undef(NULL);
+    return jfail_undef(S, missing_attr(S, obj, m, strlen(m)));
 }
 
 // ---- tests ------------------------------------------------------------------------------------
@@ -354,8 +354,8 @@ int jtest(jstate *S, const char *t, jv x, jv *a, int na) {
     if (!strcmp(t, "mapping")) return x.t == JV_DICT;
     if (!strcmp(t, "iterable")) return x.t == JV_STR || x.t == JV_LIST || x.t == JV_DICT || x.t == JV_UNDEF;
     if (!strcmp(t, "sequence")) return x.t == JV_STR || x.t == JV_LIST || x.t == JV_DICT;
-    if (!strcmp(t, "number")) return x.t == JV_INT || x.t == JV_FLOAT || x.t == JV_BOOL;
-    if (!strcmp(t, "integer")) return x.t == JV_INT;
+    if (!strcmp(t, "number")) return x.t == JV_INT || x.t == JV_FLOAT || x.t == JV_BOOL || x.t == JV_BIGINT;
+    if (!strcmp(t, "integer")) return x.t == JV_INT || x.t == JV_BIGINT;
     if (!strcmp(t, "float")) return x.t == JV_FLOAT;
     if (!strcmp(t, "boolean")) return x.t == JV_BOOL;
     if (!strcmp(t, "true")) return x.t == JV_BOOL && x.i;

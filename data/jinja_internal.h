@@ -22,7 +22,9 @@ void *ja_alloc(jarena *a, size_t n);
 void ja_free(jarena *a);
 
 // ---- values -----------------------------------------------------------------------------------
-enum { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_NS, JV_FUNC, JV_MACRO };
+// JV_BIGINT: an integer literal of the input beyond int64 (Python's int has no bound), kept as its
+// digits (.s): written back exactly, compared, not computed with
+enum { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_NS, JV_FUNC, JV_MACRO, JV_BIGINT };
 typedef struct jstr {
     size_t n;
     char p[];  // NUL-terminated too

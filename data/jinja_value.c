@@ -1,5 +1,6 @@
 // Values as a chat template sees them (Python's None, bool, int, float, str, list, dict) in an
 // arena, with Python's str()/repr() and json.dumps/json.loads, which the output depends on.
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,7 @@ int jv_eq(jv a, jv b) {
     if (a.t != b.t) return 0;
     switch (a.t) {
     case JV_UNDEF: case JV_NONE: return 1;
-    case JV_STR: return a.s->n == b.s->n && !memcmp(a.s->p, b.s->p, a.s->n);
+    case JV_STR: case JV_BIGINT: return a.s->n == b.s->n && !memcmp(a.s->p, b.s->p, a.s->n);
     case JV_LIST:
         if (a.l->n != b.l->n) return 0;
         for (size_t i = 0; i < a.l->n; i++)
@@ -130,7 +131,7 @@ int jv_eq(jv a, jv b) {
 
 const char *jv_typename(jv v) {
     static const char *names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict",
-                                  "Namespace", "builtin_function_or_method", "Macro"};
+                                  "Namespace", "builtin_function_or_method", "Macro", "int"};
     if (v.t == JV_LIST && v.tuple) return "tuple";
     return names[v.t];
 }
@@ -151,15 +152,37 @@ void jb_put(jbuf *b, const void *s, size_t n) {
 void jb_puts(jbuf *b, const char *s) { jb_put(b, s, strlen(s)); }
 void jb_putc(jbuf *b, char c) { jb_put(b, &c, 1); }
 
-// repr(float): the shortest digits that read back, exponent form below 1e-4 and from 1e16.
+// The p-digit neighbour of t ("[-]d.ddde+XX") one unit away in its last digit (dir +1 or -1),
+// into out. 0, or -1 when the digits would leave d.ddd (a carry out of the first digit).
+static int float_neighbour(const char *t, int dir, char *out, size_t outn) {
+    snprintf(out, outn, "%s", t);
+    char *e = strchr(out, 'e');
+    if (!e) return -1;
+    for (char *q = e - 1; q >= out; q--) {
+        if (*q == '.') continue;
+        if (*q < '0' || *q > '9') return -1;
+        if (dir > 0 && *q < '9') { (*q)++; return 0; }
+        if (dir < 0 && *q > '0') { (*q)--; return (q == out || (q == out + 1 && out[0] == '-')) && *q == '0' ? -1 : 0; }
+        *q = dir > 0 ? '0' : '9';
+    }
+    return -1;
+}
+
+// repr(float): the shortest digits that read back (Python's repr, David Gay's shortest: of the
+// p-digit strings that read back, the nearest), exponent form below 1e-4 and from 1e16.
 void jv_float_repr(jbuf *b, double f) {
-    char t[64];
+    char t[64], u[64];
     if (isnan(f)) { jb_puts(b, "nan"); return; }
     if (isinf(f)) { jb_puts(b, f < 0 ? "-inf" : "inf"); return; }
     int p = 1;
     for (; p <= 17; p++) {
         snprintf(t, sizeof t, "%.*e", p - 1, f);
-        if (strtod(t, NULL) == f) break;
+        double r = strtod(t, NULL);
+        if (r == f) break;
+        if (p < 17 && !float_neighbour(t, (r < f) == (f > 0) ? 1 : -1, u, sizeof u) && strtod(u, NULL) == f) {
+            memcpy(t, u, sizeof t);
+            break;
+        }
     }
     // t = [-]d.ddde[+-]XX: digits and exponent
     char dig[32];
@@ -241,7 +264,7 @@ void jv_str_to(jbuf *b, jv v) {
     case JV_BOOL: jb_puts(b, v.i ? "True" : "False"); return;
     case JV_INT: snprintf(t, sizeof t, "%lld", (long long)v.i), jb_puts(b, t); return;
     case JV_FLOAT: jv_float_repr(b, v.f); return;
-    case JV_STR: jb_put(b, v.s->p, v.s->n); return;
+    case JV_STR: case JV_BIGINT: jb_put(b, v.s->p, v.s->n); return;
     case JV_NS:
         jb_puts(b, "<Namespace ");
         jv dv = {.t = JV_DICT};
@@ -330,7 +353,7 @@ int jv_json_to(jbuf *b, jv v, const jjson_opts *o, int depth, char *err, size_t 
     switch (v.t) {
     case JV_NONE: jb_puts(b, "null"); return 0;
     case JV_BOOL: jb_puts(b, v.i ? "true" : "false"); return 0;
-    case JV_INT: jv_str_to(b, v); return 0;
+    case JV_INT: case JV_BIGINT: jv_str_to(b, v); return 0;
     case JV_FLOAT:
         if (isnan(v.f)) jb_puts(b, "NaN");
         else if (isinf(v.f)) jb_puts(b, v.f < 0 ? "-Infinity" : "Infinity");
@@ -483,14 +506,19 @@ static int jp_value(jparse *P, jv *out) {
         P->s++;
     }
     if (P->s == st) return jp_fail(P, "unexpected character");
-    char t[64];
+    char t[512];
     size_t n = (size_t)(P->s - st);
     if (n >= sizeof t) n = sizeof t - 1;
     memcpy(t, st, n), t[n] = 0;
     char *end;
+    errno = 0;
     if (isf) *out = jv_float(strtod(t, &end));
     else *out = jv_int(strtoll(t, &end, 10));
-    if (*end) return jp_fail(P, "bad number");
+    if (*end || n != (size_t)(P->s - st)) return jp_fail(P, "bad number");
+    if (!isf && errno == ERANGE) {  // beyond int64: kept as its digits
+        out->t = JV_BIGINT;
+        out->s = js_new(P->a, st, n);
+    }
     return 0;
 }
 
