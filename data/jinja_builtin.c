@@ -76,8 +76,34 @@ static jv missing_item(jstate *S, jv obj, jv key) {
     return r;
 }
 
+// a for loop's loop.index, .first, ... computed from the items and the position
+static jv loop_attr(jstate *S, const jloop *lp, const char *name, size_t n, int *found) {
+    int64_t len = (int64_t)lp->items->n, k = (int64_t)lp->i;
+    *found = 1;
+#define IS(s) (n == sizeof(s) - 1 && !memcmp(name, s, n))
+    if (IS("index")) return jv_int(k + 1);
+    if (IS("index0")) return jv_int(k);
+    if (IS("revindex")) return jv_int(len - k);
+    if (IS("revindex0")) return jv_int(len - k - 1);
+    if (IS("first")) return jv_bool(k == 0);
+    if (IS("last")) return jv_bool(k == len - 1);
+    if (IS("length")) return jv_int(len);
+    if (IS("depth")) return jv_int(1);
+    if (IS("depth0")) return jv_int(0);
+    if (IS("previtem")) return k > 0 ? lp->items->v[k - 1] : jv_undef(js_new(S->a, "there is no previous item", 25));
+    if (IS("nextitem")) return k < len - 1 ? lp->items->v[k + 1] : jv_undef(js_new(S->a, "there is no next item", 21));
+#undef IS
+    *found = 0;
+    return jv_undef(NULL);
+}
+
 jv jgetattr(jstate *S, jv obj, const char *name, size_t n) {
     if (obj.t == JV_UNDEF) return jfail_undef(S, obj);
+    if (obj.t == JV_LOOP) {
+        int found;
+        jv v = loop_attr(S, obj.lp, name, n, &found);
+        if (found) return v;
+    }
     if (obj.t == JV_DICT || obj.t == JV_NS) {
         jv *v = jd_get(obj.d, name, n);
         if (v) return *v;
@@ -98,7 +124,7 @@ jv jgetitem(jstate *S, jv obj, jv key) {
             size_t a = ju_off(obj.s->p, obj.s->n, i), b = ju_off(obj.s->p, obj.s->n, i + 1);
             return jv_str(S->a, obj.s->p + a, b - a);
         }
-    } else if (obj.t == JV_NS && key.t == JV_STR) return jgetattr(S, obj, key.s->p, key.s->n);
+    } else if ((obj.t == JV_NS || obj.t == JV_LOOP) && key.t == JV_STR) return jgetattr(S, obj, key.s->p, key.s->n);
     if (key.t == JV_STR) return missing_attr(S, obj, key.s->p, key.s->n);
     return missing_item(S, obj, key);
 }

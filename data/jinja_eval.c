@@ -59,6 +59,14 @@ static int step(jstate *S) {
     return 0;
 }
 
+// Room for n more bytes of values, checked before they are made (a string doubling in a loop
+// would pass the limit by gigabytes before the next step).
+static int room(jstate *S, size_t n) {
+    if (S->a->total + n > S->lim->max_memory)
+        return jerr(S, ZT_JINJA_LIMIT, "the template's values passed %zu bytes (limit)", S->lim->max_memory);
+    return 0;
+}
+
 static int is_num(jv v) { return v.t == JV_INT || v.t == JV_BOOL || v.t == JV_FLOAT; }
 static double fnum(jv v) { return v.t == JV_FLOAT ? v.f : (double)v.i; }
 
@@ -74,7 +82,7 @@ static jv type_error(jstate *S, int op, jv a, jv b) {
 static jv repeat(jstate *S, jv seq, int64_t k) {
     if (k < 0) k = 0;
     if (seq.t == JV_STR) {
-        if ((double)seq.s->n * (double)k > (double)S->lim->max_output)
+        if ((double)seq.s->n * (double)k > (double)S->lim->max_output || room(S, seq.s->n * (size_t)k))
             return jerr(S, ZT_JINJA_LIMIT, "a string repeated past %zu bytes (limit)", S->lim->max_output), jv_undef(NULL);
         jstr *s = js_new(S->a, NULL, 0);
         s = ja_alloc(S->a, sizeof(jstr) + seq.s->n * (size_t)k + 1);
@@ -124,6 +132,7 @@ static jv arith(jstate *S, int op, jv a, jv b) {
         }
     }
     if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) {
+        if (room(S, a.s->n + b.s->n)) return jv_undef(NULL);
         jstr *s = ja_alloc(S->a, sizeof(jstr) + a.s->n + b.s->n + 1);
         s->n = a.s->n + b.s->n;
         memcpy(s->p, a.s->p, a.s->n), memcpy(s->p + a.s->n, b.s->p, b.s->n), s->p[s->n] = 0;
@@ -202,6 +211,7 @@ static jv compare(jstate *S, int op, jv a, jv b) {
 }
 
 static jv concat(jstate *S, jv a, jv b) {
+    if (room(S, (a.t == JV_STR ? a.s->n : 64) + (b.t == JV_STR ? b.s->n : 64))) return jv_undef(NULL);
     jbuf t = {0};
     jv_str_to(&t, a);
     jv_str_to(&t, b);
@@ -463,24 +473,6 @@ static jlist *iter_items(jstate *S, jv it) {
     }
 }
 
-static jdict *loop_obj(jstate *S, jlist *items, size_t i) {
-    jdict *d = jd_new(S->a, 12);
-    int64_t n = (int64_t)items->n, k = (int64_t)i;
-    jd_setc(S->a, d, "index", jv_int(k + 1));
-    jd_setc(S->a, d, "index0", jv_int(k));
-    jd_setc(S->a, d, "revindex", jv_int(n - k));
-    jd_setc(S->a, d, "revindex0", jv_int(n - k - 1));
-    jd_setc(S->a, d, "first", jv_bool(k == 0));
-    jd_setc(S->a, d, "last", jv_bool(k == n - 1));
-    jd_setc(S->a, d, "length", jv_int(n));
-    jd_setc(S->a, d, "depth", jv_int(1));
-    jd_setc(S->a, d, "depth0", jv_int(0));
-    static const char *hint_prev = "there is no previous item", *hint_next = "there is no next item";
-    jd_setc(S->a, d, "previtem", k > 0 ? items->v[k - 1] : jv_undef(js_new(S->a, hint_prev, strlen(hint_prev))));
-    jd_setc(S->a, d, "nextitem", k < n - 1 ? items->v[k + 1] : jv_undef(js_new(S->a, hint_next, strlen(hint_next))));
-    return d;
-}
-
 static int exec_for(jstate *S, const jnode *n) {
     jv it = jeval(S, n->b);
     if (S->err) return -1;
@@ -501,12 +493,15 @@ static int exec_for(jstate *S, const jnode *n) {
         items = kept;
     }
     int rc = 0;
+    jdict *vars = jd_new(S->a, 8);  // the body's scope, emptied for each item (nothing else refers to it)
     for (size_t i = 0; i < items->n; i++) {
         if (step(S)) return -1;
-        fr.vars = jd_new(S->a, 8);
+        vars->n = 0;
+        fr.vars = vars;
         S->fr = &fr;
-        jv lv = {.t = JV_DICT};
-        lv.d = loop_obj(S, items, i);
+        jv lv = {.t = JV_LOOP};
+        lv.lp = ja_alloc(S->a, sizeof(jloop));
+        lv.lp->items = items, lv.lp->i = i;
         set_var(S, "loop", lv);
         rc = assign(S, n->a, items->v[i]);
         if (!rc) rc = jexec(S, n->c);

@@ -24,7 +24,7 @@ void ja_free(jarena *a);
 // ---- values -----------------------------------------------------------------------------------
 // JV_BIGINT: an integer literal of the input beyond int64 (Python's int has no bound), kept as its
 // digits (.s): written back exactly, compared, not computed with
-enum { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_NS, JV_FUNC, JV_MACRO, JV_BIGINT };
+enum { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_NS, JV_FUNC, JV_MACRO, JV_BIGINT, JV_LOOP };
 typedef struct jstr {
     size_t n;
     char p[];  // NUL-terminated too
@@ -42,8 +42,13 @@ typedef struct {
         struct jlist *l;          // LIST
         struct jdict *d;          // DICT, NS
         const struct jnode *m;    // MACRO
+        struct jloop *lp;         // LOOP: a for loop's `loop`
     };
 } jv;
+typedef struct jloop {
+    struct jlist *items;
+    size_t i;
+} jloop;
 typedef struct jlist {
     size_t n, cap;
     jv *v;

@@ -131,7 +131,7 @@ int jv_eq(jv a, jv b) {
 
 const char *jv_typename(jv v) {
     static const char *names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict",
-                                  "Namespace", "builtin_function_or_method", "Macro", "int"};
+                                  "Namespace", "builtin_function_or_method", "Macro", "int", "LoopContext"};
     if (v.t == JV_LIST && v.tuple) return "tuple";
     return names[v.t];
 }
@@ -274,6 +274,7 @@ void jv_str_to(jbuf *b, jv v) {
         return;
     case JV_FUNC: jb_puts(b, "<built-in function>"); return;
     case JV_MACRO: jb_puts(b, "<Macro>"); return;
+    case JV_LOOP: jb_puts(b, "<LoopContext>"); return;
     default: jv_repr_to(b, v);
     }
 }
