@@ -115,8 +115,10 @@ void zt_chat_jinja_scratch_free(zt_chat_jinja_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
+// Spans in order; an empty one is kept where it is not inside or at the end of the one before:
+// transformers marks a token that straddles it (zt_chat_tokenize walks spans the same way).
 static void add_span(zt_chat *out, size_t b, size_t e) {
-    if (b >= e) return;
+    if (b > e) return;
     if (out->nspans && b <= out->spans[out->nspans - 1].end) {  // overlapping or touching: one span
         if (e > out->spans[out->nspans - 1].end) out->spans[out->nspans - 1].end = e;
         return;

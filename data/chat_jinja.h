@@ -40,7 +40,8 @@ void zt_chat_jinja_scratch_free(zt_chat_jinja_scratch *s);
 
 // Render the line (root: its parse; json/n: its text, read again here so that 1 and 1.0 stay apart)
 // into out->text and out->spans under rule: assistant = every {% generation %} span, last = the
-// final one, all = the whole text. Empty spans are dropped, overlapping ones merged. 0, or -1 +
+// final one, all = the whole text. Overlapping and touching spans are merged; an empty span
+// is kept (a token straddling it is trained, as transformers marks it). 0, or -1 +
 // zt_err: raise_exception's message ("the template raised: MSG"), an engine error, a limit, a
 // member "weight" (not supported here), or no generation span under assistant/last.
 int zt_chat_render_jinja(const zt_chat_jinja *cj, const cJSON *root, const char *json, size_t n, const char *field,
