@@ -74,7 +74,7 @@ bad_template)
     expect_error "method.jinja:1:16: the method 'pop' is not supported" -- \
         pack --train-on all --chat-template "$W/method.jinja" "$CONV" -o "$W/out"
     printf '{%% if messages %%}x' >"$W/open.jinja"
-    expect_error "open.jinja:1:20: unexpected end of template, expected '\{% elif %\}'" -- \
+    expect_error "open.jinja:1:19: unexpected end of template, expected '\{% elif %\}'" -- \
         pack --train-on all --chat-template "$W/open.jinja" "$CONV" -o "$W/out"
     [ -e "$W/out" ] && fail "a refused pack created its output directory"
     ;;
@@ -97,14 +97,17 @@ J
     echo "ok [$CASE]: raised, and skipped under --skip-bad"
     ;;
 limits)
+    # one conversation: a batch of lines that each run into a limit would each take its time
+    head -1 "$CONV" >"$W/one.jsonl"
+    CONV="$W/one.jsonl"
     printf '{%% macro f(n) %%}{{ f(n + 1) }}{%% endmacro %%}{{ f(0) }}' >"$W/rec.jinja"
-    expect_error "conversations.jsonl:1: the template failed at its line 1: macro calls nested deeper than 200 \(limit\)" -- \
+    expect_error "one.jsonl:1: the template failed at its line 1: macro calls nested deeper than 200 \(limit\)" -- \
         pack --train-on all --chat-template "$W/rec.jinja" "$CONV" -o "$W/out"
     printf '{%% set ns = namespace(s="ab") %%}{%% for i in range(26) %%}{%% set ns.s = ns.s ~ ns.s %%}{%% endfor %%}{{ ns.s }}' >"$W/big.jinja"
-    expect_error "conversations.jsonl:1: the template failed at its line 1: the template's output passed 67108864 bytes \(limit\)" -- \
+    expect_error "one.jsonl:1: the template failed at its line 1: the template's output passed 67108864 bytes \(limit\)" -- \
         pack --train-on all --chat-template "$W/big.jinja" "$CONV" -o "$W/out"
     printf '{%% for i in range(100000) %%}{%% for j in range(1000) %%}{%% endfor %%}{%% endfor %%}x' >"$W/loop.jinja"
-    expect_error "conversations.jsonl:1: the template failed at its line 1: the template ran more than 10000000 loop iterations and calls \(limit\)" -- \
+    expect_error "one.jsonl:1: the template failed at its line 1: the template ran more than 10000000 loop iterations and calls \(limit\)" -- \
         pack --train-on all --chat-template "$W/loop.jinja" "$CONV" -o "$W/out"
     ;;
 vars)
