@@ -1,12 +1,12 @@
 // The filters, tests, methods and globals chat templates call, with Python's and jinja2's
 // behaviour (HF's tojson with ensure_ascii/indent/separators/sort_keys, attribute lookup that
-// falls back to items, Python's str methods). Case mapping is ASCII only: non-ASCII letters
-// keep their case under upper/lower/title/capitalize (Python would map them).
+// falls back to items, Python's str methods; case mapping by utf8proc's simple mappings).
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <utf8proc.h>
 
 #include "base/common.h"
 #include "data/jinja_internal.h"
@@ -171,16 +171,24 @@ static jv strip(jstate *S, jv s, int left, int right, jv chars) {
     return jv_str(S->a, p + b, e - b);
 }
 
+// upper/lower/capitalize/title by code point with Unicode's simple case mappings (utf8proc):
+// Python's full mappings differ only where one letter becomes several ("ß".upper() is "SS" there).
 static jv case_map(jstate *S, jv s, int mode) {  // 0 upper, 1 lower, 2 capitalize, 3 title
-    jstr *r = js_new(S->a, s.s->p, s.s->n);
+    jbuf b = {0};
     int prev_cased = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        unsigned char c = (unsigned char)r->p[i];
+    for (size_t i = 0; i < s.s->n;) {
+        uint32_t cp;
+        int len = zt_utf8_decode_any((const unsigned char *)s.s->p + i, s.s->n - i, &cp);
         int up = mode == 0 || (mode == 2 && i == 0) || (mode == 3 && !prev_cased);
-        if (c < 0x80) r->p[i] = (char)(up ? toupper(c) : tolower(c));
-        prev_cased = c < 0x80 ? isalpha(c) != 0 : 1;
+        int32_t m = up ? (mode >= 2 ? utf8proc_totitle((int32_t)cp) : utf8proc_toupper((int32_t)cp))
+                       : utf8proc_tolower((int32_t)cp);
+        prev_cased = utf8proc_tolower((int32_t)cp) != (int32_t)cp || utf8proc_toupper((int32_t)cp) != (int32_t)cp;
+        utf8proc_uint8_t enc[4];
+        if (len == 1 && cp >= 0x80) jb_put(&b, s.s->p + i, 1);  // a stray byte stays as it is
+        else jb_put(&b, enc, (size_t)utf8proc_encode_char(m, enc));
+        i += (size_t)len;
     }
-    return jv_strv(r);
+    return strv_of(S, &b);
 }
 
 static jv split(jstate *S, jv s, jv sep, int64_t maxsplit) {
