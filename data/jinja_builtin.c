@@ -458,6 +458,7 @@ static int key_less(jstate *S, jv a, jv b, int cs) {
 }
 
 static jv f_dictsort(jstate *S, jv x, jv *a, int na, const char **kwn, jv *kwv, int nkw) {
+    if (x.t == JV_UNDEF) return jfail_undef(S, x);  // jinja2 calls value.items()
     if (x.t != JV_DICT) return bad(S, "Can only get item pairs from a mapping.");
     int cs = jv_truthy(kwarg(kwn, kwv, nkw, "case_sensitive", a, na, 0, jv_bool(0)));
     int by_value = 0;

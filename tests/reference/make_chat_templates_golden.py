@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Goldens for zerotrain's Jinja engine (data/jinja*.c): every chat template of trl==1.16.0
-(tests/golden/chat_templates/templates/) rendered by transformers' apply_chat_template on the
+(tests/golden/chat_templates/templates/), and the handwritten ones of extra/, rendered by
+transformers' apply_chat_template on the
 conversations of corpus.jsonl (written here), with the Qwen3 tokenizer of assets/qwen3-tokenizer
 (its special tokens are the bos_token/eos_token/... variables a tokenizer passes).
 
@@ -103,12 +104,16 @@ CASES = [
 def main():
     tok = AutoTokenizer.from_pretrained(os.path.join(ROOT, "assets", "qwen3-tokenizer"))
     names = sorted(f for f in os.listdir(os.path.join(GOLD, "templates")) if f.endswith(".jinja"))
+    # constructs trl's templates use little or not at all (call blocks, slices with steps, filters,
+    # tests, Python's str/repr of values, whitespace control): extra/, written for this test
+    names += sorted("extra/" + f for f in os.listdir(os.path.join(GOLD, "extra")) if f.endswith(".jinja"))
     with open(os.path.join(GOLD, "corpus.jsonl"), "w", encoding="utf-8") as f:
         for c in CASES:
             f.write(json.dumps(c, ensure_ascii=False) + "\n")
     out, nerr = [], 0
     for name in names:
-        tpl = open(os.path.join(GOLD, "templates", name), encoding="utf-8").read()
+        tpl = open(os.path.join(GOLD, name if name.startswith("extra/") else os.path.join("templates", name)),
+                   encoding="utf-8").read()
         compiled = ctu._compile_jinja_template(tpl)
         compiled.environment.globals["strftime_now"] = lambda fmt: FIXED_NOW.strftime(fmt)
         gen = re.search(r"\{\%-?\s*generation\s*-?\%\}", tpl) is not None

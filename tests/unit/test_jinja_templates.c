@@ -166,7 +166,7 @@ int main(int argc, char **argv) {
         if (strcmp(t, tname)) {
             zt_jinja_free(tpl);
             snprintf(tname, sizeof tname, "%s", t);
-            snprintf(path, sizeof path, "%s/templates/%s", dir, t);
+            snprintf(path, sizeof path, "%s/%s%s", dir, strncmp(t, "extra/", 6) ? "templates/" : "", t);
             char *src = zt_read_file(path, &len);
             tpl = src ? zt_jinja_parse(src, len, t) : NULL;
             free(src);
