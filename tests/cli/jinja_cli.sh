@@ -51,11 +51,14 @@ fastpath)
     mkdir -p "$W/model"
     cp "$TOK/tokenizer.json" "$TOK/tokenizer_config.json" "$W/model/"
     cp "$TPL/qwen3.jinja" "$W/model/chat_template.jinja"
-    pack --train-on all --tokenizer "$W/model" "$CONV" -o "$W/dir" >"$W/dir.txt" 2>&1 || { cat "$W/dir.txt"; fail "dir pack"; }
+    head -20 "$CONV" >"$W/few.jsonl"
+    pack --train-on all --tokenizer "$W/model" "$W/few.jsonl" -o "$W/dir" >"$W/dir.txt" 2>&1 || { cat "$W/dir.txt"; fail "dir pack"; }
     grep -q "chat template jinja chat_template.jinja crc32c:" "$W/dir.txt" || { cat "$W/dir.txt"; fail "dir header"; }
     echo "ok [$CASE]: the engine's blocks equal the built-in renderer's ($(stat -c %s "$W/engine/data.u32") bytes)"
     ;;
 generation)
+    head -100 "$CONV" >"$W/in.jsonl"
+    CONV="$W/in.jsonl"
     pack --quiet --chat-template "$TPL/qwen3_training.jinja" "$CONV" -o "$W/asst" >/dev/null || fail "assistant"
     pack --quiet --chat-template "$TPL/qwen3_training.jinja" --train-on last "$CONV" -o "$W/last" >/dev/null || fail "last"
     pack --quiet --chat-template "$TPL/qwen3_training.jinja" --train-on all "$CONV" -o "$W/all" >/dev/null || fail "all"
