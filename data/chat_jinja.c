@@ -98,6 +98,15 @@ int zt_chat_jinja_load(zt_chat_jinja *cj, const char *path, const char *cfgpath,
     snprintf(cj->name, sizeof cj->name, "jinja %s crc32c:%08x", base ? base + 1 : path, cj->crc);
     if (special_tokens(cj, cfgpath)) return zt_chat_jinja_free(cj), -1;
     add_var(cj, "add_generation_prompt", "false", 5);
+    // strftime_now's clock: SOURCE_DATE_EPOCH (the reproducible-builds convention) when set, so
+    // that a template printing today's date packs the same data on every run
+    const char *epoch = getenv("SOURCE_DATE_EPOCH");
+    if (epoch && *epoch) {
+        char *end;
+        long long t = strtoll(epoch, &end, 10);
+        if (*end || t <= 0) return zt_chat_jinja_free(cj), zt_err("SOURCE_DATE_EPOCH=%s: not a positive integer", epoch);
+        cj->lim.now = t;
+    }
     if (parse_vars(cj, vars)) return zt_chat_jinja_free(cj), -1;
     return 0;
 }

@@ -122,7 +122,18 @@ vars)
     pack --quiet --train-on all --chat-template "$W/v.jinja" \
         --template-var 'greeting=hello world,enable_thinking=false,n=41,xs=[1, 2, 3]' "$CONV" -o "$W/out" >/dev/null ||
         fail "pack with --template-var"
-    # the first conversation's words decode to the rendered text: check its first ids against the tokenizer
+    # the same blocks as the values written into the template
+    printf 'hello world|False|False|42|3{%% for m in messages %%}{{ m.content }}{%% endfor %%}' >"$W/lit.jinja"
+    pack --quiet --train-on all --chat-template "$W/lit.jinja" "$CONV" -o "$W/lit" >/dev/null || fail "literal pack"
+    cmp -s "$W/out/data.u32" "$W/lit/data.u32" || fail "--template-var values did not reach the template"
+    # strftime_now from SOURCE_DATE_EPOCH: 2026-12-07 12:00:00 UTC is "07 Dec 2026"
+    printf '{{ strftime_now("%%d %%b %%Y") }}{%% for m in messages %%}{{ m.content }}{%% endfor %%}' >"$W/date.jinja"
+    head -3 "$CONV" >"$W/three.jsonl"
+    SOURCE_DATE_EPOCH=1796644800 pack --quiet --train-on all --chat-template "$W/date.jinja" "$W/three.jsonl" -o "$W/d1" >/dev/null ||
+        fail "date pack"
+    printf '07 Dec 2026{%% for m in messages %%}{{ m.content }}{%% endfor %%}' >"$W/fixed.jinja"
+    pack --quiet --train-on all --chat-template "$W/fixed.jinja" "$W/three.jsonl" -o "$W/d2" >/dev/null || fail "fixed pack"
+    cmp -s "$W/d1/data.u32" "$W/d2/data.u32" || fail "strftime_now did not follow SOURCE_DATE_EPOCH"
     expect_error "--template-var: \"1x\" is not a variable name" -- \
         pack --train-on all --chat-template "$W/v.jinja" --template-var '1x=3' "$CONV" -o "$W/bad"
     EXPECT_RC=2 expect_error "--chat-template and --template-var only apply to --input chat" -- \

@@ -125,6 +125,51 @@ static int fastpath_check(const char *path, int gz) {
     return same;
 }
 
+typedef struct {
+    zt_encoder *enc;
+    const zt_tokenizer *tk;
+    zt_chat_jinja_scratch sc;
+    zt_chat chat;
+    zt_chat_tokens tok;
+} pack_scratch;
+
+// pack's path, zt_chat_render_jinja (--train-on assistant) + zt_chat_tokenize, against
+// transformers' ids (got, checked equal before) and mask: 1 when compared equal, 0 when the
+// template marked nothing (pack refuses such a line under assistant, and says so)
+static int pack_path(pack_scratch *pk, zt_jinja *tpl, zt_jinja_limits lim, const cJSON *special, const corpus_case *cc,
+                     const zt_ids *got, const cJSON *mask, const char *t, int ci) {
+    zt_chat_jinja cj = {.tpl = tpl, .lim = lim};
+    char *vv[16];
+    int nv = 0;
+    for (cJSON *s = special ? special->child : NULL; s && nv < 8; s = s->next) {
+        char *js = cJSON_PrintUnformatted(s);
+        vv[nv] = malloc(strlen(s->string) + strlen(js) + 2);
+        sprintf(vv[nv++], "%s=%s", s->string, js);
+        free(js);
+    }
+    vv[nv++] = strdup("add_generation_prompt=false");
+    for (cJSON *v = cc->vars ? cc->vars->child : NULL; v && nv < 16; v = v->next) {
+        vv[nv] = malloc(strlen(v->string) + 8);
+        sprintf(vv[nv++], "%s=%s", v->string, cJSON_IsTrue(v) ? "true" : "false");
+    }
+    cj.vars = vv, cj.nvars = nv;
+    cJSON *root = cJSON_Parse(cc->line);
+    int prc = zt_chat_render_jinja(&cj, root, cc->line, strlen(cc->line), NULL, ZT_CHAT_TRAIN_ASSISTANT, &pk->sc,
+                                   &pk->chat);
+    int pok = 0, nspans = (int)pk->sc.res.nspans;
+    if (!prc && !zt_chat_tokenize(pk->enc, pk->tk, &pk->chat, &pk->tok) && pk->tok.ids.n == got->n) {
+        pok = 1;
+        for (size_t i = 0; i < got->n && pok; i++)
+            pok = pk->tok.ids.ids[i] == got->ids[i] && pk->tok.trained[i] == cJSON_GetArrayItem(mask, (int)i)->valueint;
+    } else if (prc && !nspans)
+        pok = 1;
+    CHECK(pok, "%s case %d: pack's ids/mask (zt_chat_render_jinja + zt_chat_tokenize) differ: %s", t, ci,
+          prc ? zt_errmsg() : "");
+    cJSON_Delete(root);
+    for (int i = 0; i < nv; i++) free(vv[i]);
+    return pok && !prc;
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : ZT_GOLDEN_DIR "/chat_templates";
     const char *only = argc > 2 ? argv[2] : NULL;
@@ -154,9 +199,7 @@ int main(int argc, char **argv) {
     zt_jinja *tpl = NULL;
     char tname[256] = "";
     int packmasks = 0;
-    zt_chat_jinja_scratch psc = {0};
-    zt_chat pchat = {0};
-    zt_chat_tokens ptok = {0};
+    pack_scratch pk = {.enc = enc, .tk = tk};
     int renders = 0, texts = 0, raised = 0, errors = 0, errors_same = 0, spans = 0, idss = 0, masks = 0, tfail = 0;
     for (char *l; (l = next_line(&gp));) {
         cJSON *rec = cJSON_Parse(l);
@@ -242,37 +285,7 @@ int main(int argc, char **argv) {
                 int mok = mask_matches(tk, &got, &res, mask);
                 CHECK(mok, "%s case %d: assistant mask differs from return_assistant_tokens_mask", t, ci);
                 masks += mok;
-                // pack's path: zt_chat_render_jinja (--train-on assistant) + zt_chat_tokenize
-                zt_chat_jinja cj = {.tpl = tpl, .lim = lim};
-                char *vv[16];
-                int nv = 0;
-                for (cJSON *s = special ? special->child : NULL; s && nv < 8; s = s->next) {
-                    char *js = cJSON_PrintUnformatted(s);
-                    vv[nv] = malloc(strlen(s->string) + strlen(js) + 2);
-                    sprintf(vv[nv++], "%s=%s", s->string, js);
-                    free(js);
-                }
-                vv[nv++] = strdup("add_generation_prompt=false");
-                for (cJSON *v = cases[ci].vars ? cases[ci].vars->child : NULL; v && nv < 16; v = v->next) {
-                    vv[nv] = malloc(strlen(v->string) + 8);
-                    sprintf(vv[nv++], "%s=%s", v->string, cJSON_IsTrue(v) ? "true" : "false");
-                }
-                cj.vars = vv, cj.nvars = nv;
-                cJSON *root = cJSON_Parse(cases[ci].line);
-                int prc = zt_chat_render_jinja(&cj, root, cases[ci].line, strlen(cases[ci].line), NULL,
-                                               ZT_CHAT_TRAIN_ASSISTANT, &psc, &pchat);
-                int pok = 0;
-                if (!prc && !zt_chat_tokenize(enc, tk, &pchat, &ptok) && ptok.ids.n == got.n) {
-                    pok = 1;
-                    for (size_t i = 0; i < got.n && pok; i++)
-                        pok = ptok.ids.ids[i] == got.ids[i] && ptok.trained[i] == cJSON_GetArrayItem(mask, (int)i)->valueint;
-                } else if (prc && !res.nspans)
-                    pok = 1;  // no generation span: pack refuses the line under assistant (and says so)
-                CHECK(pok, "%s case %d: pack's ids/mask (zt_chat_render_jinja + zt_chat_tokenize) differ: %s", t, ci,
-                      prc ? zt_errmsg() : "");
-                packmasks += pok && !prc;
-                cJSON_Delete(root);
-                for (int i = 0; i < nv; i++) free(vv[i]);
+                packmasks += pack_path(&pk, tpl, lim, special, &cases[ci], &got, mask, t, ci);
             }
             zt_ids_free(&got);
         }
@@ -281,9 +294,9 @@ int main(int argc, char **argv) {
     printf("templates x conversations compared: %d (texts equal %d, raise_exception equal %d, other errors raised "
            "by both %d (same message %d), generation spans equal %d, ids equal %d, masks equal %d (pack's path %d), templates refused %d)\n",
            renders, texts, raised, errors, errors_same, spans, idss, masks, packmasks, tfail);
-    zt_chat_jinja_scratch_free(&psc);
-    zt_chat_free(&pchat);
-    zt_chat_tokens_free(&ptok);
+    zt_chat_jinja_scratch_free(&pk.sc);
+    zt_chat_free(&pk.chat);
+    zt_chat_tokens_free(&pk.tok);
     CHECK(renders > 0, "nothing compared");
     if (!only) {
         fastpath_check(ZT_GOLDEN_DIR "/chat/conversations.jsonl", 0);
