@@ -54,21 +54,22 @@ static jv to_str(jstate *S, jv v) {
 static jv bad(jstate *S, const char *msg) { return jerr(S, ZT_JINJA_ERROR, "%s", msg), jv_undef(NULL); }
 
 // jinja2's object_type_repr, for "'str object' has no attribute 'x'"
-static const char *type_repr(jv v) {
-    static char t[64];
+static const char *type_repr(jv v, char *t, size_t n) {  // t: the caller's buffer (workers render at once)
     if (v.t == JV_NONE) return "None";
     if (v.t == JV_NS) return "transformers.utils.chat_template_utils.TemplateNamespace object";
-    snprintf(t, sizeof t, "%s object", jv_typename(v));
+    snprintf(t, n, "%s object", jv_typename(v));
     return t;
 }
 static jv missing_attr(jstate *S, jv obj, const char *name, size_t n) {
     char msg[300];
-    snprintf(msg, sizeof msg, "'%s' has no attribute '%.*s'", type_repr(obj), (int)n, name);
+    char t[64];
+    snprintf(msg, sizeof msg, "'%s' has no attribute '%.*s'", type_repr(obj, t, sizeof t), (int)n, name);
     return jv_undef(js_new(S->a, msg, strlen(msg)));
 }
 static jv missing_item(jstate *S, jv obj, jv key) {
     jbuf b = {0};
-    jb_puts(&b, type_repr(obj));
+    char t[64];
+    jb_puts(&b, type_repr(obj, t, sizeof t));
     jb_puts(&b, " has no element ");
     jv_repr_to(&b, key);
     jv r = jv_undef(js_new(S->a, b.p, b.n));
