@@ -9,6 +9,7 @@
 
 #include "base/common.h"
 #include "base/crc32c.h"
+#include "data/chat_internal.h"
 
 static void add_var(zt_chat_jinja *cj, const char *name, const char *val, size_t n) {
     cj->vars = realloc(cj->vars, (size_t)(cj->nvars + 1) * sizeof *cj->vars);
@@ -120,6 +121,7 @@ void zt_chat_jinja_free(zt_chat_jinja *cj) {
 
 void zt_chat_jinja_scratch_free(zt_chat_jinja_scratch *s) {
     zt_jinja_vars_free(s->vars);
+    free(s->line.p);
     zt_jinja_result_free(&s->res);
     memset(s, 0, sizeof *s);
 }
@@ -141,24 +143,96 @@ static void add_span(zt_chat *out, size_t b, size_t e) {
     out->nspans++;
 }
 
+static void json_text(zt_buf *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    zt_buf_append(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') zt_buf_append(b, "\\", 1), zt_buf_append(b, s + i, 1);
+        else if (c < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            zt_buf_append(b, e, 6);
+        } else zt_buf_append(b, s + i, 1);
+    }
+    zt_buf_append(b, "\"", 1);
+}
+
+// A conversation read by chat_read.c (OpenAI, ShareGPT) as the messages line transformers would
+// be given: {"messages": [{"role", "content", "reasoning_content"?, "tool_calls"?}], "tools"?}.
+// Tool-call arguments and tools that are JSON values go through zt_pyjson_dumps, which writes each
+// number as its literal was (1 and 1.0 stay apart). 0, or -1 + zt_err.
+#define PUT(b, lit) zt_buf_append((b), (lit), sizeof(lit) - 1)
+static int conv_line(const zt_chat_conv *cv, zt_buf *b) {
+    zt_pyjson_numbers nums = {.cv = cv};
+    int rc = 0;
+    b->n = 0;
+    PUT(b, "{\"messages\": [");
+    for (int i = 0; i < cv->nmsgs && !rc; i++) {
+        const zt_chat_msg *m = &cv->msgs[i];
+        if (i) PUT(b, ", ");
+        PUT(b, "{\"role\": ");
+        json_text(b, zt_chat_role_names[m->role], strlen(zt_chat_role_names[m->role]));
+        PUT(b, ", \"content\": ");
+        json_text(b, m->content, m->content_len);
+        if (m->reasoning) {
+            PUT(b, ", \"reasoning_content\": ");
+            json_text(b, m->reasoning, m->reasoning_len);
+        }
+        if (m->ncalls) PUT(b, ", \"tool_calls\": [");
+        for (int k = 0; k < m->ncalls && !rc; k++) {
+            const zt_chat_call *c = &cv->calls[m->call0 + k];
+            if (k) PUT(b, ", ");
+            PUT(b, "{\"type\": \"function\", \"function\": {\"name\": ");
+            json_text(b, c->name, c->name_len);
+            PUT(b, ", \"arguments\": ");
+            if (cJSON_IsString(c->args)) json_text(b, c->args->valuestring, strlen(c->args->valuestring));
+            else rc = zt_pyjson_dumps(&nums, c->args, c->where, b);
+            PUT(b, "}}");
+        }
+        if (m->ncalls) PUT(b, "]");
+        PUT(b, "}");
+    }
+    PUT(b, "]");
+    if (cv->ntools) PUT(b, ", \"tools\": [");
+    for (int i = 0; i < cv->ntools && !rc; i++) {
+        if (i) PUT(b, ", ");
+        rc = zt_pyjson_dumps(&nums, cv->tools[i], "tools", b);
+    }
+    if (cv->ntools) PUT(b, "]");
+    PUT(b, "}");
+    free(nums.refs);
+    return rc;
+}
+
 static int weight_member(const cJSON *root, const char *field) {
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, field && *field ? field : "messages");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, field);
     int i = 0;
     for (const cJSON *e = m ? m->child : NULL; e; e = e->next, i++)
         if (cJSON_GetObjectItemCaseSensitive(e, "weight")) return i;
     return -1;
 }
 
-int zt_chat_render_jinja(const zt_chat_jinja *cj, const cJSON *root, const char *json, size_t n, const char *field,
-                         zt_chat_train rule, zt_chat_jinja_scratch *sc, zt_chat *out) {
+int zt_chat_render_jinja(const zt_chat_jinja *cj, const cJSON *root, zt_chat_format fmt, const char *json, size_t n,
+                         const char *field, zt_chat_train rule, zt_chat_jinja_scratch *sc, zt_chat *out) {
     out->text.n = 0, out->nspans = 0, out->nmessages = out->ntools = out->weight0 = 0;
-    int w = root ? weight_member(root, field) : -1;
-    if (w >= 0)
-        return zt_err("%s[%d]: \"weight\" is not supported with a Jinja chat template (--chat-template); mark "
-                      "trained turns with {%% generation %%} blocks instead", field && *field ? field : "messages", w);
+    const char *fname = field && *field ? field : zt_chat_format_field(fmt);
+    if (fmt == ZT_CHAT_FORMAT_OPENAI || fmt == ZT_CHAT_FORMAT_SHAREGPT) {  // the messages chat_read.c reaches
+        if (zt_chat_read(root, field, fmt, json, n, &out->conv)) return -1;
+        for (int i = 0; i < out->conv.nmsgs; i++)
+            if (!out->conv.msgs[i].weight)
+                return zt_err("%s: \"weight\" is not supported with a Jinja chat template (--chat-template); mark "
+                              "trained turns with {%% generation %%} blocks instead", out->conv.msgs[i].where);
+        if (conv_line(&out->conv, &sc->line)) return -1;
+        json = sc->line.p, n = sc->line.n, fname = "messages";
+    } else {
+        int w = root ? weight_member(root, fname) : -1;
+        if (w >= 0)
+            return zt_err("%s[%d]: \"weight\" is not supported with a Jinja chat template (--chat-template); mark "
+                          "trained turns with {%% generation %%} blocks instead", fname, w);
+    }
     if (!sc->vars) sc->vars = zt_jinja_vars_new();
     zt_jinja_vars_reset(sc->vars);
-    if (zt_jinja_set_line(sc->vars, json, n, field)) return -1;
+    if (zt_jinja_set_line(sc->vars, json, n, fname)) return -1;
     for (int i = 0; i < cj->nvars; i++)
         if (zt_jinja_set_arg(sc->vars, cj->vars[i])) return -1;
     int st = zt_jinja_render(cj->tpl, sc->vars, &cj->lim, &sc->res);

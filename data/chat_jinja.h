@@ -35,15 +35,18 @@ void zt_chat_jinja_free(zt_chat_jinja *cj);
 typedef struct {
     zt_jinja_vars *vars;
     zt_jinja_result res;
+    zt_buf line;  // an OpenAI or ShareGPT line as the messages line
 } zt_chat_jinja_scratch;  // per worker; zero it, free with zt_chat_jinja_scratch_free
 void zt_chat_jinja_scratch_free(zt_chat_jinja_scratch *s);
 
 // Render the line (root: its parse; json/n: its text, read again here so that 1 and 1.0 stay apart)
-// into out->text and out->spans under rule: assistant = every {% generation %} span, last = the
+// in format fmt (messages: handed over as it is, as to apply_chat_template; openai, sharegpt: read
+// by chat_read.c into the messages the built-in renderer sees, then handed over as a messages
+// line; field NULL or "": the format's default member) into out->text and out->spans under rule: assistant = every {% generation %} span, last = the
 // final one, all = the whole text. Overlapping and touching spans are merged; an empty span
 // is kept (a token straddling it is trained, as transformers marks it). 0, or -1 +
 // zt_err: raise_exception's message ("the template raised: MSG"), an engine error, a limit, a
 // member "weight" (not supported here), or no generation span under assistant/last.
-int zt_chat_render_jinja(const zt_chat_jinja *cj, const cJSON *root, const char *json, size_t n, const char *field,
-                         zt_chat_train rule, zt_chat_jinja_scratch *sc, zt_chat *out);
+int zt_chat_render_jinja(const zt_chat_jinja *cj, const cJSON *root, zt_chat_format fmt, const char *json, size_t n,
+                         const char *field, zt_chat_train rule, zt_chat_jinja_scratch *sc, zt_chat *out);
 #endif

@@ -261,7 +261,8 @@ static void prepare_conversation(text_reader *tr, record *r) {
     const int w = omp_get_thread_num();
     zt_chat *c = &tr->chat[w];
     zt_chat_tokens *t = &tr->ctok[w];
-    const int rendered = tr->o->jinja ? zt_chat_render_jinja(tr->o->jinja, r->json, r->raw, r->rawlen, tr->o->field,
+    const int rendered = tr->o->jinja ? zt_chat_render_jinja(tr->o->jinja, r->json, (zt_chat_format)tr->formats[r->input],
+                                                             r->raw, r->rawlen, tr->o->field,
                                                              (zt_chat_train)tr->o->train_on, &tr->jscr[w], c)
                                       : zt_chat_render_as(r->json, tr->o->field, (zt_chat_format)tr->formats[r->input],
                                                           r->raw, r->rawlen, (zt_chat_train)tr->o->train_on, c);
@@ -697,9 +698,6 @@ int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, 
             tr.formats[i] = o->chat_format;
             if (o->chat_format == ZT_CHAT_FORMAT_AUTO)
                 rc = detect_format(inputs[i], o, &tr.formats[i], from, sizeof from);
-            if (!rc && o->jinja && tr.formats[i] == ZT_CHAT_FORMAT_SHAREGPT)
-                rc = zt_err("%s: a Jinja chat template (--chat-template) renders the messages (or OpenAI) format, "
-                            "not sharegpt (%s)", inputs[i], from);
             if (rc) break;
             if (st->inputs) {
                 st->inputs[i].chat_format = tr.formats[i];

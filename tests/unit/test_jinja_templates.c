@@ -73,7 +73,7 @@ static int mask_matches(const zt_tokenizer *tk, const zt_ids *ids, const zt_jinj
 
 // The built-in Qwen3 renderer (data/chat_template.c, pack's fast path) against the engine running
 // assets/qwen3-tokenizer's chat_template on the chat goldens' conversations: the same text.
-static int fastpath_check(const char *path, int gz) {
+static int fastpath_check(const char *path, int gz, zt_chat_format fmt) {
     size_t len;
     char *all = gz ? read_gz(path, &len) : zt_read_file(path, &len);
     CHECK(all != NULL, "cannot read %s", path);
@@ -89,24 +89,27 @@ static int fastpath_check(const char *path, int gz) {
     for (char *p = all, *l; (l = next_line(&p));) {
         cJSON *root = cJSON_Parse(l);
         if (!root) continue;
-        if (strstr(l, "\"weight\"")) {  // not for the engine (zt_chat_render_jinja refuses it)
+        if (fmt == ZT_CHAT_FORMAT_MESSAGES && strstr(l, "\"weight\"")) {  // zt_chat_render_jinja refuses it
             cJSON_Delete(root);
             continue;
         }
-        int ra = zt_chat_render(root, NULL, l, strlen(l), ZT_CHAT_TRAIN_ALL, &a);
-        int rb = zt_chat_render_jinja(&cj, root, l, strlen(l), NULL, ZT_CHAT_TRAIN_ALL, &sc, &b);
+        int ra = zt_chat_render_as(root, NULL, fmt, l, strlen(l), ZT_CHAT_TRAIN_ALL, &a);
+        int rb = zt_chat_render_jinja(&cj, root, fmt, l, strlen(l), NULL, ZT_CHAT_TRAIN_ALL, &sc, &b);
+        if (!ra && rb && strstr(zt_errmsg(), "\"weight\" is not supported")) {  // a weight-0 turn
+            cJSON_Delete(root);
+            continue;
+        }
         n++;
         if ((ra || rb) && getenv("ZT_JINJA_DIFF") && !(ra && rb))
-            fprintf(stderr, "  line %d: built-in %s, engine %s\n", n, ra ? "refuses" : "renders", rb ? zt_errmsg() : "renders");
-        if (ra || rb) {
-            // the built-in renderer refuses what it cannot render exactly (numbers whose literal is
-            // unknown, ...): counted apart; the engine rendering it is no disagreement in text
+            fprintf(stderr, "  conversation %d: built-in %s, engine %s\n", n, ra ? "refuses" : "renders", rb ? zt_errmsg() : "renders");
+        if (ra || rb) {  // both refuse, or it is a disagreement
+            CHECK(ra && rb, "%s conversation %d: only one of the built-in renderer and the engine refuses", path, n);
             both_refuse += ra && rb;
             cJSON_Delete(root);
             continue;
         }
         int ok = a.text.n == b.text.n && !memcmp(a.text.p, b.text.p, a.text.n);
-        CHECK(ok, "%s line %d: the built-in Qwen3 renderer and the engine differ", path, n);
+        CHECK(ok, "%s conversation %d: the built-in Qwen3 renderer and the engine differ", path, n);
         if (!ok && getenv("ZT_JINJA_DIFF")) {
             size_t k = 0;
             while (k < a.text.n && k < b.text.n && a.text.p[k] == b.text.p[k]) k++;
@@ -115,8 +118,8 @@ static int fastpath_check(const char *path, int gz) {
         same += ok;
         cJSON_Delete(root);
     }
-    printf("qwen3 fast path vs engine on %s: %d conversations, %d texts equal, %d refused by both\n", path, n, same,
-           both_refuse);
+    printf("qwen3 fast path vs engine on %s (%s): %d conversations, %d texts equal, %d refused by both\n", path,
+           zt_chat_format_name(fmt), n, same, both_refuse);
     CHECK(same > 0, "no conversation compared");
     zt_chat_free(&a), zt_chat_free(&b);
     zt_chat_jinja_scratch_free(&sc);
@@ -154,7 +157,7 @@ static int pack_path(pack_scratch *pk, zt_jinja *tpl, zt_jinja_limits lim, const
     }
     cj.vars = vv, cj.nvars = nv;
     cJSON *root = cJSON_Parse(cc->line);
-    int prc = zt_chat_render_jinja(&cj, root, cc->line, strlen(cc->line), NULL, ZT_CHAT_TRAIN_ASSISTANT, &pk->sc,
+    int prc = zt_chat_render_jinja(&cj, root, ZT_CHAT_FORMAT_MESSAGES, cc->line, strlen(cc->line), NULL, ZT_CHAT_TRAIN_ASSISTANT, &pk->sc,
                                    &pk->chat);
     int pok = 0, nspans = (int)pk->sc.res.nspans;
     if (!prc && !zt_chat_tokenize(pk->enc, pk->tk, &pk->chat, &pk->tok) && pk->tok.ids.n == got->n) {
@@ -299,8 +302,10 @@ int main(int argc, char **argv) {
     zt_chat_tokens_free(&pk.tok);
     CHECK(renders > 0, "nothing compared");
     if (!only) {
-        fastpath_check(ZT_GOLDEN_DIR "/chat/conversations.jsonl", 0);
-        fastpath_check(ZT_GOLDEN_DIR "/chat_tools/messages.jsonl.gz", 1);
+        fastpath_check(ZT_GOLDEN_DIR "/chat/conversations.jsonl", 0, ZT_CHAT_FORMAT_MESSAGES);
+        fastpath_check(ZT_GOLDEN_DIR "/chat_tools/messages.jsonl.gz", 1, ZT_CHAT_FORMAT_MESSAGES);
+        fastpath_check(ZT_GOLDEN_DIR "/chat_tools/openai.jsonl.gz", 1, ZT_CHAT_FORMAT_OPENAI);
+        fastpath_check(ZT_GOLDEN_DIR "/chat_tools/sharegpt.jsonl.gz", 1, ZT_CHAT_FORMAT_SHAREGPT);
     }
     zt_jinja_free(tpl);
     zt_jinja_result_free(&res);
