@@ -388,7 +388,7 @@ int jtest(jstate *S, const char *t, jv x, jv *a, int na) {
     if (!strcmp(t, "string")) return x.t == JV_STR;
     if (!strcmp(t, "mapping")) return x.t == JV_DICT;
     if (!strcmp(t, "iterable")) return x.t == JV_STR || x.t == JV_LIST || x.t == JV_DICT || x.t == JV_UNDEF;
-    if (!strcmp(t, "sequence")) return x.t == JV_STR || x.t == JV_LIST || x.t == JV_DICT;
+    if (!strcmp(t, "sequence")) return x.t == JV_STR || x.t == JV_LIST || x.t == JV_DICT || x.t == JV_UNDEF;
     if (!strcmp(t, "number")) return x.t == JV_INT || x.t == JV_FLOAT || x.t == JV_BOOL || x.t == JV_BIGINT;
     if (!strcmp(t, "integer")) return x.t == JV_INT || x.t == JV_BIGINT;
     if (!strcmp(t, "float")) return x.t == JV_FLOAT;
@@ -567,6 +567,7 @@ static jv f_list(jstate *S, jv x) {
 }
 
 static jv f_number(jstate *S, jv x, jv *a, int na, int to_int) {
+    if (x.t == JV_UNDEF) return jfail_undef(S, x);  // int(Undefined) raises
     jv dflt = na ? a[0] : to_int ? jv_int(0) : jv_float(0);
     if (x.t == JV_INT || x.t == JV_BOOL) return to_int ? jv_int(x.i) : jv_float((double)x.i);
     if (x.t == JV_FLOAT) return to_int ? jv_int((int64_t)x.f) : x;
@@ -618,6 +619,7 @@ jv jfilter(jstate *S, const char *f, jv x, jv *a, int na, const char **kwn, jv *
     }
     if (!strcmp(f, "int") || !strcmp(f, "float")) return f_number(S, x, a, na, f[0] == 'i');
     if (!strcmp(f, "abs")) {
+        if (x.t == JV_UNDEF) return jfail_undef(S, x);
         if (x.t == JV_FLOAT) return jv_float(x.f < 0 ? -x.f : x.f);
         if (x.t == JV_INT || x.t == JV_BOOL) return jv_int(x.i < 0 ? -x.i : x.i);
         return jerr(S, ZT_JINJA_ERROR, "bad operand type for abs(): '%s'", jv_typename(x)), jv_undef(NULL);
