@@ -143,11 +143,12 @@ def main():
             else:
                 rec["ids"] = tok.encode(text, add_special_tokens=False)
             out.append(rec)
-    with gzip.open(os.path.join(GOLD, "expected.jsonl.gz"), "wt", encoding="utf-8", compresslevel=9) as f:
-        f.write(json.dumps({"special_tokens": tok.special_tokens_map, "now": "2026-12-07T12:00:00",
-                            "templates": len(names), "cases": len(CASES)}, ensure_ascii=False) + "\n")
-        for r in out:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    lines = [json.dumps({"special_tokens": tok.special_tokens_map, "now": "2026-12-07T12:00:00",
+                         "templates": len(names), "cases": len(CASES)}, ensure_ascii=False)]
+    lines += [json.dumps(r, ensure_ascii=False) for r in out]
+    with open(os.path.join(GOLD, "expected.jsonl.gz"), "wb") as raw:  # mtime 0: the same bytes every run
+        with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
+            gz.write(("\n".join(lines) + "\n").encode("utf-8"))
     print(f"{len(names)} templates x {len(CASES)} cases = {len(out)} renders, {nerr} raise")
 
 
