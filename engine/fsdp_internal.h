@@ -12,7 +12,8 @@
 // includes only engine/fsdp.h.
 // defines: zt_fsdp (the struct), zt_fsdp_unit, zt_fsdp_event, zt_fsdp_opts, zt_fsdp_init, zt_fsdp_init_cuda,
 //          zt_fsdp_free, zt_fsdp_log, zt_fsdp_backend, zt_fsdp_reduced, zt_fsdp_init_host,
-//          zt_fsdp_count_targets, zt_fsdp_stage_rows, zt_fsdp_stage_rows_context, zt_context_split,
+//          zt_fsdp_count_targets, zt_fsdp_stage_rows, zt_fsdp_stage_rows_context, zt_context_split
+//          and zt_fsdp_context_stage_init, zt_fsdp_family_context (fsdp_stage.c),
 //          zt_fsdp_cpu_backend
 #ifndef ZT_FSDP_INTERNAL_H
 #define ZT_FSDP_INTERNAL_H
@@ -256,6 +257,12 @@ int64_t zt_fsdp_stage_rows_context(zt_fsdp *f, const uint32_t *const *blocks, ui
 // has about the same causal attention work. index[r * S_local + t] as zt_family_context.index;
 // returns S_local (the longest rank's count), or -1 + zt_err when a chunk would be empty (2C > S).
 int64_t zt_context_split(int64_t S, int C, int32_t **index);
+// Under context parallelism (after the groups are taken): the whole-row staging buffers
+// zt_fsdp_stage_rows_context picks this rank's tokens from, and the zt_family_context a family's
+// create takes: the split, and the exchange over the context group (deadline-guarded, named in the
+// flight recorder, its bytes counted in bytes_ctx).
+void zt_fsdp_context_stage_init(zt_fsdp *f);
+zt_family_context zt_fsdp_family_context(zt_fsdp *f);
 
 // The GPU backend's constructor (fsdp_cuda.c, inside the CUDA module; reached through
 // engine/cuda_module.h).

@@ -6,6 +6,7 @@ PKGS=(build-essential cmake ninja-build pkg-config gawk
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev libopenblas-dev libcjson-dev libpcre2-dev
       libutf8proc-dev zlib1g-dev libyaml-dev  # libyaml: --config run files (cli/flags.c)
       clang libclang-rt-dev libomp-dev  # tests/fuzz: libFuzzer, ASan, UBSan, OpenMP for clang
+      universal-ctags  # tests/lint: function sizes
       iproute2 util-linux slurm-wlm slurmctld slurmd munge  # tests/cluster: namespaces, Slurm
       chromium fonts-dejavu-core python3 python3-pip)  # report_cli_browser (headless), tb_check.py
 missing=()

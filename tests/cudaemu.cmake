@@ -94,7 +94,7 @@ zt_emu_exe(emu_train_tiny SOURCES ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_t
 add_test(NAME emu_train_tiny COMMAND emu_train_tiny)
 set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
-set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
+set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_stage.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
     ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
     ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}

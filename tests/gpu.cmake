@@ -50,7 +50,7 @@ if(ZT_CUDA)
   # builds in the full build and in the ZT_GPU_ONLY one.
   if(ZT_HAVE_NCCL)
     set(ZT_R ${CMAKE_SOURCE_DIR}/engine)
-    add_executable(test_fsdp_cuda ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
+    add_executable(test_fsdp_cuda ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_stage.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
                    ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${CMAKE_SOURCE_DIR}/tests/support/trainer.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c
                    ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c
                    ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
@@ -64,7 +64,7 @@ if(ZT_CUDA)
     if(TARGET MPI::MPI_C AND ZT_MPIEXEC)
       # The GPU engine with the real NCCL comm over MPI: what both multi-GPU tests link.
       function(zt_gpu_engine_mpi_test name)
-        add_executable(${name} ${ARGN} ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c
+        add_executable(${name} ${ARGN} ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_stage.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c
                        ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
                        ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c
                    ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
@@ -105,7 +105,7 @@ exec "$@" $((n / 2 * 2)) "$bin" --context 2]]
 
     # The engine end to end at Qwen3-32B shapes (L layers) vs the same ops without it
     # (not a ctest: ~80 GB of device memory; tests/gpu/run.sh runs it).
-    add_executable(bench_fsdp_cuda ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
+    add_executable(bench_fsdp_cuda ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_stage.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
                    ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
                    ${ZT_R}/device_peak.c
                    ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c

@@ -189,6 +189,8 @@ static int open_data(const zt_train_opts *o, run_state *r) {
                              .model_vocab = cfg->vocab_size, .part = r->rank, .nparts = r->world};
     int ok = zt_dataset_open(&c->ds, o->data, &dopts) == 0;
     c->ds_open = ok;
+    // a dataset packed with another tokenizer than the model directory's is refused
+    if (ok) ok = zt_dataset_check_tokenizer(ds, o->data, o->init ? o->init : o->model) == 0;
     if (ok && ds->per_rank && ds->nfiles != r->data_world && r->context == 1)
         ok = zt_err("%s: a per-rank dataset with %d file%s needs exactly %d rank%s, but the job has %d (pack it "
                     "again with --per-rank %d, or launch %d ranks)",

@@ -22,7 +22,7 @@ add_library(zt_fuzzlib STATIC ${ZT_FUZZ_SRC})
 target_compile_options(zt_fuzzlib PUBLIC ${ZT_SAN} -fsanitize=fuzzer-no-link -g -O1)
 target_link_options(zt_fuzzlib PUBLIC ${ZT_SAN})
 target_include_directories(zt_fuzzlib PUBLIC ${HDF5_C_INCLUDE_DIRS})
-target_link_libraries(zt_fuzzlib PUBLIC ${ZT_CJSON} PkgConfig::UTF8PROC OpenMP::OpenMP_C MPI::MPI_C
+target_link_libraries(zt_fuzzlib PUBLIC ${ZT_CJSON} PkgConfig::UTF8PROC PkgConfig::PCRE2 OpenMP::OpenMP_C MPI::MPI_C
                       ${HDF5_C_LIBRARIES} m)
 
 set(ZT_FUZZ_TARGETS safetensors dataset config tokenizer jsonl ckpt_meta flight watch jinja_parse jinja_render)
