@@ -136,7 +136,9 @@ typedef struct {
     // chat only: no eos (each turn ends with <|im_end|>\n); a conversation never straddles two
     // blocks (the rest of a block it does not fit in is padded), one longer than seq_len is skipped
     int train_on;            // zt_chat_train (data/chat.h): which tokens are trained targets
-    const char *chat_template;  // recorded in dataset.json: "qwen3 crc32c:xxxxxxxx"
+    const char *chat_template;  // recorded in dataset.json: "qwen3 crc32c:xxxxxxxx" or "jinja FILE crc32c:xxxxxxxx"
+    const struct zt_chat_jinja_t *jinja;  // chat: a Jinja template (data/chat_jinja.h) instead of the built-in
+                                          // Qwen3 renderer (NULL: the built-in one)
     int chat_format;         // zt_chat_format (data/chat.h): how lines hold conversations; 0 (auto): decided
                              // per input from its first lines (zt_chat_detect)
     // a mixture (text kinds and chat; data/pack.c): weights[i] > 0 for every input turns the pack
