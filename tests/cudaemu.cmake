@@ -38,6 +38,7 @@ foreach(cu ${ZT_EMU_CU})
 endforeach()
 # kernels/cuda/*.c: host-only C beside the kernels (cudnn_docs.c), compiled as it is
 file(GLOB ZT_EMU_CUDA_C CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.c)
+list(APPEND ZT_EMU_CUDA_C ${CMAKE_SOURCE_DIR}/kernels/cuda/attention/dispatch.c)  # the attention dispatcher
 add_library(zt_cuda_emu STATIC ${ZT_EMU_CU_WRAPPED} ${ZT_EMU_CUDA_C})
 set_target_properties(zt_cuda_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
 target_compile_options(zt_cuda_emu PRIVATE ${ZT_EMU_INSTR} -Wno-unknown-pragmas)
@@ -96,7 +97,8 @@ set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEO
 
 set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
     ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
-    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c)
+    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c
+    ${ZT_TEST_DIR}/support/attention_test.c)  # test-only attention choices (cuDNN selected without it)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
            LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
 add_test(NAME emu_fsdp_cuda COMMAND emu_test_fsdp_cuda)
