@@ -161,6 +161,17 @@ zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
                 PkgConfig::YAML
            DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
+# The attention dispatcher's test-only overrides stay out of the product: the trainer on the
+# emulator and, where built, the CUDA module reference the hook weakly and define nothing
+# (tests/cli/attn_test_hook.sh; emu_test_fsdp_cuda, which links tests/support/attention_test.c, fails it).
+set(ZT_ATTN_HOOK_BINS $<TARGET_FILE:zerotrain_cudaemu>)
+set(ZT_ATTN_HOOK_PASS "zerotrain_cudaemu: zt_attn_test_overrides_get weak, undefined\n")
+if(TARGET zerotrain_cuda)
+  list(APPEND ZT_ATTN_HOOK_BINS $<TARGET_FILE:zerotrain_cuda>)
+  string(APPEND ZT_ATTN_HOOK_PASS "libzerotrain_cuda.so: zt_attn_test_overrides_get weak, undefined\n")
+endif()
+zt_expect_test(attn_test_hook_not_in_product EXIT 0 PASS "^${ZT_ATTN_HOOK_PASS}exit 0\n$"
+               COMMAND bash ${ZT_TEST_DIR}/cli/attn_test_hook.sh ${ZT_ATTN_HOOK_BINS})
 # q35_*: the same with Qwen3.5 configs (its GPU passes, carried tensors, head_dim 256).
 foreach(case w1_matches_cpu w2_matches_w1 resume_exact w4_hsdp_matches_w1 async_identical cp2_matches
         q35_w1_matches_cpu q35_hd256_matches_cpu q35_w2_matches_w1 q35_resume_exact q35_init_carry)

@@ -25,8 +25,9 @@ static void check_call(const zt_attn_call *a) {
             "--doc-attention full");
     if (a->qrow && !zt_attn_takes_rows(a->kind)) {
         char msg[160];
+        // (no zt_attn_kind_name: policy.c is in zt_kernels, which the CUDA module does not link)
         snprintf(msg, sizeof msg, "the %s attention takes no held rows of a context split (the caller stages the "
-                 "whole block, or refuses the kind)", zt_attn_kind_name(a->kind));
+                 "whole block, or refuses the kind)", a->kind == ZT_ATTN_GEMM ? "GEMM" : "cuDNN");
         die("precondition qrow == NULL || zt_attn_takes_rows(kind)", msg);
     }
     if (a->kind != ZT_ATTN_TILED && a->kind != ZT_ATTN_CUDNN && a->kind != ZT_ATTN_GEMM)
