@@ -39,9 +39,9 @@ if(ZT_CUDA)
   set_tests_properties(gpu_qwen3_5_cuda PROPERTIES SKIP_RETURN_CODE 77)
 
   # Benchmark (not a ctest: minutes of GPU time): tests/gpu/run.sh runs it.
-  add_executable(bench_layer ${ZT_GPU_DIR}/bench_layer.c ${ZT_GPU_DIR}/gpu_test_util.c
-                 ${CMAKE_SOURCE_DIR}/tests/support/attention_test.c)  # --attn tiled-scalar
+  add_executable(bench_layer ${ZT_GPU_DIR}/bench_layer.c ${ZT_GPU_DIR}/gpu_test_util.c)
   target_link_libraries(bench_layer PRIVATE zt_cuda_layer)
+  target_sources(bench_layer PRIVATE ${CMAKE_SOURCE_DIR}/tests/support/attention_test.c)  # --attn tiled-scalar
   # A small layer, two iterations: proves the benchmark runs end to end.
   add_test(NAME gpu_bench_layer_smoke COMMAND bench_layer --smoke)
   set_tests_properties(gpu_bench_layer_smoke PROPERTIES SKIP_RETURN_CODE 77)
@@ -51,13 +51,14 @@ if(ZT_CUDA)
   # builds in the full build and in the ZT_GPU_ONLY one.
   if(ZT_HAVE_NCCL)
     set(ZT_R ${CMAKE_SOURCE_DIR}/engine)
-    add_executable(test_fsdp_cuda ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
-                   ${CMAKE_SOURCE_DIR}/tests/support/attention_test.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
+    add_executable(test_fsdp_cuda ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
                    ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${CMAKE_SOURCE_DIR}/tests/support/trainer.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c
                    ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c
                    ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
     target_compile_definitions(test_fsdp_cuda PRIVATE ZT_NCCL_NO_MPI=1)
     target_include_directories(test_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})
+    # test-only attention choices (cuDNN selected in a build without it)
+    target_sources(test_fsdp_cuda PRIVATE ${CMAKE_SOURCE_DIR}/tests/support/attention_test.c)
     target_link_libraries(test_fsdp_cuda PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} Threads::Threads m)
     add_test(NAME gpu_fsdp_cuda COMMAND test_fsdp_cuda)
     set_tests_properties(gpu_fsdp_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
@@ -66,12 +67,12 @@ if(ZT_CUDA)
     if(TARGET MPI::MPI_C AND ZT_MPIEXEC)
       # The GPU engine with the real NCCL comm over MPI: what both multi-GPU tests link.
       function(zt_gpu_engine_mpi_test name)
-        add_executable(${name} ${ARGN} ${ZT_GPU_DIR}/gpu_test_util.c ${CMAKE_SOURCE_DIR}/tests/support/attention_test.c
-                       ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c
+        add_executable(${name} ${ARGN} ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c
                        ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
                        ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c
                    ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
         target_include_directories(${name} PRIVATE ${ZT_NCCL_INCLUDE})
+        target_sources(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/support/attention_test.c)
         target_link_libraries(${name} PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C Threads::Threads m)
       endfunction()
       zt_gpu_engine_mpi_test(test_fsdp_cuda_mpi ${ZT_GPU_DIR}/test_fsdp_cuda.c ${CMAKE_SOURCE_DIR}/tests/support/trainer.c ${ZT_R}/comm_mpi.c)
