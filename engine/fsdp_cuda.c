@@ -927,7 +927,7 @@ static int memory_for(const zt_model_config *cfg, int micro_batch, int grad_accu
     if (zt_context_check(&(zt_context_job){.context = C, .family = cfg->family}) != 0) return -1;
     const zt_family_cuda_context cx = {.C = C, .S = seq_len, .S_local = S_local};
     const zt_family_cuda_opts fo = {.recompute = recompute != 0,
-                                    .attention = attention == ZT_ATTN_GEMM ? ZT_ATTN_GEMM : ZT_ATTN_TILED,  // whose scratch
+                                    .attention = attention == ZT_ATTN_GEMM ? ZT_ATTN_GEMM : ZT_ATTN_TILED,
                                     .cx = C > 1 ? &cx : NULL};
     const int64_t N = (int64_t)micro_batch * S_local, nunits = cfg->num_layers + 2;
     int64_t context = 0;

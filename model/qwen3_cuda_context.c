@@ -1,8 +1,9 @@
 // Qwen3's attention across a context-parallel split on the GPU (model/qwen3_cuda_layer.h
 // zt_qwen3_cuda_cx): model/qwen3_context.c's method on device buffers. K|V after RoPE are
 // all-gathered in bf16 over the context group (the engine's collective, stream-ordered) and placed
-// at their block rows; the tiled attention (the dispatcher on held rows, kernels/cuda/attention/dispatch.h) runs this rank's held
-// queries in place against the whole block's keys, each at its block row g with its position p
+// at their block rows; the tiled attention (the dispatcher on held rows: kernels/cuda/attention/
+// dispatch.h) runs this rank's held queries in place against the whole block's keys, each at its
+// block row g with its position p
 // (it sees keys g - p .. g wherever they are held; a padding row sees none): queries, outputs, dO,
 // dQ and lse stay [B, S_local] rows. The GEMM path takes equal-length Q and K, so for it the held
 // rows go to a zeroed whole-block query buffer (a row held elsewhere has position 0 and a zero
