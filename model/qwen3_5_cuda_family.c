@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "kernels/cuda/attention/dispatch.h"
 #include "kernels/cuda/zt_cuda.h"
 #include "model/family.h"
 #include "model/layout.h"
@@ -51,7 +52,7 @@ static const char *const fa_names[FA_N] = {
 typedef struct {
     int64_t B, S, N, d, F, H, Hkv, D, rd, Hk, Hv, Dk, Dv, Kd, Vd, C, K, V;
     float eps;
-    zt_cuda_attn_kind attention;
+    zt_attn_kind attention;
 } dims;
 
 typedef struct {  // one layer's saved tensors (the kind's members only)
@@ -210,11 +211,11 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
                "need each document's recurrent state passed across the context group)");
         return NULL;
     }
-    if (o->attention == ZT_CUDA_ATTN_CUDNN) {
+    if (o->attention == ZT_ATTN_CUDNN) {
         zt_err("GPU FSDP engine, Qwen3.5: %s; use --attention tiled (or gemm)", zt_qwen3_5_cuda_family.no_cudnn);
         return NULL;
     }
-    if (o->attention != ZT_CUDA_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 256)) {
+    if (o->attention != ZT_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 256)) {
         zt_err("GPU FSDP engine, Qwen3.5: head_dim %d: the tiled attention takes head_dim <= 256, a "
                "multiple of 8; use --attention gemm",
                c->head_dim);
@@ -302,8 +303,7 @@ int64_t zt_qwen3_5_cuda_layer_bytes(const void *mv, int l) {
 // dbeta, or the recurrence's recomputed states: zt_cuda_delta_scratch_bytes is the larger), the
 // conv's dw partials, the head's lm_head chunk, the norms' dw partials.
 static size_t scratch_of(const dims z, int any_lin) {
-    size_t s = z.attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(z.S, z.H, z.Hkv, z.D)
-                                               : zt_cuda_attention_flash_scratch_bytes(z.S, z.H, z.Hkv, z.D);
+    size_t s = zt_attn_scratch_bytes(z.attention, z.S, z.S, z.H, z.Hkv, z.D);
     const size_t more[] = {zt_cuda_lmhead_xent_scratch_bytes(z.N, z.V), zt_cuda_rmsnorm_bwd_scratch_bytes(z.N, z.d),
                            zt_cuda_rmsnorm_bwd_scratch_bytes(z.N * z.H, z.D),
                            zt_cuda_rmsnorm_bwd_scratch_bytes(z.N * z.Hkv, z.D),
@@ -325,7 +325,7 @@ static size_t scratch_bytes(const void *mv) {
     return scratch_of(m->z, any_lin);
 }
 
-static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_cuda_attn_kind attention) {
+static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_attn_kind attention) {
     const zt_qwen3_5_fields *q = zt_q35(c);
     dims z = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads,
               .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = q->lin_key_heads,
@@ -374,7 +374,7 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, con
 static int64_t context_bytes(const void *m) { return (void)m, 0; }
 
 static int check_data(const void *mv, int isolated) {
-    if (isolated && ((const q35_gpu *)mv)->z.attention == ZT_CUDA_ATTN_CUDNN)
+    if (isolated && ((const q35_gpu *)mv)->z.attention == ZT_ATTN_CUDNN)
         return zt_err("--attention cudnn cannot keep packed documents apart; use --attention tiled (or gemm) or "
                       "--doc-attention full");
     return 0;
@@ -415,14 +415,16 @@ static void mlp_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, int
     zt_cuda_add(st, w->dmid, w->dmid, dx, ZT_BF16, z.N * z.d);
 }
 
+// The full-attention layers' call (kernels/cuda/attention/dispatch.h): the kind create accepted
+// (tiled or GEMM: create refuses cuDNN), over whole rows.
+static zt_attn_call attention_call(const dims *z, const int32_t *pos) {
+    return (zt_attn_call){.kind = z->attention, .B = z->B, .S = z->S, .H = z->H, .Hkv = z->Hkv, .D = z->D,
+                          .pos = pos};
+}
+
 static void attention_fwd(q35_gpu *m, acts *a, const int32_t *pos) {
-    const dims z = m->z;
-    if (z.attention == ZT_CUDA_ATTN_GEMM)
-        zt_cuda_attention_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
-    else if (z.attention == ZT_CUDA_ATTN_TILED_SCALAR)
-        zt_cuda_attention_tiled_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
-    else  // tiled, tensor cores where they apply (create refuses cuDNN)
-        zt_cuda_attention_flash_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
+    const zt_attn_call call = attention_call(&m->z, pos);
+    zt_attn_fwd(m->ctx, m->cs, &call, a->att, a->lse, a->q, a->k, a->v);
 }
 
 static void full_fwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y) {
@@ -456,12 +458,8 @@ static void full_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, co
     mlp_bwd(m, l, a, p, dp, FA_POST_NORM, FA_GATE, FA_UP, FA_DOWN, dx);
     zt_cuda_matmul_bwd(m->ctx, st, w->dgated, DW(FA_O), ZT_F32, w->dmid, a->gated, W(FA_O), N, HD, z.d, 0);
     zt_cuda_sigmoid_gate_bwd(st, w->datt, w->dgate, w->dgated, a->att, a->gate, N * HD);
-    if (z.attention == ZT_CUDA_ATTN_GEMM)
-        zt_cuda_attention_bwd(m->ctx, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos, z.B,
-                              z.S, H, Hkv, D);
-    else
-        (z.attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_bwd : zt_cuda_attention_flash_bwd)(m->ctx, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos,
-                                    z.B, z.S, H, Hkv, D);
+    const zt_attn_call call = attention_call(&z, pos);
+    zt_attn_bwd(m->ctx, st, &call, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v);
     zt_cuda_rope_partial_bwd(st, w->dq, m->rope_cos, m->rope_sin, pos, z.B, z.S, H, D, z.rd);
     zt_cuda_rope_partial_bwd(st, w->dk, m->rope_cos, m->rope_sin, pos, z.B, z.S, Hkv, D, z.rd);
     zt_cuda_rmsnorm_bwd(m->ctx, st, w->dqp, DW(FA_QNORM), w->dq, a->q_pre, one_plus(m, W(FA_QNORM), D), a->qn_rstd,

@@ -205,6 +205,11 @@ MUTATIONS = [
     ("X8", TILED, "        for (int qt = qrow ? 0 : kt; qt < ntiles; qt++) {\n",
      "        for (int qt = kt; qt < ntiles; qt++) {  // (mutated)\n", T_TILED,
      "dK/dV over held rows: every query tile (a rank's late chunk sits in early tiles), not those from the key tile's"),
+    # ---- kernels/cuda/attention/dispatch.c: the families' one attention call ----
+    ("AD1", "kernels/cuda/attention/dispatch.c",
+     "        (scalar_tiles(D) ? zt_cuda_attention_tiled_fwd : zt_cuda_attention_tc_fwd)(c, st, o, lse, q, k, v, a->pos, B,",
+     "        (scalar_tiles(D) ? zt_cuda_attention_tiled_fwd : zt_cuda_attention_tc_fwd)(c, st, o, lse, q, k, v, NULL, B,",
+     ["emu_fsdp_cuda_sft_w1"], "the tiled kind's forward over whole rows gets the document positions (instead: plain causal)"),
     # ---- engine/comm_nccl.c ----
     ("N1", NCCL, "    ZT_CUDA_CHECK_GOTO(cudaEventRecord(ev, st), cuda_fail, s);\n    *handle = (void *)ev;", "    *handle = (void *)ev;",
      T_COMM, "start: record the collective's event (its handle)"),

@@ -68,7 +68,7 @@ static void gpu_run(const zt_model_config *c, zt_cuda_ctx *ctx, const zt_model_l
                     int check_bytes) {
     const zt_family_cuda *fc = zt_family_cuda_find("qwen3_5");
     const int U = lay->nunits, L = c->num_layers;
-    const zt_family_cuda_opts o = {.recompute = recompute, .attention = ZT_CUDA_ATTN_TILED};
+    const zt_family_cuda_opts o = {.recompute = recompute, .attention = ZT_ATTN_TILED};
     void *m = fc->create(c, ctx, NULL, B, S, &o);
     if (!m) zt_die_on_err();
     zt_cuda_ctx_reserve(ctx, fc->scratch_bytes(m), NULL);
@@ -236,7 +236,7 @@ int main(void) {
     check(fc->check(&c, S) != 0 && strstr(zt_errmsg(), "up to 128"), "a value head dim of 256 refused by check()");
     // the cuDNN attention: refused by create, and said in the table (--attention auto asks it)
     const zt_model_config c0 = zt_q35_tiny(0);
-    const zt_family_cuda_opts oc = {.attention = ZT_CUDA_ATTN_CUDNN};
+    const zt_family_cuda_opts oc = {.attention = ZT_ATTN_CUDNN};
     zt_err_clear();
     check(fc->no_cudnn && !zt_family_cuda_find("qwen3")->no_cudnn && !fc->create(&c0, ctx, NULL, B, S, &oc) &&
               strstr(zt_errmsg(), fc->no_cudnn),
