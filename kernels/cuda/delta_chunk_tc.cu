@@ -71,11 +71,11 @@ static __device__ void blk_mma(float *C, int ldc, const bf16 *A, int lda, const 
 struct tc_smem {
     bf16 *K, *Q;               // [CH, Dk + 8]: the span's keys and (unscaled) queries
     float *Gam, *KK, *P, *T;   // [CH, LF]: decays, K K^T, Q K^T, the inverse
-    bf16 *Tb, *Pb;             // [CH, LB]: T and P = Gam . scale Q K^T for the products
+    bf16 *Tb, *Tl, *Pb, *Pl;   // [CH, LB]: T and P = Gam . scale Q K^T as bf16 high + low parts
     float *S0;                 // [Dk, LS]: the state entering the span (fp32, the chain)
     bf16 *S0b;                 // [Dk, LSB]: S0 for the products
-    float *KS, *QS, *Vn, *O;   // [CH, LS]: K S0, Q S0, the new values, P Vn
-    bf16 *Yb, *Vnb, *Vfb;      // [CH, LSB]: Y, Vn, diag(f) Vn
+    float *KS, *QS, *Vn, *O;   // [CH, LS]: K S0, Q S0, the new values, P Vn (O over KS: KS is dead by then)
+    bf16 *Yb, *Yl, *Vnb, *Vnl, *Vfb, *Vfl;  // [CH, LSB]: Y, Vn, diag(f) Vn as bf16 high + low parts
     double *a;                 // [CH] exp(g), 0 at a document start
     float *e, *beta, *g;       // [CH]
     int *start;                // [CH]
@@ -87,10 +87,11 @@ static __host__ __device__ size_t tc_layout(tc_smem *m, char *base, int Dk) {
     TAKE(a, double, CH);
     TAKE(K, bf16, CH * (Dk + 8)), TAKE(Q, bf16, CH * (Dk + 8));
     TAKE(Gam, float, CH * LF), TAKE(KK, float, CH * LF), TAKE(P, float, CH * LF), TAKE(T, float, CH * LF);
-    TAKE(Tb, bf16, CH * LB), TAKE(Pb, bf16, CH * LB);
+    TAKE(Tb, bf16, CH * LB), TAKE(Tl, bf16, CH * LB), TAKE(Pb, bf16, CH * LB), TAKE(Pl, bf16, CH * LB);
     TAKE(S0, float, Dk * LS), TAKE(S0b, bf16, Dk * LSB);
-    TAKE(KS, float, CH * LS), TAKE(QS, float, CH * LS), TAKE(Vn, float, CH * LS), TAKE(O, float, CH * LS);
-    TAKE(Yb, bf16, CH * LSB), TAKE(Vnb, bf16, CH * LSB), TAKE(Vfb, bf16, CH * LSB);
+    TAKE(KS, float, CH * LS), TAKE(QS, float, CH * LS), TAKE(Vn, float, CH * LS);
+    m->O = m->KS;
+    TAKE(Yb, bf16, CH * LSB), TAKE(Yl, bf16, CH * LSB), TAKE(Vnb, bf16, CH * LSB), TAKE(Vnl, bf16, CH * LSB), TAKE(Vfb, bf16, CH * LSB), TAKE(Vfl, bf16, CH * LSB);
     TAKE(e, float, CH), TAKE(beta, float, CH), TAKE(g, float, CH), TAKE(start, int, CH);
 #undef TAKE
     return off + 128;  // the base's alignment
@@ -176,39 +177,55 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
         __syncthreads();  // TF3: Gam, e, K K^T, Q K^T, K S0, Q S0 are in place
         if (tid < CH) {  // T = (I + A)^-1 column j by forward substitution, A_ij = beta_i (Gam_ij K_i . K_j)
             const int j = tid;
-            for (int i = 0; i < j; i++) m.T[i * LF + j] = 0.0f, m.Tb[i * LB + j] = f2bf(0.0f);
-            m.T[j * LF + j] = 1.0f, m.Tb[j * LB + j] = f2bf(1.0f);
+            for (int i = 0; i < j; i++) m.T[i * LF + j] = 0.0f, m.Tb[i * LB + j] = m.Tl[i * LB + j] = f2bf(0.0f);
+            m.T[j * LF + j] = 1.0f, m.Tb[j * LB + j] = f2bf(1.0f), m.Tl[j * LB + j] = f2bf(0.0f);
             for (int i = j + 1; i < CH; i++) {
                 float s = 0.0f;
                 for (int mm = j; mm < i; mm++)
                     s += (m.beta[i] * (m.Gam[i * LF + mm] * m.KK[i * LF + mm])) * m.T[mm * LF + j];
-                m.T[i * LF + j] = -s, m.Tb[i * LB + j] = f2bf(-s);
+                const bf16 hi = f2bf(-s);
+                m.T[i * LF + j] = -s, m.Tb[i * LB + j] = hi, m.Tl[i * LB + j] = f2bf(-s - bf2f(hi));
             }
         }
         for (int x = tid; x < CH * CH; x += NT) {  // P = Gam . scale Q K^T, lower, in bf16
             const int i = x / CH, j = x % CH;
-            m.Pb[i * LB + j] = f2bf(j <= i ? m.Gam[i * LF + j] * (scale * m.P[i * LF + j]) : 0.0f);
+            const float p = j <= i ? m.Gam[i * LF + j] * (scale * m.P[i * LF + j]) : 0.0f;
+            const bf16 hi = f2bf(p);
+            m.Pb[i * LB + j] = hi, m.Pl[i * LB + j] = f2bf(p - bf2f(hi));
         }
         for (int x = tid; x < CH * DC; x += NT) {  // Y = diag(beta) (V - diag(e) K S0), in bf16
             const int i = x / DC, c = x % DC;
             const float vi = i < L && c < nc ? bf2f(v[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c]) : 0.0f;
-            m.Yb[i * LSB + c] = f2bf(c < nc ? m.beta[i] * (vi - m.e[i] * m.KS[i * LS + c]) : 0.0f);
+            const float y = c < nc ? m.beta[i] * (vi - m.e[i] * m.KS[i * LS + c]) : 0.0f;
+            const bf16 hi = f2bf(y);
+            m.Yb[i * LSB + c] = hi, m.Yl[i * LSB + c] = f2bf(y - bf2f(hi));
         }
         __syncthreads();  // TF4: T, P, Y are in place
         blk_mma<false, false>(m.Vn, LS, m.Tb, LB, m.Yb, LSB, CH, ncp, CH, false, false, true);  // Vn = T Y
+        __syncthreads();
+        blk_mma<false, false>(m.Vn, LS, m.Tl, LB, m.Yb, LSB, CH, ncp, CH, true, false, true);
+        __syncthreads();
+        blk_mma<false, false>(m.Vn, LS, m.Tb, LB, m.Yl, LSB, CH, ncp, CH, true, false, true);
         __syncthreads();  // TF5: Vn is in place
         const bool more = t0 + L < S;
         for (int x = tid; x < CH * DC; x += NT) {  // Vn and diag(f) Vn in bf16, f_i = Gam_{L-1, i}
             const int i = x / DC, c = x % DC;
             const float vn = m.Vn[i * LS + c];
-            m.Vnb[i * LSB + c] = f2bf(vn);
-            m.Vfb[i * LSB + c] = f2bf(m.Gam[(L - 1) * LF + i] * vn);
+            const float vf = m.Gam[(L - 1) * LF + i] * vn;
+            const bf16 hn = f2bf(vn), hf = f2bf(vf);
+            m.Vnb[i * LSB + c] = hn, m.Vnl[i * LSB + c] = f2bf(vn - bf2f(hn));
+            m.Vfb[i * LSB + c] = hf, m.Vfl[i * LSB + c] = f2bf(vf - bf2f(hf));
         }
         if (more)
             for (int x = tid; x < Dk * DC; x += NT) m.S0[(x / DC) * LS + x % DC] *= m.e[L - 1];
         __syncthreads();  // TF6: Vn, diag(f) Vn in bf16 and e_{L-1} S0 are in place
         blk_mma<false, false>(m.O, LS, m.Pb, LB, m.Vnb, LSB, CH, ncp, CH, false, false, true);  // O = P Vn
         if (more) blk_mma<true, false>(m.S0, LS, m.K, LK, m.Vfb, LSB, Dk, ncp, CH, true);  // S0 += K^T diag(f) Vn
+        __syncthreads();
+        blk_mma<false, false>(m.O, LS, m.Pb, LB, m.Vnl, LSB, CH, ncp, CH, true, false, true);
+        __syncthreads();
+        blk_mma<false, false>(m.O, LS, m.Pl, LB, m.Vnb, LSB, CH, ncp, CH, true, false, true);
+        if (more) blk_mma<true, false>(m.S0, LS, m.K, LK, m.Vfl, LSB, Dk, ncp, CH, true);
         __syncthreads();  // TF7: P Vn is in place
         for (int x = tid; x < CH * DC; x += NT) {  // o = diag(e) scale Q S0 + P Vn
             const int i = x / DC, c = x % DC;
