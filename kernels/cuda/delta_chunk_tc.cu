@@ -34,15 +34,21 @@ using namespace nvcuda;
 
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 
-// C [M, N] (fp32, ldc) = (acc ? C : 0) + A B over K, operands bf16 in shared memory: A [M, K]
-// row-major (TA: stored as its transpose [K, M]), B [K, N] row-major (TB: stored as [N, K]).
-// M, N, K multiples of 16; warp w takes output tiles w, w + 8, ... lower: C's tiles above the
-// diagonal are skipped (their values are never read); tri_a: A is lower triangular (its k-tiles past
-// the output tile's rows are zero and skipped). Each warp writes its own tiles: a block barrier
-// before others read them.
+// C [M, N] (fp32, ldc) = (acc ? C : 0) + sum over the n pairs of A_p B_p over K, operands bf16 in
+// shared memory: A [M, K] row-major (TA: stored as its transpose [K, M]), B [K, N] row-major (TB:
+// stored as [N, K]); the pairs share lda and ldb (a product and its bf16 low parts: A1 B1 + A2 B2 +
+// A3 B3 in one accumulator). M, N, K multiples of 16; warp w takes output tiles w, w + 8, ... (the
+// same tiles in every call with the same M, N). lower: C's tiles above the diagonal are skipped
+// (their values are never read); tri_a 1: every A is lower triangular (its k-tiles past the output
+// tile's rows are zero and skipped), 2: upper (the k-tiles before them skipped). A block barrier
+// before other warps read C.
+struct mma_pairs {
+    const bf16 *A[3], *B[3];
+    int n;
+};
 template <bool TA, bool TB>
-static __device__ void blk_mma(float *C, int ldc, const bf16 *A, int lda, const bf16 *B, int ldb, int M, int N,
-                               int K, bool acc, bool lower = false, bool tri_a = false) {
+static __device__ void blk_mma(float *C, int ldc, mma_pairs pr, int lda, int ldb, int M, int N, int K, bool acc,
+                               bool lower = false, int tri_a = 0) {
     typedef typename std::conditional<TA, wmma::col_major, wmma::row_major>::type LA;
     typedef typename std::conditional<TB, wmma::col_major, wmma::row_major>::type LBt;
     const int w = threadIdx.x >> 5, tn = N / 16, nt = (M / 16) * tn;
@@ -54,16 +60,23 @@ static __device__ void blk_mma(float *C, int ldc, const bf16 *A, int lda, const 
             wmma::load_matrix_sync(c, C + i0 * ldc + j0, ldc, wmma::mem_row_major);
         else
             wmma::fill_fragment(c, 0.0f);
-        const int kend = tri_a && i0 + 16 < K ? i0 + 16 : K;
-        for (int k0 = 0; k0 < kend; k0 += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LA> a;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LBt> b;
-            wmma::load_matrix_sync(a, TA ? A + k0 * lda + i0 : A + i0 * lda + k0, lda);
-            wmma::load_matrix_sync(b, TB ? B + j0 * ldb + k0 : B + k0 * ldb + j0, ldb);
-            wmma::mma_sync(c, a, b, c);
-        }
+        const int kend = tri_a == 1 && i0 + 16 < K ? i0 + 16 : K;
+        for (int p = 0; p < pr.n; p++)
+            for (int k0 = tri_a == 2 ? i0 : 0; k0 < kend; k0 += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LA> a;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LBt> b;
+                wmma::load_matrix_sync(a, TA ? pr.A[p] + k0 * lda + i0 : pr.A[p] + i0 * lda + k0, lda);
+                wmma::load_matrix_sync(b, TB ? pr.B[p] + j0 * ldb + k0 : pr.B[p] + k0 * ldb + j0, ldb);
+                wmma::mma_sync(c, a, b, c);
+            }
         wmma::store_matrix_sync(C + i0 * ldc + j0, c, ldc, wmma::mem_row_major);
     }
+}
+static __device__ __forceinline__ mma_pairs pairs(const bf16 *a1, const bf16 *b1, const bf16 *a2 = NULL,
+                                                  const bf16 *b2 = NULL, const bf16 *a3 = NULL,
+                                                  const bf16 *b3 = NULL) {
+    mma_pairs p = {{a1, a2, a3}, {b1, b2, b3}, a3 ? 3 : a2 ? 2 : 1};
+    return p;
 }
 
 // Shared memory of a forward block (byte offsets from the 128-byte aligned base, each array
@@ -170,10 +183,10 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
             m.e[i] = zero || i >= L || ei < TINY ? 0.0f : (float)ei;
         }
         const int ncp = (nc + 15) & ~15;  // the block's columns, whole 16-wide tiles
-        blk_mma<false, true>(m.KK, LF, m.K, LK, m.K, LK, CH, CH, Dk, false, true);
-        blk_mma<false, true>(m.P, LF, m.Q, LK, m.K, LK, CH, CH, Dk, false, true);
-        blk_mma<false, false>(m.KS, LS, m.K, LK, m.S0b, LSB, CH, ncp, Dk, false);
-        blk_mma<false, false>(m.QS, LS, m.Q, LK, m.S0b, LSB, CH, ncp, Dk, false);
+        blk_mma<false, true>(m.KK, LF, pairs(m.K, m.K), LK, LK, CH, CH, Dk, false, true);
+        blk_mma<false, true>(m.P, LF, pairs(m.Q, m.K), LK, LK, CH, CH, Dk, false, true);
+        blk_mma<false, false>(m.KS, LS, pairs(m.K, m.S0b), LK, LSB, CH, ncp, Dk, false);
+        blk_mma<false, false>(m.QS, LS, pairs(m.Q, m.S0b), LK, LSB, CH, ncp, Dk, false);
         __syncthreads();  // TF3: Gam, e, K K^T, Q K^T, K S0, Q S0 are in place
         if (tid < CH) {  // T = (I + A)^-1 column j by forward substitution, A_ij = beta_i (Gam_ij K_i . K_j)
             const int j = tid;
@@ -201,11 +214,8 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
             m.Yb[i * LSB + c] = hi, m.Yl[i * LSB + c] = f2bf(y - bf2f(hi));
         }
         __syncthreads();  // TF4: T, P, Y are in place
-        blk_mma<false, false>(m.Vn, LS, m.Tb, LB, m.Yb, LSB, CH, ncp, CH, false, false, true);  // Vn = T Y
-        __syncthreads();
-        blk_mma<false, false>(m.Vn, LS, m.Tl, LB, m.Yb, LSB, CH, ncp, CH, true, false, true);
-        __syncthreads();
-        blk_mma<false, false>(m.Vn, LS, m.Tb, LB, m.Yl, LSB, CH, ncp, CH, true, false, true);
+        // Vn = T Y as Tb Yb + Tl Yb + Tb Yl
+        blk_mma<false, false>(m.Vn, LS, pairs(m.Tb, m.Yb, m.Tl, m.Yb, m.Tb, m.Yl), LB, LSB, CH, ncp, CH, false, false, 1);
         __syncthreads();  // TF5: Vn is in place
         const bool more = t0 + L < S;
         for (int x = tid; x < CH * DC; x += NT) {  // Vn and diag(f) Vn in bf16, f_i = Gam_{L-1, i}
@@ -219,13 +229,9 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
         if (more)
             for (int x = tid; x < Dk * DC; x += NT) m.S0[(x / DC) * LS + x % DC] *= m.e[L - 1];
         __syncthreads();  // TF6: Vn, diag(f) Vn in bf16 and e_{L-1} S0 are in place
-        blk_mma<false, false>(m.O, LS, m.Pb, LB, m.Vnb, LSB, CH, ncp, CH, false, false, true);  // O = P Vn
-        if (more) blk_mma<true, false>(m.S0, LS, m.K, LK, m.Vfb, LSB, Dk, ncp, CH, true);  // S0 += K^T diag(f) Vn
-        __syncthreads();
-        blk_mma<false, false>(m.O, LS, m.Pb, LB, m.Vnl, LSB, CH, ncp, CH, true, false, true);
-        __syncthreads();
-        blk_mma<false, false>(m.O, LS, m.Pl, LB, m.Vnb, LSB, CH, ncp, CH, true, false, true);
-        if (more) blk_mma<true, false>(m.S0, LS, m.K, LK, m.Vfl, LSB, Dk, ncp, CH, true);
+        // O = P Vn as Pb Vnb + Pb Vnl + Pl Vnb; S0 += K^T diag(f) Vn as K^T (Vfb + Vfl)
+        blk_mma<false, false>(m.O, LS, pairs(m.Pb, m.Vnb, m.Pb, m.Vnl, m.Pl, m.Vnb), LB, LSB, CH, ncp, CH, false, false, 1);
+        if (more) blk_mma<true, false>(m.S0, LS, pairs(m.K, m.Vfb, m.K, m.Vfl), LK, LSB, Dk, ncp, CH, true);
         __syncthreads();  // TF7: P Vn is in place
         for (int x = tid; x < CH * DC; x += NT) {  // o = diag(e) scale Q S0 + P Vn
             const int i = x / DC, c = x % DC;
