@@ -2,9 +2,9 @@
 // CPU reference (kernels/cpu/delta_chunk.c via zt_cpu_ops, fp32) from the same bf16-rounded inputs,
 // and against the fp32 chunked kernels (delta_chunk.cu): o, the saved states, dq, dk, dv, dg, dbeta.
 // GPU outputs are poisoned with NaN first, so an unwritten element fails. Errors are max-norm
-// relative (max|gpu - ref| / max|ref|). Shapes: S = 1 .. 150 and one long row (S = 1,024 here,
-// 4,096 with --full), packed documents at and across the 64-token span edges, one-token documents,
+// relative (max|gpu - ref| / max|ref|). Shapes: S = 1 .. 150 and one long row (S = 4,096), packed documents at and across the 64-token span edges, one-token documents,
 // Hv = 3 Hk, Dk = Dv = 128, a last column block of 16, nearly parallel keys with beta near 1.
+// --full (by hand): S = 4,096 at Dk = Dv = 128 too, every shape also against the fp32 kernels.
 // Also: two forward and two backward runs bit-identical; ZT_CUDA_DELTA_TC=1 routes zt_cuda_delta_fwd
 // / _bwd here (bit-identical), and to the fp32 chunked kernels where the head dimensions are not
 // multiples of 16. Prints one "RESULT op=... err=... tol=... ok=..." line per check; exit 77 without
@@ -137,8 +137,9 @@ static double g_max[2][7];  // largest errors: [0] vs the CPU, [1] vs the fp32 c
 
 // hard: nearly parallel keys (one direction per key head plus 10% noise), beta in [0.9, 1), g in
 // [-0.05, 0): A's entries near 1, the hardest case for the inverse and the bf16 rounding of T.
+// cmp: also against the fp32 chunked kernels, and through the switch (ZT_CUDA_DELTA_TC=1).
 static void test_delta_tc(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv,
-                          int docs, int hard) {
+                          int docs, int hard, int cmp) {
     char sh[96];
     snprintf(sh, sizeof sh, "B%lld_S%lld_Hk%lld_Hv%lld_Dk%lld_Dv%lld%s%s", (long long)B, (long long)S, (long long)Hk,
              (long long)Hv, (long long)Dk, (long long)Dv, docs ? (docs == 1 ? "_docs" : "_manydocs") : "",
@@ -185,8 +186,8 @@ static void test_delta_tc(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int6
     report("delta_tc_rerun_bit_identical", sh, same_out(&tc, &tc2, nq, nv, ng, ns) ? 0.0 : 1.0, TOL_EXACT);
     out_free(&tc2);
     // against the fp32 chunked kernels (their results as the reference)
-    run_form(c, &ch, FORM_CHUNK, gq, gk, gv, gdo, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
-    {
+    if (cmp) {
+        run_form(c, &ch, FORM_CHUNK, gq, gk, gv, gdo, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
         float *h = hbuf(nv > ns ? (nv > nq ? nv : nq) : (ns > nq ? ns : nq));
         zt_dev_get_bf16(h, ch.o, nv), CHECK(1, 0, "delta_tc_vs_chunk_o", err_bf16(tc.o, h, nv), TOL_O);
         zt_dev_get_f32(h, ch.saved, ns), CHECK(1, 1, "delta_tc_vs_chunk_saved", err_f32(tc.saved, h, ns), TOL_SAVED);
@@ -196,15 +197,17 @@ static void test_delta_tc(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int6
         zt_dev_get_f32(h, ch.dg, ng), CHECK(1, 5, "delta_tc_vs_chunk_dg", err_f32(tc.dg, h, ng), TOL_GRAD);
         zt_dev_get_f32(h, ch.db, ng), CHECK(1, 6, "delta_tc_vs_chunk_dbeta", err_f32(tc.db, h, ng), TOL_GRAD);
         free(h);
+        out_free(&ch);
+        // the switch: ZT_CUDA_DELTA_TC=1 makes zt_cuda_delta_fwd / _bwd these kernels
+        delta_out sw;
+        setenv("ZT_CUDA_DELTA_TC", "1", 1);
+        run_form(c, &sw, FORM_DISPATCH, gq, gk, gv, gdo, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
+        unsetenv("ZT_CUDA_DELTA_TC");
+        report("delta_tc_env_switch_is_tc", sh, same_out(&sw, &tc, nq, nv, ng, ns) ? 0.0 : 1.0, TOL_EXACT);
+        out_free(&sw);
     }
 #undef CHECK
-    // the switch: ZT_CUDA_DELTA_TC=1 makes zt_cuda_delta_fwd / _bwd these kernels
-    delta_out sw;
-    setenv("ZT_CUDA_DELTA_TC", "1", 1);
-    run_form(c, &sw, FORM_DISPATCH, gq, gk, gv, gdo, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
-    unsetenv("ZT_CUDA_DELTA_TC");
-    report("delta_tc_env_switch_is_tc", sh, same_out(&sw, &tc, nq, nv, ng, ns) ? 0.0 : 1.0, TOL_EXACT);
-    out_free(&sw), out_free(&tc), out_free(&ch);
+    out_free(&tc);
     void *fr[] = {pos, q, k, ri, v, g, beta, dout, o, saved, dq, dk, dv, dg, db};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
     void *gf[] = {gpos, gq, gk, gv, gdo, gg, gb};
@@ -254,18 +257,18 @@ int main(int argc, char **argv) {
     zt_cuda_ctx *c = zt_cuda_ctx_create();
     const double t0 = zt_now();
     test_switch_fallback(c);
-    test_delta_tc(c, 2, 150, 2, 6, 16, 48, 0, 0);   // Hv = 3 Hk, two column blocks (32 + 16), S % 64 != 0
-    test_delta_tc(c, 3, 150, 2, 6, 16, 32, 1, 0);   // documents at and across span edges, one-token ones
-    test_delta_tc(c, 2, 140, 2, 4, 32, 32, 2, 0);   // many documents, one-token ones at span edges
-    test_delta_tc(c, 1, 130, 1, 3, 128, 128, 1, 0); // the 27B's head dims, Hv = 3 Hk
-    test_delta_tc(c, 1, 1, 1, 1, 16, 16, 0, 0);     // one token
-    test_delta_tc(c, 2, 128, 1, 2, 32, 32, 0, 1);   // two whole spans, nearly parallel keys, slow decay
+    test_delta_tc(c, 2, 150, 2, 6, 16, 48, 0, 0, 1);    // Hv = 3 Hk, two column blocks (32 + 16), S % 64 != 0
+    test_delta_tc(c, 3, 150, 2, 6, 16, 32, 1, 0, 0);    // documents at and across span edges, one-token ones
+    test_delta_tc(c, 2, 140, 2, 4, 32, 32, 2, 0, 1);    // many documents, one-token ones at span edges
+    test_delta_tc(c, 1, 130, 1, 3, 128, 128, 1, 0, full);  // the 27B's head dims, Hv = 3 Hk
+    test_delta_tc(c, 1, 1, 1, 1, 16, 16, 0, 0, 1);      // one token
+    test_delta_tc(c, 2, 128, 1, 2, 32, 32, 0, 1, 1);    // two whole spans, nearly parallel keys, slow decay
     if (full) {
-        test_delta_tc(c, 1, 4096, 1, 3, 128, 128, 3, 0);  // the long row at the 27B's head dims
-        test_delta_tc(c, 2, 200, 2, 4, 64, 96, 2, 0);
-        test_delta_tc(c, 1, 4096, 1, 1, 128, 128, 0, 1);
+        test_delta_tc(c, 1, 4096, 1, 3, 128, 128, 3, 0, 1);  // the long row at the 27B's head dims
+        test_delta_tc(c, 2, 200, 2, 4, 64, 96, 2, 0, 1);
+        test_delta_tc(c, 1, 4096, 1, 1, 128, 128, 0, 1, 1);
     } else {
-        test_delta_tc(c, 1, 1024, 1, 1, 64, 64, 3, 0);  // a long row: 16 spans, documents across them
+        test_delta_tc(c, 1, 4096, 1, 1, 16, 16, 3, 0, 0);  // the long row: 64 spans, documents across them
     }
     zt_cuda_sync(NULL, "test_delta_tc");
     zt_cuda_ctx_destroy(c);
