@@ -229,6 +229,10 @@ set_tests_properties(emu_delta_chunk PROPERTIES ENVIRONMENT "${ZT_EMU_ENV};ZT_EM
 zt_emu_exe(emu_test_delta_tc SOURCES ${ZT_GPU_DIR}/test_delta_tc.c ${ZT_GPU_DIR}/gpu_test_util.c LIBS zt_kernels)
 add_test(NAME emu_delta_tc COMMAND emu_test_delta_tc)
 set_tests_properties(emu_delta_tc PROPERTIES ENVIRONMENT "${ZT_EMU_ENV};ZT_EMU_WARP_AHEAD=1" TIMEOUT 300)
+# tests/gpu/bench_delta.c's code path at a small shape (its times mean nothing here).
+zt_emu_exe(emu_bench_delta SOURCES ${ZT_GPU_DIR}/bench_delta.c ${ZT_GPU_DIR}/gpu_test_util.c LIBS zt_kernels)
+add_test(NAME emu_bench_delta_smoke COMMAND emu_bench_delta --smoke)
+set_tests_properties(emu_bench_delta_smoke PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 120)
 # Qwen3.5's GPU passes unit by unit against its CPU passes (tests/gpu/test_qwen3_5_cuda.c).
 zt_emu_exe(emu_test_qwen3_5_cuda SOURCES ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
            ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c

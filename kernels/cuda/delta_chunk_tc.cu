@@ -136,10 +136,12 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
     const int kh = h / (Hv / Hk), c0 = cb * DC, nc = Dv - c0 < DC ? Dv - c0 : DC, tid = threadIdx.x;
     const int LK = Dk + 8, nch = (S + CH - 1) / CH;
     float *sv = saved + (int64_t)(b * Hv + h) * nch * Dk * Dv + c0;
-    for (int x = tid; x < Dk * LS; x += NT) m.S0[x] = 0.0f;
+    for (int x = tid; x < Dk * DC; x += NT) m.S0[(x / DC) * LS + x % DC] = 0.0f;  // as each thread's elements below
     for (int ch = 0; ch < nch; ch++) {
         const int t0 = ch * CH, L = S - t0 < CH ? S - t0 : CH;
-        __syncthreads();  // TF1: every thread is done with the previous span (its products, S0's update)
+        // No barrier before the load: after TF6 only e, Q S0 and O are read, none of which the load
+        // writes, and each thread saves and rounds the S0 elements it zeroes (a barrier here survived
+        // its removal on the CPU execution of CUDA: it ordered nothing).
         for (int x = tid; x < CH * Dk; x += NT) {
             const int i = x / Dk, c = x % Dk;
             const int64_t at = (((int64_t)b * S + t0 + i) * Hk + kh) * Dk + c;
@@ -161,7 +163,7 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
             if (c < nc) sv[((int64_t)ch * Dk + r) * Dv + c] = m.S0[r * LS + c];
             m.S0b[r * LSB + c] = f2bf(m.S0[r * LS + c]);
         }
-        __syncthreads();  // TF2: K, Q, the gates, a, S0 and its bf16 copy are in place
+        __syncthreads();  // TF1: K, Q, the gates, a, S0 and its bf16 copy are in place
         if (tid < CH) {  // column j of Gam (double products, as the reference)
             const int j = tid;
             double x = 1.0;
@@ -185,7 +187,7 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
         blk_mma<false, true>(m.P, LF, pairs(m.Q, m.K), LK, LK, CH, CH, Dk, false, true);
         blk_mma<false, false>(m.KS, LS, pairs(m.K, m.S0b), LK, LSB, CH, ncp, Dk, false);
         blk_mma<false, false>(m.QS, LS, pairs(m.Q, m.S0b), LK, LSB, CH, ncp, Dk, false);
-        __syncthreads();  // TF3: Gam, e, K K^T, Q K^T, K S0, Q S0 are in place
+        __syncthreads();  // TF2: Gam, e, K K^T, Q K^T, K S0, Q S0 are in place
         if (tid < CH) {  // T = (I + A)^-1 column j by forward substitution, A_ij = beta_i (Gam_ij K_i . K_j)
             const int j = tid;
             for (int i = 0; i < j; i++) m.T[i * LF + j] = 0.0f, m.Tb[i * LB + j] = m.Tl[i * LB + j] = f2bf(0.0f);
@@ -211,10 +213,10 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
             const bf16 hi = f2bf(y);
             m.Yb[i * LSB + c] = hi, m.Yl[i * LSB + c] = f2bf(y - bf2f(hi));
         }
-        __syncthreads();  // TF4: T, P, Y are in place
+        __syncthreads();  // TF3: T, P, Y are in place
         // Vn = T Y as Tb Yb + Tl Yb + Tb Yl
         blk_mma<false, false>(m.Vn, LS, pairs(m.Tb, m.Yb, m.Tl, m.Yb, m.Tb, m.Yl), LB, LSB, CH, ncp, CH, false, false, 1);
-        __syncthreads();  // TF5: Vn is in place
+        __syncthreads();  // TF4: Vn is in place
         const bool more = t0 + L < S;
         for (int x = tid; x < CH * DC; x += NT) {  // Vn and diag(f) Vn in bf16, f_i = Gam_{L-1, i}
             const int i = x / DC, c = x % DC;
@@ -226,11 +228,11 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
         }
         if (more)
             for (int x = tid; x < Dk * DC; x += NT) m.S0[(x / DC) * LS + x % DC] *= m.e[L - 1];
-        __syncthreads();  // TF6: Vn, diag(f) Vn in bf16 and e_{L-1} S0 are in place
+        __syncthreads();  // TF5: Vn, diag(f) Vn in bf16 and e_{L-1} S0 are in place
         // O = P Vn as Pb Vnb + Pb Vnl + Pl Vnb; S0 += K^T diag(f) Vn as K^T (Vfb + Vfl)
         blk_mma<false, false>(m.O, LS, pairs(m.Pb, m.Vnb, m.Pb, m.Vnl, m.Pl, m.Vnb), LB, LSB, CH, ncp, CH, false, false, 1);
         if (more) blk_mma<true, false>(m.S0, LS, pairs(m.K, m.Vfb, m.K, m.Vfl), LK, LSB, Dk, ncp, CH, true);
-        __syncthreads();  // TF7: P Vn is in place
+        __syncthreads();  // TF6: P Vn is in place
         for (int x = tid; x < CH * DC; x += NT) {  // o = diag(e) scale Q S0 + P Vn
             const int i = x / DC, c = x % DC;
             if (c >= nc || i >= L) continue;
