@@ -240,6 +240,9 @@ zt_emu_exe(emu_test_qwen3_5_cuda SOURCES ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_
            ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_qwen3_5_cuda COMMAND emu_test_qwen3_5_cuda)
 set_tests_properties(emu_qwen3_5_cuda PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
+# The same with the tensor-core delta rule (ZT_CUDA_DELTA_TC=1) at Dk = Dv = 16, plain and packed.
+add_test(NAME emu_qwen3_5_cuda_tc COMMAND emu_test_qwen3_5_cuda --tc)
+set_tests_properties(emu_qwen3_5_cuda_tc PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 300)
 # The GPU engine training Qwen3.5 against the CPU reference trainer at W = 1 and 2
 # (tests/gpu/test_fsdp_cuda_qwen3_5.c): plain rows untied and tied, supervised packed documents.
 zt_emu_exe(emu_test_fsdp_cuda_qwen3_5 SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda_qwen3_5.c ${ZT_GPU_DIR}/gpu_test_util.c
