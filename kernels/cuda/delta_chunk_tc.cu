@@ -1,18 +1,23 @@
 // The gated delta rule's chunked (UT-transform) form with its products on tensor cores (WMMA
-// 16x16x16, bf16 operands, fp32 accumulation): the same interface, spans, document handling and
-// saved layout as delta_chunk.cu (the fp32 reference it is tested against, and still the default),
-// chosen by ZT_CUDA_DELTA_TC=1. One block per (row, value head, 32 state columns), the row's
-// 64-token spans in order, as there; per span:
+// 16x16x16, bf16 operands, fp32 accumulation): the same interface, spans, document handling,
+// saved layout and backward partials as delta_chunk.cu (the fp32 kernels it is tested against,
+// still the default), chosen by ZT_CUDA_DELTA_TC=1. One block per (row, value head, 32 state
+// columns), the row's 64-token spans in order, as there; per span:
 //   K K^T, Q K^T (64 x 64 over Dk), K S0, Q S0 (64 x 32 over Dk): WMMA, S0 rounded to bf16;
 //   Gam (decays in double), e, the unit-lower inverse T = (I + A)^-1 by forward substitution in
-//   fp32 on CUDA cores (a thread per column, as the reference), then rounded to bf16;
-//   Vn = T Y (Y = diag(beta)(V - diag(e) K S0) in bf16), O = P Vn (P = Gam . scale Q K^T in bf16):
-//   WMMA; the state chain S0 <- e_{L-1} S0 + K^T diag(f) Vn: an fp32 accumulator (loaded, one
-//   WMMA product added, stored back): the state itself stays fp32 from span to span.
+//   fp32 on CUDA cores (a thread per column, as the reference);
+//   Vn = T Y (Y = diag(beta)(V - diag(e) K S0)), O = P Vn (P = Gam . scale Q K^T): WMMA with T, Y,
+//   P, Vn as bf16 high + low parts (x = hi + lo; the lo x lo products dropped), which keeps nearly
+//   parallel keys with beta near 1 within the bf16 tolerance;
+//   the state chain S0 <- e_{L-1} S0 + K^T diag(f) Vn: an fp32 accumulator (loaded, the WMMA
+//   products added, stored back): the state itself stays fp32 from span to span.
 // A document start is a zero decay as in delta_chunk.cu (Gam block-diagonal by document, e zero
 // from the first start on, the state entering a span that opens a document zeroed and saved so).
-// Backward: the reference kernels (delta_chunk.cu) from this forward's saved states.
-// Dk, Dv multiples of 16 up to 128 (zt_cuda_delta_tc_supported); otherwise the reference runs.
+// Backward (delta_tc_bwd_kernel): the span recomputed from its saved state (Gam from the
+// cumulative log-decays), its gradients' products on tensor cores, dS carried in fp32, each block's
+// parts of dq, dk, dg, dbeta summed in a fixed order by zt_cuda_delta_chunk_sum (deterministic).
+// Dk, Dv multiples of 16 up to 128 (zt_cuda_delta_tc_supported; zt_cuda_delta_fwd / _bwd run the
+// fp32 kernels otherwise).
 // defines: zt_cuda_delta_tc_fwd, zt_cuda_delta_tc_bwd, zt_cuda_delta_tc_supported,
 //          zt_cuda_delta_tc_smem_bytes
 #include <mma.h>
