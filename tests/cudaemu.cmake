@@ -236,6 +236,16 @@ set_tests_properties(emu_cuda_ops_qwen3_5 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}"
 # barrier: what mutate.py's DF and DB rows (kernels/cuda/delta_chunk.cu's barriers) run.
 add_test(NAME emu_delta_chunk COMMAND emu_test_cuda_ops_qwen3_5 --chunk)
 set_tests_properties(emu_delta_chunk PROPERTIES ENVIRONMENT "${ZT_EMU_ENV};ZT_EMU_WARP_AHEAD=1" TIMEOUT 300)
+# The chunked delta rule on tensor cores (kernels/cuda/delta_chunk_tc.cu, ZT_CUDA_DELTA_TC=1) against
+# the CPU and the fp32 chunked kernels, warps run ahead to their next block barrier (mutate.py's TD
+# rows); --full (by hand): S = 4,096 at the 27B's head dims.
+zt_emu_exe(emu_test_delta_tc SOURCES ${ZT_GPU_DIR}/test_delta_tc.c ${ZT_GPU_DIR}/gpu_test_util.c LIBS zt_kernels)
+add_test(NAME emu_delta_tc COMMAND emu_test_delta_tc)
+set_tests_properties(emu_delta_tc PROPERTIES ENVIRONMENT "${ZT_EMU_ENV};ZT_EMU_WARP_AHEAD=1" TIMEOUT 300)
+# tests/gpu/bench_delta.c's code path at a small shape (its times mean nothing here).
+zt_emu_exe(emu_bench_delta SOURCES ${ZT_GPU_DIR}/bench_delta.c ${ZT_GPU_DIR}/gpu_test_util.c LIBS zt_kernels)
+add_test(NAME emu_bench_delta_smoke COMMAND emu_bench_delta --smoke)
+set_tests_properties(emu_bench_delta_smoke PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 120)
 # Qwen3.5's GPU passes unit by unit against its CPU passes (tests/gpu/test_qwen3_5_cuda.c).
 zt_emu_exe(emu_test_qwen3_5_cuda SOURCES ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
            ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c
@@ -243,6 +253,9 @@ zt_emu_exe(emu_test_qwen3_5_cuda SOURCES ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_
            ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_qwen3_5_cuda COMMAND emu_test_qwen3_5_cuda)
 set_tests_properties(emu_qwen3_5_cuda PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
+# The same with the tensor-core delta rule (ZT_CUDA_DELTA_TC=1) at Dk = Dv = 16, plain and packed.
+add_test(NAME emu_qwen3_5_cuda_tc COMMAND emu_test_qwen3_5_cuda --tc)
+set_tests_properties(emu_qwen3_5_cuda_tc PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 300)
 # The GPU engine training Qwen3.5 against the CPU reference trainer at W = 1 and 2
 # (tests/gpu/test_fsdp_cuda_qwen3_5.c): plain rows untied and tied, supervised packed documents.
 zt_emu_exe(emu_test_fsdp_cuda_qwen3_5 SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda_qwen3_5.c ${ZT_GPU_DIR}/gpu_test_util.c

@@ -38,6 +38,11 @@ if(ZT_CUDA)
   add_test(NAME gpu_qwen3_5_cuda COMMAND test_qwen3_5_cuda)
   set_tests_properties(gpu_qwen3_5_cuda PROPERTIES SKIP_RETURN_CODE 77)
 
+  # The delta rule at the 27B's linear-layer shape, fp32 vs tensor-core chunked kernels (not a ctest:
+  # tests/gpu/run.sh's step delta_tc runs it beside fla; emu_bench_delta_smoke runs its code path).
+  add_executable(bench_delta ${ZT_GPU_DIR}/bench_delta.c ${ZT_GPU_DIR}/gpu_test_util.c)
+  target_link_libraries(bench_delta PRIVATE zt_cuda zt_kernels)
+
   # Benchmark (not a ctest: minutes of GPU time): tests/gpu/run.sh runs it.
   add_executable(bench_layer ${ZT_GPU_DIR}/bench_layer.c ${ZT_GPU_DIR}/gpu_test_util.c)
   target_link_libraries(bench_layer PRIVATE zt_cuda_layer)

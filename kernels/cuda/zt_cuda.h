@@ -193,6 +193,23 @@ void zt_cuda_delta_chunk_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 
 size_t zt_cuda_delta_recur_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
 size_t zt_cuda_delta_chunk_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
 size_t zt_cuda_delta_chunk_smem_bytes(int64_t Dk, int bwd);
+// The chunked form with its products on tensor cores (delta_chunk_tc.cu; ZT_CUDA_DELTA_TC=1 makes
+// zt_cuda_delta_fwd / _bwd take it where zt_cuda_delta_tc_supported): the same interface, saved
+// layout and backward scratch as the chunked kernels (zt_cuda_delta_chunk_scratch_bytes).
+int zt_cuda_delta_tc_supported(int64_t Dk, int64_t Dv);
+// The 32-column blocks' partials of dq, dk [ncb, B, Hv, S, Dk], dg, dbeta [ncb, B, Hv, S] summed in a
+// fixed order into dq, dk (bf16, over a key head's value heads too), dg, dbeta (both backward forms).
+void zt_cuda_delta_chunk_sum(void *stream, zt_bf16 *dq, zt_bf16 *dk, float *dg, float *dbeta, const float *dqp,
+                             const float *dkp, const float *dgp, const float *dbp, int64_t B, int64_t S, int64_t Hk,
+                             int64_t Hv, int64_t Dk, int64_t Dv);
+size_t zt_cuda_delta_tc_smem_bytes(int64_t Dk, int bwd);
+void zt_cuda_delta_tc_fwd(void *stream, zt_bf16 *o, float *saved, const zt_bf16 *q, const zt_bf16 *k,
+                          const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B, int64_t S,
+                          int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
+void zt_cuda_delta_tc_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, float *dg,
+                          float *dbeta, const zt_bf16 *dout, const float *saved, const zt_bf16 *q, const zt_bf16 *k,
+                          const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B,
+                          int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
 // y = att * sigmoid(gate) (the full-attention layers' output gate); backward: datt, dgate assigned.
 void zt_cuda_sigmoid_gate_fwd(void *stream, zt_bf16 *y, const zt_bf16 *att, const zt_bf16 *gate, int64_t n);
 void zt_cuda_sigmoid_gate_bwd(void *stream, zt_bf16 *datt, zt_bf16 *dgate, const zt_bf16 *dy, const zt_bf16 *att,

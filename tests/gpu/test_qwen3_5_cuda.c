@@ -139,9 +139,10 @@ static int32_t *doc_positions(void) {
 
 // variant 0: untied, 1: tied, 2: untied with head_dim 256
 static void run_case(zt_cuda_ctx *ctx, int variant, int docs) {
-    const zt_model_config c = variant == 2 ? zt_q35_tiny_hd256() : zt_q35_tiny(variant);
+    zt_model_config c = variant == 2 ? zt_q35_tiny_hd256() : zt_q35_tiny(variant == 3 ? 0 : variant);
+    if (variant == 3) c.lin_key_dim = c.lin_value_dim = 16;  // head dims the tensor-core delta rule takes
     const int tied = c.tie_word_embeddings;
-    const char *name = variant == 2 ? "hd256" : tied ? "tied" : "untied";
+    const char *name = variant == 3 ? "dk16" : variant == 2 ? "hd256" : tied ? "tied" : "untied";
     printf("---- %s, %s: d %lld, %d layers, H %d Hkv %d D %d, Hk %d Hv %d Dk %d Dv %d, B %d x S %d\n", name,
            docs ? "packed documents" : "plain rows", (long long)c.hidden_size, c.num_layers, c.num_heads,
            c.num_kv_heads, c.head_dim, zt_q35(&c)->lin_key_heads, zt_q35(&c)->lin_value_heads, zt_q35(&c)->lin_key_dim, zt_q35(&c)->lin_value_dim, B, S);
@@ -218,13 +219,21 @@ static void run_case(zt_cuda_ctx *ctx, int variant, int docs) {
     zt_model_layout_free(&lay);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     zt_skip_without_device();
     zt_cuda_ctx *ctx = zt_cuda_ctx_create();
     const zt_family_cuda *fc = zt_family_cuda_find("qwen3_5");
     check(fc != NULL, "the CUDA module has GPU passes for \"qwen3_5\"");
     if (!fc) return 1;
     const double t0 = zt_now();
+    if (argc > 1 && !strcmp(argv[1], "--tc")) {  // the family's passes with the tensor-core delta rule
+        setenv("ZT_CUDA_DELTA_TC", "1", 1);
+        run_case(ctx, 3, 0);
+        run_case(ctx, 3, 1);
+        printf("%s (%d failure(s)); %.1f s\n", failures ? "FAILED" : "passed", failures, zt_now() - t0);
+        zt_cuda_ctx_destroy(ctx);
+        return failures ? 1 : 0;
+    }
     run_case(ctx, 0, 0);
     run_case(ctx, 0, 1);
     run_case(ctx, 1, 1);
