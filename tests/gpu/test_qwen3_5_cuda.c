@@ -140,7 +140,7 @@ static int32_t *doc_positions(void) {
 // variant 0: untied, 1: tied, 2: untied with head_dim 256
 static void run_case(zt_cuda_ctx *ctx, int variant, int docs) {
     zt_model_config c = variant == 2 ? zt_q35_tiny_hd256() : zt_q35_tiny(variant == 3 ? 0 : variant);
-    if (variant == 3) c.lin_key_dim = c.lin_value_dim = 16;  // head dims the tensor-core delta rule takes
+    if (variant == 3) zt_q35_set(&c)->lin_key_dim = zt_q35_set(&c)->lin_value_dim = 16;  // head dims the tensor-core delta rule takes
     const int tied = c.tie_word_embeddings;
     const char *name = variant == 3 ? "dk16" : variant == 2 ? "hd256" : tied ? "tied" : "untied";
     printf("---- %s, %s: d %lld, %d layers, H %d Hkv %d D %d, Hk %d Hv %d Dk %d Dv %d, B %d x S %d\n", name,
