@@ -20,6 +20,7 @@ typedef enum {
     ZT_ENV_CUDA_MODULE,           // ZT_CUDA_MODULE
     ZT_ENV_CUDA_SYNC,             // ZT_CUDA_SYNC
     ZT_ENV_CUDA_DELTA_RECUR,      // ZT_CUDA_DELTA_RECUR
+    ZT_ENV_CUDA_DELTA_TC,         // ZT_CUDA_DELTA_TC
     ZT_ENV_PROGRESS_INTERVAL,     // ZT_PROGRESS_INTERVAL
     ZT_ENV_WATCHDOG_PERIOD_MS,    // ZT_WATCHDOG_PERIOD_MS
     // test and fault hooks: checkpoint save

@@ -51,7 +51,9 @@ int main(int argc, char **argv) {
     const int reps = atoi(argv[2]);
     zt_model_config cfg;
     if (zt_model_config_load(&cfg, dir) != 0) zt_die_on_err();
-    if (cfg.num_layers != 1 || !cfg.layer_linear[0]) zt_fatal("%s: want one linear_attention layer", dir);
+    zt_layer_plan kind;  // the family's word on its one layer: not softmax attention (a linear_attention layer)
+    if (cfg.num_layers == 1) zt_model_layer_plan(&cfg, cfg.family->layer_kind(&cfg, 0), 1, &kind);
+    if (cfg.num_layers != 1 || kind.attention) zt_fatal("%s: want one linear_attention layer", dir);
     const int64_t N = cfg.vocab_size, d = cfg.hidden_size;
     const zt_family *f = cfg.family;
     void *m = f->cpu->create(&cfg, &zt_cpu_ops, 1, N, NULL);

@@ -17,9 +17,13 @@ What is timed (the two alternate, --repeat times, best of each kept):
               file and dataset.json (wall clock); its own
               summary line (pack time without the tokenizer load) is reported too.
 Token totals must agree (pack adds one <|endoftext|> per document).
+--bpe-qwen adds PyPI's `bpe-qwen` (a Rust BPE for Qwen's vocab.json + merges.txt,
+made from the same tokenizer.json) at 1 thread: QwenTokenizer.encode per document.
+--tokenizer picks the tokenizer.json (default: the shipped Qwen3 one); a .gz path
+is unpacked first (Qwen3.5's: tests/data/tokenizer/qwen3_5/tokenizer.json.gz).
 
 usage: python3 benchmarks/tokenize_bench.py [--mb 64] [--threads 1,2] [--repeat 3]
-                                            [--zerotrain build/zerotrain]
+                                            [--zerotrain build/zerotrain] [--tokenizer PATH]
 """
 import argparse
 import gzip
@@ -125,6 +129,36 @@ print(json.dumps(res))
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def bpe_qwen_run(texts_path, repeat, workdir):
+    """bpe-qwen's QwenTokenizer, one document at a time on one thread, in a child process."""
+    d = os.path.join(workdir, "bpe_qwen")
+    os.makedirs(d, exist_ok=True)
+    j = json.load(open(TOKENIZER, encoding="utf-8"))
+    with open(os.path.join(d, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(j["model"]["vocab"], f, ensure_ascii=False)
+    with open(os.path.join(d, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n")
+        for m in j["model"]["merges"]:
+            f.write((m if isinstance(m, str) else " ".join(m)) + "\n")
+    code = r"""
+import json, sys, time
+import bpe_qwen
+tok = bpe_qwen.QwenTokenizer(sys.argv[1])
+texts = [json.loads(l)["text"] for l in open(sys.argv[2], encoding="utf-8")]
+best = None
+for _ in range(int(sys.argv[3])):
+    t = time.perf_counter()
+    n = sum(len(tok.encode(x)) for x in texts)
+    dt = time.perf_counter() - t
+    best = dt if best is None else min(best, dt)
+print(json.dumps({"seconds": best, "tokens": n}))
+"""
+    env = dict(os.environ, RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-c", code, d, texts_path, str(repeat)], env=env, check=True,
+                       capture_output=True, text=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def zt_run(exe, texts_path, threads, repeat, workdir):
     best, summary = None, None
     for k in range(repeat):
@@ -142,13 +176,17 @@ def zt_run(exe, texts_path, threads, repeat, workdir):
 
 
 def main():
+    global TOKENIZER
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=64, help="corpus size in MB (default 64)")
     ap.add_argument("--threads", default="1,%d" % os.cpu_count(), help="thread counts, comma-separated")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--zerotrain", default=os.path.join(ROOT, "build/zerotrain"))
     ap.add_argument("--keep", help="write the corpus here and keep it")
+    ap.add_argument("--bpe-qwen", action="store_true", help="also time bpe-qwen (PyPI) at 1 thread")
+    ap.add_argument("--tokenizer", default=TOKENIZER, help="tokenizer.json (or .json.gz) to compare with")
     a = ap.parse_args()
+    TOKENIZER = a.tokenizer
     rng = random.Random(1234)
     limit = int(a.mb * 1e6)
     local, lb = local_texts(int(limit * 0.75), rng)
@@ -157,6 +195,13 @@ def main():
     rng.shuffle(texts)
     workdir = tempfile.mkdtemp(prefix="zt_tokbench_")
     path = a.keep or os.path.join(workdir, "corpus.jsonl")
+    if TOKENIZER.endswith(".gz"):
+        os.makedirs(os.path.join(workdir, "tok"), exist_ok=True)
+        plain = os.path.join(workdir, "tok", "tokenizer.json")
+        with gzip.open(TOKENIZER, "rb") as src, open(plain, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        TOKENIZER = plain
+    print("tokenizer: %s" % a.tokenizer)
     with open(path, "w", encoding="utf-8") as f:
         for t in texts:
             f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
@@ -170,10 +215,13 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for n in [int(x) for x in a.threads.split(",")]:
         # alternate the two, so that both see the same load on a shared machine
-        hf, zt = None, None
+        hf, zt, bq = None, None, None
         for _ in range(a.repeat):
             h = hf_run(path, n, 1)
             z = zt_run(a.zerotrain, path, n, 1, workdir)
+            if a.bpe_qwen and n == 1:
+                b = bpe_qwen_run(path, 1, workdir)
+                bq = b if bq is None or b["seconds"] < bq["seconds"] else bq
             hf = h if hf is None else {k: min(v, hf[k]) if k.startswith("encode") else v for k, v in h.items()}
             zt = z if zt is None or z["seconds"] < zt["seconds"] else zt
         if zt["tokens"] != hf["tokens"] + hf["docs"]:
@@ -183,6 +231,10 @@ def main():
         print("| %d | %d | %s | %s | %s | %.1fx | %s |" %
               (n, hf["tokens"], rate(hf.get("encode_batch")), rate(hf.get("encode_batch_fast")), rate(zt["seconds"]),
                hf_best / zt["seconds"], rate(zt["pack_seconds"])))
+        if bq:
+            print("|   | bpe-qwen encode per document, 1 thread: %.2fM tok/s (%.2f s, %d tokens); zerotrain pack "
+                  "(whole process) / bpe-qwen: %.1fx |" % (bq["tokens"] / bq["seconds"] / 1e6, bq["seconds"],
+                                                           bq["tokens"], bq["seconds"] / zt["seconds"]))
         sys.stdout.flush()
     if not a.keep:
         shutil.rmtree(workdir)

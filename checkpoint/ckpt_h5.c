@@ -410,9 +410,10 @@ int zt_ckpt_read_unit(hid_t fid, const char *path, int u, zt_ckpt_unit_info *ui)
     cJSON *arr = cJSON_Parse(tj);
     free(tj);
     rc = 0;
-    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > ZT_UNIT_MAX_TENSORS)
-        rc = zt_err("%s: attribute \"tensors\" must be a JSON array of 1..%d {name, shape, offset}", where,
-                    ZT_UNIT_MAX_TENSORS);
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1)
+        rc = zt_err("%s: attribute \"tensors\" must be a JSON array of 1 or more {name, shape, offset}", where);
+    else
+        ui->t = zt_xcalloc((size_t)cJSON_GetArraySize(arr), sizeof *ui->t);
     int64_t next = 0;
     const cJSON *it;
     if (rc == 0) cJSON_ArrayForEach(it, arr) {
@@ -450,7 +451,14 @@ int zt_ckpt_read_unit(hid_t fid, const char *path, int u, zt_ckpt_unit_info *ui)
     if (rc == 0 && next != ui->numel)
         rc = zt_err("%s: the tensors cover %lld elements but numel = %lld", where, (long long)next,
                     (long long)ui->numel);
+    if (rc != 0) zt_ckpt_unit_info_free(ui);
     return rc;
+}
+
+void zt_ckpt_unit_info_free(zt_ckpt_unit_info *ui) {
+    free(ui->t);
+    ui->t = NULL;
+    ui->ntensors = 0;
 }
 
 int zt_ckpt_read_crc(hid_t ds, const char *where, int64_t numel, int64_t *chunk, uint32_t **crc, int64_t *nchunks) {
@@ -572,7 +580,7 @@ int zt_ckpt_config_diff(const zt_model_config *a, const zt_model_config *b, char
     }
     DI(bos_token_id, "bos_token_id")
     DI(eos_token_id, "eos_token_id")
-    const char *fa = a->family ? a->family->name : "qwen3", *fb = b->family ? b->family->name : "qwen3";
+    const char *fa = zt_model_family_name(a), *fb = zt_model_family_name(b);
     if (strcmp(fa, fb) != 0)
         appendf(out, n, "%scheckpoint has model family %s, the run has %s", k++ ? "; " : "", fa, fb);
     else if (a->family && a->family->config_diff)  // what the family adds (model/family.h)

@@ -63,14 +63,16 @@ typedef struct {
     char kind[16];   // "embed", "layer", "head"
     int64_t layer;   // decoder layer index, -1 otherwise
     int ntensors;
-    zt_ckpt_tensor t[ZT_UNIT_MAX_TENSORS];
+    zt_ckpt_tensor *t;  // [ntensors] (malloc'd: a unit holds any number; zt_ckpt_unit_info_free)
 } zt_ckpt_unit_info;
+void zt_ckpt_unit_info_free(zt_ckpt_unit_info *ui);
 
 // Root attributes: format check, meta, typed model config, optional JSON texts
 // (malloc'd; pass NULL to skip), unit count.
 int zt_ckpt_read_header(hid_t fid, const char *path, zt_ckpt_meta *meta, zt_model_config *cfg, char **train_json,
                         char **cfg_json, int *nunits);
-// /units/NNN group attributes (validated: tensors tile [0, numel) in order).
+// /units/NNN group attributes (validated: tensors tile [0, numel) in order). On failure ui holds
+// nothing to free; on success free it with zt_ckpt_unit_info_free.
 int zt_ckpt_read_unit(hid_t fid, const char *path, int u, zt_ckpt_unit_info *ui);
 // A dataset's numel and crc32c attributes, checked for consistency. *crc malloc'd.
 int zt_ckpt_read_crc(hid_t ds, const char *where, int64_t numel, int64_t *chunk, uint32_t **crc, int64_t *nchunks);

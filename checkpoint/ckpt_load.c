@@ -17,6 +17,7 @@ static void tensors_of(const zt_unit_layout *ul, zt_ckpt_unit_info *ui) {
     snprintf(ui->kind, sizeof ui->kind, "%s",
              ul->kind == ZT_UNIT_EMBED ? "embed" : ul->kind == ZT_UNIT_LAYER ? "layer" : "head");
     ui->ntensors = ul->ntensors;
+    ui->t = zt_xcalloc((size_t)(ul->ntensors > 0 ? ul->ntensors : 1), sizeof *ui->t);
     for (int i = 0; i < ul->ntensors; i++) {
         zt_ckpt_tensor *t = &ui->t[i];
         snprintf(t->name, sizeof t->name, "%s", ul->t[i].name);
@@ -51,9 +52,8 @@ static int read_range(hid_t d, const char *where, hid_t dxpl, int64_t a, int64_t
     return rc < 0 ? -1 : 0;
 }
 
-static int compare_tables(const char *file, int u, const zt_ckpt_unit_info *got, const zt_unit_layout *want) {
-    zt_ckpt_unit_info w;
-    tensors_of(want, &w);
+static int compare_with(const char *file, int u, const zt_ckpt_unit_info *got, const zt_ckpt_unit_info *want) {
+    const zt_ckpt_unit_info w = *want;
     if (got->numel != w.numel || got->ntensors != w.ntensors)
         return zt_err("%s: unit %d holds %d tensors in %lld elements; the run's model has %d tensors in %lld", file,
                       u, got->ntensors, (long long)got->numel, w.ntensors, (long long)w.numel);
@@ -67,6 +67,14 @@ static int compare_tables(const char *file, int u, const zt_ckpt_unit_info *got,
                           file, u, i, a->name, (long long)a->offset, b->name, (long long)b->offset);
     }
     return 0;
+}
+
+static int compare_tables(const char *file, int u, const zt_ckpt_unit_info *got, const zt_unit_layout *want) {
+    zt_ckpt_unit_info w;
+    tensors_of(want, &w);
+    const int rc = compare_with(file, u, got, &w);
+    zt_ckpt_unit_info_free(&w);
+    return rc;
 }
 
 int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_model_layout *lay, zt_ckpt_meta *meta_out,
@@ -174,6 +182,7 @@ int zt_ckpt_load(MPI_Comm comm, const char *ckpt_dir, const zt_model_layout *lay
         }
     }
     free(tail);
+    for (int u = 0; u < lay->nunits; u++) zt_ckpt_unit_info_free(&ui[u]);
     free(ui);
     H5Pclose(dxpl);
     herr_t cr = H5Fclose(fid);

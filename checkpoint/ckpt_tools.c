@@ -49,6 +49,7 @@ static void reader_close(ckpt_reader *r) {
     if (r->fid >= 0) H5Fclose(r->fid);
     free(r->train_json);
     free(r->cfg_json);
+    for (int u = 0; r->units && u < r->nunits; u++) zt_ckpt_unit_info_free(&r->units[u]);
     free(r->units);
     r->fid = -1;
     r->train_json = r->cfg_json = NULL;
@@ -313,7 +314,7 @@ int zt_ckpt_export_hf(const char *ckpt_dir, const char *out_dir, int dtype, int6
         reader_close(&r);
         return zt_ckpt_err_prefix("export of %s to %s", ckpt_dir, out_dir), -1;
     }
-    const char *text_prefix = carried ? carry.text_prefix : r.cfg.vlm ? ZT_HF_VLM_TEXT_PREFIX : NULL;
+    const char *text_prefix = carried ? carry.text_prefix : zt_model_hf_prefix(&r.cfg);
 
     // Plan: tensors in canonical order, then the carried ones, a new shard whenever the next
     // tensor would overflow the current one (a tensor larger than the limit gets a shard of its own).

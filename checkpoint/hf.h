@@ -14,9 +14,9 @@
 #include "checkpoint/safetensors.h"
 #include "model/layout.h"
 
-// A vision-language wrapper (cfg.vlm: Qwen3_5ForConditionalGeneration) keeps the text model's
-// "model.X" tensors as "model.language_model.X"; "lm_head.weight" stays at the top level.
-#define ZT_HF_VLM_TEXT_PREFIX "model.language_model."
+// A checkpoint's tensor names are the layout's, except where the family's name adapter gives a
+// prefix P for the text model's "model.X" tensors, which the checkpoint then names "P X"
+// (zt_model_hf_prefix, model/family.h: a vision-language wrapper's); this folder names no prefix.
 
 // Hugging Face weights: `path` is a directory (model.safetensors or a sharded
 // model.safetensors.index.json) or a single .safetensors file. Fills every
@@ -35,7 +35,7 @@ int zt_hf_load_slices(const zt_model_layout *lay, const char *path, const int64_
 // values (a copy, which the load passes over); -1 + zt_err on a read error.
 int zt_hf_tied_head_differs(const zt_model_config *cfg, const char *path, int *distinct, char *detail, size_t n);
 // Write config.json + model.safetensors (dtype: ZT_ST_BF16 or ZT_ST_F32) into dir (names as
-// zt_hf_export_name with the VLM prefix when lay->cfg.vlm).
+// zt_hf_export_name with the family's prefix, zt_model_hf_prefix(&lay->cfg)).
 int zt_hf_save(const zt_model_layout *lay, float *const *params, const char *dir, int dtype);
 
 // The safetensors files of a HF checkpoint path (a directory with model.safetensors or a sharded
@@ -44,7 +44,7 @@ int zt_hf_list_files(const char *path, char ***files, int *n);
 // 1 when the family of cfg carries the checkpoint tensor `name` (a carry_prefixes match).
 int zt_hf_is_carried(const zt_model_config *cfg, const char *name);
 // The checkpoint name of layout tensor `name`: text_prefix (NULL: none) in place of its "model."
-// ("model.norm.weight" -> "model.language_model.norm.weight"); other names as they are.
+// ("model.norm.weight" -> "P norm.weight"); other names as they are.
 const char *zt_hf_export_name(const char *text_prefix, const char *name, char *out, size_t n);
 
 // ---- carried tensors: RUN/carry ----------------------------------------------------------
@@ -57,7 +57,7 @@ const char *zt_hf_export_name(const char *text_prefix, const char *name, char *o
 typedef struct {
     char dir[4096];
     char source[4096];        // the --init path it was copied from
-    char text_prefix[32];     // ZT_HF_VLM_TEXT_PREFIX, or "" (the layout's own names)
+    char text_prefix[32];     // the family's zt_model_hf_prefix, or "" (the layout's own names)
     char *config_json;        // config.json's bytes (config_len), NUL-terminated
     size_t config_len;
     uint32_t manifest_crc;    // crc32c of manifest.json's bytes

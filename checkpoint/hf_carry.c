@@ -81,7 +81,7 @@ static int write_carry_files(const zt_model_layout *lay, const char *init, const
     cJSON *pre = cJSON_AddArrayToObject(man, "prefixes");
     for (const char *const *p = lay->cfg.family->carry_prefixes; p && *p; p++)
         cJSON_AddItemToArray(pre, cJSON_CreateString(*p));
-    cJSON_AddStringToObject(man, "text_prefix", lay->cfg.vlm ? ZT_HF_VLM_TEXT_PREFIX : "");
+    cJSON_AddStringToObject(man, "text_prefix", zt_model_hf_prefix(&lay->cfg) ? zt_model_hf_prefix(&lay->cfg) : "");
     cJSON_AddNumberToObject(man, "ntensors", ntensors);
     cJSON *names = cJSON_AddArrayToObject(man, "tensors");
     int rc = 0;

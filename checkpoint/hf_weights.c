@@ -1,8 +1,8 @@
 // Loads Hugging Face weights (one safetensors file, or a sharded set with
 // model.safetensors.index.json) into the per-unit flat fp32 vectors. Every tensor
 // of the layout must be present exactly once with the config's shape; a tensor the family
-// carries (checkpoint/hf_carry.c) is passed over; a VLM wrapper's text tensors are read
-// under model.language_model.
+// carries (checkpoint/hf_carry.c) is passed over; names map through the family's adapter
+// (zt_model_hf_prefix: a VLM wrapper's text tensors under its prefix).
 // defines: zt_hf_load, zt_hf_load_slices, zt_hf_tied_head_differs, zt_hf_save, zt_hf_list_files, zt_hf_is_carried,
 //          zt_hf_export_name
 #include <cjson/cJSON.h>
@@ -49,13 +49,15 @@ const char *zt_hf_export_name(const char *text_prefix, const char *name, char *o
     return out;
 }
 
-// The layout name a checkpoint tensor stands for: in a VLM wrapper "model.language_model.X" is
-// "model.X" and an unprefixed "model.X" is nothing of the text model (""); else the name itself.
+// The layout name a checkpoint tensor stands for: under the family's prefix P (a VLM wrapper's),
+// "P X" is "model.X" and an unprefixed "model.X" is nothing of the text
+// model (""); else the name itself.
 static const char *layout_name(const zt_model_config *cfg, const char *name, char *buf, size_t n) {
-    static const char vp[] = ZT_HF_VLM_TEXT_PREFIX;
-    if (!cfg->vlm) return name;
-    if (!strncmp(name, vp, sizeof vp - 1)) {
-        snprintf(buf, n, "model.%s", name + sizeof vp - 1);
+    const char *vp = zt_model_hf_prefix(cfg);
+    if (!vp) return name;
+    const size_t vn = strlen(vp);
+    if (!strncmp(name, vp, vn)) {
+        snprintf(buf, n, "model.%s", name + vn);
         return buf;
     }
     return strncmp(name, "model.", 6) ? name : "";
@@ -69,7 +71,9 @@ typedef struct {
     float *const *dst;
 } slice_sink;
 
-static int load_file(const zt_model_layout *lay, const char *path, const slice_sink *sink, char *seen) {
+// seen[first[u] + k]: tensor k of unit u was read (first: the units' running tensor counts).
+static int load_file(const zt_model_layout *lay, const char *path, const slice_sink *sink, char *seen,
+                     const int64_t *first) {
     zt_st_file f;
     if (zt_st_open(&f, path) != 0) return -1;
     int rc = 0;
@@ -102,7 +106,7 @@ static int load_file(const zt_model_layout *lay, const char *path, const slice_s
             rc = zt_err("%s: tensor %s has shape [%s]; the config needs [%s]", path, t->name, got, need);
             break;
         }
-        if (seen[u * ZT_UNIT_MAX_TENSORS + k]) {
+        if (seen[first[u] + k]) {
             rc = zt_err("%s: tensor %s appears more than once in the checkpoint", path, t->name);
             break;
         }
@@ -113,7 +117,7 @@ static int load_file(const zt_model_layout *lay, const char *path, const slice_s
             rc = -1;
             break;
         }
-        seen[u * ZT_UNIT_MAX_TENSORS + k] = 1;
+        seen[first[u] + k] = 1;
     }
     zt_st_close(&f);
     return rc;
@@ -194,47 +198,51 @@ int zt_hf_list_files(const char *path, char ***files_out, int *n_out) {
     return 0;
 }
 
-// A VLM wrapper's text weights are all under model.language_model.: a checkpoint with none is
-// refused before any tensor is read (its "model.*" names would each be refused on their own).
-static int check_vlm_text(const char *path, char *const *files, int nfiles) {
+// A config whose family names its text weights under a prefix (a VLM wrapper's): a checkpoint with
+// no tensor under it is refused before any tensor is read (its "model.*" names would each be
+// refused on their own).
+static int check_text_prefix(const zt_model_config *cfg, const char *path, char *const *files, int nfiles) {
+    const char *vp = zt_model_hf_prefix(cfg);
     int found = 0;
     for (int i = 0; i < nfiles && !found; i++) {
         zt_st_file f;
         if (zt_st_open(&f, files[i]) != 0) return -1;
-        for (int k = 0; k < f.ntensors && !found; k++)
-            found = !strncmp(f.tensors[k].name, ZT_HF_VLM_TEXT_PREFIX, strlen(ZT_HF_VLM_TEXT_PREFIX));
+        for (int k = 0; k < f.ntensors && !found; k++) found = !strncmp(f.tensors[k].name, vp, strlen(vp));
         zt_st_close(&f);
     }
     if (found) return 0;
-    return zt_err("%s: the config is a vision-language wrapper's (Qwen3_5ForConditionalGeneration: text_config), whose "
-                  "text weights are named %s*, but no tensor has that prefix (%d file%s searched); give the "
-                  "checkpoint the config was saved with, or a text-only config for text-only weights",
-                  nfiles == 1 ? files[0] : path, ZT_HF_VLM_TEXT_PREFIX, nfiles, nfiles == 1 ? "" : "s");
+    return zt_err("%s: the config is a vision-language wrapper's (%s), whose text weights are named %s*, but no "
+                  "tensor has that prefix (%d file%s searched); give the checkpoint the config was saved with, or a "
+                  "text-only config for text-only weights",
+                  nfiles == 1 ? files[0] : path, zt_model_title(cfg), vp, nfiles, nfiles == 1 ? "" : "s");
 }
 
 static int load_hf(const zt_model_layout *lay, const char *path, const slice_sink *sink) {
     char **files = NULL;
     int nfiles = 0;
     if (zt_hf_list_files(path, &files, &nfiles) != 0) return -1;
-    if (lay->cfg.vlm && check_vlm_text(path, files, nfiles) != 0) {
+    if (zt_model_hf_prefix(&lay->cfg) && check_text_prefix(&lay->cfg, path, files, nfiles) != 0) {
         for (int i = 0; i < nfiles; i++) free(files[i]);
         free(files);
         return -1;
     }
-    char *seen = zt_xcalloc((size_t)lay->nunits * ZT_UNIT_MAX_TENSORS, 1);
+    int64_t *first = zt_xcalloc((size_t)lay->nunits + 1, sizeof *first);  // any number of tensors per unit
+    for (int u = 0; u < lay->nunits; u++) first[u + 1] = first[u] + lay->units[u].ntensors;
+    char *seen = zt_xcalloc((size_t)(first[lay->nunits] > 0 ? first[lay->nunits] : 1), 1);
     int rc = 0;
-    for (int i = 0; i < nfiles && rc == 0; i++) rc = load_file(lay, files[i], sink, seen);
+    for (int i = 0; i < nfiles && rc == 0; i++) rc = load_file(lay, files[i], sink, seen, first);
     for (int u = 0; u < lay->nunits && rc == 0; u++)
         for (int k = 0; k < lay->units[u].ntensors && rc == 0; k++)
-            if (!seen[u * ZT_UNIT_MAX_TENSORS + k]) {
+            if (!seen[first[u] + k]) {
                 char name[300];
-                zt_hf_export_name(lay->cfg.vlm ? ZT_HF_VLM_TEXT_PREFIX : NULL, lay->units[u].t[k].name, name, sizeof name);
+                zt_hf_export_name(zt_model_hf_prefix(&lay->cfg), lay->units[u].t[k].name, name, sizeof name);
                 rc = zt_err("%s: tensor %s is missing from the checkpoint (%d file%s searched)", path, name, nfiles,
                             nfiles == 1 ? "" : "s");
             }
     for (int i = 0; i < nfiles; i++) free(files[i]);
     free(files);
     free(seen);
+    free(first);
     return rc;
 }
 
@@ -270,7 +278,7 @@ int zt_hf_tied_head_differs(const zt_model_config *cfg, const char *path, int *d
     int nfiles = 0;
     if (zt_hf_list_files(path, &files, &nfiles) != 0) return -1;
     char emb_name[128];
-    zt_hf_export_name(cfg->vlm ? ZT_HF_VLM_TEXT_PREFIX : NULL, "model.embed_tokens.weight", emb_name, sizeof emb_name);
+    zt_hf_export_name(zt_model_hf_prefix(cfg), "model.embed_tokens.weight", emb_name, sizeof emb_name);
     zt_st_file *st = zt_xcalloc((size_t)nfiles, sizeof *st);
     int opened = 0, rc = 0, hf = -1, ef = -1;
     const zt_st_tensor *head = NULL, *emb = NULL;
@@ -346,7 +354,7 @@ int zt_hf_save(const zt_model_layout *lay, float *const *params, const char *dir
         for (int k = 0; k < lay->units[u].ntensors && rc == 0; k++) {
             const zt_tensor_desc *d = &lay->units[u].t[k];
             char name[300];
-            zt_hf_export_name(lay->cfg.vlm ? ZT_HF_VLM_TEXT_PREFIX : NULL, d->name, name, sizeof name);
+            zt_hf_export_name(zt_model_hf_prefix(&lay->cfg), d->name, name, sizeof name);
             rc = zt_st_writer_add_f32(w, name, params[u] + d->offset, d->ndim, d->shape, (zt_st_dtype)dtype);
         }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);

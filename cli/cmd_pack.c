@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "data/chat.h"
+#include "data/chat_jinja.h"
 #include "data/dataset.h"
 #include "model/qwen3.h"
 #include "data/tokenizer.h"
@@ -27,6 +28,7 @@ typedef struct {
     int input;  // zt_pack_input
     int format;  // zt_chat_format
     const char *field, *train_on, *eos, *tokenizer, *output, *verify;
+    const char *chat_template, *template_var;
     int skip_bad, threads, seq_len, per_rank, quiet;
     int64_t vocab_size, model_vocab, mix_tokens;
     uint64_t seed;
@@ -40,8 +42,9 @@ static const char synopsis[] =
     "block files of --seq-len tokens each, and dataset.json (written last). Text is\n"
     "tokenized on one worker per core. Each document is followed by --eos when set;\n"
     "the stream is cut into blocks and the tail shorter than one block is dropped.\n"
-    "Conversations (--input chat) are rendered with the Qwen3 chat template and\n"
-    "stored as version 2 words (id + document-start and no-loss flags): no eos, a\n"
+    "Conversations (--input chat) are rendered with the Qwen3 chat template (or any\n"
+    "Hugging Face chat template: --chat-template) and stored as version 2 words\n"
+    "(id + document-start and no-loss flags): no eos, a\n"
     "conversation never split across blocks (the rest of a block it does not fit in\n"
     "is padding, as is the end of the last block), one longer than --seq-len skipped.\n"
     "Text and chat inputs given as PATH:WEIGHT are mixed: each takes WEIGHT / (sum of\n"
@@ -119,6 +122,18 @@ static const zt_flag pack_flags_table[] = {
              "a turn with \"weight\": 0 trains nothing under any rule\n"
              "assistant and last need each conversation to end with an\n"
              "assistant turn"},
+    {"chat-template", ZT_FLAG_STR, ZT_AT_STR(T, chat_template), "FILE",
+     .help = "chat: render with this Hugging Face chat template (a .jinja\n"
+             "file, or a tokenizer_config.json's \"chat_template\") through\n"
+             "zerotrain's Jinja engine, as apply_chat_template renders it\n"
+             "(default: --tokenizer DIR's chat_template.jinja when there is\n"
+             "one, else the built-in Qwen3 renderer); --train-on assistant\n"
+             "and last then train the {% generation %} spans (all of them,\n"
+             "the last one), which a template without them cannot give"},
+    {"template-var", ZT_FLAG_STR, ZT_AT_STR(T, template_var), "NAME=VALUE[,...]",
+     .help = "chat: template variables (enable_thinking=false,\n"
+             "add_generation_prompt=true, ...): true/false/none, numbers,\n"
+             "JSON, or else a string; default add_generation_prompt=false"},
     {"skip-bad", ZT_FLAG_SET, ZT_AT_INT(T, skip_bad),
      .help = "text: count and skip bad documents (invalid UTF-8, malformed\n"
              "JSON line, missing or non-string field, empty document;\n"
@@ -434,6 +449,10 @@ static int check_input_flags(const pack_flags *f, const zt_pack_opts *o, int tex
         fprintf(stderr, "zerotrain: error: --field only applies to --input jsonl and chat\n");
         return USAGE_ERROR;
     }
+    if ((f->chat_template || f->template_var) && !chat) {
+        fprintf(stderr, "zerotrain: error: --chat-template and --template-var only apply to --input chat\n");
+        return USAGE_ERROR;
+    }
     if (f->train_on && !chat) {
         fprintf(stderr, "zerotrain: error: --train-on %s only applies to --input chat (conversations); other inputs "
                         "train every token\n",
@@ -450,13 +469,48 @@ static int check_input_flags(const pack_flags *f, const zt_pack_opts *o, int tex
 
 // Where the tokenizer and the chat template were found (o->chat_template points into it).
 typedef struct {
-    char tokpath[4096], cfgpath[4096 + 32], tplname[64];
+    char tokpath[4096], cfgpath[4096 + 32], tplname[64], jinjapath[4096 + 32];
+    zt_chat_jinja jinja;  // a Jinja template (o->jinja points here)
 } tokenizer_paths;
+
+// chat: a Jinja template from --chat-template or the tokenizer directory's chat_template.jinja.
+// 1: loaded (o->jinja set), 0: none (the built-in Qwen3 renderer), -1: refused (printed).
+static int setup_jinja(zt_pack_opts *o, tokenizer_paths *tp, const char *file, const char *vars) {
+    const char *slash = strrchr(tp->tokpath, '/');
+    if (!file) {
+        snprintf(tp->jinjapath, sizeof tp->jinjapath, "%.*schat_template.jinja", slash ? (int)(slash - tp->tokpath) + 1 : 0,
+                 tp->tokpath);
+        if (access(tp->jinjapath, R_OK) != 0) {
+            if (vars) {
+                fprintf(stderr, "zerotrain: error: --template-var needs a Jinja template (--chat-template FILE, or "
+                                "chat_template.jinja beside tokenizer.json); the built-in Qwen3 renderer takes none\n");
+                return -1;
+            }
+            return 0;
+        }
+        file = tp->jinjapath;
+    }
+    if (zt_chat_jinja_load(&tp->jinja, file, tp->cfgpath, vars)) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        return -1;
+    }
+    if (o->train_on != ZT_CHAT_TRAIN_ALL && !zt_jinja_has_generation(tp->jinja.tpl)) {
+        fprintf(stderr, "zerotrain: error: %s has no {%% generation %%} blocks, so --train-on %s cannot tell the "
+                        "assistant's text from the rest\n  hint: use a template that marks it (trl's "
+                        "chat_templates/*_training.jinja) or --train-on all\n",
+                file, zt_chat_train_name((zt_chat_train)o->train_on));
+        zt_chat_jinja_free(&tp->jinja);
+        return -1;
+    }
+    o->jinja = &tp->jinja;
+    o->chat_template = tp->jinja.name;
+    return 1;
+}
 
 // Text input: the tokenizer (and for chat the template beside it) into the options, and the line
 // that names them. 0, or 1 with the message printed.
 static int setup_tokenizer(zt_pack_opts *o, tokenizer_paths *tp, int chat, int eos_given, int threads,
-                           zt_tokenizer **tok_out) {
+                           const pack_flags *f, zt_tokenizer **tok_out) {
     const char *arg = o->tokenizer ? o->tokenizer : ZT_DEFAULT_TOKENIZER;
     size_t al = strlen(arg);
     if (al > 15 && !strcmp(arg + al - 15, "/tokenizer.json")) snprintf(tp->tokpath, sizeof tp->tokpath, "%s", arg);
@@ -466,15 +520,19 @@ static int setup_tokenizer(zt_pack_opts *o, tokenizer_paths *tp, int chat, int e
         const char *slash = strrchr(tp->tokpath, '/');
         snprintf(tp->cfgpath, sizeof tp->cfgpath, "%.*stokenizer_config.json",
                  slash ? (int)(slash - tp->tokpath) + 1 : 0, tp->tokpath);
+        const int j = setup_jinja(o, tp, f->chat_template, f->template_var);
+        if (j < 0) return 1;
         uint32_t crc;
-        if (zt_chat_check_template(tp->cfgpath, &crc)) {
+        if (j == 0 && zt_chat_check_template(tp->cfgpath, &crc)) {
             fprintf(stderr, "zerotrain: error: %s\n  hint: --tokenizer DIR names a directory holding the "
                             "Qwen3 tokenizer.json and tokenizer_config.json\n",
                     zt_errmsg());
             return 1;
         }
-        snprintf(tp->tplname, sizeof tp->tplname, "qwen3 crc32c:%08x", crc);
-        o->chat_template = tp->tplname;
+        if (j == 0) {
+            snprintf(tp->tplname, sizeof tp->tplname, "qwen3 crc32c:%08x", crc);
+            o->chat_template = tp->tplname;
+        }
     }
     zt_tokenizer *tok = zt_tokenizer_load(tp->tokpath);
     if (!tok) {
@@ -561,7 +619,7 @@ int zt_cmd_pack(int argc, char **argv) {
     zt_tokenizer *tok = NULL;
     tokenizer_paths tp;
     int rc = check_input_flags(&f, &o, text, chat, eos_given);
-    if (rc == 0) rc = text ? setup_tokenizer(&o, &tp, chat, eos_given, f.threads, &tok) : setup_ids(&o, eos_given);
+    if (rc == 0) rc = text ? setup_tokenizer(&o, &tp, chat, eos_given, f.threads, &f, &tok) : setup_ids(&o, eos_given);
     if (rc != 0) {
         free_inputs(paths, ninputs, weights);
         return rc;
@@ -570,6 +628,7 @@ int zt_cmd_pack(int argc, char **argv) {
     zt_pack_stats st;
     rc = zt_pack((const char *const *)paths, ninputs, out_dir, &o, &st);
     zt_tokenizer_free(tok);
+    if (o.jinja) zt_chat_jinja_free(&tp.jinja);
     if (rc != 0) {
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
         zt_pack_stats_free(&st);

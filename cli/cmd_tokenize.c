@@ -14,8 +14,9 @@
 static const char synopsis[] =
             "usage: zerotrain tokenize [options] [FILE]\n"
             "\n"
-            "Encodes UTF-8 text (FILE, or standard input) with the Qwen3 tokenizer and prints the\n"
-            "ids, space-separated; with --lines, one line of ids per input line. --decode reads\n"
+            "Encodes UTF-8 text (FILE, or standard input) with a tokenizer.json (Qwen3's unless\n"
+            "--tokenizer names another: Qwen3.5's, any byte-level BPE with a split regex) and prints\n"
+            "the ids, space-separated; with --lines, one line of ids per input line. --decode reads\n"
             "ids (separated by spaces, commas or newlines) and writes the text they stand for.\n";
 static const char epilog[] =
             "\n"

@@ -146,10 +146,12 @@ const zt_flag zt_train_flags[] = {
              "sees a GPU, else cpu), cuda (one GPU per rank: the node-local rank, bf16\n"
              "compute, NCCL collectives) or cpu (fp32 reference)"},
     {"attention", ZT_FLAG_ENUM, ZT_AT_INT(T, attention), "A", .def = ZT_ATTN_AUTO, .choices = attention_choices,
-     .help = "cuda attention: auto (default: cudnn when the CUDA module has it, the\n"
-             "documents of a block are not kept apart and there is no context split; else\n"
-             "gemm while its S x S scratch stays under 8 GiB; else tiled), tiled (64x64 tiles,\n"
-             "online softmax, no S x S scratch; keeps packed documents apart), gemm (cuBLASLt\n"
+     .help = "cuda attention: auto (default: cudnn when the CUDA module has it, the model\n"
+             "family's GPU passes run it, the documents of a block are not kept apart and\n"
+             "there is no context split; else gemm while its S x S scratch (12 g S^2 bytes,\n"
+             "g = query heads per KV head) stays under 8 GiB; else tiled), tiled (64x64 tiles,\n"
+             "online softmax, no S x S scratch; tensor cores at head_dim 16..128 in steps of\n"
+             "16, else head_dim up to 256; keeps packed documents apart), gemm (cuBLASLt\n"
              "products + fused causal softmax, S x S scratch) or cudnn (cuDNN fused flash\n"
              "attention; packed documents as its variable-length batch from cuDNN 9.6,\n"
              "never run on a GPU yet; see docs/cuda.md)"},

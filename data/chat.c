@@ -64,9 +64,9 @@ int zt_chat_tokenize(zt_encoder *enc, const zt_tokenizer *tk, const zt_chat *c, 
     for (size_t k = 0; k < c->nspans; k++) {  // what the mapping below relies on
         const zt_chat_span *sp = &c->spans[k];
         const unsigned char *p = (const unsigned char *)c->text.p;
-        if (sp->begin >= sp->end || sp->end > c->text.n || (k && sp->begin < c->spans[k - 1].end) ||
-            (p[sp->begin] & 0xC0) == 0x80 || (sp->end < c->text.n && (p[sp->end] & 0xC0) == 0x80))
-            return zt_err("trained span %zu [%zu, %zu) of a %zu-byte text: spans must be in order, disjoint, non-empty "
+        if (sp->begin > sp->end || sp->end > c->text.n || (k && sp->begin < c->spans[k - 1].end) ||
+            (sp->begin < c->text.n && (p[sp->begin] & 0xC0) == 0x80) || (sp->end < c->text.n && (p[sp->end] & 0xC0) == 0x80))
+            return zt_err("trained span %zu [%zu, %zu) of a %zu-byte text: spans must be in order, disjoint "
                           "and start and end on character boundaries (internal error)",
                           k, sp->begin, sp->end, c->text.n);
     }

@@ -116,7 +116,7 @@ typedef struct {
 
 typedef struct {
     zt_buf text;           // the rendered conversation, UTF-8 (not NUL-terminated)
-    zt_chat_span *spans;   // trained byte spans under the rule, in order, disjoint, non-empty
+    zt_chat_span *spans;   // trained byte spans under the rule, in order, disjoint (empty only from a Jinja template: data/chat_jinja.h)
     size_t nspans, spans_cap;
     int nmessages;
     int ntools;          // tool schemas in the "# Tools" block

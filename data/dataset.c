@@ -644,3 +644,22 @@ int64_t zt_dataset_peek_seq_len(const char *dir) {
     cJSON_Delete(j);
     return s;
 }
+
+int zt_dataset_check_tokenizer(const zt_dataset *ds, const char *data_dir, const char *model_dir) {
+    if (!model_dir || strncmp(ds->tokenizer, "crc32c:", 7)) return 0;
+    struct stat st;
+    if (stat(model_dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    if (stat(path, &st) != 0) return 0;
+    size_t len;
+    char *text = zt_read_file(path, &len);
+    if (!text) return -1;
+    char model_hash[32];
+    snprintf(model_hash, sizeof model_hash, "crc32c:%08x", zt_crc32c(0, text, len));
+    free(text);
+    if (!strcmp(model_hash, ds->tokenizer)) return 0;
+    return zt_err("%s/dataset.json: the data was packed with tokenizer %s, but the model's %s is %s: its token ids "
+                  "would be read as another vocabulary's\n  hint: pack the data again with --tokenizer %s",
+                  data_dir, ds->tokenizer, path, model_hash, model_dir);
+}

@@ -94,6 +94,12 @@ void zt_dataset_close(zt_dataset *ds);
 // length before the data is opened and validated): 0 when the file does not read or names none
 // (zt_err cleared: zt_dataset_open reports it where the data is opened).
 int64_t zt_dataset_peek_seq_len(const char *dir);
+// The tokenizer the dataset was packed with (dataset.json "tokenizer", a "crc32c:..." digest of
+// the tokenizer.json bytes) against the model directory's tokenizer.json: 0 when they agree or
+// there is nothing to compare (model_dir NULL or not a directory, no tokenizer.json in it, a
+// dataset of ids or bytes); -1 + zt_err naming both digests and both paths when they differ.
+// Qwen3 ids fit inside Qwen3.5's vocabulary, so without this such a run trains on wrong tokens.
+int zt_dataset_check_tokenizer(const zt_dataset *ds, const char *data_dir, const char *model_dir);
 
 // ---- pack: token ids -> dataset directory ----
 typedef enum {
@@ -130,7 +136,9 @@ typedef struct {
     // chat only: no eos (each turn ends with <|im_end|>\n); a conversation never straddles two
     // blocks (the rest of a block it does not fit in is padded), one longer than seq_len is skipped
     int train_on;            // zt_chat_train (data/chat.h): which tokens are trained targets
-    const char *chat_template;  // recorded in dataset.json: "qwen3 crc32c:xxxxxxxx"
+    const char *chat_template;  // recorded in dataset.json: "qwen3 crc32c:xxxxxxxx" or "jinja FILE crc32c:xxxxxxxx"
+    const struct zt_chat_jinja_t *jinja;  // chat: a Jinja template (data/chat_jinja.h) instead of the built-in
+                                          // Qwen3 renderer (NULL: the built-in one)
     int chat_format;         // zt_chat_format (data/chat.h): how lines hold conversations; 0 (auto): decided
                              // per input from its first lines (zt_chat_detect)
     // a mixture (text kinds and chat; data/pack.c): weights[i] > 0 for every input turns the pack

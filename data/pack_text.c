@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "data/chat.h"
+#include "data/chat_jinja.h"
 #include "data/tokenizer.h"
 #include "base/common.h"
 
@@ -72,6 +73,7 @@ typedef struct {
     zt_encoder **enc;
     zt_chat *chat;
     zt_chat_tokens *ctok;
+    zt_chat_jinja_scratch *jscr;  // chat with a Jinja template: per worker
     int *formats;  // chat: each input's zt_chat_format
 } text_reader;
 
@@ -259,9 +261,12 @@ static void prepare_conversation(text_reader *tr, record *r) {
     const int w = omp_get_thread_num();
     zt_chat *c = &tr->chat[w];
     zt_chat_tokens *t = &tr->ctok[w];
-    if (zt_chat_render_as(r->json, tr->o->field, (zt_chat_format)tr->formats[r->input], r->raw, r->rawlen,
-                          (zt_chat_train)tr->o->train_on, c) ||
-        zt_chat_tokenize(tr->enc[w], tr->o->tok, c, t)) {
+    const int rendered = tr->o->jinja ? zt_chat_render_jinja(tr->o->jinja, r->json, (zt_chat_format)tr->formats[r->input],
+                                                             r->raw, r->rawlen, tr->o->field,
+                                                             (zt_chat_train)tr->o->train_on, &tr->jscr[w], c)
+                                      : zt_chat_render_as(r->json, tr->o->field, (zt_chat_format)tr->formats[r->input],
+                                                          r->raw, r->rawlen, (zt_chat_train)tr->o->train_on, c);
+    if (rendered || zt_chat_tokenize(tr->enc[w], tr->o->tok, c, t)) {
         r->err = strdup(zt_errmsg());
         return;
     }
@@ -679,6 +684,7 @@ int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, 
         tr.enc = zt_xcalloc((size_t)tr.nthreads, sizeof *tr.enc);
         tr.chat = zt_xcalloc((size_t)tr.nthreads, sizeof *tr.chat);
         tr.ctok = zt_xcalloc((size_t)tr.nthreads, sizeof *tr.ctok);
+        tr.jscr = zt_xcalloc((size_t)tr.nthreads, sizeof *tr.jscr);
         for (int w = 0; w < tr.nthreads; w++) tr.enc[w] = zt_encoder_new(o->tok);
     } else {
         tr.pool = kept_pool ? kept_pool : zt_tok_pool_new(o->tok, o->threads);
@@ -716,10 +722,12 @@ int zt_pack_text(const char *const *inputs, int ninputs, const zt_pack_opts *o, 
         zt_encoder_free(tr.enc[w]);
         zt_chat_free(&tr.chat[w]);
         zt_chat_tokens_free(&tr.ctok[w]);
+        zt_chat_jinja_scratch_free(&tr.jscr[w]);
     }
     free(tr.enc);
     free(tr.chat);
     free(tr.ctok);
+    free(tr.jscr);
     free(tr.formats);
     if (tr.pool && tr.pool != kept_pool) zt_tok_pool_free(tr.pool);
     return rc;

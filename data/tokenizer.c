@@ -1,13 +1,16 @@
-// Byte-level BPE for Qwen3, loaded from tokenizer.json and exact against Hugging
-// Face `tokenizers`. Encoding: added tokens are cut out of the raw text, each
-// stretch between them goes through NFC (data/unicode.c), is split into words by a
-// hand-written matcher of the Qwen regex, and each word's bytes are merged by rank
-// (a rank-ordered heap on long words, so no quadratic loop), with a per-encoder
-// cache of word -> ids in front.
+// Byte-level BPE for Qwen-style tokenizers (Qwen2/3, Qwen3.5, any tokenizer.json of
+// that shape), loaded from tokenizer.json and exact against Hugging Face `tokenizers`.
+// Encoding: added tokens are cut out of the raw text, each stretch between them goes
+// through NFC (data/unicode.c), is split into words by the file's split regex -- a
+// hand-written matcher for the Qwen2/3 and Qwen3.5 regexes, PCRE2 (JIT) for any
+// other -- and each word's bytes are merged by rank (a rank-ordered heap on long
+// words, so no quadratic loop), with a per-encoder cache of word -> ids in front.
 #include "data/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <omp.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -20,6 +23,13 @@
 static const char QWEN_SPLIT_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
     "\\s+(?!\\S)|\\s+";
+// Qwen3.5's (and Qwen3.6's): combining marks (\\p{M}) join letters and leave punctuation.
+static const char QWEN35_SPLIT_REGEX[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// How the text is split into words: which hand-written matcher, or PCRE2.
+enum { SPLIT_QWEN3 = 0, SPLIT_QWEN35 = 1, SPLIT_PCRE2 = 2 };
 
 #define NO_RANK UINT32_MAX
 #define MERGE_EMPTY UINT64_MAX
@@ -54,6 +64,14 @@ struct zt_tokenizer {
     unsigned char added_first[256];  // byte starts some added token
     int added_one_first;     // -1, or the only first byte of all added tokens
     int added_has_newline;   // some added token contains '\n': no safe cuts
+    int split;               // SPLIT_*
+    pcre2_code *re;          // SPLIT_PCRE2: the compiled regex (JIT when available)
+    int re_jit;
+    int normalize_nfc;       // normalizer NFC (else none)
+    // model.ignore_merges: a word that is itself a vocab entry is that one id
+    int ignore_merges;
+    uint32_t *whole_ids;     // open-addressing table of vocab ids by their bytes (UINT32_MAX: free)
+    uint64_t whole_mask;
     char hash[32];
 };
 
@@ -183,7 +201,34 @@ static int json_off(const cJSON *obj, const char *name) {
     return 0;
 }
 
-static int check_pipeline(const cJSON *root, const char *path) {
+// The split regex: a hand-written matcher when it is one zerotrain knows, else PCRE2
+// in UTF mode with Unicode properties (\\s, \\d, \\w and POSIX classes by Unicode, as
+// Oniguruma in tokenizers has them), JIT-compiled when the platform allows.
+static int choose_split(zt_tokenizer *tk, const char *re, const char *path) {
+    if (!strcmp(re, QWEN_SPLIT_REGEX)) {
+        tk->split = SPLIT_QWEN3;
+        return 0;
+    }
+    if (!strcmp(re, QWEN35_SPLIT_REGEX)) {
+        tk->split = SPLIT_QWEN35;
+        return 0;
+    }
+    int err;
+    PCRE2_SIZE eoff;
+    tk->re = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &eoff,
+                           NULL);
+    if (!tk->re) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(err, msg, sizeof msg);
+        return zt_err("%s: pre_tokenizer.pretokenizers[0].pattern.Regex does not compile (PCRE2, at offset %zu: %s):\n  %s",
+                      path, (size_t)eoff, (const char *)msg, re);
+    }
+    tk->re_jit = pcre2_jit_compile(tk->re, PCRE2_JIT_COMPLETE) == 0;
+    tk->split = SPLIT_PCRE2;
+    return 0;
+}
+
+static int check_pipeline(zt_tokenizer *tk, const cJSON *root, const char *path) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const char *type = json_str(model, "type");
     if (!type || strcmp(type, "BPE"))
@@ -197,24 +242,32 @@ static int check_pipeline(const cJSON *root, const char *path) {
         const char *nt = json_str(norm, "type");
         if (!nt || strcmp(nt, "NFC"))
             return zt_err("%s: normalizer %s is not supported (only NFC or none)", path, nt ? nt : "?");
+        tk->normalize_nfc = 1;
     }
+    tk->ignore_merges = !json_off(model, "ignore_merges");
 
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
     const char *pt = json_str(pre, "type");
     const cJSON *seq = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
     if (!pt || strcmp(pt, "Sequence") || cJSON_GetArraySize(seq) != 2)
-        return zt_err("%s: pre_tokenizer must be a Sequence of Split (the Qwen regex) and ByteLevel", path);
+        return zt_err("%s: pre_tokenizer %s is not supported: it must be a Sequence of Split (a regex) and ByteLevel", path,
+                      pt ? pt : "missing");
     const cJSON *split = cJSON_GetArrayItem(seq, 0), *bl = cJSON_GetArrayItem(seq, 1);
     const char *st = json_str(split, "type"), *bt = json_str(bl, "type");
     const char *re = json_str(cJSON_GetObjectItemCaseSensitive(split, "pattern"), "Regex");
     const char *beh = json_str(split, "behavior");
     if (!st || strcmp(st, "Split") || !re || !beh || strcmp(beh, "Isolated") || !json_off(split, "invert"))
-        return zt_err("%s: pre_tokenizer[0] must be Split with behavior Isolated, not inverted", path);
-    if (strcmp(re, QWEN_SPLIT_REGEX))
-        return zt_err("%s: the split regex is not the Qwen2/Qwen3 one, which is the only one implemented:\n  %s", path,
-                      re);
+        return zt_err("%s: pre_tokenizer.pretokenizers[0] must be Split by a Regex pattern with behavior Isolated, not "
+                      "inverted", path);
     if (!bt || strcmp(bt, "ByteLevel") || !json_off(bl, "add_prefix_space") || !json_off(bl, "use_regex"))
-        return zt_err("%s: pre_tokenizer[1] must be ByteLevel with add_prefix_space and use_regex false", path);
+        return zt_err("%s: pre_tokenizer.pretokenizers[1] must be ByteLevel with add_prefix_space and use_regex false",
+                      path);
+    const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
+    if (dec && !cJSON_IsNull(dec)) {
+        const char *dt = json_str(dec, "type");
+        if (!dt || strcmp(dt, "ByteLevel"))
+            return zt_err("%s: decoder %s is not supported (only ByteLevel or none)", path, dt ? dt : "?");
+    }
 
     const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
     if (post && !cJSON_IsNull(post)) {
@@ -223,7 +276,7 @@ static int check_pipeline(const cJSON *root, const char *path) {
             return zt_err("%s: post_processor %s would add tokens; only ByteLevel or none is supported", path,
                           ppt ? ppt : "?");
     }
-    return 0;
+    return choose_split(tk, re, path);
 }
 
 static int cmp_added_len_desc(const void *a, const void *b) {
@@ -407,8 +460,33 @@ static void build_decode_table(zt_tokenizer *tk, const vocab_scratch *v) {
     }
 }
 
+// ignore_merges: vocab ids by their raw bytes (model.vocab only, as tokenizers' BPE
+// looks the word up in its vocab, not among the added tokens).
+static void build_whole_table(zt_tokenizer *tk, const vocab_scratch *v) {
+    uint64_t cap = 1024;
+    while (cap < 2 * (uint64_t)tk->vocab_size) cap *= 2;
+    tk->whole_ids = zt_xmalloc(cap * sizeof *tk->whole_ids);
+    memset(tk->whole_ids, 0xFF, cap * sizeof *tk->whole_ids);
+    tk->whole_mask = cap - 1;
+    for (int64_t id = 0; id < tk->vocab_size; id++) {
+        uint64_t len = tk->dec_off[id + 1] - tk->dec_off[id];
+        if (!v->bytes_of[id] || len < 2) continue;  // in model.vocab; one byte is byte_id already
+        uint64_t i = hash_bytes(tk->dec_bytes + tk->dec_off[id], len) & tk->whole_mask;
+        while (tk->whole_ids[i] != UINT32_MAX) i = (i + 1) & tk->whole_mask;
+        tk->whole_ids[i] = (uint32_t)id;
+    }
+}
+
+static inline int64_t whole_find(const zt_tokenizer *tk, const unsigned char *w, size_t n) {
+    for (uint64_t i = hash_bytes(w, n) & tk->whole_mask;; i = (i + 1) & tk->whole_mask) {
+        uint32_t id = tk->whole_ids[i];
+        if (id == UINT32_MAX) return -1;
+        if (tk->dec_off[id + 1] - tk->dec_off[id] == n && !memcmp(tk->dec_bytes + tk->dec_off[id], w, n)) return id;
+    }
+}
+
 static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
-    if (check_pipeline(root, path)) return -1;
+    if (check_pipeline(tk, root, path)) return -1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
@@ -421,6 +499,7 @@ static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
     if (rc == 0) rc = read_merges(tk, merges, &v.sm, path);
     if (rc == 0) rc = read_added(tk, added, path);
     if (rc == 0) build_decode_table(tk, &v);
+    if (rc == 0 && tk->ignore_merges) build_whole_table(tk, &v);
     free(v.tmp);
     free(v.len_of);
     free(v.bytes_of);
@@ -473,11 +552,16 @@ void zt_tokenizer_free(zt_tokenizer *tk) {
     free(tk->dec_def);
     for (int i = 0; i < tk->nadded && tk->added; i++) free(tk->added[i].text);
     free(tk->added);
+    free(tk->whole_ids);
+    if (tk->re) pcre2_code_free(tk->re);
     free(tk);
 }
 
 int64_t zt_tokenizer_vocab_size(const zt_tokenizer *tk) { return tk->vocab_size; }
 const char *zt_tokenizer_hash(const zt_tokenizer *tk) { return tk->hash; }
+const char *zt_tokenizer_split_name(const zt_tokenizer *tk) {
+    return tk->split == SPLIT_QWEN3 ? "qwen3" : tk->split == SPLIT_QWEN35 ? "qwen3.5" : tk->re_jit ? "pcre2-jit" : "pcre2";
+}
 
 int64_t zt_tokenizer_token_id(const zt_tokenizer *tk, const char *token) {
     size_t n = strlen(token);
@@ -525,21 +609,28 @@ void zt_ids_free(zt_ids *v) {
 // ---------------------------------------------------------------------------
 // the split regex, by hand
 
-static inline unsigned cls_at(const unsigned char *s, size_t i, uint32_t *cp, int *len) {
+// The class of the character at s[i]. marks: Qwen3.5's regex, where \p{M} goes with
+// \p{L} in both places it matters ([\p{L}\p{M}]+ and [^\s\p{L}\p{M}\p{N}]+), so a
+// mark is simply a letter to its matcher.
+static inline __attribute__((always_inline)) unsigned cls_at(const unsigned char *s, size_t i, uint32_t *cp, int *len,
+                                                             int marks) {
     if (s[i] < 0x80) {
         *cp = s[i];
         *len = 1;
     } else {
         *len = zt_utf8_decode(s + i, cp);
     }
-    return zt_uni_props(*cp) & ZT_UC_CLASS;
+    unsigned p = zt_uni_props(*cp);
+    if (marks && (p & ZT_UC_MARK)) return ZT_UC_LETTER;
+    return p & ZT_UC_CLASS;
 }
 
-static inline size_t skip_class(const unsigned char *s, size_t n, size_t i, unsigned want) {
+static inline __attribute__((always_inline)) size_t skip_class(const unsigned char *s, size_t n, size_t i, unsigned want,
+                                                               int marks) {
     while (i < n) {
         uint32_t cp;
         int l;
-        if (cls_at(s, i, &cp, &l) != want) break;
+        if (cls_at(s, i, &cp, &l, marks) != want) break;
         i += (size_t)l;
     }
     return i;
@@ -550,13 +641,17 @@ static inline int is_ws(unsigned k) { return k == ZT_UC_SPACE || k == ZT_UC_CRLF
 // End of the piece that starts at byte i, trying the regex's alternatives in order:
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}
 //   | ?[^\s\p{L}\p{N}]+[\r\n]* | \s*[\r\n]+ | \s+(?!\S) | \s+
-// Every position matches one of them, so the pieces tile the text.
-static size_t split_next(const unsigned char *s, size_t n, size_t i) {
+// Every position matches one of them, so the pieces tile the text. With marks set,
+// Qwen3.5's regex, the same with \p{L} read as [\p{L}\p{M}]: a mark as the optional
+// first character before letters is covered too, since a mark starting a piece
+// takes the letter branch either way.
+static inline __attribute__((always_inline)) size_t split_next_impl(const unsigned char *s, size_t n, size_t i,
+                                                                    int marks) {
     uint32_t c, c1 = 0;
     int l, l1 = 0;
-    unsigned k = cls_at(s, i, &c, &l), k1 = 0;
+    unsigned k = cls_at(s, i, &c, &l, marks), k1 = 0;
     size_t j = i + (size_t)l;
-    if (j < n) k1 = cls_at(s, j, &c1, &l1);
+    if (j < n) k1 = cls_at(s, j, &c1, &l1, marks);
 
     if (c == '\'' && j < n) {  // contractions; under (?i) 's' also matches U+017F (long s)
         uint32_t lc = c1 < 0x80 ? (c1 | 0x20) : c1;
@@ -566,11 +661,11 @@ static size_t split_next(const unsigned char *s, size_t n, size_t i) {
             if ((lc == 'l' && c2 == 'l') || (lc != 'l' && c2 == 'e')) return j + 2;
         }
     }
-    if (k == ZT_UC_LETTER) return skip_class(s, n, j, ZT_UC_LETTER);
-    if (k != ZT_UC_CRLF && k != ZT_UC_NUMBER && k1 == ZT_UC_LETTER) return skip_class(s, n, j, ZT_UC_LETTER);
+    if (k == ZT_UC_LETTER) return skip_class(s, n, j, ZT_UC_LETTER, marks);
+    if (k != ZT_UC_CRLF && k != ZT_UC_NUMBER && k1 == ZT_UC_LETTER) return skip_class(s, n, j, ZT_UC_LETTER, marks);
     if (k == ZT_UC_NUMBER) return j;
     if (k == ZT_UC_OTHER || (c == ' ' && k1 == ZT_UC_OTHER)) {
-        size_t e = skip_class(s, n, k == ZT_UC_OTHER ? j : j + (size_t)l1, ZT_UC_OTHER);
+        size_t e = skip_class(s, n, k == ZT_UC_OTHER ? j : j + (size_t)l1, ZT_UC_OTHER, marks);
         while (e < n && (s[e] == '\r' || s[e] == '\n')) e++;
         return e;
     }
@@ -579,7 +674,7 @@ static size_t split_next(const unsigned char *s, size_t n, size_t i) {
     while (e < n) {
         uint32_t cp;
         int ll;
-        unsigned kk = cls_at(s, e, &cp, &ll);
+        unsigned kk = cls_at(s, e, &cp, &ll, marks);
         if (!is_ws(kk)) break;
         if (kk == ZT_UC_CRLF) last_crlf = e;
         last_start = e;
@@ -591,10 +686,14 @@ static size_t split_next(const unsigned char *s, size_t n, size_t i) {
     return e;                                        // \s+
 }
 
-size_t zt_pretokenize(const char *text, size_t len, size_t **ends, size_t *cap) {
+static size_t split_next(const unsigned char *s, size_t n, size_t i) { return split_next_impl(s, n, i, 0); }
+static size_t split_next_marks(const unsigned char *s, size_t n, size_t i) { return split_next_impl(s, n, i, 1); }
+
+static size_t pretokenize(const char *text, size_t len, size_t **ends, size_t *cap, int marks) {
     size_t np = 0;
     for (size_t i = 0; i < len;) {
-        size_t e = split_next((const unsigned char *)text, len, i);
+        const unsigned char *u = (const unsigned char *)text;
+        size_t e = marks ? split_next_marks(u, len, i) : split_next(u, len, i);
         if (np == *cap) {
             *cap = *cap ? 2 * *cap : 256;
             *ends = realloc(*ends, *cap * sizeof **ends);
@@ -604,6 +703,13 @@ size_t zt_pretokenize(const char *text, size_t len, size_t **ends, size_t *cap) 
         i = e;
     }
     return np;
+}
+
+size_t zt_pretokenize(const char *text, size_t len, size_t **ends, size_t *cap) {
+    return pretokenize(text, len, ends, cap, 0);
+}
+size_t zt_pretokenize_qwen35(const char *text, size_t len, size_t **ends, size_t *cap) {
+    return pretokenize(text, len, ends, cap, 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -622,6 +728,7 @@ typedef struct {
 struct zt_encoder {
     const zt_tokenizer *tk;
     zt_buf nfc;
+    pcre2_match_data *md;  // SPLIT_PCRE2
     // BPE scratch
     uint32_t *ids, *ranks;
     bpe_sym *syms;
@@ -641,12 +748,17 @@ zt_encoder *zt_encoder_new(const zt_tokenizer *tk) {
     e->slots = zt_xcalloc(CACHE_SLOTS, sizeof *e->slots);
     e->keys = zt_xmalloc(CACHE_KEY_BYTES);
     e->vals = zt_xmalloc(CACHE_IDS * sizeof *e->vals);
+    if (tk->re) {
+        e->md = pcre2_match_data_create_from_pattern(tk->re, NULL);
+        if (!e->md) zt_fatal("out of host memory (PCRE2 match data)");
+    }
     return e;
 }
 
 void zt_encoder_free(zt_encoder *e) {
     if (!e) return;
     free(e->nfc.p);
+    if (e->md) pcre2_match_data_free(e->md);
     free(e->ids);
     free(e->ranks);
     free(e->syms);
@@ -774,6 +886,13 @@ void zt_bpe_word(zt_encoder *e, const unsigned char *w, size_t n, zt_ids *out) {
         zt_ids_push(out, e->tk->byte_id[w[0]]);
         return;
     }
+    if (e->tk->ignore_merges) {
+        int64_t id = whole_find(e->tk, w, n);
+        if (id >= 0) {
+            zt_ids_push(out, (uint32_t)id);
+            return;
+        }
+    }
     bpe_reserve(e, n);
     if (n <= SMALL_WORD) bpe_small(e, w, n, out);
     else bpe_heap(e, w, n, out);
@@ -819,15 +938,61 @@ static void encode_word(zt_encoder *e, const unsigned char *w, size_t n, zt_ids 
     e->nslots_used++;
 }
 
+// Split by PCRE2 the way tokenizers' Split(Isolated) does with Oniguruma's find_iter:
+// each match is a word and so is each stretch between matches; an empty match right
+// where the last one ended is skipped (the search moves on one character), other
+// empty matches make empty words, which give no ids.
+static int encode_pcre2(zt_encoder *e, const unsigned char *u, size_t n, zt_ids *out) {
+    const zt_tokenizer *tk = e->tk;
+    size_t prev = 0, from = 0, last_end = SIZE_MAX;
+    while (from <= n) {
+        int rc = tk->re_jit ? pcre2_jit_match(tk->re, u, n, from, PCRE2_NO_UTF_CHECK, e->md, NULL)
+                            : pcre2_match(tk->re, u, n, from, PCRE2_NO_UTF_CHECK, e->md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+            PCRE2_UCHAR msg[160];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            return zt_err("the tokenizer's split regex failed at byte %zu (PCRE2: %s)", from, (const char *)msg);
+        }
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
+        size_t ms = ov[0], me = ov[1];
+        if (ms == me && me == last_end) {
+            if (from >= n) break;
+            uint32_t cp;
+            from += (size_t)zt_utf8_decode(u + from, &cp);
+            continue;
+        }
+        if (ms > prev) encode_word(e, u + prev, ms - prev, out);
+        if (me > ms) encode_word(e, u + ms, me - ms, out);
+        prev = me;
+        from = me;
+        last_end = me;
+    }
+    if (prev < n) encode_word(e, u + prev, n - prev, out);
+    return 0;
+}
+
 static int encode_plain(zt_encoder *e, const char *s, size_t n, zt_ids *out) {
     if (n == 0) return 0;
-    int r = zt_nfc(s, n, &e->nfc);
-    if (r < 0) return -1;
-    if (r == 1) {
-        s = e->nfc.p;
-        n = e->nfc.n;
+    const zt_tokenizer *tk = e->tk;
+    if (tk->normalize_nfc) {
+        int r = zt_nfc(s, n, &e->nfc);
+        if (r < 0) return -1;
+        if (r == 1) {
+            s = e->nfc.p;
+            n = e->nfc.n;
+        }
     }
     const unsigned char *u = (const unsigned char *)s;
+    if (tk->split == SPLIT_PCRE2) return encode_pcre2(e, u, n, out);
+    if (tk->split == SPLIT_QWEN35) {
+        for (size_t i = 0; i < n;) {
+            size_t end = split_next_marks(u, n, i);
+            encode_word(e, u + i, end - i, out);
+            i = end;
+        }
+        return 0;
+    }
     for (size_t i = 0; i < n;) {
         size_t end = split_next(u, n, i);
         encode_word(e, u + i, end - i, out);
@@ -906,7 +1071,8 @@ int zt_decode(const zt_tokenizer *tk, const uint32_t *ids, size_t n, zt_buf *out
 }
 
 size_t zt_tokenizer_safe_cut(const zt_tokenizer *tk, const char *text, size_t len, size_t from) {
-    if (tk->added_has_newline) return len;
+    // an arbitrary regex may look across a newline: no cut is known to be safe
+    if (tk->added_has_newline || tk->split == SPLIT_PCRE2) return len;
     if (from == 0) from = 1;
     while (from < len) {
         const char *nl = memchr(text + from - 1, '\n', len - from);  // a '\n' at from-1 .. len-2

@@ -1,6 +1,7 @@
-// The Qwen3 tokenizer: byte-level BPE loaded from a Hugging Face tokenizer.json,
-// giving the same ids as `tokenizers` (added tokens on the raw text, NFC, the Qwen
-// split regex, GPT-2 byte-to-unicode map, merges by rank). Encoding runs on one
+// Qwen-style tokenizers: byte-level BPE loaded from a Hugging Face tokenizer.json,
+// giving the same ids as `tokenizers` (added tokens on the raw text, NFC, the file's
+// split regex -- hand-matched for Qwen2/3 and Qwen3.5, PCRE2 for any other -- GPT-2
+// byte-to-unicode map, merges by rank, ignore_merges). Encoding runs on one
 // worker per core through a pool; each worker keeps its own cache of words.
 // defines: zt_tokenizer, zt_tokenizer_load, zt_encoder, zt_encode, zt_decode, zt_tok_pool
 #ifndef ZT_TOKENIZER_H
@@ -13,9 +14,10 @@
 typedef struct zt_tokenizer zt_tokenizer;
 
 // Load tokenizer.json. NULL + zt_err when the file is missing, not JSON, or uses a
-// feature this implementation does not have (it says which one): the model must be
-// BPE without dropout or byte fallback, the normalizer NFC (or none), the
-// pre-tokenizer the Qwen split regex followed by ByteLevel, added tokens
+// feature this implementation does not have (the message names the file and the
+// field): the model must be BPE without dropout or byte fallback, the normalizer
+// NFC (or none), the pre-tokenizer a Split by a regex (Isolated) followed by
+// ByteLevel without its own regex, the decoder ByteLevel (or none), added tokens
 // unnormalized without lstrip/rstrip/single_word.
 zt_tokenizer *zt_tokenizer_load(const char *path);
 void zt_tokenizer_free(zt_tokenizer *tk);
@@ -28,6 +30,9 @@ int zt_tokenizer_added_count(const zt_tokenizer *tk);
 const char *zt_tokenizer_added(const zt_tokenizer *tk, int k, size_t *len, uint32_t *id);
 // "crc32c:xxxxxxxx": CRC-32C of the tokenizer.json bytes, recorded in datasets.
 const char *zt_tokenizer_hash(const zt_tokenizer *tk);
+// How words are split: "qwen3" or "qwen3.5" (hand-written matchers), "pcre2-jit" or
+// "pcre2" (the file's regex run by PCRE2, JIT-compiled or interpreted).
+const char *zt_tokenizer_split_name(const zt_tokenizer *tk);
 
 typedef struct {
     uint32_t *ids;
@@ -52,9 +57,11 @@ int zt_decode(const zt_tokenizer *tk, const uint32_t *ids, size_t n, zt_buf *out
 // Byte-pair merges of one pre-tokenized word given as bytes: the building block of
 // zt_encode, exposed for tests. Appends the ids to out.
 void zt_bpe_word(zt_encoder *enc, const unsigned char *word, size_t len, zt_ids *out);
-// Split text (valid UTF-8, already NFC) the way the Qwen regex does: writes the end
+// Split text (valid UTF-8, already NFC) the way the Qwen2/3 regex does: writes the end
 // offset of each piece to ends (grown as needed), returns the number of pieces.
 size_t zt_pretokenize(const char *text, size_t len, size_t **ends, size_t *cap);
+// The same with Qwen3.5's regex (combining marks, \p{M}, go with letters).
+size_t zt_pretokenize_qwen35(const char *text, size_t len, size_t **ends, size_t *cap);
 
 // First position >= from (and > 0) where text may be cut into two pieces that
 // encode, one after the other, to the ids of the whole: just after a '\n' that is

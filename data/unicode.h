@@ -1,5 +1,5 @@
 // Unicode pieces the tokenizer needs: strict UTF-8 validation and decoding, the
-// character classes of the Qwen split regex, and NFC that agrees code point for
+// character classes of the Qwen split regexes (Qwen2/3 and Qwen3.5), and NFC that agrees code point for
 // code point with Hugging Face `tokenizers` (whose normaliser predates Unicode 16).
 // defines: zt_buf, zt_uni_props, zt_utf8_valid_prefix, zt_utf8_decode, zt_nfc
 #ifndef ZT_UNICODE_H
@@ -20,6 +20,7 @@ enum { ZT_UC_OTHER = 0, ZT_UC_LETTER = 1, ZT_UC_NUMBER = 2, ZT_UC_SPACE = 3, ZT_
 #define ZT_UC_CLASS 7u
 #define ZT_UC_NFC_BOUNDARY 8u  // ccc 0 and NFC_QC Yes: NFC never looks across it
 #define ZT_UC_NFC_VERBATIM 16u // unknown to the reference normaliser: passes through untouched
+#define ZT_UC_MARK 32u         // \p{M}: a combining mark (class ZT_UC_OTHER)
 
 extern const uint16_t zt_uni_stage1[0x110000 >> 8];
 extern const uint8_t zt_uni_stage2[];

@@ -17,6 +17,7 @@
 #define ZT_FSDP_H
 #include <stdint.h>
 
+#include "kernels/cuda/attention/policy.h"  // zt_attn_kind, ZT_ATTN_*
 #include "model/family.h"
 #include "engine/comm.h"
 #include "engine/mesh.h"
@@ -26,9 +27,9 @@
 #define ZT_FSDP_PARAM_SLOTS 3   // full-parameter buffers (current, prefetched, tied embedding)
 #define ZT_FSDP_GRAD_SLOTS 4    // full-gradient buffers (computing, reduce-scatters in flight, tied)
 
-// The GPU engine's attention (zt_fsdp_config.attention, zt_fsdp_opts.attention): the tiled
-// kernels (default, no S x S scratch), cuDNN's fused kernel, or the cuBLASLt GEMM path.
-enum { ZT_ATTN_TILED = 0, ZT_ATTN_CUDNN = 1, ZT_ATTN_GEMM = 2 };
+// The GPU engine's attention (zt_fsdp_config.attention, zt_fsdp_opts.attention): a zt_attn_kind
+// (kernels/cuda/attention/policy.h: ZT_ATTN_TILED, the default with no S x S scratch; ZT_ATTN_CUDNN;
+// ZT_ATTN_GEMM), resolved by zt_attn_choose before the engine sees it.
 
 typedef struct {
     double loss;            // mean over all trained targets of the global step (0 when it has none)

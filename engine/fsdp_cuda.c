@@ -51,6 +51,7 @@
 
 #include "kernels/cuda/zt_cuda.h"
 #include "kernels/cuda/zt_cuda_check.h"
+#include "kernels/cuda/attention/dispatch.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
 #include "model/family_cuda.h"
 #include "engine/comm_nccl.h"
@@ -430,14 +431,16 @@ static void update(zt_fsdp *f, int i, double coef, double lr) {
         c->snap_pending = 0;
     }
     if (coef < 1.0) zt_cuda_scale(c->cs, c->grad[i], ZT_F32, (float)coef, u->valid);
-    zt_tensor_span sp[ZT_UNIT_MAX_TENSORS];  // per tensor: no weight decay on norm weights
-    const int ns = zt_unit_spans(&f->lay.units[i], u->lo, u->valid, sp);
+    const zt_unit_layout *ul = &f->lay.units[i];  // per tensor: no weight decay on norm weights
+    zt_tensor_span *sp = zt_xmalloc((size_t)(ul->ntensors > 0 ? ul->ntensors : 1) * sizeof *sp);
+    const int ns = zt_unit_spans(ul, u->lo, u->valid, sp);
     for (int t = 0; t < ns; t++) {
         const int64_t k = sp[t].k;
         zt_cuda_adamw(c->cs, c->master[i] + k, c->pshard[i] + k, c->grad[i] + k, c->m[i] + k, c->v[i] + k, sp[t].len,
                       (float)lr, (float)f->hp.beta1, (float)f->hp.beta2, (float)f->hp.eps,
                       sp[t].decay ? (float)f->hp.weight_decay : 0.0f, f->step);
     }
+    free(sp);  // the launches took the spans by value
 }
 
 // The next step's (or evaluation's) gathers wait for the update (or for nothing new).
@@ -665,9 +668,7 @@ static int check_engine(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_mode
         o->grad_slots > G)
         return zt_err("GPU FSDP pools: %d parameter slot(s) (2..%d, 0 = %d) and %d gradient slot(s) (1..%d, 0 = %d)",
                       o->param_slots, P, P, o->grad_slots, G, G);
-    if (o->attention == ZT_ATTN_CUDNN && !zt_cudnn_sdpa_built())
-        return zt_err("--attention cudnn: this build has no cuDNN attention (cuDNN was not found at configure "
-                      "time; see docs/cuda.md); use --attention tiled");
+    if (zt_attn_usable(o->attention) != 0) return -1;
     if (zt_comm_nccl_device(dcomm) < 0)
         return zt_err("GPU FSDP engine: the data comm is a %s comm; it needs an NCCL one (engine/comm_nccl.h)",
                       zt_comm_backend_name(dcomm));
@@ -824,9 +825,7 @@ static int make_activations(zt_fsdp *f, gpu_state *c, const zt_model_config *cfg
     const int64_t N = (int64_t)f->micro_batch * f->seq_local;  // this rank's tokens (seq_len without a split)
     c->N = N;
     const int64_t asked0 = zt_cuda_malloc_bytes();  // the sizes asked, not the allocator's rounding
-    const zt_cuda_attn_kind att = o->attention == ZT_ATTN_CUDNN || o->attention == ZT_FSDP_CUDNN_FORCE ? ZT_CUDA_ATTN_CUDNN
-                                  : o->attention == ZT_ATTN_GEMM                                        ? ZT_CUDA_ATTN_GEMM
-                                                                                                        : ZT_CUDA_ATTN_TILED;
+    const zt_attn_kind att = (zt_attn_kind)o->attention;  // check_engine: zt_attn_usable
     const zt_family_cuda_context cx = {.C = f->ctx_world, .rank = f->ctx_rank, .S = f->seq_len,
                                        .S_local = f->seq_local, .index = f->ctx_index, .gather = cx_gather,
                                        .scatter = cx_scatter, .ctx = f};
@@ -930,7 +929,7 @@ static int memory_for(const zt_model_config *cfg, int micro_batch, int grad_accu
     if (zt_context_check(&(zt_context_job){.context = C, .family = cfg->family, .config = cfg, .gpu = 1}) != 0) return -1;
     const zt_family_cuda_context cx = {.C = C, .S = seq_len, .S_local = S_local};
     const zt_family_cuda_opts fo = {.recompute = recompute != 0,
-                                    .attention = attention == ZT_ATTN_GEMM ? ZT_CUDA_ATTN_GEMM : ZT_CUDA_ATTN_TILED,
+                                    .attention = attention == ZT_ATTN_GEMM ? ZT_ATTN_GEMM : ZT_ATTN_TILED,
                                     .cx = C > 1 ? &cx : NULL};
     const int64_t N = (int64_t)micro_batch * S_local, nunits = cfg->num_layers + 2;
     int64_t context = 0;

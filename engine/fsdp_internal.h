@@ -42,13 +42,10 @@ typedef struct { zt_fsdp_ev_kind kind; int unit; int micro; double t; } zt_fsdp_
 struct zt_fsdp_backend;  // engine/fsdp_internal.h
 
 // Engine options (the GPU backend's; the CPU backend has none of these). Zero = default.
-#define ZT_FSDP_CUDNN_FORCE 3
 typedef struct zt_fsdp_opts {
     int recompute;          // keep only each layer's input; re-run its forward before its backward
                             // (one more forward per step; identical results: the ops are deterministic)
-    int attention;          // ZT_ATTN_TILED (0), ZT_ATTN_CUDNN (refused when not built), ZT_ATTN_GEMM;
-                            // ZT_FSDP_CUDNN_FORCE: tests only, cuDNN selected even in a build
-                            // without it, to reach the engine's refusals before any attention runs
+    int attention;          // ZT_ATTN_TILED (0), ZT_ATTN_CUDNN (refused when not built: zt_attn_usable), ZT_ATTN_GEMM
     int param_slots;        // tests: smaller pools (0 = ZT_FSDP_PARAM_SLOTS; >= 2, or 3 when tied)
     int grad_slots;         //        (0 = ZT_FSDP_GRAD_SLOTS; >= 1)
     float bench_uniform;    // benchmarks: > 0 draws parameters uniform in [-a, a) on the device instead

@@ -27,12 +27,13 @@ int zt_context_check(const zt_context_job *j) {
         return zt_err("--context-parallel %d: blocks of %lld tokens cannot be split into 2 x %d chunks (each rank holds "
                       "an early and a late chunk); C must be at most seq_len / 2 = %lld",
                       C, (long long)j->seq_len, C, (long long)(j->seq_len / 2));
-    if (j->family && !j->family->context_parallel)
+    if (j->family && !j->family->context_parallel)  // what is missing: the family's words
         return zt_err("--context-parallel %d: the %s family does not train with context parallelism (context "
-                      "parallelism is not implemented for %s: its layers' sequence mixing across the split is not, "
-                      "e.g. Gated DeltaNet's recurrent state passed across the context group); train it without "
-                      "--context-parallel",
-                      C, j->family->name, j->family->title ? j->family->title : j->family->name);
+                      "parallelism is not implemented for %s: its layers' sequence mixing across the split is not%s%s); "
+                      "train it without --context-parallel",
+                      C, j->family->name, j->family->title ? j->family->title : j->family->name,
+                      j->family->context_parallel_missing ? ", e.g. " : "",
+                      j->family->context_parallel_missing ? j->family->context_parallel_missing : "");
     if (j->family && j->gpu && !(j->family->context_parallel & ZT_CONTEXT_GPU))
         return zt_err("--context-parallel %d: the %s family does not train with context parallelism on the GPU yet "
                       "(%s's GPU passes take no split; its CPU passes do: --device cpu); train it on the GPU without "

@@ -2,8 +2,11 @@
 #include "engine/optim.h"
 
 #include <math.h>
+#include <stdlib.h>
 
-int zt_unit_spans(const zt_unit_layout *u, int64_t lo, int64_t n, zt_tensor_span out[ZT_UNIT_MAX_TENSORS]) {
+#include "base/common.h"
+
+int zt_unit_spans(const zt_unit_layout *u, int64_t lo, int64_t n, zt_tensor_span *out) {
     const int64_t hi = lo + n;
     int c = 0;
     for (int i = 0; i < u->ntensors; i++) {
@@ -17,13 +20,14 @@ int zt_unit_spans(const zt_unit_layout *u, int64_t lo, int64_t n, zt_tensor_span
 
 void zt_adamw_range(const zt_ops *ops, const zt_unit_layout *u, int64_t lo, int64_t n, float *p, const float *g,
                     float *m, float *v, double lr, const zt_hparams *hp, int64_t t) {
-    zt_tensor_span sp[ZT_UNIT_MAX_TENSORS];
+    zt_tensor_span *sp = zt_xmalloc((size_t)(u->ntensors > 0 ? u->ntensors : 1) * sizeof *sp);
     const int ns = zt_unit_spans(u, lo, n, sp);
     for (int i = 0; i < ns; i++) {
         const int64_t k = sp[i].k;
         ops->adamw(p + k, g + k, m + k, v + k, sp[i].len, (float)lr, (float)hp->beta1, (float)hp->beta2,
                    (float)hp->eps, sp[i].decay ? (float)hp->weight_decay : 0.0f, t);
     }
+    free(sp);
 }
 
 double zt_clip_coef(double total_norm, double clip) {

@@ -22,9 +22,10 @@ typedef struct {
 // The pieces of elements [lo, lo + n) of unit `u`'s flat vector that fall in each of
 // its tensors, in order: k = offset from lo, len, and whether weight decay applies
 // (matrices and embeddings, never norm weights). Shard padding past the unit's end
-// belongs to no tensor and is left out. Returns the count (<= ZT_UNIT_MAX_TENSORS).
+// belongs to no tensor and is left out. out has room for u->ntensors spans (a unit may hold any
+// number of tensors); returns the count (<= u->ntensors).
 typedef struct { int64_t k, len; int decay; } zt_tensor_span;
-int zt_unit_spans(const zt_unit_layout *u, int64_t lo, int64_t n, zt_tensor_span out[ZT_UNIT_MAX_TENSORS]);
+int zt_unit_spans(const zt_unit_layout *u, int64_t lo, int64_t n, zt_tensor_span *out);
 
 // AdamW on elements [lo, lo + n) of unit `u`'s flat vector; p/g/m/v point at
 // element lo. Weight decay applies only to the tensors marked decay (matrices,

@@ -1,10 +1,11 @@
 // The model families this build knows, and the zt_model_* functions that reach a family
 // through a config's table (model/family.h). Adding a family: its table in model/, one line
-// in `families` below, its codec in model/hf_config.c and its GPU passes in
-// model/family_cuda.c.
+// in `families` below, its codec (model/<family>_codec.c, listed in model/hf_config.c) and its
+// GPU passes in model/family_cuda.c.
 // defines: zt_family_list, zt_family_find, zt_model_preset, zt_model_layout_init, zt_model_init_unit,
 //          zt_model_param_count, zt_model_max_positions, zt_model_flops_matmul_per_token,
-//          zt_model_train_flops, zt_model_recompute_flops, zt_model_layer_kinds, zt_model_layer_plan
+//          zt_model_train_flops, zt_model_recompute_flops, zt_model_layer_kinds, zt_model_layer_plan,
+//          zt_model_hf_prefix
 #include "model/family.h"
 
 #include <string.h>
@@ -69,6 +70,11 @@ int zt_model_layer_kinds(const zt_model_config *c, int n[ZT_LAYER_KINDS]) {
     int present = 0;
     for (int k = 0; k < ZT_LAYER_KINDS; k++) present += n[k] > 0;
     return present;
+}
+
+const char *zt_model_hf_prefix(const zt_model_config *c) {
+    const char *p = c->family && c->family->hf_prefix ? c->family->hf_prefix(c) : NULL;
+    return p && *p ? p : NULL;
 }
 
 void zt_model_layer_plan(const zt_model_config *c, int kind, int64_t S, zt_layer_plan *out) {

@@ -4,11 +4,12 @@
 // on the CPU (`cpu`); the CUDA module holds the GPU passes under the same name
 // (model/family_cuda.h). Qwen3 is the first table (model/qwen3.c: zt_qwen3_family).
 // The config codec (config.json <-> zt_model_config) is the one part not in this table: it
-// needs cJSON, which the GPU-only build lacks, so a family registers its codec in
-// model/hf_config.c (by model_type) instead. docs/design.md "The model seam" is the how-to.
+// needs cJSON, which the GPU-only build lacks, so a family registers a zt_config_codec
+// (model/hf_config_codec.h) in model/hf_config.c's list instead. A family's own config fields
+// live in zt_model_config.own, read only by its code. docs/design.md "The model seam" is the how-to.
 // defines: zt_family, zt_family_cpu, zt_family_context, zt_layer_plan, zt_family_find, zt_family_list, zt_model_preset,
-//          zt_model_title, zt_model_layer_kinds, zt_model_layer_plan (model/family.c also defines the
-//          zt_model_* functions that dispatch through a config's table: zt_model_layout_init and
+//          zt_model_title, zt_model_family_name, zt_model_hf_prefix, zt_model_layer_kinds, zt_model_layer_plan
+//          (model/family.c also defines the zt_model_* functions that dispatch through a config's table: zt_model_layout_init and
 //          zt_model_init_unit (declared in model/layout.h), zt_model_param_count and
 //          zt_model_max_positions (model/hf_config.h), the FLOP counts (model/flops.h))
 #ifndef ZT_FAMILY_H
@@ -128,9 +129,18 @@ struct zt_family {
     // (Qwen3.5: the MTP head's layers against mtp_num_hidden_layers), so that what is carried to export
     // is what the config says it is. 0, or -1 + zt_err naming the tensor and the field.
     int (*check_carried)(const zt_model_config *c, const char *const *names, int n);
+    // Its Hugging Face name adapter (torchtitan's state-dict adapter): the prefix that a checkpoint
+    // of config c puts in place of a layout name's leading "model." (Qwen3.5 read from a
+    // Qwen3_5ForConditionalGeneration config: "model.language_model."; "lm_head.weight" stays at
+    // the top level), or NULL: the checkpoint's names are the layout's. NULL function: never.
+    // checkpoint/ maps names only through zt_model_hf_prefix (model/family.c).
+    const char *(*hf_prefix)(const zt_model_config *c);
     // Which passes' `create` take a zt_family_context (--context-parallel): ZT_CONTEXT_CPU | ZT_CONTEXT_GPU
-    // (Qwen3), ZT_CONTEXT_CPU (Qwen3.5: its GPU passes refuse it); 0: none, refused at start.
+    // (Qwen3), ZT_CONTEXT_CPU (Qwen3.5: its GPU passes refuse it); 0: none, refused at start
+    // (engine/job_shape.c's zt_context_check), the refusal naming what is missing, e.g.
+    // context_parallel_missing (NULL: nothing named).
     int context_parallel;
+    const char *context_parallel_missing;
     // Optional (NULL: none): the family's own rule for a split of C ranks of a config (Qwen3.5: C at most
     // its value heads): 0, or -1 + zt_err with the rule and the numbers (engine/job_shape.c calls it).
     int (*context_rule)(const zt_model_config *c, int C);
@@ -159,6 +169,13 @@ const zt_family *zt_family_find(const char *model_type);
 static inline const char *zt_model_title(const zt_model_config *c) {
     return c->family && c->family->title ? c->family->title : "Qwen3";
 }
+// The name of a config's family ("qwen3" for a config built by hand without a table): what a
+// checkpoint's family check compares.
+static inline const char *zt_model_family_name(const zt_model_config *c) {
+    return c->family && c->family->name ? c->family->name : "qwen3";
+}
+// The family's checkpoint-name prefix for config c (zt_family.hf_prefix), or NULL.
+const char *zt_model_hf_prefix(const zt_model_config *c);
 // A built-in config by name ("qwen3-32b": what `plan` shows without --model): 0, or -1 + zt_err.
 int zt_model_preset(const char *name, zt_model_config *c);
 

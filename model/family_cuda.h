@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cuda/attention/policy.h"
 #include "kernels/cuda/zt_cuda.h"
 #include "model/hf_config.h"
 
@@ -31,7 +32,7 @@ typedef struct zt_family_cuda_context {
 
 typedef struct {
     int recompute;  // keep only each layer's input; re-run its forward before its backward
-    zt_cuda_attn_kind attention;  // TILED (default), GEMM, or CUDNN (refused where it is not built)
+    zt_attn_kind attention;  // TILED (default), GEMM, or CUDNN (refused where it is not built)
     const zt_family_cuda_context *cx;  // NULL: whole rows; else `create`'s S is cx->S_local (copied)
 } zt_family_cuda_opts;
 

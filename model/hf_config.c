@@ -1,13 +1,16 @@
-// The Hugging Face config.json of a Qwen3 checkpoint, read with cJSON and validated
-// against what this trainer implements (dense Qwen3: SiLU MLP, no attention bias, no
-// sliding window, default RoPE), and written back. Every field is taken from the file.
+// The Hugging Face config.json of a checkpoint, read with cJSON and validated against what this
+// trainer implements (SiLU MLP, no attention bias, no sliding window, plain RoPE or YaRN), and
+// written back. Every field is taken from the file. The fields every family has are read here;
+// the family is chosen by model_type through the codecs' table (model/hf_config_codec.h), whose
+// entry reads its own fields, its RoPE extras and a wrapper config, and writes the file back.
 // Here, below the model (model/config.c loads it from a path), because the training
 // checkpoint stores and validates the config too (checkpoint/ckpt.c, ckpt_h5.c).
-// defines: zt_model_config_parse, zt_model_config_json (the codecs of Qwen3 and Qwen3.5's text model,
-//          also read from a Qwen3_5ForConditionalGeneration config; the family by model_type)
+// defines: zt_model_config_parse, zt_model_config_json, zt_config_codecs, zt_config_codec_of, zt_codec_get_int,
+//          zt_codec_get_num, zt_codec_get_dim, zt_codec_add_exact, zt_codec_json_head
 #include "base/json_util.h"
 #include "model/hf_config.h"
 #include "model/family.h"
+#include "model/hf_config_codec.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -21,7 +24,7 @@
 // An integer field within [lo, hi]: the range is checked on the JSON number itself, before
 // any conversion, so 4294967296 layers or a vocabulary of 1e20 are refused instead of
 // wrapping to 0 layers or INT64_MIN.
-static int get_int(const cJSON *root, const char *key, int64_t *out, int required, int64_t lo, int64_t hi,
+int zt_codec_get_int(const cJSON *root, const char *key, int64_t *out, int required, int64_t lo, int64_t hi,
                    const char *origin) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!it || cJSON_IsNull(it)) {
@@ -38,7 +41,7 @@ static int get_int(const cJSON *root, const char *key, int64_t *out, int require
     return 0;
 }
 
-static int get_num(const cJSON *root, const char *key, double *out, int required, const char *origin) {
+int zt_codec_get_num(const cJSON *root, const char *key, double *out, int required, const char *origin) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!it || cJSON_IsNull(it)) {
         if (required) return zt_err("%s: required field \"%s\" is missing", origin, key);
@@ -49,16 +52,47 @@ static int get_num(const cJSON *root, const char *key, double *out, int required
     return 0;
 }
 
-// Limits: generous for any dense Qwen3 (Qwen3-32B: 64 layers, 5120 hidden, 25600 ffn, 64/8
-// heads of 128, 151936 tokens) and small enough that every size computed from them fits an
-// int64 (and token ids an int32).
-#define LIM_VOCAB (((int64_t)1 << 31) - 1)
-#define LIM_HIDDEN ((int64_t)1 << 20)
-#define LIM_FFN ((int64_t)1 << 22)
-#define LIM_LAYERS 4096
-#define LIM_HEADS 4096
-#define LIM_HEAD_DIM 4096
-#define LIM_POSITIONS ((int64_t)1 << 31)
+
+// ---- the codecs' table --------------------------------------------------------------------------
+
+extern const zt_config_codec zt_qwen3_codec, zt_qwen3_5_codec;  // model/qwen3_codec.c, model/qwen3_5_codec.c
+
+// Adding a family's codec: its entry here (the first is a config's without model_type).
+static const zt_config_codec *const codecs[] = {&zt_qwen3_codec, &zt_qwen3_5_codec, NULL};
+
+const zt_config_codec *const *zt_config_codecs(void) { return codecs; }
+
+// By the family's name, its key (as the CUDA module's table): a copy of a table (a test's
+// variant of a family) keeps its family's codec.
+const zt_config_codec *zt_config_codec_of(const zt_family *f) {
+    for (int i = 0; f && codecs[i]; i++)
+        if (codecs[i]->family == f || !strcmp(codecs[i]->family->name, f->name)) return codecs[i];
+    return NULL;
+}
+
+// The codec of a text model's model_type (NULL: the first, a config written before families).
+static const zt_config_codec *codec_of_type(const char *model_type) {
+    if (!model_type) return codecs[0];
+    for (int i = 0; codecs[i]; i++)
+        if (!strcmp(codecs[i]->model_type, model_type)) return codecs[i];
+    return NULL;
+}
+
+static const zt_config_codec *codec_of_wrapper(const char *model_type) {
+    for (int i = 0; codecs[i]; i++)
+        if (codecs[i]->wrapper_type && !strcmp(codecs[i]->wrapper_type, model_type)) return codecs[i];
+    return NULL;
+}
+
+// What the codecs implement, for the unknown model_type message: "A and B", "A, B and C".
+static void implemented(char *out, size_t n) {
+    int k = 0;
+    while (codecs[k]) k++;
+    size_t o = 0;
+    out[0] = 0;
+    for (int i = 0; i < k && o < n; i++)
+        o += (size_t)snprintf(out + o, n - o, "%s%s", i == 0 ? "" : i == k - 1 ? " and " : ", ", codecs[i]->implements);
+}
 
 // rope_type (or the older "type") of a RoPE settings object, or NULL.
 static const char *rope_type_of(const cJSON *o) {
@@ -69,7 +103,7 @@ static const char *rope_type_of(const cJSON *o) {
 
 // An optional number of a rope_scaling object that must be finite and > 0 when given.
 static int get_pos_num(const cJSON *o, const char *key, double *out, const char *what, const char *origin) {
-    const int rc = get_num(o, key, out, 0, origin);
+    const int rc = zt_codec_get_num(o, key, out, 0, origin);
     if (rc < 0) return -1;
     if (rc == 0 && !(isfinite(*out) && *out > 0))
         return zt_err("%s: %s.%s must be a finite number > 0 (got %g)", origin, what, key, *out);
@@ -88,32 +122,33 @@ static int parse_rope_scaling(zt_model_config *c, const cJSON *rs, const char *w
     if (!type || !strcmp(type, "default")) return 0;
     if (strcmp(type, "yarn") != 0)
         return zt_err("%s: %s.rope_type \"%s\" is not supported (plain RoPE or \"yarn\")", origin, what, type);
-    if (c->family && !strcmp(c->family->name, "qwen3_5"))  // before Qwen3's rules, which are not Qwen3.5's
-        return zt_err("%s: %s.rope_type is \"yarn\": YaRN is not implemented for Qwen3.5 (its rope_type must be "
-                      "\"default\")", origin, what);
+    const zt_config_codec *codec = zt_config_codec_of(c->family);
+    if (codec && !codec->yarn)  // before Qwen3's rules, which are not the other family's
+        return zt_err("%s: %s.rope_type is \"yarn\": YaRN is not implemented for %s (its rope_type must be "
+                      "\"default\")", origin, what, zt_model_title(c));
     c->rope_yarn = 1;
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(rs, "factor");
     if (!f || cJSON_IsNull(f))
         return zt_err("%s: %s is YaRN but has no \"factor\" (Qwen3: 4.0 with original_max_position_embeddings "
                       "32768 for 131072 positions)", origin, what);
-    if (get_num(rs, "factor", &c->rope_factor, 1, origin) < 0) return -1;
+    if (zt_codec_get_num(rs, "factor", &c->rope_factor, 1, origin) < 0) return -1;
     if (!(isfinite(c->rope_factor) && c->rope_factor > 1))
         return zt_err("%s: %s.factor must be a finite number > 1 (got %g): YaRN stretches the trained positions by it",
                       origin, what, c->rope_factor);
     // transformers' default: the config's max_position_embeddings (read before this)
     c->rope_original_max_positions = c->max_position_embeddings;
-    if (get_int(rs, "original_max_position_embeddings", &c->rope_original_max_positions, 0, 1, LIM_POSITIONS,
+    if (zt_codec_get_int(rs, "original_max_position_embeddings", &c->rope_original_max_positions, 0, 1, ZT_LIM_POSITIONS,
                 origin) < 0)
         return -1;
     // The scaled range is what the gate holds seq_len to: it must be a number of positions this
     // trainer can count (a factor of 1e30 once overflowed it, and the gate reported the unscaled 64).
     const double range = c->rope_factor * (double)c->rope_original_max_positions;
-    if (range > (double)LIM_POSITIONS)
+    if (range > (double)ZT_LIM_POSITIONS)
         return zt_err("%s: %s.factor %g x original_max_position_embeddings %lld = %.4g positions, beyond the %lld this "
                       "trainer supports (as for max_position_embeddings): YaRN's factor is the context length over "
                       "the original one (Qwen3: 4.0 with 32768)",
                       origin, what, c->rope_factor, (long long)c->rope_original_max_positions, range,
-                      (long long)LIM_POSITIONS);
+                      (long long)ZT_LIM_POSITIONS);
     if (get_pos_num(rs, "attention_factor", &c->rope_attention_factor, what, origin) < 0 ||
         get_pos_num(rs, "beta_fast", &c->rope_beta_fast, what, origin) < 0 ||
         get_pos_num(rs, "beta_slow", &c->rope_beta_slow, what, origin) < 0 ||
@@ -124,7 +159,7 @@ static int parse_rope_scaling(zt_model_config *c, const cJSON *rs, const char *w
     if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr)) return zt_err("%s: %s.truncate must be true or false", origin, what);
     c->rope_no_truncate = tr && cJSON_IsFalse(tr);
     double prf = 1;
-    if (get_num(rs, "partial_rotary_factor", &prf, 0, origin) < 0) return -1;
+    if (zt_codec_get_num(rs, "partial_rotary_factor", &prf, 0, origin) < 0) return -1;
     if (prf != 1)
         return zt_err("%s: %s.partial_rotary_factor %g: Qwen3 rotates the whole head (1.0)", origin, what, prf);
     return 0;
@@ -146,110 +181,29 @@ static int refuse_unsupported(const cJSON *root, const char *origin) {
 }
 
 // An optional positive integer field with a default.
-static int get_dim(const cJSON *root, const char *key, int *out, int dflt, int64_t hi, const char *origin) {
+int zt_codec_get_dim(const cJSON *root, const char *key, int *out, int dflt, int64_t hi, const char *origin) {
     int64_t v = dflt;
-    if (get_int(root, key, &v, 0, 1, hi, origin) < 0) return -1;
+    if (zt_codec_get_int(root, key, &v, 0, 1, hi, origin) < 0) return -1;
     *out = (int)v;
     return 0;
 }
 
-// Qwen3.5's RoPE fields: partial_rotary_factor (the RoPE object's, else the top level's, else
-// 0.25: Qwen3_5TextConfig's default) and the MRoPE sections, from rd, the RoPE object
-// transformers reads (read_rope), or NULL.
-static int read_qwen3_5_rope(zt_model_config *c, const cJSON *root, const cJSON *rd, const char *what,
-                             const char *origin) {
-    double prf = 0.25;
-    if (get_num(root, "partial_rotary_factor", &prf, 0, origin) < 0) return -1;
-    if (rd && get_num(rd, "partial_rotary_factor", &prf, 0, origin) < 0) return -1;
-    if (!(prf > 0 && prf <= 1))
-        return zt_err("%s: partial_rotary_factor must be in (0, 1] (got %g)", origin, prf);
-    c->partial_rotary_factor = prf;
-    c->rotary_dim = (int)(c->head_dim * prf);  // Python's int(): truncation
-    if (c->rotary_dim < 2 || c->rotary_dim % 2)
-        return zt_err("%s: head_dim %d x partial_rotary_factor %g = %d rotated dims; RoPE needs an even number >= 2",
-                      origin, c->head_dim, prf, c->rotary_dim);
-    c->mrope_section[0] = 11, c->mrope_section[1] = 11, c->mrope_section[2] = 10;
-    c->mrope_interleaved = 0;
-    if (!rd) return 0;
-    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(rd, "mrope_section");
-    if (ms && !cJSON_IsNull(ms)) {
-        if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) != 3)
-            return zt_err("%s: %s.mrope_section must be an array of 3 integers", origin, what);
-        for (int i = 0; i < 3; i++) {
-            const cJSON *e = cJSON_GetArrayItem(ms, i);
-            if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
-                e->valuedouble > LIM_HEAD_DIM)
-                return zt_err("%s: %s.mrope_section[%d] must be an integer in [0, %d]", origin, what, i,
-                              LIM_HEAD_DIM);
-            c->mrope_section[i] = (int)e->valuedouble;
-        }
-    }
-    const cJSON *mi = cJSON_GetObjectItemCaseSensitive(rd, "mrope_interleaved");
-    if (mi && !cJSON_IsNull(mi) && !cJSON_IsBool(mi))
-        return zt_err("%s: %s.mrope_interleaved must be true or false", origin, what);
-    c->mrope_interleaved = mi && cJSON_IsTrue(mi);
-    return 0;
-}
-
-// Qwen3.5's text fields (transformers' Qwen3_5TextConfig, its defaults where a field is absent;
-// its RoPE fields are read_qwen3_5_rope's).
-static int parse_qwen3_5(zt_model_config *c, const cJSON *root, const char *origin) {
-    const cJSON *gate = cJSON_GetObjectItemCaseSensitive(root, "attn_output_gate");
-    if (gate && !cJSON_IsNull(gate) && !cJSON_IsBool(gate))
-        return zt_err("%s: attn_output_gate must be true or false", origin);
-    if (gate && cJSON_IsFalse(gate))
-        return zt_err("%s: attn_output_gate is false; Qwen3.5's full attention always has its sigmoid output gate "
-                      "(transformers' Qwen3_5Attention)", origin);
-    c->attn_output_gate = 1;
-    if (get_dim(root, "linear_conv_kernel_dim", &c->lin_conv_kernel, 4, 64, origin) ||
-        get_dim(root, "linear_key_head_dim", &c->lin_key_dim, 128, LIM_HEAD_DIM, origin) ||
-        get_dim(root, "linear_value_head_dim", &c->lin_value_dim, 128, LIM_HEAD_DIM, origin) ||
-        get_dim(root, "linear_num_key_heads", &c->lin_key_heads, 16, LIM_HEADS, origin) ||
-        get_dim(root, "linear_num_value_heads", &c->lin_value_heads, 32, LIM_HEADS, origin))
-        return -1;
-    if (c->lin_value_heads % c->lin_key_heads)
-        return zt_err("%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d (each key head "
-                      "serves a whole number of value heads)", origin, c->lin_value_heads, c->lin_key_heads);
-    int64_t v = 0;
-    if (get_int(root, "mtp_num_hidden_layers", &v, 0, 0, 64, origin) < 0) return -1;
-    c->mtp_layers = (int)v;
-    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-    if (lt && !cJSON_IsNull(lt)) {
-        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->num_layers)
-            return zt_err("%s: layer_types must be an array of num_hidden_layers = %d strings", origin, c->num_layers);
-        int l = 0;
-        const cJSON *e;
-        cJSON_ArrayForEach(e, lt) {
-            if (cJSON_IsString(e) && !strcmp(e->valuestring, "linear_attention"))
-                c->layer_linear[l] = 1;
-            else if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention") != 0)
-                return zt_err("%s: layer_types[%d] is %s%s%s; Qwen3.5 has \"linear_attention\" and \"full_attention\"",
-                              origin, l, cJSON_IsString(e) ? "\"" : "", cJSON_IsString(e) ? e->valuestring : "not a string",
-                              cJSON_IsString(e) ? "\"" : "");
-            l++;
-        }
-    } else {  // transformers: every full_attention_interval-th layer is full attention
-        int64_t every = 4;
-        if (get_int(root, "full_attention_interval", &every, 0, 1, LIM_LAYERS, origin) < 0) return -1;
-        for (int l = 0; l < c->num_layers; l++) c->layer_linear[l] = (l + 1) % every != 0;
-    }
-    return 0;
-}
-
 // The RoPE settings of rd, the object transformers reads (NULL: none), named `what`: rope_theta
-// (rd's, else the top level's, else 10000), the scaling, and Qwen3.5's rotary fields.
+// (rd's, else the top level's, else 10000), the scaling, and the family's own rotary fields
+// (its codec's parse_rope).
 static int read_rope(zt_model_config *c, const cJSON *root, const cJSON *rd, const char *what, const char *origin) {
     c->rope_theta = 10000.0;
     c->rope_yarn = c->rope_no_truncate = 0;
     c->rope_factor = c->rope_attention_factor = c->rope_beta_fast = c->rope_beta_slow = 0;
     c->rope_mscale = c->rope_mscale_all_dim = 0;
     c->rope_original_max_positions = 0;
-    if (get_num(root, "rope_theta", &c->rope_theta, 0, origin) < 0) return -1;
-    if (rd && get_num(rd, "rope_theta", &c->rope_theta, 0, origin) < 0) return -1;
+    if (zt_codec_get_num(root, "rope_theta", &c->rope_theta, 0, origin) < 0) return -1;
+    if (rd && zt_codec_get_num(rd, "rope_theta", &c->rope_theta, 0, origin) < 0) return -1;
     if (!(c->rope_theta > 0) || !isfinite(c->rope_theta))
         return zt_err("%s: rope_theta must be a finite number > 0", origin);
     if (rd && parse_rope_scaling(c, rd, what, origin) != 0) return -1;
-    if (!strcmp(c->family->name, "qwen3_5")) return read_qwen3_5_rope(c, root, rd, what, origin);
+    const zt_config_codec *codec = zt_config_codec_of(c->family);
+    if (codec && codec->parse_rope) return codec->parse_rope(c, root, rd, what, origin);
     c->rotary_dim = c->head_dim;
     return 0;
 }
@@ -271,8 +225,7 @@ static int same_rope(const zt_model_config *a, const zt_model_config *b) {
            a->rope_beta_slow == b->rope_beta_slow && a->rope_mscale == b->rope_mscale &&
            a->rope_mscale_all_dim == b->rope_mscale_all_dim && a->rope_no_truncate == b->rope_no_truncate &&
            a->partial_rotary_factor == b->partial_rotary_factor && a->rotary_dim == b->rotary_dim &&
-           !memcmp(a->mrope_section, b->mrope_section, sizeof a->mrope_section) &&
-           a->mrope_interleaved == b->mrope_interleaved;
+           !memcmp(a->own.bytes, b->own.bytes, sizeof a->own.bytes);  // the family's RoPE fields (read first)
 }
 
 static void add_note(zt_model_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -326,35 +279,38 @@ static int parse_object(zt_model_config *c, const cJSON *root, const char *origi
     int64_t v;
     const cJSON *it;
 
-    // The family by model_type (absent: "qwen3", as every zerotrain config before families had it).
+    // The family by model_type, through the codecs' table (absent: the first codec's, Qwen3's, as
+    // every zerotrain config before families had it).
     it = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    c->family = zt_family_find(it && cJSON_IsString(it) ? it->valuestring : "qwen3");
-    if (!c->family) {
-        zt_err("%s: model_type is \"%s\"; zerotrain implements \"qwen3\" (dense Qwen3) and \"qwen3_5_text\" / "
-               "\"qwen3_5\" (Qwen3.5's text model)", origin, cJSON_IsString(it) ? it->valuestring : "?");
+    const zt_config_codec *codec = codec_of_type(it && cJSON_IsString(it) ? it->valuestring : NULL);
+    if (!codec) {
+        char known[512];
+        implemented(known, sizeof known);
+        zt_err("%s: model_type is \"%s\"; zerotrain implements %s", origin, cJSON_IsString(it) ? it->valuestring : "?",
+               known);
         goto out;
     }
-    const int q35 = !strcmp(c->family->name, "qwen3_5");
-    if (get_int(root, "vocab_size", &c->vocab_size, 1, 1, LIM_VOCAB, origin) ||
-        get_int(root, "hidden_size", &c->hidden_size, 1, 1, LIM_HIDDEN, origin) ||
-        get_int(root, "intermediate_size", &c->intermediate_size, 1, 1, LIM_FFN, origin))
+    c->family = codec->family;
+    if (zt_codec_get_int(root, "vocab_size", &c->vocab_size, 1, 1, ZT_LIM_VOCAB, origin) ||
+        zt_codec_get_int(root, "hidden_size", &c->hidden_size, 1, 1, ZT_LIM_HIDDEN, origin) ||
+        zt_codec_get_int(root, "intermediate_size", &c->intermediate_size, 1, 1, ZT_LIM_FFN, origin))
         goto out;
-    if (get_int(root, "num_hidden_layers", &v, 1, 1, LIM_LAYERS, origin)) goto out;
+    if (zt_codec_get_int(root, "num_hidden_layers", &v, 1, 1, ZT_LIM_LAYERS, origin)) goto out;
     c->num_layers = (int)v;
-    if (get_int(root, "num_attention_heads", &v, 1, 1, LIM_HEADS, origin)) goto out;
+    if (zt_codec_get_int(root, "num_attention_heads", &v, 1, 1, ZT_LIM_HEADS, origin)) goto out;
     c->num_heads = (int)v;
     v = c->num_heads;  // HF default: num_key_value_heads = num_attention_heads
-    if (get_int(root, "num_key_value_heads", &v, 0, 1, LIM_HEADS, origin) < 0) goto out;
+    if (zt_codec_get_int(root, "num_key_value_heads", &v, 0, 1, ZT_LIM_HEADS, origin) < 0) goto out;
     c->num_kv_heads = (int)v;
     if (c->num_heads % c->num_kv_heads) {
         zt_err("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", origin, c->num_heads,
                c->num_kv_heads);
         goto out;
     }
-    int hd_rc = get_int(root, "head_dim", &v, 0, 1, LIM_HEAD_DIM, origin);
+    int hd_rc = zt_codec_get_int(root, "head_dim", &v, 0, 1, ZT_LIM_HEAD_DIM, origin);
     if (hd_rc < 0) goto out;
-    if (hd_rc == 1 && q35) {
-        v = 256;  // Qwen3_5TextConfig's default
+    if (hd_rc == 1 && codec->head_dim_default) {
+        v = codec->head_dim_default;  // the family's config class's default (Qwen3_5TextConfig: 256)
     } else if (hd_rc == 1) {
         if (c->hidden_size % c->num_heads) {
             zt_err("%s: head_dim is absent and hidden_size %lld is not divisible by num_attention_heads %d", origin,
@@ -363,8 +319,8 @@ static int parse_object(zt_model_config *c, const cJSON *root, const char *origi
         }
         v = c->hidden_size / c->num_heads;
     }
-    if (v < 1 || v > LIM_HEAD_DIM) {
-        zt_err("%s: head_dim %lld is outside [1, %d]", origin, (long long)v, LIM_HEAD_DIM);
+    if (v < 1 || v > ZT_LIM_HEAD_DIM) {
+        zt_err("%s: head_dim %lld is outside [1, %d]", origin, (long long)v, ZT_LIM_HEAD_DIM);
         goto out;
     }
     if (v % 2) {
@@ -374,7 +330,7 @@ static int parse_object(zt_model_config *c, const cJSON *root, const char *origi
     c->head_dim = (int)v;
 
     c->rms_norm_eps = 1e-6;
-    if (get_num(root, "rms_norm_eps", &c->rms_norm_eps, 0, origin) < 0) goto out;
+    if (zt_codec_get_num(root, "rms_norm_eps", &c->rms_norm_eps, 0, origin) < 0) goto out;
     if (!(c->rms_norm_eps > 0) || !isfinite(c->rms_norm_eps)) {
         zt_err("%s: rms_norm_eps must be a finite number > 0 (got %g)", origin, c->rms_norm_eps);
         goto out;
@@ -386,17 +342,19 @@ static int parse_object(zt_model_config *c, const cJSON *root, const char *origi
     }
     c->tie_word_embeddings = it ? cJSON_IsTrue(it) : 0;  // HF Qwen3Config default: false
     c->initializer_range = 0.02;
-    if (get_num(root, "initializer_range", &c->initializer_range, 0, origin) < 0) goto out;
+    if (zt_codec_get_num(root, "initializer_range", &c->initializer_range, 0, origin) < 0) goto out;
     if (!(c->initializer_range >= 0) || !isfinite(c->initializer_range)) {
         zt_err("%s: initializer_range must be a finite number >= 0 (got %g)", origin, c->initializer_range);
         goto out;
     }
-    c->max_position_embeddings = q35 ? 32768 : 40960;
-    if (get_int(root, "max_position_embeddings", &c->max_position_embeddings, 0, 1, LIM_POSITIONS, origin) < 0) goto out;
+    c->max_position_embeddings = codec->max_positions_default;
+    if (zt_codec_get_int(root, "max_position_embeddings", &c->max_position_embeddings, 0, 1, ZT_LIM_POSITIONS,
+                         origin) < 0)
+        goto out;
     // RoPE (after max_position_embeddings, YaRN's default original range, and head_dim)
     if (read_rope_fields(c, root, origin) != 0) goto out;
     c->bos_token_id = c->eos_token_id = -1;
-    if (get_int(root, "bos_token_id", &c->bos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) goto out;
+    if (zt_codec_get_int(root, "bos_token_id", &c->bos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) goto out;
     it = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
     if (it && cJSON_IsArray(it) && cJSON_GetArraySize(it) > 0) {  // several stop tokens: every one a token id
         const cJSON *e;
@@ -409,10 +367,10 @@ static int parse_object(zt_model_config *c, const cJSON *root, const char *origi
             }
         }
         c->eos_token_id = (int64_t)cJSON_GetArrayItem(it, 0)->valuedouble;
-    } else if (get_int(root, "eos_token_id", &c->eos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) {
+    } else if (zt_codec_get_int(root, "eos_token_id", &c->eos_token_id, 0, 0, c->vocab_size - 1, origin) < 0) {
         goto out;
     }
-    if (q35 && parse_qwen3_5(c, root, origin) != 0) goto out;
+    if (codec->parse && codec->parse(c, root, origin) != 0) goto out;
     if (zt_model_param_count(c) < 0) {
         zt_err("%s: the parameter count of this config overflows a 64-bit integer", origin);
         goto out;
@@ -421,6 +379,48 @@ static int parse_object(zt_model_config *c, const cJSON *root, const char *origi
     if (refuse_unsupported(root, origin) != 0) goto out;
     rc = 0;
 out:
+    return rc;
+}
+
+// A wrapper config of `codec`'s family: its "text_config" read as the family's text config, with
+// the wrapper's tie_word_embeddings. -1 + zt_err, or parse_object's result.
+static int parse_wrapped(zt_model_config *c, const cJSON *root, const zt_config_codec *codec, const char *origin) {
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+    if (!cJSON_IsObject(tc))
+        return zt_err("%s: model_type \"%s\" (%s) needs a \"text_config\" object: zerotrain trains the text model",
+                      origin, codec->wrapper_type, codec->wrapper_class);
+    cJSON *text = cJSON_Duplicate(tc, 1);
+    const cJSON *tmt = cJSON_GetObjectItemCaseSensitive(text, "model_type");
+    if (!tmt) cJSON_AddStringToObject(text, "model_type", codec->model_type);
+    else if (!cJSON_IsString(tmt) || strcmp(tmt->valuestring, codec->model_type) != 0) {
+        cJSON_Delete(text);
+        return zt_err("%s: text_config.model_type must be \"%s\"", origin, codec->model_type);
+    }
+    // Tied or not is the wrapper's own tie_word_embeddings (Qwen3_5Config's; absent: false):
+    // transformers 5 ties lm_head.weight by the config of the model that declares the tie
+    // (PreTrainedModel.get_expanded_tied_weights_keys reads self.config.tie_word_embeddings,
+    // and Qwen3_5ForConditionalGeneration's config is the wrapper's). text_config's is not read.
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    const cJSON *ttie = cJSON_GetObjectItemCaseSensitive(text, "tie_word_embeddings");
+    if ((tie && !cJSON_IsNull(tie) && !cJSON_IsBool(tie)) || (ttie && !cJSON_IsNull(ttie) && !cJSON_IsBool(ttie))) {
+        cJSON_Delete(text);
+        return zt_err("%s: %stie_word_embeddings must be true or false", origin,
+                      tie && !cJSON_IsNull(tie) && !cJSON_IsBool(tie) ? "" : "text_config.");
+    }
+    const int tied = tie && cJSON_IsTrue(tie);
+    const int text_says = ttie && cJSON_IsBool(ttie) ? cJSON_IsTrue(ttie) : -1;
+    cJSON_DeleteItemFromObjectCaseSensitive(text, "tie_word_embeddings");
+    cJSON_AddBoolToObject(text, "tie_word_embeddings", tied);
+    char where[600];
+    snprintf(where, sizeof where, "%s (text_config)", origin);
+    const int rc = parse_object(c, text, where);
+    if (codec->wrapped) codec->wrapped(c);
+    if (rc == 0 && text_says >= 0 && text_says != tied)
+        add_note(c, "%s: tie_word_embeddings is %s but text_config.tie_word_embeddings is %s; transformers 5's "
+                    "%s reads the top-level one, and so does zerotrain: lm_head.weight is %s",
+                 origin, tied ? "true" : "false", text_says ? "true" : "false", codec->wrapper_class,
+                 tied ? "the embedding (tied)" : "a matrix of its own (untied), read from the checkpoint");
+    cJSON_Delete(text);
     return rc;
 }
 
@@ -438,55 +438,11 @@ int zt_model_config_parse(zt_model_config *c, const char *json, const char *orig
         cJSON_Delete(root);
         return zt_err("%s: top level must be a JSON object", origin);
     }
-    // Qwen3_5ForConditionalGeneration (model_type "qwen3_5"): the text model's config is
-    // "text_config"; the vision tower's is carried, not read.
+    // A wrapper (a codec's wrapper_type: Qwen3_5ForConditionalGeneration, model_type "qwen3_5"): the
+    // text model's config is "text_config"; the rest (a vision tower's) is carried, not read.
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    int rc;
-    if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "qwen3_5")) {
-        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
-        if (!cJSON_IsObject(tc)) {
-            cJSON_Delete(root);
-            return zt_err("%s: model_type \"qwen3_5\" (Qwen3_5ForConditionalGeneration) needs a \"text_config\" "
-                          "object: zerotrain trains the text model", origin);
-        }
-        cJSON *text = cJSON_Duplicate(tc, 1);
-        const cJSON *tmt = cJSON_GetObjectItemCaseSensitive(text, "model_type");
-        if (!tmt) cJSON_AddStringToObject(text, "model_type", "qwen3_5_text");
-        else if (!cJSON_IsString(tmt) || strcmp(tmt->valuestring, "qwen3_5_text") != 0) {
-            cJSON_Delete(text);
-            cJSON_Delete(root);
-            return zt_err("%s: text_config.model_type must be \"qwen3_5_text\"", origin);
-        }
-        // Tied or not is the wrapper's own tie_word_embeddings (Qwen3_5Config's; absent: false):
-        // transformers 5 ties lm_head.weight by the config of the model that declares the tie
-        // (PreTrainedModel.get_expanded_tied_weights_keys reads self.config.tie_word_embeddings,
-        // and Qwen3_5ForConditionalGeneration's config is the wrapper's). text_config's is not read.
-        const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
-        const cJSON *ttie = cJSON_GetObjectItemCaseSensitive(text, "tie_word_embeddings");
-        if ((tie && !cJSON_IsNull(tie) && !cJSON_IsBool(tie)) || (ttie && !cJSON_IsNull(ttie) && !cJSON_IsBool(ttie))) {
-            cJSON_Delete(text);
-            cJSON_Delete(root);
-            return zt_err("%s: %stie_word_embeddings must be true or false", origin,
-                          tie && !cJSON_IsNull(tie) && !cJSON_IsBool(tie) ? "" : "text_config.");
-        }
-        const int tied = tie && cJSON_IsTrue(tie);
-        const int text_says = ttie && cJSON_IsBool(ttie) ? cJSON_IsTrue(ttie) : -1;
-        cJSON_DeleteItemFromObjectCaseSensitive(text, "tie_word_embeddings");
-        cJSON_AddBoolToObject(text, "tie_word_embeddings", tied);
-        char where[600];
-        snprintf(where, sizeof where, "%s (text_config)", origin);
-        rc = parse_object(c, text, where);
-        c->vlm = 1;
-        if (rc == 0 && text_says >= 0 && text_says != tied)
-            add_note(c, "%s: tie_word_embeddings is %s but text_config.tie_word_embeddings is %s; transformers 5's "
-                        "Qwen3_5ForConditionalGeneration reads the top-level one, and so does zerotrain: lm_head.weight "
-                        "is %s",
-                     origin, tied ? "true" : "false", text_says ? "true" : "false",
-                     tied ? "the embedding (tied)" : "a matrix of its own (untied), read from the checkpoint");
-        cJSON_Delete(text);
-    } else {
-        rc = parse_object(c, root, origin);
-    }
+    const zt_config_codec *wrapper = cJSON_IsString(mt) ? codec_of_wrapper(mt->valuestring) : NULL;
+    const int rc = wrapper ? parse_wrapped(c, root, wrapper, origin) : parse_object(c, root, origin);
     cJSON_Delete(root);
     return rc;
 }
@@ -495,7 +451,7 @@ int zt_model_config_parse(zt_model_config *c, const char *json, const char *orig
 // own printing accepts a 15-digit text within a relative epsilon, so 8.888888888888889e+51 came
 // back one unit in the last place off, and a written config did not equal the one it came from
 // (fuzz_config).
-static void add_exact(cJSON *o, const char *key, double v) {
+void zt_codec_add_exact(cJSON *o, const char *key, double v) {
     char buf[40];
     for (int digits = 15; digits <= 17; digits++) {
         snprintf(buf, sizeof buf, "%.*g", digits, v);
@@ -505,7 +461,7 @@ static void add_exact(cJSON *o, const char *key, double v) {
 }
 
 // A config.json's first fields, the same in both families: the class, model_type and the sizes.
-static cJSON *json_head(const zt_model_config *c, const char *arch_name, const char *model_type) {
+cJSON *zt_codec_json_head(const zt_model_config *c, const char *arch_name, const char *model_type) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
     cJSON_AddItemToArray(arch, cJSON_CreateString(arch_name));
@@ -520,69 +476,8 @@ static cJSON *json_head(const zt_model_config *c, const char *arch_name, const c
     return o;
 }
 
-// Qwen3.5's text config (Qwen3_5ForCausalLM): the fields both families share, then its own.
-static char *qwen3_5_json(const zt_model_config *c) {
-    cJSON *o = json_head(c, "Qwen3_5ForCausalLM", "qwen3_5_text");
-    cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddBoolToObject(o, "attention_bias", 0);
-    cJSON_AddBoolToObject(o, "attn_output_gate", 1);
-    cJSON_AddNumberToObject(o, "linear_conv_kernel_dim", c->lin_conv_kernel);
-    cJSON_AddNumberToObject(o, "linear_key_head_dim", c->lin_key_dim);
-    cJSON_AddNumberToObject(o, "linear_value_head_dim", c->lin_value_dim);
-    cJSON_AddNumberToObject(o, "linear_num_key_heads", c->lin_key_heads);
-    cJSON_AddNumberToObject(o, "linear_num_value_heads", c->lin_value_heads);
-    cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
-    for (int l = 0; l < c->num_layers; l++)
-        cJSON_AddItemToArray(lt, cJSON_CreateString(c->layer_linear[l] ? "linear_attention" : "full_attention"));
-    cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->max_position_embeddings);
-    add_exact(o, "rms_norm_eps", c->rms_norm_eps);
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
-    cJSON *rp = cJSON_AddObjectToObject(o, "rope_parameters");
-    cJSON_AddStringToObject(rp, "rope_type", "default");
-    add_exact(rp, "rope_theta", c->rope_theta);
-    add_exact(rp, "partial_rotary_factor", c->partial_rotary_factor);
-    cJSON_AddBoolToObject(rp, "mrope_interleaved", c->mrope_interleaved);
-    cJSON *ms = cJSON_AddArrayToObject(rp, "mrope_section");
-    for (int i = 0; i < 3; i++) cJSON_AddItemToArray(ms, cJSON_CreateNumber(c->mrope_section[i]));
-    if (c->mtp_layers) cJSON_AddNumberToObject(o, "mtp_num_hidden_layers", c->mtp_layers);
-    if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", (double)c->bos_token_id);
-    if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", (double)c->eos_token_id);
-    add_exact(o, "initializer_range", c->initializer_range);
-    cJSON_AddStringToObject(o, "torch_dtype", "bfloat16");
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    return s;
-}
-
 char *zt_model_config_json(const zt_model_config *c) {
-    if (c->family && !strcmp(c->family->name, "qwen3_5")) return qwen3_5_json(c);
-    cJSON *o = json_head(c, "Qwen3ForCausalLM", "qwen3");
-    add_exact(o, "rms_norm_eps", c->rms_norm_eps);
-    add_exact(o, "rope_theta", c->rope_theta);
-    if (c->rope_yarn) {  // the spelling every transformers reads (5 converts it to rope_parameters)
-        cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
-        cJSON_AddStringToObject(rs, "rope_type", "yarn");
-        add_exact(rs, "factor", c->rope_factor);
-        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", (double)c->rope_original_max_positions);
-        if (c->rope_attention_factor > 0) add_exact(rs, "attention_factor", c->rope_attention_factor);
-        if (c->rope_beta_fast > 0) add_exact(rs, "beta_fast", c->rope_beta_fast);
-        if (c->rope_beta_slow > 0) add_exact(rs, "beta_slow", c->rope_beta_slow);
-        if (c->rope_mscale > 0) add_exact(rs, "mscale", c->rope_mscale);
-        if (c->rope_mscale_all_dim > 0) add_exact(rs, "mscale_all_dim", c->rope_mscale_all_dim);
-        if (c->rope_no_truncate) cJSON_AddFalseToObject(rs, "truncate");
-    } else {
-        cJSON_AddNullToObject(o, "rope_scaling");
-    }
-    cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_word_embeddings);
-    add_exact(o, "initializer_range", c->initializer_range);
-    cJSON_AddNumberToObject(o, "max_position_embeddings", (double)c->max_position_embeddings);
-    if (c->bos_token_id >= 0) cJSON_AddNumberToObject(o, "bos_token_id", (double)c->bos_token_id);
-    if (c->eos_token_id >= 0) cJSON_AddNumberToObject(o, "eos_token_id", (double)c->eos_token_id);
-    cJSON_AddBoolToObject(o, "attention_bias", 0);
-    cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddBoolToObject(o, "use_sliding_window", 0);
-    cJSON_AddStringToObject(o, "torch_dtype", "bfloat16");
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    return s;
+    const zt_config_codec *codec = c->family ? zt_config_codec_of(c->family) : codecs[0];
+    if (!codec) zt_fatal("no config codec for the %s family", zt_model_title(c));
+    return codec->write(c);
 }

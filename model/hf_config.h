@@ -1,6 +1,6 @@
 // A model's configuration, as in a Hugging Face config.json, and its codec. `family` names
-// the model family's table (model/family.h); the fields are those of every family this build
-// knows (today Qwen3's). Every field comes from the file (head_dim is never derived when
+// the model family's table (model/family.h); the named fields are those every family has (Qwen3's
+// whole config), and `own` holds the fields of one family alone. Every field comes from the file (head_dim is never derived when
 // present). It lives in model/, the lowest layer that both the model (model/config.h loads a
 // file or directory) and the training checkpoint (which stores and validates it) stand on.
 // defines: zt_model_config, zt_model_config_parse, zt_model_config_json, zt_model_param_count,
@@ -10,6 +10,9 @@
 #include <stdint.h>
 
 typedef struct zt_family zt_family;  // model/family.h
+
+// Bytes of a config's family-owned fields (zt_model_config.own).
+#define ZT_FAMILY_FIELDS_BYTES 4352
 
 typedef struct {
     const zt_family *family;    // the model family (set by the codec from model_type; a config built by
@@ -37,21 +40,18 @@ typedef struct {
     double rope_beta_fast, rope_beta_slow;  // yarn, optional (32 and 1)
     double rope_mscale, rope_mscale_all_dim;  // yarn, optional
     int rope_no_truncate;               // yarn: "truncate": false
-    // Qwen3.5 (model_type "qwen3_5_text", or "qwen3_5" with these under "text_config"; all zero
-    // for Qwen3). Layer l is Gated DeltaNet ("linear_attention") when layer_linear[l], else full
-    // attention with a sigmoid output gate when attn_output_gate (q_proj 2 H D rows: per head
-    // D query rows then D gate rows) and RoPE on the first rotary_dim of each head.
+    // Partial RoPE: RoPE on the first rotary_dim of each head.
     int rotary_dim;                     // rotated dims of a head: head_dim x partial_rotary_factor (Qwen3: head_dim)
     double partial_rotary_factor;       // as written (0: absent, i.e. 1)
-    int attn_output_gate;
-    int lin_conv_kernel;                // linear_conv_kernel_dim
-    int lin_key_heads, lin_value_heads; // linear_num_key_heads, linear_num_value_heads
-    int lin_key_dim, lin_value_dim;     // linear_key_head_dim, linear_value_head_dim
-    int mtp_layers;                     // mtp_num_hidden_layers: the MTP head's weights are carried, not trained
-    int mrope_section[3], mrope_interleaved;  // rope_parameters' (text positions make them inert): written back
-    int vlm;                            // read from a Qwen3_5ForConditionalGeneration config (text under
-                                        // "text_config", weights under "model.language_model.")
-    unsigned char layer_linear[4096];   // per layer (LIM_LAYERS in hf_config.c)
+    // The fields of the config that only its family has (Qwen3.5's: zt_qwen3_5_fields, model/qwen3_5.h;
+    // Qwen3: none), all zero for a family without any. Only the family's own code reads or writes
+    // them (its codec, passes, checkpoint rule and descriptions through its table); every other
+    // folder sees bytes. Sized for the largest family's fields (each family asserts its own fit).
+    union {
+        unsigned char bytes[ZT_FAMILY_FIELDS_BYTES];
+        int64_t align_i;
+        double align_d;
+    } own;
     // What the codec chose where the file contradicts itself and transformers reads one side
     // (rope_scaling against rope_parameters; a wrapper's tie_word_embeddings against its
     // text_config's): one line for the caller to show as a warning, "" when nothing was. Only

@@ -4,6 +4,7 @@
 // layout, the initial values and the counts here are Qwen3's (its family table: model/qwen3.c).
 // defines: zt_layout_add_tensor, zt_model_layout_free, zt_model_layout_find, zt_qwen3_layout_init, zt_qwen3_init_unit,
 //          zt_qwen3_param_count, zt_qwen3_max_positions
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +13,14 @@
 #include "base/common.h"
 
 int zt_layout_add_tensor(zt_unit_layout *u, const char *name, int ndim, const int64_t *shape) {
-    if (u->ntensors >= ZT_UNIT_MAX_TENSORS || ndim < 1 || ndim > 3)
-        return zt_err("layout: tensor %s: a unit holds at most %d tensors of 1 to 3 dimensions", name,
-                      ZT_UNIT_MAX_TENSORS);
+    if (ndim < 1 || ndim > 3) return zt_err("layout: tensor %s: a tensor has 1 to 3 dimensions, not %d", name, ndim);
+    if (u->ntensors >= u->cap) {
+        if (u->cap > INT_MAX / 4) return zt_err("layout: tensor %s: a unit of %d tensors is too many", name, u->ntensors);
+        u->cap = u->cap ? 2 * u->cap : 16;
+        zt_tensor_desc *nt = realloc(u->t, (size_t)u->cap * sizeof *u->t);
+        if (!nt) zt_fatal("layout: out of memory for unit of %d tensors", u->cap);
+        u->t = nt;
+    }
     zt_tensor_desc *t = &u->t[u->ntensors++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -76,6 +82,7 @@ int zt_qwen3_layout_init(zt_model_layout *lay, const zt_model_config *cfg) {
 }
 
 void zt_model_layout_free(zt_model_layout *lay) {
+    for (int u = 0; lay->units && u < lay->nunits; u++) free(lay->units[u].t);
     free(lay->units);
     lay->units = NULL;
 }

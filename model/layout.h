@@ -3,15 +3,14 @@
 // decoder layers; unit L+1 = the head. The family builds it (model/family.h); the passes,
 // the engines and the checkpoints all read it. Qwen3's layout: model/layout.c.
 // defines: zt_model_layout, zt_unit_layout, zt_tensor_desc, ZT_L_*, zt_qwen3_layer_shapes,
-//          zt_layout_add_tensor, zt_model_layout_init/free/find, zt_model_init_unit, zt_qwen3_layout_init, zt_qwen3_init_unit,
+//          zt_layout_add_tensor (a unit's tensor list grows: any count), zt_model_layout_init/free/find,
+//          zt_model_init_unit, zt_qwen3_layout_init, zt_qwen3_init_unit,
 //          zt_qwen3_param_count, zt_qwen3_max_positions
 #ifndef ZT_LAYOUT_H
 #define ZT_LAYOUT_H
 #include <stdint.h>
 
 #include "model/config.h"
-
-#define ZT_UNIT_MAX_TENSORS 16  // Qwen3.5's linear-attention layer: 14
 
 typedef enum { ZT_UNIT_EMBED = 0, ZT_UNIT_LAYER = 1, ZT_UNIT_HEAD = 2 } zt_unit_kind;
 
@@ -43,7 +42,9 @@ typedef struct {
     zt_unit_kind kind;
     int layer;          // decoder layer index for ZT_UNIT_LAYER, else -1
     int ntensors;
-    zt_tensor_desc t[ZT_UNIT_MAX_TENSORS];
+    zt_tensor_desc *t;  // [ntensors]: grown by zt_layout_add_tensor (any count: an MoE layer has
+                        // hundreds), freed by zt_model_layout_free
+    int cap;            // entries allocated at t
     int64_t numel;      // unpadded elements in the unit
 } zt_unit_layout;
 
@@ -55,11 +56,12 @@ typedef struct {
 } zt_model_layout;
 
 // The layout of cfg's family (cfg->family->layout_init; model/family.c); free with
-// zt_model_layout_free.
+// zt_model_layout_free (which frees every unit's tensor list).
 int zt_model_layout_init(zt_model_layout *lay, const zt_model_config *cfg);
 void zt_model_layout_free(zt_model_layout *lay);
-// Appends a tensor of ndim (1..3) dimensions to unit u at the end of its flat vector; weight
-// decay applies when ndim >= 2. -1 + zt_err past ZT_UNIT_MAX_TENSORS or a bad ndim.
+// Appends a tensor of ndim (1..3) dimensions to unit u at the end of its flat vector (the unit's
+// list grows as needed); weight decay applies when ndim >= 2. -1 + zt_err on a bad ndim or a
+// count past INT_MAX / 2.
 int zt_layout_add_tensor(zt_unit_layout *u, const char *name, int ndim, const int64_t *shape);
 // Find a tensor by HF name; returns 0 and sets *unit/*idx, or -1.
 int zt_model_layout_find(const zt_model_layout *lay, const char *name, int *unit, int *idx);

@@ -26,7 +26,7 @@ enum { FA_IN_NORM, FA_Q, FA_K, FA_V, FA_O, FA_QNORM, FA_KNORM, FA_POST_NORM, FA_
 // norms, A_log or dt_bias), through the layout's own adder.
 static void add(zt_unit_layout *u, const char *name, int nd, int64_t s0, int64_t s1, int64_t s2) {
     const int64_t shape[3] = {s0, s1, s2};
-    if (zt_layout_add_tensor(u, name, nd, shape) != 0) zt_die_on_err();  // ZT_UNIT_MAX_TENSORS fits 14
+    if (zt_layout_add_tensor(u, name, nd, shape) != 0) zt_die_on_err();
 }
 
 typedef struct {
@@ -34,9 +34,10 @@ typedef struct {
 } dims;
 
 static dims dims_of(const zt_model_config *c) {
+    const zt_qwen3_5_fields *q = zt_q35(c);
     dims x = {.d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads, .Hkv = c->num_kv_heads,
-              .D = c->head_dim, .rd = c->rotary_dim, .Hk = c->lin_key_heads, .Hv = c->lin_value_heads,
-              .Dk = c->lin_key_dim, .Dv = c->lin_value_dim, .K = c->lin_conv_kernel, .V = c->vocab_size};
+              .D = c->head_dim, .rd = c->rotary_dim, .Hk = q->lin_key_heads, .Hv = q->lin_value_heads,
+              .Dk = q->lin_key_dim, .Dv = q->lin_value_dim, .K = q->lin_conv_kernel, .V = c->vocab_size};
     x.Kd = x.Hk * x.Dk;
     x.Vd = x.Hv * x.Dv;
     x.C = 2 * x.Kd + x.Vd;
@@ -47,12 +48,12 @@ static dims dims_of(const zt_model_config *c) {
 // shard their value heads over the context group (model/qwen3_5_context.c), one at least per rank.
 static int context_rule(const zt_model_config *c, int C) {
     int linear = 0;
-    for (int l = 0; l < c->num_layers; l++) linear += c->layer_linear[l] != 0;
-    if (C > 1 && linear && C > c->lin_value_heads)
+    for (int l = 0; l < c->num_layers; l++) linear += zt_q35(c)->layer_linear[l] != 0;
+    if (C > 1 && linear && C > zt_q35(c)->lin_value_heads)
         return zt_err("--context-parallel %d: Qwen3.5's Gated DeltaNet layers split their %d value heads "
                       "(linear_num_value_heads) over the context group, each rank running whole blocks for a "
                       "contiguous range of them, so C must be at most %d",
-                      C, c->lin_value_heads, c->lin_value_heads);
+                      C, zt_q35(c)->lin_value_heads, zt_q35(c)->lin_value_heads);
     return 0;
 }
 
@@ -78,7 +79,7 @@ static int layout_init(zt_model_layout *lay, const zt_model_config *cfg) {
         add(u, n, nd, a, b, c);                                     \
     } while (0)
         T("input_layernorm.weight", 1, z.d, 0, 0);
-        if (cfg->layer_linear[l]) {
+        if (zt_q35(cfg)->layer_linear[l]) {
             T("linear_attn.in_proj_qkv.weight", 2, z.C, z.d, 0);
             T("linear_attn.in_proj_z.weight", 2, z.Vd, z.d, 0);
             T("linear_attn.in_proj_b.weight", 2, z.Hv, z.d, 0);
@@ -146,7 +147,7 @@ static int64_t param_count(const zt_model_config *c) {
                          2 * (__int128)z.Hv + z.Dv + d * z.Vd + mlp;
     const __int128 full = 2 * (__int128)z.H * z.D * d + 2 * (__int128)z.Hkv * z.D * d + d * z.H * z.D + 2 * z.D + mlp;
     __int128 n = (__int128)z.V * d * (c->tie_word_embeddings ? 1 : 2) + d;
-    for (int l = 0; l < c->num_layers; l++) n += c->layer_linear[l] ? lin : full;
+    for (int l = 0; l < c->num_layers; l++) n += zt_q35(c)->layer_linear[l] ? lin : full;
     return n < 0 || n > (__int128)INT64_MAX ? -1 : (int64_t)n;
 }
 
@@ -156,7 +157,7 @@ static int64_t max_positions(const zt_model_config *c) { return c->max_position_
 
 static int n_linear(const zt_model_config *c) {
     int n = 0;
-    for (int l = 0; l < c->num_layers; l++) n += c->layer_linear[l] != 0;
+    for (int l = 0; l < c->num_layers; l++) n += zt_q35(c)->layer_linear[l] != 0;
     return n;
 }
 
@@ -196,7 +197,7 @@ static double recompute_flops(const zt_model_config *c, double tokens, double su
 
 enum { KIND_LINEAR, KIND_FULL };
 
-static int layer_kind(const zt_model_config *c, int l) { return c->layer_linear[l] ? KIND_LINEAR : KIND_FULL; }
+static int layer_kind(const zt_model_config *c, int l) { return zt_q35(c)->layer_linear[l] ? KIND_LINEAR : KIND_FULL; }
 
 // What create() below keeps of a layer of each kind, per token: every layer its input x, ln1, x_mid, ln2
 // and the MLP's gate, up and silu*up (values), both norms' rstd (fp32). A linear layer: qkv, the conv's
@@ -318,7 +319,7 @@ static void *create(const zt_model_config *c, const zt_ops *ops, int64_t B, int6
     for (int64_t l = 0; l < L; l++) {
         acts *a = &m->a[l];
         a->ln1 = FA(N * z.d), a->rstd1 = FA(N);
-        if (c->layer_linear[l]) {
+        if (zt_q35(c)->layer_linear[l]) {
             any_lin = 1;
             a->qkv = FA(N * z.C), a->z = FA(N * z.Vd), a->b = FA(N * z.Hv), a->a = FA(N * z.Hv);
             a->core = FA(N * z.Vd), a->gn_rstd = FA(N * z.Hv), a->normed = FA(N * z.Vd);
@@ -673,7 +674,7 @@ static void lin_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, fl
 static void layer_fwd(void *mv, int l, const float *p) {
     q35 *m = mv;
     const zt_unit_layout *u = &m->lay.units[1 + l];
-    if (m->lay.cfg.layer_linear[l])
+    if (zt_q35(&m->lay.cfg)->layer_linear[l])
         lin_fwd(m, u, &m->a[l], p, m->x[l], m->x[l + 1]);
     else
         full_fwd(m, u, &m->a[l], p, m->x[l], m->x[l + 1]);
@@ -682,7 +683,7 @@ static void layer_fwd(void *mv, int l, const float *p) {
 static void layer_bwd(void *mv, int l, const float *p, float *dp, float *dx) {
     q35 *m = mv;
     const zt_unit_layout *u = &m->lay.units[1 + l];
-    if (m->lay.cfg.layer_linear[l])
+    if (zt_q35(&m->lay.cfg)->layer_linear[l])
         lin_bwd(m, u, &m->a[l], p, dp, m->x[l], dx);
     else
         full_bwd(m, u, &m->a[l], p, dp, m->x[l], dx);
@@ -736,7 +737,7 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, int
     int any_lin = 0, any_full = 0;
     for (int64_t l = 0; l < L; l++) {
         n += N * (z.d + 1);  // ln1, rstd1
-        if (c->layer_linear[l]) {
+        if (zt_q35(c)->layer_linear[l]) {
             any_lin = 1;
             n += N * (z.C + 3 * z.Vd + 3 * z.Hv);  // qkv, z, b, a, core, gn_rstd, normed
             if (!cp)                                // the conv's, the l2 norms', beta, g, the delta rule's
@@ -787,18 +788,23 @@ static int config_diff(const zt_model_config *a, const zt_model_config *b, char 
     if ((int64_t)a->field != (int64_t)b->field)                                                                \
         appendf(out, n, "%scheckpoint has %s %lld, the run has %lld", k++ ? "; " : "", name, (long long)a->field, \
                 (long long)b->field);
+#define DQ(field, name)                                                                                        \
+    if ((int64_t)zt_q35(a)->field != (int64_t)zt_q35(b)->field)                                                \
+        appendf(out, n, "%scheckpoint has %s %lld, the run has %lld", k++ ? "; " : "", name,                   \
+                (long long)zt_q35(a)->field, (long long)zt_q35(b)->field);
     DI(rotary_dim, "rotary dims (head_dim x partial_rotary_factor)")
-    DI(lin_conv_kernel, "linear_conv_kernel_dim")
-    DI(lin_key_heads, "linear_num_key_heads")
-    DI(lin_value_heads, "linear_num_value_heads")
-    DI(lin_key_dim, "linear_key_head_dim")
-    DI(lin_value_dim, "linear_value_head_dim")
+    DQ(lin_conv_kernel, "linear_conv_kernel_dim")
+    DQ(lin_key_heads, "linear_num_key_heads")
+    DQ(lin_value_heads, "linear_num_value_heads")
+    DQ(lin_key_dim, "linear_key_head_dim")
+    DQ(lin_value_dim, "linear_value_head_dim")
 #undef DI
+#undef DQ
     for (int l = 0; l < a->num_layers && l < b->num_layers; l++)
-        if (a->layer_linear[l] != b->layer_linear[l]) {
+        if (zt_q35(a)->layer_linear[l] != zt_q35(b)->layer_linear[l]) {
             appendf(out, n, "%scheckpoint has layer %d as %s, the run as %s", k++ ? "; " : "", l,
-                    a->layer_linear[l] ? "linear_attention" : "full_attention",
-                    b->layer_linear[l] ? "linear_attention" : "full_attention");
+                    zt_q35(a)->layer_linear[l] ? "linear_attention" : "full_attention",
+                    zt_q35(b)->layer_linear[l] ? "linear_attention" : "full_attention");
             break;
         }
     return k;
@@ -806,7 +812,7 @@ static int config_diff(const zt_model_config *a, const zt_model_config *b, char 
 
 static void layer_mix(const zt_model_config *c, char *out, size_t n) {
     int linear = 0;
-    for (int l = 0; l < c->num_layers; l++) linear += c->layer_linear[l] != 0;
+    for (int l = 0; l < c->num_layers; l++) linear += zt_q35(c)->layer_linear[l] != 0;
     if (n) out[0] = 0;
     if (linear) snprintf(out, n, " (%d linear + %d full)", linear, c->num_layers - linear);
 }
@@ -823,21 +829,25 @@ static int check_carried(const zt_model_config *c, const char *const *names, int
         if (!any) any = names[i];
         int l = -1, k = 0;
         if (sscanf(names[i], "mtp.layers.%d.%n", &l, &k) < 1 || k == 0) continue;
-        if (l < 0 || l >= c->mtp_layers)
+        if (l < 0 || l >= zt_q35(c)->mtp_layers)
             return zt_err("tensor %s belongs to MTP layer %d, but the config has mtp_num_hidden_layers = %d: the "
                           "carried head would not be the one the config describes (set mtp_num_hidden_layers to the "
                           "head's layer count, or leave its mtp.* tensors out)",
-                          names[i], l, c->mtp_layers);
+                          names[i], l, zt_q35(c)->mtp_layers);
         seen[l] = 1;
     }
-    for (int l = 0; any && l < c->mtp_layers; l++)
+    for (int l = 0; any && l < zt_q35(c)->mtp_layers; l++)
         if (!seen[l])
             return zt_err("the config has mtp_num_hidden_layers = %d, but the checkpoint's MTP head (%s, ...) has no "
                           "tensor of layer %d (mtp.layers.%d.*): the carried head would not be the one the config "
                           "describes (set mtp_num_hidden_layers to the head's layer count)",
-                          c->mtp_layers, any, l, l);
+                          zt_q35(c)->mtp_layers, any, l, l);
     return 0;
 }
+
+// The name adapter: read from a Qwen3_5ForConditionalGeneration config, the text model's "model.X"
+// tensors are "model.language_model.X" (lm_head.weight stays at the top level).
+static const char *hf_prefix(const zt_model_config *c) { return zt_q35(c)->vlm ? ZT_QWEN3_5_VLM_PREFIX : NULL; }
 
 const zt_family zt_qwen3_5_family = {
     .name = "qwen3_5",
@@ -858,6 +868,7 @@ const zt_family zt_qwen3_5_family = {
     .layer_mix = layer_mix,
     .ckpt_config_json = 1,
     .check_carried = check_carried,
+    .hf_prefix = hf_prefix,
     .context_parallel = ZT_CONTEXT_CPU,
     .context_rule = context_rule,
 };
@@ -876,16 +887,16 @@ void zt_qwen3_5_27b_config(zt_model_config *c) {
     c->rope_theta = 10000000;
     c->partial_rotary_factor = 0.25;
     c->rotary_dim = 64;
-    c->mrope_section[0] = 11, c->mrope_section[1] = 11, c->mrope_section[2] = 10;
-    c->mrope_interleaved = 1;
-    c->attn_output_gate = 1;
-    c->lin_conv_kernel = 4;
-    c->lin_key_heads = 16, c->lin_value_heads = 48;
-    c->lin_key_dim = 128, c->lin_value_dim = 128;
-    c->mtp_layers = 1;
+    zt_q35_set(c)->mrope_section[0] = 11, zt_q35_set(c)->mrope_section[1] = 11, zt_q35_set(c)->mrope_section[2] = 10;
+    zt_q35_set(c)->mrope_interleaved = 1;
+    zt_q35_set(c)->attn_output_gate = 1;
+    zt_q35_set(c)->lin_conv_kernel = 4;
+    zt_q35_set(c)->lin_key_heads = 16, zt_q35_set(c)->lin_value_heads = 48;
+    zt_q35_set(c)->lin_key_dim = 128, zt_q35_set(c)->lin_value_dim = 128;
+    zt_q35_set(c)->mtp_layers = 1;
     c->tie_word_embeddings = 0;
     c->initializer_range = 0.02;
     c->max_position_embeddings = 262144;
     c->bos_token_id = c->eos_token_id = 248044;
-    for (int l = 0; l < 64; l++) c->layer_linear[l] = (l + 1) % 4 != 0;
+    for (int l = 0; l < 64; l++) zt_q35_set(c)->layer_linear[l] = (l + 1) % 4 != 0;
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "model/qwen3_5.h"
 
 typedef struct {  // what one linear layer keeps from its forward to its backward (whole block, my heads)
     float *xs, *pre;             // [Nb, Cs] the conv's inputs and pre-activation in my channels
@@ -60,8 +61,9 @@ void zt_q35_cx_heads(int64_t Hv, int C, int r, int64_t *v0, int64_t *nv) {
 // The sizes of rank r's share (no allocation).
 static void shape(zt_q35_cx *x, const zt_model_config *c, int C, int r, int64_t B, int64_t S, int64_t Sl) {
     x->B = B, x->Sb = S, x->Nl = B * Sl, x->Nb = B * S;
-    x->Hk = c->lin_key_heads, x->Hv = c->lin_value_heads, x->Dk = c->lin_key_dim, x->Dv = c->lin_value_dim;
-    x->K = c->lin_conv_kernel, x->Kd = x->Hk * x->Dk, x->Vd = x->Hv * x->Dv, x->Cch = 2 * x->Kd + x->Vd;
+    const zt_qwen3_5_fields *q = zt_q35(c);
+    x->Hk = q->lin_key_heads, x->Hv = q->lin_value_heads, x->Dk = q->lin_key_dim, x->Dv = q->lin_value_dim;
+    x->K = q->lin_conv_kernel, x->Kd = x->Hk * x->Dk, x->Vd = x->Hv * x->Dv, x->Cch = 2 * x->Kd + x->Vd;
     x->Wg = x->Cch + 2 * x->Hv, x->grp = x->Hv / x->Hk;
     zt_q35_cx_heads(x->Hv, C, r, &x->v0, &x->nv);
     x->k0 = x->v0 / x->grp;
@@ -84,7 +86,7 @@ static float *take(taker *t, int64_t n) {
 static void buffers(zt_q35_cx *x, const zt_model_config *c, int C, taker *t) {
     const int64_t Nb = x->Nb, Nl = x->Nl, kq = Nb * x->nk * x->Dk, ev = Nb * x->nv;
     for (int l = 0; l < x->L; l++) {
-        if (!c->layer_linear[l]) continue;
+        if (!zt_q35(c)->layer_linear[l]) continue;
         lin_keep *k = &x->lin[l];
         k->xs = take(t, Nb * x->Cs), k->pre = take(t, Nb * x->Cs);
         k->lq = take(t, kq), k->lk = take(t, kq), k->lq_n = take(t, kq), k->lk_n = take(t, kq);
@@ -108,7 +110,7 @@ static void buffers(zt_q35_cx *x, const zt_model_config *c, int C, taker *t) {
 
 static int any_full(const zt_model_config *c) {
     for (int l = 0; l < c->num_layers; l++)
-        if (!c->layer_linear[l]) return 1;
+        if (!zt_q35(c)->layer_linear[l]) return 1;
     return 0;
 }
 

@@ -28,9 +28,11 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "kernels/cuda/attention/dispatch.h"
 #include "kernels/cuda/zt_cuda.h"
 #include "model/family.h"
 #include "model/layout.h"
+#include "model/qwen3_5.h"
 #include "model/qwen3_cuda_layer.h"
 
 // Tensor order inside a layer unit (model/qwen3_5.c's layout; checked by name in create).
@@ -50,7 +52,7 @@ static const char *const fa_names[FA_N] = {
 typedef struct {
     int64_t B, S, N, d, F, H, Hkv, D, rd, Hk, Hv, Dk, Dv, Kd, Vd, C, K, V;
     float eps;
-    zt_cuda_attn_kind attention;
+    zt_attn_kind attention;
 } dims;
 
 typedef struct {  // one layer's saved tensors (the kind's members only)
@@ -102,20 +104,20 @@ static int check(const zt_model_config *c, int64_t S) {
         return zt_err("%s: head_dim (%d) and rotary_dim (%d) must be even, 0 < rotary_dim <= head_dim, and seq_len "
                       "(%lld) >= 2",
                       what, c->head_dim, c->rotary_dim, (long long)S);
-    if (!c->attn_output_gate)
+    if (!zt_q35(c)->attn_output_gate)
         return zt_err("%s: only the gated attention (attn_output_gate true) is implemented", what);
     int any_lin = 0;
-    for (int l = 0; l < c->num_layers; l++) any_lin |= c->layer_linear[l] != 0;
+    for (int l = 0; l < c->num_layers; l++) any_lin |= zt_q35(c)->layer_linear[l] != 0;
     if (any_lin) {
-        if (c->lin_key_heads <= 0 || c->lin_value_heads % c->lin_key_heads)
+        if (zt_q35(c)->lin_key_heads <= 0 || zt_q35(c)->lin_value_heads % zt_q35(c)->lin_key_heads)
             return zt_err("%s: linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)", what,
-                          c->lin_value_heads, c->lin_key_heads);
-        if (!zt_cuda_delta_supported(c->lin_key_dim, c->lin_value_dim))
+                          zt_q35(c)->lin_value_heads, zt_q35(c)->lin_key_heads);
+        if (!zt_cuda_delta_supported(zt_q35(c)->lin_key_dim, zt_q35(c)->lin_value_dim))
             return zt_err("%s: the GPU delta rule (kernels/cuda/delta.cu) takes linear key and value head dims up "
                           "to 128; this config has %d and %d",
-                          what, c->lin_key_dim, c->lin_value_dim);
-        if (c->lin_conv_kernel <= 0 || c->lin_conv_kernel > 8)
-            return zt_err("%s: linear_conv_kernel_dim %d: the GPU conv1d takes 1..8", what, c->lin_conv_kernel);
+                          what, zt_q35(c)->lin_key_dim, zt_q35(c)->lin_value_dim);
+        if (zt_q35(c)->lin_conv_kernel <= 0 || zt_q35(c)->lin_conv_kernel > 8)
+            return zt_err("%s: linear_conv_kernel_dim %d: the GPU conv1d takes 1..8", what, zt_q35(c)->lin_conv_kernel);
     }
     return 0;
 }
@@ -209,11 +211,11 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
                "need each document's recurrent state passed across the context group)");
         return NULL;
     }
-    if (o->attention == ZT_CUDA_ATTN_CUDNN) {
+    if (o->attention == ZT_ATTN_CUDNN) {
         zt_err("GPU FSDP engine, Qwen3.5: %s; use --attention tiled (or gemm)", zt_qwen3_5_cuda_family.no_cudnn);
         return NULL;
     }
-    if (o->attention != ZT_CUDA_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 256)) {
+    if (o->attention != ZT_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 256)) {
         zt_err("GPU FSDP engine, Qwen3.5: head_dim %d: the tiled attention takes head_dim <= 256, a "
                "multiple of 8; use --attention gemm",
                c->head_dim);
@@ -222,13 +224,14 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
     q35_gpu *m = zt_xcalloc(1, sizeof *m);
     const int L = c->num_layers;
     m->ctx = ctx, m->cs = stream, m->L = L, m->recompute = o->recompute != 0, m->tied = c->tie_word_embeddings;
+    const zt_qwen3_5_fields *q = zt_q35(c);
     dims z = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads,
-              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = c->lin_key_heads,
-              .Hv = c->lin_value_heads, .Dk = c->lin_key_dim, .Dv = c->lin_value_dim, .K = c->lin_conv_kernel,
+              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = q->lin_key_heads,
+              .Hv = q->lin_value_heads, .Dk = q->lin_key_dim, .Dv = q->lin_value_dim, .K = q->lin_conv_kernel,
               .V = c->vocab_size, .eps = (float)c->rms_norm_eps, .attention = o->attention};
     z.Kd = z.Hk * z.Dk, z.Vd = z.Hv * z.Dv, z.C = 2 * z.Kd + z.Vd;
     m->z = z;
-    memcpy(m->lin, c->layer_linear, (size_t)L);
+    memcpy(m->lin, zt_q35(c)->layer_linear, (size_t)L);
     m->linear = m->lin;
     // the offsets of every layer's tensors, from the family's own layout, checked by name
     zt_model_layout lay;
@@ -300,8 +303,7 @@ int64_t zt_qwen3_5_cuda_layer_bytes(const void *mv, int l) {
 // dbeta, or the recurrence's recomputed states: zt_cuda_delta_scratch_bytes is the larger), the
 // conv's dw partials, the head's lm_head chunk, the norms' dw partials.
 static size_t scratch_of(const dims z, int any_lin) {
-    size_t s = z.attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(z.S, z.H, z.Hkv, z.D)
-                                               : zt_cuda_attention_flash_scratch_bytes(z.S, z.H, z.Hkv, z.D);
+    size_t s = zt_attn_scratch_bytes(z.attention, z.S, z.S, z.H, z.Hkv, z.D);
     const size_t more[] = {zt_cuda_lmhead_xent_scratch_bytes(z.N, z.V), zt_cuda_rmsnorm_bwd_scratch_bytes(z.N, z.d),
                            zt_cuda_rmsnorm_bwd_scratch_bytes(z.N * z.H, z.D),
                            zt_cuda_rmsnorm_bwd_scratch_bytes(z.N * z.Hkv, z.D),
@@ -323,10 +325,11 @@ static size_t scratch_bytes(const void *mv) {
     return scratch_of(m->z, any_lin);
 }
 
-static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_cuda_attn_kind attention) {
+static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_attn_kind attention) {
+    const zt_qwen3_5_fields *q = zt_q35(c);
     dims z = {.B = B, .S = S, .N = B * S, .d = c->hidden_size, .F = c->intermediate_size, .H = c->num_heads,
-              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = c->lin_key_heads,
-              .Hv = c->lin_value_heads, .Dk = c->lin_key_dim, .Dv = c->lin_value_dim, .K = c->lin_conv_kernel,
+              .Hkv = c->num_kv_heads, .D = c->head_dim, .rd = c->rotary_dim, .Hk = q->lin_key_heads,
+              .Hv = q->lin_value_heads, .Dk = q->lin_key_dim, .Dv = q->lin_value_dim, .K = q->lin_conv_kernel,
               .V = c->vocab_size, .eps = (float)c->rms_norm_eps, .attention = attention};
     z.Kd = z.Hk * z.Dk, z.Vd = z.Hv * z.Dv, z.C = 2 * z.Kd + z.Vd;
     return z;
@@ -334,7 +337,7 @@ static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_cuda_attn
 
 static size_t scratch_bytes_for(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o) {
     int any_lin = 0;
-    for (int l = 0; l < c->num_layers; l++) any_lin |= c->layer_linear[l] != 0;
+    for (int l = 0; l < c->num_layers; l++) any_lin |= zt_q35(c)->layer_linear[l] != 0;
     return scratch_of(dims_of(c, B, S, o->attention), any_lin);
 }
 
@@ -356,8 +359,8 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, con
     int any_lin = 0, any_full = 0;
     int64_t kept = 0;
     for (int l = 0; l < c->num_layers; l++) {
-        any_lin |= c->layer_linear[l] != 0, any_full |= !c->layer_linear[l];
-        kept += c->layer_linear[l] ? lin : full;
+        any_lin |= zt_q35(c)->layer_linear[l] != 0, any_full |= !zt_q35(c)->layer_linear[l];
+        kept += zt_q35(c)->layer_linear[l] ? lin : full;
     }
     if (o->recompute) kept = (any_lin ? lin : 0) + (any_full ? full : 0);
     int64_t work = 2 * (z.d > z.D ? z.d : z.D) + 2 * N * (3 * z.F + 2 * z.d);
@@ -371,7 +374,7 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, con
 static int64_t context_bytes(const void *m) { return (void)m, 0; }
 
 static int check_data(const void *mv, int isolated) {
-    if (isolated && ((const q35_gpu *)mv)->z.attention == ZT_CUDA_ATTN_CUDNN)
+    if (isolated && ((const q35_gpu *)mv)->z.attention == ZT_ATTN_CUDNN)
         return zt_err("--attention cudnn cannot keep packed documents apart; use --attention tiled (or gemm) or "
                       "--doc-attention full");
     return 0;
@@ -412,14 +415,16 @@ static void mlp_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, int
     zt_cuda_add(st, w->dmid, w->dmid, dx, ZT_BF16, z.N * z.d);
 }
 
+// The full-attention layers' call (kernels/cuda/attention/dispatch.h): the kind create accepted
+// (tiled or GEMM: create refuses cuDNN), over whole rows.
+static zt_attn_call attention_call(const dims *z, const int32_t *pos) {
+    return (zt_attn_call){.kind = z->attention, .B = z->B, .S = z->S, .H = z->H, .Hkv = z->Hkv, .D = z->D,
+                          .pos = pos};
+}
+
 static void attention_fwd(q35_gpu *m, acts *a, const int32_t *pos) {
-    const dims z = m->z;
-    if (z.attention == ZT_CUDA_ATTN_GEMM)
-        zt_cuda_attention_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
-    else if (z.attention == ZT_CUDA_ATTN_TILED_SCALAR)
-        zt_cuda_attention_tiled_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
-    else  // tiled, tensor cores where they apply (create refuses cuDNN)
-        zt_cuda_attention_flash_fwd(m->ctx, m->cs, a->att, a->lse, a->q, a->k, a->v, pos, z.B, z.S, z.H, z.Hkv, z.D);
+    const zt_attn_call call = attention_call(&m->z, pos);
+    zt_attn_fwd(m->ctx, m->cs, &call, a->att, a->lse, a->q, a->k, a->v);
 }
 
 static void full_fwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y) {
@@ -453,12 +458,8 @@ static void full_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, co
     mlp_bwd(m, l, a, p, dp, FA_POST_NORM, FA_GATE, FA_UP, FA_DOWN, dx);
     zt_cuda_matmul_bwd(m->ctx, st, w->dgated, DW(FA_O), ZT_F32, w->dmid, a->gated, W(FA_O), N, HD, z.d, 0);
     zt_cuda_sigmoid_gate_bwd(st, w->datt, w->dgate, w->dgated, a->att, a->gate, N * HD);
-    if (z.attention == ZT_CUDA_ATTN_GEMM)
-        zt_cuda_attention_bwd(m->ctx, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos, z.B,
-                              z.S, H, Hkv, D);
-    else
-        (z.attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_bwd : zt_cuda_attention_flash_bwd)(m->ctx, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos,
-                                    z.B, z.S, H, Hkv, D);
+    const zt_attn_call call = attention_call(&z, pos);
+    zt_attn_bwd(m->ctx, st, &call, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v);
     zt_cuda_rope_partial_bwd(st, w->dq, m->rope_cos, m->rope_sin, pos, z.B, z.S, H, D, z.rd);
     zt_cuda_rope_partial_bwd(st, w->dk, m->rope_cos, m->rope_sin, pos, z.B, z.S, Hkv, D, z.rd);
     zt_cuda_rmsnorm_bwd(m->ctx, st, w->dqp, DW(FA_QNORM), w->dq, a->q_pre, one_plus(m, W(FA_QNORM), D), a->qn_rstd,

@@ -1,8 +1,9 @@
 // Qwen3's attention across a context-parallel split on the GPU (model/qwen3_cuda_layer.h
 // zt_qwen3_cuda_cx): model/qwen3_context.c's method on device buffers. K|V after RoPE are
 // all-gathered in bf16 over the context group (the engine's collective, stream-ordered) and placed
-// at their block rows; the tiled attention (zt_cuda_attention_flash_rows_*) runs this rank's held
-// queries in place against the whole block's keys, each at its block row g with its position p
+// at their block rows; the tiled attention (the dispatcher on held rows: kernels/cuda/attention/
+// dispatch.h) runs this rank's held queries in place against the whole block's keys, each at its
+// block row g with its position p
 // (it sees keys g - p .. g wherever they are held; a padding row sees none): queries, outputs, dO,
 // dQ and lse stay [B, S_local] rows. The GEMM path takes equal-length Q and K, so for it the held
 // rows go to a zeroed whole-block query buffer (a row held elsewhere has position 0 and a zero
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "kernels/cuda/attention/dispatch.h"
 #include "kernels/cuda/zt_cuda_check.h"
 #include "model/qwen3_cuda_layer.h"
 
@@ -27,14 +29,14 @@ int64_t zt_qwen3_cuda_cx_bytes(const zt_qwen3_cuda_dims *dm, int C, int64_t Sb) 
     const int64_t kv = (2 * n + C * 2 * n) * 2 + 2 * B * Sb * kvs * 2;  // kv_mine, kv_all; k_blk, v_blk
     const int64_t red = (C * 2 * n + 2 * n) * 4;                         // kv_all32, kv_mine32
     int64_t gemm = 0;  // q_in, pos_blk; the whole-block q, o, do, dq; lse_blk
-    if (dm->attention == ZT_CUDA_ATTN_GEMM) gemm = Sb * 4 + B * Sb * 4 + 4 * B * Sb * qs * 2 + B * dm->H * Sb * 4;
+    if (dm->attention == ZT_ATTN_GEMM) gemm = Sb * 4 + B * Sb * 4 + 4 * B * Sb * qs * 2 + B * dm->H * Sb * 4;
     return maps + kv + red + gemm;
 }
 
 static void *dalloc(int64_t bytes) { return zt_cuda_malloc((size_t)(bytes > 0 ? bytes : 16)); }
 
-int zt_qwen3_cuda_cx_check(const zt_family_cuda_context *x, zt_cuda_attn_kind attention) {
-    if (attention == ZT_CUDA_ATTN_CUDNN)
+int zt_qwen3_cuda_cx_check(const zt_family_cuda_context *x, zt_attn_kind attention) {
+    if (attention == ZT_ATTN_CUDNN)
         return zt_err("--context-parallel %d with --attention cudnn: the cuDNN attention takes no positions, and the "
                       "split needs them (a query sees the keys of its block rows g - p .. g, and rows held elsewhere "
                       "only their own key); use --attention tiled (the default) or gemm", x->C);
@@ -78,7 +80,7 @@ zt_qwen3_cuda_cx *zt_qwen3_cuda_cx_create(const zt_family_cuda_context *x, const
     for (int64_t g = 0; g < Sb; g++)
         if (kv_in[g] < 0) zt_fatal("GPU context parallelism: block position %lld held by no rank", (long long)g);
     for (int64_t t = 0; t < Sl; t++) q_out[t] = x->index[r0 * Sl + t];
-    const int gemm = dm->attention == ZT_CUDA_ATTN_GEMM;  // the whole-block query side: the GEMM path only
+    const int gemm = dm->attention == ZT_ATTN_GEMM;  // the whole-block query side: the GEMM path only
     cx->kv_in = dalloc(Sb * 4);
     cx->q_out = dalloc(Sl * 4);
     cx->index = dalloc(C * Sl * 4);
@@ -150,15 +152,18 @@ void zt_qwen3_cuda_cx_attention_fwd(zt_cuda_ctx *c, void *stream, const zt_qwen3
     // --recompute's re-run: its backward follows at once and may use these K|V in place
     cx->kv_layer = !strcmp(cx->pass, "recompute") ? cx->layer : -1;
     cx->kv_k = a->k, cx->kv_v = a->v;
-    if (dm->attention != ZT_CUDA_ATTN_GEMM) {  // the held queries in place (q_out: their block rows)
-        (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_rows_fwd : zt_cuda_attention_flash_rows_fwd)(
-            c, stream, a->att, a->lse, a->q, cx->k_blk, cx->v_blk, pos, cx->q_out, B, Sl, Sb, H, Hkv, D);
+    if (zt_attn_takes_rows(dm->attention)) {  // the held queries in place (q_out: their block rows)
+        const zt_attn_call call = {.kind = dm->attention, .B = B, .S = Sb, .H = H, .Hkv = Hkv, .D = D, .pos = pos,
+                                   .qrow = cx->q_out, .Sq = Sl};
+        zt_attn_fwd(c, stream, &call, a->att, a->lse, a->q, cx->k_blk, cx->v_blk);
         return;
     }
+    // the GEMM path takes equal-length Q and K: the whole block's queries, this rank's rows placed
+    const zt_attn_call call = {.kind = dm->attention, .B = B, .S = Sb, .H = H, .Hkv = Hkv, .D = D,
+                               .pos = cx->pos_blk};
     to_block(cx, stream, cx->q_blk, a->q, H * D);
     zt_cuda_rows_gather(stream, cx->pos_blk, pos, cx->q_in, B, Sb, Sl, 1);
-    zt_cuda_attention_fwd(c, stream, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk, cx->v_blk, cx->pos_blk, B, Sb, H,
-                          Hkv, D);
+    zt_attn_fwd(c, stream, &call, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk, cx->v_blk);
     from_block(cx, stream, a->att, cx->o_blk, H * D);
     zt_cuda_rows_gather(stream, a->lse, cx->lse_blk, cx->q_out, B * H, Sl, Sb, 1);  // [B, H, S] rows of one
 }
@@ -181,18 +186,20 @@ void zt_qwen3_cuda_cx_attention_bwd(zt_cuda_ctx *c, void *stream, const zt_qwen3
     cx->kv_layer = -1;
     // dK, dV of the whole block into the front of kv_all (free once K/V are placed: C S_local >= S_block)
     zt_bf16 *dk = cx->kv_all, *dv = cx->kv_all + B * Sb * kvs;
-    if (dm->attention != ZT_CUDA_ATTN_GEMM) {  // this rank's queries' share of dK|dV, for every key
-        (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR ? zt_cuda_attention_tiled_rows_bwd : zt_cuda_attention_flash_rows_bwd)(
-            c, stream, w->dq, dk, dv, w->datt, a->att, a->lse, a->q, cx->k_blk, cx->v_blk, pos, cx->q_out, B, Sl, Sb,
-            H, Hkv, D);
+    if (zt_attn_takes_rows(dm->attention)) {  // this rank's queries' share of dK|dV, for every key
+        const zt_attn_call call = {.kind = dm->attention, .B = B, .S = Sb, .H = H, .Hkv = Hkv, .D = D, .pos = pos,
+                                   .qrow = cx->q_out, .Sq = Sl};
+        zt_attn_bwd(c, stream, &call, w->dq, dk, dv, w->datt, a->att, a->lse, a->q, cx->k_blk, cx->v_blk);
     } else {
         to_block(cx, stream, cx->q_blk, a->q, H * D);
         to_block(cx, stream, cx->o_blk, a->att, H * D);
         to_block(cx, stream, cx->do_blk, w->datt, H * D);  // rows held elsewhere: dO = 0, no gradient from them
         zt_cuda_rows_gather(stream, cx->pos_blk, pos, cx->q_in, B, Sb, Sl, 1);
         zt_cuda_rows_gather(stream, cx->lse_blk, a->lse, cx->q_in, B * H, Sb, Sl, 1);  // elsewhere: 0 (finite)
-        zt_cuda_attention_bwd(c, stream, cx->dq_blk, dk, dv, cx->do_blk, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk,
-                              cx->v_blk, cx->pos_blk, B, Sb, H, Hkv, D);
+        const zt_attn_call call = {.kind = dm->attention, .B = B, .S = Sb, .H = H, .Hkv = Hkv, .D = D,
+                                   .pos = cx->pos_blk};
+        zt_attn_bwd(c, stream, &call, cx->dq_blk, dk, dv, cx->do_blk, cx->o_blk, cx->lse_blk, cx->q_blk, cx->k_blk,
+                    cx->v_blk);
         from_block(cx, stream, w->dq, cx->dq_blk, H * D);
     }
     // every rank's rows of dK|dV, rank-major in fp32, then summed over the group into this rank's own

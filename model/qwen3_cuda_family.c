@@ -14,6 +14,7 @@
 
 #include "base/common.h"
 #include "kernels/cuda/cudnn_docs.h"
+#include "kernels/cuda/attention/dispatch.h"
 #include "kernels/cuda/zt_cuda.h"
 #include "kernels/cuda/zt_cuda_check.h"
 #include "kernels/cuda/zt_cudnn_attention.h"
@@ -94,7 +95,7 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
     zt_rope_freqs freqs;  // plain or YaRN, as the CPU model's table (model/rope.h)
     zt_qwen3_rope_freqs(c, &freqs);
     zt_cuda_rope_table_freqs(stream, m->rope_cos, m->rope_sin, S_block, c->head_dim, &freqs);
-    if (o->attention == ZT_CUDA_ATTN_CUDNN && !o->cx) {  // packed documents: set_positions' buffers
+    if (o->attention == ZT_ATTN_CUDNN && !o->cx) {  // packed documents: set_positions' buffers
         m->docs_cap = zt_cudnn_docs_bytes(2 * N);
         m->docs_d = zt_cuda_malloc(m->docs_cap);
         for (int j = 0; j < 2; j++) {
@@ -142,8 +143,7 @@ static size_t scratch_bytes(const void *mv) {
 // (GEMM: over the S_attn keys; tiled: the dm->S held rows'), the head's lm_head chunk, the norms' dw partials.
 static size_t scratch_for(const zt_qwen3_cuda_dims *dm, int64_t S_attn, int64_t V) {
     const int64_t N = dm->N, H = dm->H, Hkv = dm->Hkv, D = dm->D;
-    const size_t need[] = {dm->attention == ZT_CUDA_ATTN_GEMM ? zt_cuda_attention_scratch_bytes(S_attn, H, Hkv, D)
-                                                              : zt_cuda_attention_flash_scratch_bytes(dm->S, H, Hkv, D),
+    const size_t need[] = {zt_attn_scratch_bytes(dm->attention, dm->S, S_attn, H, Hkv, D),
                            zt_cuda_lmhead_xent_scratch_bytes(N, V), zt_cuda_rmsnorm_bwd_scratch_bytes(N, dm->d),
                            zt_cuda_rmsnorm_bwd_scratch_bytes(N * H, D), zt_cuda_rmsnorm_bwd_scratch_bytes(N * Hkv, D)};
     size_t s = 0;
@@ -179,7 +179,7 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, con
         *context = zt_qwen3_cuda_cx_bytes(&dm, o->cx->C, o->cx->S);
     }
     // cuDNN with packed documents: set_positions' device table (create allocates it for any cuDNN run)
-    const int64_t docs = o->attention == ZT_CUDA_ATTN_CUDNN && !o->cx ? (int64_t)zt_cudnn_docs_bytes(2 * N) : 0;
+    const int64_t docs = o->attention == ZT_ATTN_CUDNN && !o->cx ? (int64_t)zt_cudnn_docs_bytes(2 * N) : 0;
     return (o->recompute ? (L > 0) : L) * layer + work + head + rope + docs + *context;
 }
 
@@ -188,7 +188,7 @@ static int64_t context_bytes(const void *mv) { return ((const qwen3_gpu *)mv)->c
 // Packed documents with cuDNN: its variable-length batch (cuDNN >= 9.6.0; compiled only: never
 // run on a GPU), refused naming the versions below that or without cuDNN.
 static int check_data(const void *mv, int isolated) {
-    if (isolated && ((const qwen3_gpu *)mv)->dm.attention == ZT_CUDA_ATTN_CUDNN && !zt_cudnn_sdpa_docs_supported()) {
+    if (isolated && ((const qwen3_gpu *)mv)->dm.attention == ZT_ATTN_CUDNN && !zt_cudnn_sdpa_docs_supported()) {
         char why[ZT_ERR_MAX];  // zt_err writes the buffer zt_errmsg() reads
         snprintf(why, sizeof why, "%s", zt_errmsg());
         return zt_err("--attention cudnn cannot keep packed documents apart here: %s; use --attention tiled (or "
@@ -203,7 +203,7 @@ static int check_data(const void *mv, int isolated) {
 // few graphs; below that each distinct count is its own graph.
 static int set_positions(void *mv, const int32_t *pos) {
     qwen3_gpu *m = mv;
-    if (m->dm.attention != ZT_CUDA_ATTN_CUDNN || m->dm.cx || !pos) return 0;
+    if (m->dm.attention != ZT_ATTN_CUDNN || m->dm.cx || !pos) return 0;
     const int j = m->docs_next;
     m->docs_next ^= 1;
     ZT_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)m->docs_ev[j]));

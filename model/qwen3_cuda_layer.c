@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "kernels/cuda/zt_cuda_check.h"
-#include "kernels/cuda/zt_cudnn_attention.h"
+#include "kernels/cuda/attention/dispatch.h"
 #include "base/common.h"
 
 void zt_qwen3_cuda_layer_offsets(const zt_qwen3_cuda_dims *dm, int64_t off[ZT_L_NTENSORS + 1]) {
@@ -111,39 +111,21 @@ void zt_gprof_report(const zt_gprof *p, const char *title) {
 }
 
 // ---- the layer ------------------------------------------------------------------------------------
-// cuDNN keeps packed documents apart only through the table of the same positions (the family
-// builds it from the host positions, kernels/cuda/cudnn_docs.h); positions without one would be
-// attended across without a word, so that is a precondition failure.
-static void require_docs_table(const zt_qwen3_cuda_dims *dm) {
-    if (!dm->docs || !dm->docs_table)
-        zt_cuda_die("precondition pos == NULL || dm->docs != NULL",
-                    "the cuDNN attention cannot keep packed documents apart without their table (the family builds "
-                    "it from the host positions: set_positions); use the tiled attention (--attention tiled) or "
-                    "--doc-attention full",
-                    __FILE__, __LINE__);
+// The layer's attention call (kernels/cuda/attention/dispatch.h): the kind dm->attention chose,
+// over whole rows; across the context group: model/qwen3_cuda_context.c.
+static zt_attn_call attention_call(const zt_qwen3_cuda_dims *dm, const int32_t *pos) {
+    return (zt_attn_call){.kind = dm->attention, .B = dm->B, .S = dm->S, .H = dm->H, .Hkv = dm->Hkv, .D = dm->D,
+                          .pos = pos, .docs = dm->docs, .docs_table = dm->docs_table};
 }
 
 static void attention_fwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims *dm, const int32_t *pos,
                           zt_qwen3_cuda_acts *a) {
-    if (dm->cx) {  // across the context group (model/qwen3_cuda_context.c)
+    if (dm->cx) {
         zt_qwen3_cuda_cx_attention_fwd(c, st, dm, pos, a);
-    } else if (dm->attention == ZT_CUDA_ATTN_CUDNN && pos) {  // packed documents (compiled only)
-        require_docs_table(dm);
-        if (zt_cudnn_sdpa_docs_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, dm->docs, dm->docs_table, dm->B, dm->S,
-                                   dm->H, dm->Hkv, dm->D))
-            zt_fatal("%s", zt_errmsg());
-    } else if (dm->attention == ZT_CUDA_ATTN_CUDNN) {
-        if (zt_cudnn_sdpa_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S, dm->H, dm->Hkv, dm->D))
-            zt_fatal("%s", zt_errmsg());
-    } else if (dm->attention == ZT_CUDA_ATTN_GEMM) {
-        zt_cuda_attention_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv, dm->D);
-    } else if (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR) {
-        zt_cuda_attention_tiled_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv,
-                                    dm->D);
-    } else {  // tensor cores where they apply (attention_tc.cu)
-        zt_cuda_attention_flash_fwd(c, st, a->att, a->lse, a->q, a->k, a->v, pos, dm->B, dm->S, dm->H, dm->Hkv,
-                                    dm->D);
+        return;
     }
+    const zt_attn_call call = attention_call(dm, pos);
+    zt_attn_fwd(c, st, &call, a->att, a->lse, a->q, a->k, a->v);
 }
 
 // RoPE on rows of dm->S tokens; under context parallelism the table is the block's (cx->Sb rows).
@@ -222,24 +204,9 @@ void zt_qwen3_cuda_layer_bwd(zt_cuda_ctx *c, void *st, const zt_qwen3_cuda_dims 
     mark(prof, st, "gemm o bwd");
     if (dm->cx) {
         zt_qwen3_cuda_cx_attention_bwd(c, st, dm, pos, a, w);
-    } else if (dm->attention == ZT_CUDA_ATTN_CUDNN && pos) {
-        require_docs_table(dm);
-        if (zt_cudnn_sdpa_docs_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, dm->docs,
-                                   dm->docs_table, dm->B, dm->S, H, Hkv, D))
-            zt_fatal("%s", zt_errmsg());
-    } else if (dm->attention == ZT_CUDA_ATTN_CUDNN) {
-        if (zt_cudnn_sdpa_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, dm->B, dm->S,
-                              H, Hkv, D))
-            zt_fatal("%s", zt_errmsg());
-    } else if (dm->attention == ZT_CUDA_ATTN_GEMM) {
-        zt_cuda_attention_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos, dm->B,
-                              dm->S, H, Hkv, D);
-    } else if (dm->attention == ZT_CUDA_ATTN_TILED_SCALAR) {
-        zt_cuda_attention_tiled_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos,
-                                    dm->B, dm->S, H, Hkv, D);
     } else {
-        zt_cuda_attention_flash_bwd(c, st, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v, pos,
-                                    dm->B, dm->S, H, Hkv, D);
+        const zt_attn_call call = attention_call(dm, pos);
+        zt_attn_bwd(c, st, &call, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v);
     }
     mark(prof, st, "attention bwd");
     rope(1, st, w->dq, rc, rs, pos, dm, H);

@@ -20,7 +20,7 @@ typedef struct {
     int64_t B, S, N;              // micro-batch, sequence, N = B*S tokens
     int64_t d, F, H, Hkv, D;      // hidden, intermediate, heads, KV heads, head_dim
     float eps;
-    zt_cuda_attn_kind attention;  // TILED (0, default: no S x S scratch), GEMM (cuBLASLt + softmax), CUDNN
+    zt_attn_kind attention;  // TILED (0, default: no S x S scratch), GEMM (cuBLASLt + softmax), CUDNN
     // Context parallelism: S is this rank's S_local tokens of blocks of cx->Sb; RoPE reads the
     // block's table at the given positions and attention runs across the split. NULL: whole rows.
     struct zt_qwen3_cuda_cx *cx;
@@ -63,7 +63,7 @@ void zt_gprof_report(const zt_gprof *p, const char *title);
 
 // x -> y (y != x). rope tables [S, D/2]. pos: NULL (positions t % S, plain causal
 // attention), or device int32 [B*S] positions inside packed documents (zt_batch_words):
-// RoPE restarts per document and attention stays inside it. With ZT_CUDA_ATTN_CUDNN a non-NULL
+// RoPE restarts per document and attention stays inside it. With ZT_ATTN_CUDNN a non-NULL
 // pos needs dm->docs (the table of the same positions; cuDNN's variable-length batch), else it is fatal.
 void zt_qwen3_cuda_layer_fwd(zt_cuda_ctx *c, void *stream, const zt_qwen3_cuda_dims *dm, const zt_bf16 *params,
                    const float *rope_cos, const float *rope_sin, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y,
@@ -117,7 +117,7 @@ typedef struct zt_qwen3_cuda_cx {
 // (the whole-block query side only when dm->attention is the GEMM path).
 int64_t zt_qwen3_cuda_cx_bytes(const zt_qwen3_cuda_dims *dm, int C, int64_t Sb);
 // 0, or -1 + zt_err when the attention cannot run across a split (cuDNN: it takes no positions).
-int zt_qwen3_cuda_cx_check(const zt_family_cuda_context *x, zt_cuda_attn_kind attention);
+int zt_qwen3_cuda_cx_check(const zt_family_cuda_context *x, zt_attn_kind attention);
 // NULL + zt_err as zt_qwen3_cuda_cx_check. The maps are uploaded on `stream` (the passes' stream).
 zt_qwen3_cuda_cx *zt_qwen3_cuda_cx_create(const zt_family_cuda_context *x, const zt_qwen3_cuda_dims *dm, void *stream);
 void zt_qwen3_cuda_cx_free(zt_qwen3_cuda_cx *cx);

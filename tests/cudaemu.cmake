@@ -38,6 +38,7 @@ foreach(cu ${ZT_EMU_CU})
 endforeach()
 # kernels/cuda/*.c: host-only C beside the kernels (cudnn_docs.c), compiled as it is
 file(GLOB ZT_EMU_CUDA_C CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.c)
+list(APPEND ZT_EMU_CUDA_C ${CMAKE_SOURCE_DIR}/kernels/cuda/attention/dispatch.c)  # the attention dispatcher
 add_library(zt_cuda_emu STATIC ${ZT_EMU_CU_WRAPPED} ${ZT_EMU_CUDA_C})
 set_target_properties(zt_cuda_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
 target_compile_options(zt_cuda_emu PRIVATE ${ZT_EMU_INSTR} -Wno-unknown-pragmas)
@@ -96,7 +97,8 @@ set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEO
 
 set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_stage.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
     ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/context.c ${ZT_M}/qwen3_5_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
-    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c)
+    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c
+    ${ZT_TEST_DIR}/support/attention_test.c)  # test-only attention choices (cuDNN selected without it)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
            LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
 add_test(NAME emu_fsdp_cuda COMMAND emu_test_fsdp_cuda)
@@ -159,6 +161,17 @@ zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
                 PkgConfig::YAML
            DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
+# The attention dispatcher's test-only overrides stay out of the product: the trainer on the
+# emulator and, where built, the CUDA module reference the hook weakly and define nothing
+# (tests/cli/attn_test_hook.sh; emu_test_fsdp_cuda, which links tests/support/attention_test.c, fails it).
+set(ZT_ATTN_HOOK_BINS $<TARGET_FILE:zerotrain_cudaemu>)
+set(ZT_ATTN_HOOK_PASS "zerotrain_cudaemu: zt_attn_test_overrides_get weak, undefined\n")
+if(TARGET zerotrain_cuda)
+  list(APPEND ZT_ATTN_HOOK_BINS $<TARGET_FILE:zerotrain_cuda>)
+  string(APPEND ZT_ATTN_HOOK_PASS "libzerotrain_cuda.so: zt_attn_test_overrides_get weak, undefined\n")
+endif()
+zt_expect_test(attn_test_hook_not_in_product EXIT 0 PASS "^${ZT_ATTN_HOOK_PASS}exit 0\n$"
+               COMMAND bash ${ZT_TEST_DIR}/cli/attn_test_hook.sh ${ZT_ATTN_HOOK_BINS})
 # q35_*: the same with Qwen3.5 configs (its GPU passes, carried tensors, head_dim 256).
 foreach(case w1_matches_cpu w2_matches_w1 resume_exact w4_hsdp_matches_w1 async_identical cp2_matches
         q35_w1_matches_cpu q35_hd256_matches_cpu q35_w2_matches_w1 q35_resume_exact q35_init_carry)
@@ -223,6 +236,16 @@ set_tests_properties(emu_cuda_ops_qwen3_5 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}"
 # barrier: what mutate.py's DF and DB rows (kernels/cuda/delta_chunk.cu's barriers) run.
 add_test(NAME emu_delta_chunk COMMAND emu_test_cuda_ops_qwen3_5 --chunk)
 set_tests_properties(emu_delta_chunk PROPERTIES ENVIRONMENT "${ZT_EMU_ENV};ZT_EMU_WARP_AHEAD=1" TIMEOUT 300)
+# The chunked delta rule on tensor cores (kernels/cuda/delta_chunk_tc.cu, ZT_CUDA_DELTA_TC=1) against
+# the CPU and the fp32 chunked kernels, warps run ahead to their next block barrier (mutate.py's TD
+# rows); --full (by hand): S = 4,096 at the 27B's head dims.
+zt_emu_exe(emu_test_delta_tc SOURCES ${ZT_GPU_DIR}/test_delta_tc.c ${ZT_GPU_DIR}/gpu_test_util.c LIBS zt_kernels)
+add_test(NAME emu_delta_tc COMMAND emu_test_delta_tc)
+set_tests_properties(emu_delta_tc PROPERTIES ENVIRONMENT "${ZT_EMU_ENV};ZT_EMU_WARP_AHEAD=1" TIMEOUT 300)
+# tests/gpu/bench_delta.c's code path at a small shape (its times mean nothing here).
+zt_emu_exe(emu_bench_delta SOURCES ${ZT_GPU_DIR}/bench_delta.c ${ZT_GPU_DIR}/gpu_test_util.c LIBS zt_kernels)
+add_test(NAME emu_bench_delta_smoke COMMAND emu_bench_delta --smoke)
+set_tests_properties(emu_bench_delta_smoke PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 120)
 # Qwen3.5's GPU passes unit by unit against its CPU passes (tests/gpu/test_qwen3_5_cuda.c).
 zt_emu_exe(emu_test_qwen3_5_cuda SOURCES ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
            ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/context.c ${ZT_M}/qwen3_5_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c
@@ -230,6 +253,9 @@ zt_emu_exe(emu_test_qwen3_5_cuda SOURCES ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_
            ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_qwen3_5_cuda COMMAND emu_test_qwen3_5_cuda)
 set_tests_properties(emu_qwen3_5_cuda PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
+# The same with the tensor-core delta rule (ZT_CUDA_DELTA_TC=1) at Dk = Dv = 16, plain and packed.
+add_test(NAME emu_qwen3_5_cuda_tc COMMAND emu_test_qwen3_5_cuda --tc)
+set_tests_properties(emu_qwen3_5_cuda_tc PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 300)
 # The GPU engine training Qwen3.5 against the CPU reference trainer at W = 1 and 2
 # (tests/gpu/test_fsdp_cuda_qwen3_5.c): plain rows untied and tied, supervised packed documents.
 zt_emu_exe(emu_test_fsdp_cuda_qwen3_5 SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda_qwen3_5.c ${ZT_GPU_DIR}/gpu_test_util.c

@@ -38,9 +38,15 @@ if(ZT_CUDA)
   add_test(NAME gpu_qwen3_5_cuda COMMAND test_qwen3_5_cuda)
   set_tests_properties(gpu_qwen3_5_cuda PROPERTIES SKIP_RETURN_CODE 77)
 
+  # The delta rule at the 27B's linear-layer shape, fp32 vs tensor-core chunked kernels (not a ctest:
+  # tests/gpu/run.sh's step delta_tc runs it beside fla; emu_bench_delta_smoke runs its code path).
+  add_executable(bench_delta ${ZT_GPU_DIR}/bench_delta.c ${ZT_GPU_DIR}/gpu_test_util.c)
+  target_link_libraries(bench_delta PRIVATE zt_cuda zt_kernels)
+
   # Benchmark (not a ctest: minutes of GPU time): tests/gpu/run.sh runs it.
   add_executable(bench_layer ${ZT_GPU_DIR}/bench_layer.c ${ZT_GPU_DIR}/gpu_test_util.c)
   target_link_libraries(bench_layer PRIVATE zt_cuda_layer)
+  target_sources(bench_layer PRIVATE ${CMAKE_SOURCE_DIR}/tests/support/attention_test.c)  # --attn tiled-scalar
   # A small layer, two iterations: proves the benchmark runs end to end.
   add_test(NAME gpu_bench_layer_smoke COMMAND bench_layer --smoke)
   set_tests_properties(gpu_bench_layer_smoke PROPERTIES SKIP_RETURN_CODE 77)
@@ -56,6 +62,8 @@ if(ZT_CUDA)
                    ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
     target_compile_definitions(test_fsdp_cuda PRIVATE ZT_NCCL_NO_MPI=1)
     target_include_directories(test_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})
+    # test-only attention choices (cuDNN selected in a build without it)
+    target_sources(test_fsdp_cuda PRIVATE ${CMAKE_SOURCE_DIR}/tests/support/attention_test.c)
     target_link_libraries(test_fsdp_cuda PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} Threads::Threads m)
     add_test(NAME gpu_fsdp_cuda COMMAND test_fsdp_cuda)
     set_tests_properties(gpu_fsdp_cuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
@@ -69,6 +77,7 @@ if(ZT_CUDA)
                        ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
                    ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
         target_include_directories(${name} PRIVATE ${ZT_NCCL_INCLUDE})
+        target_sources(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/support/attention_test.c)
         target_link_libraries(${name} PRIVATE zt_cuda_layer zt_kernels ${ZT_NCCL_LIB} MPI::MPI_C Threads::Threads m)
       endfunction()
       zt_gpu_engine_mpi_test(test_fsdp_cuda_mpi ${ZT_GPU_DIR}/test_fsdp_cuda.c ${CMAKE_SOURCE_DIR}/tests/support/trainer.c ${ZT_R}/comm_mpi.c)

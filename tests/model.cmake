@@ -11,6 +11,8 @@ zt_add_test(test_att_rows ${ZT_TEST_DIR}/unit/test_att_rows.c zt_kernels)
 target_compile_options(test_att_rows PRIVATE -ffp-contract=off)
 zt_add_test(test_model_golden ${ZT_TEST_DIR}/unit/test_model_golden.c zt_train zt_test_support)
 zt_add_test(test_hf_io ${ZT_TEST_DIR}/unit/test_hf_io.c zt_checkpoint)
+# A unit of 300 tensors (an MoE layer's size) through the layout, the optimizer spans, the HF load and the checkpoint
+zt_add_test(test_unit_many ${ZT_TEST_DIR}/unit/test_unit_many.c zt_engine zt_checkpoint)
 # Config ranges: values that would wrap or truncate are refused by name (tests/unit/test_config.c).
 zt_add_test(test_config ${ZT_TEST_DIR}/unit/test_config.c zt_model)
 # Qwen3.5's text model against transformers' Qwen3_5ForCausalLM (tests/reference/make_qwen3_5_golden.py)

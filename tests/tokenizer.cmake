@@ -2,8 +2,12 @@
 # corpus, and the split matcher against PCRE2 running the regex itself.
 find_package(ZLIB REQUIRED)
 zt_add_test(test_tokenizer ${ZT_TEST_DIR}/unit/test_tokenizer.c zt_data ZLIB::ZLIB)
-pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 zt_add_test(test_tokenizer_regex ${ZT_TEST_DIR}/unit/test_tokenizer_regex.c zt_data PkgConfig::PCRE2)
+# Qwen3.5's tokenizer.json (hand matcher with \p{M}) and a regex only PCRE2 runs (GPT-2's on
+# Qwen3's vocabulary), ids against tokenizers (tests/reference/make_tokenizer_golden_more.py)
+zt_add_test_exe(test_tokenizer_more ${ZT_TEST_DIR}/unit/test_tokenizer_more.c zt_data ZLIB::ZLIB)
+add_test(NAME test_tokenizer_qwen3_5 COMMAND test_tokenizer_more qwen3_5)
+add_test(NAME test_tokenizer_pcre2 COMMAND test_tokenizer_more pcre2)
 # pack on text (JSON Lines, lines, files; single and per-rank) against a Python packer
 zt_add_test(test_pack_text ${ZT_TEST_DIR}/unit/test_pack_text.c zt_data ZLIB::ZLIB)
 
@@ -60,3 +64,9 @@ add_test(NAME tok_cli_pack_progress COMMAND bash -c "
   awk 'BEGIN{srand(1); for(i=0;i<30000;i++){ l=\"\"; for(j=0;j<12;j++) l=l \"word\" int(rand()*5000) \" \"; print l }}' >$d/in.txt
   ZT_PROGRESS_INTERVAL=0 ${ZT_EXE} pack --input lines $d/in.txt -o $d/out 2>$d/err.txt
   grep -E 'MB read of [0-9.]+ MB \\([0-9]+%\\), ETA [0-9]+ s .* documents' $d/err.txt || { cat $d/err.txt; exit 1; }")
+
+# A dataset packed with another tokenizer than the --init directory's tokenizer.json is refused at
+# start naming both digests; the matching one trains (tests/cli/tokenizer_digest.sh).
+zt_expect_test(tok_cli_dataset_tokenizer_digest EXIT 0 PASS "ok \\[tokenizer_digest\\]"
+  COMMAND bash ${ZT_TEST_DIR}/cli/tokenizer_digest.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/test-work)
+set_tests_properties(tok_cli_dataset_tokenizer_digest PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")

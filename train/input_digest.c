@@ -17,6 +17,7 @@
 #include "checkpoint/safetensors.h"
 #include "data/dataset.h"
 #include "model/config.h"
+#include "model/family.h"
 #include "train/settings_agree.h"
 
 // A growing text of "key=value" lines.
@@ -81,8 +82,9 @@ static char *model_lines(const char *path, cJSON *rec) {
     }
     lines_buf b = {0};
     add_config_fields(&b, root->child, "model config ");
-    // not a field of the text config, but it moves every tensor's name (model.language_model.X)
-    add_line(&b, "model config (vision-language wrapper)", "%s", cfg.vlm ? "true" : "false");
+    // not a field of the text config, but it moves every tensor's name (the family's name adapter:
+    // a vision-language wrapper's prefix)
+    add_line(&b, "model config (vision-language wrapper)", "%s", zt_model_hf_prefix(&cfg) ? "true" : "false");
     char crc[16];
     snprintf(crc, sizeof crc, "%08x", zt_crc32c(0, text, strlen(text)));
     cJSON_AddStringToObject(rec, "model_config_crc32c", crc);

@@ -118,6 +118,10 @@ static void check_data(gate *g, const zt_preflight_opts *o, int64_t *total_token
     zt_dataset_opts d = {.verify_crc = o->verify_crc, .check_tokens = 1, .model_vocab = vocab,
                          .part = g->rank, .nparts = g->world};
     int ok = zt_dataset_open(&ds, o->data, &d) == 0;
+    if (ok && zt_dataset_check_tokenizer(&ds, o->data, o->model) != 0) {  // packed with another tokenizer
+        zt_dataset_close(&ds);
+        ok = 0;
+    }
     int64_t flag = !ok;
     zt_allreduce(g->comm, &flag, &flag, 1, ZT_DT_I64, ZT_RED_SUM, "preflight data open");
     if (!ok || flag) {

@@ -189,6 +189,8 @@ static int open_data(const zt_train_opts *o, run_state *r) {
                              .model_vocab = cfg->vocab_size, .part = r->rank, .nparts = r->world};
     int ok = zt_dataset_open(&c->ds, o->data, &dopts) == 0;
     c->ds_open = ok;
+    // a dataset packed with another tokenizer than the model directory's is refused
+    if (ok) ok = zt_dataset_check_tokenizer(ds, o->data, o->init ? o->init : o->model) == 0;
     if (ok && ds->per_rank && ds->nfiles != r->data_world && r->context == 1)
         ok = zt_err("%s: a per-rank dataset with %d file%s needs exactly %d rank%s, but the job has %d (pack it "
                     "again with --per-rank %d, or launch %d ranks)",
@@ -328,6 +330,9 @@ static char *settings_with_carry(char *settings, const char *carry) {
     return text;
 }
 
+// --attention auto's question to the CUDA module (kernels/cuda/attention/policy.h zt_attn_auto_in).
+static int cudnn_serves(const void *cfg) { return zt_fsdp_cuda_cudnn_serves(cfg); }
+
 // The engine: NCCL communicators (cuda), the sharded model and optimizer state, then its
 // starting point: --init weights, or the checkpoint of --resume, copied to the device.
 static int build_engine(const zt_train_opts *o, run_state *r) {
@@ -337,22 +342,11 @@ static int build_engine(const zt_train_opts *o, run_state *r) {
     char backend[192];
     snprintf(backend, sizeof backend, "cpu backend (%s sgemm kernel)", zt_cpu_gemm_kernel());
     int ok = 1;
-    // --attention auto: cuDNN's fused attention where the module has it and it can serve the
-    // data: not isolated documents (cuDNN takes them only as its variable-length batch, which
-    // has never run on a GPU, so auto does not choose it for them): a Qwen3-32B layer on an H200 ran 1.18x /
-    // 1.65x faster with it than with the GEMM path at 2,048 / 8,192 tokens, and it needs no
-    // S x S scratch (docs/gpu-runs/2026-12-04-h200/full). Else the GEMM path while its S x S
-    // scratch (12 g S^2 bytes per KV-head group, g = H / Hkv) stays under ZT_AUTO_GEMM_SCRATCH:
-    // on the same H200 it was 2.8x / 4.6x faster than the tiled kernels, which have no tensor-core
-    // products yet (docs/gpu-runs/2026-12-04-h200/tiled). Past that, the tiled kernels: O(S x D)
-    // scratch (the GEMM path's is ~103 GB for a 32B layer at 32,768 tokens).
-    const double g = (double)cfg.num_heads / (double)cfg.num_kv_heads, S = (double)ds->seq_len;
-    const double gemm_scratch = 12 * g * S * S + 8 * g * S * cfg.head_dim + 4 * g * S;
-    const int attention = o->attention != ZT_ATTN_AUTO                                  ? o->attention
-                          : r->cuda && !r->data.isolated && o->context_parallel <= 1 &&
-                                    zt_fsdp_cuda_cudnn_serves(&cfg)                    ? ZT_ATTN_CUDNN
-                          : gemm_scratch <= ZT_AUTO_GEMM_SCRATCH                       ? ZT_ATTN_GEMM
-                                                                                        : ZT_ATTN_TILED;
+    // --attention: the kind the GPU layers run; auto decides in kernels/cuda/attention/policy.h
+    const zt_attn_auto_in ain = {.cuda = r->cuda, .isolated = r->data.isolated, .context = o->context_parallel,
+                                 .cudnn_serves = cudnn_serves, .cudnn_arg = &cfg, .S = ds->seq_len,
+                                 .H = cfg.num_heads, .Hkv = cfg.num_kv_heads, .D = cfg.head_dim};
+    const int attention = zt_attn_choose(o->attention, &ain);
     if (r->cuda) {
         // Its own flight recorders (RUN/nccl/ranks/rank-N.flight): a deadline report on the
         // NCCL comm summarises the peers' NCCL recorders, not the MPI comm's.

@@ -6,20 +6,17 @@
 #define ZT_TRAIN_H
 #include <stdint.h>
 
-#include "engine/fsdp.h"  // ZT_ATTN_*
+#include "engine/fsdp.h"  // ZT_ATTN_* (kernels/cuda/attention/policy.h: the kinds, AUTO and its policy)
 #include "engine/optim.h"
 #include "train/preflight.h"
 #include "train/train_defaults.h"
 
 typedef enum { ZT_DEVICE_AUTO = 0, ZT_DEVICE_CPU = 1, ZT_DEVICE_CUDA = 2 } zt_device;
-#define ZT_ATTN_AUTO (-1)  // --attention auto: cuDNN when built and documents are not isolated, else GEMM
-                           // while its S x S scratch fits ZT_AUTO_GEMM_SCRATCH, else tiled (train/train.c)
-#define ZT_AUTO_GEMM_SCRATCH (8.0 * 1024 * 1024 * 1024)  // bytes: S <= ~9,400 tokens at g = 8
 typedef enum { ZT_DOC_ATTN_DATASET = 0, ZT_DOC_ATTN_FULL = 1, ZT_DOC_ATTN_ISOLATED = 2 } zt_doc_attention;
 
 typedef struct {
     zt_device device;        // AUTO: cuda when built with the GPU engine and every rank sees a GPU
-    int attention;           // cuda: ZT_ATTN_TILED / _CUDNN / _GEMM (engine/fsdp.h), or ZT_ATTN_AUTO
+    int attention;           // cuda: ZT_ATTN_TILED / _CUDNN / _GEMM, or ZT_ATTN_AUTO (zt_attn_choose)
     int recompute;           // cuda: activation recomputation (keep layer inputs only)
     const char *model;       // config.json or HF directory (may be NULL when init is given)
     const char *init;        // HF weights directory or .safetensors (NULL: random init from seed)

@@ -8,9 +8,7 @@
 // The queries may be a subset of the block's rows (the _rows_ entry points: attention_tiled.cu's).
 // defines: zt_cuda_attention_tc_fwd, zt_cuda_attention_tc_bwd, zt_cuda_attention_tc_rows_fwd,
 //          zt_cuda_attention_tc_rows_bwd, zt_cuda_attention_tc_scratch_bytes,
-//          zt_cuda_attention_tc_supported, zt_cuda_attention_flash_fwd, zt_cuda_attention_flash_bwd,
-//          zt_cuda_attention_flash_rows_fwd, zt_cuda_attention_flash_rows_bwd,
-//          zt_cuda_attention_flash_scratch_bytes
+//          zt_cuda_attention_tc_supported, zt_cuda_attention_flash_scratch_bytes
 #include <math.h>
 #include <mma.h>
 
@@ -459,45 +457,10 @@ extern "C" void zt_cuda_attention_tc_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *
     zt_cuda_attention_tc_rows_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, NULL, B, S, S, H, Hkv, D);
 }
 
-// ---- the tiled path: tensor cores where they apply, the scalar tiled kernels otherwise ----------
+// ---- the tiled kind's scratch: tensor cores where they apply, the scalar tiled kernels otherwise ------
+// (the choice between them: kernels/cuda/attention/dispatch.c)
 extern "C" size_t zt_cuda_attention_flash_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D) {
     const size_t a = zt_cuda_attention_tc_scratch_bytes(S, H, Hkv, D),
                  b = zt_cuda_attention_tiled_scratch_bytes(S, H, Hkv, D);
     return a > b ? a : b;
-}
-extern "C" void zt_cuda_attention_flash_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
-                                            const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B,
-                                            int64_t S, int64_t H, int64_t Hkv, int64_t D) {
-    if (zt_cuda_attention_tc_supported(D))
-        zt_cuda_attention_tc_fwd(c, stream, o, lse, q, k, v, pos, B, S, H, Hkv, D);
-    else
-        zt_cuda_attention_tiled_fwd(c, stream, o, lse, q, k, v, pos, B, S, H, Hkv, D);
-}
-extern "C" void zt_cuda_attention_flash_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
-                                            const zt_bf16 *dout, const zt_bf16 *o, const float *lse,
-                                            const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos,
-                                            int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D) {
-    if (zt_cuda_attention_tc_supported(D))
-        zt_cuda_attention_tc_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, B, S, H, Hkv, D);
-    else
-        zt_cuda_attention_tiled_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, B, S, H, Hkv, D);
-}
-extern "C" void zt_cuda_attention_flash_rows_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse,
-                                                 const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
-                                                 const int32_t *pos, const int32_t *qrow, int64_t B, int64_t Sq,
-                                                 int64_t S, int64_t H, int64_t Hkv, int64_t D) {
-    if (zt_cuda_attention_tc_supported(D))
-        zt_cuda_attention_tc_rows_fwd(c, stream, o, lse, q, k, v, pos, qrow, B, Sq, S, H, Hkv, D);
-    else
-        zt_cuda_attention_tiled_rows_fwd(c, stream, o, lse, q, k, v, pos, qrow, B, Sq, S, H, Hkv, D);
-}
-extern "C" void zt_cuda_attention_flash_rows_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
-                                                 const zt_bf16 *dout, const zt_bf16 *o, const float *lse,
-                                                 const zt_bf16 *q, const zt_bf16 *k, const zt_bf16 *v,
-                                                 const int32_t *pos, const int32_t *qrow, int64_t B, int64_t Sq,
-                                                 int64_t S, int64_t H, int64_t Hkv, int64_t D) {
-    if (zt_cuda_attention_tc_supported(D))
-        zt_cuda_attention_tc_rows_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, qrow, B, Sq, S, H, Hkv, D);
-    else
-        zt_cuda_attention_tiled_rows_bwd(c, stream, dq, dk, dv, dout, o, lse, q, k, v, pos, qrow, B, Sq, S, H, Hkv, D);
 }

@@ -46,9 +46,14 @@ extern "C" size_t zt_cuda_delta_scratch_bytes(int64_t B, int64_t S, int64_t Hv, 
     return r > c ? r : c;
 }
 
-// ZT_CUDA_DELTA_RECUR=1: the token recurrence instead of the chunked kernels.
+// ZT_CUDA_DELTA_RECUR=1: the token recurrence instead of the chunked kernels; else
+// ZT_CUDA_DELTA_TC=1: the chunked form on tensor cores (delta_chunk_tc.cu) where it takes the head
+// dimensions (multiples of 16 up to 128), the fp32 chunked kernels elsewhere.
 static int use_recurrence(void) {
     return zt_env_on(ZT_ENV_CUDA_DELTA_RECUR);
+}
+static int use_tc(int64_t Dk, int64_t Dv) {
+    return zt_env_on(ZT_ENV_CUDA_DELTA_TC) && zt_cuda_delta_tc_supported(Dk, Dv);
 }
 
 static __device__ __forceinline__ bool doc_start(const int32_t *pos, int64_t row, int t) {
@@ -264,7 +269,9 @@ extern "C" void zt_cuda_delta_recur_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *d
 extern "C" void zt_cuda_delta_fwd(void *stream, zt_bf16 *o, float *saved, const zt_bf16 *q, const zt_bf16 *k,
                                   const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B,
                                   int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv) {
-    (use_recurrence() ? zt_cuda_delta_recur_fwd : zt_cuda_delta_chunk_fwd)(stream, o, saved, q, k, v, g, beta, pos, B,
+    (use_recurrence() ? zt_cuda_delta_recur_fwd
+                      : use_tc(Dk, Dv) ? zt_cuda_delta_tc_fwd
+                                       : zt_cuda_delta_chunk_fwd)(stream, o, saved, q, k, v, g, beta, pos, B,
                                                                            S, Hk, Hv, Dk, Dv);
 }
 
@@ -273,7 +280,9 @@ extern "C" void zt_cuda_delta_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_
                                   const zt_bf16 *k, const zt_bf16 *v, const float *g, const float *beta,
                                   const int32_t *pos, int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk,
                                   int64_t Dv) {
-    (use_recurrence() ? zt_cuda_delta_recur_bwd : zt_cuda_delta_chunk_bwd)(c, stream, dq, dk, dv, dg, dbeta, dout,
+    (use_recurrence() ? zt_cuda_delta_recur_bwd
+                      : use_tc(Dk, Dv) ? zt_cuda_delta_tc_bwd
+                                       : zt_cuda_delta_chunk_bwd)(c, stream, dq, dk, dv, dg, dbeta, dout,
                                                                            saved, q, k, v, g, beta, pos, B, S, Hk, Hv,
                                                                            Dk, Dv);
 }

@@ -20,7 +20,7 @@
 // summed over column blocks and the value heads of a key head by one kernel in a fixed order
 // (deterministic, no atomics). Dk, Dv <= 128 (zt_cuda_delta_supported).
 // defines: zt_cuda_delta_chunk_fwd, zt_cuda_delta_chunk_bwd, zt_cuda_delta_chunk_scratch_bytes,
-//          zt_cuda_delta_chunk_smem_bytes
+//          zt_cuda_delta_chunk_smem_bytes, zt_cuda_delta_chunk_sum
 #include "kernels/cuda/cuda_internal.h"
 
 #define CH 64         // tokens per span (= the recurrence's checkpoint spacing)
@@ -529,7 +529,15 @@ extern "C" void zt_cuda_delta_chunk_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *d
                                                           pos, (int)B, (int)S, (int)Hk, (int)Hv, (int)Dk, (int)Dv,
                                                           (float)(1.0 / sqrt((double)Dk)));
     ZT_LAUNCHED("delta_chunk_bwd_kernel", st);
-    const int64_t n = B * S * Hk * Dk + B * S * Hv;
+    zt_cuda_delta_chunk_sum(st, dq, dk, dg, dbeta, dqp, dkp, dgp, dbp, B, S, Hk, Hv, Dk, Dv);
+}
+
+// The column blocks' partials summed in a fixed order (delta_chunk_tc.cu's backward shares them).
+extern "C" void zt_cuda_delta_chunk_sum(void *stream, zt_bf16 *dq, zt_bf16 *dk, float *dg, float *dbeta,
+                                        const float *dqp, const float *dkp, const float *dgp, const float *dbp,
+                                        int64_t B, int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv) {
+    cudaStream_t st = zt_st(stream);
+    const int64_t ncb = (Dv + DC - 1) / DC, n = B * S * Hk * Dk + B * S * Hv;
     ZT_LAUNCH(delta_chunk_sum_kernel, zt_blocks(n, 256), 256, 0, st)((bf16 *)dq, (bf16 *)dk, dg, dbeta, dqp, dkp,
                                                                      dgp, dbp, B, (int)S, (int)Hk, (int)Hv, (int)Dk,
                                                                      (int)ncb);

@@ -193,6 +193,23 @@ void zt_cuda_delta_chunk_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 
 size_t zt_cuda_delta_recur_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
 size_t zt_cuda_delta_chunk_scratch_bytes(int64_t B, int64_t S, int64_t Hv, int64_t Dk, int64_t Dv);
 size_t zt_cuda_delta_chunk_smem_bytes(int64_t Dk, int bwd);
+// The chunked form with its products on tensor cores (delta_chunk_tc.cu; ZT_CUDA_DELTA_TC=1 makes
+// zt_cuda_delta_fwd / _bwd take it where zt_cuda_delta_tc_supported): the same interface, saved
+// layout and backward scratch as the chunked kernels (zt_cuda_delta_chunk_scratch_bytes).
+int zt_cuda_delta_tc_supported(int64_t Dk, int64_t Dv);
+// The 32-column blocks' partials of dq, dk [ncb, B, Hv, S, Dk], dg, dbeta [ncb, B, Hv, S] summed in a
+// fixed order into dq, dk (bf16, over a key head's value heads too), dg, dbeta (both backward forms).
+void zt_cuda_delta_chunk_sum(void *stream, zt_bf16 *dq, zt_bf16 *dk, float *dg, float *dbeta, const float *dqp,
+                             const float *dkp, const float *dgp, const float *dbp, int64_t B, int64_t S, int64_t Hk,
+                             int64_t Hv, int64_t Dk, int64_t Dv);
+size_t zt_cuda_delta_tc_smem_bytes(int64_t Dk, int bwd);
+void zt_cuda_delta_tc_fwd(void *stream, zt_bf16 *o, float *saved, const zt_bf16 *q, const zt_bf16 *k,
+                          const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B, int64_t S,
+                          int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
+void zt_cuda_delta_tc_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv, float *dg,
+                          float *dbeta, const zt_bf16 *dout, const float *saved, const zt_bf16 *q, const zt_bf16 *k,
+                          const zt_bf16 *v, const float *g, const float *beta, const int32_t *pos, int64_t B,
+                          int64_t S, int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv);
 // y = att * sigmoid(gate) (the full-attention layers' output gate); backward: datt, dgate assigned.
 void zt_cuda_sigmoid_gate_fwd(void *stream, zt_bf16 *y, const zt_bf16 *att, const zt_bf16 *gate, int64_t n);
 void zt_cuda_sigmoid_gate_bwd(void *stream, zt_bf16 *datt, zt_bf16 *dgate, const zt_bf16 *dy, const zt_bf16 *att,
@@ -231,15 +248,9 @@ void zt_cuda_embedding_bwd(void *stream, float *dw, const zt_bf16 *dx, const uin
                            int64_t V);
 
 // ---- attention (causal GQA, no copies of KV heads) ----------------------------------------
-// Which attention a GPU layer runs (zt_qwen3_cuda_dims.attention); zero = the tiled kernels.
-// TILED: tensor cores where they apply (zt_cuda_attention_flash_*); TILED_SCALAR: the scalar
-// tiled kernels always (zt_cuda_attention_tiled_*: benchmarks and comparisons).
-typedef enum {
-    ZT_CUDA_ATTN_TILED = 0,
-    ZT_CUDA_ATTN_CUDNN = 1,
-    ZT_CUDA_ATTN_GEMM = 2,
-    ZT_CUDA_ATTN_TILED_SCALAR = 3
-} zt_cuda_attn_kind;
+// One file per implementation, each entry point below checked on its own by tests/gpu/test_cuda_ops.c;
+// the model families call none of them directly: the kinds, the --attention auto policy and the
+// choice between them are kernels/cuda/attention/ (policy.h, dispatch.h).
 // q[B*S, H*D], k/v[B*S, Hkv*D], o[B*S, H*D] (bf16); lse[B, H, S] (fp32) saved for
 // backward instead of the probabilities. cuBLASLt strided-batched products per
 // (batch, KV head): the group's H/Hkv query heads read the same K/V (stride 0);
@@ -303,22 +314,8 @@ void zt_cuda_attention_tc_rows_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt
                                    const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, const int32_t *qrow,
                                    int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
 size_t zt_cuda_attention_tc_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
-// The layers' tiled attention (ZT_CUDA_ATTN_TILED): the tensor-core kernels where
-// zt_cuda_attention_tc_supported(D), the scalar tiled ones otherwise; scratch for either.
-void zt_cuda_attention_flash_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
-                                 const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
-                                 int64_t H, int64_t Hkv, int64_t D);
-void zt_cuda_attention_flash_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
-                                 const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
-                                 const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, int64_t B, int64_t S,
-                                 int64_t H, int64_t Hkv, int64_t D);
-void zt_cuda_attention_flash_rows_fwd(zt_cuda_ctx *c, void *stream, zt_bf16 *o, float *lse, const zt_bf16 *q,
-                                      const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, const int32_t *qrow,
-                                      int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
-void zt_cuda_attention_flash_rows_bwd(zt_cuda_ctx *c, void *stream, zt_bf16 *dq, zt_bf16 *dk, zt_bf16 *dv,
-                                      const zt_bf16 *dout, const zt_bf16 *o, const float *lse, const zt_bf16 *q,
-                                      const zt_bf16 *k, const zt_bf16 *v, const int32_t *pos, const int32_t *qrow,
-                                      int64_t B, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
+// The tiled kind's scratch (ZT_ATTN_TILED: the tensor-core kernels where
+// zt_cuda_attention_tc_supported(D), the scalar tiled ones otherwise): the larger of the two.
 size_t zt_cuda_attention_flash_scratch_bytes(int64_t S, int64_t H, int64_t Hkv, int64_t D);
 
 // ---- fused lm_head + cross-entropy ---------------------------------------------------

@@ -42,6 +42,8 @@ T_SFT = ["emu_fsdp_cuda_sft_w1"]
 T_HSDP = ["emu_fsdp_cuda_hsdp_w4"]
 T_CP = ["emu_fsdp_cuda_cp_w2_c2", "emu_fsdp_cuda_cp_w4_c2"]
 T_DCHUNK = ["emu_delta_chunk"]  # the chunked delta rule vs the CPU (emu_cuda_ops_qwen3_5 runs it too)
+DTC = "kernels/cuda/delta_chunk_tc.cu"
+T_DTC = ["emu_delta_tc"]  # the tensor-core chunked delta rule vs the CPU
 
 OLD_REGISTER = """    c->host_pinned = !bench;
     for (int i = 0; i < U && c->host_pinned; i++) {
@@ -205,6 +207,11 @@ MUTATIONS = [
     ("X8", TILED, "        for (int qt = qrow ? 0 : kt; qt < ntiles; qt++) {\n",
      "        for (int qt = kt; qt < ntiles; qt++) {  // (mutated)\n", T_TILED,
      "dK/dV over held rows: every query tile (a rank's late chunk sits in early tiles), not those from the key tile's"),
+    # ---- kernels/cuda/attention/dispatch.c: the families' one attention call ----
+    ("AD1", "kernels/cuda/attention/dispatch.c",
+     "        (scalar_tiles(D) ? zt_cuda_attention_tiled_fwd : zt_cuda_attention_tc_fwd)(c, st, o, lse, q, k, v, a->pos, B,",
+     "        (scalar_tiles(D) ? zt_cuda_attention_tiled_fwd : zt_cuda_attention_tc_fwd)(c, st, o, lse, q, k, v, NULL, B,",
+     ["emu_fsdp_cuda_sft_w1"], "the tiled kind's forward over whole rows gets the document positions (instead: plain causal)"),
     # ---- engine/comm_nccl.c ----
     ("N1", NCCL, "    ZT_CUDA_CHECK_GOTO(cudaEventRecord(ev, st), cuda_fail, s);\n    *handle = (void *)ev;", "    *handle = (void *)ev;",
      T_COMM, "start: record the collective's event (its handle)"),
@@ -352,6 +359,59 @@ MUTATIONS = [
      ["emu_fsdp_cuda"], "defect 4: the host shards registered piecemeal again"),
     ("R3", "kernels/cuda/cuda_device.cu", "    exit(ZT_EXIT_CUDA);", "    exit(1);",
      ["emu_fatal_oom", "gpu_run_rerun_rule"], "defect 1: fatal CUDA errors exit 1 again"),
+    # ---- the chunked delta rule on tensor cores (kernels/cuda/delta_chunk_tc.cu): every barrier and document start ----
+    ("TF1", DTC, '        __syncthreads();  // TF1: K, Q, the gates, a, S0 and its bf16 copy are in place\n', "",
+     T_DTC, "forward: the barrier after the span's load (K, Q, gates, decays, S0 and its bf16 copy), before Gam, e and the Gram products read it"),
+    ("TF2", DTC, '        __syncthreads();  // TF2: Gam, e, K K^T, Q K^T, K S0, Q S0 are in place\n', "",
+     T_DTC, 'forward: the barrier after Gam, e, K K^T, Q K^T, K S0, Q S0, before the inverse, P and Y read them'),
+    ("TF3", DTC, '        __syncthreads();  // TF3: T, P, Y are in place\n', "",
+     T_DTC, "forward: the barrier after T's, P's and Y's bf16 parts, before Vn = T Y"),
+    ("TF4", DTC, '        __syncthreads();  // TF4: Vn is in place\n', "",
+     T_DTC, 'forward: the barrier after Vn, before its bf16 parts are made (and e S0 scaled)'),
+    ("TF5", DTC, '        __syncthreads();  // TF5: Vn, diag(f) Vn in bf16 and e_{L-1} S0 are in place\n', "",
+     T_DTC, "forward: the barrier after Vn's parts and e_{L-1} S0, before O = P Vn and the state's accumulation"),
+    ("TF6", DTC, '        __syncthreads();  // TF6: P Vn is in place\n', "",
+     T_DTC, 'forward: the barrier after O = P Vn, before the output reads it'),
+    ("TB1", DTC, "        __syncthreads();  // TB1: every thread is done with the later span (and dS's update is complete)\n", "",
+     T_DTC, "backward: the barrier before the next (earlier) span's load overwrites what other warps still read for dk, dq and dS's update"),
+    ("TB2", DTC, '        __syncthreads();  // TB2: K, Q, the gates, the start flags, S0, dS, dO are in place\n', "",
+     T_DTC, "backward: the barrier after the span's load (K, Q, gates, start flags, S0, dS, dO), before the decays and the Gram products"),
+    ("TB3", DTC, '        __syncthreads();  // TB3: cum, e, K K^T, Q K^T, K S0, Q S0, K dS are in place\n', "",
+     T_DTC, 'backward: the barrier after cum, e, the Gram products, K S0, Q S0, K dS, before the segments overwrite the start flags'),
+    ("TB4", DTC, '        __syncthreads();  // TB4: the segments are in place\n', "",
+     T_DTC, "backward: the barrier after the segments, before Gam's entries are read"),
+    ("TB5", DTC, "        __syncthreads();  // TB5: f, dEq, GK, P and its parts, Y's parts are in place (Q S0 read)\n", "",
+     T_DTC, "backward: the barrier after f, GK, P's parts and Y's parts, before the inverse and Vn"),
+    ("TB6", DTC, "        __syncthreads();  // TB6: T's parts are in place\n", "",
+     T_DTC, "backward: the barrier after T's parts, before Vn = T Y"),
+    ("TB7", DTC, '        __syncthreads();  // TB7: Vn = T Y is in place\n', "",
+     T_DTC, 'backward: the barrier after Vn, before its parts, diag(f) Vn and dF'),
+    ("TB8", DTC, "        __syncthreads();  // TB8: Vn's parts, diag(f) Vn, dF are in place (Vn in X2 read)\n", "",
+     T_DTC, "backward: the barrier after Vn's parts and dF, before dP, P^T dO overwrite T and Vn"),
+    ("TB9", DTC, '        __syncthreads();  // TB9: dP, P^T dO are in place\n', "",
+     T_DTC, "backward: the barrier after dP and P^T dO, before dVn's parts, M2 and dP . P"),
+    ("TB10", DTC, "        __syncthreads();  // TB10: dVn's parts, M2's parts, dP . P are in place (dP, P's parts read)\n", "",
+     T_DTC, "backward: the barrier after dVn's and M2's parts, before dY = T^T dVn"),
+    ("TB11", DTC, "        __syncthreads();  // TB11: dY is in place (K dS, T's parts read)\n", "",
+     T_DTC, "backward: the barrier after dY, before its bf16 copy, dv, dbeta's R part and dE"),
+    ("TB12", DTC, "        __syncthreads();  // TB12: dY in bf16, -e dR, scale e dO, dbeta's R part, dE, the shares are in place\n", "",
+     T_DTC, 'backward: the barrier after dY in bf16, -e dR, scale e dO, dE and the <S0, dS> shares, before dA and e dS'),
+    ("TB13", DTC, '        __syncthreads();  // TB13: -dA = dY Vn^T and e_{L-1} dS are in place\n', "",
+     T_DTC, "backward: the barrier after -dA and e_{L-1} dS, before M1, dP . P + dA . A and dbeta's A part"),
+    ("TB14", DTC, "        __syncthreads();  // TB14: M1's parts, dP . P + dA . A, dbeta are in place\n", "",
+     T_DTC, "backward: the barrier after M1's parts and dbeta, before dg, dk, dq and the state's gradient"),
+    ('TW1', DTC, '        wmma::store_matrix_sync(stage, c, 16, wmma::mem_row_major);\n        __syncwarp();\n', '        wmma::store_matrix_sync(stage, c, 16, wmma::mem_row_major);\n',
+     T_DTC, 'backward dk/dq: the warp barrier after a tile is stored, before the lanes read it'),
+    ('TM1', DTC, '            m.a[i] = m.start[i] ? 0.0 : exp((double)m.g[i]);\n', '            m.a[i] = exp((double)m.g[i]);  // (mutated)\n',
+     T_DTC, 'forward: a document start inside a span as a zero decay (instead: exp(g), Gam reaching across documents)'),
+    ('TM2', DTC, '            if (opens) m.S0[r * LS + c] = 0.0f;\n', '',
+     T_DTC, 'forward: the state entering a span that opens a document zeroed (and saved as zero)'),
+    ('TM3', DTC, '            for (int s = 0; s <= i; s++) G += (double)m.g[s], zero = zero || m.start[s];\n', '            for (int s = 0; s <= i; s++) G += (double)m.g[s];  // (mutated)\n',
+     T_DTC, "forward: e_i zero from the span's first document start on (instead: the incoming state reaches every document)"),
+    ('TM4', DTC, '            for (int s_ = 0; s_ <= i; s_++) G += (double)m.g[s_], sg = m.seg[s_] ? s_ : sg;\n', '            for (int s_ = 0; s_ <= i; s_++) G += (double)m.g[s_];  // (mutated)\n',
+     T_DTC, 'backward: Gam zero across a document start (instead: exp(cum_i - cum_j) across documents)'),
+    ('TM5', DTC, '            for (int s_ = 0; s_ <= i; s_++) G += (double)m.g[s_], zero = zero || m.seg[s_];\n', '            for (int s_ = 0; s_ <= i; s_++) G += (double)m.g[s_];  // (mutated)\n',
+     T_DTC, "backward: e_i zero from the span's first document start on"),
 ]
 
 

@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
         zt_cuda_sync(NULL, "attention with document positions");
     } else if (!strcmp(mode, "--cudnn-docs")) {
         const zt_qwen3_cuda_dims dm = {.B = 1, .S = 8, .N = 8, .d = 16, .F = 32, .H = 2, .Hkv = 1, .D = 8, .eps = 1e-6f,
-                                   .attention = ZT_CUDA_ATTN_CUDNN};  // as --attention cudnn in a build with cuDNN
+                                   .attention = ZT_ATTN_CUDNN};  // as --attention cudnn in a build with cuDNN
         int64_t off[ZT_L_NTENSORS + 1];
         zt_qwen3_cuda_layer_offsets(&dm, off);
         zt_cuda_ctx *c = zt_cuda_ctx_create();

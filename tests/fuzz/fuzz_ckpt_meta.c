@@ -260,6 +260,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         zt_ckpt_unit_label(&ui, buf, sizeof buf);
         zt_ckpt_span_tensors(&ui, 0, ui.numel, buf, sizeof buf);
         zt_ckpt_span_tensors(&ui, ui.numel / 2, ui.numel / 2 + 1, buf, sizeof buf);
+        zt_ckpt_unit_info_free(&ui);
         for (int k = 0; k < ZT_CKPT_NDS; k++) {
             char dname[64], where[128];
             snprintf(dname, sizeof dname, "units/%03d/%s", u, zt_ckpt_ds_names[k]);

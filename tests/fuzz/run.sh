@@ -7,7 +7,8 @@
 # comes first); --jobs J runs J processes per target sharing the corpus; --seed S fixes
 # libFuzzer's random seed (ctest uses 1 and a fixed --runs, so a CI finding replays the
 # same way); --fresh starts from the checked-in seeds only (drops the corpus earlier runs grew).
-# Targets: safetensors dataset config tokenizer jsonl ckpt_meta flight watch (default: all).
+# Targets: safetensors dataset config tokenizer jsonl ckpt_meta flight watch jinja_parse jinja_render
+# (default: all).
 # New inputs found go to build-fuzz/corpus/TARGET (not the checked-in seeds);
 # findings to build-fuzz/findings/. See tests/fuzz/README.
 set -uo pipefail
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(safetensors dataset config tokenizer jsonl ckpt_meta flight watch)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(safetensors dataset config tokenizer jsonl ckpt_meta flight watch jinja_parse jinja_render)
 CC=${ZT_FUZZ_CC:-$(command -v clang || command -v clang-14 || true)}
 [ -n "$CC" ] || { echo "run.sh: clang not found (scripts/install-deps.sh installs it)" >&2; exit 1; }
 
@@ -55,6 +56,7 @@ for t in "${TARGETS[@]}"; do
     ckpt_meta) dict=(-dict="$SRC/tests/fuzz/ckpt_meta.dict") ;;
     config|dataset|jsonl|safetensors) dict=(-dict="$SRC/tests/fuzz/json.dict") ;;
     watch) dict=(-dict="$SRC/tests/fuzz/watch.dict") ;;
+    jinja_parse|jinja_render) dict=(-dict="$SRC/tests/fuzz/jinja.dict") ;;
     esac
     # each target in its own directory: with --jobs, libFuzzer writes fuzz-N.log there
     wd="$B/run-$t"

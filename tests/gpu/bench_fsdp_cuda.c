@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
     // compute and printed an overhead of x0.75)
     zt_qwen3_cuda_dims dm = {.B = 1, .S = S, .N = S, .d = cfg.hidden_size, .F = cfg.intermediate_size, .H = cfg.num_heads,
                          .Hkv = cfg.num_kv_heads, .D = cfg.head_dim, .eps = (float)cfg.rms_norm_eps,
-                         .attention = (zt_cuda_attn_kind)attn};
+                         .attention = (zt_attn_kind)attn};
     int64_t off[ZT_L_NTENSORS + 1];
     zt_qwen3_cuda_layer_offsets(&dm, off);
     const int64_t N = S, d = dm.d, V = cfg.vocab_size, P = off[ZT_L_NTENSORS];

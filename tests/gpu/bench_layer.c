@@ -25,6 +25,7 @@
 #include "base/common.h"
 #include "model/qwen3_cuda_layer.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/support/attention_test.h"
 
 // bf16 GEMM peak: C[n,n] = A[n,n] B[n,n]^T, random data, median of iters.
 static double measure_peak(zt_cuda_ctx *c, cudaStream_t st, int64_t n, int warmup, int iters) {
@@ -60,8 +61,8 @@ static double measure_peak(zt_cuda_ctx *c, cudaStream_t st, int64_t n, int warmu
 
 int main(int argc, char **argv) {
     zt_qwen3_cuda_dims dm = {.B = 1, .S = 2048, .d = 5120, .F = 25600, .H = 64, .Hkv = 8, .D = 128, .eps = 1e-6f,
-                             .attention = ZT_CUDA_ATTN_GEMM};
-    int iters = 10, warmup = 3, smoke = 0;
+                             .attention = ZT_ATTN_GEMM};
+    int iters = 10, warmup = 3, smoke = 0, scalar = 0;
     int64_t peak_n = 8192;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -73,10 +74,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--peak-n") && v) peak_n = atoll(argv[++i]);
         else if (!strcmp(a, "--attn") && v) {
             const char *k = argv[++i];
-            if (!strcmp(k, "gemm")) dm.attention = ZT_CUDA_ATTN_GEMM;
-            else if (!strcmp(k, "tiled")) dm.attention = ZT_CUDA_ATTN_TILED;
-            else if (!strcmp(k, "tiled-scalar")) dm.attention = ZT_CUDA_ATTN_TILED_SCALAR;
-            else if (!strcmp(k, "cudnn")) dm.attention = ZT_CUDA_ATTN_CUDNN;
+            if (!strcmp(k, "gemm")) dm.attention = ZT_ATTN_GEMM;
+            else if (!strcmp(k, "tiled")) dm.attention = ZT_ATTN_TILED;
+            else if (!strcmp(k, "tiled-scalar")) dm.attention = ZT_ATTN_TILED, scalar = 1;  // test-only choice
+            else if (!strcmp(k, "cudnn")) dm.attention = ZT_ATTN_CUDNN;
             else zt_fatal("bench_layer: --attn %s: gemm, tiled, tiled-scalar or cudnn", k);
         }
         else zt_fatal("bench_layer: unknown argument '%s' (see the comment at the top of tests/gpu/bench_layer.c)", a);
@@ -91,15 +92,15 @@ int main(int argc, char **argv) {
     }
     if (iters < 1) iters = 1;
     dm.N = dm.B * dm.S;
-    if (dm.attention == ZT_CUDA_ATTN_CUDNN && !zt_cudnn_sdpa_built()) {
+    if (dm.attention == ZT_ATTN_CUDNN && !zt_cudnn_sdpa_built()) {
         printf("cuDNN SDPA attention: not built (cuDNN was not found when this build was configured); using the "
                "GEMM path\n");
-        dm.attention = ZT_CUDA_ATTN_GEMM;
+        dm.attention = ZT_ATTN_GEMM;
     }
-    const char *attn_name = dm.attention == ZT_CUDA_ATTN_CUDNN          ? "cudnn"
-                            : dm.attention == ZT_CUDA_ATTN_TILED_SCALAR ? "tiled-scalar"
-                            : dm.attention == ZT_CUDA_ATTN_TILED
-                                ? (zt_cuda_attention_tc_supported(dm.D) ? "tiled-tc" : "tiled-scalar")
+    zt_attn_test_scalar_tiles(scalar);
+    const char *attn_name = dm.attention == ZT_ATTN_CUDNN ? "cudnn"
+                            : dm.attention == ZT_ATTN_TILED
+                                ? (!scalar && zt_cuda_attention_tc_supported(dm.D) ? "tiled-tc" : "tiled-scalar")
                                 : "gemm";
     char dev[256];
     zt_cuda_device_describe(dev, sizeof dev);

@@ -44,6 +44,7 @@ target_link_libraries(zt_base PUBLIC m Threads::Threads)
 
 # The CPU reference ops (the GPU tests' oracle).
 file(GLOB ZT_KERNEL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/*.c)
+list(APPEND ZT_KERNEL_SRC ${CMAKE_SOURCE_DIR}/kernels/cuda/attention/policy.c)  # as CMakeLists.txt
 add_library(zt_kernels STATIC ${ZT_KERNEL_SRC})
 target_compile_options(zt_kernels PRIVATE -O3 -fno-math-errno -ffp-contract=off)
 target_link_libraries(zt_kernels PUBLIC zt_base)
@@ -54,6 +55,7 @@ else()
 endif()
 
 file(GLOB ZT_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu ${CMAKE_SOURCE_DIR}/kernels/cuda/*.c)
+list(APPEND ZT_CUDA_SRC ${CMAKE_SOURCE_DIR}/kernels/cuda/attention/dispatch.c)
 add_library(zt_cuda STATIC ${ZT_CUDA_SRC})
 target_link_libraries(zt_cuda PUBLIC zt_base CUDA::cudart_static CUDA::cublasLt)
 

@@ -19,19 +19,19 @@ static inline zt_model_config zt_q35_tiny(int tied) {
     memset(&c, 0, sizeof c);
     c.family = &zt_qwen3_5_family;
     c.rms_norm_eps = 1e-6, c.initializer_range = 0.02, c.max_position_embeddings = 256;
-    c.bos_token_id = 1, c.eos_token_id = 2, c.attn_output_gate = 1, c.lin_conv_kernel = 4;
+    c.bos_token_id = 1, c.eos_token_id = 2, zt_q35_set(&c)->attn_output_gate = 1, zt_q35_set(&c)->lin_conv_kernel = 4;
     if (!tied) {  // q35_mix
         c.vocab_size = 96, c.hidden_size = 48, c.intermediate_size = 48, c.num_layers = 4;
         c.num_heads = 4, c.num_kv_heads = 2, c.head_dim = 16, c.rotary_dim = 4, c.partial_rotary_factor = 0.25;
         c.rope_theta = 10000.0;
-        c.lin_key_heads = 2, c.lin_value_heads = 4, c.lin_key_dim = 8, c.lin_value_dim = 12;
-        c.layer_linear[0] = c.layer_linear[1] = c.layer_linear[3] = 1;
+        zt_q35_set(&c)->lin_key_heads = 2, zt_q35_set(&c)->lin_value_heads = 4, zt_q35_set(&c)->lin_key_dim = 8, zt_q35_set(&c)->lin_value_dim = 12;
+        zt_q35_set(&c)->layer_linear[0] = zt_q35_set(&c)->layer_linear[1] = zt_q35_set(&c)->layer_linear[3] = 1;
     } else {  // q35_tied, 6 value heads
         c.vocab_size = 80, c.hidden_size = 32, c.intermediate_size = 64, c.num_layers = 3;
         c.num_heads = 4, c.num_kv_heads = 1, c.head_dim = 8, c.rotary_dim = 4, c.partial_rotary_factor = 0.5;
         c.rope_theta = 1000000.0;
-        c.lin_key_heads = 2, c.lin_value_heads = 6, c.lin_key_dim = 8, c.lin_value_dim = 8;
-        c.layer_linear[1] = c.layer_linear[2] = 1;
+        zt_q35_set(&c)->lin_key_heads = 2, zt_q35_set(&c)->lin_value_heads = 6, zt_q35_set(&c)->lin_key_dim = 8, zt_q35_set(&c)->lin_value_dim = 8;
+        zt_q35_set(&c)->layer_linear[1] = zt_q35_set(&c)->layer_linear[2] = 1;
         c.tie_word_embeddings = 1;
     }
     return c;
@@ -39,7 +39,7 @@ static inline zt_model_config zt_q35_tiny(int tied) {
 
 static inline zt_model_config zt_q35_tiny_hd256(void) {
     zt_model_config c = zt_q35_tiny(0);
-    c.num_layers = 2, c.layer_linear[1] = 0, c.layer_linear[2] = c.layer_linear[3] = 0;
+    c.num_layers = 2, zt_q35_set(&c)->layer_linear[1] = 0, zt_q35_set(&c)->layer_linear[2] = zt_q35_set(&c)->layer_linear[3] = 0;
     c.num_heads = 2, c.num_kv_heads = 1, c.head_dim = 256, c.rotary_dim = 64;
     return c;
 }

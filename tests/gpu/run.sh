@@ -37,6 +37,9 @@
 #                    torch.compile per layer) on the same shapes                           (~100 s)
 #   T4. trainer_q35  Qwen3.5-27B shapes cut to 4 layers (3 DeltaNet + 1 full) at 8,192    (~45 s)
 #   T5. torch_q35    transformers' Qwen3.5 with flash-linear-attention (the bundle's wheels) (~90 s)
+#   D1. delta_tc     the delta rule at the 27B's linear-layer shape, 8,192 tokens, fwd + bwd:
+#                    fp32 chunked kernels vs tensor-core ones (tests/gpu/bench_delta.c) vs fla's
+#                    chunk_gated_delta_rule (bench_delta_fla.py, the bundle's wheels)  (~60 s)
 # In the order: correctness first (ops, train_tiny, qwen3_5, the engine, NCCL world 1, T1),
 # then speed (the layer benchmark with GEMM, tiled and cuDNN attention, PyTorch's layer, T2-T5),
 # then the extras (bench_fsdp, memcheck), each speed step only while the call's budget
@@ -49,7 +52,7 @@
 # Environment: ZT_BUILD_DIR (default build-gpu), ZT_SKIP_SANITIZER=1, ZT_ARCH (default 90),
 # ZT_STEPS (a comma list of the steps to run: ops, train_tiny, qwen3_5, fsdp, comm_nccl, trainer,
 # bench, torch, bench_tiled, bench_cudnn, trainer_32b, torch_32b, trainer_q35, torch_q35,
-# bench_fsdp, memcheck; default all; the GPU-only build runs only for the steps that need it:
+# delta_tc, bench_fsdp, memcheck; default all; the GPU-only build runs only for the steps that need it:
 # the bench steps take the bundle's bench_layer when it has one),
 # ZT_BUNDLE_DIR (default ROOT/gpu-bundle: bundle.tgz, wheels/), ZT_ZEROTRAIN (a zerotrain to run
 # instead of the bundle's: zerotrain_cudaemu for the CPU proof, with ZT_TINY=1),
@@ -89,7 +92,7 @@ cap() {  # a step's time limit: LIMIT, or what is left of the budget (at least 3
 BUNDLE_DIR=${ZT_BUNDLE_DIR:-$ROOT/gpu-bundle}
 # The GPU-only build: for the steps that test kernels and the engine; the layer benchmark's steps
 # use the bundle's bench_layer when it has one (no build needed).
-BUILD_STEPS=",ops,train_tiny,qwen3_5,fsdp,comm_nccl,bench_fsdp,memcheck,"
+BUILD_STEPS=",ops,train_tiny,qwen3_5,delta_tc,fsdp,comm_nccl,bench_fsdp,memcheck,"
 BENCH_STEPS=",bench,bench_tiled,bench_cudnn,"
 TRAINER_STEPS=",trainer,trainer_32b,torch_32b,trainer_q35,torch_q35,"
 NEED_BUILD=0
@@ -376,6 +379,30 @@ fi
 guard torch_q35 60 && trainer_step torch_q35 200 PYTHONPATH="$FLA_SITE${PYTHONPATH:+:$PYTHONPATH}" \
     ZT_TORCH_BUDGET=$((BUDGET - $(elapsed) - 45))
 T5_RC=$RC
+# Qwen3.5's chunked delta rule at the 27B's linear-layer shape (16 key / 48 value heads x 128,
+# 8,192 tokens), forward + backward: the fp32 chunked kernels vs the tensor-core ones
+# (bench_delta, with their outputs' differences) and fla's chunk_gated_delta_rule (the bundle's
+# wheels) in the same call. Logs in build-logs; RESULT lines echoed and in the summary.
+DTC_RC="not run"
+if want delta_tc && time_left 60; then
+    LOGDIR=$BLOGS
+    ZT_STEPS= run build_delta_tc 180 cmake --build "$BUILD" -j "$(nproc)" --target bench_delta
+    if [ "$RC" = 0 ]; then
+        ZT_STEPS= run delta_tc 120 "$BIN/bench_delta" --seq 8192
+        DTC_RC="bench_delta exit $RC"
+        if [ ! -d "$FLA_SITE/fla" ] && ls "$BUNDLE_DIR"/wheels/*.whl >/dev/null 2>&1; then
+            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$FLA_SITE" \
+                "$BUNDLE_DIR"/wheels/*.whl 2>&1 | tail -3
+        fi
+        ZT_STEPS= APPEND=1 run delta_tc 120 env PYTHONPATH="$FLA_SITE${PYTHONPATH:+:$PYTHONPATH}" \
+            python3 "$ROOT/tests/gpu/bench_delta_fla.py" --seq 8192
+        DTC_RC="$DTC_RC, fla exit $RC"
+    else
+        DTC_RC="build failed (exit $RC; build-logs/build_delta_tc.log)"
+    fi
+    LOGDIR=$LOGS
+    grep -h '^RESULT delta_bench' "$BLOGS/delta_tc.log" 2>/dev/null | sed 's/^/delta_tc: /'
+fi
 # the trainer runs' own logs and the tiny run's power.csv, for build-logs.tgz
 if [ -d "$TW" ]; then
     mkdir -p "$BLOGS/trainer-runs"
@@ -462,6 +489,11 @@ echo "GPU engine end to end (32B shapes, $(val fsdp_layers bench_fsdp) layers, 1
     "step $(val fsdp_step_ms bench_fsdp) ms vs compute only $(val fsdp_compute_ms bench_fsdp) ms" \
     "(overhead x$(val fsdp_overhead bench_fsdp)), $(val fsdp_tflops bench_fsdp) TFLOP/s;" \
     "MFU by the trainer's formula $(grep -h '^RESULT fsdp_mfu=' "$LOGS/bench_fsdp.log" 2>/dev/null | sed 's/RESULT fsdp_mfu=//')"
+echo "delta rule at the 27B's linear layer (S=8192, 16/48 heads x 128) fwd+bwd ($DTC_RC):"
+grep -h '^RESULT delta_bench' "$BLOGS/delta_tc.log" 2>/dev/null | sed 's/^RESULT delta_bench/ /'
+awk '/^RESULT delta_bench form=/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] } t[f["form"]] = f["total_ms"] }
+     END { if (t["chunk_tc"] > 0 && t["fla"] > 0) printf "  ratio tensor-core / fla time: %.2f (target <= 1.0); fp32 chunked / fla: %.2f\n", t["chunk_tc"] / t["fla"], t["chunk_fp32"] / t["fla"] }' \
+    "$BLOGS/delta_tc.log" 2>/dev/null
 echo "memcheck: $MEMCHECK"
 echo "bundle: $BUNDLE_NOTE"
 echo "trainer steps: trainer $T1_RC; trainer_32b $T2_RC; torch_32b $T3_RC; trainer_q35 $T4_RC; torch_q35 $T5_RC"

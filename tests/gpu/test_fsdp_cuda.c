@@ -50,6 +50,7 @@
 #include "engine/fsdp.h"
 #include "model/qwen3.h"
 #include "engine/fsdp_internal.h"  // the engine's struct: pools, event log, test knobs
+#include "tests/support/attention_test.h"  // cuDNN selected in a build without it
 #include "tests/support/trainer.h"
 #include "tests/support/fsdp_schedule.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -569,8 +570,10 @@ static void run_sft_refusals(zt_comm *dc) {
     const zt_hparams hp = hparams();
     zt_fsdp f;
     zt_fsdp fc;  // cuDNN attention selected (forced: this build may lack cuDNN; no attention runs here)
-    const zt_fsdp_opts copts = {.attention = ZT_FSDP_CUDNN_FORCE};
+    const zt_fsdp_opts copts = {.attention = ZT_ATTN_CUDNN};
+    zt_attn_test_cudnn_unbuilt_ok(1);
     if (zt_fsdp_init_cuda(&fc, dc, dc, &cfg, MB, GA, SEQ, &hp, 5, &copts) != 0) zt_die_on_err();
+    zt_attn_test_cudnn_unbuilt_ok(0);
     // cuDNN >= 9.6 takes packed documents as its variable-length batch (kernels/cuda/cudnn_docs.h):
     // accepted there; refused, naming the versions, without cuDNN (the CPU execution of CUDA) or
     // with an older one

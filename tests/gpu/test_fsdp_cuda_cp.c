@@ -33,6 +33,7 @@
 #include "model/qwen3_cuda_layer.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/engine_check.h"
+#include "tests/support/attention_test.h"
 #include "tests/support/trainer.h"
 
 #define MB 2
@@ -226,7 +227,7 @@ static void check_scratch_32b(void) {
             free(index);
             zt_qwen3_cuda_dims dm = {.B = 1, .S = Sl, .N = Sl, .d = 5120, .F = 25600, .H = H, .Hkv = Hkv, .D = D};
             bytes[k] = zt_qwen3_cuda_cx_bytes(&dm, C, S) + (int64_t)zt_cuda_attention_flash_scratch_bytes(Sl, H, Hkv, D);
-            dm.attention = ZT_CUDA_ATTN_GEMM;
+            dm.attention = ZT_ATTN_GEMM;
             if (k == 0) gemm = zt_qwen3_cuda_cx_bytes(&dm, C, S);
         }
         const double qblk = 32768.0 * H * D * 2;  // one whole-block bf16 Q (O, dO, dQ) buffer
@@ -284,9 +285,11 @@ int main(int argc, char **argv) {
     {  // the cuDNN attention cannot take positions: refused at the engine's construction
         const zt_model_config cfg = tiny();
         const zt_hparams hp = hparams();
-        const zt_fsdp_opts o = {.mesh = mesh, .context = g_C, .attention = ZT_FSDP_CUDNN_FORCE};
+        const zt_fsdp_opts o = {.mesh = mesh, .context = g_C, .attention = ZT_ATTN_CUDNN};
         zt_fsdp f;
+        zt_attn_test_cudnn_unbuilt_ok(1);  // this build may lack cuDNN: the split's refusal comes first
         const int rc = zt_fsdp_init_cuda(&f, hc, dc, &cfg, MB, GA, SEQ, &hp, 1, &o);
+        zt_attn_test_cudnn_unbuilt_ok(0);
         char what[400];
         snprintf(what, sizeof what, "cuDNN attention under the split refused: %s", rc ? zt_errmsg() : "accepted");
         check(rc != 0 && strstr(zt_errmsg(), "the cuDNN attention takes no positions"), what);

@@ -26,6 +26,7 @@
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/gpu/engine_check.h"
 #include "tests/gpu/q35_tiny.h"
+#include "model/qwen3_5.h"
 #include "tests/support/trainer.h"
 
 #define STEPS 8
@@ -83,7 +84,7 @@ static void run_case(zt_comm *hc, zt_comm *dc, int tied, int sft) {
     if (g_rank == 0)
         printf("---- Qwen3.5 %s%s: %d layers (Hk %d, Hv %d), micro-batch %d x grad-accum %d x seq %d, W %d\n",
                tied ? "tied" : "untied", sft ? ", supervised data (packed documents, isolated)" : "",
-               cfg.num_layers, cfg.lin_key_heads, cfg.lin_value_heads, MB, GA, SEQ, g_world);
+               cfg.num_layers, zt_q35(&cfg)->lin_key_heads, zt_q35(&cfg)->lin_value_heads, MB, GA, SEQ, g_world);
     zt_trainer ref;
     if (zt_trainer_init(&ref, &cfg, &zt_cpu_ops, MB, GA * g_world, SEQ, &hp, seed) != 0) zt_die_on_err();
     ref.isolated = sft;

@@ -39,10 +39,10 @@ static void check(int ok, const char *what) {
 // The formula of model/qwen3_5_cuda_family.c's header comment.
 static int64_t layer_bytes_formula(const zt_model_config *c, int l) {
     const int64_t N = (int64_t)B * S, d = c->hidden_size, F = c->intermediate_size, H = c->num_heads,
-                  Hkv = c->num_kv_heads, D = c->head_dim, Hk = c->lin_key_heads, Hv = c->lin_value_heads,
-                  Dk = c->lin_key_dim, Dv = c->lin_value_dim, Kd = Hk * Dk, Vd = Hv * Dv, C = 2 * Kd + Vd;
+                  Hkv = c->num_kv_heads, D = c->head_dim, Hk = zt_q35(c)->lin_key_heads, Hv = zt_q35(c)->lin_value_heads,
+                  Dk = zt_q35(c)->lin_key_dim, Dv = zt_q35(c)->lin_value_dim, Kd = Hk * Dk, Vd = Hv * Dv, C = 2 * Kd + Vd;
     int64_t n = 2 * N * (3 * d + 3 * F) + 4 * N * 2;
-    if (c->layer_linear[l])
+    if (zt_q35(c)->layer_linear[l])
         n += 2 * N * (2 * C + 4 * Kd + 4 * Vd) + 4 * N * (2 * Hk + 4 * Hv) + 4 * B * Hv * ((S + 63) / 64) * Dk * Dv;
     else
         n += 2 * N * (5 * H * D + 3 * Hkv * D) + 4 * N * (H + Hkv) + 4 * B * H * S;
@@ -68,7 +68,7 @@ static void gpu_run(const zt_model_config *c, zt_cuda_ctx *ctx, const zt_model_l
                     int check_bytes) {
     const zt_family_cuda *fc = zt_family_cuda_find("qwen3_5");
     const int U = lay->nunits, L = c->num_layers;
-    const zt_family_cuda_opts o = {.recompute = recompute, .attention = ZT_CUDA_ATTN_TILED};
+    const zt_family_cuda_opts o = {.recompute = recompute, .attention = ZT_ATTN_TILED};
     void *m = fc->create(c, ctx, NULL, B, S, &o);
     if (!m) zt_die_on_err();
     zt_cuda_ctx_reserve(ctx, fc->scratch_bytes(m), NULL);
@@ -79,7 +79,7 @@ static void gpu_run(const zt_model_config *c, zt_cuda_ctx *ctx, const zt_model_l
             const int64_t got = zt_qwen3_5_cuda_layer_bytes(m, l), want = layer_bytes_formula(c, l);
             sum += got;
             if (got != want) {
-                printf("  layer %d (%s): %lld bytes kept, formula %lld\n", l, c->layer_linear[l] ? "DeltaNet" : "full",
+                printf("  layer %d (%s): %lld bytes kept, formula %lld\n", l, zt_q35(c)->layer_linear[l] ? "DeltaNet" : "full",
                        (long long)got, (long long)want);
                 ok = 0;
             }
@@ -139,12 +139,13 @@ static int32_t *doc_positions(void) {
 
 // variant 0: untied, 1: tied, 2: untied with head_dim 256
 static void run_case(zt_cuda_ctx *ctx, int variant, int docs) {
-    const zt_model_config c = variant == 2 ? zt_q35_tiny_hd256() : zt_q35_tiny(variant);
+    zt_model_config c = variant == 2 ? zt_q35_tiny_hd256() : zt_q35_tiny(variant == 3 ? 0 : variant);
+    if (variant == 3) c.lin_key_dim = c.lin_value_dim = 16;  // head dims the tensor-core delta rule takes
     const int tied = c.tie_word_embeddings;
-    const char *name = variant == 2 ? "hd256" : tied ? "tied" : "untied";
+    const char *name = variant == 3 ? "dk16" : variant == 2 ? "hd256" : tied ? "tied" : "untied";
     printf("---- %s, %s: d %lld, %d layers, H %d Hkv %d D %d, Hk %d Hv %d Dk %d Dv %d, B %d x S %d\n", name,
            docs ? "packed documents" : "plain rows", (long long)c.hidden_size, c.num_layers, c.num_heads,
-           c.num_kv_heads, c.head_dim, c.lin_key_heads, c.lin_value_heads, c.lin_key_dim, c.lin_value_dim, B, S);
+           c.num_kv_heads, c.head_dim, zt_q35(&c)->lin_key_heads, zt_q35(&c)->lin_value_heads, zt_q35(&c)->lin_key_dim, zt_q35(&c)->lin_value_dim, B, S);
     zt_model_layout lay;
     if (zt_qwen3_5_family.layout_init(&lay, &c) != 0) zt_die_on_err();
     lay.cfg.family = &zt_qwen3_5_family;
@@ -192,7 +193,7 @@ static void run_case(zt_cuda_ctx *ctx, int variant, int docs) {
     for (int u = 0; u < U; u++) {
         const double e = l2rel(g1.grad[u], cg[u], lay.units[u].numel);
         printf("  unit %d (%s): gradient |gpu - cpu| / |cpu| = %.2e\n", u,
-               u == 0 ? "embedding" : u == U - 1 ? "head" : c.layer_linear[u - 1] ? "DeltaNet" : "full attention", e);
+               u == 0 ? "embedding" : u == U - 1 ? "head" : zt_q35(&c)->layer_linear[u - 1] ? "DeltaNet" : "full attention", e);
         if (!(e <= worst)) worst = e;
         if (getenv("ZT_Q35_VERBOSE"))
             for (int i = 0; i < lay.units[u].ntensors; i++) {
@@ -218,25 +219,33 @@ static void run_case(zt_cuda_ctx *ctx, int variant, int docs) {
     zt_model_layout_free(&lay);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     zt_skip_without_device();
     zt_cuda_ctx *ctx = zt_cuda_ctx_create();
     const zt_family_cuda *fc = zt_family_cuda_find("qwen3_5");
     check(fc != NULL, "the CUDA module has GPU passes for \"qwen3_5\"");
     if (!fc) return 1;
     const double t0 = zt_now();
+    if (argc > 1 && !strcmp(argv[1], "--tc")) {  // the family's passes with the tensor-core delta rule
+        setenv("ZT_CUDA_DELTA_TC", "1", 1);
+        run_case(ctx, 3, 0);
+        run_case(ctx, 3, 1);
+        printf("%s (%d failure(s)); %.1f s\n", failures ? "FAILED" : "passed", failures, zt_now() - t0);
+        zt_cuda_ctx_destroy(ctx);
+        return failures ? 1 : 0;
+    }
     run_case(ctx, 0, 0);
     run_case(ctx, 0, 1);
     run_case(ctx, 1, 1);
     run_case(ctx, 2, 0);
     run_case(ctx, 2, 1);
     zt_model_config c = zt_q35_tiny(0);
-    c.lin_value_dim = 256;
+    zt_q35_set(&c)->lin_value_dim = 256;
     zt_err_clear();
     check(fc->check(&c, S) != 0 && strstr(zt_errmsg(), "up to 128"), "a value head dim of 256 refused by check()");
     // the cuDNN attention: refused by create, and said in the table (--attention auto asks it)
     const zt_model_config c0 = zt_q35_tiny(0);
-    const zt_family_cuda_opts oc = {.attention = ZT_CUDA_ATTN_CUDNN};
+    const zt_family_cuda_opts oc = {.attention = ZT_ATTN_CUDNN};
     zt_err_clear();
     check(fc->no_cudnn && !zt_family_cuda_find("qwen3")->no_cudnn && !fc->create(&c0, ctx, NULL, B, S, &oc) &&
               strstr(zt_errmsg(), fc->no_cudnn),

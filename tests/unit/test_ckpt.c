@@ -28,6 +28,7 @@
 #include "base/common.h"
 #include "tests/support/test_util.h"
 #include "checkpoint/hf.h"
+#include "model/qwen3_5.h"
 
 #define ALIGN 16  // engine/fsdp.h ZT_FSDP_ALIGN
 static int g_rank = 0, g_world = 1;
@@ -228,16 +229,16 @@ static void test_unit(const char *work) {
     CHECK(qa.family && qa.family->layer_mix, "Qwen3.5 has a layer mix");
     qa.family->layer_mix(&qa, mix, sizeof mix);
     int nlin = 0;
-    for (int l = 0; l < qa.num_layers; l++) nlin += qa.layer_linear[l] != 0;
+    for (int l = 0; l < qa.num_layers; l++) nlin += zt_q35(&qa)->layer_linear[l] != 0;
     char want[96];
     snprintf(want, sizeof want, " (%d linear + %d full)", nlin, qa.num_layers - nlin);
     CHECK(nlin > 0 && nlin < qa.num_layers && strcmp(mix, want) == 0, "layer mix '%s', expected '%s'", mix, want);
-    qb.lin_key_heads += 1;
-    qb.layer_linear[1] = !qb.layer_linear[1];
+    zt_q35_set(&qb)->lin_key_heads += 1;
+    zt_q35_set(&qb)->layer_linear[1] = !zt_q35(&qb)->layer_linear[1];
     qb.hidden_size += 8;
     nd = zt_ckpt_config_diff(&qa, &qb, msg, sizeof msg);
     snprintf(want, sizeof want, "checkpoint has layer 1 as %s, the run as %s",
-             qa.layer_linear[1] ? "linear_attention" : "full_attention", qb.layer_linear[1] ? "linear_attention" : "full_attention");
+             zt_q35(&qa)->layer_linear[1] ? "linear_attention" : "full_attention", zt_q35(&qb)->layer_linear[1] ? "linear_attention" : "full_attention");
     CHECK(nd == 3 && has(msg, "checkpoint has hidden_size") && has(msg, "; checkpoint has linear_num_key_heads") &&
               has(msg, want),
           "3 differing Qwen3.5 fields, got %d: %s", nd, msg);

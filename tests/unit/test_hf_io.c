@@ -19,6 +19,7 @@
 #include "checkpoint/safetensors.h"
 #include "model/family.h"
 #include "model/qwen3.h"
+#include "model/qwen3_5.h"
 #include "base/common.h"
 #include "base/out_file.h"
 #include "tests/support/test_util.h"
@@ -82,7 +83,7 @@ static void write_vlm(const zt_model_layout *lay, float *const *p, const char *p
         for (int k = 0; k < lay->units[u].ntensors; k++) {
             const zt_tensor_desc *d = &lay->units[u].t[k];
             char name[300];
-            zt_hf_export_name(plain ? NULL : ZT_HF_VLM_TEXT_PREFIX, d->name, name, sizeof name);
+            zt_hf_export_name(plain ? NULL : ZT_QWEN3_5_VLM_PREFIX, d->name, name, sizeof name);
             if (zt_st_writer_add_f32(w, name, p[u] + d->offset, d->ndim, d->shape, ZT_ST_F32) != 0) zt_die_on_err();
         }
     }
@@ -167,15 +168,19 @@ static void expect_export_error(const char *run, const char *out, const char *pa
     CHECK(stat(out, &st) != 0, "a refused export wrote %s", out);
 }
 
+// A VLM wrapper's name adapter (zt_family.hf_prefix), as Qwen3.5's read from its wrapper config.
+static const char *vlm_prefix(const zt_model_config *c) { return ZT_QWEN3_5_VLM_PREFIX; }
+
 static void test_carry(const char *dir, const zt_model_config *base, float *const *p) {
     for (size_t i = 0; i < sizeof carried_bf16; i++) carried_bf16[i] = (uint8_t)(i * 37 + 11);
     for (size_t i = 0; i < sizeof carried_f32; i++) carried_f32[i] = (uint8_t)(i * 91 + 3);
     for (size_t i = 0; i < sizeof carried_f8; i++) carried_f8[i] = (uint8_t)(0xf0 + i);
-    zt_family fam = *base->family;  // Qwen3's table, with the carry prefixes a family like Qwen3.5 sets
+    // Qwen3's table, with the carry prefixes and the VLM name adapter a family like Qwen3.5 sets
+    zt_family fam = *base->family;
     fam.carry_prefixes = test_carry_prefixes;
+    fam.hf_prefix = vlm_prefix;
     zt_model_config cfg = *base;
     cfg.family = &fam;
-    cfg.vlm = 1;
     zt_model_layout lay;
     zt_model_layout_init(&lay, &cfg);
     char src[4200], file[4300], cfgp[4300], run[4200], out[4300], sub[4600];
@@ -206,7 +211,7 @@ static void test_carry(const char *dir, const zt_model_config *base, float *cons
     CHECK(zt_hf_carry_open(&c, sub) == 0, "carry open: %s", zt_errmsg());
     char record[64];
     snprintf(record, sizeof record, "%s", c.record);
-    CHECK(c.st.ntensors == 3 && !strcmp(c.text_prefix, ZT_HF_VLM_TEXT_PREFIX), "carry: %d tensors, prefix %s",
+    CHECK(c.st.ntensors == 3 && !strcmp(c.text_prefix, ZT_QWEN3_5_VLM_PREFIX), "carry: %d tensors, prefix %s",
           c.st.ntensors, c.text_prefix);
     zt_hf_carry_close(&c);
 

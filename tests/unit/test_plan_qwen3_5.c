@@ -13,6 +13,7 @@
 #include "model/flops.h"
 #include "model/hf_config.h"
 #include "ops/plan.h"
+#include "model/qwen3_5.h"
 #include "tests/support/test_util.h"
 
 static int close_rel(double a, double b, double tol) { return fabs(a - b) <= tol * fmax(fabs(a), fabs(b)); }
@@ -40,7 +41,7 @@ static double cpu_layer(const zt_model_config *c, int kind, int64_t B, int64_t S
 static zt_model_config with_layers(const zt_model_config *c, int L, int linear_mask) {
     zt_model_config x = *c;
     x.num_layers = L;
-    for (int l = 0; l < L; l++) x.layer_linear[l] = (unsigned char)((linear_mask >> l) & 1);
+    for (int l = 0; l < L; l++) zt_q35_set(&x)->layer_linear[l] = (unsigned char)((linear_mask >> l) & 1);
     return x;
 }
 
@@ -51,7 +52,7 @@ static void test_cpu_counts(void) {
     const int64_t B = 2, S = 70;  // 2 delta-rule chunks per row (64 + 6)
     const double N = (double)B * S, d = (double)c.hidden_size, F = (double)c.intermediate_size;
     const int kl = c.family->layer_kind(&c, 0), kf = c.family->layer_kind(&c, 2);
-    CHECK(c.layer_linear[0] && !c.layer_linear[2] && kl != kf, "q35_mix: layers 0 linear, 2 full (kinds %d, %d)", kl,
+    CHECK(zt_q35(&c)->layer_linear[0] && !zt_q35(&c)->layer_linear[2] && kl != kf, "q35_mix: layers 0 linear, 2 full (kinds %d, %d)", kl,
           kf);
     int n[ZT_LAYER_KINDS];
     CHECK(zt_model_layer_kinds(&c, n) == 2 && n[kl] == 3 && n[kf] == 1, "kinds: %d linear, %d full", n[kl], n[kf]);
@@ -61,7 +62,7 @@ static void test_cpu_counts(void) {
     for (int lin = 0; lin <= 1; lin++) {
         zt_model_config x = c;
         x.num_layers = c.num_layers + 1;
-        x.layer_linear[c.num_layers] = (unsigned char)lin;
+        zt_q35_set(&x)->layer_linear[c.num_layers] = (unsigned char)lin;
         const int k = lin ? kl : kf;
         const double got = cpu_bytes(&x, B, S) - base, want = cpu_layer(&c, k, B, S);
         CHECK(got == want, "one more %s layer: the CPU model allocates %.0f bytes, the formula counts %.0f",
@@ -83,14 +84,14 @@ static void test_cpu_counts(void) {
     for (int i = 0; i < 3; i++) {
         const zt_model_config x = with_layers(&c, 4, cases[i].mask);
         double want = fixed + 4.0 * N * cases[i].work;
-        for (int l = 0; l < 4; l++) want += cpu_layer(&x, x.layer_linear[l] ? kl : kf, B, S);
+        for (int l = 0; l < 4; l++) want += cpu_layer(&x, zt_q35(&x)->layer_linear[l] ? kl : kf, B, S);
         const double got = cpu_bytes(&x, B, S);
         CHECK(got == want, "%s: the CPU model allocates %.0f bytes, the formula's fp32 count %.0f", cases[i].what,
               got, want);
     }
 
     // The delta rule's saved states: ceil(S / 64) chunk starts of Hv Dk Dv floats per row.
-    CHECK(pl.row_stats == 2.0 * c.lin_value_heads * c.lin_key_dim * c.lin_value_dim, "row states %.0f",
+    CHECK(pl.row_stats == 2.0 * zt_q35(&c)->lin_value_heads * zt_q35(&c)->lin_key_dim * zt_q35(&c)->lin_value_dim, "row states %.0f",
           pl.row_stats);
     CHECK(!pl.attention && pf.attention && pf.row_stats == 0, "attention flags");
 

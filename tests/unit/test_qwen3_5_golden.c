@@ -157,10 +157,10 @@ static void check_27b(void) {
     CHECK(zt_model_param_count(&c) == 26895998464LL, "27B parameters %lld, transformers counts 26895998464",
           (long long)zt_model_param_count(&c));
     int lin = 0;
-    for (int l = 0; l < c.num_layers; l++) lin += c.layer_linear[l];
-    CHECK(lin == 48 && c.rotary_dim == 64 && c.lin_value_heads == 48 && c.mtp_layers == 1,
-          "27B: %d linear layers, %d rotary dims, %d value heads, %d MTP layers", lin, c.rotary_dim, c.lin_value_heads,
-          c.mtp_layers);
+    for (int l = 0; l < c.num_layers; l++) lin += zt_q35(&c)->layer_linear[l];
+    CHECK(lin == 48 && c.rotary_dim == 64 && zt_q35(&c)->lin_value_heads == 48 && zt_q35(&c)->mtp_layers == 1,
+          "27B: %d linear layers, %d rotary dims, %d value heads, %d MTP layers", lin, c.rotary_dim, zt_q35(&c)->lin_value_heads,
+          zt_q35(&c)->mtp_layers);
     if (zt_model_preset("qwen3.5-27b", &p) != 0) zt_die_on_err();
     CHECK(zt_model_param_count(&p) == zt_model_param_count(&c), "the qwen3.5-27b preset counts %lld",
           (long long)zt_model_param_count(&p));
@@ -170,8 +170,8 @@ static void check_27b(void) {
     if (zt_model_config_parse(&b, j, "written 27B config") != 0) zt_die_on_err();
     free(j);
     CHECK(b.family == c.family && zt_model_param_count(&b) == zt_model_param_count(&c) &&
-              !memcmp(b.layer_linear, c.layer_linear, sizeof b.layer_linear) && b.rotary_dim == c.rotary_dim &&
-              b.partial_rotary_factor == c.partial_rotary_factor && b.mrope_section[2] == c.mrope_section[2],
+              !memcmp(zt_q35(&b)->layer_linear, zt_q35(&c)->layer_linear, sizeof zt_q35(&b)->layer_linear) && b.rotary_dim == c.rotary_dim &&
+              b.partial_rotary_factor == c.partial_rotary_factor && zt_q35(&b)->mrope_section[2] == zt_q35(&c)->mrope_section[2],
           "the written 27B config reads back equal");
 }
 
@@ -203,8 +203,8 @@ static void check_refusals(void) {
     CHECK(zt_model_config_parse(&c, "{\"model_type\": \"qwen3_5_text\", \"vocab_size\": 64, \"hidden_size\": 32, "
                                     "\"intermediate_size\": 48, \"num_hidden_layers\": 8, \"num_attention_heads\": 4}",
                                 "defaults.json") == 0 &&
-              c.layer_linear[2] && !c.layer_linear[3] && !c.layer_linear[7] && c.head_dim == 256 && c.rotary_dim == 64 &&
-              c.lin_value_heads == 32 && c.lin_conv_kernel == 4,
+              zt_q35(&c)->layer_linear[2] && !zt_q35(&c)->layer_linear[3] && !zt_q35(&c)->layer_linear[7] && c.head_dim == 256 && c.rotary_dim == 64 &&
+              zt_q35(&c)->lin_value_heads == 32 && zt_q35(&c)->lin_conv_kernel == 4,
           "Qwen3_5TextConfig's defaults");
 }
 

@@ -217,9 +217,16 @@ static void test_load_errors(void) {
         {"{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true}}", "byte_fallback"},
         {"{\"model\": {\"type\": \"BPE\"}, \"normalizer\": {\"type\": \"NFKC\"}, \"pre_tokenizer\": null}", "NFKC"},
         {"{\"model\": {\"type\": \"BPE\"}, \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Sequence\", "
-         "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": \"Isolated\", "
+         "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\\\\s+\"}, \"behavior\": \"Isolated\", "
          "\"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}}",
-         "not the Qwen2/Qwen3 one"},
+         "does not compile"},
+        {"{\"model\": {\"type\": \"BPE\"}, \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Whitespace\"}}",
+         "pre_tokenizer Whitespace is not supported"},
+        {"{\"model\": {\"type\": \"BPE\"}, \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Sequence\", "
+         "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": \"Isolated\", "
+         "\"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}, "
+         "\"decoder\": {\"type\": \"WordPiece\"}}",
+         "decoder WordPiece is not supported"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         FILE *f = fopen(path, "w");

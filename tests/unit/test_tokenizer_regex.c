@@ -30,33 +30,46 @@ static const char *ALPHABET[] = {
     "\xcc\x81", "\x00", "\xef\xbf\xbd",
 };
 
-int main(void) {
+// Qwen3.5's regex, which adds \p{M}, and an alphabet with marks of each kind (Mn, Mc, Me,
+// a variation selector) beside the classes above.
+static const char QWEN35_RE[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *ALPHABET35[] = {
+    "a", "s", "S", "t", "l", "L", "r", "e", "v", "d", "\xc5\xbf", "\xc3\xa9", "\xe4\xb8\xad", "\xe0\xa4\x95", "1", "\xd9\xa3",
+    " ", " ", "  ", "\t", "\n", "\r", "\xc2\xa0", "'", "'", "!", ".", "<", "\xf0\x9f\x98\x80", "\x00",
+    "\xcc\x81", "\xcc\x81", "\xcc\xa3", "\xe0\xa4\xbf", "\xe2\x83\xa3", "\xef\xb8\x8f", "\xd6\xb0", "\xe2\x80\x8d",
+};
+
+// Split nstrings random strings over alphabet with split() and with PCRE2 running regex;
+// returns how many differ.
+static int compare(const char *name, const char *regex, size_t (*split)(const char *, size_t, size_t **, size_t *),
+                   const char *const *alphabet, int nalpha, int nstrings, uint64_t seed) {
     int err;
     PCRE2_SIZE eoff;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)QWEN_RE, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &eoff, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)regex, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &eoff, NULL);
     if (!re) {
         fprintf(stderr, "FAIL: pcre2_compile error %d at %zu\n", err, (size_t)eoff);
-        return 1;
+        return nstrings;
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    const int nalpha = (int)(sizeof ALPHABET / sizeof ALPHABET[0]);
     zt_rng rng;
-    zt_rng_seed(&rng, 7);
+    zt_rng_seed(&rng, seed);
     size_t *ends = NULL, cap = 0;
     char buf[1024];
-    int nstrings = 200000, bad = 0;
+    int bad = 0;
     long npieces = 0;
     for (int it = 0; it < nstrings; it++) {
         size_t n = 0;
         int len = 1 + (int)zt_rng_below(&rng, it % 10 == 0 ? 60 : 12);
         for (int k = 0; k < len; k++) {
-            const char *c = ALPHABET[zt_rng_below(&rng, (uint64_t)nalpha)];
+            const char *c = alphabet[zt_rng_below(&rng, (uint64_t)nalpha)];
             size_t cl = c[0] ? strlen(c) : 1;  // "\x00" is one NUL byte
             memcpy(buf + n, c, cl);
             n += cl;
         }
-        size_t np = zt_pretokenize(buf, n, &ends, &cap);
+        size_t np = split(buf, n, &ends, &cap);
         npieces += (long)np;
         // PCRE2 find-all: the matches must tile the string exactly as ours do
         size_t pos = 0, k = 0;
@@ -81,10 +94,18 @@ int main(void) {
             }
         }
     }
-    printf("%d random strings, %ld pieces, %d differ from PCRE2\n", nstrings, npieces, bad);
-    CHECK(bad == 0, "%d strings split differently from PCRE2", bad);
+    printf("%s: %d random strings, %ld pieces, %d differ from PCRE2\n", name, nstrings, npieces, bad);
     free(ends);
     pcre2_match_data_free(md);
     pcre2_code_free(re);
+    return bad;
+}
+
+int main(void) {
+    int bad = compare("qwen3", QWEN_RE, zt_pretokenize, ALPHABET, (int)(sizeof ALPHABET / sizeof ALPHABET[0]), 200000, 7);
+    CHECK(bad == 0, "%d strings split differently from PCRE2", bad);
+    bad = compare("qwen3.5", QWEN35_RE, zt_pretokenize_qwen35, ALPHABET35, (int)(sizeof ALPHABET35 / sizeof ALPHABET35[0]),
+                  100000, 8);
+    CHECK(bad == 0, "Qwen3.5: %d strings split differently from PCRE2", bad);
     TEST_END();
 }

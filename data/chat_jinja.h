@@ -1,0 +1,52 @@
+// Any Hugging Face chat template for `pack --input chat`: a conversation line rendered by the
+// Jinja engine (data/jinja.h) as apply_chat_template(messages, tools=tools, **vars) renders it,
+// with the trained byte spans a --train-on rule takes from its {% generation %} blocks (what
+// transformers' return_assistant_tokens_mask marks); then zt_chat_tokenize (data/chat.h) as for
+// the built-in Qwen3 renderer.
+// defines: zt_chat_jinja, zt_chat_jinja_load, zt_chat_jinja_free, zt_chat_jinja_scratch,
+//          zt_chat_render_jinja
+#ifndef ZT_CHAT_JINJA_H
+#define ZT_CHAT_JINJA_H
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "data/chat.h"
+#include "data/jinja.h"
+
+typedef struct zt_chat_jinja_t {
+    zt_jinja *tpl;
+    uint32_t crc;        // CRC-32C of the template text
+    char name[320];      // recorded in dataset.json: "jinja FILE crc32c:xxxxxxxx"
+    char **vars;         // NAME=VALUE, in order: the tokenizer's special tokens, add_generation_prompt=false,
+    int nvars;           // then --template-var's
+    zt_jinja_limits lim;
+} zt_chat_jinja;
+
+// Load the template at path: a .json file (tokenizer_config.json) gives its "chat_template"
+// (a string, or the entry named "default" of a list), any other file is the template itself.
+// cfgpath (NULL or absent: none) is the tokenizer_config.json whose bos/eos/unk/pad/sep/cls/mask
+// tokens become variables, as a tokenizer passes them; vars (NULL: none) is --template-var:
+// NAME=VALUE items separated by commas (a comma starts a new item only before NAME=).
+// 0, or -1 + zt_err naming the file (and line:column and construct for a template the engine
+// refuses).
+int zt_chat_jinja_load(zt_chat_jinja *cj, const char *path, const char *cfgpath, const char *vars);
+void zt_chat_jinja_free(zt_chat_jinja *cj);
+
+typedef struct {
+    zt_jinja_vars *vars;
+    zt_jinja_result res;
+    zt_buf line;  // an OpenAI or ShareGPT line as the messages line
+} zt_chat_jinja_scratch;  // per worker; zero it, free with zt_chat_jinja_scratch_free
+void zt_chat_jinja_scratch_free(zt_chat_jinja_scratch *s);
+
+// Render the line (root: its parse; json/n: its text, read again here so that 1 and 1.0 stay apart)
+// in format fmt (messages: handed over as it is, as to apply_chat_template; openai, sharegpt: read
+// by chat_read.c into the messages the built-in renderer sees, then handed over as a messages
+// line; field NULL or "": the format's default member) into out->text and out->spans under rule: assistant = every {% generation %} span, last = the
+// final one, all = the whole text. Overlapping and touching spans are merged; an empty span
+// is kept (a token straddling it is trained, as transformers marks it). 0, or -1 +
+// zt_err: raise_exception's message ("the template raised: MSG"), an engine error, a limit, a
+// member "weight" (not supported here), or no generation span under assistant/last.
+int zt_chat_render_jinja(const zt_chat_jinja *cj, const cJSON *root, zt_chat_format fmt, const char *json, size_t n,
+                         const char *field, zt_chat_train rule, zt_chat_jinja_scratch *sc, zt_chat *out);
+#endif

@@ -1,0 +1,14 @@
+# The Jinja engine for chat templates (data/jinja*.c) against transformers' apply_chat_template
+# on every trl 1.16.0 template (tests/golden/chat_templates, made by
+# tests/reference/make_chat_templates_golden.py): text, raise_exception messages, generation
+# spans, Qwen3 ids and the assistant mask.
+find_package(ZLIB REQUIRED)
+zt_add_test(test_jinja_templates ${ZT_TEST_DIR}/unit/test_jinja_templates.c zt_data ZLIB::ZLIB)
+
+# pack --input chat with a Jinja template from the command line (tests/cli/jinja_cli.sh)
+foreach(case fastpath generation bad_template raise limits vars)
+  add_test(NAME jinja_cli_${case}
+           COMMAND bash ${ZT_TEST_DIR}/cli/jinja_cli.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
+                   ${CMAKE_BINARY_DIR}/test-work/jinja_cli ${case})
+  set_tests_properties(jinja_cli_${case} PROPERTIES TIMEOUT 120)
+endforeach()
