@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Context parallelism on the CPU backend: C = 2 on 2 ranks against C = 1 on 1 rank (issue 37).
+"""Context parallelism on the CPU backend: C = 2 on 2 ranks against C = 1 on 1 rank (issues 37, 50).
 
 The same model (Qwen3, default hidden 256, ffn 768, 4 layers, 8 heads / 2 KV heads x 32, vocab 257,
 untied; random init from the trainer's seed), the same data (the shipped English text as byte
 tokens, blocks of --seq-len) and the same global batch (--global-batch blocks per step: grad-accum at
 C = 1 on 1 rank, and at C = 2 on 2 ranks, where both ranks share every block). One thread per rank, so
 the 2-rank run has twice the cores: the question is how much of that it turns into speed.
+--family qwen3_5 (issue 50): Qwen3.5 instead, the same widths, layers 3 Gated DeltaNet + 1 full
+attention (the full layers' heads as above, partial RoPE 1/4), linear key heads --lin-key-heads x
+--head-dim and value heads --lin-value-heads x --head-dim, conv kernel 4.
 
 For each run: tokens per second over the steps after --warmup (rank 0's step_time_s), peak memory
 per rank (the max RSS of each rank process), and `zerotrain plan --device cpu`'s bytes per rank for
@@ -37,6 +40,22 @@ RSS_WRAPPER = ("import resource,subprocess,sys\n"
 
 
 def write_config(a, path):
+    if a.family == "qwen3_5":
+        cfg = {"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "vocab_size": 257,
+               "hidden_size": a.hidden, "intermediate_size": a.ffn, "num_hidden_layers": a.layers,
+               "layer_types": ["full_attention" if (l + 1) % 4 == 0 else "linear_attention" for l in range(a.layers)],
+               "num_attention_heads": a.heads, "num_key_value_heads": a.kv_heads, "head_dim": a.head_dim,
+               "linear_num_key_heads": a.lin_key_heads, "linear_num_value_heads": a.lin_value_heads,
+               "linear_key_head_dim": a.head_dim, "linear_value_head_dim": a.head_dim, "linear_conv_kernel_dim": 4,
+               "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "initializer_range": 0.02,
+               "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+                                   "mrope_interleaved": True,
+                                   "mrope_section": [a.head_dim // 16, a.head_dim // 32, a.head_dim // 32]},
+               "max_position_embeddings": max(a.seq_len, *a.memory_seq, 2048), "attention_bias": False,
+               "hidden_act": "silu", "eos_token_id": 256, "bos_token_id": 256}
+        os.makedirs(path, exist_ok=True)
+        json.dump(cfg, open(os.path.join(path, "config.json"), "w"), indent=2)
+        return
     cfg = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 257,
            "hidden_size": a.hidden, "intermediate_size": a.ffn, "num_hidden_layers": a.layers,
            "num_attention_heads": a.heads, "num_key_value_heads": a.kv_heads, "head_dim": a.head_dim,
@@ -105,6 +124,9 @@ def main():
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--head-dim", type=int, default=32)
+    ap.add_argument("--family", choices=("qwen3", "qwen3_5"), default="qwen3")
+    ap.add_argument("--lin-key-heads", type=int, default=4, help="qwen3_5: linear key heads (4)")
+    ap.add_argument("--lin-value-heads", type=int, default=8, help="qwen3_5: linear value heads (8)")
     ap.add_argument("--tol", type=float, default=1e-5, help="max relative loss difference (1e-5)")
     ap.add_argument("--mpirun", default="mpirun --oversubscribe --allow-run-as-root --bind-to none "
                                         "--mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none")
@@ -117,7 +139,10 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     model = os.path.join(a.work, "model")
     write_config(a, model)
-    print(f"context_parallel: Qwen3 d {a.hidden}, ffn {a.ffn}, {a.layers} layers, heads {a.heads}/{a.kv_heads} x "
+    if a.family == "qwen3_5":
+        print(f"context_parallel: Qwen3.5 ({a.layers} layers, 3 of 4 linear: key heads {a.lin_key_heads}, value "
+              f"heads {a.lin_value_heads} x {a.head_dim})", flush=True)
+    print(f"context_parallel: {a.family} d {a.hidden}, ffn {a.ffn}, {a.layers} layers, heads {a.heads}/{a.kv_heads} x "
           f"{a.head_dim}, vocab 257; {a.global_batch} blocks of {a.seq_len} per step; one thread per rank; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     data = os.path.join(a.work, f"data{a.seq_len}")

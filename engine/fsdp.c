@@ -439,7 +439,8 @@ int zt_fsdp_init_host(zt_fsdp *f, zt_comm *comm, const zt_model_config *cfg, con
     if (!cfg->family) return zt_err("FSDP engine: the model config names no model family");
     f->fam = cfg->family;
     const int C = opts && opts->context > 1 ? opts->context : 1;
-    if (zt_context_check(&(zt_context_job){.context = C, .seq_len = seq_len, .family = cfg->family}) != 0) return -1;
+    if (zt_context_check(&(zt_context_job){.context = C, .seq_len = seq_len, .family = cfg->family, .config = cfg}) != 0)
+        return -1;
     if (zt_model_layout_init(&f->lay, cfg) != 0) return -1;
     f->seq_local = zt_context_split(seq_len, C, &f->ctx_index);
     if (f->seq_local < 0) return -1;
@@ -554,7 +555,9 @@ int zt_fsdp_init_cuda(zt_fsdp *f, zt_comm *comm, zt_comm *dcomm, const zt_model_
     if (!m->family(cfg->family->name))
         return zt_err("the CUDA module has no GPU passes for the model family \"%s\" (model/family_cuda.c)",
                       cfg->family->name);
-    if (opts && zt_context_check(&(zt_context_job){.context = opts->context, .family = cfg->family}) != 0) return -1;
+    if (opts && zt_context_check(&(zt_context_job){.context = opts->context, .family = cfg->family, .config = cfg,
+                                                   .gpu = 1}) != 0)
+        return -1;
     zt_fsdp_opts o = {0};
     if (opts) o = *opts;
     return m->engine_init(f, comm, dcomm, cfg, micro_batch, grad_accum, seq_len, hp, seed, &o);

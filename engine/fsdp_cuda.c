@@ -926,7 +926,7 @@ static int memory_for(const zt_model_config *cfg, int micro_batch, int grad_accu
         return zt_err("this CUDA module cannot count the GPU passes' memory of the model family \"%s\"",
                       cfg->family ? cfg->family->name : "(none)");
     if (fc->check(cfg, seq_len) != 0) return -1;
-    if (zt_context_check(&(zt_context_job){.context = C, .family = cfg->family}) != 0) return -1;
+    if (zt_context_check(&(zt_context_job){.context = C, .family = cfg->family, .config = cfg, .gpu = 1}) != 0) return -1;
     const zt_family_cuda_context cx = {.C = C, .S = seq_len, .S_local = S_local};
     const zt_family_cuda_opts fo = {.recompute = recompute != 0,
                                     .attention = attention == ZT_ATTN_GEMM ? ZT_ATTN_GEMM : ZT_ATTN_TILED,

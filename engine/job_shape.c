@@ -34,5 +34,11 @@ int zt_context_check(const zt_context_job *j) {
                       C, j->family->name, j->family->title ? j->family->title : j->family->name,
                       j->family->context_parallel_missing ? ", e.g. " : "",
                       j->family->context_parallel_missing ? j->family->context_parallel_missing : "");
+    if (j->family && j->gpu && !(j->family->context_parallel & ZT_CONTEXT_GPU))
+        return zt_err("--context-parallel %d: the %s family does not train with context parallelism on the GPU yet "
+                      "(%s's GPU passes take no split; its CPU passes do: --device cpu); train it on the GPU without "
+                      "--context-parallel",
+                      C, j->family->name, j->family->title ? j->family->title : j->family->name);
+    if (j->family && j->config && j->family->context_rule && j->family->context_rule(j->config, C) != 0) return -1;
     return 0;
 }

@@ -129,7 +129,7 @@ int zt_rank_memory_cpu(const zt_model_config *c, const zt_rank_memory_job *job, 
     if (!c->family || !c->family->cpu || !c->family->cpu->act_bytes_for)
         return zt_err("the %s family does not state its CPU activation bytes", c->family ? c->family->name : "(none)");
     const int C = job->context_parallel > 1 ? job->context_parallel : 1;
-    if (zt_context_check(&(zt_context_job){.context = C, .family = c->family}) != 0) return -1;
+    if (zt_context_check(&(zt_context_job){.context = C, .family = c->family, .config = c}) != 0) return -1;
     int32_t *index = NULL;
     const int64_t S = job->seq_len, Sl = zt_context_split(S, C, &index);
     free(index);

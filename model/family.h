@@ -93,6 +93,10 @@ typedef struct {
     int attention;     // 1: softmax attention over the S keys (the attention scratch, the context K/V)
 } zt_layer_plan;
 
+// zt_family.context_parallel's bits.
+#define ZT_CONTEXT_CPU 1
+#define ZT_CONTEXT_GPU 2
+
 // Kinds a family's decoder layers may have (zt_family.layer_kind's range).
 #define ZT_LAYER_KINDS 4
 
@@ -131,12 +135,15 @@ struct zt_family {
     // the top level), or NULL: the checkpoint's names are the layout's. NULL function: never.
     // checkpoint/ maps names only through zt_model_hf_prefix (model/family.c).
     const char *(*hf_prefix)(const zt_model_config *c);
-    // 1: its `create` takes a zt_family_context (--context-parallel); 0: refused at start
+    // Which passes' `create` take a zt_family_context (--context-parallel): ZT_CONTEXT_CPU | ZT_CONTEXT_GPU
+    // (Qwen3), ZT_CONTEXT_CPU (Qwen3.5: its GPU passes refuse it); 0: none, refused at start
     // (engine/job_shape.c's zt_context_check), the refusal naming what is missing, e.g.
-    // context_parallel_missing (Qwen3.5: "Gated DeltaNet's recurrent state passed across the context
-    // group"; NULL: nothing named).
+    // context_parallel_missing (NULL: nothing named).
     int context_parallel;
     const char *context_parallel_missing;
+    // Optional (NULL: none): the family's own rule for a split of C ranks of a config (Qwen3.5: C at most
+    // its value heads): 0, or -1 + zt_err with the rule and the numbers (engine/job_shape.c calls it).
+    int (*context_rule)(const zt_model_config *c, int C);
     // What a checkpoint of this family must agree on beyond the fields every family has (resume
     // compares the checkpoint's config `a` with the run's `b`): appends to out (NUL-terminated, n
     // bytes), which holds k phrases already, one "; "-separated phrase per difference ("checkpoint

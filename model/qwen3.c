@@ -15,7 +15,8 @@
 #include "model/rope.h"
 #include "base/common.h"
 
-static float *falloc(zt_qwen3 *m, int64_t n) {  // counted in act_bytes
+static float *falloc(void *mv, int64_t n) {  // counted in act_bytes
+    zt_qwen3 *m = mv;
     m->act_bytes += n * (int64_t)sizeof(float);
     return zt_xcalloc((size_t)n, sizeof(float));
 }
@@ -359,7 +360,7 @@ static int64_t cpu_act_bytes_for(const zt_model_config *c, int64_t B, int64_t S,
     const int64_t D = c->head_dim, H = c->num_heads, Hkv = c->num_kv_heads, L = c->num_layers;
     const int64_t qs = H * D, kvs = Hkv * D;
     int64_t n = S * D;  // the RoPE table of the whole block (cos, sin: S x D/2 each)
-    if (C > 1) n += 2 * N * kvs + C * 2 * N * kvs + 2 * B * S * kvs;  // K|V: mine, the group's, the block's
+    if (C > 1) n += zt_context_kv_bytes(C, B, S, S_local, kvs) / (int64_t)sizeof(float);  // K|V exchange
     n += (L + 1) * N * d;                                                       // layer inputs
     n += L * N * (3 * d + 2 + 3 * qs + 3 * kvs + 3 * H + Hkv + 3 * F);          // per layer (att_stats: 2 H)
     n += N * d + N;                                                             // head: final norm, rstd
@@ -395,7 +396,7 @@ const zt_family zt_qwen3_family = {
     .layer_kind = zt_qwen3_layer_kind,
     .layer_plan = zt_qwen3_layer_plan,
     .cpu = &qwen3_cpu,
-    .context_parallel = 1,
+    .context_parallel = ZT_CONTEXT_CPU | ZT_CONTEXT_GPU,
 };
 
 void zt_qwen3_32b_config(zt_model_config *c) {

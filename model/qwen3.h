@@ -9,6 +9,7 @@
 
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/context.h"
 #include "model/family.h"
 #include "model/layout.h"
 
@@ -40,9 +41,7 @@ typedef struct {
     int cp;
     int64_t S_block;
     zt_family_context cx;
-    int32_t *cp_index;           // [C * S]: cx.index
-    float *cp_kv_mine, *cp_kv_all;  // [2 N kvs] this rank's K|V (dK|dV) rows; [C][2 N kvs] the group's
-    float *cp_k, *cp_v;          // [B * S_block, kvs] the whole blocks' K and V (dK, dV), block order
+    zt_context_kv cp_kv;         // the K/V exchange (model/context.h; its copy of cx.index)
     // Called between the ops of a layer pass when set (an FSDP engine drives its pending
     // collectives there: MPI moves a transfer only inside its calls). Never changes a value.
     void (*progress)(void *ctx);
@@ -56,7 +55,7 @@ int zt_qwen3_create_cx(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *op
 // model/qwen3_context.c: the whole blocks' K and V, the held tokens' block rows, and
 // attention across the split (K/V all-gathered over the context group after RoPE; dK/dV of
 // keys held elsewhere reduce-scattered back).
-void zt_qwen3_cx_alloc(zt_qwen3 *m, float *(*alloc)(zt_qwen3 *m, int64_t n));
+void zt_qwen3_cx_alloc(zt_qwen3 *m, float *(*alloc)(void *m, int64_t n));
 void zt_qwen3_cx_free(zt_qwen3 *m);
 void zt_qwen3_cx_attention_fwd(zt_qwen3 *m, int layer, zt_layer_acts *a);
 void zt_qwen3_cx_attention_bwd(zt_qwen3 *m, int layer, zt_layer_acts *a);

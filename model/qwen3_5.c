@@ -13,6 +13,7 @@
 
 #include "base/common.h"
 #include "kernels/ops.h"
+#include "model/qwen3_5_context.h"
 
 // ---- layout -----------------------------------------------------------------------------------
 
@@ -41,6 +42,19 @@ static dims dims_of(const zt_model_config *c) {
     x.Vd = x.Hv * x.Dv;
     x.C = 2 * x.Kd + x.Vd;
     return x;
+}
+
+// The family's rule for a context split of C ranks (zt_family.context_rule): its Gated DeltaNet layers
+// shard their value heads over the context group (model/qwen3_5_context.c), one at least per rank.
+static int context_rule(const zt_model_config *c, int C) {
+    int linear = 0;
+    for (int l = 0; l < c->num_layers; l++) linear += zt_q35(c)->layer_linear[l] != 0;
+    if (C > 1 && linear && C > zt_q35(c)->lin_value_heads)
+        return zt_err("--context-parallel %d: Qwen3.5's Gated DeltaNet layers split their %d value heads "
+                      "(linear_num_value_heads) over the context group, each rank running whole blocks for a "
+                      "contiguous range of them, so C must be at most %d",
+                      C, zt_q35(c)->lin_value_heads, zt_q35(c)->lin_value_heads);
+    return 0;
 }
 
 static int layout_init(zt_model_layout *lay, const zt_model_config *cfg) {
@@ -240,8 +254,10 @@ typedef struct {
     zt_model_layout lay;
     const zt_ops *ops;
     dims z;
-    int64_t B, S, N;
-    float *rope_cos, *rope_sin;  // [S, rd/2]
+    int64_t B, S, N;             // S: the tokens of a block this model holds (S_block without a split)
+    int64_t S_block;
+    zt_q35_cx *cpx;              // context parallelism (model/qwen3_5_context.c); NULL: whole rows
+    float *rope_cos, *rope_sin;  // [S_block, rd/2]
     float **x;                   // L+1 residual-stream buffers [N, d]
     acts *a;
     float *head_xf, *head_rstd;
@@ -260,7 +276,8 @@ typedef struct {
     void *progress_ctx;
 } q35;
 
-static float *falloc(q35 *m, int64_t n) {
+static float *falloc(void *mv, int64_t n) {
+    q35 *m = mv;
     m->act_bytes += n * (int64_t)sizeof(float);
     return zt_xcalloc((size_t)(n > 0 ? n : 1), sizeof(float));
 }
@@ -269,26 +286,32 @@ static float *falloc(q35 *m, int64_t n) {
 static void destroy(void *mv);
 
 static void *create(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S, const zt_family_context *cx) {
-    if (cx) {
-        zt_err("context parallelism is not implemented for Qwen3.5: its Gated DeltaNet layers would need each "
-               "document's recurrent state passed across the context group; train it without --context-parallel");
-        return NULL;
-    }
     if (B <= 0 || S < 2) {
         zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens", (long long)B, (long long)S);
         return NULL;
     }
+    if (cx && (cx->C < 2 || cx->S != S || cx->S_local < 1 || cx->rank < 0 || cx->rank >= cx->C || !cx->index ||
+               !cx->gather || !cx->scatter)) {
+        zt_err("context parallelism: a split of %d ranks (rank %d) holding %lld of %lld tokens per block does not "
+               "fit blocks of %lld tokens", cx->C, cx->rank, (long long)cx->S_local, (long long)cx->S, (long long)S);
+        return NULL;
+    }
+    if (cx && context_rule(c, cx->C) != 0) return NULL;
+    const int64_t S_block = S;
+    if (cx) S = cx->S_local;  // the tokens of a block this model holds
     q35 *m = zt_xcalloc(1, sizeof *m);
     layout_init(&m->lay, c);
     m->lay.cfg.family = &zt_qwen3_5_family;
     m->ops = ops;
     m->z = dims_of(c);
     const dims z = m->z;
-    m->B = B, m->S = S, m->N = B * S;
+    m->B = B, m->S = S, m->N = B * S, m->S_block = S_block;
     const int64_t N = m->N, L = c->num_layers;
-    m->rope_cos = FA(S * z.rd / 2);
-    m->rope_sin = FA(S * z.rd / 2);
-    zt_rope_table(m->rope_cos, m->rope_sin, S, z.rd, c->rope_theta);
+    const int cp = cx != NULL;
+    m->rope_cos = FA(S_block * z.rd / 2);  // positions reach the whole block's
+    m->rope_sin = FA(S_block * z.rd / 2);
+    zt_rope_table(m->rope_cos, m->rope_sin, S_block, z.rd, c->rope_theta);
+    if (cp) m->cpx = zt_q35_cx_create(c, ops, cx, B, falloc, m);
     m->x = zt_xcalloc((size_t)L + 1, sizeof(float *));
     for (int64_t l = 0; l <= L; l++) m->x[l] = FA(N * z.d);
     m->a = zt_xcalloc((size_t)L, sizeof(acts));
@@ -298,12 +321,14 @@ static void *create(const zt_model_config *c, const zt_ops *ops, int64_t B, int6
         a->ln1 = FA(N * z.d), a->rstd1 = FA(N);
         if (zt_q35(c)->layer_linear[l]) {
             any_lin = 1;
-            a->qkv = FA(N * z.C), a->conv_pre = FA(N * z.C), a->conv = FA(N * z.C);
-            a->lq = FA(N * z.Kd), a->lk = FA(N * z.Kd), a->lv = FA(N * z.Vd);
-            a->lq_n = FA(N * z.Kd), a->lk_n = FA(N * z.Kd), a->lq_r = FA(N * z.Hk), a->lk_r = FA(N * z.Hk);
-            a->z = FA(N * z.Vd), a->b = FA(N * z.Hv), a->a = FA(N * z.Hv), a->beta = FA(N * z.Hv), a->g = FA(N * z.Hv);
-            a->core = FA(N * z.Vd), a->saved = FA(zt_delta_saved_floats(B, S, z.Hv, z.Dk, z.Dv));
-            a->gn_rstd = FA(N * z.Hv), a->normed = FA(N * z.Vd);
+            a->qkv = FA(N * z.C), a->z = FA(N * z.Vd), a->b = FA(N * z.Hv), a->a = FA(N * z.Hv);
+            a->core = FA(N * z.Vd), a->gn_rstd = FA(N * z.Hv), a->normed = FA(N * z.Vd);
+            if (!cp) {  // the conv and the delta rule over whole rows (under a split: model/qwen3_5_context.c's)
+                a->conv_pre = FA(N * z.C), a->conv = FA(N * z.C);
+                a->lq = FA(N * z.Kd), a->lk = FA(N * z.Kd), a->lv = FA(N * z.Vd);
+                a->lq_n = FA(N * z.Kd), a->lk_n = FA(N * z.Kd), a->lq_r = FA(N * z.Hk), a->lk_r = FA(N * z.Hk);
+                a->beta = FA(N * z.Hv), a->g = FA(N * z.Hv), a->saved = FA(zt_delta_saved_floats(B, S, z.Hv, z.Dk, z.Dv));
+            }
         } else {
             any_full = 1;
             a->qg = FA(N * 2 * z.H * z.D), a->q_pre = FA(N * z.H * z.D), a->gate = FA(N * z.H * z.D);
@@ -326,10 +351,12 @@ static void *create(const zt_model_config *c, const zt_ops *ops, int64_t B, int6
         m->w_dk = FA(kd), m->w_dv = FA(kd), m->w_dkp = FA(kd), m->w_dqg = FA(2 * hd);
     }
     if (any_lin) {
-        m->w_dnormed = FA(N * z.Vd), m->w_dcore = FA(N * z.Vd), m->w_dz = FA(N * z.Vd), m->w_dlv = FA(N * z.Vd);
-        m->w_dlq = FA(N * z.Kd), m->w_dlk = FA(N * z.Kd), m->w_dlqn = FA(N * z.Kd), m->w_dlkn = FA(N * z.Kd);
-        m->w_dgd = FA(N * z.Hv), m->w_dbeta = FA(N * z.Hv), m->w_da = FA(N * z.Hv), m->w_db = FA(N * z.Hv);
-        m->w_dconv = FA(N * z.C), m->w_dqkv = FA(N * z.C);
+        m->w_dnormed = FA(N * z.Vd), m->w_dcore = FA(N * z.Vd), m->w_dz = FA(N * z.Vd);
+        m->w_da = FA(N * z.Hv), m->w_db = FA(N * z.Hv), m->w_dqkv = FA(N * z.C);
+        if (!cp) {
+            m->w_dlv = FA(N * z.Vd), m->w_dgd = FA(N * z.Hv), m->w_dbeta = FA(N * z.Hv), m->w_dconv = FA(N * z.C);
+            m->w_dlq = FA(N * z.Kd), m->w_dlk = FA(N * z.Kd), m->w_dlqn = FA(N * z.Kd), m->w_dlkn = FA(N * z.Kd);
+        }
     }
     m->targets = zt_xcalloc((size_t)N, sizeof(int32_t));
     m->pos = zt_xcalloc((size_t)N, sizeof(int32_t));
@@ -358,6 +385,7 @@ static void destroy(void *mv) {
                    m->w_dlkn, m->w_dlv, m->w_dgd, m->w_dbeta, m->w_da, m->w_db, m->w_dconv, m->w_dqkv};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) free(ws[i]);
     free(m->targets), free(m->pos), free(m->ids);
+    zt_q35_cx_free(m->cpx);
     zt_model_layout_free(&m->lay);
     free(m);
 }
@@ -371,6 +399,7 @@ static void set_batch(void *mv, const uint32_t *ids, const int32_t *targets, con
     memcpy(m->targets, targets, N * sizeof(int32_t));
     m->isolated = pos != NULL;
     if (pos) memcpy(m->pos, pos, N * sizeof(int32_t));
+    if (m->cpx) zt_q35_cx_set_batch(m->cpx, m->pos);  // under a split pos is always given
 }
 
 static void set_progress(void *mv, void (*fn)(void *), void *ctx) {
@@ -478,7 +507,11 @@ static void full_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, c
     rope_partial(m, a->q, H, 0);
     rope_partial(m, a->k, Hkv, 0);
     TICK();
-    op->attention_fwd(a->att, a->att_stats, a->q, a->k, a->v, m->isolated ? m->pos : NULL, m->B, m->S, H, Hkv, D);
+    if (m->cpx)  // the keys of the whole block: gathered over the context group (model/context.c)
+        zt_context_attention_fwd(zt_q35_cx_kv(m->cpx), op, u->layer, a->att, a->att_stats, a->q, a->k, a->v, m->pos,
+                                 H, Hkv, D);
+    else
+        op->attention_fwd(a->att, a->att_stats, a->q, a->k, a->v, m->isolated ? m->pos : NULL, m->B, m->S, H, Hkv, D);
     TICK();
     for (int64_t i = 0; i < N * HD; i++) a->gated[i] = a->att[i] * sigmoidf(a->gate[i]);
     op->matmul_fwd(a->x_mid, a->gated, W(FA_O), N, HD, z.d);
@@ -500,8 +533,12 @@ static void full_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, f
         m->w_datt[i] = m->w_dgated[i] * s;
         m->w_dgate[i] = m->w_dgated[i] * a->att[i] * s * (1.0f - s);
     }
-    op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att, a->att_stats, a->q, a->k, a->v,
-                      m->isolated ? m->pos : NULL, m->B, m->S, H, Hkv, D);
+    if (m->cpx)  // dK/dV of the keys held elsewhere go back to their ranks
+        zt_context_attention_bwd(zt_q35_cx_kv(m->cpx), op, u->layer, m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att,
+                                 a->att_stats, a->q, a->k, a->v, m->pos, H, Hkv, D);
+    else
+        op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att, a->att_stats, a->q, a->k, a->v,
+                          m->isolated ? m->pos : NULL, m->B, m->S, H, Hkv, D);
     TICK();
     rope_partial(m, m->w_dq, H, 1);
     rope_partial(m, m->w_dk, Hkv, 1);
@@ -522,20 +559,13 @@ static void full_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, f
     op->add(dx, dx, m->w_dmid, N * z.d);
 }
 
-static void lin_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, const float *x, float *y) {
+// The conv, the l2 norms, beta and the decay, and the delta rule over this model's whole rows: qkv, b, a in,
+// core out (under a split, zt_q35_cx_mix_fwd instead).
+static void mix_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p) {
     const zt_ops *op = m->ops;
     const dims z = m->z;
     const int64_t N = m->N;
     const int32_t *pos = m->isolated ? m->pos : NULL;
-    norm1p_fwd(m, a->ln1, a->rstd1, x, W(LIN_IN_NORM), N, z.d);
-    TICK();
-    op->matmul_fwd(a->qkv, a->ln1, W(LIN_QKV), N, z.d, z.C);
-    TICK();
-    op->matmul_fwd(a->z, a->ln1, W(LIN_Z), N, z.d, z.Vd);
-    TICK();
-    op->matmul_fwd(a->b, a->ln1, W(LIN_B), N, z.d, z.Hv);
-    op->matmul_fwd(a->a, a->ln1, W(LIN_A), N, z.d, z.Hv);
-    TICK();
     op->conv1d_silu_fwd(a->conv, a->conv_pre, a->qkv, W(LIN_CONV), pos, m->B, m->S, z.C, z.K);
     for (int64_t t = 0; t < N; t++) {  // split the channels: q | k | v
         memcpy(a->lq + t * z.Kd, a->conv + t * z.C, (size_t)z.Kd * sizeof(float));
@@ -553,6 +583,25 @@ static void lin_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, co
         }
     TICK();
     op->delta_fwd(a->core, a->saved, a->lq_n, a->lk_n, a->lv, a->g, a->beta, pos, m->B, m->S, z.Hk, z.Hv, z.Dk, z.Dv);
+}
+
+static void lin_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, const float *x, float *y) {
+    const zt_ops *op = m->ops;
+    const dims z = m->z;
+    const int64_t N = m->N;
+    norm1p_fwd(m, a->ln1, a->rstd1, x, W(LIN_IN_NORM), N, z.d);
+    TICK();
+    op->matmul_fwd(a->qkv, a->ln1, W(LIN_QKV), N, z.d, z.C);
+    TICK();
+    op->matmul_fwd(a->z, a->ln1, W(LIN_Z), N, z.d, z.Vd);
+    TICK();
+    op->matmul_fwd(a->b, a->ln1, W(LIN_B), N, z.d, z.Hv);
+    op->matmul_fwd(a->a, a->ln1, W(LIN_A), N, z.d, z.Hv);
+    TICK();
+    if (m->cpx)  // the block's conv + delta rule for this rank's value heads (model/qwen3_5_context.c)
+        zt_q35_cx_mix_fwd(m->cpx, u->layer, a->qkv, a->b, a->a, W(LIN_CONV), W(LIN_ALOG), W(LIN_DT), a->core);
+    else
+        mix_fwd(m, u, a, p);
     TICK();
     op->rmsnorm_gated_fwd(a->normed, a->gn_rstd, a->core, a->z, W(LIN_NORM), N * z.Hv, z.Dv,
                           (float)m->lay.cfg.rms_norm_eps);
@@ -562,17 +611,12 @@ static void lin_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, co
     mlp_fwd(m, a, W(LIN_POST_NORM), W(LIN_GATE), W(LIN_UP), W(LIN_DOWN), y);
 }
 
-static void lin_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, float *dp, const float *x, float *dx) {
+// mix_fwd's backward: w_dcore in; w_dqkv, w_db, w_da out; the conv's, A_log's, dt_bias's gradients (+=).
+static void mix_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, float *dp) {
     const zt_ops *op = m->ops;
     const dims z = m->z;
     const int64_t N = m->N;
     const int32_t *pos = m->isolated ? m->pos : NULL;
-    mlp_bwd(m, a, W(LIN_POST_NORM), DW(LIN_POST_NORM), W(LIN_GATE), DW(LIN_GATE), W(LIN_UP), DW(LIN_UP),
-            W(LIN_DOWN), DW(LIN_DOWN), dx);
-    op->matmul_bwd(m->w_dnormed, DW(LIN_OUT), m->w_dmid, a->normed, W(LIN_OUT), N, z.Vd, z.d, 0);
-    TICK();
-    op->rmsnorm_gated_bwd(m->w_dcore, m->w_dz, DW(LIN_NORM), m->w_dnormed, a->core, a->z, W(LIN_NORM), a->gn_rstd,
-                          N * z.Hv, z.Dv);
     op->delta_bwd(m->w_dlqn, m->w_dlkn, m->w_dlv, m->w_dgd, m->w_dbeta, m->w_dcore, a->saved, a->lq_n, a->lk_n, a->lv,
                   a->g, a->beta, pos, m->B, m->S, z.Hk, z.Hv, z.Dk, z.Dv);
     TICK();
@@ -598,6 +642,23 @@ static void lin_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, fl
     }
     op->conv1d_silu_bwd(m->w_dqkv, DW(LIN_CONV), m->w_dconv, a->conv_pre, a->qkv, W(LIN_CONV), pos, m->B, m->S, z.C,
                         z.K);
+}
+
+static void lin_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, float *dp, const float *x, float *dx) {
+    const zt_ops *op = m->ops;
+    const dims z = m->z;
+    const int64_t N = m->N;
+    mlp_bwd(m, a, W(LIN_POST_NORM), DW(LIN_POST_NORM), W(LIN_GATE), DW(LIN_GATE), W(LIN_UP), DW(LIN_UP),
+            W(LIN_DOWN), DW(LIN_DOWN), dx);
+    op->matmul_bwd(m->w_dnormed, DW(LIN_OUT), m->w_dmid, a->normed, W(LIN_OUT), N, z.Vd, z.d, 0);
+    TICK();
+    op->rmsnorm_gated_bwd(m->w_dcore, m->w_dz, DW(LIN_NORM), m->w_dnormed, a->core, a->z, W(LIN_NORM), a->gn_rstd,
+                          N * z.Hv, z.Dv);
+    if (m->cpx)  // the block's delta rule + conv backward for this rank's value heads
+        zt_q35_cx_mix_bwd(m->cpx, u->layer, m->w_dcore, W(LIN_CONV), DW(LIN_CONV), W(LIN_ALOG), DW(LIN_ALOG), W(LIN_DT),
+                          DW(LIN_DT), m->w_dqkv, m->w_db, m->w_da);
+    else
+        mix_bwd(m, u, a, p, dp);
     TICK();
     op->matmul_bwd(m->w_dln, DW(LIN_QKV), m->w_dqkv, a->ln1, W(LIN_QKV), N, z.d, z.C, 0);
     TICK();
@@ -664,31 +725,34 @@ static void logits(void *mv, const float *p, const float *emb, float *out) {
     m->ops->matmul_fwd(out, m->head_xf, lm_w, m->N, m->z.d, m->z.V);
 }
 
-// create's FA calls, summed (plan_cpu_memory: equal to what a run reports); no context split.
+// create's FA calls, summed (plan_cpu_memory: equal to what a run reports); under a context split of C,
+// the rank of the group that allocates most (model/qwen3_5_context.c: its value heads may be uneven).
 static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, int C, int64_t S_local) {
-    (void)S_local;
-    if (C > 1) return -1;
+    const int cp = C > 1;
+    if (cp && context_rule(c, C) != 0) return -1;
     const dims z = dims_of(c);
-    const int64_t N = B * S, L = c->num_layers;
-    int64_t n = S * z.rd + (L + 1) * N * z.d;  // RoPE table (cos, sin), layer inputs
+    const int64_t Sh = cp ? S_local : S, N = B * Sh, L = c->num_layers;
+    int64_t n = S * z.rd + (L + 1) * N * z.d;  // RoPE table of the whole block (cos, sin), layer inputs
+    if (cp) n += zt_q35_cx_bytes(c, C, B, S, S_local) / (int64_t)sizeof(float);
     int any_lin = 0, any_full = 0;
     for (int64_t l = 0; l < L; l++) {
         n += N * (z.d + 1);  // ln1, rstd1
         if (zt_q35(c)->layer_linear[l]) {
             any_lin = 1;
-            n += N * (3 * z.C + 4 * z.Kd + z.Vd + 2 * z.Hk + z.Vd + 4 * z.Hv + z.Vd) +
-                 zt_delta_saved_floats(B, S, z.Hv, z.Dk, z.Dv) + N * (z.Hv + z.Vd);
+            n += N * (z.C + 3 * z.Vd + 3 * z.Hv);  // qkv, z, b, a, core, gn_rstd, normed
+            if (!cp)                                // the conv's, the l2 norms', beta, g, the delta rule's
+                n += N * (2 * z.C + 4 * z.Kd + z.Vd + 2 * z.Hk + 2 * z.Hv) + zt_delta_saved_floats(B, S, z.Hv, z.Dk, z.Dv);
         } else {
             any_full = 1;
             n += N * (2 * z.H * z.D + 2 * z.H * z.D + z.Hkv * z.D + z.H * z.D + 2 * z.Hkv * z.D + z.H + z.Hkv) +
-                 B * z.H * S * 2 + N * 2 * z.H * z.D;
+                 B * z.H * Sh * 2 + N * 2 * z.H * z.D;
         }
         n += N * (2 * z.d + 1 + 3 * z.F);  // x_mid, ln2, rstd2, mgate, up, h
     }
     n += N * (z.d + 1) + (z.d > z.D ? z.d : z.D) + N * (3 * z.F + 3 * z.d);  // head, w1, MLP/norm workspaces
     if (any_full) n += N * (z.H > z.Hkv ? z.H : z.Hkv) * z.rd + 5 * N * z.H * z.D + 3 * N * z.Hkv * z.D +
                        2 * N * z.H * z.D;
-    if (any_lin) n += 4 * N * z.Vd + 4 * N * z.Kd + 4 * N * z.Hv + 2 * N * z.C;
+    if (any_lin) n += cp ? 3 * N * z.Vd + 2 * N * z.Hv + N * z.C : 4 * N * z.Vd + 4 * N * z.Kd + 4 * N * z.Hv + 2 * N * z.C;
     return n * (int64_t)sizeof(float);
 }
 
@@ -805,7 +869,8 @@ const zt_family zt_qwen3_5_family = {
     .ckpt_config_json = 1,
     .check_carried = check_carried,
     .hf_prefix = hf_prefix,
-    .context_parallel_missing = "Gated DeltaNet's recurrent state passed across the context group",
+    .context_parallel = ZT_CONTEXT_CPU,
+    .context_rule = context_rule,
 };
 
 void zt_qwen3_5_27b_config(zt_model_config *c) {

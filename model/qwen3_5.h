@@ -7,7 +7,8 @@
 // (q_proj yields per head D query rows then D gate rows). Every RMSNorm but the gated one
 // scales by (1 + w) (weights start at 0). Units as Qwen3's: 0 = embedding, 1..L = layers,
 // L + 1 = final norm (+ lm_head when untied). Packed documents: attention, the conv window and
-// the recurrent state all restart at every document start. Context parallelism is refused.
+// the recurrent state all restart at every document start. Context parallelism (CPU passes):
+// model/qwen3_5_context.c shards the Gated DeltaNet value heads over the context group.
 // defines: zt_qwen3_5_family, zt_qwen3_5_fields, zt_q35, zt_q35_set, ZT_QWEN3_5_VLM_PREFIX,
 //          zt_qwen3_5_layer_linear, zt_qwen3_5_27b_config
 #ifndef ZT_QWEN3_5_H

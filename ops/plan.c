@@ -496,9 +496,9 @@ static int check_job(const zt_model_config *c, const zt_gpu_spec *g, const zt_pl
         return zt_err("the attention scratch is modelled with context parallelism: give --context-parallel C (1: none)");
     // the rule train, preflight and the engines apply (rank_memory checks it too): said here with the choice's words
     const zt_context_job cj = {.context = C, .shard_group = gs, .world = W, .seq_len = job->seq_len,
-                               .family = c->family, .shard_name = zt_shard_names[job->choice]};
+                               .family = c->family, .config = c, .gpu = 1, .shard_name = zt_shard_names[job->choice]};
     if (zt_context_check(&cj) != 0) {
-        if (C > 1 && c->family && !c->family->context_parallel) {
+        if (C > 1 && c->family && !(c->family->context_parallel & ZT_CONTEXT_GPU)) {
             char why[ZT_ERR_MAX];
             snprintf(why, sizeof why, "%s", zt_errmsg());
             zt_err("%.1500s; plan it without, or with --context-parallel 1 for the attention scratch alone", why);

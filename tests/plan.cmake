@@ -73,7 +73,7 @@ zt_expect_test(plan_cli_qwen3_5_context_parallel EXIT 2
 
 # `plan --device cpu` prints, part by part, the bytes per rank that `train --device cpu` allocates and
 # writes to run.json (Qwen3 at W = 1, 2, keep-gathered, context parallel 2 and 3 on uneven blocks,
-# hybrid 2 x 2 with C = 2; Qwen3.5 at W = 1, 2) (tests/cli/plan_cpu_memory.sh).
+# hybrid 2 x 2 with C = 2; Qwen3.5 at W = 1, 2 and C = 2) (tests/cli/plan_cpu_memory.sh).
 add_test(NAME plan_cli_cpu_memory
          COMMAND bash ${ZT_TEST_DIR}/cli/plan_cpu_memory.sh ${ZT_EXE} ${CMAKE_SOURCE_DIR}
                  ${CMAKE_BINARY_DIR}/test-work/plan_cpu_memory)

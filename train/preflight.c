@@ -527,7 +527,8 @@ int zt_preflight_run(zt_comm *comm, const zt_preflight_opts *o, FILE *out) {
         const int C = o->context_parallel;
         const int64_t seq_len = zt_dataset_peek_seq_len(o->data);
         const zt_context_job cj = {.context = C, .shard_group = G, .world = W, .seq_len = seq_len,
-                                   .family = o->model ? cfg.family : NULL};
+                                   .family = o->model ? cfg.family : NULL, .config = o->model ? &cfg : NULL,
+                                   .gpu = o->device && !strcmp(o->device, "cuda")};
         if (zt_context_check(&cj) != 0) {
             if (g.rank == 0) fprintf(out, "[FAIL] context parallelism: %s\n", zt_errmsg());
             return zt_err_prefix("preflight gate");

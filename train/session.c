@@ -120,7 +120,8 @@ static int context_ok(const zt_train_opts *o, int world) {
                          .shard_group = sg && *sg && strcmp(sg, "node") && atoi(sg) > 0 ? atoi(sg) : world,
                          .seq_len = zt_dataset_peek_seq_len(o->data)};
     zt_model_config cfg;
-    if (zt_model_config_load(&cfg, o->model ? o->model : o->init) == 0) cj.family = cfg.family;
+    if (zt_model_config_load(&cfg, o->model ? o->model : o->init) == 0) cj.family = cfg.family, cj.config = &cfg;
+    cj.gpu = o->device == ZT_DEVICE_CUDA;
     zt_err_clear();
     if (zt_context_check(&cj) != 0) return 0;
     if (o->device != ZT_DEVICE_CPU && o->attention == ZT_ATTN_CUDNN)

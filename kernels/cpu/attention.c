@@ -132,7 +132,9 @@ static void fwd_block(const att_args *a, const att_packed_kv *p, float *buf, flo
         memset(O + r * qs, 0, (size_t)D * sizeof(float));
     }
     for (int64_t j0 = first / ZT_ATT_BLOCK * ZT_ATT_BLOCK; j0 < end; j0 += ZT_ATT_BLOCK) {
-        const int64_t j1 = j0 + ZT_ATT_BLOCK < end ? j0 + ZT_ATT_BLOCK : end, n = j1 - j0, x = j0 / ZT_ATT_BLOCK;
+        // the whole packed key block (the V panels' stride is its length), keys past `end` masked: a block
+        // cut at `end` read every V column panel but the first at the wrong offset (D > NR, held rows)
+        const int64_t j1 = j0 + ZT_ATT_BLOCK < a->S ? j0 + ZT_ATT_BLOCK : a->S, n = j1 - j0, x = j0 / ZT_ATT_BLOCK;
         cpu_sgemm_packed(n, m, D, a->scale, pk + x * p->ka, pq, 0.0f, st, m);
         if (j1 > low + 1 || last > j0) mask_block_t(a, st, b, i0, m, j0, j1);
         a->rows->col_step(st, n, m, m, mx, sum, alpha);

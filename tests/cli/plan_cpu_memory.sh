@@ -3,7 +3,7 @@
 # writes the bytes it allocated per rank to run.json (memory_per_rank_bytes); plan must print the same
 # bytes for every part (params, grads, optimizer, buffers, activations) and the total. Jobs: Qwen3 at
 # W = 1, 2 (keep-gathered), context parallel 2 and 3 on blocks that do not split evenly, hybrid 2 x 2
-# with C = 2; Qwen3.5 (a mix of Gated DeltaNet and full layers) at W = 1 and 2.
+# with C = 2; Qwen3.5 (a mix of Gated DeltaNet and full layers) at W = 1 and 2, and context parallel 2.
 #   plan_cpu_memory.sh ZEROTRAIN SOURCE_DIR WORK_DIR
 set -u
 ZT=$1 SRC=$2 WORK=$3
@@ -54,4 +54,5 @@ check cp3_odd "$Q3" q3_250 250 3 3 3 true 2
 check hsdp_cp2 "$Q3" q3_256 256 4 2 2 true 1
 check q35_w1 "$Q35" q35_64 64 1 1 1 true 2
 check q35_w2_keep "$Q35" q35_64 64 2 1 2 false 1
+check q35_cp2 "$Q35" q35_64 64 2 2 2 true 1
 echo "ok: $n jobs, plan --device cpu = the CPU engine's bytes per rank"

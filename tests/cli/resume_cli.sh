@@ -277,6 +277,68 @@ context_refusals)  # what context parallelism cannot run is refused at the start
     expect_refused 3 "$W/seqnp" "blocks of 4 tokens cannot be split into 2 x 3 chunks" --context-parallel 3 --data "$W/short" --no-preflight
     echo "ok [$CASE]: C not dividing W or G, --attention cudnn, 2C > seq_len refused"
     ;;
+qwen3_5_context_parallel)  # Qwen3.5 (q35_mix), global batch 2: C = 3 stopped at 2 -> C = 1 stopped at 4 -> C = 2 to 6
+    COMMON=(--init "$GOLD/q35_mix" "${COMMON[@]:2}")
+    run 3 "$W/full" --steps 6 --grad-accum 2 --context-parallel 3
+    grep -q "context parallelism: groups of 3 consecutive ranks" "$W/full.out" || { cat "$W/full.out"; fail "no context line"; }
+    run 1 "$W/plain" --steps 6 --grad-accum 2
+    run 3 "$W/part" --steps 6 --grad-accum 2 --context-parallel 3 --debug-signal-at-step 2
+    grep -q "stopped: a stop signal" "$W/part.out" || { cat "$W/part.out"; fail "no graceful stop (C=3)"; }
+    run 1 "$W/part" --steps 6 --grad-accum 2 --resume --debug-signal-at-step 4
+    grep -q "saved by 3 ranks, loaded by 1" "$W/part.out" || { cat "$W/part.out"; fail "no reshard message (C=3 -> 1)"; }
+    run 2 "$W/part" --steps 6 --grad-accum 2 --context-parallel 2 --resume
+    grep -q "saved by 1 rank, loaded by 2" "$W/part.out" || { cat "$W/part.out"; fail "no reshard message (C=1 -> 2)"; }
+    "$CMP" "$W/full/final/model.safetensors" "$W/part/final/model.safetensors" 1e-5 || fail "final weights differ (resumed)"
+    "$CMP" "$W/plain/final/model.safetensors" "$W/full/final/model.safetensors" 1e-5 || fail "C = 3 differs from no split"
+    for run_dir in "$W/part" "$W/plain"; do  # the uninterrupted losses and grad norms, step by step
+        paste -d' ' <(grep -o '"loss":[0-9.e+-]*,"lr":[0-9.e+-]*,"grad_norm":[0-9.e+-]*' "$W/full/metrics.jsonl") \
+                    <(grep -o '"loss":[0-9.e+-]*,"lr":[0-9.e+-]*,"grad_norm":[0-9.e+-]*' "$run_dir/metrics.jsonl") \
+            | tr ',:"' '   ' | awk '{n++; for(i=2;i<=6;i+=2){a=$i; b=$(i+6); d=a-b; if(d<0)d=-d; if(d>2e-6+1e-5*(a<0?-a:a)) bad=1}}
+                                      END{exit bad || n != 6}' \
+            || { paste "$W/full/metrics.jsonl" "$run_dir/metrics.jsonl" | cut -c1-240; fail "losses differ from C = 3 ($run_dir)"; }
+    done
+    # the context exchange's bytes (rank 0's; each collective counts (C - 1) x the floats it takes from this
+    # rank): per micro-batch the positions gather (1 float per held token); per linear layer the conv
+    # input|b|a gather and its gradient's reduce-scatter (2 Kd + Vd + 2 Hv floats per held token), the delta
+    # output's reduce-scatter and its gradient's gather (Vd); per full layer K/V gathered twice, dK/dV scattered
+    python3 - "$GOLD/q35_mix/config.json" "$W/data/dataset.json" "$W/full/metrics.jsonl" "$W/plain/metrics.jsonl" <<'PY' ||
+import json, sys
+c, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+S, C, accum = d["seq_len"], 3, 2
+sl = max((r + 1) * S // (2 * C) - r * S // (2 * C) + (2 * C - r) * S // (2 * C) - (2 * C - 1 - r) * S // (2 * C)
+         for r in range(C))
+kinds = c["layer_types"]
+Kd = c["linear_num_key_heads"] * c["linear_key_head_dim"]
+Hv = c["linear_num_value_heads"]
+Vd = Hv * c["linear_value_head_dim"]
+lin = sum(k == "linear_attention" for k in kinds) * 2 * ((2 * Kd + Vd + 2 * Hv) + Vd)
+full = sum(k == "full_attention" for k in kinds) * 3 * 2 * c["num_key_value_heads"] * c["head_dim"]
+want = accum * (C - 1) * sl * (1 + lin + full) * 4
+got = [json.loads(l).get("bytes_context") for l in open(sys.argv[3])]
+plain = [json.loads(l).get("bytes_context") for l in open(sys.argv[4])]
+if got != [want] * 6 or any(plain):
+    sys.exit(f"bytes_context: C = 3 {got[:3]}..., expected {want} each step; without a split {plain[:3]}...")
+print(f"bytes_context {want} per step at C = 3, absent without a split")
+PY
+        fail "bytes_context in metrics.jsonl"
+    echo "ok [$CASE]: Qwen3.5 C = 3 -> C = 1 -> C = 2 equals C = 3 throughout and no split, to 1e-5, 6 steps"
+    ;;
+qwen3_5_context_refusals)  # Qwen3.5's own rule and the GPU passes' refusal: at the start, every rank, nothing written
+    COMMON=(--init "$GOLD/q35_mix" "${COMMON[@]:2}")
+    expect_refused() {  # expect_refused NPROCS RUN_DIR PATTERN ARGS...
+        local n=$1 dir=$2 pat=$3; shift 3
+        timeout 120 "${MPIRUN[@]}" -n "$n" "$ZT" train "${COMMON[@]}" --run-dir "$dir" --steps 2 "$@" >"$dir.out" 2>&1 \
+            && { cat "$dir.out"; fail "$* must be refused"; }
+        grep -q -- "$pat" "$dir.out" || { cat "$dir.out"; fail "the refusal of $* must say: $pat"; }
+        [ ! -e "$dir/run.json" ] || fail "$*: run.json written before the refusal"
+    }
+    expect_refused 5 "$W/c5" "split their 4 value heads (linear_num_value_heads) over the context group.*C must be at most 4" \
+        --context-parallel 5
+    expect_refused 5 "$W/c5np" "C must be at most 4" --context-parallel 5 --no-preflight
+    expect_refused 2 "$W/gpu" "the qwen3_5 family does not train with context parallelism on the GPU yet" \
+        --context-parallel 2 --device cuda
+    echo "ok [$CASE]: C > value heads and the GPU passes refused, nothing written"
+    ;;
 config_mismatch)
     run 1 "$W/a" --steps 2
     mkdir -p "$W/m" && sed 's/"intermediate_size": *80/"intermediate_size": 64/' "$GOLD/tiny_untied_gqa/config.json" >"$W/m/config.json"

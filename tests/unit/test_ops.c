@@ -279,8 +279,10 @@ static void test_attention(int64_t H, int64_t Hkv, const int32_t *pos) {
 // band are exercised. Forward, dq, dk and dv against a naive double-precision forward and
 // backward (tolerance 1e-5 forward, 1e-4 gradients, relative to the largest reference entry);
 // then the same bits from every sgemm kernel this CPU runs and at 1 and 3 threads.
-static void test_attention_panels(int64_t H, int64_t Hkv, int docs) {
-    const int64_t B = 2, S = 300, D = 8, g = H / Hkv, nq = B * S * H * D, nk = B * S * Hkv * D;
+// D > 8 (40: more than one column panel of every sgemm kernel) as well: a held-rows query block whose
+// last key falls inside a key block (rows [50, 100) and [200, 250): keys up to 249 of the block 192..287).
+static void test_attention_panels(int64_t H, int64_t Hkv, int docs, int64_t D) {
+    const int64_t B = 2, S = 300, g = H / Hkv, nq = B * S * H * D, nk = B * S * Hkv * D;
     static const int64_t doc_len[2][3] = {{40, 100, 160}, {1, 200, 99}};
     int32_t *pos = NULL;
     if (docs) {
@@ -334,8 +336,9 @@ static void test_attention_panels(int64_t H, int64_t Hkv, int docs) {
                 }
             }
     for (int64_t i = 0; i < nk; i++) rdk[i] = (float)dk_acc[i], rdv[i] = (float)dv_acc[i];
-    char name[96];
-    const char *tag = docs ? ", documents across blocks" : "";
+    char name[160];
+    char tag[48];
+    snprintf(tag, sizeof tag, "%s%s", docs ? ", documents across blocks" : "", D == 40 ? ", D=40" : "");
     snprintf(name, sizeof name, "attention S=300 fwd (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
     CHECK_CLOSE(name, o, ro, nq, 1e-5);
     snprintf(name, sizeof name, "attention S=300 dq (H=%lld Hkv=%lld%s)", (long long)H, (long long)Hkv, tag);
@@ -532,9 +535,11 @@ int main(void) {
     test_attention(4, 1, NULL);
     test_attention(4, 2, att_pos);
     test_attention(4, 1, att_pos);
-    test_attention_panels(4, 2, 0);
-    test_attention_panels(4, 1, 1);
-    test_attention_panels(3, 3, 1);
+    test_attention_panels(4, 2, 0, 8);
+    test_attention_panels(4, 1, 1, 8);
+    test_attention_panels(3, 3, 1, 8);
+    test_attention_panels(4, 2, 0, 40);
+    test_attention_panels(4, 1, 1, 40);
     test_swiglu();
     test_xent(19);
     test_xent(700000);  // wider than one 4M-float logits chunk for N=11: exercises chunking
