@@ -366,6 +366,133 @@ static __device__ void tcb_dkdq(const tcb_smem &m, float *__restrict__ dkp, floa
     }
 }
 
+// One span of the backward as its phases below see it (delta_tc_bwd_kernel's loop).
+struct tcb_span {
+    int b, h, kh, c0, nc, t0, L, S, Hk, Hv, Dk, Dv, ncp, ch;
+    const float *sv;  // the saved states of this (row, head), from this block's first column
+    int64_t part;     // this block's partials of this (row, head)
+    float scale;
+};
+
+// Before TB2: the span's K, Q, gates, start flags, S0 and dS in bf16, dO.
+static __device__ void tcb_load(const tcb_smem &m, const tcb_span &sp, const bf16 *__restrict__ q,
+                                const bf16 *__restrict__ k, const float *__restrict__ g,
+                                const float *__restrict__ beta, const int32_t *__restrict__ pos,
+                                const bf16 *__restrict__ dout) {
+    const int b = sp.b, h = sp.h, kh = sp.kh, c0 = sp.c0, nc = sp.nc, t0 = sp.t0, L = sp.L, S = sp.S, Hk = sp.Hk, Hv = sp.Hv, Dk = sp.Dk, Dv = sp.Dv, ch = sp.ch;
+    const int tid = threadIdx.x;
+    const int LK = sp.Dk + 8;
+    const float *sv = sp.sv;
+    for (int x = tid; x < CH * Dk; x += NT) {
+        const int i = x / Dk, c = x % Dk;
+        const int64_t at = (((int64_t)b * S + t0 + i) * Hk + kh) * Dk + c;
+        m.K[i * LK + c] = i < L ? k[at] : f2bf(0.0f);
+        m.Q[i * LK + c] = i < L ? q[at] : f2bf(0.0f);
+    }
+    for (int i = tid; i < CH; i += NT) {
+        const int64_t row = (int64_t)b * S + t0 + i;
+        const bool in = i < L;
+        m.seg[i] = in ? doc_start(pos, row, t0 + i) : 1;  // the start flag here, the segment below
+        m.g[i] = in ? g[row * Hv + h] : 0.0f;
+        m.beta[i] = in ? beta[row * Hv + h] : 0.0f;
+    }
+    for (int x = tid; x < Dk * DC; x += NT) {
+        const int r = x / DC, c = x % DC;
+        m.S0b[r * LSB + c] = f2bf(c < nc ? sv[((int64_t)ch * Dk + r) * Dv + c] : 0.0f);
+        m.dSb[r * LSB + c] = f2bf(m.dS[r * LS + c]);
+    }
+    for (int x = tid; x < CH * DC; x += NT) {
+        const int i = x / DC, c = x % DC;
+        m.dOb[i * LSB + c] = i < L && c < nc ? dout[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c] : f2bf(0.0f);
+    }
+}
+
+// Between TB4 and TB5: f, dEq; GK = Gam . K K^T; P = Gam . scale Q K^T and its bf16 parts; Y's parts.
+static __device__ void tcb_gam_py(const tcb_smem &m, const tcb_span &sp, const bf16 *__restrict__ v) {
+    const int b = sp.b, h = sp.h, c0 = sp.c0, nc = sp.nc, t0 = sp.t0, L = sp.L, S = sp.S, Hv = sp.Hv, Dv = sp.Dv, ncp = sp.ncp;
+    const int tid = threadIdx.x;
+    const float scale = sp.scale;
+    if (tid < CH) {  // f_i = Gam_{L-1, i}; dEq_i = scale Q S0_i . dO_i
+        const int i = tid;
+        m.f[i] = i < L ? gam_at(m, L - 1, i) : 0.0f;
+        float s_ = 0.0f;
+        for (int c = 0; c < ncp; c++) s_ += scale * m.X2[i * LS + c] * bf2f(m.dOb[i * LSB + c]);
+        m.dEq[i] = s_;
+    }
+    for (int x = tid; x < CH * CH; x += NT) {  // GK = Gam . K K^T; P = Gam . scale Q K^T and its bf16 parts
+        const int i = x / CH, j = x % CH;
+        const float gm = gam_at(m, i, j);
+        m.GK[i * LF + j] = j < i ? gm * m.GK[i * LF + j] : 0.0f;
+        const float p = j <= i ? gm * (scale * m.P[i * LF + j]) : 0.0f;
+        m.P[i * LF + j] = p;
+        split_bf16(&m.Pb[i * LB + j], &m.Pl[i * LB + j], p);
+    }
+    for (int x = tid; x < CH * DC; x += NT) {  // Y = diag(beta) (V - diag(e) K S0), its bf16 parts
+        const int i = x / DC, c = x % DC;
+        const float vi = i < L && c < nc ? bf2f(v[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c]) : 0.0f;
+        split_bf16(&m.s0[i * LSB + c], &m.s1[i * LSB + c], c < nc ? m.beta[i] * (vi - m.e[i] * m.KS[i * LS + c]) : 0.0f);
+    }
+}
+
+// Between TB11 and TB12: dY in bf16, dv, -e dR, scale e dO; dbeta's R part and dE; the <S0, dS> shares.
+static __device__ void tcb_dy(const tcb_smem &m, const tcb_span &sp, const bf16 *__restrict__ v,
+                              bf16 *__restrict__ dv) {
+    const int b = sp.b, h = sp.h, c0 = sp.c0, nc = sp.nc, t0 = sp.t0, L = sp.L, S = sp.S, Hv = sp.Hv;
+    const int Dk = sp.Dk, Dv = sp.Dv, ch = sp.ch, tid = threadIdx.x;
+    const float *sv = sp.sv;
+    const float scale = sp.scale;
+    for (int x = tid; x < CH * DC; x += NT) {  // dY in bf16; dR = diag(beta) dY: dv; -e dR and scale e dO in bf16
+        const int i = x / DC, c = x % DC;
+        const float dy = m.X1[i * LS + c], dr = m.beta[i] * dy;
+        m.s6[i * LSB + c] = f2bf(dy);
+        m.s0[i * LSB + c] = f2bf(-m.e[i] * dr);
+        m.s1[i * LSB + c] = f2bf(scale * m.e[i] * bf2f(m.dOb[i * LSB + c]));
+        if (i < L && c < nc) dv[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c] = f2bf(dr);
+    }
+    if (tid < CH) {  // dbeta's R part (R = V - e K S0); dE_i = e_i (Q S0_i . dO_i - K S0_i . dR_i)
+        const int i = tid;
+        float db = 0.0f, dr = 0.0f;
+        for (int c = 0; c < nc; c++) {
+            const float dy = m.X1[i * LS + c], ks = m.KS[i * LS + c];
+            const float vi = i < L ? bf2f(v[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c]) : 0.0f;
+            db += dy * (vi - m.e[i] * ks);
+            dr += (m.beta[i] * dy) * ks;
+        }
+        m.db[i] = db;
+        m.dE[i] = m.e[i] * (m.dEq[i] - dr);
+    }
+    {  // <S0, dS>, this thread's share (fp32 S0 from the saved states; summed in a fixed order)
+        float s_ = 0.0f;
+        for (int x = tid; x < Dk * DC; x += NT) {
+            const int r = x / DC, c = x % DC;
+            if (c < nc) s_ += sv[((int64_t)ch * Dk + r) * Dv + c] * m.dS[r * LS + c];
+        }
+        m.red[tid] = s_;
+    }
+}
+
+// After TB14: dg and dbeta of the span's rows, to the partials.
+static __device__ void tcb_dg(const tcb_smem &m, const tcb_span &sp, float *__restrict__ dgp,
+                              float *__restrict__ dbp) {
+    const int t0 = sp.t0, L = sp.L;
+    const int tid = threadIdx.x;
+    const int64_t part = sp.part;
+    if (tid < CH) {  // dg_s = sum_{i >= s} dE_i + sum_{j < s} dF_j + sum_{i >= s, j < s} (dA . A + dP . P)_ij
+        const int s_ = tid;
+        float sd = 0.0f;
+        for (int x = 0; x < NT; x++) sd += m.red[x];
+        float pe = 0.0f, pf = 0.0f, pm = 0.0f;
+        for (int r = CH - 1; r >= s_; r--) pe += r == L - 1 ? m.dE[r] + m.e[L - 1] * sd : m.dE[r];
+        for (int j = 0; j < s_; j++) pf += m.dF[j];
+        for (int r = s_; r < CH; r++)
+            for (int j = 0; j < s_; j++) pm += m.P[r * LF + j];
+        if (s_ < L) {
+            dbp[part + t0 + s_] = m.db[s_];
+            dgp[part + t0 + s_] = pe + pf + pm;
+        }
+    }
+}
+
 // Grid and block as the forward; the partials as delta_chunk.cu's (dq, dk [ncb, B, Hv, S, Dk], dg, dbeta
 // [ncb, B, Hv, S], summed by zt_cuda_delta_chunk_sum). Per span, from its saved state (the formulas of
 // delta_chunk_bwd_kernel), dS the gradient of the state leaving it.
@@ -389,29 +516,9 @@ __global__ void __launch_bounds__(NT) delta_tc_bwd_kernel(float *__restrict__ dq
     for (int x = tid; x < Dk * LS; x += NT) m.dS[x] = 0.0f;
     for (int ch = nch - 1; ch >= 0; ch--) {
         const int t0 = ch * CH, L = S - t0 < CH ? S - t0 : CH;
+        const tcb_span sp = {b, h, kh, c0, nc, t0, L, S, Hk, Hv, Dk, Dv, ncp, ch, sv, part, scale};
         __syncthreads();  // TB1: every thread is done with the later span (and dS's update is complete)
-        for (int x = tid; x < CH * Dk; x += NT) {
-            const int i = x / Dk, c = x % Dk;
-            const int64_t at = (((int64_t)b * S + t0 + i) * Hk + kh) * Dk + c;
-            m.K[i * LK + c] = i < L ? k[at] : f2bf(0.0f);
-            m.Q[i * LK + c] = i < L ? q[at] : f2bf(0.0f);
-        }
-        for (int i = tid; i < CH; i += NT) {
-            const int64_t row = (int64_t)b * S + t0 + i;
-            const bool in = i < L;
-            m.seg[i] = in ? doc_start(pos, row, t0 + i) : 1;  // the start flag here, the segment below
-            m.g[i] = in ? g[row * Hv + h] : 0.0f;
-            m.beta[i] = in ? beta[row * Hv + h] : 0.0f;
-        }
-        for (int x = tid; x < Dk * DC; x += NT) {
-            const int r = x / DC, c = x % DC;
-            m.S0b[r * LSB + c] = f2bf(c < nc ? sv[((int64_t)ch * Dk + r) * Dv + c] : 0.0f);
-            m.dSb[r * LSB + c] = f2bf(m.dS[r * LS + c]);
-        }
-        for (int x = tid; x < CH * DC; x += NT) {
-            const int i = x / DC, c = x % DC;
-            m.dOb[i * LSB + c] = i < L && c < nc ? dout[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c] : f2bf(0.0f);
-        }
+        tcb_load(m, sp, q, k, g, beta, pos, dout);
         __syncthreads();  // TB2: K, Q, the gates, the start flags, S0, dS, dO are in place
         if (tid < CH) {  // row i: the cumulative log-decay and its segment
             const int i = tid;
@@ -436,26 +543,7 @@ __global__ void __launch_bounds__(NT) delta_tc_bwd_kernel(float *__restrict__ dq
         __syncthreads();  // TB3: cum, e, K K^T, Q K^T, K S0, Q S0, K dS are in place
         if (tid < CH) m.seg[tid] = (int)m.dE[tid];
         __syncthreads();  // TB4: the segments are in place
-        if (tid < CH) {  // f_i = Gam_{L-1, i}; dEq_i = scale Q S0_i . dO_i
-            const int i = tid;
-            m.f[i] = i < L ? gam_at(m, L - 1, i) : 0.0f;
-            float s_ = 0.0f;
-            for (int c = 0; c < ncp; c++) s_ += scale * m.X2[i * LS + c] * bf2f(m.dOb[i * LSB + c]);
-            m.dEq[i] = s_;
-        }
-        for (int x = tid; x < CH * CH; x += NT) {  // GK = Gam . K K^T; P = Gam . scale Q K^T and its bf16 parts
-            const int i = x / CH, j = x % CH;
-            const float gm = gam_at(m, i, j);
-            m.GK[i * LF + j] = j < i ? gm * m.GK[i * LF + j] : 0.0f;
-            const float p = j <= i ? gm * (scale * m.P[i * LF + j]) : 0.0f;
-            m.P[i * LF + j] = p;
-            split_bf16(&m.Pb[i * LB + j], &m.Pl[i * LB + j], p);
-        }
-        for (int x = tid; x < CH * DC; x += NT) {  // Y = diag(beta) (V - diag(e) K S0), its bf16 parts
-            const int i = x / DC, c = x % DC;
-            const float vi = i < L && c < nc ? bf2f(v[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c]) : 0.0f;
-            split_bf16(&m.s0[i * LSB + c], &m.s1[i * LSB + c], c < nc ? m.beta[i] * (vi - m.e[i] * m.KS[i * LS + c]) : 0.0f);
-        }
+        tcb_gam_py(m, sp, v);
         __syncthreads();  // TB5: f, dEq, GK, P and its parts, Y's parts are in place (Q S0 read)
         if (tid < CH) {  // T = (I + A)^-1, column j, A_ij = beta_i GK_ij (the forward's expression order)
             const int j = tid;
@@ -501,34 +589,7 @@ __global__ void __launch_bounds__(NT) delta_tc_bwd_kernel(float *__restrict__ dq
         __syncthreads();  // TB10: dVn's parts, M2's parts, dP . P are in place (dP, P's parts read)
         blk_mma<true, false>(m.X1, LS, pairs(m.Tb, m.s0, m.Tl, m.s0, m.Tb, m.s1), LB, LSB, CH, ncp, CH, false, false, 2);  // dY = T^T dVn
         __syncthreads();  // TB11: dY is in place (K dS, T's parts read)
-        for (int x = tid; x < CH * DC; x += NT) {  // dY in bf16; dR = diag(beta) dY: dv; -e dR and scale e dO in bf16
-            const int i = x / DC, c = x % DC;
-            const float dy = m.X1[i * LS + c], dr = m.beta[i] * dy;
-            m.s6[i * LSB + c] = f2bf(dy);
-            m.s0[i * LSB + c] = f2bf(-m.e[i] * dr);
-            m.s1[i * LSB + c] = f2bf(scale * m.e[i] * bf2f(m.dOb[i * LSB + c]));
-            if (i < L && c < nc) dv[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c] = f2bf(dr);
-        }
-        if (tid < CH) {  // dbeta's R part (R = V - e K S0); dE_i = e_i (Q S0_i . dO_i - K S0_i . dR_i)
-            const int i = tid;
-            float db = 0.0f, dr = 0.0f;
-            for (int c = 0; c < nc; c++) {
-                const float dy = m.X1[i * LS + c], ks = m.KS[i * LS + c];
-                const float vi = i < L ? bf2f(v[(((int64_t)b * S + t0 + i) * Hv + h) * Dv + c0 + c]) : 0.0f;
-                db += dy * (vi - m.e[i] * ks);
-                dr += (m.beta[i] * dy) * ks;
-            }
-            m.db[i] = db;
-            m.dE[i] = m.e[i] * (m.dEq[i] - dr);
-        }
-        {  // <S0, dS>, this thread's share (fp32 S0 from the saved states; summed in a fixed order)
-            float s_ = 0.0f;
-            for (int x = tid; x < Dk * DC; x += NT) {
-                const int r = x / DC, c = x % DC;
-                if (c < nc) s_ += sv[((int64_t)ch * Dk + r) * Dv + c] * m.dS[r * LS + c];
-            }
-            m.red[tid] = s_;
-        }
+        tcb_dy(m, sp, v, dv);
         __syncthreads();  // TB12: dY in bf16, -e dR, scale e dO, dbeta's R part, dE, the shares are in place
         blk_mma<false, true>(m.T, LF, pairs(m.s6, m.Vnb, m.s6, m.Vnl), LSB, LSB, CH, CH, ncp, false, true);  // -dA
         for (int x = tid; x < Dk * DC; x += NT) m.dS[(x / DC) * LS + x % DC] *= m.e[L - 1];
@@ -546,20 +607,7 @@ __global__ void __launch_bounds__(NT) delta_tc_bwd_kernel(float *__restrict__ dq
             m.db[i] = s_;
         }
         __syncthreads();  // TB14: M1's parts, dP . P + dA . A, dbeta are in place
-        if (tid < CH) {  // dg_s = sum_{i >= s} dE_i + sum_{j < s} dF_j + sum_{i >= s, j < s} (dA . A + dP . P)_ij
-            const int s_ = tid;
-            float sd = 0.0f;
-            for (int x = 0; x < NT; x++) sd += m.red[x];
-            float pe = 0.0f, pf = 0.0f, pm = 0.0f;
-            for (int r = CH - 1; r >= s_; r--) pe += r == L - 1 ? m.dE[r] + m.e[L - 1] * sd : m.dE[r];
-            for (int j = 0; j < s_; j++) pf += m.dF[j];
-            for (int r = s_; r < CH; r++)
-                for (int j = 0; j < s_; j++) pm += m.P[r * LF + j];
-            if (s_ < L) {
-                dbp[part + t0 + s_] = m.db[s_];
-                dgp[part + t0 + s_] = pe + pf + pm;
-            }
-        }
+        tcb_dg(m, sp, dgp, dbp);
         tcb_dkdq(m, dkp, dqp, part, t0, L, Dk, ncp, scale);
         // dS <- e_{L-1} dS + Q^T (scale e dO) + K^T (-e dR): the accumulator tiles are this warp's alone
         blk_mma<true, false>(m.dS, LS, pairs(m.Q, m.s1, m.K, m.s0), LK, LSB, Dk, ncp, CH, true);
