@@ -32,6 +32,13 @@ typedef struct zt_chat_jinja_t {
 int zt_chat_jinja_load(zt_chat_jinja *cj, const char *path, const char *cfgpath, const char *vars);
 void zt_chat_jinja_free(zt_chat_jinja *cj);
 
+// The chat template of a model directory, as transformers loads it: dir/chat_template.jinja, else
+// the "chat_template" of dir/tokenizer_config.json (a string, or the list entry named "default").
+// 1 with *crc its CRC-32C (of the template text, as zt_chat_jinja.crc) and path the file it came
+// from; 0 when the directory has none (no such files, or a tokenizer_config.json without
+// "chat_template"); -1 + zt_err when the file does not read or parse.
+int zt_chat_template_of_dir(const char *dir, uint32_t *crc, char *path, size_t pathsz);
+
 typedef struct {
     zt_jinja_vars *vars;
     zt_jinja_result res;
