@@ -4,7 +4,7 @@
 // transformers' return_assistant_tokens_mask marks); then zt_chat_tokenize (data/chat.h) as for
 // the built-in Qwen3 renderer.
 // defines: zt_chat_jinja, zt_chat_jinja_load, zt_chat_jinja_free, zt_chat_jinja_scratch,
-//          zt_chat_render_jinja
+//          zt_chat_render_jinja, zt_chat_template_of_dir
 #ifndef ZT_CHAT_JINJA_H
 #define ZT_CHAT_JINJA_H
 #include <cjson/cJSON.h>

@@ -1,6 +1,7 @@
 // The token dataset directory: dataset.json plus headerless little-endian
 // uint32 block files (blocks = bytes / 4 / seq_len), memory-mapped read-only.
-// defines: zt_dataset, zt_dataset_open, zt_dataset_block, zt_dataset_read_block, zt_copy_guarded, zt_dataset_close
+// defines: zt_dataset, zt_dataset_open, zt_dataset_block, zt_dataset_read_block, zt_copy_guarded, zt_dataset_close,
+//          zt_dataset_check_tokenizer, zt_dataset_check_template
 #ifndef ZT_DATASET_H
 #define ZT_DATASET_H
 #include <stddef.h>
