@@ -469,7 +469,7 @@ static int check_input_flags(const pack_flags *f, const zt_pack_opts *o, int tex
 
 // Where the tokenizer and the chat template were found (o->chat_template points into it).
 typedef struct {
-    char tokpath[4096], cfgpath[4096 + 32], tplname[64], jinjapath[4096 + 32];
+    char tokpath[4096], cfgpath[4096 + 32], tplname[64], jinjapath[4096 + 32], modeltpl[32];
     zt_chat_jinja jinja;  // a Jinja template (o->jinja points here)
 } tokenizer_paths;
 
@@ -504,6 +504,22 @@ static int setup_jinja(zt_pack_opts *o, tokenizer_paths *tp, const char *file, c
     }
     o->jinja = &tp->jinja;
     o->chat_template = tp->jinja.name;
+    // --chat-template FILE for a tokenizer directory that has its own template (trl's *_training.jinja
+    // variant of the model's, say): dataset.json records the directory's too, so that train accepts
+    // the data for that model (zt_dataset_check_template)
+    char dir[4096], path[4200];
+    uint32_t crc;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - tp->tokpath) : 1, slash ? tp->tokpath : ".");
+    const int has = file == tp->jinjapath ? 0 : zt_chat_template_of_dir(dir, &crc, path, sizeof path);
+    if (has < 0) {
+        fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
+        zt_chat_jinja_free(&tp->jinja);
+        return -1;
+    }
+    if (has > 0 && crc != tp->jinja.crc) {
+        snprintf(tp->modeltpl, sizeof tp->modeltpl, "crc32c:%08x", crc);
+        o->model_chat_template = tp->modeltpl;
+    }
     return 1;
 }
 

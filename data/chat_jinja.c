@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/common.h"
 #include "base/crc32c.h"
@@ -110,6 +111,30 @@ int zt_chat_jinja_load(zt_chat_jinja *cj, const char *path, const char *cfgpath,
     }
     if (parse_vars(cj, vars)) return zt_chat_jinja_free(cj), -1;
     return 0;
+}
+
+int zt_chat_template_of_dir(const char *dir, uint32_t *crc, char *path, size_t pathsz) {
+    struct stat st;
+    snprintf(path, pathsz, "%s/chat_template.jinja", dir);
+    if (stat(path, &st) != 0) {
+        snprintf(path, pathsz, "%s/tokenizer_config.json", dir);
+        if (stat(path, &st) != 0) return 0;
+        size_t len;
+        char *txt = zt_read_file(path, &len);
+        if (!txt) return -1;
+        cJSON *cfg = cJSON_Parse(txt);
+        free(txt);
+        const int has = cfg && cJSON_GetObjectItemCaseSensitive(cfg, "chat_template") &&
+                        !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cfg, "chat_template"));
+        cJSON_Delete(cfg);
+        if (!has) return 0;  // not JSON is tokenizer.json's loader's to report, no template is none
+    }
+    size_t n;
+    char *src = template_text(path, &n);
+    if (!src) return -1;
+    *crc = zt_crc32c(0, src, n);
+    free(src);
+    return 1;
 }
 
 void zt_chat_jinja_free(zt_chat_jinja *cj) {

@@ -4,7 +4,7 @@
 // transformers' return_assistant_tokens_mask marks); then zt_chat_tokenize (data/chat.h) as for
 // the built-in Qwen3 renderer.
 // defines: zt_chat_jinja, zt_chat_jinja_load, zt_chat_jinja_free, zt_chat_jinja_scratch,
-//          zt_chat_render_jinja
+//          zt_chat_render_jinja, zt_chat_template_of_dir
 #ifndef ZT_CHAT_JINJA_H
 #define ZT_CHAT_JINJA_H
 #include <cjson/cJSON.h>
@@ -31,6 +31,13 @@ typedef struct zt_chat_jinja_t {
 // refuses).
 int zt_chat_jinja_load(zt_chat_jinja *cj, const char *path, const char *cfgpath, const char *vars);
 void zt_chat_jinja_free(zt_chat_jinja *cj);
+
+// The chat template of a model directory, as transformers loads it: dir/chat_template.jinja, else
+// the "chat_template" of dir/tokenizer_config.json (a string, or the list entry named "default").
+// 1 with *crc its CRC-32C (of the template text, as zt_chat_jinja.crc) and path the file it came
+// from; 0 when the directory has none (no such files, or a tokenizer_config.json without
+// "chat_template"); -1 + zt_err when the file does not read or parse.
+int zt_chat_template_of_dir(const char *dir, uint32_t *crc, char *path, size_t pathsz);
 
 typedef struct {
     zt_jinja_vars *vars;

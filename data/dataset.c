@@ -21,6 +21,7 @@
 #include "base/crc32c.h"
 #include "base/json_util.h"
 #include "base/common.h"
+#include "data/chat_jinja.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "block files are little-endian uint32 and are mapped in place: a big-endian host needs a byte-swapping reader"
@@ -245,6 +246,9 @@ static int parse_json(zt_dataset *ds, const char *jpath, const char *text, size_
     ds->eos_id = -1;
     if (json_int(jpath, root, "", "eos_id", 0, 0, ds->vocab_size - 1, &ds->eos_id)) goto out;
     if (json_str(jpath, root, "", "tokenizer", 0, ds->tokenizer, sizeof ds->tokenizer)) goto out;
+    if (json_str(jpath, root, "", "chat_template", 0, ds->chat_template, sizeof ds->chat_template)) goto out;
+    if (json_str(jpath, root, "", "model_chat_template", 0, ds->model_chat_template, sizeof ds->model_chat_template))
+        goto out;
     char layout[32] = "single";
     if (json_str(jpath, root, "", "layout", 0, layout, sizeof layout)) goto out;
     if (strcmp(layout, "single") && strcmp(layout, "per-rank")) {
@@ -645,7 +649,7 @@ int64_t zt_dataset_peek_seq_len(const char *dir) {
     return s;
 }
 
-int zt_dataset_check_tokenizer(const zt_dataset *ds, const char *data_dir, const char *model_dir) {
+static int check_tokenizer(const zt_dataset *ds, const char *data_dir, const char *model_dir) {
     if (!model_dir || strncmp(ds->tokenizer, "crc32c:", 7)) return 0;
     struct stat st;
     if (stat(model_dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
@@ -662,4 +666,30 @@ int zt_dataset_check_tokenizer(const zt_dataset *ds, const char *data_dir, const
     return zt_err("%s/dataset.json: the data was packed with tokenizer %s, but the model's %s is %s: its token ids "
                   "would be read as another vocabulary's\n  hint: pack the data again with --tokenizer %s",
                   data_dir, ds->tokenizer, path, model_hash, model_dir);
+}
+
+int zt_dataset_check_template(const zt_dataset *ds, const char *data_dir, const char *model_dir) {
+    const char *rec = strstr(ds->chat_template, "crc32c:");
+    if (!model_dir || !rec) return 0;
+    struct stat st;
+    if (stat(model_dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    char path[4200];
+    uint32_t crc;
+    const int has = zt_chat_template_of_dir(model_dir, &crc, path, sizeof path);
+    if (has <= 0) return has;
+    char model_hash[32];
+    snprintf(model_hash, sizeof model_hash, "crc32c:%08x", crc);
+    if (!strncmp(rec, model_hash, strlen(model_hash)) || !strcmp(ds->model_chat_template, model_hash)) return 0;
+    return zt_err("%s/dataset.json: the data was rendered with chat template %s%s%s%s, but the model's %s is %s: "
+                  "its turns, thinking and tool calls would be laid out as another template's\n"
+                  "  hint: pack the data again with --tokenizer %s (its template, or --chat-template FILE for a "
+                  "variant such as trl's *_training.jinja: dataset.json then records the model's template "
+                  "beside it)",
+                  data_dir, ds->chat_template, ds->model_chat_template[0] ? " (packed for the template " : "",
+                  ds->model_chat_template, ds->model_chat_template[0] ? ")" : "", path, model_hash, model_dir);
+}
+
+int zt_dataset_check_tokenizer(const zt_dataset *ds, const char *data_dir, const char *model_dir) {
+    if (check_tokenizer(ds, data_dir, model_dir)) return -1;
+    return zt_dataset_check_template(ds, data_dir, model_dir);
 }

@@ -1,6 +1,7 @@
 // The token dataset directory: dataset.json plus headerless little-endian
 // uint32 block files (blocks = bytes / 4 / seq_len), memory-mapped read-only.
-// defines: zt_dataset, zt_dataset_open, zt_dataset_block, zt_dataset_read_block, zt_copy_guarded, zt_dataset_close
+// defines: zt_dataset, zt_dataset_open, zt_dataset_block, zt_dataset_read_block, zt_copy_guarded, zt_dataset_close,
+//          zt_dataset_check_tokenizer, zt_dataset_check_template
 #ifndef ZT_DATASET_H
 #define ZT_DATASET_H
 #include <stddef.h>
@@ -46,6 +47,9 @@ typedef struct {
     int64_t vocab_size;      // from dataset.json
     int64_t eos_id;          // -1 when absent
     char tokenizer[256];     // tokenizer hash / name, "" when absent
+    char chat_template[352]; // chat: the template rendered ("jinja FILE crc32c:..." / "qwen3 crc32c:..."), "" when absent
+    char model_chat_template[64];  // chat: the --tokenizer directory's own template when pack rendered
+                                   // another (--chat-template FILE), "crc32c:...", "" when absent
     int per_rank;            // layout "per-rank": file i (rank-%05d.u32) belongs to rank i
     int version;             // 1: bare ids; 2 (ZT_DATASET_VERSION_FLAGS): words carry document/loss flags
     int token_flags;         // version 2: words are id | ZT_TOK_DOC_START | ZT_TOK_NO_LOSS
@@ -99,7 +103,16 @@ int64_t zt_dataset_peek_seq_len(const char *dir);
 // there is nothing to compare (model_dir NULL or not a directory, no tokenizer.json in it, a
 // dataset of ids or bytes); -1 + zt_err naming both digests and both paths when they differ.
 // Qwen3 ids fit inside Qwen3.5's vocabulary, so without this such a run trains on wrong tokens.
+// Then the chat template (zt_dataset_check_template): one call checks both.
 int zt_dataset_check_tokenizer(const zt_dataset *ds, const char *data_dir, const char *model_dir);
+// The chat template a chat dataset was rendered with (dataset.json "chat_template", its crc32c:
+// digest of the template text) against the model directory's template (chat_template.jinja, else
+// tokenizer_config.json's chat_template: zt_chat_template_of_dir): 0 when the model's equals the
+// rendered one or the one pack recorded as the tokenizer directory's own ("model_chat_template":
+// a variant such as trl's *_training.jinja packed deliberately for that model), or when there is
+// nothing to compare (no model_dir, no template there, a dataset without "chat_template"); -1 +
+// zt_err naming both digests otherwise (docs/formats.md, "chat_template").
+int zt_dataset_check_template(const zt_dataset *ds, const char *data_dir, const char *model_dir);
 
 // ---- pack: token ids -> dataset directory ----
 typedef enum {
@@ -137,6 +150,8 @@ typedef struct {
     // blocks (the rest of a block it does not fit in is padded), one longer than seq_len is skipped
     int train_on;            // zt_chat_train (data/chat.h): which tokens are trained targets
     const char *chat_template;  // recorded in dataset.json: "qwen3 crc32c:xxxxxxxx" or "jinja FILE crc32c:xxxxxxxx"
+    const char *model_chat_template;  // recorded in dataset.json when set: "crc32c:xxxxxxxx", the --tokenizer
+                                      // directory's own template where --chat-template rendered another
     const struct zt_chat_jinja_t *jinja;  // chat: a Jinja template (data/chat_jinja.h) instead of the built-in
                                           // Qwen3 renderer (NULL: the built-in one)
     int chat_format;         // zt_chat_format (data/chat.h): how lines hold conversations; 0 (auto): decided

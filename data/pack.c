@@ -605,6 +605,7 @@ static char *dataset_json(const zt_pack_opts *o, const pack_writer *w, int nw, c
         cJSON_AddStringToObject(root, "field", o->field && o->field[0] ? o->field : "messages");
         cJSON_AddStringToObject(root, "train_on", zt_chat_train_name((zt_chat_train)o->train_on));
         if (o->chat_template) cJSON_AddStringToObject(root, "chat_template", o->chat_template);
+        if (o->model_chat_template) cJSON_AddStringToObject(root, "model_chat_template", o->model_chat_template);
         cJSON_AddNumberToObject(root, "pad_id", (double)zt_tokenizer_token_id(o->tok, "<|endoftext|>"));
     }
     if (is_text_kind(o->input)) cJSON_AddNumberToObject(root, "bad_documents_skipped", (double)st->bad_documents);

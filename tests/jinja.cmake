@@ -1,7 +1,8 @@
 # The Jinja engine for chat templates (data/jinja*.c) against transformers' apply_chat_template
 # on every trl 1.16.0 template (tests/golden/chat_templates, made by
 # tests/reference/make_chat_templates_golden.py): text, raise_exception messages, generation
-# spans, Qwen3 ids and the assistant mask.
+# spans, Qwen3 ids and the assistant mask; for the qwen3_5/3_6/3_8 templates also Qwen3.5 ids and masks
+# (expected_qwen3_5.jsonl.gz: tests/reference/make_chat_templates_q35_golden.py).
 find_package(ZLIB REQUIRED)
 zt_add_test(test_jinja_templates ${ZT_TEST_DIR}/unit/test_jinja_templates.c zt_data ZLIB::ZLIB)
 

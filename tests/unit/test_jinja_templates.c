@@ -4,13 +4,16 @@
 // text byte for byte; where transformers raised, that the engine raises too (raise_exception:
 // the same message; other errors: Python's message where the engine words it the same, counted
 // apart); the {% generation %} byte spans; the Qwen3 ids of the text; the assistant mask from
-// the spans against return_assistant_tokens_mask. Prints the counts of templates x conversations.
+// the spans against return_assistant_tokens_mask. For the Qwen3.5/3.6/3.8 templates also the
+// Qwen3.5 ids and masks (tests/data/tokenizer/qwen3_5, expected_qwen3_5.jsonl.gz from
+// tests/reference/make_chat_templates_q35_golden.py). Prints the counts of templates x conversations.
 //   test_jinja_templates [GOLDEN_DIR [TEMPLATE_FILTER]]
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "base/common.h"
@@ -21,6 +24,7 @@
 #include "tests/support/test_util.h"
 
 #define TOK_JSON ZT_TEST_DIR "/../assets/qwen3-tokenizer/tokenizer.json"
+#define TOK35_GZ ZT_TEST_DIR "/data/tokenizer/qwen3_5/tokenizer.json.gz"
 
 static char *read_gz(const char *path, size_t *len) {
     gzFile f = gzopen(path, "rb");
@@ -173,6 +177,22 @@ static int pack_path(pack_scratch *pk, zt_jinja *tpl, zt_jinja_limits lim, const
     return pok && !prc;
 }
 
+// The Qwen3.5 tokenizer from its gzip'd fixture (through a temporary file: the loader reads a path).
+static zt_tokenizer *load_qwen3_5(void) {
+    size_t n;
+    char *js = read_gz(TOK35_GZ, &n);
+    if (!js) return NULL;
+    char tmp[] = "/tmp/zt_q35_tok_XXXXXX";
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    int ok = f && fwrite(js, 1, n, f) == n;
+    if (f) fclose(f);
+    free(js);
+    zt_tokenizer *tk = ok ? zt_tokenizer_load(tmp) : NULL;
+    if (fd >= 0) unlink(tmp);
+    return tk;
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : ZT_GOLDEN_DIR "/chat_templates";
     const char *only = argc > 2 ? argv[2] : NULL;
@@ -193,6 +213,16 @@ int main(int argc, char **argv) {
     zt_tokenizer *tk = zt_tokenizer_load(TOK_JSON);
     zt_encoder *enc = tk ? zt_encoder_new(tk) : NULL;
     CHECK(enc != NULL, "Qwen3 tokenizer: %s", zt_errmsg());
+    // Qwen3.5 ids and masks of the qwen3_5/3_6/3_8 templates: one record per rendered (template, case)
+    snprintf(path, sizeof path, "%s/expected_qwen3_5.jsonl.gz", dir);
+    char *gold35 = read_gz(path, &len);
+    CHECK(gold35 != NULL, "cannot read %s", path);
+    cJSON *q35 = cJSON_CreateArray();
+    for (char *p = gold35, *l; gold35 && (l = next_line(&p));) cJSON_AddItemToArray(q35, cJSON_Parse(l));
+    zt_tokenizer *tk35 = load_qwen3_5();
+    zt_encoder *enc35 = tk35 ? zt_encoder_new(tk35) : NULL;
+    CHECK(enc35 != NULL, "Qwen3.5 tokenizer: %s", zt_errmsg());
+    int ids35 = 0, masks35 = 0, want35 = 0;
     char *gp = gold;
     cJSON *meta = cJSON_Parse(next_line(&gp));
     cJSON *special = cJSON_GetObjectItem(meta, "special_tokens");
@@ -292,8 +322,30 @@ int main(int argc, char **argv) {
             }
             zt_ids_free(&got);
         }
+        cJSON *r35 = NULL;
+        for (cJSON *r = q35->child; r && !r35; r = r->next)
+            if (!strcmp(cJSON_GetObjectItem(r, "t")->valuestring, t) && cJSON_GetObjectItem(r, "c")->valueint == ci) r35 = r;
+        if (r35) want35++;
+        if (r35 && ok && enc35) {
+            cJSON *ids5 = cJSON_GetObjectItem(r35, "ids"), *mask5 = cJSON_GetObjectItem(r35, "mask");
+            zt_ids got = {0};
+            zt_encode(enc35, res.text, res.n, &got);
+            int iok = cJSON_GetArraySize(ids5) == (int)got.n;
+            for (size_t i = 0; iok && i < got.n; i++) iok = (uint32_t)cJSON_GetArrayItem(ids5, (int)i)->valuedouble == got.ids[i];
+            CHECK(iok, "%s case %d: Qwen3.5 ids differ", t, ci);
+            ids35 += iok;
+            if (mask5 && iok) {
+                int mok = mask_matches(tk35, &got, &res, mask5);
+                CHECK(mok, "%s case %d: Qwen3.5 assistant mask differs from return_assistant_tokens_mask", t, ci);
+                masks35 += mok;
+            }
+            zt_ids_free(&got);
+        }
         cJSON_Delete(rec);
     }
+    printf("Qwen3.5 tokenizer on the qwen3_5/qwen3_6/qwen3_8 templates: %d renders, ids equal %d, masks equal %d\n",
+           want35, ids35, masks35);
+    if (!only) CHECK(want35 == cJSON_GetArraySize(q35) && want35 > 0, "%d Qwen3.5 records, %d met", cJSON_GetArraySize(q35), want35);
     printf("templates x conversations compared: %d (texts equal %d, raise_exception equal %d, other errors raised "
            "by both %d (same message %d), generation spans equal %d, ids equal %d, masks equal %d (pack's path %d), templates refused %d)\n",
            renders, texts, raised, errors, errors_same, spans, idss, masks, packmasks, tfail);
@@ -312,6 +364,10 @@ int main(int argc, char **argv) {
     zt_jinja_vars_free(vars);
     if (enc) zt_encoder_free(enc);
     if (tk) zt_tokenizer_free(tk);
+    if (enc35) zt_encoder_free(enc35);
+    if (tk35) zt_tokenizer_free(tk35);
+    cJSON_Delete(q35);
+    free(gold35);
     free(corpus), free(gold);
     TEST_END();
 }
