@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "base/common.h"
+#include "kernels/cuda/attention/policy.h"
 
 int zt_data_parallel_ranks(int world, int context) { return context > 1 ? world / context : world; }
 
@@ -40,5 +41,6 @@ int zt_context_check(const zt_context_job *j) {
                       "--context-parallel",
                       C, j->family->name, j->family->title ? j->family->title : j->family->name);
     if (j->family && j->config && j->family->context_rule && j->family->context_rule(j->config, C) != 0) return -1;
+    if (zt_attn_split_check(j->attention, C) != 0) return -1;  // the attention kind's rule (policy.h)
     return 0;
 }

@@ -33,12 +33,14 @@ typedef struct {
     const zt_family *family;     // its table says whether its layers take a split
     const zt_model_config *config;  // the model (with family: the family's own rule, zt_family.context_rule)
     int gpu;                     // 1: the GPU passes run it (the family's table must say ZT_CONTEXT_GPU)
+    int attention;               // the GPU attention asked (zt_attn_kind; 0, tiled: any), e.g. cuDNN takes no split
     const char *shard_name;      // how the message names the shard group ("full", "hsdp"; NULL: none)
 } zt_context_job;
 
 // 0, or -1 + zt_err naming the numbers and the rule: C < 0; C does not divide G (or W); 2C > S;
-// a family without context parallelism; the family's own rule for the config (Qwen3.5: C <= its value heads). Pure: callers check it on every rank before anything is
-// written (the session before it takes RUN/lock, preflight, the engines, plan).
+// a family without context parallelism; the family's own rule for the config (Qwen3.5: C <= its
+// value heads); an attention kind that takes no split (zt_attn_split_check: cuDNN). Pure: callers
+// check it on every rank before anything is written (the session before it takes RUN/lock, preflight, the engines, plan).
 int zt_context_check(const zt_context_job *j);
 
 #ifdef __cplusplus

@@ -20,6 +20,7 @@
 
 #include "base/common.h"
 #include "kernels/cuda/attention/dispatch.h"
+#include "kernels/cuda/attention/policy.h"
 #include "kernels/cuda/zt_cuda_check.h"
 #include "model/qwen3_cuda_layer.h"
 
@@ -36,11 +37,7 @@ int64_t zt_qwen3_cuda_cx_bytes(const zt_qwen3_cuda_dims *dm, int C, int64_t Sb) 
 static void *dalloc(int64_t bytes) { return zt_cuda_malloc((size_t)(bytes > 0 ? bytes : 16)); }
 
 int zt_qwen3_cuda_cx_check(const zt_family_cuda_context *x, zt_attn_kind attention) {
-    if (attention == ZT_ATTN_CUDNN)
-        return zt_err("--context-parallel %d with --attention cudnn: the cuDNN attention takes no positions, and the "
-                      "split needs them (a query sees the keys of its block rows g - p .. g, and rows held elsewhere "
-                      "only their own key); use --attention tiled (the default) or gemm", x->C);
-    return 0;
+    return zt_attn_split_check(attention, x->C);  // the attention policy's rule (cuDNN takes no split)
 }
 
 zt_qwen3_cuda_cx *zt_qwen3_cuda_cx_create(const zt_family_cuda_context *x, const zt_qwen3_cuda_dims *dm, void *stream) {

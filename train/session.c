@@ -122,13 +122,9 @@ static int context_ok(const zt_train_opts *o, int world) {
     zt_model_config cfg;
     if (zt_model_config_load(&cfg, o->model ? o->model : o->init) == 0) cj.family = cfg.family, cj.config = &cfg;
     cj.gpu = o->device == ZT_DEVICE_CUDA;
+    cj.attention = o->device != ZT_DEVICE_CPU ? o->attention : ZT_ATTN_TILED;  // the CPU has one attention
     zt_err_clear();
-    if (zt_context_check(&cj) != 0) return 0;
-    if (o->device != ZT_DEVICE_CPU && o->attention == ZT_ATTN_CUDNN)
-        return zt_err("--context-parallel %d with --attention cudnn: the cuDNN attention takes no positions, and "
-                      "the split needs them (a query sees the keys of its block rows g - p .. g, a row held "
-                      "elsewhere only its own key); use --attention tiled or gemm", o->context_parallel), 0;
-    return 1;
+    return zt_context_check(&cj) == 0;
 }
 
 // Everything between taking the run directory and handing it back: --resume auto's choice,

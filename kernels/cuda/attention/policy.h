@@ -2,10 +2,13 @@
 // GPU layer runs, decided once, here. Pure C (no CUDA): compiled into zt_kernels so that the
 // trainer and the planner choose without the CUDA module; the module's dispatcher
 // (kernels/cuda/attention/dispatch.h) runs the kind chosen.
-// defines: zt_attn_kind, zt_attn_auto_in, zt_attn_choose, zt_attn_gemm_auto_scratch, zt_attn_kind_name
+// defines: zt_attn_kind, zt_attn_auto_in, zt_attn_choose, zt_attn_gemm_auto_scratch, zt_attn_kind_name,
+//          zt_attn_split_check
 #ifndef ZT_ATTN_POLICY_H
 #define ZT_ATTN_POLICY_H
 #include <stdint.h>
+
+#include "base/common.h"  // zt_err
 
 // The one enum of attention kinds (--attention, zt_fsdp_opts.attention, the families' dims).
 // AUTO is a request, never a kind a layer runs: zt_attn_choose resolves it.
@@ -48,5 +51,16 @@ zt_attn_kind zt_attn_choose(int asked, const zt_attn_auto_in *in);
 double zt_attn_gemm_auto_scratch(const zt_attn_auto_in *in);
 // "tiled", "cudnn", "gemm", "auto" (the --attention spelling); "?" otherwise.
 const char *zt_attn_kind_name(int kind);
+// Whether a kind takes a context split of C ranks: 0, or -1 + zt_err naming the rule (the cuDNN
+// attention takes no positions, which the split needs). The one copy of the rule: the trainer's
+// start (engine/job_shape.c zt_context_check) and the GPU family's split (qwen3_cuda_context.c).
+// Inline: the GPU family's objects link into test programs without zt_kernels.
+static inline int zt_attn_split_check(int kind, int C) {
+    if (C > 1 && kind == ZT_ATTN_CUDNN)
+        return zt_err("--context-parallel %d with --attention cudnn: the cuDNN attention takes no positions, and "
+                      "the split needs them (a query sees the keys of its block rows g - p .. g, a row held "
+                      "elsewhere only its own key); use --attention tiled (the default) or gemm", C);
+    return 0;
+}
 
 #endif
