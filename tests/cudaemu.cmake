@@ -195,7 +195,13 @@ zt_emu_exe(emu_test_fsdp_cuda_vs SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda_vs.c ${ZT_
 foreach(w 1 2 3)
   add_test(NAME emu_fsdp_cuda_vs_w${w}
            COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} ${w} $<TARGET_FILE:emu_test_fsdp_cuda_vs>)
-  set_tests_properties(emu_fsdp_cuda_vs_w${w} PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS 2)
+  # one core per rank, two at most (the machine's): a W = 1 run leaves the other core to the suite
+  if(w GREATER 2)
+    set(np 2)
+  else()
+    set(np ${w})
+  endif()
+  set_tests_properties(emu_fsdp_cuda_vs_w${w} PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS ${np})
 endforeach()
 
 # The engine benchmark's code path on tiny shapes (a smoke run: emulated times mean nothing).
@@ -263,7 +269,7 @@ zt_emu_exe(emu_test_fsdp_cuda_qwen3_5 SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda_qwen3
 foreach(w 1 2)
   add_test(NAME emu_fsdp_cuda_qwen3_5_w${w}
            COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} ${w} $<TARGET_FILE:emu_test_fsdp_cuda_qwen3_5>)
-  set_tests_properties(emu_fsdp_cuda_qwen3_5_w${w} PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS 2)
+  set_tests_properties(emu_fsdp_cuda_qwen3_5_w${w} PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS ${w})
 endforeach()
 
 # Context parallelism on the GPU engine (tests/gpu/test_fsdp_cuda_cp.c): W = 2 and 4 ranks, C = 2,
