@@ -283,3 +283,11 @@ foreach(w 2 4)
            COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} ${w} $<TARGET_FILE:emu_test_fsdp_cuda_cp> --context 2)
   set_tests_properties(emu_fsdp_cuda_cp_w${w}_c2 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS 2)
 endforeach()
+
+# Every row of tests/cudaemu/mutate.py still applies (its text exactly once in its file, ids
+# unique): a change that moves or rewrites a mutated line must move its row too. Before this test
+# rows E5 and E6 had gone stale unnoticed. The rows themselves run by hand (docs/cudaemu.md).
+find_program(ZT_PYTHON3_MUTATE python3)
+if(ZT_PYTHON3_MUTATE)
+  add_test(NAME mutation_rows_apply COMMAND ${ZT_PYTHON3_MUTATE} ${ZT_EMU}/mutate.py --check)
+endif()
