@@ -30,13 +30,7 @@ int zt_qwen3_create(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, 
 int zt_qwen3_create_cx(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, int64_t B, int64_t S_block,
                        const zt_family_context *cx) {
     memset(m, 0, sizeof *m);
-    if (B <= 0 || S_block < 2) return zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens",
-                                             (long long)B, (long long)S_block);
-    if (cx && (cx->C < 2 || cx->S != S_block || cx->S_local < 1 || cx->rank < 0 || cx->rank >= cx->C || !cx->index ||
-               !cx->gather || !cx->scatter))
-        return zt_err("context parallelism: a split of %d ranks (rank %d) holding %lld of %lld tokens per block does "
-                      "not fit blocks of %lld tokens", cx->C, cx->rank, (long long)cx->S_local, (long long)cx->S,
-                      (long long)S_block);
+    if (zt_context_bind_check(B, S_block, cx) != 0) return -1;
     const int64_t S = cx ? cx->S_local : S_block;  // the tokens of a block this model holds
     zt_qwen3_layout_init(&m->lay, cfg);
     m->lay.cfg.family = &zt_qwen3_family;  // a config built by hand may name none: this model is Qwen3
@@ -177,7 +171,8 @@ double zt_qwen3_head_fwd_bwd(zt_qwen3 *m, const float *head_params, const float 
     const int L = c->num_layers;
     const zt_block_env e = block_env(m);
     zt_block_norm_fwd(&e, m->head_xf, m->head_rstd, m->x[L], head_params, N, d);
-    double loss = op->lmhead_xent(dx ? m->work.mlp.dln : NULL, dlm_w, m->head_xf, lm_w, targets, N, d, c->vocab_size, scale);
+    double loss = op->lmhead_xent(dx ? m->work.mlp.dln : NULL, dlm_w, m->head_xf, lm_w, targets, N, d, c->vocab_size,
+                                  scale);
     if (dx) zt_block_norm_bwd(&e, dx, dhead, m->work.mlp.dln, m->x[L], head_params, m->head_rstd, N, d);
     return loss;
 }

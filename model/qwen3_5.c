@@ -287,17 +287,7 @@ static float *falloc(void *mv, int64_t n) {
 static void destroy(void *mv);
 
 static void *create(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S, const zt_family_context *cx) {
-    if (B <= 0 || S < 2) {
-        zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens", (long long)B, (long long)S);
-        return NULL;
-    }
-    if (cx && (cx->C < 2 || cx->S != S || cx->S_local < 1 || cx->rank < 0 || cx->rank >= cx->C || !cx->index ||
-               !cx->gather || !cx->scatter)) {
-        zt_err("context parallelism: a split of %d ranks (rank %d) holding %lld of %lld tokens per block does not "
-               "fit blocks of %lld tokens", cx->C, cx->rank, (long long)cx->S_local, (long long)cx->S, (long long)S);
-        return NULL;
-    }
-    if (cx && context_rule(c, cx->C) != 0) return NULL;
+    if (zt_context_bind_check(B, S, cx) != 0 || (cx && context_rule(c, cx->C) != 0)) return NULL;
     const int64_t S_block = S;
     if (cx) S = cx->S_local;  // the tokens of a block this model holds
     q35 *m = zt_xcalloc(1, sizeof *m);
@@ -377,11 +367,12 @@ static void destroy(void *mv) {
     for (int l = 0; l < L; l++) {
         acts *a = &m->a[l];
         const zt_attn_acts *t = &a->blk.at;
+        const zt_mlp_acts *ml = &a->blk.mlp;
         float *bufs[] = {t->ln1, t->rstd1, t->qg, t->q_pre, t->gate, t->k_pre, t->q, t->k, t->v, t->qn_rstd,
                          t->kn_rstd, t->att_stats, t->att, t->gated, a->ln1, a->rstd1, a->qkv, a->conv_pre, a->conv,
                          a->lq, a->lk, a->lv, a->lq_n, a->lk_n, a->lq_r, a->lk_r, a->z, a->b, a->a, a->beta, a->g,
-                         a->core, a->saved, a->gn_rstd, a->normed, a->blk.x_mid, a->blk.mlp.ln2, a->blk.mlp.rstd2, a->blk.mlp.gate,
-                         a->blk.mlp.up, a->blk.mlp.h};
+                         a->core, a->saved, a->gn_rstd, a->normed, a->blk.x_mid, ml->ln2, ml->rstd2, ml->gate, ml->up,
+                         ml->h};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     }
     free(m->a);

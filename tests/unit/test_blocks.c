@@ -4,7 +4,8 @@
 // o(att * sigmoid(gate))), both with GQA. Forward: the layer's output against the naive one (max-norm
 // relative error <= 1e-5). Backward: the blocks' gradients of L = sum(r * y) for the layer input and a
 // sample of every weight against central finite differences of the naive double forward (step 1e-3,
-// relative error <= 1e-4; fp32 analytic gradients).
+// relative error <= 1e-4; fp32 analytic gradients). And the shape check both families' CPU create run
+// (model/context.c zt_context_bind_check): blocks of 1 token and a split that does not fit are refused.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include "base/common.h"
 #include "kernels/ops.h"
 #include "model/blocks.h"
+#include "model/qwen3.h"
+#include "model/qwen3_5.h"
 #include "tests/support/test_util.h"
 
 enum { B = 2, S = 5, DM = 16, H = 4, HKV = 2, HD = 8, F = 24, N = B * S };
@@ -204,8 +207,26 @@ static void run_case(const char *name, int gate, int one_plus, int64_t rd) {
     }
 }
 
+static void refuses(const char *name, void *m, const char *want) {
+    CHECK(m == NULL && strstr(zt_errmsg(), want), "%s: created %p, message \"%s\"", name, m, zt_errmsg());
+    if (m == NULL) printf("  %s refused: %s\n", name, zt_errmsg());
+}
+
+static void bind_checks(void) {
+    zt_model_config c;
+    memset(&c, 0, sizeof c);
+    int32_t index[4] = {0, 1, 2, 3};
+    const zt_family_context bad = {.C = 2, .rank = 0, .S = 8, .S_local = 2, .index = index};  // no callbacks
+    const zt_family *fams[2] = {&zt_qwen3_family, &zt_qwen3_5_family};
+    for (int f = 0; f < 2; f++) {
+        refuses(fams[f]->name, fams[f]->cpu->create(&c, &zt_cpu_ops, 1, 1, NULL), "need at least one block of 2");
+        refuses(fams[f]->name, fams[f]->cpu->create(&c, &zt_cpu_ops, 1, 8, &bad), "does not fit blocks of 8");
+    }
+}
+
 int main(void) {
     zt_rng_seed(&rng, 48);
+    bind_checks();
     run_case("qwen3 options (w norms, full RoPE, no gate)", 0, 0, HD);
     run_case("qwen3.5 options ((1+w) norms, RoPE on 4 of 8, gate)", 1, 1, 4);
     TEST_END();
