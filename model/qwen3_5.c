@@ -429,6 +429,7 @@ static float dsoftplusf(float x) {
 }
 
 // A full-attention layer: the attention block with Qwen3.5's output gate and partial RoPE, then the MLP.
+// Positions: given with packed documents and always under a split (set_batch then has them: isolated).
 static zt_attn_shape attn_shape(q35 *m, int layer) {
     const dims z = m->z;
     return (zt_attn_shape){.B = m->B, .S = m->S, .d = z.d, .H = z.H, .Hkv = z.Hkv, .D = z.D, .rd = z.rd,
