@@ -10,7 +10,7 @@ set(ZT_FUZZ_SRC
     base/common.c base/out_file.c base/env.c data/chat.c data/chat_read.c data/chat_template.c data/json_dumps.c base/crc32c.c
     data/chat_jinja.c data/jinja_lex.c data/jinja_parse.c data/jinja_eval.c data/jinja_builtin.c data/jinja_value.c
     data/dataset.c data/pack.c data/pack_text.c
-    data/tokenizer.c data/unicode.c data/unicode_tables.c model/config.c model/layout.c model/hf_config.c
+    data/tokenizer.c data/tokenizer_cache.c data/unicode.c data/unicode_tables.c model/config.c model/layout.c model/hf_config.c
     model/qwen3_codec.c model/qwen3_5_codec.c
     model/family.c model/qwen3.c model/qwen3_5.c model/qwen3_context.c model/context.c model/qwen3_5_context.c model/flops.c data/batch.c kernels/cpu/rope.c
     kernels/cpu/delta.c
