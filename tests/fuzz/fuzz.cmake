@@ -26,12 +26,14 @@ target_include_directories(zt_fuzzlib PUBLIC ${HDF5_C_INCLUDE_DIRS})
 target_link_libraries(zt_fuzzlib PUBLIC ${ZT_CJSON} PkgConfig::UTF8PROC PkgConfig::PCRE2 OpenMP::OpenMP_C MPI::MPI_C
                       ${HDF5_C_LIBRARIES} m)
 
-set(ZT_FUZZ_TARGETS safetensors dataset config tokenizer jsonl ckpt_meta flight watch jinja_parse jinja_render)
+set(ZT_FUZZ_TARGETS safetensors dataset config tokenizer tokenizer_split jsonl ckpt_meta flight watch jinja_parse
+                    jinja_render)
 foreach(t ${ZT_FUZZ_TARGETS})
   add_executable(fuzz_${t} ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_${t}.c)
   target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
   target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
   target_link_libraries(fuzz_${t} PRIVATE zt_fuzzlib)
   target_compile_definitions(fuzz_${t} PRIVATE
-    ZT_FUZZ_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
+    ZT_FUZZ_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json"
+    ZT_FUZZ_SMALL_TOKENIZER="${CMAKE_SOURCE_DIR}/tests/data/tokenizer/small/tokenizer.json")
 endforeach()

@@ -7,7 +7,7 @@
 # comes first); --jobs J runs J processes per target sharing the corpus; --seed S fixes
 # libFuzzer's random seed (ctest uses 1 and a fixed --runs, so a CI finding replays the
 # same way); --fresh starts from the checked-in seeds only (drops the corpus earlier runs grew).
-# Targets: safetensors dataset config tokenizer jsonl ckpt_meta flight watch jinja_parse jinja_render
+# Targets: safetensors dataset config tokenizer tokenizer_split jsonl ckpt_meta flight watch jinja_parse jinja_render
 # (default: all).
 # New inputs found go to build-fuzz/corpus/TARGET (not the checked-in seeds);
 # findings to build-fuzz/findings/. See tests/fuzz/README.
@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(safetensors dataset config tokenizer jsonl ckpt_meta flight watch jinja_parse jinja_render)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(safetensors dataset config tokenizer tokenizer_split jsonl ckpt_meta flight watch jinja_parse jinja_render)
 CC=${ZT_FUZZ_CC:-$(command -v clang || command -v clang-14 || true)}
 [ -n "$CC" ] || { echo "run.sh: clang not found (scripts/install-deps.sh installs it)" >&2; exit 1; }
 
