@@ -122,7 +122,12 @@ static const zt_flag pack_flags_table[] = {
              "  all        every token\n"
              "a turn with \"weight\": 0 trains nothing under any rule\n"
              "assistant and last need each conversation to end with an\n"
-             "assistant turn"},
+             "assistant turn. With --chat-template: the {% generation %}\n"
+             "spans; a template without them renders each assistant\n"
+             "message's prompt (messages before it, generation prompt on)\n"
+             "and prompt + message, as TRL finds a completion, and trains\n"
+             "the difference; a conversation where one rendering is not a\n"
+             "prefix of the next is refused (counted under --skip-bad)"},
     {"chat-template", ZT_FLAG_STR, ZT_AT_STR(T, chat_template), "FILE",
      .help = "chat: render with this Hugging Face chat template (a .jinja\n"
              "file, or a tokenizer_config.json's \"chat_template\") through\n"
@@ -501,14 +506,6 @@ static int setup_jinja(zt_pack_opts *o, tokenizer_paths *tp, const char *file, c
     }
     if (zt_chat_jinja_load(&tp->jinja, file, tp->cfgpath, vars)) {
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
-        return -1;
-    }
-    if (o->train_on != ZT_CHAT_TRAIN_ALL && !zt_jinja_has_generation(tp->jinja.tpl)) {
-        fprintf(stderr, "zerotrain: error: %s has no {%% generation %%} blocks, so --train-on %s cannot tell the "
-                        "assistant's text from the rest\n  hint: use a template that marks it (trl's "
-                        "chat_templates/*_training.jinja) or --train-on all\n",
-                file, zt_chat_train_name((zt_chat_train)o->train_on));
-        zt_chat_jinja_free(&tp->jinja);
         return -1;
     }
     o->jinja = &tp->jinja;
