@@ -176,8 +176,9 @@ static int choose_split(zt_tokenizer *tk, const char *re, const char *path) {
     }
     int err;
     PCRE2_SIZE eoff;
-    tk->re = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &eoff,
-                           NULL);
+    // the pattern's UTF-8 checked by the compile (no PCRE2_NO_UTF_CHECK): cJSON passes invalid UTF-8 in
+    // a JSON string through, and PCRE2 reads out of bounds on such a pattern when told it is valid
+    tk->re = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &eoff, NULL);
     if (!tk->re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(err, msg, sizeof msg);
@@ -485,15 +486,17 @@ zt_tokenizer *zt_tokenizer_load(const char *path) {
     snprintf(tk->hash, sizeof tk->hash, "crc32c:%08x", key.json_crc);
     char *cached_re = NULL;
     if (zt_tok_cache_load(tk, &key, &cached_re) == 0) {  // the tables of this very file, parsed before
-        free(text);
-        tk->from_cache = 1;
-        int rc = choose_split(tk, cached_re, path);
+        const int rc = choose_split(tk, cached_re, path);
         free(cached_re);
-        if (rc) {
-            zt_tokenizer_free(tk);
-            return NULL;
+        if (rc == 0) {
+            free(text);
+            tk->from_cache = 1;
+            return tk;
         }
-        return tk;
+        // a cached regex that does not compile (the file was forged): the JSON decides, as without a cache
+        zt_tokenizer_free(tk);
+        tk = zt_xcalloc(1, sizeof *tk);
+        snprintf(tk->hash, sizeof tk->hash, "crc32c:%08x", key.json_crc);
     }
     cJSON *root = cJSON_ParseWithLength(text, len);
     if (!root) {

@@ -26,7 +26,7 @@ target_include_directories(zt_fuzzlib PUBLIC ${HDF5_C_INCLUDE_DIRS})
 target_link_libraries(zt_fuzzlib PUBLIC ${ZT_CJSON} PkgConfig::UTF8PROC PkgConfig::PCRE2 OpenMP::OpenMP_C MPI::MPI_C
                       ${HDF5_C_LIBRARIES} m)
 
-set(ZT_FUZZ_TARGETS safetensors dataset config tokenizer tokenizer_split jsonl ckpt_meta flight watch jinja_parse
+set(ZT_FUZZ_TARGETS safetensors dataset config tokenizer tokenizer_split tokenizer_cache jsonl ckpt_meta flight watch jinja_parse
                     jinja_render)
 foreach(t ${ZT_FUZZ_TARGETS})
   add_executable(fuzz_${t} ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_${t}.c)

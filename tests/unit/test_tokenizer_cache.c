@@ -5,7 +5,7 @@
 // truncated, forged (an id out of range under a recomputed checksum) or stale (another
 // tokenizer.json's cache under this one's name) is not used: the load parses the JSON, gives
 // the same ids, and rewrites the file. An unwritable cache directory and
-// ZT_TOKENIZER_CACHE=off load from the JSON.
+// ZT_TOKENIZER_CACHE=off load from the JSON. A split regex that is not UTF-8 is refused.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +261,28 @@ int main(void) {
         zt_tokenizer_free(tk);
     }
     printf("unwritable cache directory: loads parse the JSON\n");
+
+    // a split regex that is not UTF-8 (cJSON passes such bytes through): refused naming the field,
+    // never compiled as if it were valid (fuzz_tokenizer_cache found PCRE2 reading out of bounds)
+    setenv("ZT_TOKENIZER_CACHE", cache_dir, 1);
+    size_t n;
+    char *text = zt_read_file(SMALL_JSON, &n);
+    const char *qwen_re = strstr(text, "\"Regex\": \"");
+    CHECK(qwen_re != NULL, "no Regex in %s", SMALL_JSON);
+    char badpath[512];
+    snprintf(badpath, sizeof badpath, "%s/bad_regex.json", cache_dir);
+    FILE *f = fopen(badpath, "wb");
+    const size_t at = (size_t)(qwen_re - text) + strlen("\"Regex\": \"");
+    fwrite(text, 1, at, f);
+    fputs("a\xf4\x90\x80\x80|", f);  // beyond U+10FFFF
+    fwrite(text + at, 1, n - at, f);
+    fclose(f);
+    free(text);
+    zt_tokenizer *badtk = zt_tokenizer_load(badpath);
+    CHECK(!badtk && strstr(zt_errmsg(), "pattern.Regex does not compile") && strstr(zt_errmsg(), "UTF-8"),
+          "a regex that is not UTF-8: %s", badtk ? "loaded" : zt_errmsg());
+    zt_tokenizer_free(badtk);
+    printf("a split regex that is not UTF-8: refused (%.60s...)\n", zt_errmsg());
     zt_tokenizer_free(ref);
 
     char cmd[512];
