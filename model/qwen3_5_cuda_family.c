@@ -4,9 +4,11 @@
 // Gated DeltaNet (kernels/cuda/conv1d.cu, norms_gated.cu, delta.cu, gates.cu) and gated full
 // attention (q_proj's per-head D query rows then D gate rows, QK-norm, partial RoPE, the tiled
 // attention, a sigmoid output gate). Every RMSNorm but the gated one multiplies by (1 + w),
-// formed in bf16 by zt_cuda_one_plus before each use. The head is Qwen3's GPU head
-// (model/qwen3_cuda_layer.c) given 1 + w. With recompute, one set of saved tensors per layer
-// kind serves every layer: a layer's forward runs again from its kept input before its backward.
+// formed in bf16 by zt_cuda_one_plus before each use. The full-attention layer and every layer's
+// MLP are the blocks of model/blocks_cuda.c with those options set (output gate, rotary slice,
+// 1 + w); the head is Qwen3's GPU head (model/qwen3_cuda_layer.c) given 1 + w. With recompute,
+// one set of saved tensors per layer kind serves every layer: a layer's forward runs again from
+// its kept input before its backward.
 //
 // Saved per layer, for its backward (bytes; N = B S tokens, bf16 = 2, fp32 = 4):
 //   every layer   2 N (3 d + 3 F) + 4 N 2              ln1, x_mid, ln2, gate, up, h; rstd1, rstd2
@@ -32,6 +34,7 @@
 #include "kernels/cuda/zt_cuda.h"
 #include "model/family.h"
 #include "model/layout.h"
+#include "model/blocks_cuda.h"
 #include "model/qwen3_5.h"
 #include "model/qwen3_cuda_layer.h"
 
@@ -383,96 +386,80 @@ static int check_data(const void *mv, int isolated) {
 #define W(i) (p + m->off[l][(i)])
 #define DW(i) (dp + m->off[l][(i)])
 
-// Qwen3_5RMSNorm: rmsnorm with the weight 1 + w (bf16), formed in the shared w1.
+// The blocks' view of the family (model/blocks_cuda.h): Qwen3's attention and MLP blocks with the
+// output gate, the rotary slice and the (1 + w) norm weights (formed in the shared w1).
+static zt_cuda_block_dims block_dims(const q35_gpu *m) {
+    const dims z = m->z;
+    return (zt_cuda_block_dims){.B = z.B, .S = z.S, .N = z.N, .d = z.d, .F = z.F, .H = z.H, .Hkv = z.Hkv, .D = z.D,
+                                .eps = z.eps, .attention = z.attention, .rd = z.rd, .out_gate = 1, .w1 = m->w.w1};
+}
+
+static zt_cuda_block_acts block_acts(const acts *a) {
+    return (zt_cuda_block_acts){.ln1 = a->ln1, .q_pre = a->q_pre, .k_pre = a->k_pre, .q = a->q, .k = a->k,
+                                .v = a->v, .att = a->att, .x_mid = a->x_mid, .ln2 = a->ln2, .gate = a->mgate,
+                                .up = a->up, .h = a->h, .rstd1 = a->rstd1, .rstd2 = a->rstd2, .qn_rstd = a->qn_rstd,
+                                .kn_rstd = a->kn_rstd, .lse = a->lse, .ogate = a->gate, .gated = a->gated};
+}
+
+static zt_cuda_block_work block_work(const work *w) {
+    return (zt_cuda_block_work){.dh = w->dh, .dg = w->dg, .du = w->du, .dln = w->dln, .dmid = w->dmid,
+                                .datt = w->datt, .dq = w->dq, .dk = w->dk, .dv = w->dv, .dqp = w->dqp,
+                                .dkp = w->dkp, .qg = w->qg, .dqg = w->dqg, .dgated = w->dgated, .dgate = w->dgate};
+}
+
+// Qwen3_5RMSNorm: rmsnorm with the weight 1 + w (bf16), formed in the shared w1 (the blocks' rule).
 static const zt_bf16 *one_plus(q35_gpu *m, const zt_bf16 *w, int64_t n) {
-    zt_cuda_one_plus(m->cs, m->w.w1, w, n);
-    return m->w.w1;
+    const zt_cuda_block_dims dm = block_dims(m);
+    return zt_cuda_norm_weight(&dm, m->cs, w, n);
+}
+
+static zt_cuda_mlp_off mlp_off(const q35_gpu *m, int l, int post, int gate, int up, int down) {
+    return (zt_cuda_mlp_off){.norm = m->off[l][post], .gate = m->off[l][gate], .up = m->off[l][up],
+                             .down = m->off[l][down]};
 }
 
 static void mlp_fwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, int post, int gate, int up, int down, zt_bf16 *y) {
-    const dims z = m->z;
-    void *st = m->cs;
-    zt_cuda_rmsnorm_fwd(st, a->ln2, a->rstd2, a->x_mid, one_plus(m, W(post), z.d), z.N, z.d, z.eps);
-    zt_cuda_matmul_fwd(m->ctx, st, a->mgate, ZT_BF16, a->ln2, W(gate), z.N, z.d, z.F);
-    zt_cuda_matmul_fwd(m->ctx, st, a->up, ZT_BF16, a->ln2, W(up), z.N, z.d, z.F);
-    zt_cuda_swiglu_fwd(st, a->h, a->mgate, a->up, z.N * z.F);
-    zt_cuda_matmul_fwd(m->ctx, st, y, ZT_BF16, a->h, W(down), z.N, z.F, z.d);
-    zt_cuda_add(st, y, y, a->x_mid, ZT_BF16, z.N * z.d);
+    const zt_cuda_block_dims dm = block_dims(m);
+    zt_cuda_block_acts ba = block_acts(a);
+    const zt_cuda_mlp_off o = mlp_off(m, l, post, gate, up, down);
+    zt_cuda_mlp_block_fwd(m->ctx, m->cs, &dm, p, &o, &ba, y, NULL);
 }
 
 // dx in: d(loss)/dy. w.dmid out: d(loss)/d(x_mid), the residual included.
 static void mlp_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, int post, int gate, int up, int down,
                     const zt_bf16 *dx) {
-    const dims z = m->z;
-    work *w = &m->w;
-    void *st = m->cs;
-    zt_cuda_matmul_bwd(m->ctx, st, w->dh, DW(down), ZT_F32, dx, a->h, W(down), z.N, z.F, z.d, 0);
-    zt_cuda_swiglu_bwd(st, w->dg, w->du, w->dh, a->mgate, a->up, z.N * z.F);
-    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(gate), ZT_F32, w->dg, a->ln2, W(gate), z.N, z.d, z.F, 0);
-    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(up), ZT_F32, w->du, a->ln2, W(up), z.N, z.d, z.F, 1);
-    zt_cuda_rmsnorm_bwd(m->ctx, st, w->dmid, DW(post), w->dln, a->x_mid, one_plus(m, W(post), z.d), a->rstd2, z.N,
-                        z.d);
-    zt_cuda_add(st, w->dmid, w->dmid, dx, ZT_BF16, z.N * z.d);
+    const zt_cuda_block_dims dm = block_dims(m);
+    const zt_cuda_block_acts ba = block_acts(a);
+    zt_cuda_block_work bw = block_work(&m->w);
+    const zt_cuda_mlp_off o = mlp_off(m, l, post, gate, up, down);
+    zt_cuda_mlp_block_bwd(m->ctx, m->cs, &dm, p, dp, &o, &ba, &bw, dx, NULL);
 }
 
-// The full-attention layers' call (kernels/cuda/attention/dispatch.h): the kind create accepted
-// (tiled or GEMM: create refuses cuDNN), over whole rows.
-static zt_attn_call attention_call(const dims *z, const int32_t *pos) {
-    return (zt_attn_call){.kind = z->attention, .B = z->B, .S = z->S, .H = z->H, .Hkv = z->Hkv, .D = z->D,
-                          .pos = pos};
-}
-
-static void attention_fwd(q35_gpu *m, acts *a, const int32_t *pos) {
-    const zt_attn_call call = attention_call(&m->z, pos);
-    zt_attn_fwd(m->ctx, m->cs, &call, a->att, a->lse, a->q, a->k, a->v);
+// The full-attention layers: the attention block (the kind create accepted, tiled or GEMM: create
+// refuses cuDNN; whole rows), then the MLP block.
+static zt_cuda_attn_off attn_off(const q35_gpu *m, int l) {
+    const int64_t *o = m->off[l];
+    return (zt_cuda_attn_off){.in_norm = o[FA_IN_NORM], .q = o[FA_Q], .k = o[FA_K], .v = o[FA_V], .o = o[FA_O],
+                              .q_norm = o[FA_QNORM], .k_norm = o[FA_KNORM]};
 }
 
 static void full_fwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y) {
-    const dims z = m->z;
-    work *w = &m->w;
-    void *st = m->cs;
-    const int64_t N = z.N, H = z.H, D = z.D, Hkv = z.Hkv, HD = H * D;
-    zt_cuda_rmsnorm_fwd(st, a->ln1, a->rstd1, x, one_plus(m, W(FA_IN_NORM), z.d), N, z.d, z.eps);
-    zt_cuda_matmul_fwd(m->ctx, st, w->qg, ZT_BF16, a->ln1, W(FA_Q), N, z.d, 2 * HD);
-    zt_cuda_copy_cols(st, a->q_pre, D, w->qg, 2 * D, N * H, D);  // per head: D query rows, then D gate rows
-    zt_cuda_copy_cols(st, a->gate, D, w->qg + D, 2 * D, N * H, D);
-    zt_cuda_matmul_fwd(m->ctx, st, a->k_pre, ZT_BF16, a->ln1, W(FA_K), N, z.d, Hkv * D);
-    zt_cuda_matmul_fwd(m->ctx, st, a->v, ZT_BF16, a->ln1, W(FA_V), N, z.d, Hkv * D);
-    zt_cuda_rmsnorm_fwd(st, a->q, a->qn_rstd, a->q_pre, one_plus(m, W(FA_QNORM), D), N * H, D, z.eps);
-    zt_cuda_rmsnorm_fwd(st, a->k, a->kn_rstd, a->k_pre, one_plus(m, W(FA_KNORM), D), N * Hkv, D, z.eps);
-    zt_cuda_rope_partial_fwd(st, a->q, m->rope_cos, m->rope_sin, pos, z.B, z.S, H, D, z.rd);
-    zt_cuda_rope_partial_fwd(st, a->k, m->rope_cos, m->rope_sin, pos, z.B, z.S, Hkv, D, z.rd);
-    attention_fwd(m, a, pos);
-    zt_cuda_sigmoid_gate_fwd(st, a->gated, a->att, a->gate, N * HD);
-    zt_cuda_matmul_fwd(m->ctx, st, a->x_mid, ZT_BF16, a->gated, W(FA_O), N, HD, z.d);
-    zt_cuda_add(st, a->x_mid, a->x_mid, x, ZT_BF16, N * z.d);
+    const zt_cuda_block_dims dm = block_dims(m);
+    zt_cuda_block_acts ba = block_acts(a);
+    zt_cuda_block_work bw = block_work(&m->w);
+    const zt_cuda_attn_off o = attn_off(m, l);
+    zt_cuda_attn_block_fwd(m->ctx, m->cs, &dm, p, &o, m->rope_cos, m->rope_sin, pos, x, &ba, &bw, NULL);
     mlp_fwd(m, l, a, p, FA_POST_NORM, FA_GATE, FA_UP, FA_DOWN, y);
 }
 
 static void full_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, const int32_t *pos, const zt_bf16 *x,
                      zt_bf16 *dx) {
-    const dims z = m->z;
-    work *w = &m->w;
-    void *st = m->cs;
-    const int64_t N = z.N, H = z.H, D = z.D, Hkv = z.Hkv, HD = H * D;
     mlp_bwd(m, l, a, p, dp, FA_POST_NORM, FA_GATE, FA_UP, FA_DOWN, dx);
-    zt_cuda_matmul_bwd(m->ctx, st, w->dgated, DW(FA_O), ZT_F32, w->dmid, a->gated, W(FA_O), N, HD, z.d, 0);
-    zt_cuda_sigmoid_gate_bwd(st, w->datt, w->dgate, w->dgated, a->att, a->gate, N * HD);
-    const zt_attn_call call = attention_call(&z, pos);
-    zt_attn_bwd(m->ctx, st, &call, w->dq, w->dk, w->dv, w->datt, a->att, a->lse, a->q, a->k, a->v);
-    zt_cuda_rope_partial_bwd(st, w->dq, m->rope_cos, m->rope_sin, pos, z.B, z.S, H, D, z.rd);
-    zt_cuda_rope_partial_bwd(st, w->dk, m->rope_cos, m->rope_sin, pos, z.B, z.S, Hkv, D, z.rd);
-    zt_cuda_rmsnorm_bwd(m->ctx, st, w->dqp, DW(FA_QNORM), w->dq, a->q_pre, one_plus(m, W(FA_QNORM), D), a->qn_rstd,
-                        N * H, D);
-    zt_cuda_rmsnorm_bwd(m->ctx, st, w->dkp, DW(FA_KNORM), w->dk, a->k_pre, one_plus(m, W(FA_KNORM), D), a->kn_rstd,
-                        N * Hkv, D);
-    zt_cuda_copy_cols(st, w->dqg, 2 * D, w->dqp, D, N * H, D);
-    zt_cuda_copy_cols(st, w->dqg + D, 2 * D, w->dgate, D, N * H, D);
-    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(FA_Q), ZT_F32, w->dqg, a->ln1, W(FA_Q), N, z.d, 2 * HD, 0);
-    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(FA_K), ZT_F32, w->dkp, a->ln1, W(FA_K), N, z.d, Hkv * D, 1);
-    zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(FA_V), ZT_F32, w->dv, a->ln1, W(FA_V), N, z.d, Hkv * D, 1);
-    zt_cuda_rmsnorm_bwd(m->ctx, st, dx, DW(FA_IN_NORM), w->dln, x, one_plus(m, W(FA_IN_NORM), z.d), a->rstd1, N, z.d);
-    zt_cuda_add(st, dx, dx, w->dmid, ZT_BF16, N * z.d);
+    const zt_cuda_block_dims dm = block_dims(m);
+    const zt_cuda_block_acts ba = block_acts(a);
+    zt_cuda_block_work bw = block_work(&m->w);
+    const zt_cuda_attn_off o = attn_off(m, l);
+    zt_cuda_attn_block_bwd(m->ctx, m->cs, &dm, p, dp, &o, m->rope_cos, m->rope_sin, pos, x, &ba, &bw, dx, NULL);
 }
 
 static void lin_fwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, const int32_t *pos, const zt_bf16 *x, zt_bf16 *y) {

@@ -1,9 +1,11 @@
-// The Qwen3 decoder layer and the head (final norm + lm_head + cross-entropy) on the GPU,
-// built from the zt_cuda ops in the same sequence as model/qwen3.c. Parameters are one
+// The Qwen3 decoder layer and the head (final norm + lm_head + cross-entropy) on the GPU: the
+// layer is the attention and MLP blocks of model/blocks_cuda.h (the zt_cuda ops in the same
+// sequence as model/qwen3.c). Parameters are one
 // bf16 flat vector in the canonical unit order (model/layout.c: the offsets come from
 // its zt_qwen3_layer_shapes); gradients one fp32 flat vector, accumulated (+=).
 // Used by the GPU FSDP backend (engine/fsdp_cuda.c), the layer benchmark and train_tiny.
-// defines: zt_qwen3_cuda_dims, zt_qwen3_cuda_acts, zt_qwen3_cuda_work, zt_qwen3_cuda_head_acts, zt_qwen3_cuda_*, zt_gprof,
+// defines: zt_qwen3_cuda_dims, zt_qwen3_cuda_acts, zt_qwen3_cuda_work (the blocks' types), zt_qwen3_cuda_head_acts,
+//          zt_qwen3_cuda_*,
 //          zt_qwen3_cuda_cx (model/qwen3_cuda_context.c: the attention across a context-parallel split)
 #ifndef ZT_QWEN3_CUDA_LAYER_H
 #define ZT_QWEN3_CUDA_LAYER_H
@@ -11,55 +13,25 @@
 
 #include "kernels/cuda/cudnn_docs.h"
 #include "kernels/cuda/zt_cuda.h"
+#include "model/blocks_cuda.h"
 #include "model/family_cuda.h"
 #include "model/layout.h"
 
-struct zt_qwen3_cuda_cx;
-
-typedef struct {
-    int64_t B, S, N;              // micro-batch, sequence, N = B*S tokens
-    int64_t d, F, H, Hkv, D;      // hidden, intermediate, heads, KV heads, head_dim
-    float eps;
-    zt_attn_kind attention;  // TILED (0, default: no S x S scratch), GEMM (cuBLASLt + softmax), CUDNN
-    // Context parallelism: S is this rank's S_local tokens of blocks of cx->Sb; RoPE reads the
-    // block's table at the given positions and attention runs across the split. NULL: whole rows.
-    struct zt_qwen3_cuda_cx *cx;
-    // CUDNN with packed documents: the micro-batch's document table (kernels/cuda/cudnn_docs.h) and
-    // its device copy, set by the family before the micro-batch's passes; NULL: none staged.
-    const zt_cudnn_docs_table *docs;
-    const void *docs_table;
-} zt_qwen3_cuda_dims;
+// The layer is the two blocks of model/blocks_cuda.h with no options set: its dims, saved tensors
+// and workspaces are the blocks'.
+typedef zt_cuda_block_dims zt_qwen3_cuda_dims;
+typedef zt_cuda_block_acts zt_qwen3_cuda_acts;
+typedef zt_cuda_block_work zt_qwen3_cuda_work;
 
 // Offsets (elements) of the layer's tensors (ZT_L_* order, model/qwen3.h); off[ZT_L_NTENSORS] = numel.
 void zt_qwen3_cuda_layer_offsets(const zt_qwen3_cuda_dims *dm, int64_t off[ZT_L_NTENSORS + 1]);
 
-// Saved activations of one layer (device).
-typedef struct {
-    zt_bf16 *ln1, *q_pre, *k_pre, *q, *k, *v, *att, *x_mid, *ln2, *gate, *up, *h;
-    float *rstd1, *rstd2, *qn_rstd, *kn_rstd, *lse;
-} zt_qwen3_cuda_acts;
-// Backward workspaces shared by all layers (device).
-typedef struct {
-    zt_bf16 *dh, *dg, *du, *dln, *dmid, *datt, *dq, *dk, *dv, *dqp, *dkp;
-} zt_qwen3_cuda_work;
-
+// Qwen3's set of a layer's saved tensors and of the workspaces (no output gate: ogate, gated, qg,
+// dqg, dgated, dgate NULL).
 void zt_qwen3_cuda_acts_alloc(zt_qwen3_cuda_acts *a, const zt_qwen3_cuda_dims *dm);
 void zt_qwen3_cuda_acts_free(zt_qwen3_cuda_acts *a);
 void zt_qwen3_cuda_work_alloc(zt_qwen3_cuda_work *w, const zt_qwen3_cuda_dims *dm);
 void zt_qwen3_cuda_work_free(zt_qwen3_cuda_work *w);
-
-// Optional per-op timing: when non-NULL, an event is recorded after every op.
-#define ZT_GPROF_MAX 96
-typedef struct {
-    int n;
-    const char *name[ZT_GPROF_MAX];
-    void *ev[ZT_GPROF_MAX];  // cudaEvent_t, created by zt_gprof_init
-    void *start;
-} zt_gprof;
-void zt_gprof_init(zt_gprof *p);
-void zt_gprof_free(zt_gprof *p);
-// Print time per op name, summed, after the stream has been synchronised.
-void zt_gprof_report(const zt_gprof *p, const char *title);
 
 // x -> y (y != x). rope tables [S, D/2]. pos: NULL (positions t % S, plain causal
 // attention), or device int32 [B*S] positions inside packed documents (zt_batch_words):

@@ -90,13 +90,13 @@ add_test(NAME emu_attention_tc COMMAND emu_test_cuda_ops --emu --tc --full)
 set_tests_properties(emu_attention_tc PROPERTIES ENVIRONMENT "${ZT_EMU_ENV};ZT_EMU_WARP_AHEAD=1" TIMEOUT 600)
 
 zt_emu_exe(emu_train_tiny SOURCES ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_M}/layout.c
-           ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/blocks.c ${ZT_M}/context.c ${ZT_M}/qwen3_5_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
+           ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/blocks.c ${ZT_M}/context.c ${ZT_M}/qwen3_5_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/blocks_cuda.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
     ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_train_tiny COMMAND emu_train_tiny)
 set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
 set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_stage.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
-    ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/blocks.c ${ZT_M}/context.c ${ZT_M}/qwen3_5_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
+    ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/blocks.c ${ZT_M}/context.c ${ZT_M}/qwen3_5_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/blocks_cuda.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
     ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c
     ${ZT_TEST_DIR}/support/attention_test.c)  # test-only attention choices (cuDNN selected without it)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
@@ -156,7 +156,7 @@ set_tests_properties(emu_comm_nccl_w1 emu_comm_nccl_mpi_w2 emu_comm_nccl_mpi_w3 
 # (tests/cli/cudaemu_cli.sh). Test-only binary; never installed.
 file(GLOB ZT_EMU_RUNTIME CONFIGURE_DEPENDS ${ZT_R}/*.c ${CMAKE_SOURCE_DIR}/train/*.c ${CMAKE_SOURCE_DIR}/ops/*.c)
 file(GLOB ZT_EMU_LAUNCH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/cli/*.c)
-zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
+zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/blocks_cuda.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
            ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
                 PkgConfig::YAML
@@ -215,7 +215,7 @@ set_tests_properties(emu_bench_fsdp_smoke PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}"
 add_test(NAME gpu_run_rerun_rule COMMAND bash ${ZT_TEST_DIR}/gpu/test_rerun.sh)
 
 # Fatal CUDA errors exit with ZT_EXIT_CUDA (4) and say what failed (tests/cudaemu/test_fatal.c).
-zt_emu_exe(emu_test_fatal SOURCES ${ZT_EMU}/test_fatal.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c)
+zt_emu_exe(emu_test_fatal SOURCES ${ZT_EMU}/test_fatal.c ${ZT_M}/blocks_cuda.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c)
 foreach(m oom:out.of.memory unaligned:no.cuBLASLt.algorithm.*status.15.*m=16.n=16.k=16.*align=256/1/256
           oob:illegal.address.*past.the.end doc-pos:document.position.6.of.query.4.is.outside
           doc-pos-tiled:document.position.6.of.query.4.is.outside
@@ -255,7 +255,7 @@ set_tests_properties(emu_bench_delta_smoke PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}
 # Qwen3.5's GPU passes unit by unit against its CPU passes (tests/gpu/test_qwen3_5_cuda.c).
 zt_emu_exe(emu_test_qwen3_5_cuda SOURCES ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
            ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/blocks.c ${ZT_M}/context.c ${ZT_M}/qwen3_5_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c
-           ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c ${ZT_M}/qwen3_cuda_family.c
+           ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/blocks_cuda.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c ${ZT_M}/qwen3_cuda_family.c
            ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_qwen3_5_cuda COMMAND emu_test_qwen3_5_cuda)
 set_tests_properties(emu_qwen3_5_cuda PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
