@@ -30,7 +30,7 @@ struct zt_fsdp_opts;  // engine/fsdp_internal.h
 // (the engine struct and the backend hooks the module implements), of model/family.h and
 // model/family_cuda.h (the family tables), or of the zt_comm backend interface (engine/comm.h).
 // The loader reads api_version first and nothing else of a table whose version differs.
-#define ZT_CUDA_MODULE_API 7
+#define ZT_CUDA_MODULE_API 8
 #define ZT_CUDA_MODULE_FILE "libzerotrain_cuda.so"
 
 typedef struct {

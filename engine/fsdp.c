@@ -511,7 +511,7 @@ int zt_fsdp_cuda_cudnn_built(void) {
 int zt_fsdp_cuda_cudnn_serves(const zt_model_config *cfg) {
     if (!zt_fsdp_cuda_cudnn_built() || !cfg->family) return 0;
     const zt_family_cuda *fc = zt_cuda_module_load()->family(cfg->family->name);
-    return fc && !fc->no_cudnn;
+    return fc && !fc->no_cudnn && (!fc->cudnn_serves || fc->cudnn_serves(cfg));
 }
 
 static char g_no_cuda[ZT_ERR_MAX];  // why the last zt_fsdp_cuda_devices that looked found none

@@ -9,6 +9,7 @@
 #include "base/common.h"
 #include "kernels/cuda/attention/dispatch.h"
 #include "kernels/cuda/zt_cuda_check.h"
+#include "kernels/cuda/zt_cudnn_attention.h"
 #include "model/qwen3_cuda_layer.h"  // the attention across a context split (model/qwen3_cuda_context.c)
 
 // ---- profiling ---------------------------------------------------------------------------
@@ -210,4 +211,49 @@ void zt_cuda_mlp_block_bwd(zt_cuda_ctx *c, void *st, const zt_cuda_block_dims *d
     mark(prof, st, "rmsnorm bwd");
     zt_cuda_add(st, wk->dmid, wk->dmid, dy, ZT_BF16, N * d);
     mark(prof, st, "residual add");
+}
+
+// ---- the cuDNN attention's packed documents ---------------------------------------------------
+int64_t zt_cuda_docs_stage_bytes(int64_t N) { return (int64_t)zt_cudnn_docs_bytes(2 * N); }
+
+void zt_cuda_docs_stage_init(zt_cuda_docs_stage *s, int64_t N) {
+    memset(s, 0, sizeof *s);
+    s->cap = zt_cudnn_docs_bytes(2 * N);
+    s->d = zt_cuda_malloc(s->cap);
+    for (int j = 0; j < 2; j++) {
+        ZT_CUDA_CHECK(cudaMallocHost(&s->h[j], s->cap));
+        ZT_CUDA_CHECK(cudaEventCreateWithFlags((cudaEvent_t *)&s->ev[j], cudaEventDisableTiming));
+    }
+}
+
+void zt_cuda_docs_stage_free(zt_cuda_docs_stage *s) {
+    for (int j = 0; j < 2; j++) {
+        if (s->ev[j]) ZT_CUDA_CHECK(cudaEventDestroy((cudaEvent_t)s->ev[j]));
+        if (s->h[j]) ZT_CUDA_CHECK(cudaFreeHost(s->h[j]));
+    }
+    zt_cuda_free(s->d);
+    memset(s, 0, sizeof *s);
+}
+
+int zt_cuda_docs_stage_put(zt_cuda_docs_stage *s, void *st, const int32_t *pos, const zt_cuda_block_dims *dm) {
+    const int j = s->next;
+    s->next ^= 1;
+    ZT_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)s->ev[j]));
+    const int pad = zt_cudnn_version() >= ZT_CUDNN_DOCS_ZERO_LEN_VERSION;
+    if (zt_cudnn_docs_build(pos, dm->B, dm->S, dm->H, dm->Hkv, dm->D, pad, s->h[j], s->cap, &s->table) != 0)
+        return -1;
+    ZT_CUDA_CHECK(cudaMemcpyAsync(s->d, s->h[j], s->table.bytes, cudaMemcpyHostToDevice, (cudaStream_t)st));
+    ZT_CUDA_CHECK(cudaEventRecord((cudaEvent_t)s->ev[j], (cudaStream_t)st));
+    return 0;
+}
+
+int zt_cuda_docs_check(zt_attn_kind attention, int isolated) {
+    if (isolated && attention == ZT_ATTN_CUDNN && !zt_cudnn_sdpa_docs_supported()) {
+        char why[ZT_ERR_MAX];  // zt_err writes the buffer zt_errmsg() reads
+        snprintf(why, sizeof why, "%s", zt_errmsg());
+        return zt_err("--attention cudnn cannot keep packed documents apart here: %s; use --attention tiled (or "
+                      "gemm) or --doc-attention full",
+                      why);
+    }
+    return 0;
 }

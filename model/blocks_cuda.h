@@ -11,7 +11,8 @@
 // Parameters bf16, gradients fp32 accumulated (+=), activation gradients assigned.
 // defines: zt_cuda_block_dims, zt_cuda_block_acts, zt_cuda_block_work, zt_cuda_attn_off, zt_cuda_mlp_off,
 //          zt_cuda_norm_weight, zt_cuda_attn_block_fwd, zt_cuda_attn_block_bwd,
-//          zt_cuda_mlp_block_fwd, zt_cuda_mlp_block_bwd, zt_gprof, zt_gprof_*
+//          zt_cuda_mlp_block_fwd, zt_cuda_mlp_block_bwd, zt_cuda_docs_stage, zt_cuda_docs_stage_*,
+//          zt_cuda_docs_check, zt_gprof, zt_gprof_*
 #ifndef ZT_BLOCKS_CUDA_H
 #define ZT_BLOCKS_CUDA_H
 #include <stdint.h>
@@ -109,4 +110,30 @@ void zt_cuda_mlp_block_fwd(zt_cuda_ctx *c, void *stream, const zt_cuda_block_dim
 void zt_cuda_mlp_block_bwd(zt_cuda_ctx *c, void *stream, const zt_cuda_block_dims *dm, const zt_bf16 *p, float *dp,
                            const zt_cuda_mlp_off *off, const zt_cuda_block_acts *a, zt_cuda_block_work *wk,
                            const zt_bf16 *dy, zt_gprof *prof);
+
+// ---- the cuDNN attention's packed documents: the micro-batch's table, staged for the block ----------
+// A family's set_positions (model/family_cuda.h) builds the next micro-batch's table (cuDNN's
+// variable-length batch, kernels/cuda/cudnn_docs.h) into one of two page-locked host buffers (each
+// reused once the copy out of it two micro-batches ago has run: its event) and copies it to one
+// device buffer on the compute stream (stream order keeps the previous micro-batch's reads before it).
+// Empty sequences pad the count to a power of two where cuDNN allows them (>= 9.25), so a run builds
+// few graphs; below that each distinct count is its own graph. Compiled only: cuDNN has not run
+// packed documents on a GPU.
+typedef struct {
+    void *h[2], *d;
+    void *ev[2];  // cudaEvent_t
+    size_t cap;   // bytes of each: the table for 2 N sequences (any positions)
+    int next;
+    zt_cudnn_docs_table table;
+} zt_cuda_docs_stage;
+// Device bytes init takes (zt_cuda_malloc) for N = B S tokens.
+int64_t zt_cuda_docs_stage_bytes(int64_t N);
+void zt_cuda_docs_stage_init(zt_cuda_docs_stage *s, int64_t N);
+void zt_cuda_docs_stage_free(zt_cuda_docs_stage *s);  // a zeroed stage: nothing
+// The table of pos (host [B*S], dm's B, S, H, Hkv, D) built and its upload enqueued on stream: 0, and
+// the block's dm->docs, dm->docs_table may point at s->table, s->d; or -1 + zt_err.
+int zt_cuda_docs_stage_put(zt_cuda_docs_stage *s, void *stream, const int32_t *pos, const zt_cuda_block_dims *dm);
+// The families' check_data rule: isolated documents with the cuDNN attention need its
+// variable-length batch (cuDNN >= 9.6.0): 0, or -1 + zt_err naming the versions below that.
+int zt_cuda_docs_check(zt_attn_kind attention, int isolated);
 #endif

@@ -78,6 +78,11 @@ typedef struct zt_family_cuda {
     // NULL when the passes run the cuDNN attention; else why they cannot (create refuses CUDNN
     // with it, and --attention auto does not choose cuDNN for the family: zt_fsdp_cuda_cudnn_serves)
     const char *no_cudnn;
+    // Optional (NULL: the passes serve cuDNN wherever no_cudnn is NULL): 1 when they run the cuDNN
+    // attention for this config on this process's device and cuDNN (a head_dim over 128: the rule
+    // of kernels/cuda/attention/policy.h zt_attn_cudnn_head_dim), else 0; --attention auto asks it
+    // (zt_fsdp_cuda_cudnn_serves), create refuses CUDNN with the rule's message.
+    int (*cudnn_serves)(const zt_model_config *c);
 } zt_family_cuda;
 
 // The GPU passes of the family named `name` in this module (model/family_cuda.c), or NULL.

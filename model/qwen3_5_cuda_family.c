@@ -2,8 +2,8 @@
 // op for op) on the zt_cuda ops, bf16 parameters and activations, fp32 statistics, gates and
 // recurrent state, fp32 gradients (+=). Two layer kinds, chosen by the config's layer_linear:
 // Gated DeltaNet (kernels/cuda/conv1d.cu, norms_gated.cu, delta.cu, gates.cu) and gated full
-// attention (q_proj's per-head D query rows then D gate rows, QK-norm, partial RoPE, the tiled
-// attention, a sigmoid output gate). Every RMSNorm but the gated one multiplies by (1 + w),
+// attention (q_proj's per-head D query rows then D gate rows, QK-norm, partial RoPE, the attention
+// the dispatcher runs: tiled, GEMM or cuDNN's fused call, a sigmoid output gate). Every RMSNorm but the gated one multiplies by (1 + w),
 // formed in bf16 by zt_cuda_one_plus before each use. The full-attention layer and every layer's
 // MLP are the blocks of model/blocks_cuda.c with those options set (output gate, rotary slice,
 // 1 + w); the head is Qwen3's GPU head (model/qwen3_cuda_layer.c) given 1 + w. With recompute,
@@ -26,6 +26,7 @@
 // defines: zt_qwen3_5_cuda_family, zt_qwen3_5_cuda_act_bytes, zt_qwen3_5_cuda_layer_bytes
 #include "model/qwen3_5_cuda.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,10 @@ typedef struct {
     float *rope_cos, *rope_sin;
     int64_t bytes;                // every device allocation of create
     unsigned char lin[4096];
+    // cuDNN with packed documents (set_positions): the micro-batch's table (model/blocks_cuda.h),
+    // staged: set for the micro-batch being enqueued; zeroed: not cuDNN
+    zt_cuda_docs_stage docs;
+    int staged;
 } q35_gpu;
 
 static void *dalloc(q35_gpu *m, int64_t *layer, int64_t bytes) {
@@ -214,11 +219,13 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
                "need each document's recurrent state passed across the context group)");
         return NULL;
     }
-    if (o->attention == ZT_ATTN_CUDNN) {
-        zt_err("GPU FSDP engine, Qwen3.5: %s; use --attention tiled (or gemm)", zt_qwen3_5_cuda_family.no_cudnn);
+    if (o->attention == ZT_ATTN_CUDNN && zt_attn_cudnn_head_dim_here(c->head_dim) != 0) {
+        char why[ZT_ERR_MAX];  // zt_err writes the buffer zt_errmsg() reads
+        snprintf(why, sizeof why, "%s", zt_errmsg());
+        zt_err("GPU FSDP engine, Qwen3.5: %s", why);
         return NULL;
     }
-    if (o->attention != ZT_ATTN_GEMM && (c->head_dim % 8 || c->head_dim > 256)) {
+    if (o->attention == ZT_ATTN_TILED && (c->head_dim % 8 || c->head_dim > 256)) {
         zt_err("GPU FSDP engine, Qwen3.5: head_dim %d: the tiled attention takes head_dim <= 256, a "
                "multiple of 8; use --attention gemm",
                c->head_dim);
@@ -281,6 +288,10 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
     m->hacts.rstd = dalloc(m, NULL, 4 * N);
     m->rope_cos = dalloc(m, NULL, 4 * S * (z.rd / 2)), m->rope_sin = dalloc(m, NULL, 4 * S * (z.rd / 2));
     zt_cuda_rope_table(stream, m->rope_cos, m->rope_sin, S, z.rd, c->rope_theta);  // as model/qwen3_5.c's
+    if (o->attention == ZT_ATTN_CUDNN) {  // packed documents: set_positions' table
+        zt_cuda_docs_stage_init(&m->docs, N);
+        m->bytes += zt_cuda_docs_stage_bytes(N);
+    }
     return m;
 }
 
@@ -292,6 +303,7 @@ static void destroy(void *mv) {
     for (int l = 0; l <= m->L; l++) zt_cuda_free(m->X[l]);
     void *dv[] = {m->dx, m->hacts.xf, m->hacts.dln, m->hacts.rstd, m->rope_cos, m->rope_sin};
     for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) zt_cuda_free(dv[i]);
+    zt_cuda_docs_stage_free(&m->docs);
     free(m->a), free(m->X), free(m->off), free(m);
 }
 
@@ -370,18 +382,33 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, con
     if (any_full) work += 2 * N * (9 * HD + 3 * KVD);
     if (any_lin) work += 2 * N * (3 * z.C + 4 * z.Vd + 4 * z.Kd + 2 * z.Hv) + 4 * N * 3 * z.Hv;
     const int64_t rest = 2 * N * z.d * (c->num_layers + 1) + 3 * 2 * N * z.d + 4 * N + 2 * 4 * z.S * (z.rd / 2);
+    const int64_t docs = o->attention == ZT_ATTN_CUDNN ? zt_cuda_docs_stage_bytes(N) : 0;  // set_positions' table
     *context = 0;
-    return kept + work + rest;
+    return kept + work + rest + docs;
 }
 
 static int64_t context_bytes(const void *m) { return (void)m, 0; }
 
+// Packed documents with cuDNN: its variable-length batch (cuDNN >= 9.6.0; compiled only), the rule
+// Qwen3's passes have (model/blocks_cuda.h).
 static int check_data(const void *mv, int isolated) {
-    if (isolated && ((const q35_gpu *)mv)->z.attention == ZT_ATTN_CUDNN)
-        return zt_err("--attention cudnn cannot keep packed documents apart; use --attention tiled (or gemm) or "
-                      "--doc-attention full");
+    return zt_cuda_docs_check(((const q35_gpu *)mv)->z.attention, isolated);
+}
+
+// The micro-batch's document table for the cuDNN attention, as Qwen3's (model/blocks_cuda.h).
+static int set_positions(void *mv, const int32_t *pos) {
+    q35_gpu *m = mv;
+    if (m->z.attention != ZT_ATTN_CUDNN || !pos) return 0;
+    m->staged = 0;
+    const zt_cuda_block_dims dm = {.B = m->z.B, .S = m->z.S, .H = m->z.H, .Hkv = m->z.Hkv, .D = m->z.D};
+    if (zt_cuda_docs_stage_put(&m->docs, m->cs, pos, &dm) != 0) return -1;
+    m->staged = 1;
     return 0;
 }
+
+// --attention auto's question (model/family_cuda.h): the full-attention layers' head_dim (256 in the
+// released models) against cuDNN's rule for this device and cuDNN (kernels/cuda/attention/policy.h).
+static int cudnn_serves(const zt_model_config *c) { return zt_attn_cudnn_head_dim_here(c->head_dim) == 0; }
 
 #define W(i) (p + m->off[l][(i)])
 #define DW(i) (dp + m->off[l][(i)])
@@ -391,7 +418,8 @@ static int check_data(const void *mv, int isolated) {
 static zt_cuda_block_dims block_dims(const q35_gpu *m) {
     const dims z = m->z;
     return (zt_cuda_block_dims){.B = z.B, .S = z.S, .N = z.N, .d = z.d, .F = z.F, .H = z.H, .Hkv = z.Hkv, .D = z.D,
-                                .eps = z.eps, .attention = z.attention, .rd = z.rd, .out_gate = 1, .w1 = m->w.w1};
+                                .eps = z.eps, .attention = z.attention, .rd = z.rd, .out_gate = 1, .w1 = m->w.w1,
+                                .docs = m->staged ? &m->docs.table : NULL, .docs_table = m->staged ? m->docs.d : NULL};
 }
 
 static zt_cuda_block_acts block_acts(const acts *a) {
@@ -435,8 +463,8 @@ static void mlp_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, int
     zt_cuda_mlp_block_bwd(m->ctx, m->cs, &dm, p, dp, &o, &ba, &bw, dx, NULL);
 }
 
-// The full-attention layers: the attention block (the kind create accepted, tiled or GEMM: create
-// refuses cuDNN; whole rows), then the MLP block.
+// The full-attention layers: the attention block (the kind create accepted: tiled, GEMM, or cuDNN
+// with the output gate and the partial RoPE outside its fused call; whole rows), then the MLP block.
 static zt_cuda_attn_off attn_off(const q35_gpu *m, int l) {
     const int64_t *o = m->off[l];
     return (zt_cuda_attn_off){.in_norm = o[FA_IN_NORM], .q = o[FA_Q], .k = o[FA_K], .v = o[FA_V], .o = o[FA_O],
@@ -574,5 +602,6 @@ const zt_family_cuda zt_qwen3_5_cuda_family = {
     .head = head,
     .layer_bwd = layer_bwd,
     .embed_bwd = embed_bwd,
-    .no_cudnn = "the cuDNN attention is not wired for its gated attention layers",
+    .set_positions = set_positions,
+    .cudnn_serves = cudnn_serves,
 };

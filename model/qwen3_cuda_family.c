@@ -39,15 +39,9 @@ typedef struct {
     float *rope_cos, *rope_sin;      // [S_block, D/2]
     int64_t S_attn;                  // the keys attention ranges over: S, or the block's S under context parallelism
     int64_t cx_bytes;                // what the context split's buffers took (zt_cuda_malloc_bytes around them)
-    // cuDNN with packed documents (set_positions): the table of the micro-batch being enqueued,
-    // built into one of two page-locked host buffers (each reused once the copy out of it two
-    // micro-batches ago has run: its event) and copied to one device buffer on the compute
-    // stream (stream order keeps the previous micro-batch's reads before it). NULL: not cuDNN.
-    void *docs_h[2], *docs_d;
-    void *docs_ev[2];                // cudaEvent_t
-    size_t docs_cap;                 // bytes of each: the table for 2*B*S sequences (any positions)
-    int docs_next;
-    zt_cudnn_docs_table docs;
+    // cuDNN with packed documents (set_positions): the micro-batch's table (model/blocks_cuda.h);
+    // zeroed: not cuDNN.
+    zt_cuda_docs_stage docs;
 } qwen3_gpu;
 
 static int check(const zt_model_config *c, int64_t S) {
@@ -95,14 +89,7 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
     zt_rope_freqs freqs;  // plain or YaRN, as the CPU model's table (model/rope.h)
     zt_qwen3_rope_freqs(c, &freqs);
     zt_cuda_rope_table_freqs(stream, m->rope_cos, m->rope_sin, S_block, c->head_dim, &freqs);
-    if (o->attention == ZT_ATTN_CUDNN && !o->cx) {  // packed documents: set_positions' buffers
-        m->docs_cap = zt_cudnn_docs_bytes(2 * N);
-        m->docs_d = zt_cuda_malloc(m->docs_cap);
-        for (int j = 0; j < 2; j++) {
-            ZT_CUDA_CHECK(cudaMallocHost(&m->docs_h[j], m->docs_cap));
-            ZT_CUDA_CHECK(cudaEventCreateWithFlags((cudaEvent_t *)&m->docs_ev[j], cudaEventDisableTiming));
-        }
-    }
+    if (o->attention == ZT_ATTN_CUDNN && !o->cx) zt_cuda_docs_stage_init(&m->docs, N);  // set_positions' buffers
     const int64_t before = zt_cuda_malloc_bytes();
     if (o->cx && !(m->dm.cx = zt_qwen3_cuda_cx_create(o->cx, &m->dm, stream))) {
         destroy(m);
@@ -116,11 +103,7 @@ static void destroy(void *mv) {
     qwen3_gpu *m = mv;
     if (!m) return;
     zt_qwen3_cuda_cx_free(m->dm.cx);
-    for (int j = 0; j < 2; j++) {
-        if (m->docs_ev[j]) ZT_CUDA_CHECK(cudaEventDestroy((cudaEvent_t)m->docs_ev[j]));
-        if (m->docs_h[j]) ZT_CUDA_CHECK(cudaFreeHost(m->docs_h[j]));
-    }
-    zt_cuda_free(m->docs_d);
+    zt_cuda_docs_stage_free(&m->docs);
     for (int l = 0; l < (m->recompute ? (m->L > 0) : m->L); l++) zt_qwen3_cuda_acts_free(&m->acts[l]);
     zt_qwen3_cuda_work_free(&m->work);
     for (int l = 0; l <= m->L; l++) zt_cuda_free(m->X[l]);
@@ -179,43 +162,25 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, con
         *context = zt_qwen3_cuda_cx_bytes(&dm, o->cx->C, o->cx->S);
     }
     // cuDNN with packed documents: set_positions' device table (create allocates it for any cuDNN run)
-    const int64_t docs = o->attention == ZT_ATTN_CUDNN && !o->cx ? (int64_t)zt_cudnn_docs_bytes(2 * N) : 0;
+    const int64_t docs = o->attention == ZT_ATTN_CUDNN && !o->cx ? zt_cuda_docs_stage_bytes(N) : 0;
     return (o->recompute ? (L > 0) : L) * layer + work + head + rope + docs + *context;
 }
 
 static int64_t context_bytes(const void *mv) { return ((const qwen3_gpu *)mv)->cx_bytes; }
 
 // Packed documents with cuDNN: its variable-length batch (cuDNN >= 9.6.0; compiled only: never
-// run on a GPU), refused naming the versions below that or without cuDNN.
+// run on a GPU), refused naming the versions below that or without cuDNN (model/blocks_cuda.h).
 static int check_data(const void *mv, int isolated) {
-    if (isolated && ((const qwen3_gpu *)mv)->dm.attention == ZT_ATTN_CUDNN && !zt_cudnn_sdpa_docs_supported()) {
-        char why[ZT_ERR_MAX];  // zt_err writes the buffer zt_errmsg() reads
-        snprintf(why, sizeof why, "%s", zt_errmsg());
-        return zt_err("--attention cudnn cannot keep packed documents apart here: %s; use --attention tiled (or "
-                      "gemm) or --doc-attention full",
-                      why);
-    }
-    return 0;
+    return zt_cuda_docs_check(((const qwen3_gpu *)mv)->dm.attention, isolated);
 }
 
-// The micro-batch's document table for the cuDNN attention (see qwen3_gpu.docs_*): empty
-// sequences pad the count to a power of two where cuDNN allows them (>= 9.25), so a run builds
-// few graphs; below that each distinct count is its own graph.
+// The micro-batch's document table for the cuDNN attention (model/blocks_cuda.h zt_cuda_docs_stage).
 static int set_positions(void *mv, const int32_t *pos) {
     qwen3_gpu *m = mv;
     if (m->dm.attention != ZT_ATTN_CUDNN || m->dm.cx || !pos) return 0;
-    const int j = m->docs_next;
-    m->docs_next ^= 1;
-    ZT_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)m->docs_ev[j]));
-    const int pad = zt_cudnn_version() >= ZT_CUDNN_DOCS_ZERO_LEN_VERSION;
     m->dm.docs = NULL, m->dm.docs_table = NULL;
-    if (zt_cudnn_docs_build(pos, m->dm.B, m->dm.S, m->dm.H, m->dm.Hkv, m->dm.D, pad, m->docs_h[j], m->docs_cap,
-                            &m->docs) != 0)
-        return -1;
-    ZT_CUDA_CHECK(cudaMemcpyAsync(m->docs_d, m->docs_h[j], m->docs.bytes, cudaMemcpyHostToDevice,
-                                  (cudaStream_t)m->cs));
-    ZT_CUDA_CHECK(cudaEventRecord((cudaEvent_t)m->docs_ev[j], (cudaStream_t)m->cs));
-    m->dm.docs = &m->docs, m->dm.docs_table = m->docs_d;
+    if (zt_cuda_docs_stage_put(&m->docs, m->cs, pos, &m->dm) != 0) return -1;
+    m->dm.docs = &m->docs.table, m->dm.docs_table = m->docs.d;
     return 0;
 }
 

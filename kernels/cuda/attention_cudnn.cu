@@ -38,8 +38,11 @@
 // default one, says so once on stderr and counts it (zt_cudnn_sdpa_stats).
 //
 // Without ZT_HAVE_CUDNN (CMake did not find cuDNN) every call reports "not built".
-// STATUS: the whole-block graphs ran on an H200 (cuDNN 9.19: docs/status.md); the packed-document
-// graphs are COMPILED ONLY, never run on a GPU (see docs/cuda.md).
+// STATUS: the whole-block graphs ran on an H200 (cuDNN 9.19: docs/status.md) at head_dim 128; the
+// packed-document graphs, and any graph at head_dim 256 (Qwen3.5's full attention, whose output gate
+// and partial RoPE stay outside: model/blocks_cuda.c; the rule for training at D > 128 is
+// kernels/cuda/attention/policy.h zt_attn_cudnn_head_dim), are COMPILED ONLY, never run on a GPU
+// (see docs/cuda.md).
 // defines: zt_cudnn_sdpa_built, zt_cudnn_sdpa_fwd, zt_cudnn_sdpa_bwd, zt_cudnn_sdpa_stats,
 //          zt_cudnn_ctx_release, zt_cudnn_version, zt_cudnn_sdpa_docs_supported, zt_cudnn_sdpa_docs_fwd,
 //          zt_cudnn_sdpa_docs_bwd

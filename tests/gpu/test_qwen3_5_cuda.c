@@ -9,8 +9,9 @@
 //   - the memory each layer keeps for its backward equals the formula of the family's header
 //     comment, computed here again from the config;
 //   - a delta-rule head dim over 128 refused by the family's check, with a clear error;
-//   - the cuDNN attention refused by create, the reason in the table (no_cudnn) that --attention
-//     auto reads (Qwen3's table: NULL).
+//   - the cuDNN attention served (no_cudnn NULL; cudnn_serves, which --attention auto reads, by
+//     kernels/cuda/attention/policy.h's head_dim rule), accepted by create, packed documents'
+//     table staged by set_positions; head_dim 264 refused with the rule (cuDNN cannot run here).
 // Exit 77 without a device.
 #include <math.h>
 #include <stdio.h>
@@ -243,13 +244,28 @@ int main(int argc, char **argv) {
     zt_q35_set(&c)->lin_value_dim = 256;
     zt_err_clear();
     check(fc->check(&c, S) != 0 && strstr(zt_errmsg(), "up to 128"), "a value head dim of 256 refused by check()");
-    // the cuDNN attention: refused by create, and said in the table (--attention auto asks it)
+    // the cuDNN attention (issue 50 item 3; cuDNN itself cannot run here): served (no no_cudnn;
+    // --attention auto asks cudnn_serves, policy.h's head_dim rule on this device, sm_90 here),
+    // accepted by create with packed documents' table staged by set_positions; a head_dim the rule
+    // refuses (264: over 256) refused by both, create naming the rule
     const zt_model_config c0 = zt_q35_tiny(0);
     const zt_family_cuda_opts oc = {.attention = ZT_ATTN_CUDNN};
     zt_err_clear();
-    check(fc->no_cudnn && !zt_family_cuda_find("qwen3")->no_cudnn && !fc->create(&c0, ctx, NULL, B, S, &oc) &&
-              strstr(zt_errmsg(), fc->no_cudnn),
-          "the cuDNN attention refused by create() and named in the table (no_cudnn; Qwen3's NULL)");
+    void *mc = fc->create(&c0, ctx, NULL, B, S, &oc);
+    int32_t pos[B * S];
+    for (int t = 0; t < B * S; t++) pos[t] = t % S % 9;  // documents of 9 tokens, one ragged per row
+    check(!fc->no_cudnn && fc->cudnn_serves && fc->cudnn_serves(&c0) && mc && fc->set_positions &&
+              fc->set_positions(mc, pos) == 0 && fc->check_data(mc, 0) == 0,
+          "the cuDNN attention served at the tiny head_dim (no_cudnn NULL, cudnn_serves 1), create() accepts it, "
+          "set_positions stages packed documents");
+    zt_cuda_sync(NULL, "qwen3_5 cuDNN create");
+    if (mc) fc->destroy(mc);
+    zt_model_config c264 = zt_q35_tiny(0);
+    c264.head_dim = 264;
+    zt_err_clear();
+    check(!fc->cudnn_serves(&c264) && !fc->create(&c264, ctx, NULL, B, S, &oc) &&
+              strstr(zt_errmsg(), "up to 256 on Hopper"),
+          "head_dim 264 with cuDNN: not served, refused by create() with the rule");
     printf("%s (%d failure(s)); %.1f s\n", failures ? "FAILED" : "passed", failures, zt_now() - t0);
     zt_cuda_ctx_destroy(ctx);
     return failures ? 1 : 0;

@@ -123,6 +123,12 @@ def main():
             ratio = "; zerotrain / PyTorch time %.2f" % (num(kv["step_ms"]) / num(t["step_ms"]))
         print("  Qwen3.5-27B shapes cut to %d layers (3 Gated DeltaNet + 1 full), S=%d: zerotrain %s | PyTorch %s%s"
               % (L, S, zt_cell(kv), torch_cell(t, num(kv.get("model_flops"))), ratio))
+    for head, kv, _ in rows:  # issue 50 item 3: the other attention's run and the losses' agreement
+        if head.startswith("q35_") and "seq" in kv:
+            print("    the same with --attention %s: %s" % (head[4:], "skipped: " + kv["skipped"].replace("_", " ")
+                                                           if "skipped" in kv else zt_cell(kv)))
+        if head == "q35_cudnn_vs_gemm":
+            print("    the two attentions' losses (cuDNN vs GEMM): %s" % " ".join("%s=%s" % i for i in kv.items()))
     for (head, S, L), kv in sorted(zt.items()):
         if head == "torch_q35" and ("q35", S, L) not in zt:
             print("  Qwen3.5 S=%d L=%d: zerotrain not run | PyTorch %s" % (S, L, torch_cell(kv, None)))

@@ -1,7 +1,9 @@
 // The --attention auto policy (kernels/cuda/attention/policy.c) against the choice the trainer made
 // before the policy moved there: train/train.c build_engine at commit c20692c, copied below as
 // old_choice (the reference), over a table of cases that takes every branch (with the boundary of
-// the GEMM scratch at two head_dims) and a sweep of every combination of its inputs.
+// the GEMM scratch at two head_dims) and a sweep of every combination of its inputs; then cuDNN's
+// head_dim rule (zt_attn_cudnn_head_dim, issue 50 item 3) row by row against the frontend's checks
+// written out by hand, and auto's choice for Qwen3.5-27B's attention with a family that asks it.
 #include <stdio.h>
 
 #include "kernels/cuda/attention/policy.h"
@@ -44,6 +46,12 @@ static zt_attn_kind new_choice(const old_in *x) {
                                 .cudnn_serves = new_serves, .cudnn_arg = x, .S = x->seq_len, .H = x->num_heads,
                                 .Hkv = x->num_kv_heads, .D = x->head_dim};
     return zt_attn_choose(x->asked, &in);
+}
+
+// A family that asks the head_dim rule (Qwen3.5's cudnn_serves) on a device {sm, cuDNN version}.
+static int rule_serves(const void *arg) {
+    const int64_t *dev = arg;
+    return zt_attn_cudnn_head_dim(256, (int)dev[0], dev[1]) == 0;
 }
 
 // The smallest S at which the old rule's GEMM scratch passes the limit (g, D given).
@@ -100,6 +108,66 @@ int main(void) {
         CHECK(got == table[i].want, "table row %zu (%s): the policy gives %s, want %s", i, table[i].what,
               zt_attn_kind_name(got), zt_attn_kind_name(table[i].want));
         printf("%-58s %s\n", table[i].what, zt_attn_kind_name(got));
+    }
+
+    // ---- issue 50 item 3: cuDNN's head_dim rule (zt_attn_cudnn_head_dim), each row written out by
+    // hand from the vendored frontend's backward checks (third_party/cudnn_frontend 1.32,
+    // node/scaled_dot_product_flash_attention.h: sm 9.x d <= 256; sm 10.x d_qk = d_v = 256 from backend
+    // 9.23.0, else <= 128; others <= 128; a multiple of 8) and cuDNN's support matrix (Ampere/Ada
+    // backward d <= 128, Hopper d <= 256)
+    struct {
+        const char *what;
+        int64_t D;
+        int sm;
+        int64_t version;
+        int ok;
+    } hd[] = {
+        {"Qwen3-32B's 128 on an A100", 128, 80, 90100, 1},
+        {"128 without cuDNN's version (0)", 128, 90, 0, 1},
+        {"64 on sm_120", 64, 120, 92500, 1},
+        {"Qwen3.5's 256 on an H100/H200 (9.19)", 256, 90, 91900, 1},
+        {"256 on Hopper, an old cuDNN 9.1", 256, 90, 90100, 1},
+        {"136 on Hopper", 136, 90, 91900, 1},
+        {"256 on an A100 (Ampere backward: <= 128)", 256, 80, 92500, 0},
+        {"256 on sm_86 (Ada/Ampere)", 256, 86, 92500, 0},
+        {"256 on a B200 with cuDNN 9.22", 256, 100, 92299, 0},
+        {"256 on a B200 with cuDNN 9.23", 256, 100, 92300, 1},
+        {"256 on a B300 (sm_103) with cuDNN 9.26", 256, 103, 92600, 1},
+        {"192 on a B200 with cuDNN 9.23 (only 256 itself)", 192, 100, 92300, 0},
+        {"256 on sm_120 (GeForce Blackwell)", 256, 120, 99900, 0},
+        {"264 on Hopper (over 256)", 264, 90, 91900, 0},
+        {"100 (not a multiple of 8)", 100, 90, 91900, 0},
+        {"0", 0, 90, 91900, 0},
+    };
+    for (size_t i = 0; i < sizeof hd / sizeof hd[0]; i++) {
+        zt_err_clear();
+        const int rc = zt_attn_cudnn_head_dim(hd[i].D, hd[i].sm, hd[i].version);
+        CHECK((rc == 0) == hd[i].ok, "head_dim rule row %zu (%s): got %s, want %s", i, hd[i].what,
+              rc == 0 ? "accepted" : "refused", hd[i].ok ? "accepted" : "refused");
+        CHECK(rc == 0 || strstr(zt_errmsg(), "up to 256 on Hopper"), "row %zu: the refusal names the rule: %s", i,
+              zt_errmsg());
+        printf("cuDNN head_dim %-48s %s\n", hd[i].what, rc == 0 ? "yes" : "no");
+    }
+    // ... and --attention auto with a family that asks it (Qwen3.5-27B's full attention: H 24, Hkv 4,
+    // D 256, 8,192 tokens): cuDNN on Hopper, GEMM on an A100 (its scratch is 4.8 GB), GEMM with packed
+    // documents; tiled at 32,768 tokens where cuDNN does not serve
+    static const int64_t hd_sm[] = {90, 80, 100, 100};
+    static const int64_t hd_ver[] = {91900, 91900, 92200, 92300};
+    static const int hd_want[] = {ZT_ATTN_CUDNN, ZT_ATTN_GEMM, ZT_ATTN_GEMM, ZT_ATTN_CUDNN};
+    for (int i = 0; i < 4; i++) {
+        const int64_t dev[2] = {hd_sm[i], hd_ver[i]};
+        zt_attn_auto_in in = {.cuda = 1, .context = 1, .cudnn_serves = rule_serves, .cudnn_arg = dev, .S = 8192,
+                              .H = 24, .Hkv = 4, .D = 256};
+        const zt_attn_kind got = zt_attn_choose(ZT_ATTN_AUTO, &in);
+        CHECK(got == hd_want[i], "27B attention, sm_%lld cuDNN %lld: auto gives %s, want %s", (long long)hd_sm[i],
+              (long long)hd_ver[i], zt_attn_kind_name(got), zt_attn_kind_name(hd_want[i]));
+        in.isolated = 1;
+        CHECK(zt_attn_choose(ZT_ATTN_AUTO, &in) == ZT_ATTN_GEMM, "27B attention, packed documents: GEMM");
+        in.isolated = 0, in.S = 32768;
+        CHECK(zt_attn_choose(ZT_ATTN_AUTO, &in) == (hd_want[i] == ZT_ATTN_CUDNN ? ZT_ATTN_CUDNN : ZT_ATTN_TILED),
+              "27B attention at 32,768 tokens");
+        printf("auto, Qwen3.5-27B attention on sm_%lld, cuDNN %lld: %s\n", (long long)hd_sm[i], (long long)hd_ver[i],
+               zt_attn_kind_name(got));
     }
 
     // the sweep: every combination; the same kind and the same cuDNN questions (the module loads)

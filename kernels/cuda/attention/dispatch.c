@@ -2,6 +2,7 @@
 // that maps a kind to an implementation. Host C, compiled into zt_cuda beside the kernels.
 #include "kernels/cuda/attention/dispatch.h"
 
+#include <cuda_runtime_api.h>
 #include <stdio.h>
 
 #include "base/common.h"
@@ -89,4 +90,15 @@ int zt_attn_usable(int kind) {
         return zt_err("--attention cudnn: this build has no cuDNN attention (cuDNN was not found at configure "
                       "time; see docs/cuda.md); use --attention tiled");
     return 0;
+}
+
+int zt_attn_cudnn_head_dim_here(int64_t D) {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return zt_err("--attention cudnn: the device's compute capability could not be read");
+    }
+    return zt_attn_cudnn_head_dim(D, 10 * major + minor, zt_cudnn_version());
 }

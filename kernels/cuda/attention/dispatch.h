@@ -4,7 +4,7 @@
 // cuBLASLt + fused softmax), attention_tiled.cu (scalar tiles), attention_tc.cu (tensor-core
 // tiles), attention_cudnn.cu (cuDNN SDPA). The families never call them directly.
 // defines: zt_attn_call, zt_attn_fwd, zt_attn_bwd, zt_attn_takes_rows, zt_attn_scratch_bytes,
-//          zt_attn_usable, zt_attn_test_overrides (tests only)
+//          zt_attn_usable, zt_attn_cudnn_head_dim_here, zt_attn_test_overrides (tests only)
 #ifndef ZT_ATTN_DISPATCH_H
 #define ZT_ATTN_DISPATCH_H
 #include <stddef.h>
@@ -52,6 +52,10 @@ int zt_attn_takes_rows(zt_attn_kind kind);
 size_t zt_attn_scratch_bytes(zt_attn_kind kind, int64_t Sq, int64_t S, int64_t H, int64_t Hkv, int64_t D);
 // 0 when this build runs the kind; else -1 + zt_err (CUDNN without cuDNN; AUTO or out of range).
 int zt_attn_usable(int kind);
+
+// policy.h's cuDNN head_dim rule (zt_attn_cudnn_head_dim) for the current device's compute
+// capability and the cuDNN this process loaded (0 without cuDNN): 0, or -1 + zt_err.
+int zt_attn_cudnn_head_dim_here(int64_t D);
 
 // Tests only. tests/support/attention_test.c (linked into the test programs, never into the
 // product) defines this function and its setters; the product has no definition, so the weak
