@@ -182,8 +182,9 @@ foreach(case w1_matches_cpu w2_matches_w1 resume_exact w4_hsdp_matches_w1 async_
                        SKIP_RETURN_CODE 77)
 endforeach()
 
-# `plan --device cuda` against the GPU engine's run.json memory_per_rank_bytes, every part (8 jobs:
-# Qwen3 and Qwen3.5, W = 1 and 2, recompute, keep-gathered, context parallel 2, gemm and tiled).
+# `plan --device cuda` against the GPU engine's run.json memory_per_rank_bytes, every part (9 jobs:
+# Qwen3 and Qwen3.5, W = 1 and 2, recompute, keep-gathered, context parallel 2 (both families), gemm
+# and tiled).
 add_test(NAME plan_cli_cuda_memory
          COMMAND bash ${ZT_TEST_DIR}/cli/plan_cuda_memory.sh $<TARGET_FILE:zerotrain_cudaemu> ${ZT_EXE}
                  ${CMAKE_SOURCE_DIR} ${ZT_EMU_WORK}/plan_cuda_memory)
