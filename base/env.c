@@ -24,10 +24,10 @@ static const zt_env_entry g_table[ZT_ENV_COUNT] = {
             "1: synchronise after every CUDA op, so that an asynchronous fault names its op (tests/gpu/run.sh "
             "reruns a failed program with it)"),
     SETTING(CUDA_DELTA_RECUR, EACH_USE,
-            "1: Qwen3.5's gated delta rule on the GPU runs the token recurrence instead of the chunked kernels "
+            "1: the gated delta rule (Gated DeltaNet layers) on the GPU runs the token recurrence instead of the chunked kernels "
             "(default 0; read at each call: the op test switches it)"),
     SETTING(CUDA_DELTA_TC, EACH_USE,
-            "1: Qwen3.5's gated delta rule on the GPU runs the chunked kernels with tensor-core products "
+            "1: the gated delta rule (Gated DeltaNet layers) on the GPU runs the chunked kernels with tensor-core products "
             "(kernels/cuda/delta_chunk_tc.cu; default 0: the fp32 chunked kernels; ZT_CUDA_DELTA_RECUR wins)"),
     SETTING(PROGRESS_INTERVAL, ONCE, "seconds between pack's progress lines (default 1; the tests use 0)"),
     SETTING(WATCHDOG_PERIOD_MS, EACH_USE,

@@ -423,8 +423,8 @@ static int check_finite(const zt_train_opts *o, const run_state *r, int64_t step
         const char *cfg_src = o->model ? o->model : o->init;
         char init[4300];
         if (o->init)
-            snprintf(init, sizeof init, "the --init weights (%s: a value too large for the op it feeds, e.g. a Qwen3.5 "
-                     "A_log whose exponential overflows)", o->init);
+            snprintf(init, sizeof init, "the --init weights (%s: a value too large for the op it feeds, e.g. a decay "
+                     "parameter whose exponential overflows)", o->init);
         else
             snprintf(init, sizeof init, "the weights' random start (initializer_range)");
         return zt_err("step 1: %s; stopping before the update, and before any update: --lr plays no part yet, the "

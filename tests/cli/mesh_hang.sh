@@ -21,10 +21,10 @@ has() { grep -q -- "$2" "$1" || fail "$(basename "$1") lacks: $2"; }
 awk 'BEGIN{srand(11); for(d=0; d<123; d++){ line=""; for(i=0;i<16;i++) line=line int(rand()*90) " "; print line }}' >"$W/docs.txt"
 "$ZT" pack --quiet --input ids --vocab-size 96 --seq-len 16 --per-rank 4 -o "$W/data" "$W/docs.txt" >/dev/null || fail "pack"
 "${MPIRUN[@]}" -n 4 "$ZT" train --init "$GOLD/tiny_untied_gqa" --data "$W/data" --run-dir "$W/run" \
-    --epochs 1 --lr 1e-3 --shard-group 2 --no-evenfix --no-preflight --collective-timeout 25 \
+    --epochs 1 --lr 1e-3 --shard-group 2 --no-evenfix --no-preflight --collective-timeout 15 \
     --first-collective-timeout 120 --alive-interval 0.5 --log-every 10 >"$W/train.txt" 2>&1 &
 job=$!
-# The watcher first (the deadline is 25 s away): HUNG, exit 4.
+# The watcher first (the deadline is 15 s away): HUNG, exit 4.
 timeout 100 "$ZT" watch --interval 0.5 --min-stall 6 --stall-factor 5 --startup-grace 60 "$W/run" >"$W/watch.txt" 2>&1
 wrc=$?
 cat "$W/watch.txt"
@@ -49,7 +49,7 @@ grep -q '"ranks": \[2, 3\]' "$W/run/groups/shard-1/group.json" || fail "RUN/grou
 
 # The deadline report: rank 2 (its world rank) names the group and where it is stuck, and
 # the group's recorders name the waiting rank (2) and the missing one (3) by world rank.
-has "$W/train.txt" 'zerotrain: rank 2: collective deadline exceeded after 25 s in shard group 1 (ranks 2-3), as its rank 0 of 2: stuck in allgather("unit 0 params")'
+has "$W/train.txt" 'zerotrain: rank 2: collective deadline exceeded after 15 s in shard group 1 (ranks 2-3), as its rank 0 of 2: stuck in allgather("unit 0 params")'
 has "$W/train.txt" 'zerotrain: rank 2: 1 rank in allgather("unit 0 params") seq [0-9]*: 2$'
 has "$W/train.txt" 'zerotrain: rank 2: 1 rank in no collective: 3$'
 has "$W/train.txt" 'zerotrain: rank 2: rank 3: no collective in flight'

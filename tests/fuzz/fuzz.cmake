@@ -12,7 +12,7 @@ set(ZT_FUZZ_SRC
     data/dataset.c data/pack.c data/pack_text.c
     data/tokenizer.c data/unicode.c data/unicode_tables.c model/config.c model/layout.c model/hf_config.c
     model/qwen3_codec.c model/qwen3_5_codec.c
-    model/family.c model/qwen3.c model/qwen3_5.c model/qwen3_context.c model/context.c model/qwen3_5_context.c model/flops.c data/batch.c kernels/cpu/rope.c
+    model/family.c model/qwen3.c model/qwen3_5.c model/qwen3_context.c model/blocks.c model/context.c model/qwen3_5_context.c model/flops.c data/batch.c kernels/cpu/rope.c
     kernels/cpu/delta.c
     checkpoint/safetensors.c checkpoint/ckpt_h5.c engine/flight.c ops/watch.c ops/report.c ops/triage.c
     ops/power_view.c ops/svg.c ops/fmt.c)
