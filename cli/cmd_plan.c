@@ -230,6 +230,10 @@ static void print_attention_memory(const zt_plan_result *r) {
     char tail[160];
     if (r->context > 1)
         row_gb("context K/V (gathered K, V + block dK, dV)", m->cp_kv, "   (one layer at a time: 12 B S Hkv D)");
+    if (r->context > 1 && m->cp_heads > 0)
+        row_gb("context heads (block rows, my heads' state)", m->cp_heads,
+               r->job.recompute ? "   (head-sharded layers: one layer's block tensors + workspaces)"
+                                : "   (head-sharded layers: every layer's block tensors + workspaces)");
     snprintf(tail, sizeof tail, "   (12 g Sq S + 8 g S D + 4 g Sq; %s)",
              counted == ZT_ATTN_SCRATCH_GEMM ? "counted" : "not counted: --attention tiled");
     row_gb("attention scratch, GEMM path (today's)", m->attn_gemm, tail);
@@ -295,6 +299,17 @@ static void print_detail(const zt_plan_result *r) {
                "it)\n",
                r->context, r->cp_kv_layer / 1e6, r->cp_kv_layer * (r->context - 1) / r->context / 1e6,
                rs->count ? rs->bytes / rs->count / 1e6 : 0.0, (ag->bytes + rs->bytes) / 1e9, ag->exposed + rs->exposed);
+        const zt_plan_coll *hg = &r->coll[ZT_COLL_CP_HEADS_AG], *hr = &r->coll[ZT_COLL_CP_HEADS_RS];
+        const zt_context_split_plan *h = &r->cp_heads;
+        if (r->cp_heads_layers > 0)
+            printf("context parallel, head sharding: in each of the %d layers that shard their heads, per micro-batch "
+                   "the %d ranks all-gather the projected rows (%.1f MB gathered) and reduce-scatter the output "
+                   "(%.1f MB in, fp32) in forward%s, all-gather its gradient (%.1f MB) and reduce-scatter the rows' "
+                   "gradients (%.1f MB in, fp32) in backward; each GPU sends (C-1)/C of each; per step %.2f GB "
+                   "sent per GPU, %.3f s of it exposed\n",
+                   r->cp_heads_layers, r->context, h->ag_fwd / 1e6, h->rs_fwd / 1e6,
+                   r->job.recompute ? " (and again with recompute)" : "", h->ag_bwd / 1e6, h->rs_bwd / 1e6,
+                   (hg->bytes + hr->bytes) / 1e9, hg->exposed + hr->exposed);
     }
     printf("  %-28s %-8s %6s %6s %12s %10s %8s %8s %9s\n", "collective (per step)", "link", "ranks", "count",
            "GB sent/GPU", "busbw GB/s", "time s", "hidden s", "exposed s");

@@ -709,8 +709,8 @@ static int make_streams(zt_fsdp *f, gpu_state *c, zt_comm *dcomm, const zt_fsdp_
         f->ctx_comm = c->xc;  // the step's context for its flight recorder
         ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_cx_in, cudaEventDisableTiming));
         ZT_CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_cx_out, cudaEventDisableTiming));
-        c->cap_x = 4 * (f->nunits - 2) * f->grad_accum + 8;  // per micro-batch: gathers (forward, recompute,
-        c->xreq = zt_xcalloc((size_t)c->cap_x, sizeof *c->xreq);  // backward) and a scatter per layer
+        c->cap_x = 6 * (f->nunits - 2) * f->grad_accum + 8;  // per micro-batch and layer: gathers and scatters
+        c->xreq = zt_xcalloc((size_t)c->cap_x, sizeof *c->xreq);  // (forward, recompute, backward; Qwen3.5: 3 + 3)
     }
     f->dcomm = c->uc;
     c->ds = (cudaStream_t)zt_comm_nccl_stream(c->uc, ZT_CHAN_DATA);
@@ -813,8 +813,8 @@ static void make_pools(zt_fsdp *f, gpu_state *c, const zt_fsdp_opts *o, int pcap
     // waits of the compute stream per step: per micro-batch one per gathered unit use
     // (at most 2 per unit plus the tied embedding's) and per gradient slot taken (one per
     // unit), plus the step's end: 3 L + 8 per micro-batch with L = nunits - 2 layers
-    // (context parallelism: up to 4 more per layer, the exchange's)
-    c->cap_tw = 2 * (((f->ctx_world > 1 ? 7 : 3) * (f->nunits - 2) + 8) * grad_accum + 2);
+    // (context parallelism: up to 6 more per layer, the exchange's: Qwen3.5's linear layers with recompute)
+    c->cap_tw = 2 * (((f->ctx_world > 1 ? 9 : 3) * (f->nunits - 2) + 8) * grad_accum + 2);
     c->tw = zt_xcalloc((size_t)c->cap_tw, sizeof(cudaEvent_t));
     for (int i = 0; i < c->cap_tw; i++) ZT_CUDA_CHECK(cudaEventCreate(&c->tw[i]));
 }

@@ -41,6 +41,8 @@ int zt_context_check(const zt_context_job *j) {
                       "--context-parallel",
                       C, j->family->name, j->family->title ? j->family->title : j->family->name);
     if (j->family && j->config && j->family->context_rule && j->family->context_rule(j->config, C) != 0) return -1;
+    if (j->family && j->config && j->gpu && j->family->context_rule_gpu && j->family->context_rule_gpu(j->config, C) != 0)
+        return -1;
     if (zt_attn_split_check(j->attention, C) != 0) return -1;  // the attention kind's rule (policy.h)
     return 0;
 }

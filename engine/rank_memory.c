@@ -117,8 +117,16 @@ int zt_rank_memory_predict(const zt_model_config *c, const zt_rank_memory_job *j
     if (zt_model_layout_init(&lay, c) != 0) return -1;
     state_and_buffers(job, &lay, out);
     if (activations(c, job, out)) attention_terms(c, job, out);
+    if (job->context_parallel > 1 && c->family && c->family->context_plan) {
+        zt_context_split_plan sp;
+        if (c->family->context_plan(c, job->context_parallel, job->micro_batch, job->seq_len, job->recompute, &sp) != 0) {
+            zt_model_layout_free(&lay);
+            return -1;
+        }
+        out->cp_heads = sp.bytes;
+    }
     out->total = out->params + out->grads + out->optimizer + out->buffers + out->activations;
-    if (job->context_parallel > 0) out->total += out->cp_kv + out->attention;
+    if (job->context_parallel > 0) out->total += out->cp_kv + out->cp_heads + out->attention;
     zt_model_layout_free(&lay);
     return 0;
 }

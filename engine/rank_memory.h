@@ -50,7 +50,9 @@ typedef struct {
     double attn_tiled;    // a tiled attention's scratch of one KV-head group: o (bf16), lse, row dot and
                           // dq (fp32) of its g Sq query rows, fp32 dk and dv of the S keys: g Sq (6 D + 8) + 8 S D
     double attention;     // the counted one (job.attention), 0 when none
-    double total;         // params + grads + optimizer + buffers + activations + cp_kv + attention
+    double cp_heads;      // C > 1: the family's split beyond the K/V exchange (zt_family.context_plan: Qwen3.5's
+                          // head-sharded Gated DeltaNet buffers); 0 without one
+    double total;         // params + grads + optimizer + buffers + activations + cp_kv + cp_heads + attention
     // zt_rank_memory_cuda only (0 elsewhere): the GPU engine's device parts beside the five above
     double context;       // the context split's buffers (model/qwen3_cuda_context.c)
     double scratch;       // the op layer's scratch arena as the engine reserves it

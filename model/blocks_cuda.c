@@ -75,10 +75,11 @@ static zt_attn_call attention_call(const zt_cuda_block_dims *dm, const int32_t *
 // the table is the block's (cx->Sb rows).
 static void rope(int bwd, void *st, zt_bf16 *x, const float *rc, const float *rs, const int32_t *pos,
                  const zt_cuda_block_dims *dm, int64_t nh) {
-    if (dm->rd && dm->cx)
-        zt_fatal("the partial rotary slice (rd %lld of head_dim %lld) has no context-parallel RoPE",
-                 (long long)dm->rd, (long long)dm->D);
-    if (dm->rd && bwd)
+    if (dm->rd && dm->cx && bwd)
+        zt_cuda_rope_partial_table_bwd(st, x, rc, rs, dm->cx->Sb, pos, dm->B, dm->S, nh, dm->D, dm->rd);
+    else if (dm->rd && dm->cx)
+        zt_cuda_rope_partial_table_fwd(st, x, rc, rs, dm->cx->Sb, pos, dm->B, dm->S, nh, dm->D, dm->rd);
+    else if (dm->rd && bwd)
         zt_cuda_rope_partial_bwd(st, x, rc, rs, pos, dm->B, dm->S, nh, dm->D, dm->rd);
     else if (dm->rd)
         zt_cuda_rope_partial_fwd(st, x, rc, rs, pos, dm->B, dm->S, nh, dm->D, dm->rd);

@@ -38,7 +38,8 @@ typedef struct {
     const void *docs_table;
     // ---- the options the families' layers differ by (0 / NULL: Qwen3's) ----
     // RoPE: 0: all D dims, tables [S, D/2] (zt_cuda_rope_*; the context split's block table);
-    // > 0: the first rd dims of each head, tables [S, rd/2] (zt_cuda_rope_partial_*; no context split)
+    // > 0: the first rd dims of each head, tables [S, rd/2] (zt_cuda_rope_partial_*; the block's table
+    // under a context split: zt_cuda_rope_partial_table_*)
     int64_t rd;
     // 1: q_proj gives 2 H D columns (per head D query rows, then D gate rows) and the attention
     // output is multiplied by sigmoid(gate) before o_proj (acts ogate, gated; work qg, dqg, dgated, dgate)

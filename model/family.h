@@ -93,6 +93,16 @@ typedef struct {
     int attention;     // 1: softmax attention over the S keys (the attention scratch, the context K/V)
 } zt_layer_plan;
 
+// The planner's view of a family's context split on the GPU beyond the attention layers' K/V exchange
+// (zt_family.context_plan; Qwen3.5: its Gated DeltaNet layers' head sharding, model/qwen3_5_cuda_context.c),
+// per rank of a split of C ranks, B rows of blocks of S tokens.
+typedef struct {
+    double bytes;           // device bytes of the split's buffers (the layers' block tensors and workspaces)
+    double ag_fwd, rs_fwd;  // one such layer's forward all-gather (bytes gathered: the group's rows, bf16) and
+                            // reduce-scatter (bytes of its input: the block's rows, fp32), per micro-batch
+    double ag_bwd, rs_bwd;  // the same in its backward
+} zt_context_split_plan;
+
 // zt_family.context_parallel's bits.
 #define ZT_CONTEXT_CPU 1
 #define ZT_CONTEXT_GPU 2
@@ -136,7 +146,7 @@ struct zt_family {
     // checkpoint/ maps names only through zt_model_hf_prefix (model/family.c).
     const char *(*hf_prefix)(const zt_model_config *c);
     // Which passes' `create` take a zt_family_context (--context-parallel): ZT_CONTEXT_CPU | ZT_CONTEXT_GPU
-    // (Qwen3), ZT_CONTEXT_CPU (Qwen3.5: its GPU passes refuse it); 0: none, refused at start
+    // (Qwen3, Qwen3.5); 0: none, refused at start
     // (engine/job_shape.c's zt_context_check), the refusal naming what is missing, e.g.
     // context_parallel_missing (NULL: nothing named).
     int context_parallel;
@@ -144,6 +154,14 @@ struct zt_family {
     // Optional (NULL: none): the family's own rule for a split of C ranks of a config (Qwen3.5: C at most
     // its value heads): 0, or -1 + zt_err with the rule and the numbers (engine/job_shape.c calls it).
     int (*context_rule)(const zt_model_config *c, int C);
+    // Optional (NULL: none): the rule its GPU passes add (Qwen3.5: C divides its key heads), called after
+    // context_rule where the GPU passes run the split (zt_context_job.gpu).
+    int (*context_rule_gpu)(const zt_model_config *c, int C);
+    // Optional (NULL: only the attention layers' K/V exchange): what the GPU passes' split of C ranks adds for
+    // the layers that are not softmax attention (zt_layer_plan.attention 0), in the plan's terms. 0, or -1 +
+    // zt_err (the rules above).
+    int (*context_plan)(const zt_model_config *c, int C, int64_t B, int64_t S, int recompute,
+                        zt_context_split_plan *out);
     // What a checkpoint of this family must agree on beyond the fields every family has (resume
     // compares the checkpoint's config `a` with the run's `b`): appends to out (NUL-terminated, n
     // bytes), which holds k phrases already, one "; "-separated phrase per difference ("checkpoint

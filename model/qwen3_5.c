@@ -59,6 +59,53 @@ static int context_rule(const zt_model_config *c, int C) {
     return 0;
 }
 
+// The rule its GPU passes add (zt_family.context_rule_gpu; model/qwen3_5_cuda_context.c): each rank takes
+// whole key heads and the value heads that read them, so the delta rule runs on a rank's q, k, v as they
+// are and sums each key head's dq, dk itself, and no channel of qkv is shared between ranks.
+static int context_rule_gpu(const zt_model_config *c, int C) {
+    int linear = 0;
+    for (int l = 0; l < c->num_layers; l++) linear += zt_q35(c)->layer_linear[l] != 0;
+    const int Hk = zt_q35(c)->lin_key_heads, Hv = zt_q35(c)->lin_value_heads;
+    if (C > 1 && linear && (Hk <= 0 || Hk % C))
+        return zt_err("--context-parallel %d: Qwen3.5's GPU passes give each rank of the context group whole key "
+                      "heads of its Gated DeltaNet layers (%d key heads, linear_num_key_heads, each read by %d of the %d "
+                      "value heads), so C must divide %d",
+                      C, Hk, Hk > 0 ? Hv / Hk : 0, Hv, Hk);
+    return 0;
+}
+
+// The GPU passes' head sharding in the plan's terms (zt_family.context_plan): the buffers
+// model/qwen3_5_cuda_context.c allocates (its buffers(), term by term; the rank's S_local taken as S / C)
+// and the four collectives of a linear layer. Per rank: nv = Hv / C value heads, nk = Hk / C key heads,
+// Cs = 2 nk Dk + nv Dv conv channels, Nb = B S block tokens, Nl = Nb / C held tokens; a forward row
+// qkv | b | a is Wp = Cch + 4 Hv bf16 words (b, a fp32), a gradient row Wq = Cch + 2 Hv.
+static int context_plan(const zt_model_config *c, int C, int64_t B, int64_t S, int recompute,
+                        zt_context_split_plan *out) {
+    memset(out, 0, sizeof *out);
+    if (C <= 1) return 0;
+    if (context_rule(c, C) != 0 || context_rule_gpu(c, C) != 0) return -1;
+    const dims z = dims_of(c);
+    int nlin = 0;
+    for (int l = 0; l < c->num_layers; l++) nlin += zt_q35(c)->layer_linear[l] != 0;
+    if (!nlin) return 0;
+    const double Nb = (double)B * S, Nl = Nb / C, nv = (double)z.Hv / C, nk = (double)z.Hk / C;
+    const double nq = nk * z.Dk, nvd = nv * z.Dv, Cs = 2 * nq + nvd, K = z.K, Vd = (double)z.Vd;
+    const double Wp = (double)((z.C + 4 * z.Hv + 1) / 2 * 2), Wq = (double)((z.C + 2 * z.Hv + 1) / 2 * 2);
+    const double saved = (double)B * nv * (double)((S + 63) / 64) * z.Dk * z.Dv;
+    const double keep = 2 * 2 * Nb * Cs + 4 * 2 * Nb * nq + 2 * Nb * nvd + 2 * 4 * Nb * nk + 3 * 4 * Nb * nv + 4 * saved;
+    const double maps = 4 * (double)S + 4 * (double)S + 4 * C * Nl + 4 * Nb;  // blk_in, index, positions
+    const double fwd = 2 * Nl * Wp + 2 * C * Nl * Wp + 2 * Nb * Wp + 6 * Cs * K + 2 * Nb * Cs + 4 * Nb * nv +
+                       2 * Nb * nvd + 2 * Nb * Vd + 4 * C * Nl * Vd + 4 * Nl * Vd + 2 * C * Nl * Vd;
+    const double bwd = 4 * 2 * Nb * nq + 2 * Nb * nvd + 2 * 4 * Nb * nv + 2 * 2 * Nb * nv + 2 * 2 * Nb * Cs +
+                       2 * Nb * Wq + 4 * C * Nl * Wq + 4 * Nl * Wq + 2 * Nl * Wq;
+    out->bytes = (recompute ? 1 : nlin) * keep + maps + fwd + bwd;
+    out->ag_fwd = 2 * C * Nl * Wp;  // qkv | b | a of the block's tokens
+    out->rs_fwd = 4 * C * Nl * Vd;  // the delta rule's output, every head, fp32
+    out->ag_bwd = 2 * C * Nl * Vd;  // its gradient, bf16
+    out->rs_bwd = 4 * C * Nl * Wq;  // the gradients of qkv | b | a, fp32
+    return 0;
+}
+
 static int layout_init(zt_model_layout *lay, const zt_model_config *cfg) {
     memset(lay, 0, sizeof *lay);
     lay->cfg = *cfg;
@@ -766,8 +813,10 @@ const zt_family zt_qwen3_5_family = {
     .ckpt_config_json = 1,
     .check_carried = check_carried,
     .hf_prefix = hf_prefix,
-    .context_parallel = ZT_CONTEXT_CPU,
+    .context_parallel = ZT_CONTEXT_CPU | ZT_CONTEXT_GPU,
     .context_rule = context_rule,
+    .context_rule_gpu = context_rule_gpu,
+    .context_plan = context_plan,
 };
 
 void zt_qwen3_5_27b_config(zt_model_config *c) {

@@ -3,12 +3,12 @@
 // recurrent state, fp32 gradients (+=). Two layer kinds, chosen by the config's layer_linear:
 // Gated DeltaNet (kernels/cuda/conv1d.cu, norms_gated.cu, delta.cu, gates.cu) and gated full
 // attention (q_proj's per-head D query rows then D gate rows, QK-norm, partial RoPE, the attention
-// the dispatcher runs: tiled, GEMM or cuDNN's fused call, a sigmoid output gate). Every RMSNorm but the gated one multiplies by (1 + w),
-// formed in bf16 by zt_cuda_one_plus before each use. The full-attention layer and every layer's
-// MLP are the blocks of model/blocks_cuda.c with those options set (output gate, rotary slice,
-// 1 + w); the head is Qwen3's GPU head (model/qwen3_cuda_layer.c) given 1 + w. With recompute,
-// one set of saved tensors per layer kind serves every layer: a layer's forward runs again from
-// its kept input before its backward.
+// the dispatcher runs: tiled, GEMM or cuDNN's fused call, a sigmoid output gate). Every RMSNorm but
+// the gated one multiplies by (1 + w), formed in bf16 by zt_cuda_one_plus before each use. The
+// full-attention layer and every layer's MLP are the blocks of model/blocks_cuda.c with those
+// options set (output gate, rotary slice, 1 + w); the head is Qwen3's GPU head
+// (model/qwen3_cuda_layer.c) given 1 + w. With recompute, one set of saved tensors per layer kind
+// serves every layer: a layer's forward runs again from its kept input before its backward.
 //
 // Saved per layer, for its backward (bytes; N = B S tokens, bf16 = 2, fp32 = 4):
 //   every layer   2 N (3 d + 3 F) + 4 N 2              ln1, x_mid, ln2, gate, up, h; rstd1, rstd2
@@ -23,6 +23,10 @@
 // the residual stream (L + 1) N d bf16, the head's N (2 d bf16 + 1 fp32), the RoPE tables, and
 // workspaces shared by all layers (the backward's gradients of one layer, the forward's q_proj
 // output, conv output and in_proj_b output).
+// Under context parallelism (opts.cx) a row is this rank's S_local tokens of a block: the Gated
+// DeltaNet's conv, gates and delta rule run over the whole block for this rank's value heads
+// (model/qwen3_5_cuda_context.c, head sharding), the full-attention layers use Qwen3's K/V exchange
+// (model/qwen3_cuda_context.c), RoPE reads the block's table.
 // defines: zt_qwen3_5_cuda_family, zt_qwen3_5_cuda_act_bytes, zt_qwen3_5_cuda_layer_bytes
 #include "model/qwen3_5_cuda.h"
 
@@ -37,6 +41,7 @@
 #include "model/layout.h"
 #include "model/blocks_cuda.h"
 #include "model/qwen3_5.h"
+#include "model/qwen3_5_cuda_context.h"
 #include "model/qwen3_cuda_layer.h"
 
 // Tensor order inside a layer unit (model/qwen3_5.c's layout; checked by name in create).
@@ -94,6 +99,9 @@ typedef struct {
     float *rope_cos, *rope_sin;
     int64_t bytes;                // every device allocation of create
     unsigned char lin[4096];
+    zt_q35_gcx *gcx;              // context parallelism (model/qwen3_5_cuda_context.c); NULL: whole rows
+    int64_t S_block, cx_bytes;    // the block's tokens (S without a split); what the split's buffers took
+    size_t cx_scratch;            // the split's largest op scratch (0: none)
     // cuDNN with packed documents (set_positions): the micro-batch's table (model/blocks_cuda.h),
     // staged: set for the micro-batch being enqueued; zeroed: not cuDNN
     zt_cuda_docs_stage docs;
@@ -209,16 +217,15 @@ static void destroy(void *mv);
 
 static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, int64_t B, int64_t S,
                     const zt_family_cuda_opts *o) {
-    if (check(c, S) != 0) return NULL;
+    const int64_t S_block = o->cx ? o->cx->S : S;
+    if (check(c, S_block) != 0) return NULL;
     if (B <= 0 || c->num_layers > (int)sizeof ((q35_gpu *)0)->lin) {
         zt_err("GPU FSDP engine, Qwen3.5: micro-batch %lld, %d layers", (long long)B, c->num_layers);
         return NULL;
     }
-    if (o->cx) {  // the family table says so too (context_parallel 0): the gate refuses it first
-        zt_err("GPU FSDP engine, Qwen3.5: context parallelism is not implemented (its Gated DeltaNet layers would "
-               "need each document's recurrent state passed across the context group)");
+    if (o->cx && (zt_qwen3_cuda_cx_check(o->cx, o->attention) != 0 || !c->family || !c->family->context_rule_gpu ||
+                  c->family->context_rule_gpu(c, o->cx->C) != 0))
         return NULL;
-    }
     if (o->attention == ZT_ATTN_CUDNN && zt_attn_cudnn_head_dim_here(c->head_dim) != 0) {
         char why[ZT_ERR_MAX];  // zt_err writes the buffer zt_errmsg() reads
         snprintf(why, sizeof why, "%s", zt_errmsg());
@@ -286,8 +293,20 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
     m->dx = dalloc(m, NULL, 2 * N * z.d);
     m->hacts.xf = dalloc(m, NULL, 2 * N * z.d), m->hacts.dln = dalloc(m, NULL, 2 * N * z.d);
     m->hacts.rstd = dalloc(m, NULL, 4 * N);
-    m->rope_cos = dalloc(m, NULL, 4 * S * (z.rd / 2)), m->rope_sin = dalloc(m, NULL, 4 * S * (z.rd / 2));
-    zt_cuda_rope_table(stream, m->rope_cos, m->rope_sin, S, z.rd, c->rope_theta);  // as model/qwen3_5.c's
+    m->S_block = S_block;  // under a split RoPE's table covers the block
+    m->rope_cos = dalloc(m, NULL, 4 * S_block * (z.rd / 2)), m->rope_sin = dalloc(m, NULL, 4 * S_block * (z.rd / 2));
+    zt_cuda_rope_table(stream, m->rope_cos, m->rope_sin, S_block, z.rd, c->rope_theta);  // as model/qwen3_5.c's
+    if (o->cx) {  // the Gated DeltaNet's head sharding and the full-attention layers' K/V exchange
+        const int64_t before = zt_cuda_malloc_bytes();
+        m->gcx = zt_q35_gcx_create(c, o->cx, B, m->recompute, o->attention, stream);
+        m->cx_scratch = any_lin ? zt_q35_gcx_scratch_bytes(c, o->cx->C, B, S_block) : 0;
+        m->cx_bytes = zt_cuda_malloc_bytes() - before;
+        m->bytes += m->cx_bytes;
+        if (!m->gcx) {
+            destroy(m);
+            return NULL;
+        }
+    }
     if (o->attention == ZT_ATTN_CUDNN) {  // packed documents: set_positions' table
         zt_cuda_docs_stage_init(&m->docs, N);
         m->bytes += zt_cuda_docs_stage_bytes(N);
@@ -298,6 +317,7 @@ static void *create(const zt_model_config *c, zt_cuda_ctx *ctx, void *stream, in
 static void destroy(void *mv) {
     q35_gpu *m = mv;
     if (!m) return;
+    zt_q35_gcx_free(m->gcx);
     for (int l = 0; l < (m->recompute ? 2 : m->L); l++) acts_free(&m->a[l]);
     work_free(&m->w);
     for (int l = 0; l <= m->L; l++) zt_cuda_free(m->X[l]);
@@ -317,8 +337,8 @@ int64_t zt_qwen3_5_cuda_layer_bytes(const void *mv, int l) {
 // the attention's, the delta rule's backward (the chunked form's column-block parts of dq, dk, dg,
 // dbeta, or the recurrence's recomputed states: zt_cuda_delta_scratch_bytes is the larger), the
 // conv's dw partials, the head's lm_head chunk, the norms' dw partials.
-static size_t scratch_of(const dims z, int any_lin) {
-    size_t s = zt_attn_scratch_bytes(z.attention, z.S, z.S, z.H, z.Hkv, z.D);
+static size_t scratch_of(const dims z, int any_lin, size_t cx_scratch, int64_t S_block) {
+    size_t s = zt_attn_scratch_bytes(z.attention, z.S, S_block, z.H, z.Hkv, z.D);  // split: held queries, block keys
     const size_t more[] = {zt_cuda_lmhead_xent_scratch_bytes(z.N, z.V), zt_cuda_rmsnorm_bwd_scratch_bytes(z.N, z.d),
                            zt_cuda_rmsnorm_bwd_scratch_bytes(z.N * z.H, z.D),
                            zt_cuda_rmsnorm_bwd_scratch_bytes(z.N * z.Hkv, z.D),
@@ -329,6 +349,7 @@ static size_t scratch_of(const dims z, int any_lin) {
         const size_t cv = (size_t)(256 * z.C * z.K) * 4;
         if (d > s) s = d;
         if (cv > s) s = cv;
+        if (cx_scratch > s) s = cx_scratch;  // the split's delta rule and conv over the block's rows
     }
     return s;
 }
@@ -337,7 +358,7 @@ static size_t scratch_bytes(const void *mv) {
     const q35_gpu *m = mv;
     int any_lin = 0;
     for (int l = 0; l < m->L; l++) any_lin |= m->lin[l] != 0;
-    return scratch_of(m->z, any_lin);
+    return scratch_of(m->z, any_lin, m->cx_scratch, m->S_block);
 }
 
 static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_attn_kind attention) {
@@ -353,7 +374,8 @@ static dims dims_of(const zt_model_config *c, int64_t B, int64_t S, zt_attn_kind
 static size_t scratch_bytes_for(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o) {
     int any_lin = 0;
     for (int l = 0; l < c->num_layers; l++) any_lin |= zt_q35(c)->layer_linear[l] != 0;
-    return scratch_of(dims_of(c, B, S, o->attention), any_lin);
+    const size_t cx = o->cx && any_lin ? zt_q35_gcx_scratch_bytes(c, o->cx->C, B, o->cx->S) : 0;
+    return scratch_of(dims_of(c, B, S, o->attention), any_lin, cx, o->cx ? o->cx->S : S);
 }
 
 // What create allocates, listed again from the shapes (the engine measures create's own calls:
@@ -362,7 +384,8 @@ static size_t scratch_bytes_for(const zt_model_config *c, int64_t B, int64_t S, 
 // dg, du, dln, dmid; full attention's q_proj output and its gradient, dgated, datt, dgate, dq, dqp,
 // dk, dv, dkp; DeltaNet's conv output, in_proj_b output, dnormed, dcore, dz, dlv, dlq, dlk, dlqn,
 // dlkn, da, db, dconv, dqkv and the fp32 dg, dbeta), the residual stream X[0..L], dx, the head's
-// xf, dln and rstd, the RoPE tables of the rotary slice. No context split (create refuses it).
+// xf, dln and rstd, the RoPE tables of the rotary slice (over the block under a split), and the
+// split's buffers (model/qwen3_5_cuda_context.c: zt_q35_gcx_bytes, Qwen3's K/V exchange included).
 static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, const zt_family_cuda_opts *o,
                              int64_t *context) {
     const dims z = dims_of(c, B, S, o->attention);
@@ -381,13 +404,14 @@ static int64_t act_bytes_for(const zt_model_config *c, int64_t B, int64_t S, con
     int64_t work = 2 * (z.d > z.D ? z.d : z.D) + 2 * N * (3 * z.F + 2 * z.d);
     if (any_full) work += 2 * N * (9 * HD + 3 * KVD);
     if (any_lin) work += 2 * N * (3 * z.C + 4 * z.Vd + 4 * z.Kd + 2 * z.Hv) + 4 * N * 3 * z.Hv;
-    const int64_t rest = 2 * N * z.d * (c->num_layers + 1) + 3 * 2 * N * z.d + 4 * N + 2 * 4 * z.S * (z.rd / 2);
+    const int64_t S_block = o->cx ? o->cx->S : S;  // RoPE's table covers the block
+    const int64_t rest = 2 * N * z.d * (c->num_layers + 1) + 3 * 2 * N * z.d + 4 * N + 2 * 4 * S_block * (z.rd / 2);
     const int64_t docs = o->attention == ZT_ATTN_CUDNN ? zt_cuda_docs_stage_bytes(N) : 0;  // set_positions' table
-    *context = 0;
-    return kept + work + rest + docs;
+    *context = o->cx ? zt_q35_gcx_bytes(c, o->cx->C, B, o->cx->S, S, o->recompute, o->attention) : 0;
+    return kept + work + rest + docs + *context;
 }
 
-static int64_t context_bytes(const void *m) { return (void)m, 0; }
+static int64_t context_bytes(const void *m) { return ((const q35_gpu *)m)->cx_bytes; }
 
 // Packed documents with cuDNN: its variable-length batch (cuDNN >= 9.6.0; compiled only), the rule
 // Qwen3's passes have (model/blocks_cuda.h).
@@ -414,12 +438,15 @@ static int cudnn_serves(const zt_model_config *c) { return zt_attn_cudnn_head_di
 #define DW(i) (dp + m->off[l][(i)])
 
 // The blocks' view of the family (model/blocks_cuda.h): Qwen3's attention and MLP blocks with the
-// output gate, the rotary slice and the (1 + w) norm weights (formed in the shared w1).
+// output gate, the rotary slice and the (1 + w) norm weights (formed in the shared w1); under a
+// context split the attention runs Qwen3's K/V exchange (model/qwen3_cuda_context.c) and RoPE reads
+// the block's table.
 static zt_cuda_block_dims block_dims(const q35_gpu *m) {
     const dims z = m->z;
     return (zt_cuda_block_dims){.B = z.B, .S = z.S, .N = z.N, .d = z.d, .F = z.F, .H = z.H, .Hkv = z.Hkv, .D = z.D,
                                 .eps = z.eps, .attention = z.attention, .rd = z.rd, .out_gate = 1, .w1 = m->w.w1,
-                                .docs = m->staged ? &m->docs.table : NULL, .docs_table = m->staged ? m->docs.d : NULL};
+                                .docs = m->staged ? &m->docs.table : NULL, .docs_table = m->staged ? m->docs.d : NULL,
+                                .cx = m->gcx ? zt_q35_gcx_attention(m->gcx) : NULL};
 }
 
 static zt_cuda_block_acts block_acts(const acts *a) {
@@ -500,15 +527,19 @@ static void lin_fwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, const int32_t 
     zt_cuda_matmul_fwd(m->ctx, st, a->z, ZT_BF16, a->ln1, W(LIN_Z), N, z.d, z.Vd);
     zt_cuda_matmul_fwd(m->ctx, st, w->bproj, ZT_F32, a->ln1, W(LIN_B), N, z.d, z.Hv);  // the gates' inputs in fp32
     zt_cuda_matmul_fwd(m->ctx, st, a->a, ZT_F32, a->ln1, W(LIN_A), N, z.d, z.Hv);
-    zt_cuda_conv1d_silu_fwd(st, w->conv_y, a->conv_pre, a->qkv, W(LIN_CONV), pos, z.B, z.S, z.C, z.K);
-    zt_cuda_copy_cols(st, a->lq, z.Kd, w->conv_y, z.C, N, z.Kd);  // the channels: q | k | v
-    zt_cuda_copy_cols(st, a->lk, z.Kd, w->conv_y + z.Kd, z.C, N, z.Kd);
-    zt_cuda_copy_cols(st, a->lv, z.Vd, w->conv_y + 2 * z.Kd, z.C, N, z.Vd);
-    zt_cuda_l2norm_fwd(st, a->lq_n, a->lq_r, a->lq, N * z.Hk, z.Dk, 1e-6f);
-    zt_cuda_l2norm_fwd(st, a->lk_n, a->lk_r, a->lk, N * z.Hk, z.Dk, 1e-6f);
-    zt_cuda_delta_gates_fwd(st, a->beta, a->g, w->bproj, a->a, W(LIN_ALOG), W(LIN_DT), N, z.Hv);
-    zt_cuda_delta_fwd(st, a->core, a->saved, a->lq_n, a->lk_n, a->lv, a->g, a->beta, pos, z.B, z.S, z.Hk, z.Hv, z.Dk,
-                      z.Dv);
+    if (m->gcx) {  // the block's conv, gates and delta rule for this rank's heads (model/qwen3_5_cuda_context.c)
+        zt_q35_gcx_mix_fwd(m->gcx, st, pos, a->qkv, w->bproj, a->a, W(LIN_CONV), W(LIN_ALOG), W(LIN_DT), a->core);
+    } else {
+        zt_cuda_conv1d_silu_fwd(st, w->conv_y, a->conv_pre, a->qkv, W(LIN_CONV), pos, z.B, z.S, z.C, z.K);
+        zt_cuda_copy_cols(st, a->lq, z.Kd, w->conv_y, z.C, N, z.Kd);  // the channels: q | k | v
+        zt_cuda_copy_cols(st, a->lk, z.Kd, w->conv_y + z.Kd, z.C, N, z.Kd);
+        zt_cuda_copy_cols(st, a->lv, z.Vd, w->conv_y + 2 * z.Kd, z.C, N, z.Vd);
+        zt_cuda_l2norm_fwd(st, a->lq_n, a->lq_r, a->lq, N * z.Hk, z.Dk, 1e-6f);
+        zt_cuda_l2norm_fwd(st, a->lk_n, a->lk_r, a->lk, N * z.Hk, z.Dk, 1e-6f);
+        zt_cuda_delta_gates_fwd(st, a->beta, a->g, w->bproj, a->a, W(LIN_ALOG), W(LIN_DT), N, z.Hv);
+        zt_cuda_delta_fwd(st, a->core, a->saved, a->lq_n, a->lk_n, a->lv, a->g, a->beta, pos, z.B, z.S, z.Hk, z.Hv,
+                          z.Dk, z.Dv);
+    }
     zt_cuda_rmsnorm_gated_fwd(st, a->normed, a->gn_rstd, a->core, a->z, W(LIN_NORM), N * z.Hv, z.Dv, z.eps);
     zt_cuda_matmul_fwd(m->ctx, st, a->x_mid, ZT_BF16, a->normed, W(LIN_OUT), N, z.Vd, z.d);
     zt_cuda_add(st, a->x_mid, a->x_mid, x, ZT_BF16, N * z.d);
@@ -525,17 +556,22 @@ static void lin_bwd(q35_gpu *m, int l, acts *a, const zt_bf16 *p, float *dp, con
     zt_cuda_matmul_bwd(m->ctx, st, w->dnormed, DW(LIN_OUT), ZT_F32, w->dmid, a->normed, W(LIN_OUT), N, z.Vd, z.d, 0);
     zt_cuda_rmsnorm_gated_bwd(m->ctx, st, w->dcore, w->dz, DW(LIN_NORM), w->dnormed, a->core, a->z, W(LIN_NORM),
                               a->gn_rstd, N * z.Hv, z.Dv);
-    zt_cuda_delta_bwd(m->ctx, st, w->dlqn, w->dlkn, w->dlv, w->dgd, w->dbeta, w->dcore, a->saved, a->lq_n, a->lk_n,
-                      a->lv, a->g, a->beta, pos, z.B, z.S, z.Hk, z.Hv, z.Dk, z.Dv);
-    zt_cuda_delta_gates_bwd(st, w->db, w->da, DW(LIN_ALOG), DW(LIN_DT), w->dgd, w->dbeta, a->a, a->beta, a->g,
-                            W(LIN_ALOG), W(LIN_DT), N, z.Hv);
-    zt_cuda_l2norm_bwd(st, w->dlq, w->dlqn, a->lq, a->lq_r, N * z.Hk, z.Dk);
-    zt_cuda_l2norm_bwd(st, w->dlk, w->dlkn, a->lk, a->lk_r, N * z.Hk, z.Dk);
-    zt_cuda_copy_cols(st, w->dconv, z.C, w->dlq, z.Kd, N, z.Kd);
-    zt_cuda_copy_cols(st, w->dconv + z.Kd, z.C, w->dlk, z.Kd, N, z.Kd);
-    zt_cuda_copy_cols(st, w->dconv + 2 * z.Kd, z.C, w->dlv, z.Vd, N, z.Vd);
-    zt_cuda_conv1d_silu_bwd(m->ctx, st, w->dqkv, DW(LIN_CONV), w->dconv, a->conv_pre, a->qkv, W(LIN_CONV), pos, z.B,
-                            z.S, z.C, z.K);
+    if (m->gcx) {  // across the split (model/qwen3_5_cuda_context.c): dqkv, db, da of the held tokens
+        zt_q35_gcx_mix_bwd(m->gcx, m->ctx, st, w->dcore, W(LIN_CONV), DW(LIN_CONV), W(LIN_ALOG), DW(LIN_ALOG),
+                           W(LIN_DT), DW(LIN_DT), w->dqkv, w->db, w->da);
+    } else {
+        zt_cuda_delta_bwd(m->ctx, st, w->dlqn, w->dlkn, w->dlv, w->dgd, w->dbeta, w->dcore, a->saved, a->lq_n,
+                          a->lk_n, a->lv, a->g, a->beta, pos, z.B, z.S, z.Hk, z.Hv, z.Dk, z.Dv);
+        zt_cuda_delta_gates_bwd(st, w->db, w->da, DW(LIN_ALOG), DW(LIN_DT), w->dgd, w->dbeta, a->a, a->beta, a->g,
+                                W(LIN_ALOG), W(LIN_DT), N, z.Hv);
+        zt_cuda_l2norm_bwd(st, w->dlq, w->dlqn, a->lq, a->lq_r, N * z.Hk, z.Dk);
+        zt_cuda_l2norm_bwd(st, w->dlk, w->dlkn, a->lk, a->lk_r, N * z.Hk, z.Dk);
+        zt_cuda_copy_cols(st, w->dconv, z.C, w->dlq, z.Kd, N, z.Kd);
+        zt_cuda_copy_cols(st, w->dconv + z.Kd, z.C, w->dlk, z.Kd, N, z.Kd);
+        zt_cuda_copy_cols(st, w->dconv + 2 * z.Kd, z.C, w->dlv, z.Vd, N, z.Vd);
+        zt_cuda_conv1d_silu_bwd(m->ctx, st, w->dqkv, DW(LIN_CONV), w->dconv, a->conv_pre, a->qkv, W(LIN_CONV), pos,
+                                z.B, z.S, z.C, z.K);
+    }
     zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(LIN_QKV), ZT_F32, w->dqkv, a->ln1, W(LIN_QKV), N, z.d, z.C, 0);
     zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(LIN_Z), ZT_F32, w->dz, a->ln1, W(LIN_Z), N, z.d, z.Vd, 1);
     zt_cuda_matmul_bwd(m->ctx, st, w->dln, DW(LIN_B), ZT_F32, w->db, a->ln1, W(LIN_B), N, z.d, z.Hv, 1);
@@ -554,7 +590,7 @@ static void embed_fwd(void *mv, const zt_bf16 *p, const uint32_t *ids) {
     zt_cuda_embedding_fwd(m->cs, m->X[0], p, ids, m->z.N, m->z.d, m->z.V);
 }
 
-static void layer_fwd(void *mv, int l, const zt_bf16 *p, const int32_t *pos) {
+static void layer_pass(void *mv, int l, const zt_bf16 *p, const int32_t *pos) {
     q35_gpu *m = mv;
     if (m->lin[l])
         lin_fwd(m, l, layer_acts(m, l), p, pos, m->X[l], m->X[l + 1]);
@@ -562,9 +598,21 @@ static void layer_fwd(void *mv, int l, const zt_bf16 *p, const int32_t *pos) {
         full_fwd(m, l, layer_acts(m, l), p, pos, m->X[l], m->X[l + 1]);
 }
 
+// The layer and pass the context split's collectives name (and that a forward pass starts a micro-batch).
+static void cx_at(q35_gpu *m, int l, const char *pass) {
+    if (m->gcx) zt_q35_gcx_at(m->gcx, l, pass);
+}
+
+static void layer_fwd(void *mv, int l, const zt_bf16 *p, const int32_t *pos) {
+    cx_at(mv, l, "forward");
+    layer_pass(mv, l, p, pos);
+}
+
 static void layer_bwd(void *mv, int l, const zt_bf16 *p, float *dp, const int32_t *pos) {
     q35_gpu *m = mv;
-    if (m->recompute) layer_fwd(m, l, p, pos);  // X[l+1] rewritten with the same values (deterministic ops)
+    cx_at(m, l, "recompute");
+    if (m->recompute) layer_pass(m, l, p, pos);  // X[l+1] rewritten with the same values (deterministic ops)
+    cx_at(m, l, "backward");
     if (m->lin[l])
         lin_bwd(m, l, layer_acts(m, l), p, dp, pos, m->X[l], m->dx);
     else

@@ -27,7 +27,8 @@ const char *const zt_shard_names[ZT_SHARD_NCHOICES] = {"full", "nosync", "hsdp"}
 const char *const zt_coll_names[ZT_COLL_NKINDS] = {"all-gather (forward)", "all-gather (backward)",
                                                     "reduce-scatter", "all-reduce across replicas",
                                                     "control all-reduce", "context K/V all-gather",
-                                                    "context dK/dV reduce-scatter"};
+                                                    "context dK/dV reduce-scatter", "context heads all-gather",
+                                                    "context heads reduce-scatter"};
 
 const zt_field_row zt_field_table[ZT_FIELD_ROWS] = {
     {4, 3350, 83.7, 1.00}, {8, 3338, 84.1, 1.00}, {16, 3313, 84.7, 0.99}};
@@ -311,6 +312,10 @@ typedef struct {
     int recompute;
     double cp_ag, cp_rs;        // one layer's K/V all-gather and dK/dV reduce-scatter: seconds
     double cp_ag_sent, cp_rs_sent, cp_ag_link, cp_rs_link;  // bytes each rank sends; node-link bytes, all groups
+    // head-sharded layers (zt_family.context_plan; hs[l] 1: layer l shards heads, NULL: none): their forward
+    // all-gather and reduce-scatter, backward all-gather and reduce-scatter (seconds, bytes sent, link bytes)
+    const unsigned char *hs;
+    double hs_t[4], hs_sent[4], hs_link[4];
 } sim_model;
 
 static double t_ag(const sim_model *m, int u) { return ring_ag_rs(m->gs, m->ag_bytes[u], m->bw_group, m->a_group); }
@@ -343,6 +348,14 @@ static double issue_cp_ag(sim *s, const sim_model *m) {
 static void cp_rs(sim *s, const sim_model *m) {
     sim_wait(s, sim_issue(s, 2, ZT_COLL_CP_RS, s->tc, m->cp_rs, m->cp_rs_sent, m->cp_rs_link));
 }
+// A head-sharded layer's collective i (0, 1: forward all-gather, reduce-scatter; 2, 3: backward's): each
+// sits between two of the layer's own kernels (the projections and the conv; the delta rule and the gated
+// norm), so it is waited for where it is issued.
+static void hs_coll(sim *s, const sim_model *m, int i) {
+    sim_wait(s, sim_issue(s, 2, i % 2 ? ZT_COLL_CP_HEADS_RS : ZT_COLL_CP_HEADS_AG, s->tc, m->hs_t[i], m->hs_sent[i],
+                          m->hs_link[i]));
+}
+static int is_hs(const sim_model *m, int u) { return m->hs && u >= 1 && u <= m->L && m->hs[u - 1]; }
 
 // The engine's micro-batch (engine/fsdp.c micro_step) on the two queues (three with context parallelism).
 static void sim_micro(sim *s, const sim_model *m, int do_rs, int replica_ar) {
@@ -354,7 +367,10 @@ static void sim_micro(sim *s, const sim_model *m, int do_rs, int replica_ar) {
         double next = issue_ag(s, m, ZT_COLL_AG_FWD, u + 1);
         // (keep-gathered: the head uses the tied embedding kept from unit 0's forward)
         if (u + 1 == head && m->tied && !m->keep) next_emb = issue_ag(s, m, ZT_COLL_AG_FWD, 0);
-        if (m->cp > 1 && u >= 1) sim_wait(s, issue_cp_ag(s, m));
+        if (is_hs(m, u))
+            hs_coll(s, m, 0), hs_coll(s, m, 1);
+        else if (m->cp > 1 && u >= 1)
+            sim_wait(s, issue_cp_ag(s, m));
         s->tc += m->fwd[u];
         sim_wait(s, next);
         if (u + 1 == head && m->tied) sim_wait(s, next_emb);
@@ -364,17 +380,25 @@ static void sim_micro(sim *s, const sim_model *m, int do_rs, int replica_ar) {
     s->tc += m->fwd[head];  // fused final norm + lm_head + loss, forward and backward
     if (do_rs) issue_rs(s, m, head, replica_ar);
     double kv_ready = 0;
+    int kv_ahead = 0;  // the next attention layer's K/V gather was issued ahead
     for (int u = L; u >= 1; u--) {
         sim_wait(s, layer_ready);
         if (u - 1 >= 1 && !m->keep) layer_ready = issue_ag(s, m, ZT_COLL_AG_BWD, u - 1);
         if (do_rs && m->grad_slots) sim_grad_acquire(s);
-        if (m->cp > 1) {
-            if (m->recompute || u == L) kv_ready = issue_cp_ag(s, m);
+        if (is_hs(m, u)) {
+            if (m->recompute) hs_coll(s, m, 0), hs_coll(s, m, 1);  // the forward's again
+            hs_coll(s, m, 2);
+        } else if (m->cp > 1) {
+            if (m->recompute || !kv_ahead) kv_ready = issue_cp_ag(s, m);
             sim_wait(s, kv_ready);
-            if (!m->recompute && u - 1 >= 1) kv_ready = issue_cp_ag(s, m);  // the next layer's, ahead
+            kv_ahead = !m->recompute && u - 1 >= 1 && !is_hs(m, u - 1);
+            if (kv_ahead) kv_ready = issue_cp_ag(s, m);  // the next layer's, ahead
         }
         s->tc += m->bwd[u];
-        if (m->cp > 1) cp_rs(s, m);
+        if (is_hs(m, u))
+            hs_coll(s, m, 3);
+        else if (m->cp > 1)
+            cp_rs(s, m);
         if (do_rs) issue_rs(s, m, u, replica_ar);
     }
     if (do_rs && m->grad_slots) sim_grad_acquire(s);
@@ -421,6 +445,7 @@ static int plan_memory(const zt_model_config *c, const zt_gpu_spec *g, const zt_
     mem->act_no_recompute = m.act_no_recompute;
     mem->act_recompute = m.act_recompute;
     mem->cp_kv = m.cp_kv;
+    mem->cp_heads = m.cp_heads;
     mem->attn_gemm = m.attn_gemm;
     mem->attn_tiled = m.attn_tiled;
     mem->attention = m.attention;
@@ -454,6 +479,18 @@ static void context_model(const zt_model_config *c, const zt_gpu_spec *g, const 
     }
     r->coll[ZT_COLL_CP_AG].busbw = r->coll[ZT_COLL_CP_RS].busbw = bw;
     r->coll[ZT_COLL_CP_AG].over_network = r->coll[ZT_COLL_CP_RS].over_network = cp_multi;
+    if (!m->hs) return;
+    const double full[4] = {r->cp_heads.ag_fwd, r->cp_heads.rs_fwd, r->cp_heads.ag_bwd, r->cp_heads.rs_bwd};
+    for (int i = 0; i < 4; i++) {
+        m->hs_t[i] = ring_ag_rs(C, full[i], bw, al);
+        m->hs_sent[i] = full[i] * (C - 1) / C;
+        for (int grp = 0; grp < job->world / C; grp++) {
+            const link_comm cc = {.n = C, .base = grp * C, .stride = 1, .gpn = gpn, .colls = job->colls};
+            m->hs_link[i] += i % 2 ? link_reduce_scatter(&cc, full[i]) : link_allgather(&cc, full[i]);
+        }
+    }
+    r->coll[ZT_COLL_CP_HEADS_AG].busbw = r->coll[ZT_COLL_CP_HEADS_RS].busbw = bw;
+    r->coll[ZT_COLL_CP_HEADS_AG].over_network = r->coll[ZT_COLL_CP_HEADS_RS].over_network = cp_multi;
 }
 
 // ---- prediction ----------------------------------------------------------------------
@@ -588,6 +625,22 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     m.a_rep = rep_net ? a->alpha_net : a->alpha_nvlink;
     m.cp = C;
     m.recompute = job->recompute;
+    unsigned char *hs = NULL;  // the layers whose heads the split shards (zt_family.context_plan)
+    if (C > 1 && c->family && c->family->context_plan && c->family->layer_kind) {
+        if (c->family->context_plan(c, C, job->micro_batch, job->seq_len, job->recompute, &r->cp_heads) != 0) {
+            free(buf);
+            zt_model_layout_free(&lay);
+            return -1;
+        }
+        hs = zt_xcalloc((size_t)(L > 0 ? L : 1), 1);
+        for (int l = 0; l < L; l++) {
+            zt_layer_plan p;
+            zt_model_layer_plan(c, c->family->layer_kind(c, l), job->seq_len, &p);
+            hs[l] = !p.attention;
+            r->cp_heads_layers += hs[l];
+        }
+        m.hs = hs;
+    }
     if (C > 1) context_model(c, g, a, job, C, &m, r);
 
     sim s = {.r = r};
@@ -616,11 +669,14 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
         r->coll[k].busbw = k == ZT_COLL_AR_REPLICA ? m.bw_rep : m.bw_group;
     }
     r->coll[ZT_COLL_CP_AG].group = r->coll[ZT_COLL_CP_RS].group = C;
+    r->coll[ZT_COLL_CP_HEADS_AG].group = r->coll[ZT_COLL_CP_HEADS_RS].group = C;
     r->node_link_bytes = 0;
     if (W > gpn) {
         if (multi)
             r->node_link_bytes += r->coll[ZT_COLL_AG_FWD].bytes + r->coll[ZT_COLL_AG_BWD].bytes + r->coll[ZT_COLL_RS].bytes;
-        if (C > gpn) r->node_link_bytes += r->coll[ZT_COLL_CP_AG].bytes + r->coll[ZT_COLL_CP_RS].bytes;
+        if (C > gpn)
+            r->node_link_bytes += r->coll[ZT_COLL_CP_AG].bytes + r->coll[ZT_COLL_CP_RS].bytes +
+                                  r->coll[ZT_COLL_CP_HEADS_AG].bytes + r->coll[ZT_COLL_CP_HEADS_RS].bytes;
         if (rep_net && r->replicas > 1) r->node_link_bytes += (gs < gpn ? gs : gpn) * r->coll[ZT_COLL_AR_REPLICA].bytes;
         r->node_link_bytes += r->coll[ZT_COLL_AR_CTRL].bytes;
     }
@@ -630,6 +686,7 @@ int zt_plan_predict(const zt_model_config *c, const zt_gpu_spec *g, const zt_pla
     free(s.iv);
     free(s.stall);
     free(buf);
+    free(hs);
     zt_model_layout_free(&lay);
     return 0;
 }

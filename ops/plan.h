@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "model/config.h"
+#include "model/family.h"
 
 typedef struct {
     char name[64];
@@ -81,16 +82,19 @@ typedef struct {
     double activations;   // saved activations of one micro-batch, with or without recompute (per job)
     double act_no_recompute, act_recompute;  // both variants, for the report
     double cp_kv, attn_gemm, attn_tiled, attention;  // job.context_parallel >= 1 (engine/rank_memory.h)
+    double cp_heads;      // C > 1: the family's head-sharded layers' split buffers (engine/rank_memory.h)
     double total;
     double usable;        // hbm_bytes * mem_usable
     int fits;
 } zt_plan_memory;
 
 // ZT_COLL_CP_*: context parallelism's per-layer K/V all-gathers (forward and backward) and dK/dV
-// reduce-scatters over the C ranks that share a block (count 0 without it).
+// reduce-scatters over the C ranks that share a block (count 0 without it); ZT_COLL_CP_HEADS_*: the
+// head-sharded layers' (Qwen3.5's Gated DeltaNet: zt_family.context_plan) all-gathers of the projected
+// rows and of the output's gradient, and reduce-scatters of the output and of the rows' gradients.
 typedef enum {
     ZT_COLL_AG_FWD, ZT_COLL_AG_BWD, ZT_COLL_RS, ZT_COLL_AR_REPLICA, ZT_COLL_AR_CTRL, ZT_COLL_CP_AG, ZT_COLL_CP_RS,
-    ZT_COLL_NKINDS
+    ZT_COLL_CP_HEADS_AG, ZT_COLL_CP_HEADS_RS, ZT_COLL_NKINDS
 } zt_coll_kind;
 
 typedef struct {
@@ -110,6 +114,9 @@ typedef struct {
     int context, data_parallel;  // ranks sharing a block (1 without context parallelism) and world / context
     double cp_kv_layer;          // context parallelism: bytes of one layer's gathered K and V (bf16, the whole
                                  // micro-batch's blocks); each rank sends (C-1)/C of it per all-gather
+    zt_context_split_plan cp_heads;  // the head-sharded layers' collectives per layer (zt_family.context_plan;
+                                     // zeros without them)
+    int cp_heads_layers;         // how many layers shard heads (Qwen3.5's linear layers under C > 1)
     double flops_per_token;      // field convention (zt_plan_flops_per_token)
     double tokens_per_gpu;       // per optimizer step (with context parallelism: its S/C share of each block)
     double t_compute;            // seconds of compute per step (all micro-batches)

@@ -91,13 +91,13 @@ set_tests_properties(emu_attention_tc PROPERTIES ENVIRONMENT "${ZT_EMU_ENV};ZT_E
 
 zt_emu_exe(emu_train_tiny SOURCES ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_M}/layout.c
            ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/blocks.c ${ZT_M}/context.c ${ZT_M}/qwen3_5_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/blocks_cuda.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
-    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
+    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/qwen3_5_cuda_context.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_train_tiny COMMAND emu_train_tiny)
 set_tests_properties(emu_train_tiny PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 
 set(ZT_EMU_ENGINE ${ZT_R}/fsdp.c ${ZT_R}/fsdp_stage.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_TEST_DIR}/support/trainer.c ${ZT_R}/comm.c
     ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/blocks.c ${ZT_M}/context.c ${ZT_M}/qwen3_5_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/blocks_cuda.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
-    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c
+    ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/qwen3_5_cuda_context.c ${ZT_M}/family_cuda.c
     ${ZT_TEST_DIR}/support/attention_test.c)  # test-only attention choices (cuDNN selected without it)
 zt_emu_exe(emu_test_fsdp_cuda SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_EMU_ENGINE}
            LIBS zt_kernels DEFS ZT_NCCL_NO_MPI=1)
@@ -157,7 +157,7 @@ set_tests_properties(emu_comm_nccl_w1 emu_comm_nccl_mpi_w2 emu_comm_nccl_mpi_w3 
 file(GLOB ZT_EMU_RUNTIME CONFIGURE_DEPENDS ${ZT_R}/*.c ${CMAKE_SOURCE_DIR}/train/*.c ${CMAKE_SOURCE_DIR}/ops/*.c)
 file(GLOB ZT_EMU_LAUNCH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/cli/*.c)
 zt_emu_exe(zerotrain_cudaemu SOURCES ${ZT_EMU_LAUNCH} ${ZT_EMU_RUNTIME} ${ZT_M}/blocks_cuda.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c
-           ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c
+           ${ZT_M}/qwen3_cuda_family.c ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/qwen3_5_cuda_context.c ${ZT_M}/family_cuda.c
            LIBS zt_model zt_data zt_kernels zt_checkpoint zt_base ${ZT_CJSON} MPI::MPI_C ${CMAKE_DL_LIBS}
                 PkgConfig::YAML
            DEFS ZT_DEFAULT_TOKENIZER="${CMAKE_SOURCE_DIR}/assets/qwen3-tokenizer/tokenizer.json")
@@ -182,8 +182,9 @@ foreach(case w1_matches_cpu w2_matches_w1 resume_exact w4_hsdp_matches_w1 async_
                        SKIP_RETURN_CODE 77)
 endforeach()
 
-# `plan --device cuda` against the GPU engine's run.json memory_per_rank_bytes, every part (8 jobs:
-# Qwen3 and Qwen3.5, W = 1 and 2, recompute, keep-gathered, context parallel 2, gemm and tiled).
+# `plan --device cuda` against the GPU engine's run.json memory_per_rank_bytes, every part (9 jobs:
+# Qwen3 and Qwen3.5, W = 1 and 2, recompute, keep-gathered, context parallel 2 (both families), gemm
+# and tiled).
 add_test(NAME plan_cli_cuda_memory
          COMMAND bash ${ZT_TEST_DIR}/cli/plan_cuda_memory.sh $<TARGET_FILE:zerotrain_cudaemu> ${ZT_EXE}
                  ${CMAKE_SOURCE_DIR} ${ZT_EMU_WORK}/plan_cuda_memory)
@@ -256,7 +257,7 @@ set_tests_properties(emu_bench_delta_smoke PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}
 zt_emu_exe(emu_test_qwen3_5_cuda SOURCES ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
            ${ZT_M}/layout.c ${ZT_M}/qwen3.c ${ZT_M}/qwen3_context.c ${ZT_M}/blocks.c ${ZT_M}/context.c ${ZT_M}/qwen3_5_context.c ${ZT_M}/family.c ${ZT_M}/qwen3_5.c ${ZT_M}/flops.c
            ${CMAKE_SOURCE_DIR}/data/batch.c ${ZT_M}/blocks_cuda.c ${ZT_M}/qwen3_cuda_layer.c ${ZT_M}/qwen3_cuda_context.c ${ZT_M}/qwen3_cuda_family.c
-           ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
+           ${ZT_M}/qwen3_5_cuda_family.c ${ZT_M}/qwen3_5_cuda_context.c ${ZT_M}/family_cuda.c LIBS zt_kernels)
 add_test(NAME emu_qwen3_5_cuda COMMAND emu_test_qwen3_5_cuda)
 set_tests_properties(emu_qwen3_5_cuda PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600)
 # The same with the tensor-core delta rule (ZT_CUDA_DELTA_TC=1) at Dk = Dv = 16, plain and packed.
@@ -283,6 +284,15 @@ foreach(w 2 4)
            COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} ${w} $<TARGET_FILE:emu_test_fsdp_cuda_cp> --context 2)
   set_tests_properties(emu_fsdp_cuda_cp_w${w}_c2 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 900 PROCESSORS 2)
 endforeach()
+# Qwen3.5 under context parallelism on the GPU engine (tests/gpu/test_fsdp_cuda_q35_cp.c): W = 2, C = 2
+# (model/qwen3_5_cuda_context.c's head sharding, the full layers' K/V exchange) against the same GPU
+# engine without the split and the fp32 CPU engine at C = 2: plain blocks, packed documents across the
+# chunks, the tied Hv = 3 Hk config; recompute bit-identical; the exchange's bytes; the GPU rule's refusal.
+zt_emu_exe(emu_test_fsdp_cuda_q35_cp SOURCES ${ZT_GPU_DIR}/test_fsdp_cuda_q35_cp.c ${ZT_GPU_DIR}/gpu_test_util.c
+           ${ZT_EMU_ENGINE} ${ZT_R}/comm_mpi.c LIBS zt_kernels MPI::MPI_C)
+add_test(NAME emu_fsdp_cuda_q35_cp_w2_c2
+         COMMAND ${ZT_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:emu_test_fsdp_cuda_q35_cp>)
+set_tests_properties(emu_fsdp_cuda_q35_cp_w2_c2 PROPERTIES ENVIRONMENT "${ZT_EMU_ENV}" TIMEOUT 600 PROCESSORS 2)
 
 # Every row of tests/cudaemu/mutate.py still applies (its text exactly once in its file, ids
 # unique): a change that moves or rewrites a mutated line must move its row too. Before this test

@@ -57,7 +57,8 @@ zt_expect_test(plan_cli_context_parallel_seq EXIT 2
 
 # Qwen3.5 (docs/plan.md "Qwen3.5"): each layer kind's saved activations against the CPU model's own
 # allocations, the 27B's memory terms and FLOPs against a hand count and the family's, the compute
-# split, context parallelism refused; the 27B's plan on 2 x 8 B300s at 8k with recompute.
+# split, context parallelism planned (C = 2) and refused where C does not divide the key heads (C = 3);
+# the 27B's plan on 2 x 8 B300s at 8k with recompute.
 add_executable(test_plan_qwen3_5 ${ZT_TEST_DIR}/unit/test_plan_qwen3_5.c ${CMAKE_SOURCE_DIR}/ops/plan.c)
 target_link_libraries(test_plan_qwen3_5 PRIVATE zt_train)
 target_compile_definitions(test_plan_qwen3_5 PRIVATE ZT_TEST_DIR="${ZT_TEST_DIR}" ZT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
@@ -66,10 +67,30 @@ zt_expect_test(plan_cli_qwen3_5 EXIT 0
   PASS "model: Qwen3\\.5 \\([^)]*\\): 64 layers \\(48 linear attention \\(Gated DeltaNet, heads 16/48 x 128/128\\) \\+ 16 full attention \\(gated, heads 24/4 x 256\\)\\).*parameters 26895998464 .*FLOPs per token at seq 8192: 169\\.4 G = 6 N \\+ 12 L_attn S hidden, L_attn = the 16 layers.*activations \\(recompute\\) +18\\.2 +\\(without recompute 168\\.2, with 18\\.2\\)\n  total +76\\.4 .*fits.*step +21\\.790 "
   COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b --gpu B300
          --world 16 --seq-len 8192 --recompute --shard full)
-zt_expect_test(plan_cli_qwen3_5_context_parallel EXIT 2
-  PASS "error: --context-parallel 2: the qwen3_5 family does not train with context parallelism"
-  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b
-         --world 16 --context-parallel 2)
+# Qwen3.5 with --context-parallel (issue 50 item 4; docs/design.md "GPU head sharding"): the 27B at 64k on
+# 2 x 8 B300, C = 8 (examples/qwen3.5-27b-64k.yaml's job): 8,192 tokens per GPU, the 48 linear layers'
+# head sharding (12.7 GB of split buffers; per layer 2 S Wp = 1,367.3 MB gathered, 4 S Vd = 1,610.6 MB
+# reduce-scattered in forward, 805.3 and 2,709.5 MB in backward; 48 x 8 micro-batches x 3 passes with
+# recompute = 1,152 of each), the 16 full layers' K/V exchange, the GEMM attention's scratch counted
+# (39.5 GB; the example takes the tiled one: 90.2 GB in all); it fits (first strategy, full shard).
+zt_expect_test(plan_cli_qwen3_5_context_parallel EXIT 0
+  PASS "context parallel 8: 2 data-parallel ranks x micro-batch 1 x grad-accum 8 x seq 65536 = 1048576 tokens per step, 65536 per GPU \\(its 1/8 of each block\\).*activations \\(recompute\\) +18\\.2 .*context K/V \\(gathered K, V \\+ block dK, dV\\) +0\\.8 .*context heads \\(block rows, my heads' state\\) +12\\.7 .*attention scratch, GEMM path \\(today's\\) +39\\.5 .*total +129\\.4 +of 265\\.0 usable: fits.*head sharding: in each of the 48 layers that shard their heads, per micro-batch the 8 ranks all-gather the projected rows \\(1367\\.3 MB gathered\\) and reduce-scatter the output \\(1610\\.6 MB in, fp32\\) in forward \\(and again with recompute\\), all-gather its gradient \\(805\\.3 MB\\) and reduce-scatter the rows' gradients \\(2709\\.5 MB in, fp32\\).*context heads all-gather +NVLink +8 +1152 .*context heads reduce-scatter +NVLink +8 +1152 "
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b --gpu B300
+         --world 16 --seq-len 65536 --recompute --context-parallel 8)
+# ... refused with the rule and the numbers: C not dividing the shard group, C above the 48 value heads,
+# C not dividing the 16 key heads (the GPU passes' rule).
+zt_expect_test(plan_cli_qwen3_5_context_parallel_divide EXIT 2
+  PASS "error: --context-parallel 3 does not divide the full shard group of 16 ranks"
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b --gpu B300
+         --world 16 --seq-len 65536 --recompute --context-parallel 3 --shard full)
+zt_expect_test(plan_cli_qwen3_5_context_parallel_value_heads EXIT 2
+  PASS "error: --context-parallel 64: Qwen3\\.5's Gated DeltaNet layers split their 48 value heads \\(linear_num_value_heads\\) over the context group, each rank running whole blocks for a contiguous range of them, so C must be at most 48"
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b --gpu B300
+         --world 64 --seq-len 65536 --recompute --context-parallel 64 --shard full)
+zt_expect_test(plan_cli_qwen3_5_context_parallel_key_heads EXIT 2
+  PASS "error: --context-parallel 3: Qwen3\\.5's GPU passes give each rank of the context group whole key heads of its Gated DeltaNet layers \\(16 key heads, linear_num_key_heads, each read by 3 of the 48 value heads\\), so C must divide 16"
+  COMMAND ${ZT_EXE} plan --model ${CMAKE_SOURCE_DIR}/examples/qwen3.5-27b --gpu B300
+         --world 24 --seq-len 65536 --recompute --context-parallel 3 --shard full)
 
 # `plan --device cpu` prints, part by part, the bytes per rank that `train --device cpu` allocates and
 # writes to run.json (Qwen3 at W = 1, 2, keep-gathered, context parallel 2 and 3 on uneven blocks,

@@ -2,7 +2,8 @@
 // out, fp32 arithmetic, the formulas of kernels/cpu/rope.c.
 // Partial RoPE (Qwen3.5): the first rd dims of each head of D rotated, the rest untouched.
 // defines: zt_cuda_rope_table, zt_cuda_rope_fwd, zt_cuda_rope_bwd, zt_cuda_rope_table_fwd, zt_cuda_rope_table_bwd,
-//          zt_cuda_rope_partial_fwd, zt_cuda_rope_partial_bwd
+//          zt_cuda_rope_partial_fwd, zt_cuda_rope_partial_bwd, zt_cuda_rope_partial_table_fwd,
+//          zt_cuda_rope_partial_table_bwd
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/rope_freqs.h"
 
@@ -114,4 +115,14 @@ extern "C" void zt_cuda_rope_partial_fwd(void *stream, zt_bf16 *x, const float *
 extern "C" void zt_cuda_rope_partial_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t,
                                          const int32_t *pos, int64_t B, int64_t S, int64_t nh, int64_t D, int64_t rd) {
     rope_launch(true, stream, dx, cos_t, sin_t, pos, B, S, nh, D, rd);
+}
+extern "C" void zt_cuda_rope_partial_table_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t,
+                                               int64_t T, const int32_t *pos, int64_t B, int64_t S, int64_t nh,
+                                               int64_t D, int64_t rd) {
+    rope_launch(false, stream, x, cos_t, sin_t, pos, B, S, nh, D, rd, T);
+}
+extern "C" void zt_cuda_rope_partial_table_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t,
+                                               int64_t T, const int32_t *pos, int64_t B, int64_t S, int64_t nh,
+                                               int64_t D, int64_t rd) {
+    rope_launch(true, stream, dx, cos_t, sin_t, pos, B, S, nh, D, rd, T);
 }

@@ -133,6 +133,11 @@ void zt_cuda_rope_partial_fwd(void *stream, zt_bf16 *x, const float *cos_t, cons
                               int64_t B, int64_t S, int64_t nheads, int64_t D, int64_t rd);
 void zt_cuda_rope_partial_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t, const int32_t *pos,
                               int64_t B, int64_t S, int64_t nheads, int64_t D, int64_t rd);
+// The same over a table of T >= S rows (context parallelism, as zt_cuda_rope_table_fwd); pos required.
+void zt_cuda_rope_partial_table_fwd(void *stream, zt_bf16 *x, const float *cos_t, const float *sin_t, int64_t T,
+                                    const int32_t *pos, int64_t B, int64_t S, int64_t nheads, int64_t D, int64_t rd);
+void zt_cuda_rope_partial_table_bwd(void *stream, zt_bf16 *dx, const float *cos_t, const float *sin_t, int64_t T,
+                                    const int32_t *pos, int64_t B, int64_t S, int64_t nheads, int64_t D, int64_t rd);
 
 // ---- Qwen3.5: Gated DeltaNet and the gated attention (kernels/ops.h has the semantics) -------------
 // Causal depthwise conv1d + SiLU, x, y, pre [B*S, C] bf16 (pre saved for backward), w [C, K] bf16,

@@ -313,6 +313,11 @@ examples)
     cmp a.yaml b.yaml || fail "examples/demo.yaml is not scripts/demo.sh's run"
     grep -q '^expect_tokens: 1010000000$' <("$ZT" preflight --config "$SRC/examples/qwen3-32b-2x8-b300.yaml" --print-config) ||
         fail "the 32B config's preflight keys"
+    [ -f "$SRC/examples/qwen3.5-27b-64k.yaml" ] || fail "no examples/qwen3.5-27b-64k.yaml"
+    for tool in train preflight; do
+        grep -q '^context_parallel: 8$' <("$ZT" "$tool" --config "$SRC/examples/qwen3.5-27b-64k.yaml" --print-config) ||
+            fail "the Qwen3.5 64k config's context_parallel through $tool"
+    done
     echo "ok [$CASE]: $(ls "$SRC"/examples/*.yaml | wc -l) example configs read by train and preflight"
     ;;
 sbatch_config)

@@ -8,7 +8,8 @@
 # act_bytes_for, the kernels' scratch functions), must print the same bytes for every part and the
 # total. Jobs: Qwen3 at W = 1 and 2, recompute on and off, keep-gathered, context parallel 2 on
 # blocks that do not split evenly, GEMM and tiled attention; Qwen3.5 (Gated DeltaNet and full
-# layers) at W = 1 and 2.
+# layers) at W = 1 and 2, and at C = 2 on the uneven blocks (model/qwen3_5_cuda_context.c's head
+# sharding and the full layer's K/V exchange in `context`; recompute).
 #   plan_cuda_memory.sh ZEROTRAIN_CUDAEMU ZEROTRAIN SOURCE_DIR WORK_DIR
 set -u
 ZH=$1 ZT=$2 SRC=$3 WORK=$4
@@ -68,4 +69,5 @@ check q3_cp2_tiled "$Q3" s19 19 2 2 true 1 tiled 0
 check q3_cp2_gemm_rec "$Q3" s19 19 2 2 true 2 gemm 1
 check q35_w1_gemm "$Q35" s16 16 1 1 true 2 gemm 0
 check q35_w2_tiled_rec "$Q35" s16 16 2 1 false 1 tiled 1
+check q35_cp2_tiled_rec "$Q35" s19 19 2 2 true 1 tiled 1
 echo "ok: $n jobs, plan --device cuda = the GPU engine's device bytes per rank (on the CPU execution of CUDA)"

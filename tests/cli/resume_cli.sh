@@ -335,9 +335,9 @@ qwen3_5_context_refusals)  # Qwen3.5's own rule and the GPU passes' refusal: at 
     expect_refused 5 "$W/c5" "split their 4 value heads (linear_num_value_heads) over the context group.*C must be at most 4" \
         --context-parallel 5
     expect_refused 5 "$W/c5np" "C must be at most 4" --context-parallel 5 --no-preflight
-    expect_refused 2 "$W/gpu" "the qwen3_5 family does not train with context parallelism on the GPU yet" \
-        --context-parallel 2 --device cuda
-    echo "ok [$CASE]: C > value heads and the GPU passes refused, nothing written"
+    expect_refused 4 "$W/gpu" "GPU passes give each rank of the context group whole key heads.*so C must divide 2" \
+        --context-parallel 4 --device cuda
+    echo "ok [$CASE]: C > value heads and the GPU passes' rule (C divides the key heads) refused, nothing written"
     ;;
 config_mismatch)
     run 1 "$W/a" --steps 2

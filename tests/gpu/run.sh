@@ -54,7 +54,8 @@
 # Environment: ZT_BUILD_DIR (default build-gpu), ZT_SKIP_SANITIZER=1, ZT_ARCH (default 90),
 # ZT_STEPS (a comma list of the steps to run: ops, train_tiny, qwen3_5, fsdp, comm_nccl, trainer,
 # bench, torch, bench_tiled, bench_cudnn, trainer_32b, torch_32b, trainer_q35, torch_q35,
-# delta_tc, bench_fsdp, memcheck; default all; the GPU-only build runs only for the steps that need it:
+# delta_tc, bench_fsdp, memcheck; default all; q35_cp only when named (2 GPUs: tests/gpu/q35_cp.sh); the
+# GPU-only build runs only for the steps that need it:
 # the bench steps take the bundle's bench_layer when it has one),
 # ZT_BUNDLE_DIR (default ROOT/gpu-bundle: bundle.tgz, wheels/), ZT_ZEROTRAIN (a zerotrain to run
 # instead of the bundle's: zerotrain_cudaemu for the CPU proof, with ZT_TINY=1),
@@ -405,6 +406,23 @@ if want delta_tc && time_left 60; then
     LOGDIR=$LOGS
     grep -h '^RESULT delta_bench' "$BLOGS/delta_tc.log" 2>/dev/null | sed 's/^/delta_tc: /'
 fi
+# Qwen3.5 under --context-parallel 2 (model/qwen3_5_cuda_context.c) against W = 1 (tests/gpu/q35_cp.sh):
+# only when ZT_STEPS names q35_cp (never in the default "all": NCCL takes one rank per GPU, so it needs
+# a lease with 2 GPUs or more) and the bundle is set up. Never run on a GPU yet.
+Q35CP_RC="not run (ZT_STEPS without q35_cp)"
+if [[ ",${ZT_STEPS:-}," == *",q35_cp,"* ]]; then
+    NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    if [ "$NGPU" -lt 2 ]; then
+        Q35CP_RC="not run ($NGPU GPU: it needs 2)"
+    elif [ -z "$ZT_CMD" ] && ! setup_bundle; then
+        Q35CP_RC="not run ($BUNDLE_NOTE)"
+    elif time_left 120; then
+        LOGAS=trainer APPEND=1 run q35_cp 300 bash "$ROOT/tests/gpu/q35_cp.sh" "$BUILD/bundle/zt/usr/bin/zerotrain" \
+            "$BUILD/bundle/in-bundle" mpirun --allow-run-as-root -- "$TW/q35_cp"
+        Q35CP_RC="exit $RC"
+    fi
+    say "q35_cp: $Q35CP_RC"
+fi
 # the trainer runs' own logs and the tiny run's power.csv, for build-logs.tgz
 if [ -d "$TW" ]; then
     mkdir -p "$BLOGS/trainer-runs"
@@ -491,6 +509,7 @@ echo "GPU engine end to end (32B shapes, $(val fsdp_layers bench_fsdp) layers, 1
     "step $(val fsdp_step_ms bench_fsdp) ms vs compute only $(val fsdp_compute_ms bench_fsdp) ms" \
     "(overhead x$(val fsdp_overhead bench_fsdp)), $(val fsdp_tflops bench_fsdp) TFLOP/s;" \
     "MFU by the trainer's formula $(grep -h '^RESULT fsdp_mfu=' "$LOGS/bench_fsdp.log" 2>/dev/null | sed 's/RESULT fsdp_mfu=//')"
+echo "Qwen3.5 --context-parallel 2 vs W = 1 (q35_cp): $Q35CP_RC"
 echo "delta rule at the 27B's linear layer (S=8192, 16/48 heads x 128) fwd+bwd ($DTC_RC):"
 grep -h '^RESULT delta_bench' "$BLOGS/delta_tc.log" 2>/dev/null | sed 's/^RESULT delta_bench/ /'
 awk '/^RESULT delta_bench form=/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] } t[f["form"]] = f["total_ms"] }

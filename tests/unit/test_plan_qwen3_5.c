@@ -189,14 +189,21 @@ static void test_27b(void) {
                    "%.1f GB\n", r.t_compute, r.t_exposed_comm, r.t_step, r.tok_per_s_per_gpu, r.mem.total / 1e9);
     }
 
-    // Context parallelism is not the family's (its recurrent state across the split): refused; 1 is not a split.
+    // Context parallelism (the GPU passes' head sharding, model/qwen3_5_cuda_context.c): C = 2 planned, its
+    // linear layers' split buffers and collectives counted; C = 3 refused by the GPU rule (C divides the 16
+    // key heads); 1 is not a split.
     zt_plan_result r;
     zt_plan_job pj = {.world = 16, .micro_batch = 1, .grad_accum = 8, .seq_len = S, .choice = ZT_SHARD_FULL,
                       .reduce_bytes = 4, .context_parallel = 2};
-    CHECK(zt_plan_predict(&c, &g, &a, &pj, &r) != 0 && strstr(zt_errmsg(), "does not train with context parallelism"),
-          "context parallel 2 must be refused: %s", zt_errmsg());
+    CHECK(zt_plan_predict(&c, &g, &a, &pj, &r) == 0 && r.cp_heads_layers == 48 && r.mem.cp_heads > 0 &&
+              r.coll[ZT_COLL_CP_HEADS_AG].count > 0 && r.coll[ZT_COLL_CP_HEADS_RS].count > 0,
+          "context parallel 2 planned with 48 head-sharded layers: %s", zt_errmsg());
     zt_err_clear();
-    pj.context_parallel = 1;
+    pj.world = 24, pj.context_parallel = 3;
+    CHECK(zt_plan_predict(&c, &g, &a, &pj, &r) != 0 && strstr(zt_errmsg(), "so C must divide 16"),
+          "context parallel 3 must be refused on the GPU: %s", zt_errmsg());
+    zt_err_clear();
+    pj.world = 16, pj.context_parallel = 1;
     CHECK(zt_plan_predict(&c, &g, &a, &pj, &r) == 0, "%s", zt_errmsg());
 
     // The keep-gathered gate's estimate (train/preflight.c: the same formula, the GPU's bf16 gathers):
