@@ -1,6 +1,6 @@
 // Process group: rank/node layout and the collectives FSDP needs (all-gather,
-// reduce-scatter, all-reduce, broadcast, barrier) and context parallelism's all-to-all, each async with a deadline-guarded
-// wait, plus a watchdog thread that puts the same deadline on host waits outside the
+// reduce-scatter, all-reduce, broadcast, barrier; all-to-all for context parallelism), each
+// async with a deadline-guarded wait, plus a watchdog thread that puts the same deadline on host waits outside the
 // comm layer. Backend-neutral: MPI (host buffers), NCCL (device buffers).
 // defines: zt_comm, zt_req, zt_comm_opts, zt_comm_info, zt_iallgather, zt_ireduce_scatter,
 //          zt_iallreduce, zt_ibroadcast, zt_ibarrier, zt_ialltoall, zt_wait, zt_test, blocking wrappers,

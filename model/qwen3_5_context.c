@@ -355,7 +355,10 @@ void zt_q35_cx_mix_fwd(zt_q35_cx *x, int layer, const float *qkv, const float *b
                 if (g < 0) continue;
                 const float *q = recv + ((int64_t)s * Nl + bb * Sl + t) * w;
                 memcpy(k->xs + g * Cs, q, (size_t)Cs * sizeof(float));
-                for (int64_t j = 0; j < nv; j++) k->beta[g * nv + j] = sigmoidf(q[Cs + j]), k->araw[g * nv + j] = q[Cs + nv + j];
+                for (int64_t j = 0; j < nv; j++) {
+                    k->beta[g * nv + j] = sigmoidf(q[Cs + j]);
+                    k->araw[g * nv + j] = q[Cs + nv + j];
+                }
             }
     // b: the conv over the block in my channels
     float *conv_out = x->arena;
@@ -386,7 +389,8 @@ void zt_q35_cx_mix_fwd(zt_q35_cx *x, int layer, const float *qkv, const float *b
     const float *src = recv2;
     for (int r = 0; r < C; r++) {
         const int64_t n = x->sh[r].nv * Dv;
-        for (int64_t t = 0; t < Nl; t++) memcpy(core + t * x->Vd + x->sh[r].v0 * Dv, src + t * n, (size_t)n * sizeof(float));
+        for (int64_t t = 0; t < Nl; t++)
+            memcpy(core + t * x->Vd + x->sh[r].v0 * Dv, src + t * n, (size_t)n * sizeof(float));
         src += Nl * n;
     }
 }
@@ -427,7 +431,8 @@ void zt_q35_cx_mix_bwd(zt_q35_cx *x, int layer, const float *dcore, const float 
     float *p = send;
     for (int r = 0; r < C; r++) {
         const int64_t n = x->sh[r].nv * Dv;
-        for (int64_t t = 0; t < Nl; t++, p += n) memcpy(p, dcore + t * x->Vd + x->sh[r].v0 * Dv, (size_t)n * sizeof(float));
+        for (int64_t t = 0; t < Nl; t++, p += n)
+            memcpy(p, dcore + t * x->Vd + x->sh[r].v0 * Dv, (size_t)n * sizeof(float));
         x->sn[r] = Nl * n, x->rn[r] = Nl * nv * Dv;
     }
     char what[96];

@@ -178,7 +178,8 @@ static inline void zt_comm_suite_alltoall(void) {
     }
     float *send = zt_xcalloc(most + 1, 4), *recv = zt_xcalloc(nr + 1, 4), *all = zt_xcalloc((size_t)W * most + 1, 4);
     for (size_t i = 0; i < ns; i++) send[i] = (float)(I.rank * 1000 + (int)i) + 0.25f;
-    void *ds = cs_buf(send, (most + 1) * 4), *dr = cs_buf(NULL, (nr + 1) * 4), *da = cs_buf(NULL, ((size_t)W * most + 1) * 4);
+    void *ds = cs_buf(send, (most + 1) * 4), *dr = cs_buf(NULL, (nr + 1) * 4);
+    void *da = cs_buf(NULL, ((size_t)W * most + 1) * 4);
     CS_MUST(zt_alltoall(zt_cs.c, ds, sc, dr, rc, ZT_DT_F32, "a2a f32"));
     char *js = NULL;
     size_t jn = 0;
@@ -186,7 +187,8 @@ static inline void zt_comm_suite_alltoall(void) {
     CS_MUST(zt_comm_dump_flight(zt_cs.c, m));
     fclose(m);
     char want[160];
-    snprintf(want, sizeof want, "\"op\": \"alltoall\", \"label\": \"a2a f32\", \"state\": \"done\", \"channel\": \"data\"");
+    snprintf(want, sizeof want, "%s", "\"op\": \"alltoall\", \"label\": \"a2a f32\", \"state\": \"done\", "
+                                      "\"channel\": \"data\"");
     char cnt[64];
     snprintf(cnt, sizeof cnt, "\"count\": %zu, \"bytes\": %zu", ns, ns * 4);
     const char *at = strstr(js, want);
