@@ -30,6 +30,9 @@ static const zt_env_entry g_table[ZT_ENV_COUNT] = {
             "1: the gated delta rule (Gated DeltaNet layers) on the GPU runs the chunked kernels with tensor-core products "
             "(kernels/cuda/delta_chunk_tc.cu; default 0: the fp32 chunked kernels; ZT_CUDA_DELTA_RECUR wins)"),
     SETTING(PROGRESS_INTERVAL, ONCE, "seconds between pack's progress lines (default 1; the tests use 0)"),
+    SETTING(TOKENIZER_CACHE, EACH_USE,
+            "the directory of the tokenizer's binary cache, or off (default $XDG_CACHE_HOME/zerotrain/tokenizer, "
+            "else $HOME/.cache/zerotrain/tokenizer); read at each tokenizer load"),
     SETTING(WATCHDOG_PERIOD_MS, EACH_USE,
             "the comm watchdog's wake-up period, whole milliseconds in [1, 60000] (default 100); read as each comm "
             "is created"),

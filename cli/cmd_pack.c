@@ -96,7 +96,8 @@ static const zt_flag pack_flags_table[] = {
              "         line's object is an array of {\"role\": system|user|\n"
              "         assistant|tool, \"content\", \"reasoning_content\"?,\n"
              "         \"tool_calls\"?}, rendered as transformers'\n"
-             "         apply_chat_template renders it (Qwen3 template)"},
+             "         apply_chat_template renders it (the Qwen3\n"
+             "         template, or --chat-template)"},
     {"format", ZT_FLAG_ENUM, ZT_AT_INT(T, format), "FORMAT", .def = ZT_CHAT_FORMAT_AUTO, .choices = format_choices,
      .help = "chat: how each line holds its conversation (default {default}:\n"
              "decided per input from its first lines, and said):\n"
@@ -121,7 +122,12 @@ static const zt_flag pack_flags_table[] = {
              "  all        every token\n"
              "a turn with \"weight\": 0 trains nothing under any rule\n"
              "assistant and last need each conversation to end with an\n"
-             "assistant turn"},
+             "assistant turn. With --chat-template: the {% generation %}\n"
+             "spans; a template without them renders each assistant\n"
+             "message's prompt (messages before it, generation prompt on)\n"
+             "and prompt + message, as TRL finds a completion, and trains\n"
+             "the difference; a conversation where one rendering is not a\n"
+             "prefix of the next is refused (counted under --skip-bad)"},
     {"chat-template", ZT_FLAG_STR, ZT_AT_STR(T, chat_template), "FILE",
      .help = "chat: render with this Hugging Face chat template (a .jinja\n"
              "file, or a tokenizer_config.json's \"chat_template\") through\n"
@@ -129,7 +135,11 @@ static const zt_flag pack_flags_table[] = {
              "(default: --tokenizer DIR's chat_template.jinja when there is\n"
              "one, else the built-in Qwen3 renderer); --train-on assistant\n"
              "and last then train the {% generation %} spans (all of them,\n"
-             "the last one), which a template without them cannot give"},
+             "the last one), which a template without them cannot give.\n"
+             "dataset.json records the template's CRC-32C (chat_template)\n"
+             "and, when FILE is not --tokenizer DIR's own template, that\n"
+             "one's too (model_chat_template): train accepts the data for a\n"
+             "model whose directory holds either, and refuses any other"},
     {"template-var", ZT_FLAG_STR, ZT_AT_STR(T, template_var), "NAME=VALUE[,...]",
      .help = "chat: template variables (enable_thinking=false,\n"
              "add_generation_prompt=true, ...): true/false/none, numbers,\n"
@@ -160,8 +170,12 @@ static const zt_flag pack_flags_table[] = {
     {"tokenizer", ZT_FLAG_STR, ZT_AT_STR(T, tokenizer), "ARG", .letter = 't',
      .help = "text: tokenizer.json to use, or a directory holding one\n"
              "(default: the Qwen3 one shipped in assets/); its CRC-32C\n"
-             "is recorded in dataset.json. chat: the tokenizer_config.json\n"
-             "beside it must hold the Qwen3 chat_template byte for byte.\n"
+             "is recorded in dataset.json (train refuses the data for a\n"
+             "model directory whose tokenizer.json differs). chat: without\n"
+             "--chat-template, the directory's chat_template.jinja, else the\n"
+             "built-in Qwen3 renderer (its tokenizer_config.json must hold\n"
+             "the Qwen3 chat_template byte for byte). What loading derives\n"
+             "from tokenizer.json is cached (ZT_TOKENIZER_CACHE)\n"
              "ids, u32, bytes: the name recorded (default \"ids\", or\n"
              "\"bytes\" with --input bytes)"},
     {"output", ZT_FLAG_STR, ZT_AT_STR(T, output), "OUT_DIR", .letter = 'o',
@@ -492,14 +506,6 @@ static int setup_jinja(zt_pack_opts *o, tokenizer_paths *tp, const char *file, c
     }
     if (zt_chat_jinja_load(&tp->jinja, file, tp->cfgpath, vars)) {
         fprintf(stderr, "zerotrain: error: %s\n", zt_errmsg());
-        return -1;
-    }
-    if (o->train_on != ZT_CHAT_TRAIN_ALL && !zt_jinja_has_generation(tp->jinja.tpl)) {
-        fprintf(stderr, "zerotrain: error: %s has no {%% generation %%} blocks, so --train-on %s cannot tell the "
-                        "assistant's text from the rest\n  hint: use a template that marks it (trl's "
-                        "chat_templates/*_training.jinja) or --train-on all\n",
-                file, zt_chat_train_name((zt_chat_train)o->train_on));
-        zt_chat_jinja_free(&tp->jinja);
         return -1;
     }
     o->jinja = &tp->jinja;

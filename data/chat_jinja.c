@@ -148,6 +148,7 @@ void zt_chat_jinja_scratch_free(zt_chat_jinja_scratch *s) {
     zt_jinja_vars_free(s->vars);
     free(s->line.p);
     zt_jinja_result_free(&s->res);
+    free(s->prompt.p);
     memset(s, 0, sizeof *s);
 }
 
@@ -237,6 +238,80 @@ static int weight_member(const cJSON *root, const char *field) {
     return -1;
 }
 
+// One rendering of the line into sc->res: its first k messages (SIZE_MAX: all), with
+// add_generation_prompt set to agp (-1: as the variables say). The vars are set afresh each time
+// (a template's top-level {% set %} must not reach the next rendering). With turns non-NULL, the
+// indices of the assistant messages (rule last: the final one) into a malloc'd *turns.
+static int render_with(const zt_chat_jinja *cj, const char *json, size_t n, const char *fname, size_t k, int agp,
+                       zt_chat_train rule, zt_chat_jinja_scratch *sc, size_t **turns, size_t *nturns) {
+    if (!sc->vars) sc->vars = zt_jinja_vars_new();
+    zt_jinja_vars_reset(sc->vars);
+    if (zt_jinja_set_line(sc->vars, json, n, fname)) return -1;
+    for (int i = 0; i < cj->nvars; i++)
+        if (zt_jinja_set_arg(sc->vars, cj->vars[i])) return -1;
+    if (agp >= 0 && zt_jinja_set_arg(sc->vars, agp ? "add_generation_prompt=true" : "add_generation_prompt=false"))
+        return -1;
+    if (turns) {
+        const size_t m = zt_jinja_messages_count(sc->vars);
+        *turns = zt_xmalloc((m + 1) * sizeof **turns);
+        *nturns = 0;
+        for (size_t i = 0; i < m; i++)
+            if (zt_jinja_message_role_is(sc->vars, i, "assistant")) {
+                if (rule == ZT_CHAT_TRAIN_LAST) *nturns = 0;
+                (*turns)[(*nturns)++] = i;
+            }
+    }
+    if (k != SIZE_MAX) zt_jinja_messages_prefix(sc->vars, k);
+    int st = zt_jinja_render(cj->tpl, sc->vars, &cj->lim, &sc->res);
+    if (st == ZT_JINJA_RAISED) return zt_err("the template raised: %s", sc->res.msg);
+    if (st != ZT_JINJA_OK) return zt_err("the template failed at its line %d: %s", sc->res.line, sc->res.msg);
+    return 0;
+}
+
+// Prefix mode (zt_chat_render_jinja): each turn's [len P, len F) into out->spans; out->text is
+// the whole conversation's rendering.
+static int prefix_spans(const zt_chat_jinja *cj, const char *json, size_t n, const char *fname, zt_chat_train rule,
+                        zt_chat_jinja_scratch *sc, const size_t *turns, size_t nturns, zt_chat *out) {
+    const char *rn = zt_chat_train_name(rule);
+    if (!nturns)
+        return zt_err("no assistant message: nothing to train under --train-on %s", rn);
+    for (size_t t = 0; t < nturns; t++) {
+        const size_t i = turns[t];
+        if (i == 0)
+            return zt_err("message 0 is the assistant's: there is no prompt before it to render, so --train-on %s "
+                          "cannot find its text without {%% generation %%} blocks", rn);
+        char why[1200];
+        if (render_with(cj, json, n, fname, i, 1, rule, sc, NULL, NULL)) {
+            snprintf(why, sizeof why, "%s", zt_errmsg());
+            return zt_err("%s (rendering messages[:%zu] with the generation prompt, to find message %zu's text for "
+                          "--train-on %s)", why, i, i, rn);
+        }
+        sc->prompt.n = 0;
+        zt_buf_append(&sc->prompt, sc->res.text, sc->res.n);
+        if (render_with(cj, json, n, fname, i + 1, 0, rule, sc, NULL, NULL)) {
+            snprintf(why, sizeof why, "%s", zt_errmsg());
+            return zt_err("%s (rendering messages[:%zu], to find message %zu's text for --train-on %s)", why, i + 1, i,
+                          rn);
+        }
+        const char *which = NULL;
+        size_t at = 0;
+        if (sc->prompt.n > sc->res.n || memcmp(sc->prompt.p, sc->res.text, sc->prompt.n)) which = "with the generation prompt";
+        else if (sc->res.n > out->text.n || memcmp(sc->res.text, out->text.p, sc->res.n)) which = "";
+        if (which) {
+            const char *a = *which ? sc->prompt.p : sc->res.text, *b = *which ? sc->res.text : out->text.p;
+            const size_t an = *which ? sc->prompt.n : sc->res.n, bn = *which ? sc->res.n : out->text.n;
+            while (at < an && at < bn && a[at] == b[at]) at++;
+            return zt_err("the template's rendering of messages[:%zu]%s%s is not a prefix of its rendering of %s "
+                          "(they differ at byte %zu), so --train-on %s cannot find message %zu's text\n  hint: a "
+                          "template with {%% generation %%} blocks (trl's *_training.jinja) or --train-on %s",
+                          *which ? i : i + 1, *which ? " " : "", which, *which ? "the next one" : "the whole conversation",
+                          at, rn, i, rule == ZT_CHAT_TRAIN_LAST ? "all" : "last or all");
+        }
+        add_span(out, sc->prompt.n, sc->res.n);
+    }
+    return 0;
+}
+
 int zt_chat_render_jinja(const zt_chat_jinja *cj, const cJSON *root, zt_chat_format fmt, const char *json, size_t n,
                          const char *field, zt_chat_train rule, zt_chat_jinja_scratch *sc, zt_chat *out) {
     out->text.n = 0, out->nspans = 0, out->nmessages = out->ntools = out->weight0 = 0;
@@ -255,20 +330,23 @@ int zt_chat_render_jinja(const zt_chat_jinja *cj, const cJSON *root, zt_chat_for
             return zt_err("%s[%d]: \"weight\" is not supported with a Jinja chat template (--chat-template); mark "
                           "trained turns with {%% generation %%} blocks instead", fname, w);
     }
-    if (!sc->vars) sc->vars = zt_jinja_vars_new();
-    zt_jinja_vars_reset(sc->vars);
-    if (zt_jinja_set_line(sc->vars, json, n, fname)) return -1;
-    for (int i = 0; i < cj->nvars; i++)
-        if (zt_jinja_set_arg(sc->vars, cj->vars[i])) return -1;
-    int st = zt_jinja_render(cj->tpl, sc->vars, &cj->lim, &sc->res);
-    if (st == ZT_JINJA_RAISED) return zt_err("the template raised: %s", sc->res.msg);
-    if (st != ZT_JINJA_OK)
-        return zt_err("the template failed at its line %d: %s", sc->res.line, sc->res.msg);
+    size_t turns_n = 0, *turns = NULL;
+    if (render_with(cj, json, n, fname, SIZE_MAX, -1, rule, sc, &turns, &turns_n)) {
+        free(turns);
+        return -1;
+    }
     zt_buf_append(&out->text, sc->res.text, sc->res.n);
     if (rule == ZT_CHAT_TRAIN_ALL) {
+        free(turns);
         add_span(out, 0, sc->res.n);
         return 0;
     }
+    if (!zt_jinja_has_generation(cj->tpl)) {
+        const int rc = prefix_spans(cj, json, n, fname, rule, sc, turns, turns_n, out);
+        free(turns);
+        return rc;
+    }
+    free(turns);
     for (size_t i = 0; i < sc->res.nspans; i++) {
         if (rule == ZT_CHAT_TRAIN_LAST && i + 1 < sc->res.nspans) continue;
         add_span(out, sc->res.spans[i][0], sc->res.spans[i][1]);

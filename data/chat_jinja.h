@@ -42,7 +42,8 @@ int zt_chat_template_of_dir(const char *dir, uint32_t *crc, char *path, size_t p
 typedef struct {
     zt_jinja_vars *vars;
     zt_jinja_result res;
-    zt_buf line;  // an OpenAI or ShareGPT line as the messages line
+    zt_buf line;    // an OpenAI or ShareGPT line as the messages line
+    zt_buf prompt;  // prefix mode: a prefix's rendering with the generation prompt
 } zt_chat_jinja_scratch;  // per worker; zero it, free with zt_chat_jinja_scratch_free
 void zt_chat_jinja_scratch_free(zt_chat_jinja_scratch *s);
 
@@ -54,6 +55,13 @@ void zt_chat_jinja_scratch_free(zt_chat_jinja_scratch *s);
 // is kept (a token straddling it is trained, as transformers marks it). 0, or -1 +
 // zt_err: raise_exception's message ("the template raised: MSG"), an engine error, a limit, a
 // member "weight" (not supported here), or no generation span under assistant/last.
+// A template without generation blocks, under assistant/last ("prefix mode", as TRL finds a
+// prompt-completion's completion): for each assistant message i (last: the final one), P =
+// messages[:i] rendered with add_generation_prompt=true, F = messages[:i+1] with it false; P
+// must be a prefix of F and F of the whole text, and [len P, len F) is trained. Refused (-1 +
+// zt_err) when a rendering is not a prefix ("... is not a prefix ..."), when one raises, when
+// the first message is the assistant's (no prompt to render: transformers renders no empty
+// conversation) or when there is no assistant message.
 int zt_chat_render_jinja(const zt_chat_jinja *cj, const cJSON *root, zt_chat_format fmt, const char *json, size_t n,
                          const char *field, zt_chat_train rule, zt_chat_jinja_scratch *sc, zt_chat *out);
 #endif

@@ -5,7 +5,8 @@
 // a construct the engine lacks is refused here, naming file:line:col), jinja_eval.c (the tree
 // rendered), jinja_builtin.c (filters, tests, methods, globals), jinja_value.c (values, Python's
 // str/repr, json.dumps/loads).
-// defines: zt_jinja, zt_jinja_parse, zt_jinja_free, zt_jinja_vars, zt_jinja_render, zt_jinja_result
+// defines: zt_jinja, zt_jinja_parse, zt_jinja_free, zt_jinja_vars, zt_jinja_render, zt_jinja_result,
+//          zt_jinja_messages_count, zt_jinja_message_role_is, zt_jinja_messages_prefix
 #ifndef ZT_JINJA_H
 #define ZT_JINJA_H
 #include <stddef.h>
@@ -35,6 +36,12 @@ int zt_jinja_set_messages(zt_jinja_vars *v, const char *json, size_t n);
 // messages member, NULL for "messages"): messages as zt_jinja_set_messages sets them, tools and
 // documents as given or none, as apply_chat_template(messages, tools=..., documents=...) passes them.
 int zt_jinja_set_line(zt_jinja_vars *v, const char *json, size_t n, const char *field);
+// The messages set by zt_jinja_set_line / zt_jinja_set_messages: how many; whether message i has
+// role `role`; and keeping only the first k of them (a conversation's prefix, for --train-on
+// with a template that has no generation blocks; data/chat_jinja.c).
+size_t zt_jinja_messages_count(zt_jinja_vars *v);
+int zt_jinja_message_role_is(zt_jinja_vars *v, size_t i, const char *role);
+void zt_jinja_messages_prefix(zt_jinja_vars *v, size_t k);
 // NAME=VALUE: true/false/none (any case), an integer, a float, JSON ([...], {...}, "..."), or else
 // the text as a string.
 int zt_jinja_set_arg(zt_jinja_vars *v, const char *name_eq_value);

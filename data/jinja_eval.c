@@ -725,6 +725,30 @@ int zt_jinja_set_line(zt_jinja_vars *v, const char *json, size_t n, const char *
     return 0;
 }
 
+static jlist *messages_list(zt_jinja_vars *v) {
+    jv *m = jd_get(v->d, "messages", 8);
+    return m && m->t == JV_LIST ? m->l : NULL;
+}
+size_t zt_jinja_messages_count(zt_jinja_vars *v) {
+    jlist *l = messages_list(v);
+    return l ? l->n : 0;
+}
+int zt_jinja_message_role_is(zt_jinja_vars *v, size_t i, const char *role) {
+    jlist *l = messages_list(v);
+    if (!l || i >= l->n || l->v[i].t != JV_DICT) return 0;
+    jv *r = jd_get(l->v[i].d, "role", 4);
+    return r && r->t == JV_STR && r->s->n == strlen(role) && !memcmp(r->s->p, role, r->s->n);
+}
+void zt_jinja_messages_prefix(zt_jinja_vars *v, size_t k) {
+    jlist *l = messages_list(v);
+    if (!l || k >= l->n) return;
+    jlist *p = jl_new(&v->a, k ? k : 1);
+    for (size_t i = 0; i < k; i++) jl_push(&v->a, p, l->v[i]);
+    jv pv = {.t = JV_LIST};
+    pv.l = p;
+    jd_setc(&v->a, v->d, "messages", pv);
+}
+
 int zt_jinja_set_arg(zt_jinja_vars *v, const char *arg) {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg) return zt_err("template variable '%s': expected NAME=VALUE", arg);

@@ -17,6 +17,7 @@
 
 #include "base/crc32c.h"
 #include "base/json_util.h"
+#include "data/tokenizer_internal.h"
 #include "base/common.h"
 
 // The split regex of Qwen2, Qwen2.5 and Qwen3, which zt_pretokenize implements.
@@ -28,52 +29,12 @@ static const char QWEN35_SPLIT_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-// How the text is split into words: which hand-written matcher, or PCRE2.
-enum { SPLIT_QWEN3 = 0, SPLIT_QWEN35 = 1, SPLIT_PCRE2 = 2 };
-
-#define NO_RANK UINT32_MAX
-#define MERGE_EMPTY UINT64_MAX
+// The per-encoder cache of word -> ids.
 #define CACHE_MAX_WORD 128    // longer words are merged every time
 #define CACHE_SLOTS (1u << 17)
 #define CACHE_KEY_BYTES (1u << 21)
 #define CACHE_IDS (1u << 19)
 #define SMALL_WORD 48         // up to this many bytes: linear merge loop, else heap
-
-typedef struct {
-    uint64_t key;  // (left << 32) | right; MERGE_EMPTY when free
-    uint32_t rank, id;
-} merge_slot;
-
-typedef struct {
-    char *text;  // raw bytes
-    size_t len;
-    uint32_t id;
-} added_token;
-
-struct zt_tokenizer {
-    int64_t vocab_size;      // largest id + 1
-    uint32_t byte_id[256];   // id of the one-byte token of each byte value
-    merge_slot *merges;
-    uint64_t merge_mask;
-    // decode: bytes of id i are dec_bytes[dec_off[i] .. dec_off[i+1]); dec_def[i] = defined
-    uint64_t *dec_off;
-    unsigned char *dec_bytes;
-    unsigned char *dec_def;
-    added_token *added;      // longest first
-    int nadded;
-    unsigned char added_first[256];  // byte starts some added token
-    int added_one_first;     // -1, or the only first byte of all added tokens
-    int added_has_newline;   // some added token contains '\n': no safe cuts
-    int split;               // SPLIT_*
-    pcre2_code *re;          // SPLIT_PCRE2: the compiled regex (JIT when available)
-    int re_jit;
-    int normalize_nfc;       // normalizer NFC (else none)
-    // model.ignore_merges: a word that is itself a vocab entry is that one id
-    int ignore_merges;
-    uint32_t *whole_ids;     // open-addressing table of vocab ids by their bytes (UINT32_MAX: free)
-    uint64_t whole_mask;
-    char hash[32];
-};
 
 // ---------------------------------------------------------------------------
 // hashing
@@ -215,8 +176,9 @@ static int choose_split(zt_tokenizer *tk, const char *re, const char *path) {
     }
     int err;
     PCRE2_SIZE eoff;
-    tk->re = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &eoff,
-                           NULL);
+    // the pattern's UTF-8 checked by the compile (no PCRE2_NO_UTF_CHECK): cJSON passes invalid UTF-8 in
+    // a JSON string through, and PCRE2 reads out of bounds on such a pattern when told it is valid
+    tk->re = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &eoff, NULL);
     if (!tk->re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(err, msg, sizeof msg);
@@ -228,7 +190,8 @@ static int choose_split(zt_tokenizer *tk, const char *re, const char *path) {
     return 0;
 }
 
-static int check_pipeline(zt_tokenizer *tk, const cJSON *root, const char *path) {
+// The pipeline's fields zerotrain implements, else refused naming the field; *re = the split regex.
+static int check_pipeline(zt_tokenizer *tk, const cJSON *root, const char *path, const char **re_out) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const char *type = json_str(model, "type");
     if (!type || strcmp(type, "BPE"))
@@ -276,7 +239,8 @@ static int check_pipeline(zt_tokenizer *tk, const cJSON *root, const char *path)
             return zt_err("%s: post_processor %s would add tokens; only ByteLevel or none is supported", path,
                           ppt ? ppt : "?");
     }
-    return choose_split(tk, re, path);
+    *re_out = re;
+    return 0;
 }
 
 static int cmp_added_len_desc(const void *a, const void *b) {
@@ -485,8 +449,8 @@ static inline int64_t whole_find(const zt_tokenizer *tk, const unsigned char *w,
     }
 }
 
-static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path) {
-    if (check_pipeline(tk, root, path)) return -1;
+static int load_tree(zt_tokenizer *tk, const cJSON *root, const char *path, const char **re) {
+    if (check_pipeline(tk, root, path, re) || choose_split(tk, *re, path)) return -1;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
@@ -518,7 +482,22 @@ zt_tokenizer *zt_tokenizer_load(const char *path) {
     char *text = zt_read_file(path, &len);
     if (!text) return NULL;
     zt_tokenizer *tk = zt_xcalloc(1, sizeof *tk);
-    snprintf(tk->hash, sizeof tk->hash, "crc32c:%08x", zt_crc32c(0, text, len));
+    const zt_tok_cache_key key = {len, zt_crc32c(0, text, len), hash_bytes((const unsigned char *)text, len)};
+    snprintf(tk->hash, sizeof tk->hash, "crc32c:%08x", key.json_crc);
+    char *cached_re = NULL;
+    if (zt_tok_cache_load(tk, &key, &cached_re) == 0) {  // the tables of this very file, parsed before
+        const int rc = choose_split(tk, cached_re, path);
+        free(cached_re);
+        if (rc == 0) {
+            free(text);
+            tk->from_cache = 1;
+            return tk;
+        }
+        // a cached regex that does not compile (the file was forged): the JSON decides, as without a cache
+        zt_tokenizer_free(tk);
+        tk = zt_xcalloc(1, sizeof *tk);
+        snprintf(tk->hash, sizeof tk->hash, "crc32c:%08x", key.json_crc);
+    }
     cJSON *root = cJSON_ParseWithLength(text, len);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
@@ -534,7 +513,9 @@ zt_tokenizer *zt_tokenizer_load(const char *path) {
         free(tk);
         return NULL;
     }
-    int rc = load_tree(tk, root, path);
+    const char *re = NULL;
+    int rc = load_tree(tk, root, path, &re);
+    if (rc == 0) zt_tok_cache_store(tk, &key, re);
     cJSON_Delete(root);
     free(text);
     if (rc) {
@@ -558,6 +539,7 @@ void zt_tokenizer_free(zt_tokenizer *tk) {
 }
 
 int64_t zt_tokenizer_vocab_size(const zt_tokenizer *tk) { return tk->vocab_size; }
+int zt_tokenizer_from_cache(const zt_tokenizer *tk) { return tk->from_cache; }
 const char *zt_tokenizer_hash(const zt_tokenizer *tk) { return tk->hash; }
 const char *zt_tokenizer_split_name(const zt_tokenizer *tk) {
     return tk->split == SPLIT_QWEN3 ? "qwen3" : tk->split == SPLIT_QWEN35 ? "qwen3.5" : tk->re_jit ? "pcre2-jit" : "pcre2";

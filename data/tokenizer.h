@@ -3,7 +3,7 @@
 // split regex -- hand-matched for Qwen2/3 and Qwen3.5, PCRE2 for any other -- GPT-2
 // byte-to-unicode map, merges by rank, ignore_merges). Encoding runs on one
 // worker per core through a pool; each worker keeps its own cache of words.
-// defines: zt_tokenizer, zt_tokenizer_load, zt_encoder, zt_encode, zt_decode, zt_tok_pool
+// defines: zt_tokenizer, zt_tokenizer_load, zt_tokenizer_from_cache, zt_encoder, zt_encode, zt_decode, zt_tok_pool
 #ifndef ZT_TOKENIZER_H
 #define ZT_TOKENIZER_H
 #include <stddef.h>
@@ -19,8 +19,14 @@ typedef struct zt_tokenizer zt_tokenizer;
 // NFC (or none), the pre-tokenizer a Split by a regex (Isolated) followed by
 // ByteLevel without its own regex, the decoder ByteLevel (or none), added tokens
 // unnormalized without lstrip/rstrip/single_word.
+// What loading derives from the file is cached (data/tokenizer_cache.c): a later load of the
+// same bytes reads the tables from $XDG_CACHE_HOME/zerotrain/tokenizer (or ZT_TOKENIZER_CACHE)
+// instead of parsing the JSON; a stale, corrupt or inconsistent cache file is ignored and
+// rewritten, a directory that cannot be written means no cache.
 zt_tokenizer *zt_tokenizer_load(const char *path);
 void zt_tokenizer_free(zt_tokenizer *tk);
+// 1 when the last load read the binary cache (for tests and messages).
+int zt_tokenizer_from_cache(const zt_tokenizer *tk);
 
 int64_t zt_tokenizer_vocab_size(const zt_tokenizer *tk);  // largest id + 1 (151669 for Qwen3)
 int64_t zt_tokenizer_token_id(const zt_tokenizer *tk, const char *token);  // -1 if absent

@@ -6,9 +6,9 @@
 // values are those of the unsplit block. Backward re-gathers K/V, runs the op's backward for the held
 // queries (dK, dV of every key of the block), and hands each rank the dK/dV of its own keys by
 // reduce-scatter.
-// defines: zt_context_to_block, zt_context_from_block, zt_context_gather_rows, zt_context_scatter_rows,
-//          zt_context_kv_init, zt_context_kv_bytes, zt_context_kv_free, zt_context_attention_fwd,
-//          zt_context_attention_bwd
+// defines: zt_context_bind_check, zt_context_to_block, zt_context_from_block, zt_context_gather_rows,
+//          zt_context_scatter_rows, zt_context_kv_init, zt_context_kv_bytes, zt_context_kv_free,
+//          zt_context_attention_fwd, zt_context_attention_bwd
 #include "model/context.h"
 
 #include <stdio.h>
@@ -16,6 +16,18 @@
 #include <string.h>
 
 #include "base/common.h"
+
+int zt_context_bind_check(int64_t B, int64_t S, const zt_family_context *cx) {
+    if (B <= 0 || S < 2)
+        return zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens", (long long)B,
+                      (long long)S);
+    if (cx && (cx->C < 2 || cx->S != S || cx->S_local < 1 || cx->rank < 0 || cx->rank >= cx->C || !cx->index ||
+               !cx->gather || !cx->scatter))
+        return zt_err("context parallelism: a split of %d ranks (rank %d) holding %lld of %lld tokens per block does "
+                      "not fit blocks of %lld tokens", cx->C, cx->rank, (long long)cx->S_local, (long long)cx->S,
+                      (long long)S);
+    return 0;
+}
 
 void zt_context_to_block(const zt_family_context *cx, int r, int64_t B, const float *src, float *dst, int64_t w) {
     const int64_t S = cx->S_local, Sb = cx->S;

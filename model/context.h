@@ -2,14 +2,18 @@
 // CPU passes call: the reorder between a rank's held tokens and the whole block's rows, the
 // all-gather / reduce-scatter of per-token rows over the context group in block order, and the
 // softmax attention's K/V exchange (Qwen3's and Qwen3.5's full-attention layers: model/context.c).
-// defines: zt_context_to_block, zt_context_from_block, zt_context_gather_rows, zt_context_scatter_rows,
-//          zt_context_kv, zt_context_kv_init, zt_context_kv_bytes, zt_context_kv_free,
+// defines: zt_context_bind_check, zt_context_to_block, zt_context_from_block, zt_context_gather_rows,
+//          zt_context_scatter_rows, zt_context_kv, zt_context_kv_init, zt_context_kv_bytes, zt_context_kv_free,
 //          zt_context_attention_fwd, zt_context_attention_bwd
 #ifndef ZT_MODEL_CONTEXT_H
 #define ZT_MODEL_CONTEXT_H
 #include <stdint.h>
 
 #include "model/family.h"
+
+// What a family's CPU passes bind to (its cpu.create): B rows of blocks of S tokens, S >= 2, and a context
+// split (NULL: none) that fits those blocks. 0, or zt_err's -1 naming what does not fit.
+int zt_context_bind_check(int64_t B, int64_t S, const zt_family_context *cx);
 
 // Rank r's held rows src [B * S_local, w] (held-token order) into the whole blocks' rows dst
 // [B * S, w] (block order; padding skipped), and back (from_block: padding rows zeroed).

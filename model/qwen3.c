@@ -1,4 +1,5 @@
-// Qwen3 forward and backward, one FSDP unit at a time, on top of the op table.
+// Qwen3 forward and backward, one FSDP unit at a time: a decoder layer is the attention block and the
+// MLP block (model/blocks.c, on top of the op table) with Qwen3's options (full RoPE, no output gate).
 // The residual stream x[l] of every layer and each layer's activations are kept
 // for backward (no recomputation: gradient checkpointing is for memory pressure only),
 // except attention's probabilities: it keeps each row's softmax max and 1/sum and
@@ -29,13 +30,7 @@ int zt_qwen3_create(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, 
 int zt_qwen3_create_cx(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, int64_t B, int64_t S_block,
                        const zt_family_context *cx) {
     memset(m, 0, sizeof *m);
-    if (B <= 0 || S_block < 2) return zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens",
-                                             (long long)B, (long long)S_block);
-    if (cx && (cx->C < 2 || cx->S != S_block || cx->S_local < 1 || cx->rank < 0 || cx->rank >= cx->C || !cx->index ||
-               !cx->gather || !cx->scatter))
-        return zt_err("context parallelism: a split of %d ranks (rank %d) holding %lld of %lld tokens per block does "
-                      "not fit blocks of %lld tokens", cx->C, cx->rank, (long long)cx->S_local, (long long)cx->S,
-                      (long long)S_block);
+    if (zt_context_bind_check(B, S_block, cx) != 0) return -1;
     const int64_t S = cx ? cx->S_local : S_block;  // the tokens of a block this model holds
     zt_qwen3_layout_init(&m->lay, cfg);
     m->lay.cfg.family = &zt_qwen3_family;  // a config built by hand may name none: this model is Qwen3
@@ -61,37 +56,39 @@ int zt_qwen3_create_cx(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *op
     m->acts = zt_xcalloc((size_t)L, sizeof(zt_layer_acts));
     for (int64_t l = 0; l < L; l++) {
         zt_layer_acts *a = &m->acts[l];
-        a->ln1 = FALLOC(N * d);
-        a->rstd1 = FALLOC(N);
-        a->q_pre = FALLOC(N * H * D);
-        a->k_pre = FALLOC(N * Hkv * D);
-        a->q = FALLOC(N * H * D);
-        a->k = FALLOC(N * Hkv * D);
-        a->v = FALLOC(N * Hkv * D);
-        a->qn_rstd = FALLOC(N * H);
-        a->kn_rstd = FALLOC(N * Hkv);
-        a->att_stats = FALLOC(B * H * S * 2);  // softmax max and 1/sum per query row
-        a->att = FALLOC(N * H * D);
+        zt_attn_acts *t = &a->at;
+        t->ln1 = FALLOC(N * d);
+        t->rstd1 = FALLOC(N);
+        t->q_pre = FALLOC(N * H * D);
+        t->k_pre = FALLOC(N * Hkv * D);
+        t->q = FALLOC(N * H * D);
+        t->k = FALLOC(N * Hkv * D);
+        t->v = FALLOC(N * Hkv * D);
+        t->qn_rstd = FALLOC(N * H);
+        t->kn_rstd = FALLOC(N * Hkv);
+        t->att_stats = FALLOC(B * H * S * 2);  // softmax max and 1/sum per query row
+        t->att = FALLOC(N * H * D);
         a->x_mid = FALLOC(N * d);
-        a->ln2 = FALLOC(N * d);
-        a->rstd2 = FALLOC(N);
-        a->gate = FALLOC(N * F);
-        a->up = FALLOC(N * F);
-        a->h = FALLOC(N * F);
+        a->mlp.ln2 = FALLOC(N * d);
+        a->mlp.rstd2 = FALLOC(N);
+        a->mlp.gate = FALLOC(N * F);
+        a->mlp.up = FALLOC(N * F);
+        a->mlp.h = FALLOC(N * F);
     }
     m->head_xf = FALLOC(N * d);
     m->head_rstd = FALLOC(N);
-    m->w_dh = FALLOC(N * F);
-    m->w_dg = FALLOC(N * F);
-    m->w_du = FALLOC(N * F);
-    m->w_dln = FALLOC(N * d);
-    m->w_dmid = FALLOC(N * d);
-    m->w_datt = FALLOC(N * H * D);
-    m->w_dq = FALLOC(N * H * D);
-    m->w_dk = FALLOC(N * Hkv * D);
-    m->w_dv = FALLOC(N * Hkv * D);
-    m->w_dqp = FALLOC(N * H * D);
-    m->w_dkp = FALLOC(N * Hkv * D);
+    zt_attn_layer_work *w = &m->work;
+    w->mlp.dh = FALLOC(N * F);
+    w->mlp.dg = FALLOC(N * F);
+    w->mlp.du = FALLOC(N * F);
+    w->mlp.dln = w->at.dln = FALLOC(N * d);
+    w->dmid = FALLOC(N * d);
+    w->at.datt = FALLOC(N * H * D);
+    w->at.dq = FALLOC(N * H * D);
+    w->at.dk = FALLOC(N * Hkv * D);
+    w->at.dv = FALLOC(N * Hkv * D);
+    w->at.dqp = FALLOC(N * H * D);
+    w->at.dkp = FALLOC(N * Hkv * D);
     m->targets = zt_xcalloc((size_t)N, sizeof(int32_t));
     m->ids = zt_xcalloc((size_t)N, sizeof(uint32_t));
     m->pos = zt_xcalloc((size_t)N, sizeof(int32_t));
@@ -105,13 +102,15 @@ void zt_qwen3_destroy(zt_qwen3 *m) {
     free(m->x);
     for (int l = 0; l < L; l++) {
         zt_layer_acts *a = &m->acts[l];
-        float *bufs[] = {a->ln1, a->rstd1, a->q_pre, a->k_pre, a->q, a->k, a->v, a->qn_rstd, a->kn_rstd,
-                         a->att_stats, a->att, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h};
+        const zt_attn_acts *t = &a->at;
+        float *bufs[] = {t->ln1, t->rstd1, t->q_pre, t->k_pre, t->q, t->k, t->v, t->qn_rstd, t->kn_rstd,
+                         t->att_stats, t->att, a->x_mid, a->mlp.ln2, a->mlp.rstd2, a->mlp.gate, a->mlp.up, a->mlp.h};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     }
     free(m->acts);
-    float *ws[] = {m->rope_cos, m->rope_sin, m->head_xf, m->head_rstd, m->w_dh, m->w_dg, m->w_du, m->w_dln,
-                   m->w_dmid, m->w_datt, m->w_dq, m->w_dk, m->w_dv, m->w_dqp, m->w_dkp};
+    const zt_attn_layer_work *w = &m->work;
+    float *ws[] = {m->rope_cos, m->rope_sin, m->head_xf, m->head_rstd, w->mlp.dh, w->mlp.dg, w->mlp.du, w->mlp.dln,
+                   w->dmid, w->at.datt, w->at.dq, w->at.dk, w->at.dv, w->at.dqp, w->at.dkp};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) free(ws[i]);
     free(m->targets);
     free(m->ids);
@@ -134,121 +133,35 @@ void zt_qwen3_embed_bwd(zt_qwen3 *m, const uint32_t *tokens, const float *dx, fl
     m->ops->embedding_bwd(demb, dx, tokens, m->N, m->lay.cfg.hidden_size);
 }
 
-#define W(idx) (params + u->t[(idx)].offset)
-#define DW(idx) (dparams + u->t[(idx)].offset)
+// The blocks' env (model/blocks.h): Qwen3's norms multiply by w.
+static zt_block_env block_env(const zt_qwen3 *m) {
+    return (zt_block_env){.ops = m->ops, .eps = (float)m->lay.cfg.rms_norm_eps, .progress = m->progress,
+                          .progress_ctx = m->progress_ctx};
+}
 
-// The engine's progress hook between ops (zt_qwen3.progress).
-#define TICK(m) \
-    do {        \
-        if ((m)->progress) (m)->progress((m)->progress_ctx); \
-    } while (0)
-
-void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params) {
-    const zt_ops *op = m->ops;
+// Qwen3's attention: full RoPE, no output gate; positions given for packed documents and under a split.
+static zt_attn_shape attn_shape(zt_qwen3 *m, int layer) {
     const zt_model_config *c = &m->lay.cfg;
-    const zt_unit_layout *u = &m->lay.units[1 + layer];
-    const int64_t N = m->N, d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    const int64_t H = c->num_heads, Hkv = c->num_kv_heads;
-    const float eps = (float)c->rms_norm_eps;
-    zt_layer_acts *a = &m->acts[layer];
-    const float *x = m->x[layer];
-    float *y = m->x[layer + 1];
+    return (zt_attn_shape){.B = m->B, .S = m->S, .d = c->hidden_size, .H = c->num_heads, .Hkv = c->num_kv_heads,
+                           .D = c->head_dim, .rd = c->head_dim, .rope_cos = m->rope_cos, .rope_sin = m->rope_sin,
+                           .pos = m->isolated || m->cp ? m->pos : NULL, .kv = m->cp ? &m->cp_kv : NULL,
+                           .layer = layer};
+}
 
-    op->rmsnorm_fwd(a->ln1, a->rstd1, x, W(ZT_L_INPUT_NORM), N, d, eps);
-    TICK(m);
-    op->matmul_fwd(a->q_pre, a->ln1, W(ZT_L_Q), N, d, H * D);
-    TICK(m);
-    op->matmul_fwd(a->k_pre, a->ln1, W(ZT_L_K), N, d, Hkv * D);
-    TICK(m);
-    op->matmul_fwd(a->v, a->ln1, W(ZT_L_V), N, d, Hkv * D);
-    TICK(m);
-    // QK-norm over head_dim, one weight shared by all heads, before RoPE.
-    op->rmsnorm_fwd(a->q, a->qn_rstd, a->q_pre, W(ZT_L_QNORM), N * H, D, eps);
-    TICK(m);
-    op->rmsnorm_fwd(a->k, a->kn_rstd, a->k_pre, W(ZT_L_KNORM), N * Hkv, D, eps);
-    TICK(m);
-    const int32_t *pos = m->isolated || m->cp ? m->pos : NULL;
-    op->rope_fwd(a->q, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
-    TICK(m);
-    op->rope_fwd(a->k, m->rope_cos, m->rope_sin, pos, m->B, m->S, Hkv, D);
-    TICK(m);
-    if (m->cp)  // the keys of the whole block: gathered over the context group
-        zt_qwen3_cx_attention_fwd(m, layer, a);
-    else
-        op->attention_fwd(a->att, a->att_stats, a->q, a->k, a->v, pos, m->B, m->S, H, Hkv, D);
-    TICK(m);
-    op->matmul_fwd(a->x_mid, a->att, W(ZT_L_O), N, H * D, d);
-    TICK(m);
-    op->add(a->x_mid, a->x_mid, x, N * d);
-    TICK(m);
-
-    op->rmsnorm_fwd(a->ln2, a->rstd2, a->x_mid, W(ZT_L_POST_NORM), N, d, eps);
-    TICK(m);
-    op->matmul_fwd(a->gate, a->ln2, W(ZT_L_GATE), N, d, F);
-    TICK(m);
-    op->matmul_fwd(a->up, a->ln2, W(ZT_L_UP), N, d, F);
-    TICK(m);
-    op->swiglu_fwd(a->h, a->gate, a->up, N * F);
-    TICK(m);
-    op->matmul_fwd(y, a->h, W(ZT_L_DOWN), N, F, d);
-    TICK(m);
-    op->add(y, y, a->x_mid, N * d);
-    TICK(m);
+// A decoder layer: the attention block, then the MLP block (model/blocks.c).
+void zt_qwen3_layer_fwd(zt_qwen3 *m, int layer, const float *params) {
+    const zt_block_env e = block_env(m);
+    const zt_attn_shape s = attn_shape(m, layer);
+    zt_block_attn_layer_fwd(&e, &s, &m->lay.units[1 + layer], params, &m->acts[layer], m->x[layer],
+                            m->x[layer + 1], m->lay.cfg.intermediate_size);
 }
 
 void zt_qwen3_layer_bwd(zt_qwen3 *m, int layer, const float *params, float *dparams, float *dx) {
-    const zt_ops *op = m->ops;
-    const zt_model_config *c = &m->lay.cfg;
-    const zt_unit_layout *u = &m->lay.units[1 + layer];
-    const int64_t N = m->N, d = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    const int64_t H = c->num_heads, Hkv = c->num_kv_heads;
-    zt_layer_acts *a = &m->acts[layer];
-    const float *x = m->x[layer];
-
-    // MLP: y = x_mid + down(swiglu(gate(ln2), up(ln2)))
-    op->matmul_bwd(m->w_dh, DW(ZT_L_DOWN), dx, a->h, W(ZT_L_DOWN), N, F, d, 0);
-    TICK(m);
-    op->swiglu_bwd(m->w_dg, m->w_du, m->w_dh, a->gate, a->up, N * F);
-    TICK(m);
-    op->matmul_bwd(m->w_dln, DW(ZT_L_GATE), m->w_dg, a->ln2, W(ZT_L_GATE), N, d, F, 0);
-    TICK(m);
-    op->matmul_bwd(m->w_dln, DW(ZT_L_UP), m->w_du, a->ln2, W(ZT_L_UP), N, d, F, 1);
-    TICK(m);
-    op->rmsnorm_bwd(m->w_dmid, DW(ZT_L_POST_NORM), m->w_dln, a->x_mid, W(ZT_L_POST_NORM), a->rstd2, N, d);
-    TICK(m);
-    op->add(m->w_dmid, m->w_dmid, dx, N * d);  // residual
-
-    // attention: x_mid = x + o_proj(attn(rope(qnorm(q(ln1))), rope(knorm(k(ln1))), v(ln1)))
-    op->matmul_bwd(m->w_datt, DW(ZT_L_O), m->w_dmid, a->att, W(ZT_L_O), N, H * D, d, 0);
-    TICK(m);
-    const int32_t *pos = m->isolated || m->cp ? m->pos : NULL;
-    if (m->cp)  // dK/dV of the keys held elsewhere go back to their ranks
-        zt_qwen3_cx_attention_bwd(m, layer, a);
-    else
-        op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att, a->att_stats, a->q, a->k, a->v, pos, m->B,
-                          m->S, H, Hkv, D);
-    TICK(m);
-    op->rope_bwd(m->w_dq, m->rope_cos, m->rope_sin, pos, m->B, m->S, H, D);
-    TICK(m);
-    op->rope_bwd(m->w_dk, m->rope_cos, m->rope_sin, pos, m->B, m->S, Hkv, D);
-    TICK(m);
-    op->rmsnorm_bwd(m->w_dqp, DW(ZT_L_QNORM), m->w_dq, a->q_pre, W(ZT_L_QNORM), a->qn_rstd, N * H, D);
-    TICK(m);
-    op->rmsnorm_bwd(m->w_dkp, DW(ZT_L_KNORM), m->w_dk, a->k_pre, W(ZT_L_KNORM), a->kn_rstd, N * Hkv, D);
-    TICK(m);
-    op->matmul_bwd(m->w_dln, DW(ZT_L_Q), m->w_dqp, a->ln1, W(ZT_L_Q), N, d, H * D, 0);
-    TICK(m);
-    op->matmul_bwd(m->w_dln, DW(ZT_L_K), m->w_dkp, a->ln1, W(ZT_L_K), N, d, Hkv * D, 1);
-    TICK(m);
-    op->matmul_bwd(m->w_dln, DW(ZT_L_V), m->w_dv, a->ln1, W(ZT_L_V), N, d, Hkv * D, 1);
-    TICK(m);
-    op->rmsnorm_bwd(dx, DW(ZT_L_INPUT_NORM), m->w_dln, x, W(ZT_L_INPUT_NORM), a->rstd1, N, d);
-    TICK(m);
-    op->add(dx, dx, m->w_dmid, N * d);  // residual
+    const zt_block_env e = block_env(m);
+    const zt_attn_shape s = attn_shape(m, layer);
+    zt_block_attn_layer_bwd(&e, &s, &m->lay.units[1 + layer], params, dparams, &m->acts[layer], &m->work,
+                            m->x[layer], dx, m->lay.cfg.intermediate_size);
 }
-#undef TICK
-#undef W
-#undef DW
 
 double zt_qwen3_head_fwd_bwd(zt_qwen3 *m, const float *head_params, const float *lm_w, const int32_t *targets,
                              float scale, float *dx, float *dhead, float *dlm_w) {
@@ -256,9 +169,11 @@ double zt_qwen3_head_fwd_bwd(zt_qwen3 *m, const float *head_params, const float 
     const zt_model_config *c = &m->lay.cfg;
     const int64_t N = m->N, d = c->hidden_size;
     const int L = c->num_layers;
-    op->rmsnorm_fwd(m->head_xf, m->head_rstd, m->x[L], head_params, N, d, (float)c->rms_norm_eps);
-    double loss = op->lmhead_xent(dx ? m->w_dln : NULL, dlm_w, m->head_xf, lm_w, targets, N, d, c->vocab_size, scale);
-    if (dx) op->rmsnorm_bwd(dx, dhead, m->w_dln, m->x[L], head_params, m->head_rstd, N, d);
+    const zt_block_env e = block_env(m);
+    zt_block_norm_fwd(&e, m->head_xf, m->head_rstd, m->x[L], head_params, N, d);
+    double loss = op->lmhead_xent(dx ? m->work.mlp.dln : NULL, dlm_w, m->head_xf, lm_w, targets, N, d, c->vocab_size,
+                                  scale);
+    if (dx) zt_block_norm_bwd(&e, dx, dhead, m->work.mlp.dln, m->x[L], head_params, m->head_rstd, N, d);
     return loss;
 }
 
@@ -289,8 +204,8 @@ void zt_qwen3_logits(zt_qwen3 *m, float *const *params, const uint32_t *tokens, 
     m->ntargets = zt_batch_words(tokens, m->B, m->S, m->isolated, m->ids, m->targets, m->pos);
     zt_qwen3_embed_fwd(m, params[0], m->ids);
     for (int l = 0; l < L; l++) zt_qwen3_layer_fwd(m, l, params[1 + l]);
-    m->ops->rmsnorm_fwd(m->head_xf, m->head_rstd, m->x[L], params[L + 1], m->N, c->hidden_size,
-                        (float)c->rms_norm_eps);
+    const zt_block_env e = block_env(m);
+    zt_block_norm_fwd(&e, m->head_xf, m->head_rstd, m->x[L], params[L + 1], m->N, c->hidden_size);
     m->ops->matmul_fwd(logits, m->head_xf, zt_qwen3_lm_head(&m->lay, params), m->N, c->hidden_size, c->vocab_size);
 }
 

@@ -8,16 +8,15 @@
 #include <stdint.h>
 
 #include "kernels/ops.h"
+#include "model/blocks.h"
 #include "model/config.h"
 #include "model/context.h"
 #include "model/family.h"
 #include "model/layout.h"
 
-// Saved activations of one decoder layer for a micro-batch of N = B*S tokens.
-typedef struct {
-    float *ln1, *rstd1, *q_pre, *k_pre, *q, *k, *v, *qn_rstd, *kn_rstd, *att_stats, *att, *x_mid, *ln2, *rstd2, *gate,
-        *up, *h;
-} zt_layer_acts;
+// Saved activations of one decoder layer for a micro-batch of N = B*S tokens: the attention block's,
+// its output x_mid (the MLP's input) and the MLP block's (model/blocks.h).
+typedef zt_attn_layer_acts zt_layer_acts;
 
 // The model bound to a micro-batch shape: ops table, RoPE tables, activations.
 typedef struct {
@@ -28,8 +27,9 @@ typedef struct {
     float **x;                   // L+1 residual-stream buffers [N, d]: x[l] is layer l's input
     zt_layer_acts *acts;         // one per layer
     float *head_xf, *head_rstd;  // final-norm output and its rstd
-    // backward workspaces (activation gradients are assigned, never accumulated)
-    float *w_dh, *w_dg, *w_du, *w_dln, *w_dmid, *w_datt, *w_dq, *w_dk, *w_dv, *w_dqp, *w_dkp;
+    // backward workspaces (activation gradients are assigned, never accumulated): the layer's
+    // (model/blocks.h); work.at.dln is work.mlp.dln, and the head's d(final norm output)
+    zt_attn_layer_work work;
     int32_t *targets;            // [N]
     uint32_t *ids;               // [N] bare token ids of the micro-batch (flag bits cleared)
     int32_t *pos;                // [N] positions inside each packed document (used when isolated)
@@ -52,13 +52,11 @@ int zt_qwen3_create(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, 
 // The same under context parallelism (cx non-NULL: B rows of cx->S_local tokens of blocks of S = cx->S).
 int zt_qwen3_create_cx(zt_qwen3 *m, const zt_model_config *cfg, const zt_ops *ops, int64_t B, int64_t S,
                        const zt_family_context *cx);
-// model/qwen3_context.c: the whole blocks' K and V, the held tokens' block rows, and
-// attention across the split (K/V all-gathered over the context group after RoPE; dK/dV of
-// keys held elsewhere reduce-scattered back).
+// model/qwen3_context.c: the K/V exchange of attention across the split (model/context.h; the
+// attention block, model/blocks.c, runs it: K/V all-gathered over the context group after RoPE, dK/dV
+// of keys held elsewhere reduce-scattered back).
 void zt_qwen3_cx_alloc(zt_qwen3 *m, float *(*alloc)(void *m, int64_t n));
 void zt_qwen3_cx_free(zt_qwen3 *m);
-void zt_qwen3_cx_attention_fwd(zt_qwen3 *m, int layer, zt_layer_acts *a);
-void zt_qwen3_cx_attention_bwd(zt_qwen3 *m, int layer, zt_layer_acts *a);
 void zt_qwen3_destroy(zt_qwen3 *m);
 
 // ---- per-unit passes (params point at the unit's full flat vector) ----

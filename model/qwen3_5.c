@@ -13,6 +13,7 @@
 
 #include "base/common.h"
 #include "kernels/ops.h"
+#include "model/blocks.h"
 #include "model/qwen3_5_context.h"
 
 // ---- layout -----------------------------------------------------------------------------------
@@ -20,7 +21,8 @@
 // Tensor order inside a layer unit, per kind.
 enum { LIN_IN_NORM, LIN_QKV, LIN_Z, LIN_B, LIN_A, LIN_CONV, LIN_DT, LIN_ALOG, LIN_NORM, LIN_OUT, LIN_POST_NORM,
        LIN_GATE, LIN_UP, LIN_DOWN, LIN_N };
-enum { FA_IN_NORM, FA_Q, FA_K, FA_V, FA_O, FA_QNORM, FA_KNORM, FA_POST_NORM, FA_GATE, FA_UP, FA_DOWN, FA_N };
+// A full-attention layer's are model/layout.h's ZT_L_* (input norm, q, k, v, o, q_norm, k_norm, post norm,
+// gate, up, down), the order the attention layer of model/blocks.h reads.
 
 // One tensor of nd dimensions (decay on 2 or more: matrices, the embedding, the conv kernel; not
 // norms, A_log or dt_bias), through the layout's own adder.
@@ -241,13 +243,12 @@ static void layer_plan(const zt_model_config *c, int kind, int64_t S, zt_layer_p
 // ---- the bound model --------------------------------------------------------------------------
 
 typedef struct {
-    float *ln1, *rstd1;            // input norm
-    // full attention
-    float *qg, *q_pre, *gate, *k_pre, *q, *k, *v, *qn_rstd, *kn_rstd, *att_stats, *att, *gated;
-    // Gated DeltaNet
+    // every layer: x_mid and the MLP block's (model/blocks.h); a full-attention layer: the attention block's
+    zt_attn_layer_acts blk;
+    // a Gated DeltaNet layer: its input norm and mixing
+    float *ln1, *rstd1;
     float *qkv, *conv_pre, *conv, *lq, *lk, *lv, *lq_n, *lk_n, *lq_r, *lk_r, *z, *b, *a, *beta, *g, *core,
         *saved, *gn_rstd, *normed;
-    float *x_mid, *ln2, *rstd2, *mgate, *up, *h;
 } acts;
 
 typedef struct {
@@ -264,8 +265,8 @@ typedef struct {
     float *w1;                   // 1 + w of the norm in use
     float *rot;                  // [N, max(H, Hkv), rd]: the rotated slice of q or k
     // backward workspaces
-    float *w_dh, *w_dg, *w_du, *w_dln, *w_dmid, *w_dx1;
-    float *w_dgated, *w_datt, *w_dgate, *w_dq, *w_dk, *w_dv, *w_dqp, *w_dkp, *w_dqg;
+    zt_attn_layer_work work;     // the blocks' (model/blocks.h): work.at.dln is work.mlp.dln
+    float *w_dx1;
     float *w_dnormed, *w_dcore, *w_dz, *w_dlq, *w_dlk, *w_dlqn, *w_dlkn, *w_dlv, *w_dgd, *w_dbeta, *w_da, *w_db,
         *w_dconv, *w_dqkv;
     int32_t *targets, *pos;
@@ -286,17 +287,7 @@ static float *falloc(void *mv, int64_t n) {
 static void destroy(void *mv);
 
 static void *create(const zt_model_config *c, const zt_ops *ops, int64_t B, int64_t S, const zt_family_context *cx) {
-    if (B <= 0 || S < 2) {
-        zt_err("micro-batch %lld x seq_len %lld: need at least one block of 2 tokens", (long long)B, (long long)S);
-        return NULL;
-    }
-    if (cx && (cx->C < 2 || cx->S != S || cx->S_local < 1 || cx->rank < 0 || cx->rank >= cx->C || !cx->index ||
-               !cx->gather || !cx->scatter)) {
-        zt_err("context parallelism: a split of %d ranks (rank %d) holding %lld of %lld tokens per block does not "
-               "fit blocks of %lld tokens", cx->C, cx->rank, (long long)cx->S_local, (long long)cx->S, (long long)S);
-        return NULL;
-    }
-    if (cx && context_rule(c, cx->C) != 0) return NULL;
+    if (zt_context_bind_check(B, S, cx) != 0 || (cx && context_rule(c, cx->C) != 0)) return NULL;
     const int64_t S_block = S;
     if (cx) S = cx->S_local;  // the tokens of a block this model holds
     q35 *m = zt_xcalloc(1, sizeof *m);
@@ -318,9 +309,9 @@ static void *create(const zt_model_config *c, const zt_ops *ops, int64_t B, int6
     int any_lin = 0, any_full = 0;
     for (int64_t l = 0; l < L; l++) {
         acts *a = &m->a[l];
-        a->ln1 = FA(N * z.d), a->rstd1 = FA(N);
         if (zt_q35(c)->layer_linear[l]) {
             any_lin = 1;
+            a->ln1 = FA(N * z.d), a->rstd1 = FA(N);
             a->qkv = FA(N * z.C), a->z = FA(N * z.Vd), a->b = FA(N * z.Hv), a->a = FA(N * z.Hv);
             a->core = FA(N * z.Vd), a->gn_rstd = FA(N * z.Hv), a->normed = FA(N * z.Vd);
             if (!cp) {  // the conv and the delta rule over whole rows (under a split: model/qwen3_5_context.c's)
@@ -331,24 +322,27 @@ static void *create(const zt_model_config *c, const zt_ops *ops, int64_t B, int6
             }
         } else {
             any_full = 1;
-            a->qg = FA(N * 2 * z.H * z.D), a->q_pre = FA(N * z.H * z.D), a->gate = FA(N * z.H * z.D);
-            a->k_pre = FA(N * z.Hkv * z.D), a->q = FA(N * z.H * z.D), a->k = FA(N * z.Hkv * z.D);
-            a->v = FA(N * z.Hkv * z.D), a->qn_rstd = FA(N * z.H), a->kn_rstd = FA(N * z.Hkv);
-            a->att_stats = FA(B * z.H * S * 2), a->att = FA(N * z.H * z.D), a->gated = FA(N * z.H * z.D);
+            zt_attn_acts *t = &a->blk.at;
+            t->ln1 = FA(N * z.d), t->rstd1 = FA(N);
+            t->qg = FA(N * 2 * z.H * z.D), t->q_pre = FA(N * z.H * z.D), t->gate = FA(N * z.H * z.D);
+            t->k_pre = FA(N * z.Hkv * z.D), t->q = FA(N * z.H * z.D), t->k = FA(N * z.Hkv * z.D);
+            t->v = FA(N * z.Hkv * z.D), t->qn_rstd = FA(N * z.H), t->kn_rstd = FA(N * z.Hkv);
+            t->att_stats = FA(B * z.H * S * 2), t->att = FA(N * z.H * z.D), t->gated = FA(N * z.H * z.D);
         }
-        a->x_mid = FA(N * z.d), a->ln2 = FA(N * z.d), a->rstd2 = FA(N);
-        a->mgate = FA(N * z.F), a->up = FA(N * z.F), a->h = FA(N * z.F);
+        a->blk.x_mid = FA(N * z.d), a->blk.mlp.ln2 = FA(N * z.d), a->blk.mlp.rstd2 = FA(N);
+        a->blk.mlp.gate = FA(N * z.F), a->blk.mlp.up = FA(N * z.F), a->blk.mlp.h = FA(N * z.F);
     }
     m->head_xf = FA(N * z.d), m->head_rstd = FA(N);
     int64_t wmax = z.d > z.D ? z.d : z.D;
     m->w1 = FA(wmax);
-    m->w_dh = FA(N * z.F), m->w_dg = FA(N * z.F), m->w_du = FA(N * z.F);
-    m->w_dln = FA(N * z.d), m->w_dmid = FA(N * z.d), m->w_dx1 = FA(N * z.d);
+    zt_attn_layer_work *w = &m->work;
+    w->mlp.dh = FA(N * z.F), w->mlp.dg = FA(N * z.F), w->mlp.du = FA(N * z.F);
+    w->mlp.dln = w->at.dln = FA(N * z.d), w->dmid = FA(N * z.d), m->w_dx1 = FA(N * z.d);
     if (any_full) {
         const int64_t hd = N * z.H * z.D, kd = N * z.Hkv * z.D;
         m->rot = FA(N * (z.H > z.Hkv ? z.H : z.Hkv) * z.rd);
-        m->w_dgated = FA(hd), m->w_datt = FA(hd), m->w_dgate = FA(hd), m->w_dq = FA(hd), m->w_dqp = FA(hd);
-        m->w_dk = FA(kd), m->w_dv = FA(kd), m->w_dkp = FA(kd), m->w_dqg = FA(2 * hd);
+        w->at.dgated = FA(hd), w->at.datt = FA(hd), w->at.dgate = FA(hd), w->at.dq = FA(hd), w->at.dqp = FA(hd);
+        w->at.dk = FA(kd), w->at.dv = FA(kd), w->at.dkp = FA(kd), w->at.dqg = FA(2 * hd);
     }
     if (any_lin) {
         m->w_dnormed = FA(N * z.Vd), m->w_dcore = FA(N * z.Vd), m->w_dz = FA(N * z.Vd);
@@ -372,16 +366,20 @@ static void destroy(void *mv) {
     free(m->x);
     for (int l = 0; l < L; l++) {
         acts *a = &m->a[l];
-        float *bufs[] = {a->ln1, a->rstd1, a->qg, a->q_pre, a->gate, a->k_pre, a->q, a->k, a->v, a->qn_rstd,
-                         a->kn_rstd, a->att_stats, a->att, a->gated, a->qkv, a->conv_pre, a->conv, a->lq, a->lk,
-                         a->lv, a->lq_n, a->lk_n, a->lq_r, a->lk_r, a->z, a->b, a->a, a->beta, a->g, a->core,
-                         a->saved, a->gn_rstd, a->normed, a->x_mid, a->ln2, a->rstd2, a->mgate, a->up, a->h};
+        const zt_attn_acts *t = &a->blk.at;
+        const zt_mlp_acts *ml = &a->blk.mlp;
+        float *bufs[] = {t->ln1, t->rstd1, t->qg, t->q_pre, t->gate, t->k_pre, t->q, t->k, t->v, t->qn_rstd,
+                         t->kn_rstd, t->att_stats, t->att, t->gated, a->ln1, a->rstd1, a->qkv, a->conv_pre, a->conv,
+                         a->lq, a->lk, a->lv, a->lq_n, a->lk_n, a->lq_r, a->lk_r, a->z, a->b, a->a, a->beta, a->g,
+                         a->core, a->saved, a->gn_rstd, a->normed, a->blk.x_mid, ml->ln2, ml->rstd2, ml->gate, ml->up,
+                         ml->h};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     }
     free(m->a);
-    float *ws[] = {m->rope_cos, m->rope_sin, m->head_xf, m->head_rstd, m->w1, m->rot, m->w_dh, m->w_dg, m->w_du,
-                   m->w_dln, m->w_dmid, m->w_dx1, m->w_dgated, m->w_datt, m->w_dgate, m->w_dq, m->w_dk, m->w_dv,
-                   m->w_dqp, m->w_dkp, m->w_dqg, m->w_dnormed, m->w_dcore, m->w_dz, m->w_dlq, m->w_dlk, m->w_dlqn,
+    const zt_attn_layer_work *w = &m->work;
+    float *ws[] = {m->rope_cos, m->rope_sin, m->head_xf, m->head_rstd, m->w1, m->rot, w->mlp.dh, w->mlp.dg, w->mlp.du,
+                   w->mlp.dln, w->dmid, m->w_dx1, w->at.dgated, w->at.datt, w->at.dgate, w->at.dq, w->at.dk, w->at.dv,
+                   w->at.dqp, w->at.dkp, w->at.dqg, m->w_dnormed, m->w_dcore, m->w_dz, m->w_dlq, m->w_dlk, m->w_dlqn,
                    m->w_dlkn, m->w_dlv, m->w_dgd, m->w_dbeta, m->w_da, m->w_db, m->w_dconv, m->w_dqkv};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) free(ws[i]);
     free(m->targets), free(m->pos), free(m->ids);
@@ -415,32 +413,10 @@ static void set_progress(void *mv, void (*fn)(void *), void *ctx) {
 #define W(i) (p + u->t[(i)].offset)
 #define DW(i) (dp + u->t[(i)].offset)
 
-// Qwen3_5RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w).
-static const float *one_plus(q35 *m, const float *w, int64_t n) {
-    for (int64_t i = 0; i < n; i++) m->w1[i] = 1.0f + w[i];
-    return m->w1;
-}
-
-static void norm1p_fwd(q35 *m, float *y, float *rstd, const float *x, const float *w, int64_t rows, int64_t d) {
-    m->ops->rmsnorm_fwd(y, rstd, x, one_plus(m, w, d), rows, d, (float)m->lay.cfg.rms_norm_eps);
-}
-
-// d(1 + w) = dw: the gradient lands on w as it would on the (1 + w) the forward multiplied by.
-static void norm1p_bwd(q35 *m, float *dx, float *dw, const float *dy, const float *x, const float *w,
-                       const float *rstd, int64_t rows, int64_t d) {
-    m->ops->rmsnorm_bwd(dx, dw, dy, x, one_plus(m, w, d), rstd, rows, d);
-}
-
-// RoPE on the first rd dims of each of nh heads of D in x[N, nh, D] (through m->rot).
-static void rope_partial(q35 *m, float *x, int64_t nh, int bwd) {
-    const int64_t N = m->N, D = m->z.D, rd = m->z.rd;
-    const int32_t *pos = m->isolated ? m->pos : NULL;
-    for (int64_t i = 0; i < N * nh; i++) memcpy(m->rot + i * rd, x + i * D, (size_t)rd * sizeof(float));
-    if (bwd)
-        m->ops->rope_bwd(m->rot, m->rope_cos, m->rope_sin, pos, m->B, m->S, nh, rd);
-    else
-        m->ops->rope_fwd(m->rot, m->rope_cos, m->rope_sin, pos, m->B, m->S, nh, rd);
-    for (int64_t i = 0; i < N * nh; i++) memcpy(x + i * D, m->rot + i * rd, (size_t)rd * sizeof(float));
+// The blocks' env (model/blocks.h): Qwen3_5RMSNorm, x * rsqrt(mean(x^2) + eps) * (1 + w).
+static zt_block_env block_env(const q35 *m) {
+    return (zt_block_env){.ops = m->ops, .eps = (float)m->lay.cfg.rms_norm_eps, .norm_one_plus = 1, .w1 = m->w1,
+                          .progress = m->progress, .progress_ctx = m->progress_ctx};
 }
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -452,111 +428,26 @@ static float dsoftplusf(float x) {
     return e / (e + 1.0f);
 }
 
-// MLP: y = x_mid + down(silu(gate(ln2)) * up(ln2)), ln2 = norm1p(x_mid)
-static void mlp_fwd(q35 *m, acts *a, const float *pw_norm, const float *wg, const float *wu, const float *wd,
-                    float *y) {
-    const zt_ops *op = m->ops;
-    const int64_t N = m->N, d = m->z.d, F = m->z.F;
-    norm1p_fwd(m, a->ln2, a->rstd2, a->x_mid, pw_norm, N, d);
-    TICK();
-    op->matmul_fwd(a->mgate, a->ln2, wg, N, d, F);
-    TICK();
-    op->matmul_fwd(a->up, a->ln2, wu, N, d, F);
-    TICK();
-    op->swiglu_fwd(a->h, a->mgate, a->up, N * F);
-    op->matmul_fwd(y, a->h, wd, N, F, d);
-    TICK();
-    op->add(y, y, a->x_mid, N * d);
-}
-
-// dx in: d(loss)/dy. m->w_dmid out: d(loss)/d(x_mid) (the residual included).
-static void mlp_bwd(q35 *m, acts *a, const float *pw_norm, float *dw_norm, const float *wg, float *dwg,
-                    const float *wu, float *dwu, const float *wd, float *dwd, const float *dx) {
-    const zt_ops *op = m->ops;
-    const int64_t N = m->N, d = m->z.d, F = m->z.F;
-    op->matmul_bwd(m->w_dh, dwd, dx, a->h, wd, N, F, d, 0);
-    TICK();
-    op->swiglu_bwd(m->w_dg, m->w_du, m->w_dh, a->mgate, a->up, N * F);
-    op->matmul_bwd(m->w_dln, dwg, m->w_dg, a->ln2, wg, N, d, F, 0);
-    TICK();
-    op->matmul_bwd(m->w_dln, dwu, m->w_du, a->ln2, wu, N, d, F, 1);
-    TICK();
-    norm1p_bwd(m, m->w_dmid, dw_norm, m->w_dln, a->x_mid, pw_norm, a->rstd2, N, d);
-    op->add(m->w_dmid, m->w_dmid, dx, N * d);
+// A full-attention layer: the attention block with Qwen3.5's output gate and partial RoPE, then the MLP.
+// Positions: given with packed documents and always under a split (set_batch then has them: isolated).
+static zt_attn_shape attn_shape(q35 *m, int layer) {
+    const dims z = m->z;
+    return (zt_attn_shape){.B = m->B, .S = m->S, .d = z.d, .H = z.H, .Hkv = z.Hkv, .D = z.D, .rd = z.rd,
+                           .out_gate = 1, .rope_cos = m->rope_cos, .rope_sin = m->rope_sin,
+                           .pos = m->isolated ? m->pos : NULL, .kv = m->cpx ? zt_q35_cx_kv(m->cpx) : NULL,
+                           .layer = layer, .rot = m->rot};
 }
 
 static void full_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, const float *x, float *y) {
-    const zt_ops *op = m->ops;
-    const dims z = m->z;
-    const int64_t N = m->N, H = z.H, D = z.D, Hkv = z.Hkv, HD = H * D;
-    const float eps = (float)m->lay.cfg.rms_norm_eps;
-    norm1p_fwd(m, a->ln1, a->rstd1, x, W(FA_IN_NORM), N, z.d);
-    TICK();
-    op->matmul_fwd(a->qg, a->ln1, W(FA_Q), N, z.d, 2 * HD);
-    TICK();
-    for (int64_t i = 0; i < N * H; i++) {  // per head: D query rows, then D gate rows
-        memcpy(a->q_pre + i * D, a->qg + i * 2 * D, (size_t)D * sizeof(float));
-        memcpy(a->gate + i * D, a->qg + i * 2 * D + D, (size_t)D * sizeof(float));
-    }
-    op->matmul_fwd(a->k_pre, a->ln1, W(FA_K), N, z.d, Hkv * D);
-    TICK();
-    op->matmul_fwd(a->v, a->ln1, W(FA_V), N, z.d, Hkv * D);
-    TICK();
-    op->rmsnorm_fwd(a->q, a->qn_rstd, a->q_pre, one_plus(m, W(FA_QNORM), D), N * H, D, eps);
-    op->rmsnorm_fwd(a->k, a->kn_rstd, a->k_pre, one_plus(m, W(FA_KNORM), D), N * Hkv, D, eps);
-    rope_partial(m, a->q, H, 0);
-    rope_partial(m, a->k, Hkv, 0);
-    TICK();
-    if (m->cpx)  // the keys of the whole block: gathered over the context group (model/context.c)
-        zt_context_attention_fwd(zt_q35_cx_kv(m->cpx), op, u->layer, a->att, a->att_stats, a->q, a->k, a->v, m->pos,
-                                 H, Hkv, D);
-    else
-        op->attention_fwd(a->att, a->att_stats, a->q, a->k, a->v, m->isolated ? m->pos : NULL, m->B, m->S, H, Hkv, D);
-    TICK();
-    for (int64_t i = 0; i < N * HD; i++) a->gated[i] = a->att[i] * sigmoidf(a->gate[i]);
-    op->matmul_fwd(a->x_mid, a->gated, W(FA_O), N, HD, z.d);
-    TICK();
-    op->add(a->x_mid, a->x_mid, x, N * z.d);
-    mlp_fwd(m, a, W(FA_POST_NORM), W(FA_GATE), W(FA_UP), W(FA_DOWN), y);
+    const zt_block_env e = block_env(m);
+    const zt_attn_shape s = attn_shape(m, u->layer);
+    zt_block_attn_layer_fwd(&e, &s, u, p, &a->blk, x, y, m->z.F);
 }
 
 static void full_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, float *dp, const float *x, float *dx) {
-    const zt_ops *op = m->ops;
-    const dims z = m->z;
-    const int64_t N = m->N, H = z.H, D = z.D, Hkv = z.Hkv, HD = H * D;
-    mlp_bwd(m, a, W(FA_POST_NORM), DW(FA_POST_NORM), W(FA_GATE), DW(FA_GATE), W(FA_UP), DW(FA_UP), W(FA_DOWN),
-            DW(FA_DOWN), dx);
-    op->matmul_bwd(m->w_dgated, DW(FA_O), m->w_dmid, a->gated, W(FA_O), N, HD, z.d, 0);
-    TICK();
-    for (int64_t i = 0; i < N * HD; i++) {
-        const float s = sigmoidf(a->gate[i]);
-        m->w_datt[i] = m->w_dgated[i] * s;
-        m->w_dgate[i] = m->w_dgated[i] * a->att[i] * s * (1.0f - s);
-    }
-    if (m->cpx)  // dK/dV of the keys held elsewhere go back to their ranks
-        zt_context_attention_bwd(zt_q35_cx_kv(m->cpx), op, u->layer, m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att,
-                                 a->att_stats, a->q, a->k, a->v, m->pos, H, Hkv, D);
-    else
-        op->attention_bwd(m->w_dq, m->w_dk, m->w_dv, m->w_datt, a->att, a->att_stats, a->q, a->k, a->v,
-                          m->isolated ? m->pos : NULL, m->B, m->S, H, Hkv, D);
-    TICK();
-    rope_partial(m, m->w_dq, H, 1);
-    rope_partial(m, m->w_dk, Hkv, 1);
-    op->rmsnorm_bwd(m->w_dqp, DW(FA_QNORM), m->w_dq, a->q_pre, one_plus(m, W(FA_QNORM), D), a->qn_rstd, N * H, D);
-    op->rmsnorm_bwd(m->w_dkp, DW(FA_KNORM), m->w_dk, a->k_pre, one_plus(m, W(FA_KNORM), D), a->kn_rstd, N * Hkv, D);
-    for (int64_t i = 0; i < N * H; i++) {
-        memcpy(m->w_dqg + i * 2 * D, m->w_dqp + i * D, (size_t)D * sizeof(float));
-        memcpy(m->w_dqg + i * 2 * D + D, m->w_dgate + i * D, (size_t)D * sizeof(float));
-    }
-    TICK();
-    op->matmul_bwd(m->w_dln, DW(FA_Q), m->w_dqg, a->ln1, W(FA_Q), N, z.d, 2 * HD, 0);
-    TICK();
-    op->matmul_bwd(m->w_dln, DW(FA_K), m->w_dkp, a->ln1, W(FA_K), N, z.d, Hkv * D, 1);
-    TICK();
-    op->matmul_bwd(m->w_dln, DW(FA_V), m->w_dv, a->ln1, W(FA_V), N, z.d, Hkv * D, 1);
-    TICK();
-    norm1p_bwd(m, dx, DW(FA_IN_NORM), m->w_dln, x, W(FA_IN_NORM), a->rstd1, N, z.d);
-    op->add(dx, dx, m->w_dmid, N * z.d);
+    const zt_block_env e = block_env(m);
+    const zt_attn_shape s = attn_shape(m, u->layer);
+    zt_block_attn_layer_bwd(&e, &s, u, p, dp, &a->blk, &m->work, x, dx, m->z.F);
 }
 
 // The conv, the l2 norms, beta and the decay, and the delta rule over this model's whole rows: qkv, b, a in,
@@ -589,7 +480,8 @@ static void lin_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, co
     const zt_ops *op = m->ops;
     const dims z = m->z;
     const int64_t N = m->N;
-    norm1p_fwd(m, a->ln1, a->rstd1, x, W(LIN_IN_NORM), N, z.d);
+    const zt_block_env e = block_env(m);
+    zt_block_norm_fwd(&e, a->ln1, a->rstd1, x, W(LIN_IN_NORM), N, z.d);
     TICK();
     op->matmul_fwd(a->qkv, a->ln1, W(LIN_QKV), N, z.d, z.C);
     TICK();
@@ -605,10 +497,11 @@ static void lin_fwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, co
     TICK();
     op->rmsnorm_gated_fwd(a->normed, a->gn_rstd, a->core, a->z, W(LIN_NORM), N * z.Hv, z.Dv,
                           (float)m->lay.cfg.rms_norm_eps);
-    op->matmul_fwd(a->x_mid, a->normed, W(LIN_OUT), N, z.Vd, z.d);
+    op->matmul_fwd(a->blk.x_mid, a->normed, W(LIN_OUT), N, z.Vd, z.d);
     TICK();
-    op->add(a->x_mid, a->x_mid, x, N * z.d);
-    mlp_fwd(m, a, W(LIN_POST_NORM), W(LIN_GATE), W(LIN_UP), W(LIN_DOWN), y);
+    op->add(a->blk.x_mid, a->blk.x_mid, x, N * z.d);
+    const zt_mlp_params mw = zt_mlp_params_at(u, p, LIN_POST_NORM);
+    zt_block_mlp_fwd(&e, &mw, &a->blk.mlp, a->blk.x_mid, y, N, z.d, z.F);
 }
 
 // mix_fwd's backward: w_dcore in; w_dqkv, w_db, w_da out; the conv's, A_log's, dt_bias's gradients (+=).
@@ -648,9 +541,11 @@ static void lin_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, fl
     const zt_ops *op = m->ops;
     const dims z = m->z;
     const int64_t N = m->N;
-    mlp_bwd(m, a, W(LIN_POST_NORM), DW(LIN_POST_NORM), W(LIN_GATE), DW(LIN_GATE), W(LIN_UP), DW(LIN_UP),
-            W(LIN_DOWN), DW(LIN_DOWN), dx);
-    op->matmul_bwd(m->w_dnormed, DW(LIN_OUT), m->w_dmid, a->normed, W(LIN_OUT), N, z.Vd, z.d, 0);
+    const zt_block_env e = block_env(m);
+    const zt_mlp_params mw = zt_mlp_params_at(u, p, LIN_POST_NORM);
+    const zt_mlp_grads mg = zt_mlp_grads_at(u, dp, LIN_POST_NORM);
+    zt_block_mlp_bwd(&e, &mw, &mg, &a->blk.mlp, &m->work.mlp, a->blk.x_mid, dx, m->work.dmid, N, z.d, z.F);
+    op->matmul_bwd(m->w_dnormed, DW(LIN_OUT), m->work.dmid, a->normed, W(LIN_OUT), N, z.Vd, z.d, 0);
     TICK();
     op->rmsnorm_gated_bwd(m->w_dcore, m->w_dz, DW(LIN_NORM), m->w_dnormed, a->core, a->z, W(LIN_NORM), a->gn_rstd,
                           N * z.Hv, z.Dv);
@@ -660,15 +555,15 @@ static void lin_bwd(q35 *m, const zt_unit_layout *u, acts *a, const float *p, fl
     else
         mix_bwd(m, u, a, p, dp);
     TICK();
-    op->matmul_bwd(m->w_dln, DW(LIN_QKV), m->w_dqkv, a->ln1, W(LIN_QKV), N, z.d, z.C, 0);
+    op->matmul_bwd(m->work.mlp.dln, DW(LIN_QKV), m->w_dqkv, a->ln1, W(LIN_QKV), N, z.d, z.C, 0);
     TICK();
-    op->matmul_bwd(m->w_dln, DW(LIN_Z), m->w_dz, a->ln1, W(LIN_Z), N, z.d, z.Vd, 1);
+    op->matmul_bwd(m->work.mlp.dln, DW(LIN_Z), m->w_dz, a->ln1, W(LIN_Z), N, z.d, z.Vd, 1);
     TICK();
-    op->matmul_bwd(m->w_dln, DW(LIN_B), m->w_db, a->ln1, W(LIN_B), N, z.d, z.Hv, 1);
-    op->matmul_bwd(m->w_dln, DW(LIN_A), m->w_da, a->ln1, W(LIN_A), N, z.d, z.Hv, 1);
+    op->matmul_bwd(m->work.mlp.dln, DW(LIN_B), m->w_db, a->ln1, W(LIN_B), N, z.d, z.Hv, 1);
+    op->matmul_bwd(m->work.mlp.dln, DW(LIN_A), m->w_da, a->ln1, W(LIN_A), N, z.d, z.Hv, 1);
     TICK();
-    norm1p_bwd(m, dx, DW(LIN_IN_NORM), m->w_dln, x, W(LIN_IN_NORM), a->rstd1, N, z.d);
-    op->add(dx, dx, m->w_dmid, N * z.d);
+    zt_block_norm_bwd(&e, dx, DW(LIN_IN_NORM), m->work.mlp.dln, x, W(LIN_IN_NORM), a->rstd1, N, z.d);
+    op->add(dx, dx, m->work.dmid, N * z.d);
 }
 
 static void layer_fwd(void *mv, int l, const float *p) {
@@ -710,10 +605,11 @@ static double head(void *mv, const float *p, const float *emb, float scale, floa
     const int64_t lm_off = m->lay.units[m->lay.nunits - 1].t[m->lay.cfg.tie_word_embeddings ? 0 : 1].offset;
     const float *lm_w = emb ? emb : p + lm_off;
     float *dlm = dhead ? (demb ? demb : dhead + lm_off) : NULL;
-    norm1p_fwd(m, m->head_xf, m->head_rstd, m->x[L], p, N, d);
-    const double loss = m->ops->lmhead_xent(dhead ? m->w_dln : NULL, dlm, m->head_xf, lm_w, m->targets, N, d,
+    const zt_block_env e = block_env(m);
+    zt_block_norm_fwd(&e, m->head_xf, m->head_rstd, m->x[L], p, N, d);
+    const double loss = m->ops->lmhead_xent(dhead ? m->work.mlp.dln : NULL, dlm, m->head_xf, lm_w, m->targets, N, d,
                                             m->z.V, scale);
-    if (dhead) norm1p_bwd(m, dx, dhead, m->w_dln, m->x[L], p, m->head_rstd, N, d);
+    if (dhead) zt_block_norm_bwd(&e, dx, dhead, m->work.mlp.dln, m->x[L], p, m->head_rstd, N, d);
     return loss;
 }
 
@@ -721,7 +617,8 @@ static void logits(void *mv, const float *p, const float *emb, float *out) {
     q35 *m = mv;
     const int L = m->lay.cfg.num_layers;
     const float *lm_w = emb ? emb : p + m->lay.units[m->lay.nunits - 1].t[1].offset;
-    norm1p_fwd(m, m->head_xf, m->head_rstd, m->x[L], p, m->N, m->z.d);
+    const zt_block_env e = block_env(m);
+    zt_block_norm_fwd(&e, m->head_xf, m->head_rstd, m->x[L], p, m->N, m->z.d);
     m->ops->matmul_fwd(out, m->head_xf, lm_w, m->N, m->z.d, m->z.V);
 }
 

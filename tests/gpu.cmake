@@ -18,7 +18,7 @@ if(ZT_CUDA)
 
   # Tiny Qwen3 (tests/golden/tiny_untied_gqa shapes): 20 steps on GPU and CPU.
   add_executable(train_tiny ${ZT_GPU_DIR}/train_tiny.c ${ZT_GPU_DIR}/gpu_test_util.c
-                 ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
+                 ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/blocks.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
                    ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
   target_link_libraries(train_tiny PRIVATE zt_cuda_layer zt_kernels)
   add_test(NAME gpu_train_tiny COMMAND train_tiny)
@@ -31,7 +31,7 @@ if(ZT_CUDA)
   add_test(NAME gpu_cuda_ops_qwen3_5 COMMAND test_cuda_ops_qwen3_5)
   set_tests_properties(gpu_cuda_ops_qwen3_5 PROPERTIES SKIP_RETURN_CODE 77)
   add_executable(test_qwen3_5_cuda ${ZT_GPU_DIR}/test_qwen3_5_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c
-                 ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
+                 ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/blocks.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
                  ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c
                  ${CMAKE_SOURCE_DIR}/data/batch.c)
   target_link_libraries(test_qwen3_5_cuda PRIVATE zt_cuda_layer zt_kernels)
@@ -58,7 +58,7 @@ if(ZT_CUDA)
     set(ZT_R ${CMAKE_SOURCE_DIR}/engine)
     add_executable(test_fsdp_cuda ${ZT_GPU_DIR}/test_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_stage.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
                    ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${CMAKE_SOURCE_DIR}/tests/support/trainer.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c
-                   ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
+                   ${ZT_R}/comm_nccl.c ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/blocks.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
                    ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
     target_compile_definitions(test_fsdp_cuda PRIVATE ZT_NCCL_NO_MPI=1)
     target_include_directories(test_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})
@@ -74,7 +74,7 @@ if(ZT_CUDA)
       function(zt_gpu_engine_mpi_test name)
         add_executable(${name} ${ARGN} ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_stage.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c ${ZT_R}/fsdp_cuda.c
                        ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
-                       ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
+                       ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/blocks.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
                    ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
         target_include_directories(${name} PRIVATE ${ZT_NCCL_INCLUDE})
         target_sources(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/support/attention_test.c)
@@ -117,7 +117,7 @@ exec "$@" $((n / 2 * 2)) "$bin" --context 2]]
     add_executable(bench_fsdp_cuda ${ZT_GPU_DIR}/bench_fsdp_cuda.c ${ZT_GPU_DIR}/gpu_test_util.c ${ZT_R}/fsdp.c ${ZT_R}/fsdp_stage.c ${ZT_R}/fsdp_cpu.c ${ZT_R}/cuda_module.c
                    ${ZT_R}/fsdp_cuda.c ${ZT_R}/optim.c ${ZT_R}/comm.c ${ZT_R}/mesh.c ${ZT_R}/job_shape.c ${ZT_R}/flight.c ${ZT_R}/comm_nccl.c
                    ${ZT_R}/device_peak.c
-                   ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
+                   ${CMAKE_SOURCE_DIR}/model/layout.c ${CMAKE_SOURCE_DIR}/model/qwen3.c ${CMAKE_SOURCE_DIR}/model/qwen3_context.c ${CMAKE_SOURCE_DIR}/model/blocks.c ${CMAKE_SOURCE_DIR}/model/context.c ${CMAKE_SOURCE_DIR}/model/qwen3_5_context.c
                    ${CMAKE_SOURCE_DIR}/model/family.c ${CMAKE_SOURCE_DIR}/model/qwen3_5.c ${CMAKE_SOURCE_DIR}/model/flops.c ${CMAKE_SOURCE_DIR}/data/batch.c)
     target_compile_definitions(bench_fsdp_cuda PRIVATE ZT_NCCL_NO_MPI=1)
     target_include_directories(bench_fsdp_cuda PRIVATE ${ZT_NCCL_INCLUDE})

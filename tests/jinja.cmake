@@ -5,6 +5,10 @@
 # (expected_qwen3_5.jsonl.gz: tests/reference/make_chat_templates_q35_golden.py).
 find_package(ZLIB REQUIRED)
 zt_add_test(test_jinja_templates ${ZT_TEST_DIR}/unit/test_jinja_templates.c zt_data ZLIB::ZLIB)
+# --train-on assistant|last with templates without {% generation %} blocks (prefix mode): spans, ids
+# and masks against transformers rendering prefix by prefix, 10 trl templates x 16 conversations x 2
+# rules (tests/reference/make_chat_prefix_masks_golden.py)
+zt_add_test(test_chat_prefix_masks ${ZT_TEST_DIR}/unit/test_chat_prefix_masks.c zt_data ZLIB::ZLIB)
 
 # pack --input chat with a Jinja template from the command line (tests/cli/jinja_cli.sh)
 foreach(case fastpath generation bad_template raise limits vars)

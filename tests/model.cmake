@@ -17,3 +17,6 @@ zt_add_test(test_unit_many ${ZT_TEST_DIR}/unit/test_unit_many.c zt_engine zt_che
 zt_add_test(test_config ${ZT_TEST_DIR}/unit/test_config.c zt_model)
 # Qwen3.5's text model against transformers' Qwen3_5ForCausalLM (tests/reference/make_qwen3_5_golden.py)
 zt_add_test(test_qwen3_5_golden ${ZT_TEST_DIR}/unit/test_qwen3_5_golden.c zt_train zt_test_support)
+# The CPU blocks both families compose (model/blocks.c): a decoder layer in Qwen3's and in Qwen3.5's
+# options against a naive double layer, forward and finite differences (tests/unit/test_blocks.c)
+zt_add_test(test_blocks ${ZT_TEST_DIR}/unit/test_blocks.c zt_model)

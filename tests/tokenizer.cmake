@@ -8,6 +8,10 @@ zt_add_test(test_tokenizer_regex ${ZT_TEST_DIR}/unit/test_tokenizer_regex.c zt_d
 zt_add_test_exe(test_tokenizer_more ${ZT_TEST_DIR}/unit/test_tokenizer_more.c zt_data ZLIB::ZLIB)
 add_test(NAME test_tokenizer_qwen3_5 COMMAND test_tokenizer_more qwen3_5)
 add_test(NAME test_tokenizer_pcre2 COMMAND test_tokenizer_more pcre2)
+# The binary cache of the parsed tokenizer.json: the cached Qwen3 tokenizer against tokenizers'
+# goldens; corrupt, truncated, forged and stale cache files ignored and rewritten; an unwritable
+# directory and ZT_TOKENIZER_CACHE=off parse the JSON (data/tokenizer_cache.c)
+zt_add_test(test_tokenizer_cache ${ZT_TEST_DIR}/unit/test_tokenizer_cache.c zt_data ZLIB::ZLIB)
 # pack on text (JSON Lines, lines, files; single and per-rank) against a Python packer
 zt_add_test(test_pack_text ${ZT_TEST_DIR}/unit/test_pack_text.c zt_data ZLIB::ZLIB)
 

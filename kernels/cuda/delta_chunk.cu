@@ -22,13 +22,13 @@
 // defines: zt_cuda_delta_chunk_fwd, zt_cuda_delta_chunk_bwd, zt_cuda_delta_chunk_scratch_bytes,
 //          zt_cuda_delta_chunk_smem_bytes, zt_cuda_delta_chunk_sum
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/delta_span.cuh"  // the span's load, Gam and e (shared with delta_chunk_tc.cu)
 
-#define CH 64         // tokens per span (= the recurrence's checkpoint spacing)
+#define CH ZT_DELTA_CH  // tokens per span (= the recurrence's checkpoint spacing)
 #define DC 32         // state columns per block
 #define NT 256        // threads per block
 #define LDL (CH + 1)  // L x L matrices: a thread per column reads without bank conflicts
 #define LDC (DC + 1)  // [*, DC] matrices
-#define TINY 0x1p-64  // decays below are zero (kernels/cpu/delta_chunk.c's ZT_CHUNK_TINY)
 
 // Shared memory of one block (dynamic: byte offsets from its base, each array 16-byte aligned).
 // K, Q rows hold Dk + 2 bf16: an odd number of 4-byte words when Dk % 4 == 0, so threads reading
@@ -71,54 +71,20 @@ extern "C" size_t zt_cuda_delta_chunk_smem_bytes(int64_t Dk, int bwd) {
     return smem_layout(&m, NULL, (int)Dk, bwd);
 }
 
-static __device__ __forceinline__ bool doc_start(const int32_t *pos, int64_t row, int t) {
-    return t == 0 || (pos && pos[row] == 0);
-}
-
 // The span [t0, t0 + L) of row b, value head h (key head kh), columns [c0, c0 + nc): loads K, Q,
 // the gates and document starts, and a = exp(g) (0 at a start). Then the barrier.
 static __device__ void span_load(const chunk_smem &m, const bf16 *k, const bf16 *q, const float *g,
                                  const float *beta, const int32_t *pos, int b, int h, int kh, int S, int Hk,
                                  int Hv, int Dk, int t0, int L) {
-    const int tid = threadIdx.x, LK = Dk + 2;
-    for (int x = tid; x < CH * Dk; x += NT) {
-        const int i = x / Dk, c = x % Dk;
-        const int64_t at = (((int64_t)b * S + t0 + i) * Hk + kh) * Dk + c;
-        m.K[i * LK + c] = i < L ? k[at] : f2bf(0.0f);
-        m.Q[i * LK + c] = i < L ? q[at] : f2bf(0.0f);
-    }
-    for (int i = tid; i < CH; i += NT) {
-        const int64_t row = (int64_t)b * S + t0 + i;
-        const bool in = i < L;
-        m.start[i] = in ? doc_start(pos, row, t0 + i) : 1;
-        m.g[i] = in ? g[row * Hv + h] : 0.0f;
-        m.beta[i] = in ? beta[row * Hv + h] : 0.0f;
-        m.a[i] = m.start[i] ? 0.0 : exp((double)m.g[i]);
-    }
+    zt_delta_span_load(m.K, m.Q, Dk + 2, m.start, m.g, m.beta, m.a, k, q, g, beta, pos, b, h, kh, S, Hk, Hv, Dk, t0,
+                       L, NT);
 }
 
 // The span's Dv-independent matrices (after span_load's barrier): Gam (lower, in double products
 // as the CPU's chunk_prep, flushed below 2^-64), e, K K^T and Q K^T (lower; zero above).
 static __device__ void span_gram(const chunk_smem &m, int Dk, int L) {
     const int tid = threadIdx.x, LK = Dk + 2;
-    if (tid < CH) {  // column j of Gam
-        const int j = tid;
-        double x = 1.0;
-        for (int i = 0; i < CH; i++) {
-            if (i > j) {
-                x *= m.a[i];
-                x = x < TINY ? 0.0 : x;
-            }
-            m.Gam[i * LDL + j] = i < j ? 0.0f : (float)x;
-        }
-    } else if (tid < 2 * CH) {  // e_i = exp(g_0 + .. + g_i), 0 from the span's first document start on
-        const int i = tid - CH;
-        double G = 0.0;
-        bool zero = false;
-        for (int s = 0; s <= i; s++) G += (double)m.g[s], zero = zero || m.start[s];
-        const double ei = exp(G);
-        m.e[i] = zero || i >= L || ei < TINY ? 0.0f : (float)ei;
-    }
+    zt_delta_span_gam_e(m.Gam, LDL, m.e, m.a, m.g, m.start, L);
     for (int x = tid; x < CH * CH; x += NT) {
         const int i = x / CH, j = x % CH;
         float kk = 0.0f, qk = 0.0f;
@@ -188,7 +154,7 @@ __global__ void __launch_bounds__(NT) delta_chunk_fwd_kernel(bf16 *__restrict__ 
         const int t0 = ch * CH, L = S - t0 < CH ? S - t0 : CH;
         __syncthreads();  // DF1: every thread is done with the previous span (K, Q, Gam, S0's update)
         span_load(m, k, q, g, beta, pos, b, h, kh, S, Hk, Hv, Dk, t0, L);
-        const bool opens = doc_start(pos, (int64_t)b * S + t0, t0);
+        const bool opens = zt_delta_doc_start(pos, (int64_t)b * S + t0, t0);
         for (int x = tid; x < Dk * DC; x += NT) {  // the state entering the span, saved (0 at a start)
             const int r = x / DC, c = x % DC;
             if (opens) m.S0[r * LDC + c] = 0.0f;

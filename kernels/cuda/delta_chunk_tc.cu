@@ -24,10 +24,11 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/delta_span.cuh"  // the span's load, Gam and e (shared with delta_chunk.cu)
 
 using namespace nvcuda;
 
-#define CH 64            // tokens per span
+#define CH ZT_DELTA_CH    // tokens per span
 #define DC 32            // state columns per block
 #define NT 256           // threads per block (8 warps)
 #define NW (NT / 32)
@@ -35,7 +36,7 @@ using namespace nvcuda;
 #define LB (CH + 8)      // bf16 [CH, CH] matrices (ld a multiple of 8 bf16)
 #define LS (DC + 4)      // fp32 [*, DC]
 #define LSB (DC + 8)     // bf16 [*, DC]
-#define TINY 0x1p-64     // decays below are zero (as delta_chunk.cu)
+#define TINY ZT_DELTA_TINY  // decays below are zero (as delta_chunk.cu)
 
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 
@@ -123,10 +124,6 @@ struct tcb_smem;
 static __host__ __device__ size_t tcb_layout(tcb_smem *m, char *base, int Dk);
 extern "C" size_t zt_cuda_delta_tc_smem_bytes(int64_t Dk, int bwd);
 
-static __device__ __forceinline__ bool doc_start(const int32_t *pos, int64_t row, int t) {
-    return t == 0 || (pos && pos[row] == 0);
-}
-
 // Grid (Hv * ncb, B), block NT. q, k [B*S, Hk, Dk]; v, o [B*S, Hv, Dv]; g, beta [B*S, Hv].
 __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, float *__restrict__ saved,
                                                           const bf16 *__restrict__ q, const bf16 *__restrict__ k,
@@ -147,21 +144,9 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
         // No barrier before the load: after TF6 only e, Q S0 and O are read, none of which the load
         // writes, and each thread saves and rounds the S0 elements it zeroes (a barrier here survived
         // its removal on the CPU execution of CUDA: it ordered nothing).
-        for (int x = tid; x < CH * Dk; x += NT) {
-            const int i = x / Dk, c = x % Dk;
-            const int64_t at = (((int64_t)b * S + t0 + i) * Hk + kh) * Dk + c;
-            m.K[i * LK + c] = i < L ? k[at] : f2bf(0.0f);
-            m.Q[i * LK + c] = i < L ? q[at] : f2bf(0.0f);
-        }
-        for (int i = tid; i < CH; i += NT) {
-            const int64_t row = (int64_t)b * S + t0 + i;
-            const bool in = i < L;
-            m.start[i] = in ? doc_start(pos, row, t0 + i) : 1;
-            m.g[i] = in ? g[row * Hv + h] : 0.0f;
-            m.beta[i] = in ? beta[row * Hv + h] : 0.0f;
-            m.a[i] = m.start[i] ? 0.0 : exp((double)m.g[i]);
-        }
-        const bool opens = doc_start(pos, (int64_t)b * S + t0, t0);
+        zt_delta_span_load(m.K, m.Q, LK, m.start, m.g, m.beta, m.a, k, q, g, beta, pos, b, h, kh, S, Hk, Hv, Dk, t0, L,
+                           NT);
+        const bool opens = zt_delta_doc_start(pos, (int64_t)b * S + t0, t0);
         for (int x = tid; x < Dk * DC; x += NT) {  // the state entering the span, saved (0 at a start)
             const int r = x / DC, c = x % DC;
             if (opens) m.S0[r * LS + c] = 0.0f;
@@ -169,24 +154,7 @@ __global__ void __launch_bounds__(NT) delta_tc_fwd_kernel(bf16 *__restrict__ o, 
             m.S0b[r * LSB + c] = f2bf(m.S0[r * LS + c]);
         }
         __syncthreads();  // TF1: K, Q, the gates, a, S0 and its bf16 copy are in place
-        if (tid < CH) {  // column j of Gam (double products, as the reference)
-            const int j = tid;
-            double x = 1.0;
-            for (int i = 0; i < CH; i++) {
-                if (i > j) {
-                    x *= m.a[i];
-                    x = x < TINY ? 0.0 : x;
-                }
-                m.Gam[i * LF + j] = i < j ? 0.0f : (float)x;
-            }
-        } else if (tid < 2 * CH) {  // e_i = exp(g_0 + .. + g_i), 0 from the span's first document start on
-            const int i = tid - CH;
-            double G = 0.0;
-            bool zero = false;
-            for (int s = 0; s <= i; s++) G += (double)m.g[s], zero = zero || m.start[s];
-            const double ei = exp(G);
-            m.e[i] = zero || i >= L || ei < TINY ? 0.0f : (float)ei;
-        }
+        zt_delta_span_gam_e(m.Gam, LF, m.e, m.a, m.g, m.start, L);  // Gam in double products, as the reference
         const int ncp = (nc + 15) & ~15;  // the block's columns, whole 16-wide tiles
         blk_mma<false, true>(m.KK, LF, pairs(m.K, m.K), LK, LK, CH, CH, Dk, false, true);
         blk_mma<false, true>(m.P, LF, pairs(m.Q, m.K), LK, LK, CH, CH, Dk, false, true);
@@ -383,19 +351,8 @@ static __device__ void tcb_load(const tcb_smem &m, const tcb_span &sp, const bf1
     const int tid = threadIdx.x;
     const int LK = sp.Dk + 8;
     const float *sv = sp.sv;
-    for (int x = tid; x < CH * Dk; x += NT) {
-        const int i = x / Dk, c = x % Dk;
-        const int64_t at = (((int64_t)b * S + t0 + i) * Hk + kh) * Dk + c;
-        m.K[i * LK + c] = i < L ? k[at] : f2bf(0.0f);
-        m.Q[i * LK + c] = i < L ? q[at] : f2bf(0.0f);
-    }
-    for (int i = tid; i < CH; i += NT) {
-        const int64_t row = (int64_t)b * S + t0 + i;
-        const bool in = i < L;
-        m.seg[i] = in ? doc_start(pos, row, t0 + i) : 1;  // the start flag here, the segment below
-        m.g[i] = in ? g[row * Hv + h] : 0.0f;
-        m.beta[i] = in ? beta[row * Hv + h] : 0.0f;
-    }
+    // the start flags into seg here (the segments below)
+    zt_delta_span_load(m.K, m.Q, LK, m.seg, m.g, m.beta, NULL, k, q, g, beta, pos, b, h, kh, S, Hk, Hv, Dk, t0, L, NT);
     for (int x = tid; x < Dk * DC; x += NT) {
         const int r = x / DC, c = x % DC;
         m.S0b[r * LSB + c] = f2bf(c < nc ? sv[((int64_t)ch * Dk + r) * Dv + c] : 0.0f);

@@ -4,7 +4,8 @@
 #                 packs the example conversations into the same block files as the built-in
 #                 renderer (--train-on all); chat_template.jinja beside tokenizer.json is used
 #   generation    trl's qwen3_training.jinja: --train-on assistant trains the {% generation %}
-#                 spans, last only the final one; a template without them is refused for both
+#                 spans, last only the final one; a template without them trains what rendering
+#                 prefix by prefix finds, and refuses a conversation where that is not a prefix
 #   bad_template  a construct the engine lacks is refused at start, naming FILE:LINE:COL
 #   raise         raise_exception ends the conversation with its message and FILE:LINE;
 #                 --skip-bad counts and skips it
@@ -64,11 +65,16 @@ generation)
     pack --quiet --chat-template "$TPL/qwen3_training.jinja" --train-on all "$CONV" -o "$W/all" >/dev/null || fail "all"
     a=$(trained "$W/asst/data.u32") l=$(trained "$W/last/data.u32") t=$(trained "$W/all/data.u32")
     [ "$a" -gt 0 ] && [ "$l" -gt 0 ] && [ "$l" -lt "$a" ] && [ "$a" -lt "$t" ] || fail "trained words last $l, assistant $a, all $t"
-    expect_error "qwen3.jinja has no \{% generation %\} blocks, so --train-on assistant cannot tell" "hint: use a template" -- \
-        pack --chat-template "$TPL/qwen3.jinja" "$CONV" -o "$W/nogen"
-    expect_error "--train-on last cannot tell" -- pack --chat-template "$TPL/qwen3.jinja" --train-on last "$CONV" -o "$W/nogen"
-    [ -e "$W/nogen" ] && fail "a refused pack created its output directory"
-    echo "ok [$CASE]: trained words: last $l < assistant $a < all $t"
+    # without generation blocks (prefix mode, as TRL finds a completion): qwen2_5.jinja trains every
+    # assistant turn, qwen3.jinja the last; qwen3.jinja renders an earlier turn otherwise than a
+    # final one (its <think> rule), so --train-on assistant refuses a multi-turn conversation
+    pack --quiet --chat-template "$TPL/qwen2_5.jinja" "$CONV" -o "$W/q25" >/dev/null || fail "qwen2_5 assistant"
+    pack --quiet --chat-template "$TPL/qwen3.jinja" --train-on last "$CONV" -o "$W/q3last" >/dev/null || fail "qwen3 last"
+    a2=$(trained "$W/q25/data.u32") l2=$(trained "$W/q3last/data.u32")
+    [ "$a2" -gt 0 ] && [ "$l2" -gt 0 ] || fail "prefix mode trained words: qwen2_5 assistant $a2, qwen3 last $l2"
+    expect_error "in.jsonl:4: the template's rendering of messages\[:3\] is not a prefix of its rendering of the whole" \
+        "hint: a template with \{% generation %\} blocks" -- pack --chat-template "$TPL/qwen3.jinja" "$CONV" -o "$W/nogen"
+    echo "ok [$CASE]: trained words: last $l < assistant $a < all $t; prefix mode: qwen2_5 assistant $a2, qwen3 last $l2"
     ;;
 bad_template)
     printf 'line one\n  {%% include "other.jinja" %%}\n' >"$W/inc.jinja"

@@ -43,6 +43,7 @@ T_HSDP = ["emu_fsdp_cuda_hsdp_w4"]
 T_CP = ["emu_fsdp_cuda_cp_w2_c2", "emu_fsdp_cuda_cp_w4_c2"]
 T_DCHUNK = ["emu_delta_chunk"]  # the chunked delta rule vs the CPU (emu_cuda_ops_qwen3_5 runs it too)
 DTC = "kernels/cuda/delta_chunk_tc.cu"
+DSPAN = "kernels/cuda/delta_span.cuh"  # the span's load, Gam and e: both chunked forms (rows DM1, DM3, TM1, TM3)
 T_DTC = ["emu_delta_tc"]  # the tensor-core chunked delta rule vs the CPU
 
 OLD_REGISTER = """    c->host_pinned = !bench;
@@ -131,10 +132,10 @@ MUTATIONS = [
     ("E4", FSDP, "    if (zt_wait(c->dc, rq) != 0) return -1;\n    zt_comm_watch_begin(c->dc, \"cudaStreamSynchronize(ctrl stream): eval",
      "    zt_comm_watch_begin(c->dc, \"cudaStreamSynchronize(ctrl stream): eval", T_SFT,
      "eval end: the host retires the all-reduce's request (zt_wait)"),
-    ("E5", FSDP, "    if (f->doc_isolated)\n        CK(cudaMemcpyAsync(c->pos_d,", "    if (0)\n        CK(cudaMemcpyAsync(c->pos_d,",
+    ("E5", FSDP, "    if (f->doc_isolated || f->ctx_world > 1)\n        CK(cudaMemcpyAsync(c->pos_d,", "    if (0)\n        CK(cudaMemcpyAsync(c->pos_d,",
      T_SFT, "use_batch: the micro-batch's document positions to the device"),
-    ("E6", FSDP, "static const int32_t *layer_pos(const zt_fsdp *f) { return f->doc_isolated ? st(f)->pos_d : NULL; }",
-     "static const int32_t *layer_pos(const zt_fsdp *f) { (void)f; return NULL; }", T_SFT,
+    ("E6", FSDP, "    return f->doc_isolated || f->ctx_world > 1 ? st(f)->pos_d : NULL;",
+     "    return f->ctx_world > 1 ? st(f)->pos_d : NULL;", T_SFT,
      "the layers get the document positions (instead: plain causal attention, block positions)"),
     # ---- engine/fsdp.c: the one schedule both backends run (its order, not its values) ----
     ("S1", "engine/fsdp.c",
@@ -341,13 +342,13 @@ MUTATIONS = [
     ("DB9", DCHUNK, '        __syncthreads();  // DB9: dS (read above for dk and <S0, dS>) may be overwritten\n', "",
      T_DCHUNK, "backward: the barrier after dk's reads of dS, before dS's update overwrites it"),
     # ---- the chunked delta rule's document starts (a start inside a span is a zero decay) ----
-    ("DM1", DCHUNK, "        m.a[i] = m.start[i] ? 0.0 : exp((double)m.g[i]);\n",
-     "        m.a[i] = exp((double)m.g[i]);  // (mutated)\n", T_DCHUNK,
+    ("DM1", DSPAN, "        if (a) a[i] = start[i] ? 0.0 : exp((double)gs[i]);\n",
+     "        if (a) a[i] = exp((double)gs[i]);  // (mutated)\n", T_DCHUNK,
      "a document start inside a span as a zero decay (instead: exp(g), Gam reaching across documents)"),
     ("DM2", DCHUNK, "            if (opens) m.S0[r * LDC + c] = 0.0f;\n", "", T_DCHUNK,
      "forward: the state entering a span that opens a document zeroed (and saved as zero)"),
-    ("DM3", DCHUNK, "        m.e[i] = zero || i >= L || ei < TINY ? 0.0f : (float)ei;\n",
-     "        m.e[i] = i >= L || ei < TINY ? 0.0f : (float)ei;  // (mutated)\n", T_DCHUNK,
+    ("DM3", DSPAN, "        e[i] = zero || i >= L || ei < ZT_DELTA_TINY ? 0.0f : (float)ei;\n",
+     "        e[i] = i >= L || ei < ZT_DELTA_TINY ? 0.0f : (float)ei;  // (mutated)\n", T_DCHUNK,
      "e_i zero from the span's first document start on (instead: the incoming state reaches every document)"),
     # ---- regressions of the four defects fixed with the emulation ----
     ("R1", "kernels/cuda/matmul.cu",
@@ -402,11 +403,11 @@ MUTATIONS = [
      T_DTC, "backward: the barrier after M1's parts and dbeta, before dg, dk, dq and the state's gradient"),
     ('TW1', DTC, '        wmma::store_matrix_sync(stage, c, 16, wmma::mem_row_major);\n        __syncwarp();\n', '        wmma::store_matrix_sync(stage, c, 16, wmma::mem_row_major);\n',
      T_DTC, 'backward dk/dq: the warp barrier after a tile is stored, before the lanes read it'),
-    ('TM1', DTC, '            m.a[i] = m.start[i] ? 0.0 : exp((double)m.g[i]);\n', '            m.a[i] = exp((double)m.g[i]);  // (mutated)\n',
+    ('TM1', DSPAN, '        if (a) a[i] = start[i] ? 0.0 : exp((double)gs[i]);\n', '        if (a) a[i] = exp((double)gs[i]);  // (mutated)\n',
      T_DTC, 'forward: a document start inside a span as a zero decay (instead: exp(g), Gam reaching across documents)'),
     ('TM2', DTC, '            if (opens) m.S0[r * LS + c] = 0.0f;\n', '',
      T_DTC, 'forward: the state entering a span that opens a document zeroed (and saved as zero)'),
-    ('TM3', DTC, '            for (int s = 0; s <= i; s++) G += (double)m.g[s], zero = zero || m.start[s];\n', '            for (int s = 0; s <= i; s++) G += (double)m.g[s];  // (mutated)\n',
+    ('TM3', DSPAN, '        for (int s = 0; s <= i; s++) G += (double)g[s], zero = zero || start[s];\n', '        for (int s = 0; s <= i; s++) G += (double)g[s];  // (mutated)\n',
      T_DTC, "forward: e_i zero from the span's first document start on (instead: the incoming state reaches every document)"),
     ('TM4', DTC, '            for (int s_ = 0; s_ <= i; s_++) G += (double)m.g[s_], sg = m.seg[s_] ? s_ : sg;\n', '            for (int s_ = 0; s_ <= i; s_++) G += (double)m.g[s_];  // (mutated)\n',
      T_DTC, 'backward: Gam zero across a document start (instead: exp(cum_i - cum_j) across documents)'),
@@ -430,13 +431,42 @@ def first_diagnostic(log):
     return "(test failed; see the log)"
 
 
+def row_count(path, old):
+    """How many times a row's text stands in its file (CK( also spelled ZT_CUDA_CHECK(, as applied)."""
+    text = open(os.path.join(ROOT, path)).read()
+    n = text.count(old)
+    if n != 1 and re.search(r"\bCK\(", old):
+        n = text.count(re.sub(r"\bCK\(", "ZT_CUDA_CHECK(", old))
+    return n
+
+
+def check_rows():
+    """0 when every row applies (its text once in its file) and no id repeats; else 1, naming each."""
+    bad, seen = 0, set()
+    for mid, path, old, new, tests, what in MUTATIONS:
+        n = row_count(path, old) if os.path.exists(os.path.join(ROOT, path)) else -1
+        if n != 1:
+            print(f"mutate.py: row {mid}: {path}: " + ("no such file" if n < 0 else f"its text stands {n} times, not once"))
+            bad = 1
+        if mid in seen:
+            print(f"mutate.py: row id {mid} repeats")
+            bad = 1
+        seen.add(mid)
+    print(f"mutate.py: {len(MUTATIONS)} rows, " + ("some do not apply" if bad else "each applies exactly once"))
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
     ap.add_argument("--work", default="/tmp/zt-mutate")
     ap.add_argument("--jobs", default=str(os.cpu_count() or 2))
+    ap.add_argument("--check", action="store_true",
+                    help="only check that every row's text stands exactly once in its file (no build, no test)")
     a = ap.parse_args()
     only = set(x for x in a.only.split(",") if x)
+    if a.check:
+        sys.exit(check_rows())
     src, build = os.path.join(a.work, "src"), os.path.join(a.work, "build")
     for d in (src, build):  # a fresh build: copied files keep their times, which would fool ninja
         if os.path.exists(d):

@@ -76,6 +76,9 @@ printf '    def f(x):\n\treturn x  # tabs   and spaces\n\n\n   \nEnd' >"$C/token
 printf 'bad \xff byte \xc3 cut' >"$C/tokenizer/invalid"
 # NFC of text that starts with a combining mark called memcpy(NULL, s, 0) (UBSan; fixed)
 printf '\xcc\x81x starts with a combining mark' >"$C/tokenizer/combining_first"
+# tokenizer_split: the same texts, and marks after letters, punctuation, digits and spaces (Qwen3.5's \p{M})
+mkdir -p "$C/tokenizer_split" && cp "$C"/tokenizer/* "$C/tokenizer_split/"
+printf 'a\xcc\x81b .\xcc\x81 1\xcc\x81 \xcc\x81 \xe0\xa4\x95\xe0\xa4\xbe\xe0\xa4\x82 x\xe2\x83\x9d!\xcd\xa3\n\xcc\x81' >"$C/tokenizer_split/marks"
 
 # jsonl: knob byte 0x00 (tiny buffers), then the file
 for f in sample nul_escape raw_nul raw_tab; do

@@ -73,3 +73,71 @@ double zt_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+float *zt_host_buf(int64_t n) { return zt_xcalloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+
+float *zt_host_copy(const float *x, int64_t n) {
+    float *y = zt_host_buf(n);
+    memcpy(y, x, (size_t)n * sizeof(float));
+    return y;
+}
+
+void zt_round_bf16(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = zt_bf16_round(x[i]);
+}
+
+zt_bf16 *zt_dev_bf16_nan(int64_t n) {
+    zt_bf16 *p = zt_cuda_malloc((size_t)n * 2);
+    zt_cuda_fill_nan(p, ZT_BF16, n, NULL);
+    return p;
+}
+
+float *zt_dev_f32_nan(int64_t n) {
+    float *p = zt_cuda_malloc((size_t)n * 4);
+    zt_cuda_fill_nan(p, ZT_F32, n, NULL);
+    return p;
+}
+
+int32_t *zt_dev_i32(const int32_t *x, int64_t n) {
+    int32_t *d = zt_cuda_malloc((size_t)n * 4);
+    zt_cuda_memcpy_h2d(d, x, (size_t)n * 4);
+    return d;
+}
+
+double zt_dev_err_bf16(const zt_bf16 *dev, const float *ref, int64_t n) {
+    float *h = zt_host_buf(n);
+    zt_dev_get_bf16(h, dev, n);
+    const double e = zt_relerr(h, ref, n);
+    free(h);
+    return e;
+}
+
+double zt_dev_err_f32(const float *dev, const float *ref, int64_t n) {
+    float *h = zt_host_buf(n);
+    zt_dev_get_f32(h, dev, n);
+    const double e = zt_relerr(h, ref, n);
+    free(h);
+    return e;
+}
+
+double zt_dev_bytes_differ(const void *a, const void *b, size_t n) {
+    unsigned char *x = zt_xmalloc(n ? n : 1), *y = zt_xmalloc(n ? n : 1);
+    zt_cuda_memcpy_d2h(x, a, n);
+    zt_cuda_memcpy_d2h(y, b, n);
+    const double r = memcmp(x, y, n) ? 1.0 : 0.0;
+    free(x), free(y);
+    return r;
+}
+
+static int g_op_checks, g_op_failures;
+
+void zt_op_report(const char *op, const char *shape, double err, double tol) {
+    const int ok = err <= tol;  // NaN and inf never pass
+    g_op_checks++;
+    g_op_failures += !ok;
+    printf("RESULT op=%s shape=%s err=%.3e tol=%.1e ok=%d\n", op, shape, err, tol, ok);
+    fflush(stdout);
+}
+
+int zt_op_checks(void) { return g_op_checks; }
+int zt_op_failures(void) { return g_op_failures; }

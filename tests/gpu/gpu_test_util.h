@@ -1,6 +1,7 @@
 // Host helpers shared by the GPU test programs: bf16 rounding, random data,
 // upload/download, error norms, the no-device skip.
-// defines: zt_host_*, zt_dev_*, zt_relerr, zt_median, ZT_SKIP_NO_DEVICE
+// defines: zt_host_*, zt_dev_*, zt_relerr, zt_median, zt_round_bf16, zt_op_report, zt_op_checks,
+//          zt_op_failures, ZT_SKIP_NO_DEVICE
 #ifndef ZT_GPU_TEST_UTIL_H
 #define ZT_GPU_TEST_UTIL_H
 #include <stdint.h>
@@ -21,6 +22,28 @@ zt_bf16 *zt_dev_bf16(const float *x, int64_t n);
 float *zt_dev_f32(const float *x, int64_t n);
 void zt_dev_get_bf16(float *dst, const zt_bf16 *src, int64_t n);
 void zt_dev_get_f32(float *dst, const float *src, int64_t n);
+
+// Host buffers: zeros (at least one element), a copy. Free with free().
+float *zt_host_buf(int64_t n);
+float *zt_host_copy(const float *x, int64_t n);
+void zt_round_bf16(float *x, int64_t n);  // each element to its nearest bf16, in place
+
+// Device buffers filled with NaN (an element the op under test does not write then fails the
+// check), an int32 upload. Free with zt_cuda_free.
+zt_bf16 *zt_dev_bf16_nan(int64_t n);
+float *zt_dev_f32_nan(int64_t n);
+int32_t *zt_dev_i32(const int32_t *x, int64_t n);
+// zt_relerr of a device buffer against a host reference.
+double zt_dev_err_bf16(const zt_bf16 *dev, const float *ref, int64_t n);
+double zt_dev_err_f32(const float *dev, const float *ref, int64_t n);
+// 0 when two device buffers hold the same n bytes, else 1 (determinism checks).
+double zt_dev_bytes_differ(const void *a, const void *b, size_t n);
+
+// One check of an op test: prints "RESULT op=... shape=... err=... tol=... ok=..." (flushed) and
+// counts it; err <= tol passes (NaN never does). zt_op_checks / zt_op_failures: the counts so far.
+void zt_op_report(const char *op, const char *shape, double err, double tol);
+int zt_op_checks(void);
+int zt_op_failures(void);
 
 // max |got - ref| / max |ref| (max-norm relative error). Any NaN or Inf in got
 // (an unwritten, poisoned element) gives +inf.

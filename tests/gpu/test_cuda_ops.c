@@ -59,47 +59,6 @@ static void report(const char *op, const char *shape, double err, double tol) {
 static uint64_t g_seed = 20251201;
 static uint64_t seed(void) { return g_seed++; }
 
-static float *copyf(const float *x, int64_t n) {
-    float *y = zt_xmalloc((size_t)n * sizeof(float));
-    memcpy(y, x, (size_t)n * sizeof(float));
-    return y;
-}
-static float *hbuf(int64_t n) { return zt_xcalloc((size_t)n, sizeof(float)); }
-static zt_bf16 *dbf_poison(int64_t n) {
-    zt_bf16 *p = zt_cuda_malloc((size_t)n * 2);
-    zt_cuda_fill_nan(p, ZT_BF16, n, NULL);
-    return p;
-}
-static float *df_poison(int64_t n) {
-    float *p = zt_cuda_malloc((size_t)n * 4);
-    zt_cuda_fill_nan(p, ZT_F32, n, NULL);
-    return p;
-}
-static double err_bf16(const zt_bf16 *dev, const float *ref, int64_t n) {
-    float *h = hbuf(n);
-    zt_dev_get_bf16(h, dev, n);
-    double e = zt_relerr(h, ref, n);
-    free(h);
-    return e;
-}
-static double err_f32(const float *dev, const float *ref, int64_t n) {
-    float *h = hbuf(n);
-    zt_dev_get_f32(h, dev, n);
-    double e = zt_relerr(h, ref, n);
-    free(h);
-    return e;
-}
-// 0 when two device buffers hold the same bytes (determinism checks).
-static double bytes_differ(const void *a, const void *b, size_t n) {
-    unsigned char *x = zt_xmalloc(n), *y = zt_xmalloc(n);
-    zt_cuda_memcpy_d2h(x, a, n);
-    zt_cuda_memcpy_d2h(y, b, n);
-    double r = memcmp(x, y, n) ? 1.0 : 0.0;
-    free(x);
-    free(y);
-    return r;
-}
-
 // ---- matmul ----------------------------------------------------------------------------------------
 static void test_matmul(zt_cuda_ctx *c, int64_t M, int64_t K, int64_t N) {
     char sh[64];
@@ -108,14 +67,14 @@ static void test_matmul(zt_cuda_ctx *c, int64_t M, int64_t K, int64_t N) {
     float *dy = zt_host_normal(M * N, 1.0f, seed(), 1);
     zt_bf16 *gx = zt_dev_bf16(x, M * K), *gw = zt_dev_bf16(w, N * K), *gdy = zt_dev_bf16(dy, M * N);
 
-    float *y = hbuf(M * N);
+    float *y = zt_host_buf(M * N);
     zt_cpu_ops.matmul_fwd(y, x, w, M, K, N);
-    zt_bf16 *gy = dbf_poison(M * N);
+    zt_bf16 *gy = zt_dev_bf16_nan(M * N);
     zt_cuda_matmul_fwd(c, NULL, gy, ZT_BF16, gx, gw, M, K, N);
-    report("matmul_fwd_bf16out", sh, err_bf16(gy, y, M * N), TOL_BF16);
-    float *gy32 = df_poison(M * N);
+    report("matmul_fwd_bf16out", sh, zt_dev_err_bf16(gy, y, M * N), TOL_BF16);
+    float *gy32 = zt_dev_f32_nan(M * N);
     zt_cuda_matmul_fwd(c, NULL, gy32, ZT_F32, gx, gw, M, K, N);
-    report("matmul_fwd_f32out", sh, err_f32(gy32, y, M * N), TOL_F32_GEMM);
+    report("matmul_fwd_f32out", sh, zt_dev_err_f32(gy32, y, M * N), TOL_F32_GEMM);
 
     // The plan cache: the same shape again must hit, not build.
     int64_t plans0, hits0, plans1, hits1;
@@ -125,22 +84,22 @@ static void test_matmul(zt_cuda_ctx *c, int64_t M, int64_t K, int64_t N) {
     report("matmul_plan_cache_hit", sh, (plans1 == plans0 && hits1 == hits0 + 1) ? 0.0 : 1.0, TOL_EXACT);
 
     // dx assigned; dW (fp32) accumulated onto a random start.
-    float *dx = hbuf(M * K), *dw0 = zt_host_normal(N * K, 0.1f, seed(), 0), *dw = copyf(dw0, N * K);
+    float *dx = zt_host_buf(M * K), *dw0 = zt_host_normal(N * K, 0.1f, seed(), 0), *dw = zt_host_copy(dw0, N * K);
     zt_cpu_ops.matmul_bwd(dx, dw, dy, x, w, M, K, N, 0);
-    zt_bf16 *gdx = dbf_poison(M * K);
+    zt_bf16 *gdx = zt_dev_bf16_nan(M * K);
     float *gdw = zt_dev_f32(dw0, N * K);
     zt_cuda_matmul_bwd(c, NULL, gdx, gdw, ZT_F32, gdy, gx, gw, M, K, N, 0);
-    report("matmul_bwd_dx", sh, err_bf16(gdx, dx, M * K), TOL_BF16);
-    report("matmul_bwd_dw_f32acc", sh, err_f32(gdw, dw, N * K), TOL_F32_GEMM);
+    report("matmul_bwd_dx", sh, zt_dev_err_bf16(gdx, dx, M * K), TOL_BF16);
+    report("matmul_bwd_dw_f32acc", sh, zt_dev_err_f32(gdw, dw, N * K), TOL_F32_GEMM);
 
     // accumulate_dx = 1 onto a bf16 start, dW in bf16.
-    float *dx0 = zt_host_normal(M * K, 1.0f, seed(), 1), *dxa = copyf(dx0, M * K);
-    float *dwb0 = zt_host_normal(N * K, 0.1f, seed(), 1), *dwb = copyf(dwb0, N * K);
+    float *dx0 = zt_host_normal(M * K, 1.0f, seed(), 1), *dxa = zt_host_copy(dx0, M * K);
+    float *dwb0 = zt_host_normal(N * K, 0.1f, seed(), 1), *dwb = zt_host_copy(dwb0, N * K);
     zt_cpu_ops.matmul_bwd(dxa, dwb, dy, x, w, M, K, N, 1);
     zt_bf16 *gdxa = zt_dev_bf16(dx0, M * K), *gdwb = zt_dev_bf16(dwb0, N * K);
     zt_cuda_matmul_bwd(c, NULL, gdxa, gdwb, ZT_BF16, gdy, gx, gw, M, K, N, 1);
-    report("matmul_bwd_dx_accumulate", sh, err_bf16(gdxa, dxa, M * K), TOL_BF16);
-    report("matmul_bwd_dw_bf16acc", sh, err_bf16(gdwb, dwb, N * K), TOL_BF16);
+    report("matmul_bwd_dx_accumulate", sh, zt_dev_err_bf16(gdxa, dxa, M * K), TOL_BF16);
+    report("matmul_bwd_dw_bf16acc", sh, zt_dev_err_bf16(gdwb, dwb, N * K), TOL_BF16);
 
     void *fr[] = {x, w, dy, y, dx, dw0, dw, dx0, dxa, dwb0, dwb};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
@@ -155,25 +114,25 @@ static void test_rmsnorm(zt_cuda_ctx *c, int64_t rows, int64_t d) {
     const int64_t n = rows * d;
     const float eps = 1e-6f;
     float *x = zt_host_normal(n, 1.0f, seed(), 1), *w = zt_host_uniform(d, 0.5f, 1.5f, seed(), 1);
-    float *y = hbuf(n), *rstd = hbuf(rows);
+    float *y = zt_host_buf(n), *rstd = zt_host_buf(rows);
     zt_cpu_ops.rmsnorm_fwd(y, rstd, x, w, rows, d, eps);
-    zt_bf16 *gx = zt_dev_bf16(x, n), *gw = zt_dev_bf16(w, d), *gy = dbf_poison(n);
-    float *grstd = df_poison(rows);
+    zt_bf16 *gx = zt_dev_bf16(x, n), *gw = zt_dev_bf16(w, d), *gy = zt_dev_bf16_nan(n);
+    float *grstd = zt_dev_f32_nan(rows);
     zt_cuda_rmsnorm_fwd(NULL, gy, grstd, gx, gw, rows, d, eps);
-    report("rmsnorm_fwd_y", sh, err_bf16(gy, y, n), TOL_BF16);
-    report("rmsnorm_fwd_rstd", sh, err_f32(grstd, rstd, rows), TOL_F32);
+    report("rmsnorm_fwd_y", sh, zt_dev_err_bf16(gy, y, n), TOL_BF16);
+    report("rmsnorm_fwd_rstd", sh, zt_dev_err_f32(grstd, rstd, rows), TOL_F32);
 
-    float *dy = zt_host_normal(n, 1.0f, seed(), 1), *dx = hbuf(n);
-    float *dw0 = zt_host_normal(d, 0.1f, seed(), 0), *dw = copyf(dw0, d);
+    float *dy = zt_host_normal(n, 1.0f, seed(), 1), *dx = zt_host_buf(n);
+    float *dw0 = zt_host_normal(d, 0.1f, seed(), 0), *dw = zt_host_copy(dw0, d);
     zt_cpu_ops.rmsnorm_bwd(dx, dw, dy, x, w, rstd, rows, d);
-    zt_bf16 *gdy = zt_dev_bf16(dy, n), *gdx = dbf_poison(n);
+    zt_bf16 *gdy = zt_dev_bf16(dy, n), *gdx = zt_dev_bf16_nan(n);
     float *grs = zt_dev_f32(rstd, rows), *gdw = zt_dev_f32(dw0, d), *gdw2 = zt_dev_f32(dw0, d);
     zt_cuda_rmsnorm_bwd(c, NULL, gdx, gdw, gdy, gx, gw, grs, rows, d);
-    report("rmsnorm_bwd_dx", sh, err_bf16(gdx, dx, n), TOL_BF16);
+    report("rmsnorm_bwd_dx", sh, zt_dev_err_bf16(gdx, dx, n), TOL_BF16);
     // dw sums rows*|dy x rstd| terms in fp32 in a different order than the CPU.
-    report("rmsnorm_bwd_dw", sh, err_f32(gdw, dw, d), 1e-4);
+    report("rmsnorm_bwd_dw", sh, zt_dev_err_f32(gdw, dw, d), 1e-4);
     zt_cuda_rmsnorm_bwd(c, NULL, NULL, gdw2, gdy, gx, gw, grs, rows, d);
-    report("rmsnorm_bwd_dw_deterministic", sh, bytes_differ(gdw, gdw2, (size_t)d * 4), TOL_EXACT);
+    report("rmsnorm_bwd_dw_deterministic", sh, zt_dev_bytes_differ(gdw, gdw2, (size_t)d * 4), TOL_EXACT);
 
     void *fr[] = {x, w, y, rstd, dy, dx, dw0, dw};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
@@ -200,11 +159,6 @@ static int32_t *doc_positions(int64_t B, int64_t S) {
     }
     return pos;
 }
-static int32_t *dev_i32(const int32_t *x, int64_t n) {
-    int32_t *d = zt_cuda_malloc((size_t)n * sizeof(int32_t));
-    zt_cuda_memcpy_h2d(d, x, (size_t)n * sizeof(int32_t));
-    return d;
-}
 // A check that must not pass by accident: pass when the document-masked result differs
 // from the plain causal one by at least `min` (relative), i.e. the positions were used.
 static void report_differs(const char *op, const char *sh, double diff, double min) {
@@ -225,13 +179,13 @@ static void test_rope_yarn(int64_t S, int64_t D, double theta, double factor, in
     zt_rope_freqs f;
     zt_qwen3_rope_freqs(&c, &f);
     const int64_t tn = S * (D / 2);
-    float *ct = hbuf(tn), *stb = hbuf(tn), *cp = hbuf(tn), *sp = hbuf(tn);
+    float *ct = zt_host_buf(tn), *stb = zt_host_buf(tn), *cp = zt_host_buf(tn), *sp = zt_host_buf(tn);
     zt_rope_table_freqs(ct, stb, S, D, &f);
     zt_rope_table(cp, sp, S, D, theta);
-    float *gct = df_poison(tn), *gst = df_poison(tn);
+    float *gct = zt_dev_f32_nan(tn), *gst = zt_dev_f32_nan(tn);
     zt_cuda_rope_table_freqs(NULL, gct, gst, S, D, &f);
-    report("rope_table_yarn_cos", sh, err_f32(gct, ct, tn), TOL_ROPE_TAB);
-    report("rope_table_yarn_sin", sh, err_f32(gst, stb, tn), TOL_ROPE_TAB);
+    report("rope_table_yarn_cos", sh, zt_dev_err_f32(gct, ct, tn), TOL_ROPE_TAB);
+    report("rope_table_yarn_sin", sh, zt_dev_err_f32(gst, stb, tn), TOL_ROPE_TAB);
     const double apart = zt_relerr(ct, cp, tn);
     printf("rope_table_yarn %s: YaRN vs plain table differ by %.3e (need >= 1e-1)\n", sh, apart);
     report("rope_table_yarn_vs_plain", sh, apart >= 0.1 ? 0.0 : 1.0, TOL_EXACT);
@@ -247,33 +201,33 @@ static void test_rope(int64_t B, int64_t S, int64_t nh, int64_t D, double theta,
     snprintf(sh, sizeof sh, "B%lld_S%lld_h%lld_D%lld%s", (long long)B, (long long)S, (long long)nh, (long long)D,
              docs ? "_docs" : "");
     const int64_t half = D / 2, tn = S * half, n = B * S * nh * D;
-    float *ct = hbuf(tn), *stb = hbuf(tn);
+    float *ct = zt_host_buf(tn), *stb = zt_host_buf(tn);
     zt_rope_table(ct, stb, S, D, theta);
     if (!docs) {
-        float *gct = df_poison(tn), *gst = df_poison(tn);
+        float *gct = zt_dev_f32_nan(tn), *gst = zt_dev_f32_nan(tn);
         zt_cuda_rope_table(NULL, gct, gst, S, D, theta);
-        report("rope_table_cos", sh, err_f32(gct, ct, tn), TOL_ROPE_TAB);
-        report("rope_table_sin", sh, err_f32(gst, stb, tn), TOL_ROPE_TAB);
+        report("rope_table_cos", sh, zt_dev_err_f32(gct, ct, tn), TOL_ROPE_TAB);
+        report("rope_table_sin", sh, zt_dev_err_f32(gst, stb, tn), TOL_ROPE_TAB);
         zt_cuda_free(gct);
         zt_cuda_free(gst);
     }
-    int32_t *pos = docs ? doc_positions(B, S) : NULL, *gpos = docs ? dev_i32(pos, B * S) : NULL;
+    int32_t *pos = docs ? doc_positions(B, S) : NULL, *gpos = docs ? zt_dev_i32(pos, B * S) : NULL;
     // the ops themselves read the CPU table, so only the rotation is compared
     float *dct = zt_dev_f32(ct, tn), *dst = zt_dev_f32(stb, tn);
-    float *x = zt_host_normal(n, 1.0f, seed(), 1), *xr = copyf(x, n);
+    float *x = zt_host_normal(n, 1.0f, seed(), 1), *xr = zt_host_copy(x, n);
     zt_cpu_ops.rope_fwd(xr, ct, stb, pos, B, S, nh, D);
     zt_bf16 *gx = zt_dev_bf16(x, n);
     zt_cuda_rope_fwd(NULL, gx, dct, dst, gpos, B, S, nh, D);
-    report(docs ? "rope_fwd_docs" : "rope_fwd", sh, err_bf16(gx, xr, n), TOL_BF16);
-    float *xb = copyf(x, n);
+    report(docs ? "rope_fwd_docs" : "rope_fwd", sh, zt_dev_err_bf16(gx, xr, n), TOL_BF16);
+    float *xb = zt_host_copy(x, n);
     zt_cpu_ops.rope_bwd(xb, ct, stb, pos, B, S, nh, D);
     zt_bf16 *gxb = zt_dev_bf16(x, n);
     zt_cuda_rope_bwd(NULL, gxb, dct, dst, gpos, B, S, nh, D);
-    report(docs ? "rope_bwd_docs" : "rope_bwd", sh, err_bf16(gxb, xb, n), TOL_BF16);
+    report(docs ? "rope_bwd_docs" : "rope_bwd", sh, zt_dev_err_bf16(gxb, xb, n), TOL_BF16);
     if (docs) {  // the rotation by document position is not the one by block position
-        float *plain = copyf(x, n);
+        float *plain = zt_host_copy(x, n);
         zt_cpu_ops.rope_fwd(plain, ct, stb, NULL, B, S, nh, D);
-        report_differs("rope_fwd_docs_vs_plain", sh, err_bf16(gx, plain, n), 0.1);
+        report_differs("rope_fwd_docs_vs_plain", sh, zt_dev_err_bf16(gx, plain, n), 0.1);
         free(plain);
     }
     void *fr[] = {ct, stb, x, xr, xb, pos};
@@ -288,16 +242,16 @@ static void test_swiglu(int64_t n) {
     snprintf(sh, sizeof sh, "n%lld", (long long)n);
     float *g = zt_host_normal(n, 2.0f, seed(), 1), *u = zt_host_normal(n, 1.0f, seed(), 1);
     float *dh = zt_host_normal(n, 1.0f, seed(), 1);
-    float *h = hbuf(n), *dg = hbuf(n), *du = hbuf(n);
+    float *h = zt_host_buf(n), *dg = zt_host_buf(n), *du = zt_host_buf(n);
     zt_cpu_ops.swiglu_fwd(h, g, u, n);
     zt_cpu_ops.swiglu_bwd(dg, du, dh, g, u, n);
     zt_bf16 *gg = zt_dev_bf16(g, n), *gu = zt_dev_bf16(u, n), *gdh = zt_dev_bf16(dh, n);
-    zt_bf16 *gh = dbf_poison(n), *gdg = dbf_poison(n), *gdu = dbf_poison(n);
+    zt_bf16 *gh = zt_dev_bf16_nan(n), *gdg = zt_dev_bf16_nan(n), *gdu = zt_dev_bf16_nan(n);
     zt_cuda_swiglu_fwd(NULL, gh, gg, gu, n);
     zt_cuda_swiglu_bwd(NULL, gdg, gdu, gdh, gg, gu, n);
-    report("swiglu_fwd", sh, err_bf16(gh, h, n), TOL_BF16);
-    report("swiglu_bwd_dg", sh, err_bf16(gdg, dg, n), TOL_BF16);
-    report("swiglu_bwd_du", sh, err_bf16(gdu, du, n), TOL_BF16);
+    report("swiglu_fwd", sh, zt_dev_err_bf16(gh, h, n), TOL_BF16);
+    report("swiglu_bwd_dg", sh, zt_dev_err_bf16(gdg, dg, n), TOL_BF16);
+    report("swiglu_bwd_du", sh, zt_dev_err_bf16(gdu, du, n), TOL_BF16);
     void *fr[] = {g, u, dh, h, dg, du};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
     void *gf[] = {gg, gu, gdh, gh, gdg, gdu};
@@ -313,24 +267,24 @@ static void test_embedding(int64_t N, int64_t d, int64_t V) {
     zt_rng r;
     zt_rng_seed(&r, seed());
     for (int64_t i = 0; i < N; i++) tok[i] = (uint32_t)(i % 7 == 0 ? 3 : zt_rng_below(&r, (uint64_t)V));  // repeats
-    float *x = hbuf(N * d);
+    float *x = zt_host_buf(N * d);
     zt_cpu_ops.embedding_fwd(x, w, tok, N, d);
-    zt_bf16 *gw = zt_dev_bf16(w, V * d), *gx = dbf_poison(N * d);
+    zt_bf16 *gw = zt_dev_bf16(w, V * d), *gx = zt_dev_bf16_nan(N * d);
     uint32_t *gtok = zt_cuda_malloc((size_t)N * 4);
     zt_cuda_memcpy_h2d(gtok, tok, (size_t)N * 4);
     zt_cuda_embedding_fwd(NULL, gx, gw, gtok, N, d, V);
-    report("embedding_fwd", sh, err_bf16(gx, x, N * d), TOL_EXACT);
+    report("embedding_fwd", sh, zt_dev_err_bf16(gx, x, N * d), TOL_EXACT);
 
     float *dx = zt_host_normal(N * d, 1.0f, seed(), 1);
-    float *dw0 = zt_host_normal(V * d, 0.1f, seed(), 0), *dw = copyf(dw0, V * d);
+    float *dw0 = zt_host_normal(V * d, 0.1f, seed(), 0), *dw = zt_host_copy(dw0, V * d);
     zt_cpu_ops.embedding_bwd(dw, dx, tok, N, d);
     zt_bf16 *gdx = zt_dev_bf16(dx, N * d);
     float *gdw = zt_dev_f32(dw0, V * d), *gdw2 = zt_dev_f32(dw0, V * d);
     zt_cuda_embedding_bwd(NULL, gdw, gdx, gtok, N, d, V);
     zt_cuda_embedding_bwd(NULL, gdw2, gdx, gtok, N, d, V);
     // same values added in the same (token) order as the CPU: bit-exact
-    report("embedding_bwd", sh, err_f32(gdw, dw, V * d), TOL_EXACT);
-    report("embedding_bwd_deterministic", sh, bytes_differ(gdw, gdw2, (size_t)(V * d) * 4), TOL_EXACT);
+    report("embedding_bwd", sh, zt_dev_err_f32(gdw, dw, V * d), TOL_EXACT);
+    report("embedding_bwd_deterministic", sh, zt_dev_bytes_differ(gdw, gdw2, (size_t)(V * d) * 4), TOL_EXACT);
     void *fr[] = {w, tok, x, dx, dw0, dw};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
     void *gf[] = {gw, gx, gtok, gdx, gdw, gdw2};
@@ -384,15 +338,15 @@ static void attention_check(zt_cuda_ctx *c, int tiled, int64_t B, int64_t S, int
 #define OP(name) (op_name(op, sizeof op, tiled, name), op)
     const int64_t nq = B * S * H * D, nk = B * S * Hkv * D;
     int32_t *pos = docs == 2 ? doc_positions_many(B, S) : docs ? doc_positions(B, S) : NULL;
-    int32_t *gpos = docs ? dev_i32(pos, B * S) : NULL;
+    int32_t *gpos = docs ? zt_dev_i32(pos, B * S) : NULL;
     float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
-    float *o = hbuf(nq), *stats = hbuf(B * H * S * 2), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
+    float *o = zt_host_buf(nq), *stats = zt_host_buf(B * H * S * 2), *dq = zt_host_buf(nq), *dk = zt_host_buf(nk), *dv = zt_host_buf(nk);
     zt_cpu_ops.attention_fwd(o, stats, q, k, v, pos, B, S, H, Hkv, D);
     zt_cpu_ops.attention_bwd(dq, dk, dv, dout, o, stats, q, k, v, pos, B, S, H, Hkv, D);
     // lse from the CPU probabilities' definition: lse_i = log sum_j exp(s_ij) over the
     // visible keys lo <= j <= i (lo = 0, or the first token of i's document)
-    float *lse = hbuf(B * H * S);
+    float *lse = zt_host_buf(B * H * S);
     const int64_t g = H / Hkv;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
@@ -413,28 +367,28 @@ static void attention_check(zt_cuda_ctx *c, int tiled, int64_t B, int64_t S, int
                 free(s);
             }
     zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nk), *gv = zt_dev_bf16(v, nk), *gdo = zt_dev_bf16(dout, nq);
-    zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
-    zt_bf16 *gdq2 = dbf_poison(nq), *gdk2 = dbf_poison(nk), *gdv2 = dbf_poison(nk), *go2 = dbf_poison(nq);
-    float *glse = df_poison(B * H * S), *glse2 = df_poison(B * H * S);
+    zt_bf16 *go = zt_dev_bf16_nan(nq), *gdq = zt_dev_bf16_nan(nq), *gdk = zt_dev_bf16_nan(nk), *gdv = zt_dev_bf16_nan(nk);
+    zt_bf16 *gdq2 = zt_dev_bf16_nan(nq), *gdk2 = zt_dev_bf16_nan(nk), *gdv2 = zt_dev_bf16_nan(nk), *go2 = zt_dev_bf16_nan(nq);
+    float *glse = zt_dev_f32_nan(B * H * S), *glse2 = zt_dev_f32_nan(B * H * S);
     fwd(c, NULL, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
-    report(OP("attention_fwd_o"), sh, err_bf16(go, o, nq), TOL_BF16);
-    report(OP("attention_fwd_lse"), sh, err_f32(glse, lse, B * H * S), 1e-5);
+    report(OP("attention_fwd_o"), sh, zt_dev_err_bf16(go, o, nq), TOL_BF16);
+    report(OP("attention_fwd_lse"), sh, zt_dev_err_f32(glse, lse, B * H * S), 1e-5);
     bwd(c, NULL, gdq, gdk, gdv, gdo, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
-    report(OP("attention_bwd_dq"), sh, err_bf16(gdq, dq, nq), TOL_BF16_ATT);
-    report(OP("attention_bwd_dk"), sh, err_bf16(gdk, dk, nk), TOL_BF16_ATT);
-    report(OP("attention_bwd_dv"), sh, err_bf16(gdv, dv, nk), TOL_BF16_ATT);
+    report(OP("attention_bwd_dq"), sh, zt_dev_err_bf16(gdq, dq, nq), TOL_BF16_ATT);
+    report(OP("attention_bwd_dk"), sh, zt_dev_err_bf16(gdk, dk, nk), TOL_BF16_ATT);
+    report(OP("attention_bwd_dv"), sh, zt_dev_err_bf16(gdv, dv, nk), TOL_BF16_ATT);
     bwd(c, NULL, gdq2, gdk2, gdv2, gdo, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
-    report(OP("attention_bwd_deterministic"), sh, bytes_differ(gdq, gdq2, (size_t)nq * 2), TOL_EXACT);
+    report(OP("attention_bwd_deterministic"), sh, zt_dev_bytes_differ(gdq, gdq2, (size_t)nq * 2), TOL_EXACT);
     if (tiled) {  // every output of a rerun bit-identical (dk/dv: the group's heads summed in one order)
         fwd(c, NULL, go2, glse2, gq, gk, gv, gpos, B, S, H, Hkv, D);
-        const double d = bytes_differ(go, go2, (size_t)nq * 2) + bytes_differ(glse, glse2, (size_t)(B * H * S) * 4) +
-                         bytes_differ(gdk, gdk2, (size_t)nk * 2) + bytes_differ(gdv, gdv2, (size_t)nk * 2);
+        const double d = zt_dev_bytes_differ(go, go2, (size_t)nq * 2) + zt_dev_bytes_differ(glse, glse2, (size_t)(B * H * S) * 4) +
+                         zt_dev_bytes_differ(gdk, gdk2, (size_t)nk * 2) + zt_dev_bytes_differ(gdv, gdv2, (size_t)nk * 2);
         report(OP("attention_fwd_bwd_deterministic"), sh, d, TOL_EXACT);
     }
     if (docs) {  // keys of other documents really are masked: plain causal attention differs
-        float *o_causal = hbuf(nq);
+        float *o_causal = zt_host_buf(nq);
         zt_cpu_ops.attention_fwd(o_causal, stats, q, k, v, NULL, B, S, H, Hkv, D);
-        report_differs(OP("attention_fwd_docs_vs_causal"), sh, err_bf16(go, o_causal, nq), 0.1);
+        report_differs(OP("attention_fwd_docs_vs_causal"), sh, zt_dev_err_bf16(go, o_causal, nq), 0.1);
         free(o_causal);
     }
 #undef OP
@@ -533,19 +487,19 @@ static void attention_rows_check(zt_cuda_ctx *c, int kind, int64_t B, int64_t S,
     float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
     int32_t *pos = docs == 3 ? doc_positions_split(B, S) : docs ? doc_positions_many(B, S) : NULL;
-    int32_t *gpos = pos ? dev_i32(pos, B * S) : NULL;
+    int32_t *gpos = pos ? zt_dev_i32(pos, B * S) : NULL;
     // the CPU reference's dK, dV (fp32 from the bf16-rounded inputs the device sees)
-    float *o = hbuf(nq), *stats = hbuf(B * H * S * 2), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
+    float *o = zt_host_buf(nq), *stats = zt_host_buf(B * H * S * 2), *dq = zt_host_buf(nq), *dk = zt_host_buf(nk), *dv = zt_host_buf(nk);
     zt_cpu_ops.attention_fwd(o, stats, q, k, v, pos, B, S, H, Hkv, D);
     zt_cpu_ops.attention_bwd(dq, dk, dv, dout, o, stats, q, k, v, pos, B, S, H, Hkv, D);
     // the whole block on the device
     zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nk), *gv = zt_dev_bf16(v, nk), *gdo = zt_dev_bf16(dout, nq);
-    zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
-    float *glse = df_poison(B * H * S);
+    zt_bf16 *go = zt_dev_bf16_nan(nq), *gdq = zt_dev_bf16_nan(nq), *gdk = zt_dev_bf16_nan(nk), *gdv = zt_dev_bf16_nan(nk);
+    float *glse = zt_dev_f32_nan(B * H * S);
     fwd(c, NULL, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
     bwd(c, NULL, gdq, gdk, gdv, gdo, go, glse, gq, gk, gv, gpos, B, S, H, Hkv, D);
     zt_bf16 *ho = zt_xmalloc((size_t)nq * 2), *hdq = zt_xmalloc((size_t)nq * 2);
-    float *hlse = hbuf(B * H * S), *hdk = hbuf(nk), *hdv = hbuf(nk);
+    float *hlse = zt_host_buf(B * H * S), *hdk = zt_host_buf(nk), *hdv = zt_host_buf(nk);
     zt_cuda_memcpy_d2h(ho, go, (size_t)nq * 2);
     zt_cuda_memcpy_d2h(hdq, gdq, (size_t)nq * 2);
     zt_dev_get_f32(hlse, glse, B * H * S);
@@ -581,15 +535,15 @@ static void attention_rows_check(zt_cuda_ctx *c, int kind, int64_t B, int64_t S,
                 zt_bf16 *dlq = zt_cuda_malloc((size_t)(B * Sl * qs) * 2), *dldo = zt_cuda_malloc((size_t)(B * Sl * qs) * 2);
                 zt_cuda_memcpy_h2d(dlq, lq, (size_t)(B * Sl * qs) * 2);
                 zt_cuda_memcpy_h2d(dldo, ldo, (size_t)(B * Sl * qs) * 2);
-                int32_t *dpos = pos ? dev_i32(lpos, B * Sl) : NULL, *dmap = dev_i32(rm, Sl);
-                zt_bf16 *lo = dbf_poison(B * Sl * qs), *ldq = dbf_poison(B * Sl * qs);
-                zt_bf16 *ldk = dbf_poison(nk), *ldv = dbf_poison(nk);
-                float *llse = df_poison(B * H * Sl);
+                int32_t *dpos = pos ? zt_dev_i32(lpos, B * Sl) : NULL, *dmap = zt_dev_i32(rm, Sl);
+                zt_bf16 *lo = zt_dev_bf16_nan(B * Sl * qs), *ldq = zt_dev_bf16_nan(B * Sl * qs);
+                zt_bf16 *ldk = zt_dev_bf16_nan(nk), *ldv = zt_dev_bf16_nan(nk);
+                float *llse = zt_dev_f32_nan(B * H * Sl);
                 const int32_t *qm = with_map ? dmap : NULL;
                 rfwd(c, NULL, lo, llse, dlq, gk, gv, dpos, qm, B, Sl, S, H, Hkv, D);
                 rbwd(c, NULL, ldq, ldk, ldv, dldo, lo, llse, dlq, gk, gv, dpos, qm, B, Sl, S, H, Hkv, D);
                 zt_bf16 *hlo = zt_xmalloc((size_t)(B * Sl * qs) * 2), *hldq = zt_xmalloc((size_t)(B * Sl * qs) * 2);
-                float *hllse = hbuf(B * H * Sl), *hldk = hbuf(nk), *hldv = hbuf(nk);
+                float *hllse = zt_host_buf(B * H * Sl), *hldk = zt_host_buf(nk), *hldv = zt_host_buf(nk);
                 zt_cuda_memcpy_d2h(hlo, lo, (size_t)(B * Sl * qs) * 2);
                 zt_cuda_memcpy_d2h(hldq, ldq, (size_t)(B * Sl * qs) * 2);
                 zt_dev_get_f32(hllse, llse, B * H * Sl);
@@ -631,7 +585,7 @@ static void attention_rows_check(zt_cuda_ctx *c, int kind, int64_t B, int64_t S,
         if (C == 1) {
             report(OP("attention_rows_map_dkdv_bits"), sh, same_kv ? 0.0 : 1.0, TOL_EXACT);
         } else {
-            float *fk = hbuf(nk), *fv = hbuf(nk);
+            float *fk = zt_host_buf(nk), *fv = zt_host_buf(nk);
             for (int64_t i = 0; i < nk; i++) fk[i] = (float)sk[i], fv[i] = (float)sv[i];
             report(OP("attention_rows_dk_sum_vs_block"), sh, zt_relerr(fk, hdk, nk), TOL_BF16_ATT);
             report(OP("attention_rows_dv_sum_vs_block"), sh, zt_relerr(fv, hdv, nk), TOL_BF16_ATT);
@@ -697,15 +651,15 @@ static void test_cudnn_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H
     const int64_t nq = B * S * H * D, nk = B * S * Hkv * D, nl = B * H * S;
     float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
-    float *o = hbuf(nq), *stats = hbuf(B * H * S * 2), *dq = hbuf(nq), *dk = hbuf(nk), *dv = hbuf(nk);
+    float *o = zt_host_buf(nq), *stats = zt_host_buf(B * H * S * 2), *dq = zt_host_buf(nq), *dk = zt_host_buf(nk), *dv = zt_host_buf(nk);
     zt_cpu_ops.attention_fwd(o, stats, q, k, v, NULL, B, S, H, Hkv, D);
     zt_cpu_ops.attention_bwd(dq, dk, dv, dout, o, stats, q, k, v, NULL, B, S, H, Hkv, D);
     zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nk), *gv = zt_dev_bf16(v, nk), *gdo = zt_dev_bf16(dout, nq);
-    zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
-    zt_bf16 *gdq2 = dbf_poison(nq), *gdk2 = dbf_poison(nk), *gdv2 = dbf_poison(nk), *go_gemm = dbf_poison(nq);
-    float *glse = df_poison(nl), *glse_gemm = df_poison(nl);
+    zt_bf16 *go = zt_dev_bf16_nan(nq), *gdq = zt_dev_bf16_nan(nq), *gdk = zt_dev_bf16_nan(nk), *gdv = zt_dev_bf16_nan(nk);
+    zt_bf16 *gdq2 = zt_dev_bf16_nan(nq), *gdk2 = zt_dev_bf16_nan(nk), *gdv2 = zt_dev_bf16_nan(nk), *go_gemm = zt_dev_bf16_nan(nq);
+    float *glse = zt_dev_f32_nan(nl), *glse_gemm = zt_dev_f32_nan(nl);
     zt_cuda_attention_fwd(c, NULL, go_gemm, glse_gemm, gq, gk, gv, NULL, B, S, H, Hkv, D);
-    float *lse_gemm = hbuf(nl);
+    float *lse_gemm = zt_host_buf(nl);
     zt_dev_get_f32(lse_gemm, glse_gemm, nl);
 
     if (zt_cudnn_sdpa_fwd(c, NULL, go, glse, gq, gk, gv, B, S, H, Hkv, D) != 0) {
@@ -713,8 +667,8 @@ static void test_cudnn_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H
         report("cudnn_attention_fwd_o", sh, INFINITY, TOL_BF16);
     } else {
         zt_cuda_sync(NULL, "cudnn attention forward");
-        report("cudnn_attention_fwd_o", sh, err_bf16(go, o, nq), TOL_BF16);
-        report("cudnn_attention_fwd_lse_vs_gemm", sh, err_f32(glse, lse_gemm, nl), TOL_CUDNN_LSE);
+        report("cudnn_attention_fwd_o", sh, zt_dev_err_bf16(go, o, nq), TOL_BF16);
+        report("cudnn_attention_fwd_lse_vs_gemm", sh, zt_dev_err_f32(glse, lse_gemm, nl), TOL_CUDNN_LSE);
         // the same shape again: the cached graph, not a rebuild
         int64_t hits0, builds0, hits1, builds1;
         zt_cudnn_sdpa_stats(c, NULL, &hits0, &builds0, NULL);
@@ -728,9 +682,9 @@ static void test_cudnn_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H
             report("cudnn_attention_bwd_dq", sh, INFINITY, TOL_BF16_ATT);
         } else {
             zt_cuda_sync(NULL, "cudnn attention backward");
-            report("cudnn_attention_bwd_dq", sh, err_bf16(gdq, dq, nq), TOL_BF16_ATT);
-            report("cudnn_attention_bwd_dk", sh, err_bf16(gdk, dk, nk), TOL_BF16_ATT);
-            report("cudnn_attention_bwd_dv", sh, err_bf16(gdv, dv, nk), TOL_BF16_ATT);
+            report("cudnn_attention_bwd_dq", sh, zt_dev_err_bf16(gdq, dq, nq), TOL_BF16_ATT);
+            report("cudnn_attention_bwd_dk", sh, zt_dev_err_bf16(gdk, dk, nk), TOL_BF16_ATT);
+            report("cudnn_attention_bwd_dv", sh, zt_dev_err_bf16(gdv, dv, nk), TOL_BF16_ATT);
             // zerotrain's rule: bit-identical gradients on a rerun (cuDNN's deterministic
             // algorithm; zt_cudnn_sdpa_stats counts shapes where cuDNN had none)
             int64_t nondet = 0;
@@ -739,8 +693,8 @@ static void test_cudnn_attention(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t H
             if (nondet) printf("cudnn_attention: %lld backward graph(s) built without the deterministic algorithm\n",
                                (long long)nondet);
             report("cudnn_attention_bwd_deterministic", sh,
-                   rc2 == 0 ? bytes_differ(gdq, gdq2, (size_t)nq * 2) + bytes_differ(gdk, gdk2, (size_t)nk * 2) +
-                                  bytes_differ(gdv, gdv2, (size_t)nk * 2)
+                   rc2 == 0 ? zt_dev_bytes_differ(gdq, gdq2, (size_t)nq * 2) + zt_dev_bytes_differ(gdk, gdk2, (size_t)nk * 2) +
+                                  zt_dev_bytes_differ(gdv, gdv2, (size_t)nk * 2)
                             : 1.0,
                    TOL_EXACT);
         }
@@ -770,7 +724,7 @@ static void test_cudnn_attention_docs(zt_cuda_ctx *c, int64_t B, int64_t S, int6
         return;
     }
     const int64_t nq = B * S * H * D, nk = B * S * Hkv * D, nl = B * H * S;
-    int32_t *pos = docs == 2 ? doc_positions_many(B, S) : doc_positions(B, S), *gpos = dev_i32(pos, B * S);
+    int32_t *pos = docs == 2 ? doc_positions_many(B, S) : doc_positions(B, S), *gpos = zt_dev_i32(pos, B * S);
     zt_cudnn_docs_table t;
     const size_t cap = zt_cudnn_docs_bytes(2 * B * S);
     void *table = zt_xmalloc(cap), *gtable = zt_cuda_malloc(cap);
@@ -781,15 +735,15 @@ static void test_cudnn_attention_docs(zt_cuda_ctx *c, int64_t B, int64_t S, int6
            (long long)t.n_docs, (long long)t.n_graph, (long long)t.max_len);
     float *q = zt_host_normal(nq, 1.0f, seed(), 1), *k = zt_host_normal(nk, 1.0f, seed(), 1);
     float *v = zt_host_normal(nk, 1.0f, seed(), 1), *dout = zt_host_normal(nq, 1.0f, seed(), 1);
-    float *o = hbuf(nq), *o_plain = hbuf(nq), *stats = hbuf(B * H * S * 2), *dq = hbuf(nq), *dk = hbuf(nk);
-    float *dv = hbuf(nk);
+    float *o = zt_host_buf(nq), *o_plain = zt_host_buf(nq), *stats = zt_host_buf(B * H * S * 2), *dq = zt_host_buf(nq), *dk = zt_host_buf(nk);
+    float *dv = zt_host_buf(nk);
     zt_cpu_ops.attention_fwd(o, stats, q, k, v, pos, B, S, H, Hkv, D);
     zt_cpu_ops.attention_bwd(dq, dk, dv, dout, o, stats, q, k, v, pos, B, S, H, Hkv, D);
     zt_cpu_ops.attention_fwd(o_plain, stats, q, k, v, NULL, B, S, H, Hkv, D);
     zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nk), *gv = zt_dev_bf16(v, nk), *gdo = zt_dev_bf16(dout, nq);
-    zt_bf16 *go = dbf_poison(nq), *gdq = dbf_poison(nq), *gdk = dbf_poison(nk), *gdv = dbf_poison(nk);
-    zt_bf16 *gdq2 = dbf_poison(nq), *gdk2 = dbf_poison(nk), *gdv2 = dbf_poison(nk), *go_gemm = dbf_poison(nq);
-    float *glse = df_poison(nl), *glse_gemm = df_poison(nl), *lse_gemm = hbuf(nl);
+    zt_bf16 *go = zt_dev_bf16_nan(nq), *gdq = zt_dev_bf16_nan(nq), *gdk = zt_dev_bf16_nan(nk), *gdv = zt_dev_bf16_nan(nk);
+    zt_bf16 *gdq2 = zt_dev_bf16_nan(nq), *gdk2 = zt_dev_bf16_nan(nk), *gdv2 = zt_dev_bf16_nan(nk), *go_gemm = zt_dev_bf16_nan(nq);
+    float *glse = zt_dev_f32_nan(nl), *glse_gemm = zt_dev_f32_nan(nl), *lse_gemm = zt_host_buf(nl);
     zt_cuda_attention_fwd(c, NULL, go_gemm, glse_gemm, gq, gk, gv, gpos, B, S, H, Hkv, D);
     zt_dev_get_f32(lse_gemm, glse_gemm, nl);
     if (zt_cudnn_sdpa_docs_fwd(c, NULL, go, glse, gq, gk, gv, &t, gtable, B, S, H, Hkv, D) != 0) {
@@ -797,9 +751,9 @@ static void test_cudnn_attention_docs(zt_cuda_ctx *c, int64_t B, int64_t S, int6
         report("cudnn_attention_docs_fwd_o", sh, INFINITY, TOL_BF16);
     } else {
         zt_cuda_sync(NULL, "cudnn attention forward, packed documents");
-        report("cudnn_attention_docs_fwd_o", sh, err_bf16(go, o, nq), TOL_BF16);
-        report("cudnn_attention_docs_fwd_lse_vs_gemm", sh, err_f32(glse, lse_gemm, nl), TOL_CUDNN_LSE);
-        const double apart = err_bf16(go, o_plain, nq);  // plain causal attention's output is another
+        report("cudnn_attention_docs_fwd_o", sh, zt_dev_err_bf16(go, o, nq), TOL_BF16);
+        report("cudnn_attention_docs_fwd_lse_vs_gemm", sh, zt_dev_err_f32(glse, lse_gemm, nl), TOL_CUDNN_LSE);
+        const double apart = zt_dev_err_bf16(go, o_plain, nq);  // plain causal attention's output is another
         printf("cudnn_attention_docs %s: output vs plain causal attention %.3f (relative)\n", sh, apart);
         report("cudnn_attention_docs_differs_from_causal", sh, apart > 0.05 ? 0.0 : 1.0, TOL_EXACT);
         int64_t hits0, builds0, hits1, builds1;
@@ -814,14 +768,14 @@ static void test_cudnn_attention_docs(zt_cuda_ctx *c, int64_t B, int64_t S, int6
             report("cudnn_attention_docs_bwd_dq", sh, INFINITY, TOL_BF16_ATT);
         } else {
             zt_cuda_sync(NULL, "cudnn attention backward, packed documents");
-            report("cudnn_attention_docs_bwd_dq", sh, err_bf16(gdq, dq, nq), TOL_BF16_ATT);
-            report("cudnn_attention_docs_bwd_dk", sh, err_bf16(gdk, dk, nk), TOL_BF16_ATT);
-            report("cudnn_attention_docs_bwd_dv", sh, err_bf16(gdv, dv, nk), TOL_BF16_ATT);
+            report("cudnn_attention_docs_bwd_dq", sh, zt_dev_err_bf16(gdq, dq, nq), TOL_BF16_ATT);
+            report("cudnn_attention_docs_bwd_dk", sh, zt_dev_err_bf16(gdk, dk, nk), TOL_BF16_ATT);
+            report("cudnn_attention_docs_bwd_dv", sh, zt_dev_err_bf16(gdv, dv, nk), TOL_BF16_ATT);
             const int rc2 =
                 zt_cudnn_sdpa_docs_bwd(c, NULL, gdq2, gdk2, gdv2, gdo, go, glse, gq, gk, gv, &t, gtable, B, S, H, Hkv, D);
             report("cudnn_attention_docs_bwd_deterministic", sh,
-                   rc2 == 0 ? bytes_differ(gdq, gdq2, (size_t)nq * 2) + bytes_differ(gdk, gdk2, (size_t)nk * 2) +
-                                  bytes_differ(gdv, gdv2, (size_t)nk * 2)
+                   rc2 == 0 ? zt_dev_bytes_differ(gdq, gdq2, (size_t)nq * 2) + zt_dev_bytes_differ(gdk, gdk2, (size_t)nk * 2) +
+                                  zt_dev_bytes_differ(gdv, gdv2, (size_t)nk * 2)
                             : 1.0,
                    TOL_EXACT);
         }
@@ -842,9 +796,9 @@ static void test_xent(zt_cuda_ctx *c, int64_t N, int64_t d, int64_t V, int64_t c
     zt_rng_seed(&r, seed());
     for (int64_t i = 0; i < N; i++) tg[i] = (i % 11 == 10) ? -1 : (int32_t)zt_rng_below(&r, (uint64_t)V);
     const float scale = 1.0f / (float)N;
-    float *dx = hbuf(N * d), *dw0 = zt_host_normal(V * d, 0.01f, seed(), 0), *dw = copyf(dw0, V * d);
+    float *dx = zt_host_buf(N * d), *dw0 = zt_host_normal(V * d, 0.01f, seed(), 0), *dw = zt_host_copy(dw0, V * d);
     const double loss = zt_cpu_ops.lmhead_xent(dx, dw, x, w, tg, N, d, V, scale);
-    zt_bf16 *gx = zt_dev_bf16(x, N * d), *gw = zt_dev_bf16(w, V * d), *gdx = dbf_poison(N * d);
+    zt_bf16 *gx = zt_dev_bf16(x, N * d), *gw = zt_dev_bf16(w, V * d), *gdx = zt_dev_bf16_nan(N * d);
     float *gdw = zt_dev_f32(dw0, V * d);
     int32_t *gtg = zt_cuda_malloc((size_t)N * 4);
     zt_cuda_memcpy_h2d(gtg, tg, (size_t)N * 4);
@@ -857,9 +811,9 @@ static void test_xent(zt_cuda_ctx *c, int64_t N, int64_t d, int64_t V, int64_t c
     zt_cuda_memcpy_d2h(hl, gloss, sizeof hl);
     report("xent_loss", sh, isfinite(hl[0]) ? fabs(hl[0] - loss) / fabs(loss) : INFINITY, 1e-5);
     report("xent_loss_only_matches", sh, hl[0] == hl[1] ? 0.0 : 1.0, TOL_EXACT);
-    report("xent_dx", sh, err_bf16(gdx, dx, N * d), TOL_BF16);
+    report("xent_dx", sh, zt_dev_err_bf16(gdx, dx, N * d), TOL_BF16);
     // dlogits rounded to bf16 before the dW product
-    report("xent_dw_f32acc", sh, err_f32(gdw, dw, V * d), TOL_BF16);
+    report("xent_dw_f32acc", sh, zt_dev_err_f32(gdw, dw, V * d), TOL_BF16);
     void *fr[] = {x, w, tg, dx, dw0, dw};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
     void *gf[] = {gx, gw, gdx, gdw, gtg, gloss};
@@ -873,17 +827,17 @@ static void test_adamw(int64_t n) {
     float *p = zt_host_normal(n, 1.0f, seed(), 0), *g = zt_host_normal(n, 0.1f, seed(), 0);
     float *m = zt_host_normal(n, 0.01f, seed(), 0), *v = zt_host_uniform(n, 0.0f, 1e-3f, seed(), 0);
     float *gp = zt_dev_f32(p, n), *gg = zt_dev_f32(g, n), *gm = zt_dev_f32(m, n), *gv = zt_dev_f32(v, n);
-    zt_bf16 *gpb = dbf_poison(n);
+    zt_bf16 *gpb = zt_dev_bf16_nan(n);
     const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
     const int64_t t = 7;
     zt_cpu_ops.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, t);
     zt_cuda_adamw(NULL, gp, gpb, gg, gm, gv, n, lr, b1, b2, eps, wd, t);
-    report("adamw_p", sh, err_f32(gp, p, n), TOL_F32);
-    report("adamw_m", sh, err_f32(gm, m, n), TOL_F32);
-    report("adamw_v", sh, err_f32(gv, v, n), TOL_F32);
-    float *pb = copyf(p, n);
+    report("adamw_p", sh, zt_dev_err_f32(gp, p, n), TOL_F32);
+    report("adamw_m", sh, zt_dev_err_f32(gm, m, n), TOL_F32);
+    report("adamw_v", sh, zt_dev_err_f32(gv, v, n), TOL_F32);
+    float *pb = zt_host_copy(p, n);
     for (int64_t i = 0; i < n; i++) pb[i] = zt_bf16_round(pb[i]);
-    report("adamw_p_bf16_copy", sh, err_bf16(gpb, pb, n), TOL_BF16);
+    report("adamw_p_bf16_copy", sh, zt_dev_err_bf16(gpb, pb, n), TOL_BF16);
     void *fr[] = {p, g, m, v, pb};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
     void *gf[] = {gp, gg, gm, gv, gpb};
@@ -904,14 +858,14 @@ static void test_reductions(zt_cuda_ctx *c, int64_t n) {
     report("sumsq_deterministic", sh, got[0] == got[1] ? 0.0 : 1.0, TOL_EXACT);
 
     // fp32 add and scale: the same single rounding as the CPU
-    float *sum = hbuf(n);
+    float *sum = zt_host_buf(n);
     zt_cpu_ops.add(sum, x, y, n);
-    float *gsum = df_poison(n);
+    float *gsum = zt_dev_f32_nan(n);
     zt_cuda_add(NULL, gsum, gx, gy, ZT_F32, n);
-    report("add_f32", sh, err_f32(gsum, sum, n), TOL_EXACT);
+    report("add_f32", sh, zt_dev_err_f32(gsum, sum, n), TOL_EXACT);
     zt_cpu_ops.scale(sum, 0.37f, n);
     zt_cuda_scale(NULL, gsum, ZT_F32, 0.37f, n);
-    report("scale_f32", sh, err_f32(gsum, sum, n), TOL_EXACT);
+    report("scale_f32", sh, zt_dev_err_f32(gsum, sum, n), TOL_EXACT);
     // bf16 add in place (y = a + y) and scale: fp32 arithmetic, one rounding
     for (int64_t i = 0; i < n; i++) {
         x[i] = zt_bf16_round(x[i]);
@@ -920,19 +874,19 @@ static void test_reductions(zt_cuda_ctx *c, int64_t n) {
     zt_bf16 *bx = zt_dev_bf16(x, n), *by = zt_dev_bf16(y, n);
     for (int64_t i = 0; i < n; i++) sum[i] = zt_bf16_round(x[i] + y[i]);
     zt_cuda_add(NULL, by, bx, by, ZT_BF16, n);
-    report("add_bf16_inplace", sh, err_bf16(by, sum, n), TOL_EXACT);
+    report("add_bf16_inplace", sh, zt_dev_err_bf16(by, sum, n), TOL_EXACT);
     for (int64_t i = 0; i < n; i++) sum[i] = zt_bf16_round(sum[i] * 0.37f);
     zt_cuda_scale(NULL, by, ZT_BF16, 0.37f, n);
-    report("scale_bf16", sh, err_bf16(by, sum, n), TOL_EXACT);
+    report("scale_bf16", sh, zt_dev_err_bf16(by, sum, n), TOL_EXACT);
     // casts
-    float *x32 = zt_host_normal(n, 3.0f, seed(), 0), *xr = copyf(x32, n);
+    float *x32 = zt_host_normal(n, 3.0f, seed(), 0), *xr = zt_host_copy(x32, n);
     for (int64_t i = 0; i < n; i++) xr[i] = zt_bf16_round(xr[i]);
-    float *g32 = zt_dev_f32(x32, n), *back = df_poison(n);
-    zt_bf16 *gb = dbf_poison(n);
+    float *g32 = zt_dev_f32(x32, n), *back = zt_dev_f32_nan(n);
+    zt_bf16 *gb = zt_dev_bf16_nan(n);
     zt_cuda_f32_to_bf16(gb, g32, n, NULL);
-    report("cast_f32_to_bf16", sh, err_bf16(gb, xr, n), TOL_EXACT);
+    report("cast_f32_to_bf16", sh, zt_dev_err_bf16(gb, xr, n), TOL_EXACT);
     zt_cuda_bf16_to_f32(back, gb, n, NULL);
-    report("cast_bf16_to_f32", sh, err_f32(back, xr, n), TOL_EXACT);
+    report("cast_bf16_to_f32", sh, zt_dev_err_f32(back, xr, n), TOL_EXACT);
     void *fr[] = {x, y, sum, x32, xr};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
     void *gf[] = {gx, gy, gs, gsum, bx, by, g32, back, gb};

@@ -29,52 +29,10 @@
 #define TOL_GRAD 2e-2
 #define TOL_EXACT 0.0
 
-static int g_nfail, g_n;
-static void report(const char *op, const char *shape, double err, double tol) {
-    const int ok = err <= tol;
-    g_n++;
-    g_nfail += !ok;
-    printf("RESULT op=%s shape=%s err=%.3e tol=%.1e ok=%d\n", op, shape, err, tol, ok);
-}
-
 static uint64_t g_seed = 50505050;
 static uint64_t seed(void) { return g_seed++; }
-static float *hbuf(int64_t n) { return zt_xcalloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
-static zt_bf16 *dbf_poison(int64_t n) {
-    zt_bf16 *p = zt_cuda_malloc((size_t)n * 2);
-    zt_cuda_fill_nan(p, ZT_BF16, n, NULL);
-    return p;
-}
-static float *df_poison(int64_t n) {
-    float *p = zt_cuda_malloc((size_t)n * 4);
-    zt_cuda_fill_nan(p, ZT_F32, n, NULL);
-    return p;
-}
-static double err_bf16(const zt_bf16 *dev, const float *ref, int64_t n) {
-    float *h = hbuf(n);
-    zt_dev_get_bf16(h, dev, n);
-    const double e = zt_relerr(h, ref, n);
-    free(h);
-    return e;
-}
-static double err_f32(const float *dev, const float *ref, int64_t n) {
-    float *h = hbuf(n);
-    zt_dev_get_f32(h, dev, n);
-    const double e = zt_relerr(h, ref, n);
-    free(h);
-    return e;
-}
-static int same_bytes(const void *a, const void *b, size_t n) {
-    unsigned char *x = zt_xmalloc(n), *y = zt_xmalloc(n);
-    zt_cuda_memcpy_d2h(x, a, n);
-    zt_cuda_memcpy_d2h(y, b, n);
-    const int r = !memcmp(x, y, n);
-    free(x), free(y);
-    return r;
-}
-static void round_bf16(float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] = zt_bf16_round(x[i]);
-}
+// the same bytes in two device buffers
+static int same_bytes(const void *a, const void *b, size_t n) { return !zt_dev_bytes_differ(a, b, n); }
 
 // Document starts: 0: none; 1: at S/4 + b % 3 and the token after it (a one-token document), at 64
 // (a span's first token), at S/2 + 3, at the last token, odd blocks also at 1; 2: every 17 tokens
@@ -114,10 +72,10 @@ static void run_form(zt_cuda_ctx *c, delta_out *r, int form, const zt_bf16 *gq, 
                      const zt_bf16 *gdo, const float *gg, const float *gb, const int32_t *gpos, int64_t B, int64_t S,
                      int64_t Hk, int64_t Hv, int64_t Dk, int64_t Dv) {
     const int64_t N = B * S, nq = N * Hk * Dk, nv = N * Hv * Dv, ng = N * Hv;
-    r->o = dbf_poison(nv), r->saved = df_poison(zt_cuda_delta_saved_floats(B, S, Hv, Dk, Dv));
+    r->o = zt_dev_bf16_nan(nv), r->saved = zt_dev_f32_nan(zt_cuda_delta_saved_floats(B, S, Hv, Dk, Dv));
     (form == FORM_TC ? zt_cuda_delta_tc_fwd : form == FORM_CHUNK ? zt_cuda_delta_chunk_fwd : zt_cuda_delta_fwd)(
         NULL, r->o, r->saved, gq, gk, gv, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
-    r->dq = dbf_poison(nq), r->dk = dbf_poison(nq), r->dv = dbf_poison(nv), r->dg = df_poison(ng), r->db = df_poison(ng);
+    r->dq = zt_dev_bf16_nan(nq), r->dk = zt_dev_bf16_nan(nq), r->dv = zt_dev_bf16_nan(nv), r->dg = zt_dev_f32_nan(ng), r->db = zt_dev_f32_nan(ng);
     (form == FORM_TC ? zt_cuda_delta_tc_bwd : form == FORM_CHUNK ? zt_cuda_delta_chunk_bwd : zt_cuda_delta_bwd)(
         c, NULL, r->dq, r->dk, r->dv, r->dg, r->db, gdo, r->saved, gq, gk, gv, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
 }
@@ -151,7 +109,7 @@ static void test_delta_tc(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int6
     int32_t *gpos = NULL;
     if (pos) gpos = zt_cuda_malloc((size_t)N * 4), zt_cuda_memcpy_h2d(gpos, pos, (size_t)N * 4);
     float *q = zt_host_normal(nq, 1.0f, seed(), 0), *k = zt_host_normal(nq, hard ? 0.1f : 1.0f, seed(), 0);
-    float *ri = hbuf(N * Hk);
+    float *ri = zt_host_buf(N * Hk);
     if (hard) {
         float *dir = zt_host_normal(Hk * Dk, 1.0f, seed(), 0);
         for (int64_t i = 0; i < nq; i++) k[i] += dir[i % (Hk * Dk)];
@@ -159,12 +117,12 @@ static void test_delta_tc(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int6
     }
     zt_cpu_ops.l2norm_fwd(q, ri, q, N * Hk, Dk, 1e-6f);  // l2-normalised rows, as the model feeds them
     zt_cpu_ops.l2norm_fwd(k, ri, k, N * Hk, Dk, 1e-6f);
-    round_bf16(q, nq), round_bf16(k, nq);
+    zt_round_bf16(q, nq), zt_round_bf16(k, nq);
     float *v = zt_host_normal(nv, 1.0f, seed(), 1), *dout = zt_host_normal(nv, 1.0f, seed(), 1);
     float *g = hard ? zt_host_uniform(ng, -0.05f, -0.001f, seed(), 0) : zt_host_uniform(ng, -1.5f, -0.01f, seed(), 0);
     float *beta = hard ? zt_host_uniform(ng, 0.9f, 0.999f, seed(), 0) : zt_host_uniform(ng, 0.05f, 0.95f, seed(), 0);
-    float *o = hbuf(nv), *saved = hbuf(ns), *dq = hbuf(nq), *dk = hbuf(nq), *dv = hbuf(nv), *dg = hbuf(ng),
-          *db = hbuf(ng);
+    float *o = zt_host_buf(nv), *saved = zt_host_buf(ns), *dq = zt_host_buf(nq), *dk = zt_host_buf(nq), *dv = zt_host_buf(nv), *dg = zt_host_buf(ng),
+          *db = zt_host_buf(ng);
     zt_cpu_ops.delta_fwd(o, saved, q, k, v, g, beta, pos, B, S, Hk, Hv, Dk, Dv);
     zt_cpu_ops.delta_bwd(dq, dk, dv, dg, db, dout, saved, q, k, v, g, beta, pos, B, S, Hk, Hv, Dk, Dv);
     zt_bf16 *gq = zt_dev_bf16(q, nq), *gk = zt_dev_bf16(k, nq), *gv = zt_dev_bf16(v, nv), *gdo = zt_dev_bf16(dout, nv);
@@ -173,29 +131,29 @@ static void test_delta_tc(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int6
     delta_out tc, tc2, ch;
     run_form(c, &tc, FORM_TC, gq, gk, gv, gdo, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
     double e;
-#define CHECK(set, i, name, err, tol) (report(name, sh, e = (err), tol), g_max[set][i] = fmax(g_max[set][i], e))
-    CHECK(0, 0, "delta_tc_fwd_o", err_bf16(tc.o, o, nv), TOL_O);
-    CHECK(0, 1, "delta_tc_fwd_saved", err_f32(tc.saved, saved, ns), TOL_SAVED);
-    CHECK(0, 2, "delta_tc_bwd_dq", err_bf16(tc.dq, dq, nq), TOL_GRAD);
-    CHECK(0, 3, "delta_tc_bwd_dk", err_bf16(tc.dk, dk, nq), TOL_GRAD);
-    CHECK(0, 4, "delta_tc_bwd_dv", err_bf16(tc.dv, dv, nv), TOL_GRAD);
-    CHECK(0, 5, "delta_tc_bwd_dg", err_f32(tc.dg, dg, ng), TOL_GRAD);
-    CHECK(0, 6, "delta_tc_bwd_dbeta", err_f32(tc.db, db, ng), TOL_GRAD);
+#define CHECK(set, i, name, err, tol) (zt_op_report(name, sh, e = (err), tol), g_max[set][i] = fmax(g_max[set][i], e))
+    CHECK(0, 0, "delta_tc_fwd_o", zt_dev_err_bf16(tc.o, o, nv), TOL_O);
+    CHECK(0, 1, "delta_tc_fwd_saved", zt_dev_err_f32(tc.saved, saved, ns), TOL_SAVED);
+    CHECK(0, 2, "delta_tc_bwd_dq", zt_dev_err_bf16(tc.dq, dq, nq), TOL_GRAD);
+    CHECK(0, 3, "delta_tc_bwd_dk", zt_dev_err_bf16(tc.dk, dk, nq), TOL_GRAD);
+    CHECK(0, 4, "delta_tc_bwd_dv", zt_dev_err_bf16(tc.dv, dv, nv), TOL_GRAD);
+    CHECK(0, 5, "delta_tc_bwd_dg", zt_dev_err_f32(tc.dg, dg, ng), TOL_GRAD);
+    CHECK(0, 6, "delta_tc_bwd_dbeta", zt_dev_err_f32(tc.db, db, ng), TOL_GRAD);
     // a second run: forward and backward bit-identical
     run_form(c, &tc2, FORM_TC, gq, gk, gv, gdo, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
-    report("delta_tc_rerun_bit_identical", sh, same_out(&tc, &tc2, nq, nv, ng, ns) ? 0.0 : 1.0, TOL_EXACT);
+    zt_op_report("delta_tc_rerun_bit_identical", sh, same_out(&tc, &tc2, nq, nv, ng, ns) ? 0.0 : 1.0, TOL_EXACT);
     out_free(&tc2);
     // against the fp32 chunked kernels (their results as the reference)
     if (cmp) {
         run_form(c, &ch, FORM_CHUNK, gq, gk, gv, gdo, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
-        float *h = hbuf(nv > ns ? (nv > nq ? nv : nq) : (ns > nq ? ns : nq));
-        zt_dev_get_bf16(h, ch.o, nv), CHECK(1, 0, "delta_tc_vs_chunk_o", err_bf16(tc.o, h, nv), TOL_O);
-        zt_dev_get_f32(h, ch.saved, ns), CHECK(1, 1, "delta_tc_vs_chunk_saved", err_f32(tc.saved, h, ns), TOL_SAVED);
-        zt_dev_get_bf16(h, ch.dq, nq), CHECK(1, 2, "delta_tc_vs_chunk_dq", err_bf16(tc.dq, h, nq), TOL_GRAD);
-        zt_dev_get_bf16(h, ch.dk, nq), CHECK(1, 3, "delta_tc_vs_chunk_dk", err_bf16(tc.dk, h, nq), TOL_GRAD);
-        zt_dev_get_bf16(h, ch.dv, nv), CHECK(1, 4, "delta_tc_vs_chunk_dv", err_bf16(tc.dv, h, nv), TOL_GRAD);
-        zt_dev_get_f32(h, ch.dg, ng), CHECK(1, 5, "delta_tc_vs_chunk_dg", err_f32(tc.dg, h, ng), TOL_GRAD);
-        zt_dev_get_f32(h, ch.db, ng), CHECK(1, 6, "delta_tc_vs_chunk_dbeta", err_f32(tc.db, h, ng), TOL_GRAD);
+        float *h = zt_host_buf(nv > ns ? (nv > nq ? nv : nq) : (ns > nq ? ns : nq));
+        zt_dev_get_bf16(h, ch.o, nv), CHECK(1, 0, "delta_tc_vs_chunk_o", zt_dev_err_bf16(tc.o, h, nv), TOL_O);
+        zt_dev_get_f32(h, ch.saved, ns), CHECK(1, 1, "delta_tc_vs_chunk_saved", zt_dev_err_f32(tc.saved, h, ns), TOL_SAVED);
+        zt_dev_get_bf16(h, ch.dq, nq), CHECK(1, 2, "delta_tc_vs_chunk_dq", zt_dev_err_bf16(tc.dq, h, nq), TOL_GRAD);
+        zt_dev_get_bf16(h, ch.dk, nq), CHECK(1, 3, "delta_tc_vs_chunk_dk", zt_dev_err_bf16(tc.dk, h, nq), TOL_GRAD);
+        zt_dev_get_bf16(h, ch.dv, nv), CHECK(1, 4, "delta_tc_vs_chunk_dv", zt_dev_err_bf16(tc.dv, h, nv), TOL_GRAD);
+        zt_dev_get_f32(h, ch.dg, ng), CHECK(1, 5, "delta_tc_vs_chunk_dg", zt_dev_err_f32(tc.dg, h, ng), TOL_GRAD);
+        zt_dev_get_f32(h, ch.db, ng), CHECK(1, 6, "delta_tc_vs_chunk_dbeta", zt_dev_err_f32(tc.db, h, ng), TOL_GRAD);
         free(h);
         out_free(&ch);
         // the switch: ZT_CUDA_DELTA_TC=1 makes zt_cuda_delta_fwd / _bwd these kernels
@@ -203,7 +161,7 @@ static void test_delta_tc(zt_cuda_ctx *c, int64_t B, int64_t S, int64_t Hk, int6
         setenv("ZT_CUDA_DELTA_TC", "1", 1);
         run_form(c, &sw, FORM_DISPATCH, gq, gk, gv, gdo, gg, gb, gpos, B, S, Hk, Hv, Dk, Dv);
         unsetenv("ZT_CUDA_DELTA_TC");
-        report("delta_tc_env_switch_is_tc", sh, same_out(&sw, &tc, nq, nv, ng, ns) ? 0.0 : 1.0, TOL_EXACT);
+        zt_op_report("delta_tc_env_switch_is_tc", sh, same_out(&sw, &tc, nq, nv, ng, ns) ? 0.0 : 1.0, TOL_EXACT);
         out_free(&sw);
     }
 #undef CHECK
@@ -231,9 +189,9 @@ static void test_switch_fallback(zt_cuda_ctx *c) {
     run_form(c, &sw, FORM_DISPATCH, gq, gk, gv, gdo, gg, gb, NULL, B, S, Hk, Hv, Dk, Dv);
     unsetenv("ZT_CUDA_DELTA_TC");
     run_form(c, &ch, FORM_CHUNK, gq, gk, gv, gdo, gg, gb, NULL, B, S, Hk, Hv, Dk, Dv);
-    report("delta_tc_env_switch_fallback_dv24", "B1_S70_Hk1_Hv2_Dk16_Dv24",
+    zt_op_report("delta_tc_env_switch_fallback_dv24", "B1_S70_Hk1_Hv2_Dk16_Dv24",
            same_out(&sw, &ch, nq, nv, ng, ns) ? 0.0 : 1.0, TOL_EXACT);
-    report("delta_tc_supported", "Dk_Dv",
+    zt_op_report("delta_tc_supported", "Dk_Dv",
            zt_cuda_delta_tc_supported(128, 128) && zt_cuda_delta_tc_supported(16, 48) &&
                    !zt_cuda_delta_tc_supported(16, 24) && !zt_cuda_delta_tc_supported(8, 16) &&
                    !zt_cuda_delta_tc_supported(144, 128)
@@ -242,7 +200,7 @@ static void test_switch_fallback(zt_cuda_ctx *c) {
            TOL_EXACT);
     const size_t f = zt_cuda_delta_tc_smem_bytes(128, 0), b = zt_cuda_delta_tc_smem_bytes(128, 1);
     printf("tensor-core delta rule shared memory per block at Dk 128: forward %zu B, backward %zu B\n", f, b);
-    report("delta_tc_smem_dk128_fits", "Dk128", f <= 227 * 1024 && b <= 227 * 1024 ? 0.0 : 1.0, TOL_EXACT);
+    zt_op_report("delta_tc_smem_dk128_fits", "Dk128", f <= 227 * 1024 && b <= 227 * 1024 ? 0.0 : 1.0, TOL_EXACT);
     out_free(&sw), out_free(&ch);
     void *fr[] = {q, k, v, g, beta};
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
@@ -279,6 +237,6 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 7; i++) printf(" %s %.2e", names[i], g_max[s][i]);
         printf("\n");
     }
-    printf("%d passed, %d failed; %.1f s\n", g_n - g_nfail, g_nfail, zt_now() - t0);
-    return g_nfail ? 1 : 0;
+    printf("%d passed, %d failed; %.1f s\n", zt_op_checks() - zt_op_failures(), zt_op_failures(), zt_now() - t0);
+    return zt_op_failures() || !zt_op_checks() ? 1 : 0;  // a run that checked nothing fails
 }
