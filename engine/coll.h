@@ -25,10 +25,11 @@ typedef enum {
     ZT_OP_ALLREDUCE,
     ZT_OP_BROADCAST,
     ZT_OP_BARRIER,
+    ZT_OP_ALLTOALL,
 } zt_coll_op;
 
 // Channels. A collective's channel is fixed by its op, not chosen by the caller:
-//   DATA: all-gather, reduce-scatter (the bulk FSDP traffic; NCCL on GPUs later)
+//   DATA: all-gather, reduce-scatter, all-to-all (the bulk FSDP and context-parallel traffic)
 //   CTRL: all-reduce, broadcast, barrier (small control traffic: evenfix counts,
 //         grad norm, checkpoint barriers, bootstrap ids)
 // Each channel is its own communicator. A rank that skips a reduce-scatter and enters
@@ -61,6 +62,7 @@ static inline const char *zt_op_name(zt_coll_op op) {
     case ZT_OP_ALLREDUCE: return "allreduce";
     case ZT_OP_BROADCAST: return "broadcast";
     case ZT_OP_BARRIER: return "barrier";
+    case ZT_OP_ALLTOALL: return "alltoall";
     }
     return "?";
 }

@@ -38,6 +38,7 @@ struct zt_req {
     void *h;          // backend handle; NULL once complete
     int state;        // 0 in flight, 1 done, -1 failed (err holds why)
     char *err;
+    size_t *counts;       // all-to-all: the copied send_counts | recv_counts (d points into it)
     zt_req *prev, *next;  // outstanding list, oldest first
 };
 
@@ -461,11 +462,12 @@ static int check_args(const zt_comm *c, const zt_coll *d, const char *label) {
         return zt_err("%s(\"%s\"): reduction avg needs a floating-point dtype, got %s (use sum and divide)", op, label,
                       zt_dtype_name(d->dt));
     size_t mult = (d->op == ZT_OP_ALLGATHER || d->op == ZT_OP_REDUCE_SCATTER) ? (size_t)world : 1;
+    if (d->op == ZT_OP_ALLTOALL) mult = 1;  // count: the sum of send_counts (checked below)
     if (d->count > SIZE_MAX / es / mult)
         return zt_err("%s(\"%s\"): %zu %s elements x %zu overflow size_t", op, label, d->count, zt_dtype_name(d->dt),
                       mult);
     size_t block = d->count * es, full = block * mult;
-    if (d->count && (!d->recv || (d->op != ZT_OP_BROADCAST && !d->send)))
+    if (d->count && d->op != ZT_OP_ALLTOALL && (!d->recv || (d->op != ZT_OP_BROADCAST && !d->send)))
         return zt_err("%s(\"%s\"): NULL buffer for %zu elements", op, label, d->count);
     switch (d->op) {
     case ZT_OP_ALLGATHER:
@@ -487,6 +489,20 @@ static int check_args(const zt_comm *c, const zt_coll *d, const char *label) {
         if (d->root < 0 || d->root >= world)
             return zt_err("broadcast(\"%s\"): root %d outside [0, %d)", label, d->root, world);
         break;
+    case ZT_OP_ALLTOALL: {
+        if (!d->send_counts || !d->recv_counts) return zt_err("alltoall(\"%s\"): NULL counts", label);
+        size_t ns = 0, nr = 0;
+        for (int r = 0; r < world; r++) {
+            if (d->send_counts[r] > SIZE_MAX / es - ns || d->recv_counts[r] > SIZE_MAX / es - nr)
+                return zt_err("alltoall(\"%s\"): the counts overflow size_t", label);
+            ns += d->send_counts[r], nr += d->recv_counts[r];
+        }
+        if ((ns && !d->send) || (nr && !d->recv))
+            return zt_err("alltoall(\"%s\"): NULL buffer for %zu elements", label, ns ? ns : nr);
+        if (overlaps(d->send, ns * es, d->recv, nr * es))
+            return zt_err("alltoall(\"%s\"): send and recv overlap; use separate buffers", label);
+        break;
+    }
     default: break;
     }
     return 0;
@@ -509,6 +525,13 @@ static zt_req *issue(zt_comm *c, const zt_coll *d, const char *label) {
     }
     zt_req *r = zt_xcalloc(1, sizeof *r);
     r->d = *d;
+    if (d->op == ZT_OP_ALLTOALL) {  // the caller's arrays may change before the wait
+        const size_t w = (size_t)c->info.world;
+        r->counts = zt_xmalloc(2 * w * sizeof(size_t));
+        memcpy(r->counts, d->send_counts, w * sizeof(size_t));
+        memcpy(r->counts + w, d->recv_counts, w * sizeof(size_t));
+        r->d.send_counts = r->counts, r->d.recv_counts = r->counts + w;
+    }
     snprintf(r->label, sizeof r->label, "%s", label);
     r->timeout = applicable_timeout(c, NULL);
     r->t0 = zt_now();
@@ -534,6 +557,7 @@ static zt_req *issue(zt_comm *c, const zt_coll *d, const char *label) {
         zt_flight_update(c->fl, r->seq, ZT_FL_FAILED, zt_flight_wall_ns());
         zt_err_prefix("rank %d: %s(\"%s\") seq %llu", c->info.rank, zt_op_name(d->op), r->label,
                       (unsigned long long)r->seq);
+        free(r->counts);
         free(r);
         return NULL;
     }
@@ -548,29 +572,38 @@ static zt_req *issue(zt_comm *c, const zt_coll *d, const char *label) {
 }
 
 zt_req *zt_iallgather(zt_comm *c, const void *send, void *recv, size_t count_per_rank, zt_dtype dt, const char *label) {
-    zt_coll d = {ZT_OP_ALLGATHER, ZT_CHAN_DATA, dt, ZT_RED_SUM, send, recv, count_per_rank, -1};
+    zt_coll d = {ZT_OP_ALLGATHER, ZT_CHAN_DATA, dt, ZT_RED_SUM, send, recv, count_per_rank, -1, NULL, NULL};
     return issue(c, &d, label);
 }
 
 zt_req *zt_ireduce_scatter(zt_comm *c, const void *send, void *recv, size_t count_per_rank, zt_dtype dt, zt_red red,
                            const char *label) {
-    zt_coll d = {ZT_OP_REDUCE_SCATTER, ZT_CHAN_DATA, dt, red, send, recv, count_per_rank, -1};
+    zt_coll d = {ZT_OP_REDUCE_SCATTER, ZT_CHAN_DATA, dt, red, send, recv, count_per_rank, -1, NULL, NULL};
     return issue(c, &d, label);
 }
 
 zt_req *zt_iallreduce(zt_comm *c, const void *send, void *recv, size_t count, zt_dtype dt, zt_red red,
                       const char *label) {
-    zt_coll d = {ZT_OP_ALLREDUCE, ZT_CHAN_CTRL, dt, red, send, recv, count, -1};
+    zt_coll d = {ZT_OP_ALLREDUCE, ZT_CHAN_CTRL, dt, red, send, recv, count, -1, NULL, NULL};
     return issue(c, &d, label);
 }
 
 zt_req *zt_ibroadcast(zt_comm *c, void *buf, size_t count, zt_dtype dt, int root, const char *label) {
-    zt_coll d = {ZT_OP_BROADCAST, ZT_CHAN_CTRL, dt, ZT_RED_SUM, buf, buf, count, root};
+    zt_coll d = {ZT_OP_BROADCAST, ZT_CHAN_CTRL, dt, ZT_RED_SUM, buf, buf, count, root, NULL, NULL};
     return issue(c, &d, label);
 }
 
 zt_req *zt_ibarrier(zt_comm *c, const char *label) {
-    zt_coll d = {ZT_OP_BARRIER, ZT_CHAN_CTRL, ZT_DT_U8, ZT_RED_SUM, NULL, NULL, 0, -1};
+    zt_coll d = {ZT_OP_BARRIER, ZT_CHAN_CTRL, ZT_DT_U8, ZT_RED_SUM, NULL, NULL, 0, -1, NULL, NULL};
+    return issue(c, &d, label);
+}
+
+zt_req *zt_ialltoall(zt_comm *c, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                     zt_dtype dt, const char *label) {
+    size_t n = 0;
+    if (c && send_counts)
+        for (int r = 0; r < c->info.world; r++) n += send_counts[r];  // overflow: check_args refuses the call
+    zt_coll d = {ZT_OP_ALLTOALL, ZT_CHAN_DATA, dt, ZT_RED_SUM, send, recv, n, -1, send_counts, recv_counts};
     return issue(c, &d, label);
 }
 
@@ -653,6 +686,7 @@ int zt_wait(zt_comm *c, zt_req *r) {
     int rc = 0;
     if (s < 0) rc = zt_err("%s", r->err);
     free(r->err);
+    free(r->counts);
     free(r);
     return rc;
 }
@@ -686,6 +720,12 @@ int zt_broadcast(zt_comm *c, void *buf, size_t count, zt_dtype dt, int root, con
 
 int zt_barrier(zt_comm *c, const char *label) {
     zt_req *r = zt_ibarrier(c, label);
+    return r ? zt_wait(c, r) : -1;
+}
+
+int zt_alltoall(zt_comm *c, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                zt_dtype dt, const char *label) {
+    zt_req *r = zt_ialltoall(c, send, send_counts, recv, recv_counts, dt, label);
     return r ? zt_wait(c, r) : -1;
 }
 

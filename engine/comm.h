@@ -1,9 +1,9 @@
 // Process group: rank/node layout and the collectives FSDP needs (all-gather,
-// reduce-scatter, all-reduce, broadcast, barrier), each async with a deadline-guarded
-// wait, plus a watchdog thread that puts the same deadline on host waits outside the
+// reduce-scatter, all-reduce, broadcast, barrier; all-to-all for context parallelism), each
+// async with a deadline-guarded wait, plus a watchdog thread that puts the same deadline on host waits outside the
 // comm layer. Backend-neutral: MPI (host buffers), NCCL (device buffers).
 // defines: zt_comm, zt_req, zt_comm_opts, zt_comm_info, zt_iallgather, zt_ireduce_scatter,
-//          zt_iallreduce, zt_ibroadcast, zt_ibarrier, zt_wait, zt_test, blocking wrappers,
+//          zt_iallreduce, zt_ibroadcast, zt_ibarrier, zt_ialltoall, zt_wait, zt_test, blocking wrappers,
 //          zt_comm_watch_begin/end, zt_comm_split, zt_comm_backend (for implementations)
 #ifndef ZT_COMM_H
 #define ZT_COMM_H
@@ -164,6 +164,16 @@ zt_req *zt_iallreduce(zt_comm *c, const void *send, void *recv, size_t count, zt
                       const char *label);
 zt_req *zt_ibroadcast(zt_comm *c, void *buf, size_t count, zt_dtype dt, int root, const char *label);
 zt_req *zt_ibarrier(zt_comm *c, const char *label);
+// all-to-all with per-rank counts (MPI_Alltoallv's exchange, blocks packed in rank order): send
+// holds send_counts[r] elements for each rank r, rank r's block at offset send_counts[0] + ... +
+// send_counts[r - 1]; recv gets recv_counts[r] elements from each rank r, likewise packed. Every
+// pair must agree (rank a's send_counts[b] == rank b's recv_counts[a]): a mismatch is the
+// backend's error or a hang past the deadline. Both arrays hold world entries and are copied
+// (they may change once this returns). send and recv must not overlap. The data channel; the
+// flight record's count is the elements this rank sends (its own block included). The NCCL
+// backend refuses it (no grouped send/receive there yet).
+zt_req *zt_ialltoall(zt_comm *c, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                     zt_dtype dt, const char *label);
 
 // Wait for r and free it: 0 when done, -1 + zt_err if the backend reported an error.
 // Past the deadline it never returns: it prints what this rank is stuck in (and what
@@ -185,6 +195,8 @@ int zt_reduce_scatter(zt_comm *c, const void *send, void *recv, size_t count_per
 int zt_allreduce(zt_comm *c, const void *send, void *recv, size_t count, zt_dtype dt, zt_red red, const char *label);
 int zt_broadcast(zt_comm *c, void *buf, size_t count, zt_dtype dt, int root, const char *label);
 int zt_barrier(zt_comm *c, const char *label);
+int zt_alltoall(zt_comm *c, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                zt_dtype dt, const char *label);
 
 // ---- flight recorder ---------------------------------------------------------
 // JSON dump of this rank's ring (most recent last); the same format as the
@@ -203,8 +215,10 @@ typedef struct {
     zt_red red;
     const void *send;
     void *recv;    // broadcast: the buffer; barrier: NULL
-    size_t count;  // per rank for all-gather / reduce-scatter, total otherwise
+    size_t count;  // per rank for all-gather / reduce-scatter, sent elements for all-to-all, total otherwise
     int root;      // broadcast only, -1 otherwise
+    // all-to-all only (NULL otherwise): [world] elements to / from each rank, blocks packed in rank order
+    const size_t *send_counts, *recv_counts;
 } zt_coll;
 
 typedef struct {

@@ -1,5 +1,6 @@
 // MPI backend of the process group: host buffers, non-blocking collectives
-// (MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Iallreduce, MPI_Ibcast, MPI_Ibarrier)
+// (MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Iallreduce, MPI_Ibcast, MPI_Ibarrier,
+// MPI_Ialltoallv)
 // so the FSDP overlap schedule runs unchanged on the CPU.
 #include "engine/comm_mpi.h"
 
@@ -18,6 +19,7 @@ typedef struct {
 
 typedef struct {
     MPI_Request req;
+    int *v;  // all-to-all: send counts | displacements | recv counts | displacements (live until done)
 } mpi_handle;
 
 static int mpi_fail(int rc, const char *call, MPI_Comm comm) {
@@ -59,7 +61,24 @@ static int mpi_start(void *self_, const zt_coll *d, void **handle) {
         return zt_err("%zu elements exceed MPI's int count limit (%d); split the buffer", d->count, INT_MAX);
     int n = (int)d->count, rc = MPI_SUCCESS;
     MPI_Datatype t = mpi_type(d->dt);
-    mpi_handle *h = zt_xmalloc(sizeof *h);
+    if (d->op == ZT_OP_ALLTOALL) {
+        size_t nr = 0;
+        for (int r = 0; r < s->world; r++) nr += d->recv_counts[r];
+        if (nr > INT_MAX)  // the sent total was checked above; every displacement is below its total
+            return zt_err("%zu received elements exceed MPI's int count limit (%d); split the buffer", nr, INT_MAX);
+    }
+    mpi_handle *h = zt_xcalloc(1, sizeof *h);
+    if (s->world == 1 && d->op == ZT_OP_ALLTOALL) {
+        if (d->send_counts[0] != d->recv_counts[0]) {
+            free(h);
+            return zt_err("alltoall: a world of one sends %zu elements to itself but receives %zu", d->send_counts[0],
+                          d->recv_counts[0]);
+        }
+        memmove(d->recv, d->send, d->send_counts[0] * zt_dtype_size(d->dt));
+        h->req = MPI_REQUEST_NULL;
+        *handle = h;
+        return 0;
+    }
     if (s->world == 1) {
         // A world of one: every collective is its own result (a copy where send and recv
         // differ). Done here, without the library's schedule and its progress rounds.
@@ -96,8 +115,21 @@ static int mpi_start(void *self_, const zt_coll *d, void **handle) {
         call = "MPI_Ibarrier";
         rc = MPI_Ibarrier(comm, &h->req);
         break;
+    case ZT_OP_ALLTOALL: {
+        const int w = s->world;
+        h->v = zt_xmalloc((size_t)(4 * w) * sizeof(int));
+        int *sc = h->v, *sd = h->v + w, *rc_ = h->v + 2 * w, *rd = h->v + 3 * w;
+        for (int r = 0, so = 0, ro = 0; r < w; r++) {
+            sc[r] = (int)d->send_counts[r], sd[r] = so, so += sc[r];
+            rc_[r] = (int)d->recv_counts[r], rd[r] = ro, ro += rc_[r];
+        }
+        call = "MPI_Ialltoallv";
+        rc = MPI_Ialltoallv(d->send, sc, sd, t, d->recv, rc_, rd, t, comm, &h->req);
+        break;
+    }
     }
     if (rc != MPI_SUCCESS) {
+        free(h->v);
         free(h);
         return mpi_fail(rc, call, comm);
     }
@@ -121,6 +153,7 @@ static int mpi_test(void *self_, const zt_coll *d, void *handle, int *done) {
     int flag = 0;
     int rc = MPI_Test(&h->req, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
+        free(h->v);
         free(h);
         return mpi_fail(rc, "MPI_Test", d->chan == ZT_CHAN_DATA ? s->data : s->ctrl);
     }
@@ -130,6 +163,7 @@ static int mpi_test(void *self_, const zt_coll *d, void *handle, int *done) {
     }
     if (d->red == ZT_RED_AVG && (d->op == ZT_OP_REDUCE_SCATTER || d->op == ZT_OP_ALLREDUCE))
         scale(d->recv, d->count, d->dt, 1.0 / (double)s->world);
+    free(h->v);
     free(h);
     *done = 1;
     return 0;

@@ -196,6 +196,9 @@ static int start_impl(void *self_, const zt_coll *d, void **handle) {
         return zt_err("the %s channel's NCCL communicator was aborted after an earlier error (%s); no further "
                       "collectives can run on it",
                       chan_name[ch], s->dead_why[ch]);
+    if (d->op == ZT_OP_ALLTOALL)  // the exchange context parallelism's Qwen3.5 CPU path uses
+        return zt_err("alltoall is not implemented on the NCCL backend (it needs grouped ncclSend/ncclRecv, which "
+                      "the CUDA emulator does not provide yet); use all-gather / reduce-scatter on GPUs");
     ncclDataType_t t = ncclFloat32;
     if (d->op != ZT_OP_BARRIER && nccl_type(d->dt, &t) < 0) return zt_err("no NCCL type for dtype %d", (int)d->dt);
     ncclComm_t comm = s->comm[ch];
@@ -223,6 +226,7 @@ static int start_impl(void *self_, const zt_coll *d, void **handle) {
             ZT_NCCL_CHECK_GOTO(ncclAllReduce(s->barrier_buf, s->barrier_buf, 1, ncclInt32, ncclSum, comm, st),
                                nccl_fail, s);
             break;
+        case ZT_OP_ALLTOALL: break;  // refused above
         }
     }
     ZT_CUDA_CHECK_GOTO(cudaEventRecord(ev, st), cuda_fail, s);

@@ -118,6 +118,22 @@ static void context_scatter(void *ctx, const float *all, float *mine, int64_t n,
     f->bytes_ctx += (int64_t)(f->ctx_world - 1) * n * (int64_t)sizeof(float);
 }
 
+static void context_alltoall(void *ctx, const float *send, const int64_t *send_n, float *recv, const int64_t *recv_n,
+                             const char *what) {
+    zt_fsdp *f = ctx;
+    const double t0 = zt_now();
+    size_t *sc = zt_xmalloc(2 * (size_t)f->ctx_world * sizeof(size_t)), *rc = sc + f->ctx_world;
+    int64_t got = 0;
+    for (int r = 0; r < f->ctx_world; r++) {
+        sc[r] = (size_t)send_n[r], rc[r] = (size_t)recv_n[r];
+        if (r != f->ctx_rank) got += recv_n[r];
+    }
+    if (zt_alltoall(f->ctx_comm, send, sc, recv, rc, ZT_DT_F32, what) != 0) zt_die_on_err();
+    free(sc);
+    f->t_wait += zt_now() - t0;
+    f->bytes_ctx += got * (int64_t)sizeof(float);  // what came from the other ranks
+}
+
 void zt_fsdp_context_stage_init(zt_fsdp *f) {  // whole rows are staged before this rank's tokens are picked
     const size_t n = (size_t)(f->micro_batch * f->seq_len);
     f->ctx_ids = zt_xcalloc(n, sizeof(uint32_t));
@@ -127,5 +143,6 @@ void zt_fsdp_context_stage_init(zt_fsdp *f) {  // whole rows are staged before t
 
 zt_family_context zt_fsdp_family_context(zt_fsdp *f) {
     return (zt_family_context){.C = f->ctx_world, .rank = f->ctx_rank, .S = f->seq_len, .S_local = f->seq_local,
-                               .index = f->ctx_index, .gather = context_gather, .scatter = context_scatter, .ctx = f};
+                               .index = f->ctx_index, .gather = context_gather, .scatter = context_scatter,
+                               .alltoall = context_alltoall, .ctx = f};
 }

@@ -36,6 +36,10 @@ typedef struct zt_family_context {
     // Reduce-scatter: mine[0, n) = the sum over the group's ranks of their all[rank * n, (rank + 1) * n)
     // (rank: this rank's place). `what` names the collective in the flight recorder.
     void (*scatter)(void *ctx, const float *all, float *mine, int64_t n, const char *what);
+    // All-to-all: send packs send_n[r] floats for each rank r (rank order); recv gets recv_n[r] from each
+    // rank r, likewise packed. Rank a's send_n[b] equals rank b's recv_n[a]. NULL where the engine has none.
+    void (*alltoall)(void *ctx, const float *send, const int64_t *send_n, float *recv, const int64_t *recv_n,
+                     const char *what);
     void *ctx;
 } zt_family_context;
 

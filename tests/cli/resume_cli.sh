@@ -297,10 +297,12 @@ qwen3_5_context_parallel)  # Qwen3.5 (q35_mix), global batch 2: C = 3 stopped at
                                       END{exit bad || n != 6}' \
             || { paste "$W/full/metrics.jsonl" "$run_dir/metrics.jsonl" | cut -c1-240; fail "losses differ from C = 3 ($run_dir)"; }
     done
-    # the context exchange's bytes (rank 0's; each collective counts (C - 1) x the floats it takes from this
-    # rank): per micro-batch the positions gather (1 float per held token); per linear layer the conv
-    # input|b|a gather and its gradient's reduce-scatter (2 Kd + Vd + 2 Hv floats per held token), the delta
-    # output's reduce-scatter and its gradient's gather (Vd); per full layer K/V gathered twice, dK/dV scattered
+    # the context exchange's bytes (rank 0's; a gather or reduce-scatter counts (C - 1) x the floats it takes
+    # from this rank, an all-to-all the floats this rank receives from the others): per micro-batch the
+    # positions gather (1 float per held token); per linear layer, per held token, four all-to-alls: the
+    # conv input|b|a of rank 0's channels from each other rank (w_0 = 2 nk_0 Dk + nv_0 Dv + 2 nv_0 floats) and
+    # their gradients of each other rank r's channels (w_r), the delta output of each other rank's heads
+    # (nv_r Dv) and its gradient of rank 0's (nv_0 Dv); per full layer K/V gathered twice, dK/dV scattered
     python3 - "$GOLD/q35_mix/config.json" "$W/data/dataset.json" "$W/full/metrics.jsonl" "$W/plain/metrics.jsonl" <<'PY' ||
 import json, sys
 c, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
@@ -311,9 +313,16 @@ kinds = c["layer_types"]
 Kd = c["linear_num_key_heads"] * c["linear_key_head_dim"]
 Hv = c["linear_num_value_heads"]
 Vd = Hv * c["linear_value_head_dim"]
-lin = sum(k == "linear_attention" for k in kinds) * 2 * ((2 * Kd + Vd + 2 * Hv) + Vd)
+Dk, Dv, grp = c["linear_key_head_dim"], c["linear_value_head_dim"], Hv // c["linear_num_key_heads"]
+def share(r):  # rank r's value heads [v0, v0 + nv), the key heads they read, its width w (model/qwen3_5_context.c)
+    v0, nv = r * Hv // C, (r + 1) * Hv // C - r * Hv // C
+    nk = (v0 + nv - 1) // grp + 1 - v0 // grp if nv else 0
+    return nv, 2 * nk * Dk + nv * Dv + 2 * nv
+nv0, w0 = share(0)
+per_lin = (C - 1) * (w0 + nv0 * Dv) + sum(share(r)[1] + share(r)[0] * Dv for r in range(1, C))
+lin = sum(k == "linear_attention" for k in kinds) * per_lin
 full = sum(k == "full_attention" for k in kinds) * 3 * 2 * c["num_key_value_heads"] * c["head_dim"]
-want = accum * (C - 1) * sl * (1 + lin + full) * 4
+want = accum * sl * ((C - 1) * (1 + full) + lin) * 4
 got = [json.loads(l).get("bytes_context") for l in open(sys.argv[3])]
 plain = [json.loads(l).get("bytes_context") for l in open(sys.argv[4])]
 if got != [want] * 6 or any(plain):

@@ -9,7 +9,7 @@ import os
 import struct
 import sys
 
-OPS = {"allgather": 1, "reduce_scatter": 2, "allreduce": 3, "broadcast": 4, "barrier": 5}  # engine/coll.h
+OPS = {"allgather": 1, "reduce_scatter": 2, "allreduce": 3, "broadcast": 4, "barrier": 5, "alltoall": 6}  # engine/coll.h
 DONE, WAITING, ISSUED = 3, 2, 1
 T0 = 1796388000 * 10**9  # ns, 2026-12
 

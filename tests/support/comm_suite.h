@@ -5,7 +5,8 @@
 // A header, not a .c: the checks count into test_util.h's per-file counters.
 // defines: zt_comm_suite_mem, zt_comm_suite_init, zt_comm_suite_info, zt_comm_suite_allgather,
 //          zt_comm_suite_reduce_scatter, zt_comm_suite_allreduce, zt_comm_suite_broadcast,
-//          zt_comm_suite_barrier, zt_comm_suite_async, zt_comm_suite_large, zt_comm_suite_errors
+//          zt_comm_suite_barrier, zt_comm_suite_async, zt_comm_suite_large, zt_comm_suite_errors,
+//          zt_comm_suite_alltoall
 #ifndef ZT_TEST_COMM_SUITE_H
 #define ZT_TEST_COMM_SUITE_H
 #include <math.h>
@@ -155,6 +156,79 @@ static inline void zt_comm_suite_allgather(void) {
     CS_MUST(zt_allgather(zt_cs.c, NULL, NULL, 0, ZT_DT_F32, "ag empty"));
     free(sf), free(rf), free(si), free(ri), free(sb), free(rb), free(su), free(ru);
     cs_free(dsf), cs_free(drf), cs_free(dsi), cs_free(dri), cs_free(dsb), cs_free(drb), cs_free(dsu), cs_free(dru);
+}
+
+// ---- all-to-all ---------------------------------------------------------------------------
+// Uneven counts (zeros among them) from every rank to every rank, against a naive reference: every
+// rank's whole send buffer all-gathered, each rank cutting out the blocks meant for it. Then the
+// flight recorder's record of it (op "alltoall", the data channel, count = the elements sent).
+static inline size_t cs_a2a_count(int from, int to) { return (size_t)((from * 3 + to * 5 + 1) % 7); }
+
+static inline void zt_comm_suite_alltoall(void) {
+    const zt_comm_info I = zt_cs.I;
+    const int W = I.world;
+    size_t *sc = zt_xcalloc((size_t)W * 2, sizeof(size_t)), *rc = sc + W, ns = 0, nr = 0, most = 0;
+    for (int r = 0; r < W; r++) {
+        sc[r] = cs_a2a_count(I.rank, r), rc[r] = cs_a2a_count(r, I.rank), ns += sc[r], nr += rc[r];
+        for (int q = 0; q < W; q++) {
+            size_t t = 0;
+            for (int k = 0; k < W; k++) t += cs_a2a_count(q, k);
+            most = t > most ? t : most;
+        }
+    }
+    float *send = zt_xcalloc(most + 1, 4), *recv = zt_xcalloc(nr + 1, 4), *all = zt_xcalloc((size_t)W * most + 1, 4);
+    for (size_t i = 0; i < ns; i++) send[i] = (float)(I.rank * 1000 + (int)i) + 0.25f;
+    void *ds = cs_buf(send, (most + 1) * 4), *dr = cs_buf(NULL, (nr + 1) * 4);
+    void *da = cs_buf(NULL, ((size_t)W * most + 1) * 4);
+    CS_MUST(zt_alltoall(zt_cs.c, ds, sc, dr, rc, ZT_DT_F32, "a2a f32"));
+    char *js = NULL;
+    size_t jn = 0;
+    FILE *m = open_memstream(&js, &jn);
+    CS_MUST(zt_comm_dump_flight(zt_cs.c, m));
+    fclose(m);
+    char want[160];
+    snprintf(want, sizeof want, "%s", "\"op\": \"alltoall\", \"label\": \"a2a f32\", \"state\": \"done\", "
+                                      "\"channel\": \"data\"");
+    char cnt[64];
+    snprintf(cnt, sizeof cnt, "\"count\": %zu, \"bytes\": %zu", ns, ns * 4);
+    const char *at = strstr(js, want);
+    CHECK(at && strstr(at, cnt) && strstr(at, cnt) < strstr(at, "}"), "alltoall's flight record (want %s, %s): %.300s",
+          want, cnt, at ? at : js);
+    free(js);
+    cs_down(recv, dr, nr * 4);
+    // the naive reference: every rank's whole send buffer, then rank s's block for me at sum_{k < me} count(s, k)
+    CS_MUST(zt_allgather(zt_cs.c, ds, da, most, ZT_DT_F32, "a2a reference"));
+    cs_down(all, da, (size_t)W * most * 4);
+    int bad = 0;
+    size_t at_r = 0;
+    for (int s = 0; s < W; s++) {
+        size_t off = 0;
+        for (int k = 0; k < I.rank; k++) off += cs_a2a_count(s, k);
+        for (size_t i = 0; i < rc[s]; i++) bad += recv[at_r + i] != all[(size_t)s * most + off + i];
+        at_r += rc[s];
+    }
+    CHECK(bad == 0 && at_r == nr, "alltoall: %d of %zu elements differ from the reference", bad, nr);
+    // i64 (whole words moved), and refusals: overlapping buffers, NULL counts
+    int64_t *si = zt_xcalloc(ns + 1, 8), *ri = zt_xcalloc(nr + 1, 8);
+    for (size_t i = 0; i < ns; i++) si[i] = (int64_t)I.rank << 40 | (int64_t)i;
+    void *dsi = cs_buf(si, (ns + 1) * 8), *dri = cs_buf(NULL, (nr + 1) * 8);
+    CS_MUST(zt_alltoall(zt_cs.c, dsi, sc, dri, rc, ZT_DT_I64, "a2a i64"));
+    cs_down(ri, dri, nr * 8);
+    bad = 0, at_r = 0;
+    for (int s = 0; s < W; s++) {
+        size_t off = 0;
+        for (int k = 0; k < I.rank; k++) off += cs_a2a_count(s, k);
+        for (size_t i = 0; i < rc[s]; i++) bad += ri[at_r + i] != ((int64_t)s << 40 | (int64_t)(off + i));
+        at_r += rc[s];
+    }
+    CHECK(bad == 0, "alltoall i64: %d wrong elements", bad);
+    if (ns && nr)
+        CHECK(!zt_ialltoall(zt_cs.c, ds, sc, ds, rc, ZT_DT_F32, "a2a overlap") && strstr(zt_errmsg(), "overlap"),
+              "overlapping alltoall: %s", zt_errmsg());
+    CHECK(!zt_ialltoall(zt_cs.c, ds, NULL, dr, rc, ZT_DT_F32, "a2a no counts") && strstr(zt_errmsg(), "NULL counts"),
+          "alltoall without counts: %s", zt_errmsg());
+    free(send), free(recv), free(all), free(sc), free(si), free(ri);
+    cs_free(ds), cs_free(dr), cs_free(da), cs_free(dsi), cs_free(dri);
 }
 
 // ---- reduce-scatter ---------------------------------------------------------------------

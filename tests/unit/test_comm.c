@@ -263,6 +263,7 @@ int main(int argc, char **argv) {
     zt_comm_suite_reduce_scatter();
     zt_comm_suite_allreduce();
     zt_comm_suite_broadcast();
+    zt_comm_suite_alltoall();
     test_barrier_sleeps();
     zt_comm_suite_barrier();
     zt_comm_suite_async();
